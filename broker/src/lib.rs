@@ -1,0 +1,1 @@
+//! Skein's Kafka-compatible broker.

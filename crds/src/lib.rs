@@ -1,0 +1,1 @@
+//! `KafkaCluster` and `Topic` custom resource types (filled in by the operator work).

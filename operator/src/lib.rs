@@ -1,0 +1,1 @@
+//! Platforms that drive the controller core (`kubernetes`, `local`).
