@@ -52,7 +52,15 @@ pub fn elect_leader(
         return ElectionOutcome::Clean(b);
     }
     if allow_unclean {
-        if let Some(b) = state.replicas.iter().copied().find(|b| eligible(*b)) {
+        // Replicas a reassignment is still adding may hold nothing at all;
+        // the others were in sync once, so they go first.
+        let established = state
+            .replicas
+            .iter()
+            .copied()
+            .filter(|b| !state.adding_replicas.contains(b));
+        let adding = state.adding_replicas.iter().copied();
+        if let Some(b) = established.chain(adding).find(|b| eligible(*b)) {
             state.leader = b;
             state.isr = vec![b];
             return ElectionOutcome::Unclean(b);
@@ -143,6 +151,17 @@ mod tests {
         assert_eq!(outcome, ElectionOutcome::Unclean(3));
         assert_eq!(s.leader, 3);
         assert_eq!(s.isr, vec![3]);
+    }
+
+    #[test]
+    fn unclean_election_prefers_replicas_not_being_added() {
+        let mut s = state(&[4, 2, 1], &[1], 1);
+        s.adding_replicas = vec![4];
+        s.removing_replicas = vec![1];
+        assert_eq!(
+            elect_leader(&mut s, |b| b != 1, true),
+            ElectionOutcome::Unclean(2)
+        );
     }
 
     #[test]

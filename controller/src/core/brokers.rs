@@ -93,27 +93,43 @@ impl ControllerCore {
 
     /// Fences a broker (lost or restarted): it leaves every ISR it is in
     /// (except as a last member) and every partition it led gets a new
-    /// leader. Returns whether anything changed.
-    pub(super) fn fence_broker(&mut self, broker: BrokerId) -> bool {
-        let Some(info) = self.image.brokers.get_mut(&broker) else {
-            return false;
-        };
-        if info.fenced {
-            return false;
+    /// leader.
+    pub(super) fn fence_broker(&mut self, broker: BrokerId) {
+        self.fence_brokers(&[broker]);
+    }
+
+    /// Fences several brokers at once. All are marked first, so no partition
+    /// is handed to a broker that is about to be fenced in the same batch.
+    pub(super) fn fence_brokers(&mut self, brokers: &[BrokerId]) {
+        let mut fenced = Vec::new();
+        for b in brokers {
+            let Some(info) = self.image.brokers.get_mut(b) else {
+                continue;
+            };
+            if info.fenced {
+                continue;
+            }
+            info.fenced = true;
+            info.in_controlled_shutdown = false;
+            let info = info.clone();
+            self.out.persist.push(Command::PersistBroker(info));
+            self.sessions.remove(b);
+            fenced.push(*b);
         }
-        info.fenced = true;
-        info.in_controlled_shutdown = false;
-        let info = info.clone();
-        self.out.persist.push(Command::PersistBroker(info));
-        self.sessions.remove(&broker);
+        if fenced.is_empty() {
+            return;
+        }
         self.out.publish = true;
-        for (topic, p) in self.partitions_where(|s| s.isr.contains(&broker) || s.leader == broker) {
+        let touched =
+            self.partitions_where(|s| fenced.iter().any(|b| s.isr.contains(b) || s.leader == *b));
+        for (topic, p) in touched {
             let mut next = self.state(&topic, p).clone();
-            next.isr = election::remove_from_isr(&next.isr, broker);
+            for b in &fenced {
+                next.isr = election::remove_from_isr(&next.isr, *b);
+            }
             let unclean = self.unclean_enabled(&topic);
             self.commit_partition(&topic, p, next, unclean, Origin::Controller);
         }
-        true
     }
 
     pub(super) fn on_controlled_shutdown(&mut self, broker: BrokerId, broker_epoch: u64) {
@@ -161,9 +177,7 @@ impl ControllerCore {
             .filter(|(_, last)| self.now_ms.saturating_sub(**last) > timeout)
             .map(|(b, _)| *b)
             .collect();
-        for b in expired {
-            self.fence_broker(b);
-        }
+        self.fence_brokers(&expired);
         if self.config.auto_leader_rebalance_enable {
             let last = self.last_rebalance_ms.unwrap_or(self.now_ms);
             if self.now_ms.saturating_sub(last) >= self.config.leader_imbalance_check_interval_ms {

@@ -295,7 +295,15 @@ impl ControllerCore {
     ) -> PartitionState {
         let old = self.state(topic, partition).clone();
         reassignment::maybe_complete(&mut next);
-        let outcome = election::elect_leader(&mut next, |b| self.is_eligible(b), allow_unclean);
+        let mut outcome = election::elect_leader(&mut next, |b| self.is_eligible(b), allow_unclean);
+        // An unclean election resets the ISR, which can put the whole
+        // reassignment target in sync; then the new leader may be removed.
+        if reassignment::maybe_complete(&mut next) {
+            let again = election::elect_leader(&mut next, |b| self.is_eligible(b), allow_unclean);
+            if again != ElectionOutcome::Unchanged {
+                outcome = again;
+            }
+        }
         if next.same_assignment_and_leadership(&old) {
             return old;
         }
