@@ -16,7 +16,7 @@ use common::{register, test_config};
 use skein_controller::invariants;
 use skein_controller::{
     AlterPartitionRequest, BrokerId, Command, ControllerCore, ControllerError, ElectionType, Event,
-    MetadataImage, NewTopic, PartitionState, Reply, TopicId, TopicPartition, NO_LEADER,
+    MetadataImage, NewTopic, PartitionState, Reply, TopicId, TopicImage, TopicPartition, NO_LEADER,
 };
 
 const DEFAULT_RUNS: u64 = 1000;
@@ -77,6 +77,9 @@ struct Sim {
     next_topic_id: u128,
     recent: VecDeque<String>,
     stats: Stats,
+    /// The store a platform would keep, built only from `Persist*`
+    /// commands; controller restarts rebuild from it.
+    store: MetadataImage,
 }
 
 /// How often the hard paths were reached, so a test can insist they are.
@@ -140,6 +143,7 @@ impl Sim {
             next_topic_id: 1,
             recent: VecDeque::new(),
             stats: Stats::default(),
+            store: MetadataImage::default(),
         }
     }
 
@@ -521,14 +525,14 @@ impl Sim {
         }
     }
 
-    /// Rebuilds the controller from its image, through JSON as a platform
-    /// would store it.
+    /// Rebuilds the controller from the store kept from `Persist*`
+    /// commands, through JSON as a platform would save it.
     fn restart_controller(&mut self) -> Result<(), String> {
         self.log("controller restart".into());
         self.stats.controller_restarts += 1;
-        let json = serde_json::to_string(self.core.image()).map_err(|e| e.to_string())?;
+        let json = serde_json::to_string(&self.store).map_err(|e| e.to_string())?;
         let image: MetadataImage = serde_json::from_str(&json).map_err(|e| e.to_string())?;
-        if &image != self.core.image() {
+        if image != self.store {
             return Err("image changed in a JSON round trip".into());
         }
         self.core = ControllerCore::from_image(image, test_config()).map_err(|e| e.to_string())?;
@@ -536,6 +540,57 @@ impl Sim {
         // gets a fresh session.
         for b in self.core.brokers().values().filter(|b| b.is_alive()) {
             self.last_contact.insert(b.id, self.now);
+        }
+        Ok(())
+    }
+
+    /// Applies persistence commands to the simulated store.
+    fn persist(&mut self, commands: &[Command]) -> Result<(), String> {
+        for c in commands {
+            match c {
+                Command::PersistBroker(info) => {
+                    self.store.brokers.insert(info.id, info.clone());
+                }
+                Command::PersistCluster(cluster) => self.store.cluster = cluster.clone(),
+                Command::PersistTopic(spec) => {
+                    self.store
+                        .topics
+                        .entry(spec.name.clone())
+                        .or_insert_with(|| TopicImage {
+                            spec: spec.clone(),
+                            partitions: Vec::new(),
+                        })
+                        .spec = spec.clone();
+                }
+                Command::PersistPartition {
+                    topic,
+                    topic_id,
+                    partition,
+                    state,
+                } => {
+                    let t = self
+                        .store
+                        .topics
+                        .get_mut(topic)
+                        .filter(|t| t.spec.topic_id == *topic_id)
+                        .ok_or_else(|| format!("partition persisted before its topic: {c:?}"))?;
+                    let p = *partition as usize;
+                    match p.cmp(&t.partitions.len()) {
+                        std::cmp::Ordering::Less => t.partitions[p] = state.clone(),
+                        std::cmp::Ordering::Equal => t.partitions.push(state.clone()),
+                        std::cmp::Ordering::Greater => {
+                            return Err(format!("partition persisted out of order: {c:?}"))
+                        }
+                    }
+                }
+                Command::DeleteTopic { topic, .. } => {
+                    self.store.topics.remove(topic);
+                }
+                _ => {}
+            }
+        }
+        if &self.store != self.core.image() {
+            return Err("persist commands do not reproduce the image".into());
         }
         Ok(())
     }
@@ -558,6 +613,7 @@ impl Sim {
             .map(|b| b.id)
             .collect();
         let commands = self.core.handle(event.clone(), self.now);
+        self.persist(&commands)?;
         self.check(&event, &intent, &commands, &alive_before)?;
         Ok(commands)
     }
