@@ -3,7 +3,7 @@
 
 use super::{ControllerCore, Origin};
 use crate::command::{Command, Reply};
-use crate::election::{self};
+use crate::election;
 use crate::error::ControllerError;
 use crate::model::{BrokerId, BrokerInfo};
 use crate::producer_ids;
