@@ -12,7 +12,7 @@ use crate::checkpoint::{self, sync_dir};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::StorageError;
 use crate::recovery;
-use crate::segment::LogSegment;
+use crate::segment::{file_path, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 
 /// Checkpoint of the first offset still visible (DeleteRecords, retention).
 pub(crate) const LOG_START_OFFSET_FILE: &str = "log-start-offset";
@@ -181,9 +181,16 @@ impl Log {
             if truncated > 0 && i < bases.len() {
                 tracing::warn!(dir = %dir.display(), base, "deleting segments after a truncated one");
                 for &later in &bases[i..] {
-                    let (seg, _) = LogSegment::open(&dir, later, false, i64::MIN, 0, now_ms)?;
-                    seg.delete()?;
+                    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                        match fs::remove_file(file_path(&dir, later, suffix, "")) {
+                            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                                return Err(e.into())
+                            }
+                            _ => {}
+                        }
+                    }
                 }
+                sync_dir(&dir)?;
                 break;
             }
         }
@@ -597,6 +604,10 @@ impl Log {
         self.recovery_point = self.recovery_point.min(offset);
         self.cleaner_checkpoint = self.cleaner_checkpoint.min(offset);
         checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), self.recovery_point)?;
+        checkpoint::write(
+            &self.dir.join(CLEANER_CHECKPOINT_FILE),
+            self.cleaner_checkpoint,
+        )?;
         if self.log_start_offset > offset {
             self.set_log_start_offset(offset)?;
         }
