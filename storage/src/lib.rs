@@ -13,6 +13,7 @@ mod cleaner;
 mod config;
 mod error;
 mod index_file;
+mod leader_epoch;
 mod log;
 mod offset_index;
 mod recovery;

@@ -11,6 +11,7 @@ use crate::batch::{self, BatchHeader};
 use crate::checkpoint::{self, sync_dir};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::StorageError;
+use crate::leader_epoch::{end_offset_for, LeaderEpochCache, LEADER_EPOCH_FILE};
 use crate::recovery;
 use crate::segment::{file_path, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 
@@ -83,6 +84,8 @@ pub struct Log {
     pub(crate) recovery_point: i64,
     /// Offset below which the log has been compacted.
     pub(crate) cleaner_checkpoint: i64,
+    /// First offset of each leader epoch, for OffsetForLeaderEpoch.
+    epochs: LeaderEpochCache,
     unflushed_messages: u64,
     last_flush_ms: i64,
 }
@@ -206,7 +209,11 @@ impl Log {
             .max(first_base)
             .min(log_end_offset);
 
+        let mut epochs = LeaderEpochCache::load(dir.join(LEADER_EPOCH_FILE))?;
+        epochs.truncate_from_end(log_end_offset)?;
+        epochs.truncate_from_start(log_start_offset)?;
         let mut log = Log {
+            epochs,
             dir,
             config,
             segments,
@@ -336,6 +343,7 @@ impl Log {
             next = h.next_offset();
         }
         self.append_validated(records, &headers, now_ms)?;
+        self.epochs.assign(leader_epoch, headers[0].0.base_offset)?;
         Ok(AppendInfo {
             first_offset: headers[0].0.base_offset,
             last_offset: next - 1,
@@ -387,6 +395,10 @@ impl Log {
             expected = h.next_offset();
         }
         self.append_validated(records, &headers, now_ms)?;
+        for (h, _) in &headers {
+            self.epochs
+                .assign(h.partition_leader_epoch, h.base_offset)?;
+        }
         let last = headers.last().expect("non-empty").0;
         Ok(AppendInfo {
             first_offset: first.base_offset,
@@ -608,6 +620,7 @@ impl Log {
             &self.dir.join(CLEANER_CHECKPOINT_FILE),
             self.cleaner_checkpoint,
         )?;
+        self.epochs.truncate_from_end(offset)?;
         if self.log_start_offset > offset {
             self.set_log_start_offset(offset)?;
         }
@@ -628,6 +641,7 @@ impl Log {
         self.cleaner_checkpoint = offset;
         checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset)?;
         checkpoint::write(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
+        self.epochs.clear()?;
         self.set_log_start_offset(offset)
     }
 
@@ -647,6 +661,7 @@ impl Log {
     pub(crate) fn set_log_start_offset(&mut self, offset: i64) -> Result<(), StorageError> {
         self.log_start_offset = offset;
         checkpoint::write(&self.dir.join(LOG_START_OFFSET_FILE), offset)?;
+        self.epochs.truncate_from_start(offset)?;
         Ok(())
     }
 
@@ -739,6 +754,39 @@ impl Log {
         let bytes = segment.read_batch(pos, &header)?;
         let (offset, ts) = first_record_at_or_after(&header, &bytes, ts, i64::MIN);
         Ok(Some((ts, offset)))
+    }
+
+    /// The latest leader epoch that wrote to (or was assigned on) this log.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.entries().last().map(|e| e.epoch)
+    }
+
+    /// OffsetForLeaderEpoch: `(epoch, end offset)` where `epoch` is the largest
+    /// known epoch <= `requested` and the end offset is where the next epoch
+    /// starts (the log end offset for the latest epoch). `None` is Kafka's
+    /// UNDEFINED_EPOCH_OFFSET (requested epoch newer than any known, or no epochs).
+    pub fn end_offset_for_epoch(&self, requested: i32) -> Option<(i32, i64)> {
+        end_offset_for(self.epochs.entries(), requested, self.log_end_offset)
+    }
+
+    /// Records that `epoch` starts at `start_offset`; a new leader calls this
+    /// with the log end offset on election (Kafka's `maybeAssignEpochStartOffset`).
+    pub fn assign_leader_epoch(
+        &mut self,
+        epoch: i32,
+        start_offset: i64,
+    ) -> Result<(), StorageError> {
+        self.epochs.assign(epoch, start_offset)?;
+        Ok(())
+    }
+
+    /// `(epoch, start offset)` pairs, ascending (for diagnostics and tests).
+    pub fn leader_epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.epochs
+            .entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect()
     }
 
     /// Flushes, records the segments' final time index entries and leaves a

@@ -500,3 +500,39 @@ fn flush_records_the_recovery_point() {
     let text = std::fs::read_to_string(dir.path().join("recovery-point")).unwrap();
     assert_eq!(text, "0\n4\n");
 }
+
+#[test]
+fn leader_epochs_are_tracked_truncated_and_persisted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config(), 0).unwrap();
+    assert_eq!(log.end_offset_for_epoch(0), None);
+    log.append_as_leader(&mut batch(3, 0, 10), 1, 0).unwrap();
+    log.append_as_leader(&mut batch(3, 0, 10), 1, 0).unwrap();
+    log.append_as_leader(&mut batch(2, 0, 10), 4, 0).unwrap();
+    assert_eq!(log.leader_epoch_entries(), vec![(1, 0), (4, 6)]);
+    assert_eq!(log.latest_epoch(), Some(4));
+    assert_eq!(log.end_offset_for_epoch(4), Some((4, 8)));
+    assert_eq!(log.end_offset_for_epoch(1), Some((1, 6)));
+    assert_eq!(log.end_offset_for_epoch(3), Some((1, 6)));
+    assert_eq!(log.end_offset_for_epoch(5), None);
+
+    // A follower copies the leader's epochs from the batches.
+    let fetched = log.read(0, 1 << 20, 8, false).unwrap().records;
+    let mut follower = Log::open(dir.path().join("f"), config(), 0).unwrap();
+    follower.append_as_follower(&fetched, 0).unwrap();
+    assert_eq!(follower.leader_epoch_entries(), vec![(1, 0), (4, 6)]);
+
+    // Truncating the divergent tail forgets its epoch; a new leader assigns its own.
+    log.truncate_to(6).unwrap();
+    assert_eq!(log.leader_epoch_entries(), vec![(1, 0)]);
+    log.assign_leader_epoch(5, 6).unwrap();
+    assert_eq!(log.end_offset_for_epoch(1), Some((1, 6)));
+    log.append_as_leader(&mut batch(1, 0, 10), 5, 0).unwrap();
+    drop(log);
+    let mut log = Log::open(dir.path(), config(), 0).unwrap();
+    assert_eq!(log.leader_epoch_entries(), vec![(1, 0), (5, 6)]);
+    log.delete_records_before(4).unwrap();
+    assert_eq!(log.leader_epoch_entries(), vec![(1, 4), (5, 6)]);
+    log.truncate_fully_and_start_at(100).unwrap();
+    assert_eq!(log.end_offset_for_epoch(5), None);
+}
