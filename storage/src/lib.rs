@@ -13,6 +13,8 @@ mod cleaner;
 mod config;
 mod error;
 mod index_file;
+mod leader_epoch;
+mod list_offsets;
 mod log;
 mod offset_index;
 mod recovery;

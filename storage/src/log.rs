@@ -11,7 +11,7 @@ use crate::batch::{self, BatchHeader};
 use crate::checkpoint::{self, sync_dir};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::StorageError;
-use crate::recovery;
+use crate::leader_epoch::LeaderEpochCache;
 use crate::segment::LogSegment;
 
 /// Checkpoint of the first offset still visible (DeleteRecords, retention).
@@ -83,8 +83,10 @@ pub struct Log {
     pub(crate) recovery_point: i64,
     /// Offset below which the log has been compacted.
     pub(crate) cleaner_checkpoint: i64,
-    unflushed_messages: u64,
-    last_flush_ms: i64,
+    /// First offset of each leader epoch, for OffsetForLeaderEpoch.
+    pub(crate) epochs: LeaderEpochCache,
+    pub(crate) unflushed_messages: u64,
+    pub(crate) last_flush_ms: i64,
 }
 
 /// Validated batches of one append: each header with its position in the buffer.
@@ -139,88 +141,6 @@ fn check_producer_batch(h: &BatchHeader) -> Result<(), StorageError> {
 }
 
 impl Log {
-    /// Opens (creating if missing) the partition directory and recovers it:
-    /// interrupted compaction swaps are finished or discarded, and unless the
-    /// last shutdown was clean every segment from the recovery point on is
-    /// validated batch by batch and truncated at the first torn, corrupt or
-    /// out-of-order batch (later segments are then deleted).
-    pub fn open(
-        dir: impl Into<PathBuf>,
-        config: LogConfig,
-        now_ms: i64,
-    ) -> Result<Log, StorageError> {
-        let dir = dir.into();
-        fs::create_dir_all(&dir)?;
-        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
-        let clean = marker.exists();
-        let state = recovery::prepare_dir(&dir)?;
-        let recovery_point = checkpoint::read(&dir.join(RECOVERY_POINT_FILE))?.unwrap_or(0);
-        let start_checkpoint = checkpoint::read(&dir.join(LOG_START_OFFSET_FILE))?;
-        let cleaner_checkpoint = checkpoint::read(&dir.join(CLEANER_CHECKPOINT_FILE))?.unwrap_or(0);
-
-        let mut segments: Vec<LogSegment> = Vec::new();
-        let bases = &state.bases;
-        let mut i = 0;
-        while i < bases.len() {
-            let base = bases[i];
-            let is_last = i + 1 == bases.len();
-            // Segments ending after the recovery point may hold unflushed data.
-            let beyond_recovery_point = is_last || bases[i + 1] > recovery_point;
-            let recover = (!clean && beyond_recovery_point) || state.swapped.contains(&base);
-            let min_offset = segments.last().map_or(i64::MIN, |s| s.next_offset());
-            let (segment, truncated) = LogSegment::open(
-                &dir,
-                base,
-                recover,
-                min_offset,
-                config.index_interval_bytes,
-                now_ms,
-            )?;
-            segments.push(segment);
-            i += 1;
-            if truncated > 0 && i < bases.len() {
-                tracing::warn!(dir = %dir.display(), base, "deleting segments after a truncated one");
-                for &later in &bases[i..] {
-                    let (seg, _) = LogSegment::open(&dir, later, false, i64::MIN, 0, now_ms)?;
-                    seg.delete()?;
-                }
-                break;
-            }
-        }
-        if segments.is_empty() {
-            let base = start_checkpoint.unwrap_or(0).max(0);
-            segments.push(LogSegment::create(&dir, base, "")?);
-        }
-        let last = segments.last().expect("at least one segment");
-        let log_end_offset = last.next_offset().max(last.base_offset());
-        let first_base = segments[0].base_offset();
-        let log_start_offset = start_checkpoint
-            .unwrap_or(first_base)
-            .max(first_base)
-            .min(log_end_offset);
-
-        let mut log = Log {
-            dir,
-            config,
-            segments,
-            log_start_offset,
-            log_end_offset,
-            recovery_point: recovery_point.min(log_end_offset),
-            cleaner_checkpoint: cleaner_checkpoint.min(log_end_offset),
-            unflushed_messages: 0,
-            last_flush_ms: now_ms,
-        };
-        // Whatever recovery read back is now made durable, so the recovery
-        // point can move to the end.
-        log.flush()?;
-        checkpoint::write(&log.dir.join(LOG_START_OFFSET_FILE), log.log_start_offset)?;
-        if clean {
-            fs::remove_file(&marker)?;
-            sync_dir(&log.dir)?;
-        }
-        Ok(log)
-    }
-
     /// The partition directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -329,6 +249,7 @@ impl Log {
             next = h.next_offset();
         }
         self.append_validated(records, &headers, now_ms)?;
+        self.epochs.assign(leader_epoch, headers[0].0.base_offset)?;
         Ok(AppendInfo {
             first_offset: headers[0].0.base_offset,
             last_offset: next - 1,
@@ -380,6 +301,10 @@ impl Log {
             expected = h.next_offset();
         }
         self.append_validated(records, &headers, now_ms)?;
+        for (h, _) in &headers {
+            self.epochs
+                .assign(h.partition_leader_epoch, h.base_offset)?;
+        }
         let last = headers.last().expect("non-empty").0;
         Ok(AppendInfo {
             first_offset: first.base_offset,
@@ -471,7 +396,7 @@ impl Log {
     }
 
     /// Starts a new active segment at `base_offset`.
-    fn roll(&mut self, base_offset: i64) -> Result<(), StorageError> {
+    pub(crate) fn roll(&mut self, base_offset: i64) -> Result<(), StorageError> {
         // The finished segment is fsynced now, once, so the recovery point can
         // pass it and a crash never rescans it (Kafka does this in the
         // background; here it costs one fsync per `segment.bytes`).
@@ -597,6 +522,11 @@ impl Log {
         self.recovery_point = self.recovery_point.min(offset);
         self.cleaner_checkpoint = self.cleaner_checkpoint.min(offset);
         checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), self.recovery_point)?;
+        checkpoint::write(
+            &self.dir.join(CLEANER_CHECKPOINT_FILE),
+            self.cleaner_checkpoint,
+        )?;
+        self.epochs.truncate_from_end(offset)?;
         if self.log_start_offset > offset {
             self.set_log_start_offset(offset)?;
         }
@@ -617,117 +547,8 @@ impl Log {
         self.cleaner_checkpoint = offset;
         checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset)?;
         checkpoint::write(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
+        self.epochs.clear()?;
         self.set_log_start_offset(offset)
-    }
-
-    /// DeleteRecords: makes `offset` the first visible offset and deletes
-    /// segments that lie entirely below it. Returns the new log start offset.
-    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, StorageError> {
-        if offset > self.log_end_offset || offset < 0 {
-            return Err(self.out_of_range(offset));
-        }
-        if offset > self.log_start_offset {
-            self.set_log_start_offset(offset)?;
-            self.delete_log_start_offset_breached_segments()?;
-        }
-        Ok(self.log_start_offset)
-    }
-
-    pub(crate) fn set_log_start_offset(&mut self, offset: i64) -> Result<(), StorageError> {
-        self.log_start_offset = offset;
-        checkpoint::write(&self.dir.join(LOG_START_OFFSET_FILE), offset)?;
-        Ok(())
-    }
-
-    /// Removes the first `count` segments (rolling first if that would take
-    /// the active one) and moves the log start offset past them.
-    pub(crate) fn delete_oldest_segments(&mut self, count: usize) -> Result<usize, StorageError> {
-        if count == 0 {
-            return Ok(0);
-        }
-        if count >= self.segments.len() {
-            // Kafka never leaves a log without an active segment.
-            self.roll(self.log_end_offset)?;
-        }
-        let doomed: Vec<LogSegment> = self.segments.drain(..count).collect();
-        for segment in doomed {
-            tracing::info!(segment = %segment.log_path().display(), "deleting segment");
-            segment.delete()?;
-        }
-        sync_dir(&self.dir)?;
-        let first_base = self.segments[0].base_offset();
-        if first_base > self.log_start_offset {
-            self.set_log_start_offset(first_base)?;
-        }
-        Ok(count)
-    }
-
-    /// Deletes segments whose successor starts at or below the log start offset.
-    pub(crate) fn delete_log_start_offset_breached_segments(
-        &mut self,
-    ) -> Result<usize, StorageError> {
-        let count = self
-            .segments
-            .windows(2)
-            .take_while(|pair| pair[1].base_offset() <= self.log_start_offset)
-            .count();
-        self.delete_oldest_segments(count)
-    }
-
-    /// ListOffsets by timestamp: the first record whose timestamp is >= `ts`,
-    /// as `(offset, timestamp)`. The segment is found by its largest
-    /// timestamp, the batch via the `.timeindex` and a header scan, the record
-    /// by decoding that one batch.
-    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
-        for segment in &self.segments {
-            if segment.max_timestamp() < ts || segment.next_offset() <= self.log_start_offset {
-                continue;
-            }
-            let from = segment.time_index_lookup(ts).max(self.log_start_offset);
-            let mut found = None;
-            segment.for_each_header_from(from, |pos, h| {
-                if h.last_offset() >= from && h.max_timestamp >= ts {
-                    found = Some((pos, *h));
-                    return false;
-                }
-                true
-            })?;
-            if let Some((pos, header)) = found {
-                let bytes = segment.read_batch(pos, &header)?;
-                let min_offset = self.log_start_offset;
-                return Ok(Some(first_record_at_or_after(
-                    &header, &bytes, ts, min_offset,
-                )));
-            }
-        }
-        Ok(None)
-    }
-
-    /// ListOffsets MAX_TIMESTAMP: `(timestamp, offset)` of the first record
-    /// carrying the largest timestamp in the log; `None` if the log is empty.
-    pub fn max_timestamp_and_offset(&self) -> Result<Option<(i64, i64)>, StorageError> {
-        if self.log_start_offset == self.log_end_offset {
-            return Ok(None);
-        }
-        let mut best: Option<&LogSegment> = None;
-        for segment in &self.segments {
-            if segment.max_timestamp() >= 0
-                && best.is_none_or(|b| segment.max_timestamp() > b.max_timestamp())
-            {
-                best = Some(segment);
-            }
-        }
-        let Some(segment) = best else {
-            return Ok(None);
-        };
-        let ts = segment.max_timestamp();
-        let offset = segment.offset_of_max_timestamp();
-        let Some((pos, header)) = segment.find_batch(offset)? else {
-            return Ok(Some((ts, offset)));
-        };
-        let bytes = segment.read_batch(pos, &header)?;
-        let (offset, ts) = first_record_at_or_after(&header, &bytes, ts, i64::MIN);
-        Ok(Some((ts, offset)))
     }
 
     /// Flushes, records the segments' final time index entries and leaves a
@@ -750,32 +571,5 @@ impl Log {
         drop(self);
         fs::remove_dir_all(&dir)?;
         Ok(())
-    }
-}
-
-/// The first record in `bytes` (one batch) with a timestamp of at least `ts`
-/// and an offset of at least `min_offset`, as `(offset, timestamp)`. Falls back to the batch level
-/// when the batch cannot be decoded.
-fn first_record_at_or_after(
-    header: &BatchHeader,
-    bytes: &Bytes,
-    ts: i64,
-    min_offset: i64,
-) -> (i64, i64) {
-    let fallback = (header.base_offset.max(min_offset), header.max_timestamp);
-    if header.is_log_append_time() {
-        // Every record carries the batch's append time.
-        return fallback;
-    }
-    match batch::decode_records(bytes) {
-        Ok(records) => records
-            .iter()
-            .find(|r| r.timestamp >= ts && r.offset >= min_offset)
-            .map(|r| (r.offset, r.timestamp))
-            .unwrap_or(fallback),
-        Err(e) => {
-            tracing::warn!(error = %e, base_offset = header.base_offset, "cannot decode batch for timestamp lookup");
-            fallback
-        }
     }
 }

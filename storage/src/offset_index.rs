@@ -104,9 +104,11 @@ impl OffsetIndex {
             .unwrap_or(0)
     }
 
-    /// The position of the last entry (where to start scanning for the segment's end).
-    pub(crate) fn last_position(&self) -> u32 {
-        self.file.last().map(|e| e.position).unwrap_or(0)
+    /// The last entry as (absolute offset, position).
+    pub(crate) fn last_entry(&self) -> Option<(i64, u32)> {
+        self.file
+            .last()
+            .map(|e| (self.base_offset + e.relative_offset as i64, e.position))
     }
 
     /// Drops every entry pointing at or after byte `position`.

@@ -1,6 +1,7 @@
-//! Startup housekeeping of a partition directory before segments are opened:
-//! finish or discard an interrupted compaction swap, drop half-written and
-//! orphaned files, and list the segments.
+//! Opening a partition log after a clean or unclean shutdown (Kafka's
+//! `LogLoader`): finish or discard an interrupted compaction swap, drop
+//! half-written and orphaned files, then open the segments, re-validating
+//! every one after the recovery point unless the last shutdown was clean.
 //!
 //! Compaction writes `<base>.{log,index,timeindex}.cleaned`, renames them to
 //! `.swap` (indexes first, the `.log` last: a `.log.swap` means the cleaned
@@ -10,10 +11,16 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::checkpoint::sync_dir;
-use crate::segment::{file_path, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::checkpoint::{self, sync_dir};
+use crate::config::LogConfig;
+use crate::error::StorageError;
+use crate::leader_epoch::{LeaderEpochCache, LEADER_EPOCH_FILE};
+use crate::log::{
+    Log, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+};
+use crate::segment::{file_path, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 
 /// Suffix of compaction output still being written.
 pub(crate) const CLEANED: &str = ".cleaned";
@@ -114,6 +121,101 @@ pub(crate) fn prepare_dir(dir: &Path) -> io::Result<DirState> {
     }
     state.bases = logs.into_iter().collect();
     Ok(state)
+}
+
+impl Log {
+    /// Opens (creating if missing) the partition directory and recovers it:
+    /// interrupted compaction swaps are finished or discarded, and unless the
+    /// last shutdown was clean every segment from the recovery point on is
+    /// validated batch by batch and truncated at the first torn, corrupt or
+    /// out-of-order batch (later segments are then deleted).
+    pub fn open(
+        dir: impl Into<PathBuf>,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<Log, StorageError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir)?;
+        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = marker.exists();
+        let state = prepare_dir(&dir)?;
+        let recovery_point = checkpoint::read(&dir.join(RECOVERY_POINT_FILE))?.unwrap_or(0);
+        let start_checkpoint = checkpoint::read(&dir.join(LOG_START_OFFSET_FILE))?;
+        let cleaner_checkpoint = checkpoint::read(&dir.join(CLEANER_CHECKPOINT_FILE))?.unwrap_or(0);
+
+        let mut segments: Vec<LogSegment> = Vec::new();
+        let bases = &state.bases;
+        let mut i = 0;
+        while i < bases.len() {
+            let base = bases[i];
+            let is_last = i + 1 == bases.len();
+            // Segments ending after the recovery point may hold unflushed data.
+            let beyond_recovery_point = is_last || bases[i + 1] > recovery_point;
+            let recover = (!clean && beyond_recovery_point) || state.swapped.contains(&base);
+            let min_offset = segments.last().map_or(i64::MIN, |s| s.next_offset());
+            let (segment, truncated) = LogSegment::open(
+                &dir,
+                base,
+                recover,
+                min_offset,
+                config.index_interval_bytes,
+                now_ms,
+            )?;
+            segments.push(segment);
+            i += 1;
+            if truncated > 0 && i < bases.len() {
+                tracing::warn!(dir = %dir.display(), base, "deleting segments after a truncated one");
+                for &later in &bases[i..] {
+                    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                        match fs::remove_file(file_path(&dir, later, suffix, "")) {
+                            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                                return Err(e.into())
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                sync_dir(&dir)?;
+                break;
+            }
+        }
+        if segments.is_empty() {
+            let base = start_checkpoint.unwrap_or(0).max(0);
+            segments.push(LogSegment::create(&dir, base, "")?);
+        }
+        let last = segments.last().expect("at least one segment");
+        let log_end_offset = last.next_offset().max(last.base_offset());
+        let first_base = segments[0].base_offset();
+        let log_start_offset = start_checkpoint
+            .unwrap_or(first_base)
+            .max(first_base)
+            .min(log_end_offset);
+
+        let mut epochs = LeaderEpochCache::load(dir.join(LEADER_EPOCH_FILE))?;
+        epochs.truncate_from_end(log_end_offset)?;
+        epochs.truncate_from_start(log_start_offset)?;
+        let mut log = Log {
+            epochs,
+            dir,
+            config,
+            segments,
+            log_start_offset,
+            log_end_offset,
+            recovery_point: recovery_point.min(log_end_offset),
+            cleaner_checkpoint: cleaner_checkpoint.min(log_end_offset),
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+        };
+        // Whatever recovery read back is now made durable, so the recovery
+        // point can move to the end.
+        log.flush()?;
+        checkpoint::write(&log.dir.join(LOG_START_OFFSET_FILE), log.log_start_offset)?;
+        if clean {
+            fs::remove_file(&marker)?;
+            sync_dir(&log.dir)?;
+        }
+        Ok(log)
+    }
 }
 
 #[cfg(test)]

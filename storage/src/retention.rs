@@ -2,8 +2,9 @@
 //! the front of the log by `retention.ms`, by `retention.bytes`, and when they
 //! lie entirely below the log start offset (DeleteRecords).
 
+use crate::checkpoint::{self, sync_dir};
 use crate::error::StorageError;
-use crate::log::Log;
+use crate::log::{Log, LOG_START_OFFSET_FILE};
 use crate::segment::LogSegment;
 
 /// How many leading segments may go. A segment qualifies when everything in it
@@ -76,5 +77,60 @@ impl Log {
             deleted += self.delete_oldest_segments(count)?;
         }
         Ok(deleted)
+    }
+
+    /// DeleteRecords: makes `offset` the first visible offset and deletes
+    /// segments that lie entirely below it. Returns the new log start offset.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, StorageError> {
+        if offset > self.log_end_offset || offset < 0 {
+            return Err(self.out_of_range(offset));
+        }
+        if offset > self.log_start_offset {
+            self.set_log_start_offset(offset)?;
+            self.delete_log_start_offset_breached_segments()?;
+        }
+        Ok(self.log_start_offset)
+    }
+
+    pub(crate) fn set_log_start_offset(&mut self, offset: i64) -> Result<(), StorageError> {
+        self.log_start_offset = offset;
+        checkpoint::write(&self.dir.join(LOG_START_OFFSET_FILE), offset)?;
+        self.epochs.truncate_from_start(offset)?;
+        Ok(())
+    }
+
+    /// Removes the first `count` segments (rolling first if that would take
+    /// the active one) and moves the log start offset past them.
+    pub(crate) fn delete_oldest_segments(&mut self, count: usize) -> Result<usize, StorageError> {
+        if count == 0 {
+            return Ok(0);
+        }
+        if count >= self.segments.len() {
+            // Kafka never leaves a log without an active segment.
+            self.roll(self.log_end_offset)?;
+        }
+        let doomed: Vec<LogSegment> = self.segments.drain(..count).collect();
+        for segment in doomed {
+            tracing::info!(segment = %segment.log_path().display(), "deleting segment");
+            segment.delete()?;
+        }
+        sync_dir(&self.dir)?;
+        let first_base = self.segments[0].base_offset();
+        if first_base > self.log_start_offset {
+            self.set_log_start_offset(first_base)?;
+        }
+        Ok(count)
+    }
+
+    /// Deletes segments whose successor starts at or below the log start offset.
+    pub(crate) fn delete_log_start_offset_breached_segments(
+        &mut self,
+    ) -> Result<usize, StorageError> {
+        let count = self
+            .segments
+            .windows(2)
+            .take_while(|pair| pair[1].base_offset() <= self.log_start_offset)
+            .count();
+        self.delete_oldest_segments(count)
     }
 }

@@ -274,14 +274,15 @@ impl LogSegment {
             0
         };
         if segment.size > 0 {
+            // Kafka's `rollingBasedTimestamp`: the first batch's timestamp.
             let mut head = [0u8; HEADER_SIZE];
-            segment.log.read_exact_at(&mut head, 0)?;
-            let first = BatchHeader::parse(&head)?;
-            segment.rolling_base_ms = Some(if first.max_timestamp >= 0 {
-                first.max_timestamp
-            } else {
-                now_ms
-            });
+            let first_ts = segment
+                .log
+                .read_exact_at(&mut head, 0)
+                .ok()
+                .and_then(|_| BatchHeader::parse(&head).ok())
+                .map_or(-1, |h| h.max_timestamp);
+            segment.rolling_base_ms = Some(if first_ts >= 0 { first_ts } else { now_ms });
         }
         Ok((segment, truncated))
     }
@@ -291,8 +292,21 @@ impl LogSegment {
     fn load_tail_state(&mut self) -> io::Result<ScanEnd> {
         let (mut max_ts, mut max_off) = self.time_index.last_entry().unwrap_or((-1, -1));
         let mut next = self.base_offset;
-        let start = self.offset_index.last_position() as u64;
-        let end = scan_batches(&self.log, start, self.size, false, i64::MIN, |_, h, _| {
+        let last_entry = self.offset_index.last_entry();
+        let start = last_entry.map_or(0, |(_, pos)| pos as u64);
+        let mut entry_mismatch = None;
+        let end = scan_batches(&self.log, start, self.size, false, i64::MIN, |pos, h, _| {
+            // The last index entry must point at the batch it names; checking
+            // it catches an index that is well-formed but wrong.
+            if let Some((offset, entry_pos)) = last_entry {
+                if pos == entry_pos as u64 && h.last_offset() != offset {
+                    entry_mismatch = Some(format!(
+                        "index entry for offset {offset} points at batch ending at {}",
+                        h.last_offset()
+                    ));
+                    return Ok(false);
+                }
+            }
             if h.max_timestamp > max_ts {
                 max_ts = h.max_timestamp;
                 max_off = h.last_offset();
@@ -300,6 +314,12 @@ impl LogSegment {
             next = h.next_offset();
             Ok(true)
         })?;
+        if let Some(reason) = entry_mismatch {
+            return Ok(ScanEnd::Invalid {
+                position: start,
+                reason,
+            });
+        }
         if let ScanEnd::Complete = end {
             // Without an index entry we scanned the whole segment; else `next`
             // came from the tail, which is all that can follow the entry.
@@ -465,6 +485,26 @@ impl LogSegment {
         if self.rolling_base_ms.is_none() {
             self.rolling_base_ms = Some(now_ms);
         }
+        if let Err(e) = self.index_appended(start, headers, index_interval) {
+            // Never leave batches the log end offset does not account for.
+            let first = headers
+                .first()
+                .map_or(self.base_offset, |(h, _)| h.base_offset);
+            if let Err(rollback) = self.cut_at(start, first) {
+                tracing::error!(error = %rollback, segment = %self.log_path.display(), "cannot roll back failed append");
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Index bookkeeping for batches just written at `start`.
+    fn index_appended(
+        &mut self,
+        start: u64,
+        headers: &[(BatchHeader, usize)],
+        index_interval: u64,
+    ) -> io::Result<()> {
         for (h, rel) in headers {
             let pos = start + *rel as u64;
             if h.max_timestamp > self.max_timestamp {
@@ -479,6 +519,26 @@ impl LogSegment {
             }
             self.bytes_since_last_index_entry += h.total_size() as u64;
             self.next_offset = h.next_offset();
+        }
+        Ok(())
+    }
+
+    /// Cuts the log at byte `position`, where the batch starting at
+    /// `first_removed` begins, trims the indexes and recomputes the tail state.
+    fn cut_at(&mut self, position: u64, first_removed: i64) -> Result<(), StorageError> {
+        self.log.set_len(position)?;
+        self.size = position;
+        self.offset_index.truncate_to_position(position as u32)?;
+        self.time_index.truncate_to_offset(first_removed)?;
+        self.dirty = true;
+        if let ScanEnd::Invalid { position, reason } = self.load_tail_state()? {
+            return Err(StorageError::CorruptRecord(format!(
+                "{} at byte {position} after truncation: {reason}",
+                self.log_path.display()
+            )));
+        }
+        if self.size == 0 {
+            self.rolling_base_ms = None;
         }
         Ok(())
     }
@@ -593,21 +653,7 @@ impl LogSegment {
             return Ok(0);
         };
         let removed = self.size - pos;
-        self.log.set_len(pos)?;
-        self.size = pos;
-        self.offset_index.truncate_to_position(pos as u32)?;
-        self.time_index
-            .truncate_to_offset(first_removed.base_offset)?;
-        self.dirty = true;
-        if let ScanEnd::Invalid { position, reason } = self.load_tail_state()? {
-            return Err(StorageError::CorruptRecord(format!(
-                "{} at byte {position} after truncation: {reason}",
-                self.log_path.display()
-            )));
-        }
-        if self.size == 0 {
-            self.rolling_base_ms = None;
-        }
+        self.cut_at(pos, first_removed.base_offset)?;
         Ok(removed)
     }
 
