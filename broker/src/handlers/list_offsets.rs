@@ -18,7 +18,7 @@ pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
 
-pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
     for t in req.topics {
         let mut tr = ListOffsetsTopicResponse::default();
@@ -37,7 +37,10 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest) -> ListOffsetsRespo
                 Ok((Some((offset, ts)), epoch)) => {
                     pr.offset = offset;
                     pr.timestamp = ts;
-                    pr.leader_epoch = epoch;
+                    // The leader epoch field exists from v4; older versions must leave it at -1.
+                    if version >= 4 {
+                        pr.leader_epoch = epoch;
+                    }
                 }
                 Ok((None, _)) => {}
                 Err(e) => pr.error_code = e.code(),

@@ -56,7 +56,9 @@ pub async fn handle(
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v)),
         RequestKind::Produce(r) => return produce::handle(broker, r, v).map(ResponseKind::Produce),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(broker, r)),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(list_offsets::handle(broker, r, v))
+        }
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(admin::create_topics(broker, r, v))
         }
