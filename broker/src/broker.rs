@@ -142,8 +142,9 @@ impl Broker {
                     last_clean = now;
                 }
                 let replicas = broker.replicas.clone();
+                let expiry = broker.config.producer_id_expiration_ms;
                 if let Err(e) = tokio::task::spawn_blocking(move || {
-                    replicas.maintain(now, retention, compaction)
+                    replicas.maintain(now, retention, compaction, expiry)
                 })
                 .await
                 {

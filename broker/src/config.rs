@@ -80,6 +80,8 @@ pub struct BrokerConfig {
     pub log_flush_scheduler_interval_ms: u64,
     pub min_insync_replicas: i32,
     pub offsets_topic_num_partitions: i32,
+    /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
+    pub producer_id_expiration_ms: i64,
     pub log_format: String,
     /// Defaults applied to every topic's log (topic configs override them).
     pub log_defaults: LogConfig,
@@ -169,6 +171,7 @@ impl BrokerConfig {
             log_flush_scheduler_interval_ms: num(&raw, "log.flush.scheduler.interval.ms", 1000u64)?,
             min_insync_replicas: num(&raw, "min.insync.replicas", 1)?,
             offsets_topic_num_partitions: num(&raw, "offsets.topic.num.partitions", 50)?,
+            producer_id_expiration_ms: num(&raw, "producer.id.expiration.ms", 86_400_000)?,
             log_format: "text".into(),
             log_defaults,
             raw,
