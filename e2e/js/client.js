@@ -14,7 +14,7 @@
 //   consume-group  --topic T --group G --out FILE --expected N [--timeout-ms 90000]
 //                  consumer group (needs the group coordinator); kafkajs has no manual assignment.
 //
-// zstd is not supported: the kafkajs zstd codec (@kafkajs/zstd -> cppzst) needs a native build.
+// zstd is not supported: the only kafkajs zstd codec (@kafkajs/zstd -> cppzst) fails to compile with Node 20.
 'use strict';
 
 const fs = require('fs');
