@@ -49,7 +49,13 @@ if fresh "$VENV/.stamp" "$h" && [[ -x "$VENV/bin/python" ]]; then
     say "python venv up to date: $VENV"
 else
     say "creating python venv $VENV with: $(grep -v '^#' "$E2E_DIR/requirements.txt" | tr '\n' ' ')"
-    python3 -m venv "$VENV"
+    rm -rf "$VENV"
+    if ! python3 -m venv "$VENV"; then
+        say "python3 -m venv failed: installing python3-venv (apt)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q python3-venv || { apt-get update -q && apt-get install -y -q python3-venv; }
+        rm -rf "$VENV" && python3 -m venv "$VENV"
+    fi
     "$VENV/bin/pip" install -q --disable-pip-version-check -r "$E2E_DIR/requirements.txt"
     echo "$h" > "$VENV/.stamp"
 fi
