@@ -1,1 +1,58 @@
-fn main() {}
+use clap::Parser;
+use skein_broker::{BrokerConfig, Cli};
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    let cli = Cli::parse();
+    let filter = EnvFilter::try_from_env("SKEIN_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    if cli.log_format == "json" {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let config = match BrokerConfig::from_cli(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skein-broker: {e}");
+            std::process::exit(2);
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+        tracing::info!(
+            node_id = config.node_id,
+            data_dir = %config.data_dir.display(),
+            listen = %config.listen,
+            advertised = %format!("{}:{}", config.advertised_host, config.advertised_port),
+            "starting skein-broker"
+        );
+        skein_broker::run_until(config, listener, shutdown_signal()).await
+    });
+    if let Err(e) = result {
+        eprintln!("skein-broker: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

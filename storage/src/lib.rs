@@ -1,3 +1,36 @@
 //! Skein's partition log (Kafka's `UnifiedLog`): a directory of segments named
 //! by their 20-digit base offset, each a `.log` of record batches with a sparse
 //! `.index` and a `.timeindex`.
+//!
+//! Batches are stored exactly as producers sent them (magic v2); the leader
+//! only patches the base offset and leader epoch. Crash recovery re-validates
+//! everything after the last flush, retention deletes whole segments, and
+//! compaction keeps the latest record per key.
+
+pub mod batch;
+mod checkpoint;
+mod cleaner;
+mod config;
+mod error;
+mod index_file;
+mod leader_epoch;
+mod list_offsets;
+mod log;
+mod offset_index;
+mod recovery;
+mod retention;
+mod segment;
+mod time_index;
+
+#[cfg(test)]
+mod test_util;
+
+pub use config::{CleanupPolicy, LogConfig, TimestampType};
+pub use error::StorageError;
+pub use log::{AppendInfo, CleanStats, Log, ReadResult};
+
+/// `Log` is shared between request handler threads behind a lock.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Log>();
+};

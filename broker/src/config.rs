@@ -1,0 +1,565 @@
+//! Broker configuration: command-line flags, a Kafka-style properties file and
+//! `--override key=value`, all spelled with Apache Kafka's own config names so
+//! users' knowledge carries over.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use skein_storage::{CleanupPolicy, LogConfig, TimestampType};
+
+/// Command-line interface of `skein-broker`.
+#[derive(Debug, Parser, Clone)]
+#[command(
+    name = "skein-broker",
+    version,
+    about = "Skein: a Kafka-compatible broker. With no arguments it is a single-node cluster on 127.0.0.1:9092."
+)]
+pub struct Cli {
+    /// Kafka-style properties file (`key=value` lines) read before the flags.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// This broker's id (`node.id`).
+    #[arg(long)]
+    pub node_id: Option<i32>,
+    /// Directory that holds the partition logs and cluster metadata (`log.dirs`).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Address the Kafka listener binds (`listeners`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// Address clients are told to connect to (`advertised.listeners`); defaults to --listen.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertised: Option<String>,
+    /// Address of the Prometheus endpoint (`/metrics`); empty disables it.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
+    /// Any broker config by its Kafka name, e.g. `--override log.segment.bytes=1048576`. Repeatable.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Log format: `text` or `json`.
+    #[arg(long, default_value = "text")]
+    pub log_format: String,
+}
+
+/// A configuration problem found at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {0}: {1}")]
+    File(PathBuf, std::io::Error),
+    #[error("bad line {line} in {file}: expected key=value")]
+    Syntax { file: PathBuf, line: usize },
+    #[error("bad --override {0:?}: expected key=value")]
+    Override(String),
+    #[error("invalid value {value:?} for {key}: {reason}")]
+    Value {
+        key: String,
+        value: String,
+        reason: String,
+    },
+}
+
+/// The resolved broker configuration.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub data_dir: PathBuf,
+    pub listen: String,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub metrics_listen: Option<SocketAddr>,
+    pub rack: Option<String>,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics_enable: bool,
+    pub message_max_bytes: u64,
+    pub socket_request_max_bytes: usize,
+    pub log_retention_check_interval_ms: u64,
+    pub log_cleaner_enable: bool,
+    pub log_flush_scheduler_interval_ms: u64,
+    pub min_insync_replicas: i32,
+    pub offsets_topic_num_partitions: i32,
+    pub log_format: String,
+    /// Defaults applied to every topic's log (topic configs override them).
+    pub log_defaults: LogConfig,
+    /// Every key that was set, for DescribeConfigs on the broker resource.
+    pub raw: BTreeMap<String, String>,
+}
+
+impl BrokerConfig {
+    /// Resolves flags, the optional properties file and overrides, in that
+    /// order of increasing precedence: file < flags < overrides.
+    pub fn from_cli(cli: &Cli) -> Result<Self, ConfigError> {
+        let mut raw = BTreeMap::new();
+        if let Some(path) = &cli.config {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| ConfigError::File(path.clone(), e))?;
+            for (k, v) in parse_properties(&text).map_err(|line| ConfigError::Syntax {
+                file: path.clone(),
+                line,
+            })? {
+                raw.insert(k, v);
+            }
+        }
+        if let Some(id) = cli.node_id {
+            raw.insert("node.id".into(), id.to_string());
+        }
+        if let Some(d) = &cli.data_dir {
+            raw.insert("log.dirs".into(), d.display().to_string());
+        }
+        if let Some(l) = &cli.listen {
+            raw.insert("listeners".into(), format!("PLAINTEXT://{l}"));
+        }
+        if let Some(a) = &cli.advertised {
+            raw.insert("advertised.listeners".into(), format!("PLAINTEXT://{a}"));
+        }
+        if let Some(m) = &cli.metrics_listen {
+            raw.insert("metrics.listen".into(), m.clone());
+        }
+        for o in &cli.overrides {
+            let (k, v) = o
+                .split_once('=')
+                .ok_or_else(|| ConfigError::Override(o.clone()))?;
+            raw.insert(k.trim().to_string(), v.trim().to_string());
+        }
+        let mut cfg = Self::from_map(raw)?;
+        cfg.log_format = cli.log_format.clone();
+        Ok(cfg)
+    }
+
+    /// Builds the configuration from Kafka-named keys.
+    pub fn from_map(raw: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let get = |k: &str| raw.get(k).map(|s| s.as_str());
+        let listen = match get("listeners") {
+            Some(l) => strip_listener(l),
+            None => "127.0.0.1:9092".to_string(),
+        };
+        let advertised = match get("advertised.listeners") {
+            Some(l) => strip_listener(l),
+            None => listen.clone(),
+        };
+        let (adv_host, adv_port) =
+            split_host_port(&advertised).ok_or_else(|| ConfigError::Value {
+                key: "advertised.listeners".into(),
+                value: advertised.clone(),
+                reason: "expected HOST:PORT".into(),
+            })?;
+        let metrics_listen = match get("metrics.listen") {
+            Some("") => None,
+            Some(m) => Some(parse_val::<SocketAddr>("metrics.listen", m)?),
+            None => Some("127.0.0.1:9644".parse().expect("static address")),
+        };
+        let log_defaults = log_config_from(&raw, &LogConfig::default(), true)?;
+        let mut cfg = BrokerConfig {
+            node_id: num(&raw, "node.id", 1)?,
+            data_dir: PathBuf::from(get("log.dirs").or(get("log.dir")).unwrap_or("./skein-data")),
+            listen,
+            advertised_host: adv_host,
+            advertised_port: adv_port,
+            metrics_listen,
+            rack: get("broker.rack").map(str::to_string),
+            num_partitions: num(&raw, "num.partitions", 1)?,
+            default_replication_factor: num(&raw, "default.replication.factor", 1)?,
+            auto_create_topics_enable: boolean(&raw, "auto.create.topics.enable", true)?,
+            message_max_bytes: log_defaults.max_message_bytes,
+            socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
+            log_retention_check_interval_ms: num(&raw, "log.retention.check.interval.ms", 300_000)?,
+            log_cleaner_enable: boolean(&raw, "log.cleaner.enable", true)?,
+            log_flush_scheduler_interval_ms: num(&raw, "log.flush.scheduler.interval.ms", 1000u64)?,
+            min_insync_replicas: num(&raw, "min.insync.replicas", 1)?,
+            offsets_topic_num_partitions: num(&raw, "offsets.topic.num.partitions", 50)?,
+            log_format: "text".into(),
+            log_defaults,
+            raw,
+        };
+        if cfg.num_partitions < 1 {
+            return Err(ConfigError::Value {
+                key: "num.partitions".into(),
+                value: cfg.num_partitions.to_string(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        if cfg.default_replication_factor < 1 {
+            cfg.default_replication_factor = 1;
+        }
+        Ok(cfg)
+    }
+
+    /// The log configuration of a topic: broker defaults overlaid with the
+    /// topic's own configs (topic-level names such as `retention.ms`).
+    pub fn topic_log_config(
+        &self,
+        topic_configs: &BTreeMap<String, String>,
+    ) -> Result<LogConfig, ConfigError> {
+        log_config_from(topic_configs, &self.log_defaults, false)
+    }
+}
+
+/// Topic-level config keys Skein accepts, with the broker key that sets their default.
+pub const TOPIC_CONFIGS: &[(&str, &str)] = &[
+    ("cleanup.policy", "log.cleanup.policy"),
+    ("compression.type", "compression.type"),
+    ("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+    ("file.delete.delay.ms", "log.segment.delete.delay.ms"),
+    ("flush.messages", "log.flush.interval.messages"),
+    ("flush.ms", "log.flush.interval.ms"),
+    ("index.interval.bytes", "log.index.interval.bytes"),
+    ("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+    ("max.message.bytes", "message.max.bytes"),
+    ("message.timestamp.type", "log.message.timestamp.type"),
+    (
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+    ),
+    ("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+    ("min.insync.replicas", "min.insync.replicas"),
+    ("preallocate", "log.preallocate"),
+    ("retention.bytes", "log.retention.bytes"),
+    ("retention.ms", "log.retention.ms"),
+    ("segment.bytes", "log.segment.bytes"),
+    ("segment.index.bytes", "log.index.size.max.bytes"),
+    ("segment.jitter.ms", "log.roll.jitter.ms"),
+    ("segment.ms", "log.roll.ms"),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+    ),
+];
+
+/// Whether `key` is a topic-level config Skein knows.
+pub fn is_topic_config(key: &str) -> bool {
+    TOPIC_CONFIGS.iter().any(|(k, _)| *k == key)
+}
+
+/// Checks the value of a topic-level config (used by CreateTopics and AlterConfigs).
+pub fn validate_topic_config(key: &str, value: &str) -> Result<(), String> {
+    if !is_topic_config(key) {
+        return Err(format!("unknown topic config {key}"));
+    }
+    let mut m = BTreeMap::new();
+    m.insert(key.to_string(), value.to_string());
+    log_config_from(&m, &LogConfig::default(), false)
+        .map(|_| ())
+        .map_err(|e| e.to_string())?;
+    match key {
+        "min.insync.replicas" => parse_val::<i32>(key, value)
+            .map_err(|e| e.to_string())
+            .and_then(|v| {
+                if v >= 1 {
+                    Ok(())
+                } else {
+                    Err("min.insync.replicas must be at least 1".into())
+                }
+            }),
+        "unclean.leader.election.enable" | "preallocate" => value
+            .parse::<bool>()
+            .map(|_| ())
+            .map_err(|_| format!("{key} must be true or false")),
+        "compression.type" => match value {
+            "producer" | "uncompressed" | "none" | "gzip" | "snappy" | "lz4" | "zstd" => Ok(()),
+            _ => Err(format!("unknown compression.type {value}")),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// The effective value of a topic-level config for DescribeConfigs: the
+/// topic's own value if set, else the broker default (and whether it was set).
+pub fn effective_topic_config(
+    broker: &BrokerConfig,
+    topic_configs: &BTreeMap<String, String>,
+    key: &str,
+) -> (String, bool) {
+    if let Some(v) = topic_configs.get(key) {
+        return (v.clone(), true);
+    }
+    let d = &broker.log_defaults;
+    let v = match key {
+        "cleanup.policy" => d.cleanup_policy.as_kafka_str().to_string(),
+        "compression.type" => "producer".into(),
+        "delete.retention.ms" => d.delete_retention_ms.to_string(),
+        "file.delete.delay.ms" => "60000".into(),
+        "flush.messages" => clamp_u64(d.flush_interval_messages),
+        "flush.ms" => clamp_u64(d.flush_interval_ms),
+        "index.interval.bytes" => d.index_interval_bytes.to_string(),
+        "max.compaction.lag.ms" => i64::MAX.to_string(),
+        "max.message.bytes" => d.max_message_bytes.to_string(),
+        "message.timestamp.type" => match d.message_timestamp_type {
+            TimestampType::CreateTime => "CreateTime".into(),
+            TimestampType::LogAppendTime => "LogAppendTime".into(),
+        },
+        "min.cleanable.dirty.ratio" => d.min_cleanable_dirty_ratio.to_string(),
+        "min.compaction.lag.ms" => "0".into(),
+        "min.insync.replicas" => broker.min_insync_replicas.to_string(),
+        "preallocate" => "false".into(),
+        "retention.bytes" => d.retention_bytes.to_string(),
+        "retention.ms" => d.retention_ms.to_string(),
+        "segment.bytes" => d.segment_bytes.to_string(),
+        "segment.index.bytes" => d.segment_index_bytes.to_string(),
+        "segment.jitter.ms" => "0".into(),
+        "segment.ms" => d.segment_ms.to_string(),
+        "unclean.leader.election.enable" => broker
+            .raw
+            .get("unclean.leader.election.enable")
+            .cloned()
+            .unwrap_or_else(|| "false".into()),
+        _ => String::new(),
+    };
+    (v, false)
+}
+
+fn clamp_u64(v: u64) -> String {
+    v.min(i64::MAX as u64).to_string()
+}
+
+/// Reads log settings from either broker-level (`broker_keys`) or topic-level names.
+fn log_config_from(
+    raw: &BTreeMap<String, String>,
+    base: &LogConfig,
+    broker_keys: bool,
+) -> Result<LogConfig, ConfigError> {
+    let mut c = base.clone();
+    let key = |topic: &'static str, broker: &'static str| if broker_keys { broker } else { topic };
+    let get = |k: &str| raw.get(k).map(|s| s.as_str());
+
+    if let Some(v) = get(key("segment.bytes", "log.segment.bytes")) {
+        c.segment_bytes = positive(key("segment.bytes", "log.segment.bytes"), v)?;
+    }
+    if broker_keys {
+        if let Some(v) = get("log.roll.hours") {
+            c.segment_ms = parse_val::<i64>("log.roll.hours", v)? * 3_600_000;
+        }
+    }
+    if let Some(v) = get(key("segment.ms", "log.roll.ms")) {
+        c.segment_ms = parse_val(key("segment.ms", "log.roll.ms"), v)?;
+    }
+    if let Some(v) = get(key("segment.index.bytes", "log.index.size.max.bytes")) {
+        c.segment_index_bytes =
+            positive(key("segment.index.bytes", "log.index.size.max.bytes"), v)?;
+    }
+    if let Some(v) = get(key("index.interval.bytes", "log.index.interval.bytes")) {
+        c.index_interval_bytes =
+            parse_val(key("index.interval.bytes", "log.index.interval.bytes"), v)?;
+    }
+    if broker_keys {
+        if let Some(v) = get("log.retention.hours") {
+            c.retention_ms = parse_val::<i64>("log.retention.hours", v)? * 3_600_000;
+        }
+        if let Some(v) = get("log.retention.minutes") {
+            c.retention_ms = parse_val::<i64>("log.retention.minutes", v)? * 60_000;
+        }
+    }
+    if let Some(v) = get(key("retention.ms", "log.retention.ms")) {
+        c.retention_ms = parse_val(key("retention.ms", "log.retention.ms"), v)?;
+    }
+    if let Some(v) = get(key("retention.bytes", "log.retention.bytes")) {
+        c.retention_bytes = parse_val(key("retention.bytes", "log.retention.bytes"), v)?;
+    }
+    if let Some(v) = get(key("cleanup.policy", "log.cleanup.policy")) {
+        c.cleanup_policy = CleanupPolicy::parse(v).ok_or_else(|| ConfigError::Value {
+            key: key("cleanup.policy", "log.cleanup.policy").into(),
+            value: v.into(),
+            reason: "expected delete, compact or compact,delete".into(),
+        })?;
+    }
+    if let Some(v) = get(key("max.message.bytes", "message.max.bytes")) {
+        c.max_message_bytes = positive(key("max.message.bytes", "message.max.bytes"), v)?;
+    }
+    if let Some(v) = get(key("flush.messages", "log.flush.interval.messages")) {
+        c.flush_interval_messages =
+            positive(key("flush.messages", "log.flush.interval.messages"), v)?;
+    }
+    if let Some(v) = get(key("flush.ms", "log.flush.interval.ms")) {
+        c.flush_interval_ms = parse_val(key("flush.ms", "log.flush.interval.ms"), v)?;
+    }
+    if let Some(v) = get(key(
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+    )) {
+        c.delete_retention_ms = parse_val(
+            key("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+            v,
+        )?;
+    }
+    if let Some(v) = get(key(
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+    )) {
+        c.min_cleanable_dirty_ratio = parse_val(
+            key(
+                "min.cleanable.dirty.ratio",
+                "log.cleaner.min.cleanable.ratio",
+            ),
+            v,
+        )?;
+    }
+    if let Some(v) = get(key("message.timestamp.type", "log.message.timestamp.type")) {
+        c.message_timestamp_type = match v {
+            "CreateTime" => TimestampType::CreateTime,
+            "LogAppendTime" => TimestampType::LogAppendTime,
+            _ => {
+                return Err(ConfigError::Value {
+                    key: key("message.timestamp.type", "log.message.timestamp.type").into(),
+                    value: v.into(),
+                    reason: "expected CreateTime or LogAppendTime".into(),
+                })
+            }
+        };
+    }
+    Ok(c)
+}
+
+fn positive<T: std::str::FromStr + PartialOrd + Default>(
+    key: &str,
+    v: &str,
+) -> Result<T, ConfigError> {
+    let x: T = parse_val(key, v)?;
+    if x <= T::default() {
+        return Err(ConfigError::Value {
+            key: key.into(),
+            value: v.into(),
+            reason: "must be positive".into(),
+        });
+    }
+    Ok(x)
+}
+
+fn parse_val<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
+    v.trim().parse().map_err(|_| ConfigError::Value {
+        key: key.into(),
+        value: v.into(),
+        reason: "not a valid value".into(),
+    })
+}
+
+fn num<T: std::str::FromStr>(
+    raw: &BTreeMap<String, String>,
+    key: &str,
+    default: T,
+) -> Result<T, ConfigError> {
+    match raw.get(key) {
+        Some(v) => parse_val(key, v),
+        None => Ok(default),
+    }
+}
+
+fn boolean(raw: &BTreeMap<String, String>, key: &str, default: bool) -> Result<bool, ConfigError> {
+    num(raw, key, default)
+}
+
+/// `PLAINTEXT://host:port[,…]` → `host:port` of the first listener.
+fn strip_listener(l: &str) -> String {
+    let first = l.split(',').next().unwrap_or(l).trim();
+    match first.split_once("://") {
+        Some((_, rest)) => rest.to_string(),
+        None => first.to_string(),
+    }
+}
+
+/// Splits `host:port` (IPv6 in brackets allowed).
+pub fn split_host_port(s: &str) -> Option<(String, i32)> {
+    let (h, p) = s.rsplit_once(':')?;
+    let port = p.parse().ok()?;
+    let host = h.trim_start_matches('[').trim_end_matches(']');
+    let host = if host.is_empty() { "127.0.0.1" } else { host };
+    Some((host.to_string(), port))
+}
+
+/// Parses Java-properties-style `key=value` lines; returns the bad line number on error.
+pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, usize> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let (k, v) = line
+            .split_once('=')
+            .or_else(|| line.split_once(':'))
+            .ok_or(i + 1)?;
+        out.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        let mut v = vec!["skein-broker"];
+        v.extend_from_slice(args);
+        Cli::parse_from(v)
+    }
+
+    #[test]
+    fn defaults_are_a_single_node_on_9092() {
+        let c = BrokerConfig::from_cli(&cli(&[])).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:9092");
+        assert_eq!(c.advertised_host, "127.0.0.1");
+        assert_eq!(c.advertised_port, 9092);
+        assert_eq!(c.node_id, 1);
+        assert_eq!(c.log_defaults.segment_bytes, 1 << 30);
+        assert_eq!(c.log_defaults.retention_ms, 7 * 24 * 3_600_000);
+    }
+
+    #[test]
+    fn file_then_flags_then_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("server.properties");
+        std::fs::write(
+            &f,
+            "# comment\nnode.id=7\nlog.segment.bytes=1000\nlisteners=PLAINTEXT://0.0.0.0:1234\nnum.partitions=3\n",
+        )
+        .unwrap();
+        let c = BrokerConfig::from_cli(&cli(&[
+            "--config",
+            f.to_str().unwrap(),
+            "--node-id",
+            "8",
+            "--override",
+            "log.segment.bytes=2048",
+            "--advertised",
+            "broker-0.example:9093",
+        ]))
+        .unwrap();
+        assert_eq!(c.node_id, 8);
+        assert_eq!(c.log_defaults.segment_bytes, 2048);
+        assert_eq!(c.listen, "0.0.0.0:1234");
+        assert_eq!(c.advertised_host, "broker-0.example");
+        assert_eq!(c.advertised_port, 9093);
+        assert_eq!(c.num_partitions, 3);
+    }
+
+    #[test]
+    fn topic_configs_override_broker_defaults() {
+        let c = BrokerConfig::from_cli(&cli(&["--override", "log.retention.hours=1"])).unwrap();
+        assert_eq!(c.log_defaults.retention_ms, 3_600_000);
+        let mut t = BTreeMap::new();
+        t.insert("retention.ms".to_string(), "5000".to_string());
+        t.insert("cleanup.policy".to_string(), "compact,delete".to_string());
+        let lc = c.topic_log_config(&t).unwrap();
+        assert_eq!(lc.retention_ms, 5000);
+        assert!(lc.cleanup_policy.compact && lc.cleanup_policy.delete);
+        assert_eq!(
+            effective_topic_config(&c, &t, "retention.ms"),
+            ("5000".into(), true)
+        );
+        assert_eq!(
+            effective_topic_config(&c, &t, "segment.bytes"),
+            ((1u64 << 30).to_string(), false)
+        );
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        assert!(BrokerConfig::from_cli(&cli(&["--override", "log.segment.bytes=abc"])).is_err());
+        assert!(BrokerConfig::from_cli(&cli(&["--override", "novalue"])).is_err());
+        assert!(validate_topic_config("retention.ms", "x").is_err());
+        assert!(validate_topic_config("no.such.config", "1").is_err());
+        assert!(validate_topic_config("cleanup.policy", "shred").is_err());
+        assert!(validate_topic_config("min.insync.replicas", "0").is_err());
+        assert!(validate_topic_config("cleanup.policy", "compact").is_ok());
+    }
+}

@@ -1,0 +1,47 @@
+//! The broker's error type, mapped once to the Kafka error code a client sees.
+
+use kafka_protocol::error::ResponseError;
+use skein_storage::StorageError;
+
+/// An error answered to a client as a Kafka error code plus an optional message.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct ApiError {
+    pub code: ResponseError,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ResponseError, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The wire error code.
+    pub fn code(&self) -> i16 {
+        self.code.code()
+    }
+
+    /// The message, as the optional string most responses carry.
+    pub fn message(&self) -> Option<kafka_protocol::protocol::StrBytes> {
+        Some(kafka_protocol::protocol::StrBytes::from_string(
+            self.message.clone(),
+        ))
+    }
+}
+
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        let code = match &e {
+            StorageError::CorruptRecord(_) => ResponseError::CorruptMessage,
+            StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
+            StorageError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
+            StorageError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            _ => ResponseError::KafkaStorageError,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}

@@ -1,0 +1,411 @@
+//! Admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
+//! DescribeCluster, DescribeLogDirs and InitProducerId.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::*;
+use uuid::Uuid;
+
+use super::strb;
+use crate::broker::Broker;
+use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
+use crate::error::ApiError;
+use crate::metadata::validate_topic_name;
+
+/// Config source codes of DescribeConfigs/CreateTopics.
+pub const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+pub const SOURCE_STATIC_BROKER: i8 = 4;
+pub const SOURCE_DEFAULT: i8 = 5;
+
+pub fn create_topics(
+    broker: &Arc<Broker>,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let mut resp = CreateTopicsResponse::default();
+    let mut seen = std::collections::HashSet::new();
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let mut r = CreatableTopicResult::default();
+        r.name = t.name.clone();
+        r.num_partitions = -1;
+        r.replication_factor = -1;
+        let outcome = if !seen.insert(name.clone()) {
+            Err(ApiError::new(
+                ResponseError::InvalidRequest,
+                format!("topic '{name}' appears twice in the request"),
+            ))
+        } else {
+            create_one(broker, &name, &t, req.validate_only)
+        };
+        match outcome {
+            Ok((id, partitions, rf, configs)) => {
+                r.topic_id = id;
+                r.num_partitions = partitions;
+                r.replication_factor = rf;
+                if version >= 5 {
+                    r.configs = Some(
+                        TOPIC_CONFIGS
+                            .iter()
+                            .map(|(k, _)| {
+                                let (value, set) =
+                                    effective_topic_config(&broker.config, &configs, k);
+                                let mut c = CreatableTopicConfigs::default();
+                                c.name = strb(*k);
+                                c.value = Some(strb(value));
+                                c.config_source = if set {
+                                    SOURCE_DYNAMIC_TOPIC
+                                } else {
+                                    SOURCE_DEFAULT
+                                };
+                                c
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            Err(e) => {
+                r.error_code = e.code();
+                r.error_message = e.message();
+            }
+        }
+        resp.topics.push(r);
+    }
+    resp
+}
+
+type Created = (Uuid, i32, i16, BTreeMap<String, String>);
+
+fn create_one(
+    broker: &Broker,
+    name: &str,
+    t: &create_topics_request::CreatableTopic,
+    validate_only: bool,
+) -> Result<Created, ApiError> {
+    validate_topic_name(name)?;
+    if name.starts_with("__") && name != crate::metadata::CONSUMER_OFFSETS {
+        // Allowed, like Kafka, but worth a log line: it is easy to collide with internals.
+        tracing::info!(
+            topic = name,
+            "creating a topic with a reserved-looking name"
+        );
+    }
+    let mut configs = BTreeMap::new();
+    for c in &t.configs {
+        let key = c.name.to_string();
+        let Some(value) = c.value.as_ref().map(|v| v.to_string()) else {
+            continue;
+        };
+        validate_topic_config(&key, &value)
+            .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
+        configs.insert(key, value);
+    }
+    let (partitions, rf) = if !t.assignments.is_empty() {
+        if t.num_partitions != -1 || t.replication_factor != -1 {
+            return Err(ApiError::new(
+                ResponseError::InvalidRequest,
+                "both replica assignments and partitions/replication factor were given",
+            ));
+        }
+        let rf = t.assignments[0].broker_ids.len() as i16;
+        for a in &t.assignments {
+            if a.broker_ids.iter().any(|b| b.0 != broker.config.node_id) {
+                return Err(ApiError::new(
+                    ResponseError::InvalidReplicaAssignment,
+                    "replica assignment names a broker that does not exist",
+                ));
+            }
+        }
+        (t.assignments.len() as i32, rf)
+    } else {
+        let p = if t.num_partitions == -1 {
+            broker.config.num_partitions
+        } else {
+            t.num_partitions
+        };
+        let rf = if t.replication_factor == -1 {
+            broker.config.default_replication_factor
+        } else {
+            t.replication_factor
+        };
+        (p, rf)
+    };
+    if partitions < 1 {
+        return Err(ApiError::new(
+            ResponseError::InvalidPartitions,
+            "number of partitions must be at least 1",
+        ));
+    }
+    if rf < 1 {
+        return Err(ApiError::new(
+            ResponseError::InvalidReplicationFactor,
+            "replication factor must be at least 1",
+        ));
+    }
+    if validate_only {
+        if broker.metadata.topic(name).is_some() {
+            return Err(ApiError::new(
+                ResponseError::TopicAlreadyExists,
+                format!("topic '{name}' already exists"),
+            ));
+        }
+        if rf > 1 {
+            return Err(ApiError::new(
+                ResponseError::InvalidReplicationFactor,
+                format!("replication factor {rf} is not possible with 1 available broker"),
+            ));
+        }
+        return Ok((Uuid::nil(), partitions, rf, configs));
+    }
+    let topic = broker.create_topic(name, partitions, rf, configs)?;
+    Ok((topic.id, partitions, rf, topic.configs))
+}
+
+pub fn delete_topics(
+    broker: &Arc<Broker>,
+    req: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    let mut resp = DeleteTopicsResponse::default();
+    // v0-5 name topics in `topic_names`; v6 in `topics` by name or id.
+    let targets: Vec<(Option<String>, Uuid)> = if version >= 6 {
+        req.topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id))
+            .collect()
+    } else {
+        req.topic_names
+            .iter()
+            .map(|n| (Some(n.0.to_string()), Uuid::nil()))
+            .collect()
+    };
+    for (name, id) in targets {
+        let mut r = DeletableTopicResult::default();
+        r.topic_id = id;
+        let resolved = match &name {
+            Some(n) => Ok(n.clone()),
+            None => broker
+                .metadata
+                .topic_by_id(id)
+                .map(|t| t.name)
+                .ok_or_else(|| ApiError::new(ResponseError::UnknownTopicId, "unknown topic id")),
+        };
+        r.name = resolved
+            .as_ref()
+            .ok()
+            .or(name.as_ref())
+            .map(|n| TopicName(strb(n.clone())));
+        match resolved.and_then(|n| broker.delete_topic(&n)) {
+            Ok(t) => r.topic_id = t.id,
+            Err(e) => {
+                r.error_code = e.code();
+                r.error_message = e.message();
+            }
+        }
+        resp.responses.push(r);
+    }
+    resp
+}
+
+pub fn create_partitions(
+    broker: &Arc<Broker>,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut resp = CreatePartitionsResponse::default();
+    for t in req.topics {
+        let mut r = CreatePartitionsTopicResult::default();
+        r.name = t.name.clone();
+        let outcome = (|| -> Result<(), ApiError> {
+            let meta = broker.metadata.topic(&t.name.0).ok_or_else(|| {
+                ApiError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("topic '{}' does not exist", t.name.0),
+                )
+            })?;
+            let current = meta.partitions.len() as i32;
+            if t.count <= current {
+                return Err(ApiError::new(
+                    ResponseError::InvalidPartitions,
+                    format!(
+                        "topic currently has {current} partitions, {} would not be an increase",
+                        t.count
+                    ),
+                ));
+            }
+            if let Some(a) = &t.assignments {
+                if a.len() as i32 != t.count - current
+                    || a.iter()
+                        .flat_map(|x| x.broker_ids.iter())
+                        .any(|b| b.0 != broker.config.node_id)
+                {
+                    return Err(ApiError::new(
+                        ResponseError::InvalidReplicaAssignment,
+                        "invalid replica assignment",
+                    ));
+                }
+            }
+            if req.validate_only {
+                return Ok(());
+            }
+            let meta = broker.metadata.create_partitions(&t.name.0, t.count)?;
+            let lc = broker
+                .config
+                .topic_log_config(&meta.configs)
+                .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
+            broker
+                .replicas
+                .ensure_topic(&meta, &lc, crate::broker::now_ms())
+        })();
+        if let Err(e) = outcome {
+            r.error_code = e.code();
+            r.error_message = e.message();
+        }
+        resp.results.push(r);
+    }
+    resp
+}
+
+pub fn delete_records(broker: &Arc<Broker>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let mut resp = DeleteRecordsResponse::default();
+    for t in req.topics {
+        let mut tr = DeleteRecordsTopicResult::default();
+        tr.name = t.name.clone();
+        for p in t.partitions {
+            let mut pr = DeleteRecordsPartitionResult::default();
+            pr.partition_index = p.partition_index;
+            pr.low_watermark = -1;
+            let res = broker
+                .replicas
+                .get_or_err(&t.name.0, p.partition_index)
+                .and_then(|part| {
+                    let hw = part.high_watermark();
+                    // -1 means "up to the high watermark".
+                    let target = if p.offset == -1 { hw } else { p.offset };
+                    if target < 0 || target > hw {
+                        return Err(ApiError::new(
+                            ResponseError::OffsetOutOfRange,
+                            format!("offset {target} is beyond the high watermark {hw}"),
+                        ));
+                    }
+                    Ok(part.with_log_mut(|l| l.delete_records_before(target))?)
+                });
+            match res {
+                Ok(low) => pr.low_watermark = low,
+                Err(e) => pr.error_code = e.code(),
+            }
+            tr.partitions.push(pr);
+        }
+        resp.topics.push(tr);
+    }
+    resp
+}
+
+pub fn describe_cluster(broker: &Arc<Broker>) -> DescribeClusterResponse {
+    let cfg = &broker.config;
+    let mut resp = DescribeClusterResponse::default();
+    resp.cluster_id = strb(broker.metadata.image().cluster_id.clone());
+    resp.controller_id = BrokerId(cfg.node_id);
+    resp.endpoint_type = 1;
+    resp.cluster_authorized_operations = i32::MIN;
+    let mut b = DescribeClusterBroker::default();
+    b.broker_id = BrokerId(cfg.node_id);
+    b.host = strb(cfg.advertised_host.clone());
+    b.port = cfg.advertised_port;
+    b.rack = cfg.rack.clone().map(strb);
+    resp.brokers = vec![b];
+    resp
+}
+
+pub fn describe_log_dirs(
+    broker: &Arc<Broker>,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
+    let mut result = DescribeLogDirsResult::default();
+    result.log_dir = strb(broker.config.data_dir.display().to_string());
+    let (total, usable) = disk_space(&broker.config.data_dir);
+    result.total_bytes = total;
+    result.usable_bytes = usable;
+    let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+    let wanted = |topic: &str, p: i32| match &req.topics {
+        None => true,
+        Some(list) => list
+            .iter()
+            .any(|t| t.topic.0.as_str() == topic && t.partitions.contains(&p)),
+    };
+    for part in broker.replicas.all() {
+        if !wanted(&part.topic, part.index) {
+            continue;
+        }
+        let mut d = DescribeLogDirsPartition::default();
+        d.partition_index = part.index;
+        d.partition_size = part.with_log(|l| l.size_bytes()) as i64;
+        d.offset_lag = 0;
+        by_topic.entry(part.topic.clone()).or_default().push(d);
+    }
+    result.topics = by_topic
+        .into_iter()
+        .map(|(name, mut parts)| {
+            parts.sort_by_key(|p| p.partition_index);
+            let mut t = DescribeLogDirsTopic::default();
+            t.name = TopicName(strb(name));
+            t.partitions = parts;
+            t
+        })
+        .collect();
+    let mut resp = DescribeLogDirsResponse::default();
+    resp.results = vec![result];
+    resp
+}
+
+/// Total and available bytes of the filesystem holding `dir` (-1 if unknown).
+fn disk_space(dir: &std::path::Path) -> (i64, i64) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return (-1, -1);
+    };
+    // SAFETY: statvfs only writes into the zeroed struct we own; `c` is a valid C string.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return (-1, -1);
+    }
+    let frsize = s.f_frsize as i64;
+    (s.f_blocks as i64 * frsize, s.f_bavail as i64 * frsize)
+}
+
+pub fn init_producer_id(
+    broker: &Arc<Broker>,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let mut resp = InitProducerIdResponse::default();
+    resp.producer_id = ProducerId(-1);
+    resp.producer_epoch = -1;
+    resp.ongoing_txn_producer_id = ProducerId(-1);
+    resp.ongoing_txn_producer_epoch = -1;
+    if req.transactional_id.is_some() {
+        // Transactions are not implemented yet; say so instead of pretending.
+        resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return resp;
+    }
+    match broker.metadata.allocate_producer_id() {
+        Ok(id) => {
+            resp.producer_id = ProducerId(id);
+            resp.producer_epoch = 0;
+        }
+        Err(e) => resp.error_code = e.code(),
+    }
+    resp
+}

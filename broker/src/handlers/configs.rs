@@ -1,0 +1,304 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic
+//! configs (broker configs are described, not altered: they are static).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::*;
+
+use super::admin::{SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER};
+use super::strb;
+use crate::broker::Broker;
+use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
+use crate::error::ApiError;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+
+/// Kafka's ConfigType codes (DescribeConfigs v3+).
+fn config_type(key: &str) -> i8 {
+    const BOOLEAN: i8 = 1;
+    const STRING: i8 = 2;
+    const INT: i8 = 3;
+    const LONG: i8 = 5;
+    const DOUBLE: i8 = 6;
+    const LIST: i8 = 7;
+    match key {
+        "cleanup.policy" => LIST,
+        "compression.type" | "message.timestamp.type" => STRING,
+        "unclean.leader.election.enable" | "preallocate" => BOOLEAN,
+        "min.cleanable.dirty.ratio" => DOUBLE,
+        "min.insync.replicas"
+        | "max.message.bytes"
+        | "index.interval.bytes"
+        | "segment.bytes"
+        | "segment.index.bytes" => INT,
+        _ => LONG,
+    }
+}
+
+pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let mut resp = DescribeConfigsResponse::default();
+    for res in req.resources {
+        let mut r = DescribeConfigsResult::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        let wanted = |k: &str| {
+            res.configuration_keys
+                .as_ref()
+                .map(|keys| keys.iter().any(|x| x.as_str() == k))
+                .unwrap_or(true)
+        };
+        match res.resource_type {
+            RESOURCE_TOPIC => match broker.metadata.topic(res.resource_name.as_str()) {
+                None => {
+                    r.error_code = ResponseError::UnknownTopicOrPartition.code();
+                    r.error_message = Some(strb(format!(
+                        "topic '{}' does not exist",
+                        res.resource_name
+                    )));
+                }
+                Some(t) => {
+                    for (key, broker_key) in TOPIC_CONFIGS.iter().filter(|(k, _)| wanted(k)) {
+                        let (value, set) = effective_topic_config(&broker.config, &t.configs, key);
+                        let broker_source = if broker.config.raw.contains_key(*broker_key) {
+                            SOURCE_STATIC_BROKER
+                        } else {
+                            SOURCE_DEFAULT
+                        };
+                        let mut c = DescribeConfigsResourceResult::default();
+                        c.name = strb(*key);
+                        c.value = Some(strb(value.clone()));
+                        c.config_source = if set {
+                            SOURCE_DYNAMIC_TOPIC
+                        } else {
+                            broker_source
+                        };
+                        c.config_type = config_type(key);
+                        if req.include_synonyms {
+                            if set {
+                                c.synonyms.push(synonym(key, &value, SOURCE_DYNAMIC_TOPIC));
+                            }
+                            let (default, _) =
+                                effective_topic_config(&broker.config, &BTreeMap::new(), key);
+                            c.synonyms
+                                .push(synonym(broker_key, &default, broker_source));
+                        }
+                        r.configs.push(c);
+                    }
+                }
+            },
+            RESOURCE_BROKER => {
+                let id = broker.config.node_id.to_string();
+                if !res.resource_name.is_empty() && res.resource_name.as_str() != id {
+                    r.error_code = ResponseError::InvalidRequest.code();
+                    r.error_message = Some(strb(format!("this is broker {id}")));
+                } else {
+                    for (key, value) in broker.config.raw.iter().filter(|(k, _)| wanted(k)) {
+                        let mut c = DescribeConfigsResourceResult::default();
+                        c.name = strb(key.clone());
+                        c.value = Some(strb(value.clone()));
+                        c.read_only = true;
+                        c.config_source = SOURCE_STATIC_BROKER;
+                        c.config_type = 2;
+                        r.configs.push(c);
+                    }
+                }
+            }
+            other => {
+                r.error_code = ResponseError::InvalidRequest.code();
+                r.error_message = Some(strb(format!("resource type {other} is not supported")));
+            }
+        }
+        resp.results.push(r);
+    }
+    resp
+}
+
+fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
+    let mut s = DescribeConfigsSynonym::default();
+    s.name = strb(name);
+    s.value = Some(strb(value));
+    s.source = source;
+    s
+}
+
+/// Validates and stores a topic's new configs and applies them to its logs.
+fn apply_topic_configs(
+    broker: &Broker,
+    topic: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    if broker.metadata.topic(topic).is_none() {
+        return Err(ApiError::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic '{topic}' does not exist"),
+        ));
+    }
+    for (k, v) in &configs {
+        validate_topic_config(k, v).map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
+    }
+    let lc = broker
+        .config
+        .topic_log_config(&configs)
+        .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
+    if validate_only {
+        return Ok(());
+    }
+    broker.metadata.set_topic_configs(topic, configs)?;
+    broker.replicas.update_topic_config(topic, &lc);
+    tracing::info!(topic, "topic configs changed");
+    Ok(())
+}
+
+fn not_alterable(resource_type: i8) -> ApiError {
+    if resource_type == RESOURCE_BROKER {
+        ApiError::new(
+            ResponseError::InvalidRequest,
+            "broker configs are static in Skein: change the properties file or --override and restart",
+        )
+    } else {
+        ApiError::new(
+            ResponseError::InvalidRequest,
+            format!("resource type {resource_type} cannot be altered"),
+        )
+    }
+}
+
+pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut resp = AlterConfigsResponse::default();
+    for res in req.resources {
+        let mut r = alter_configs_response::AlterConfigsResourceResponse::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        let outcome = if res.resource_type == RESOURCE_TOPIC {
+            // AlterConfigs replaces the whole set.
+            let configs = res
+                .configs
+                .iter()
+                .filter_map(|c| {
+                    c.value
+                        .as_ref()
+                        .map(|v| (c.name.to_string(), v.to_string()))
+                })
+                .collect();
+            apply_topic_configs(
+                broker,
+                res.resource_name.as_str(),
+                configs,
+                req.validate_only,
+            )
+        } else {
+            Err(not_alterable(res.resource_type))
+        };
+        if let Err(e) = outcome {
+            r.error_code = e.code();
+            r.error_message = e.message();
+        }
+        resp.responses.push(r);
+    }
+    resp
+}
+
+pub fn incremental_alter(
+    broker: &Arc<Broker>,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut resp = IncrementalAlterConfigsResponse::default();
+    for res in req.resources {
+        let mut r = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        let outcome = if res.resource_type == RESOURCE_TOPIC {
+            incremental_topic(
+                broker,
+                res.resource_name.as_str(),
+                &res.configs,
+                req.validate_only,
+            )
+        } else {
+            Err(not_alterable(res.resource_type))
+        };
+        if let Err(e) = outcome {
+            r.error_code = e.code();
+            r.error_message = e.message();
+        }
+        resp.responses.push(r);
+    }
+    resp
+}
+
+fn incremental_topic(
+    broker: &Broker,
+    topic: &str,
+    ops: &[incremental_alter_configs_request::AlterableConfig],
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    const APPEND: i8 = 2;
+    const SUBTRACT: i8 = 3;
+    let meta = broker.metadata.topic(topic).ok_or_else(|| {
+        ApiError::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic '{topic}' does not exist"),
+        )
+    })?;
+    let mut configs = meta.configs.clone();
+    for op in ops {
+        let key = op.name.to_string();
+        let value = op.value.as_ref().map(|v| v.to_string());
+        match op.config_operation {
+            SET => {
+                let v = value.ok_or_else(|| {
+                    ApiError::new(ResponseError::InvalidConfig, format!("no value for {key}"))
+                })?;
+                configs.insert(key, v);
+            }
+            DELETE => {
+                configs.remove(&key);
+            }
+            APPEND | SUBTRACT => {
+                if config_type(&key) != 7 {
+                    return Err(ApiError::new(
+                        ResponseError::InvalidConfig,
+                        format!("{key} is not a list; APPEND and SUBTRACT apply to lists only"),
+                    ));
+                }
+                let (current, _) = effective_topic_config(&broker.config, &configs, &key);
+                let mut items: Vec<String> = current
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                for v in value
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                {
+                    if op.config_operation == APPEND {
+                        if !items.iter().any(|i| i == v) {
+                            items.push(v.to_string());
+                        }
+                    } else {
+                        items.retain(|i| i != v);
+                    }
+                }
+                configs.insert(key, items.join(","));
+            }
+            other => {
+                return Err(ApiError::new(
+                    ResponseError::InvalidRequest,
+                    format!("unknown config operation {other}"),
+                ))
+            }
+        }
+    }
+    apply_topic_configs(broker, topic, configs, validate_only)
+}

@@ -1,0 +1,242 @@
+//! Fetch: returns whole record batches from the requested offsets, honouring
+//! `max.bytes`, per-partition limits and the long poll (`max.wait.ms`,
+//! `min.bytes`). Waiting is event-driven: appends notify the partition, so an
+//! idle consumer costs nothing until data arrives or the wait expires.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use skein_storage::batch::iter_batches;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::strb;
+use crate::broker::Broker;
+use crate::error::ApiError;
+use crate::partition::Partition;
+
+/// One requested partition, resolved once per request.
+struct Wanted {
+    topic_idx: usize,
+    partition: i32,
+    fetch_offset: i64,
+    max_bytes: i32,
+    part: Result<Arc<Partition>, ApiError>,
+}
+
+pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> FetchResponse {
+    let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let deadline = Instant::now() + max_wait;
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let max_bytes = if req.max_bytes <= 0 {
+        i32::MAX as usize
+    } else {
+        req.max_bytes as usize
+    };
+    let read_committed = req.isolation_level == 1;
+
+    // Resolve topics (by id from v13, by name before) and partitions once.
+    let mut topics: Vec<(TopicName, Uuid, Option<String>)> = Vec::new();
+    let mut wanted: Vec<Wanted> = Vec::new();
+    for ft in &req.topics {
+        let meta = if version >= 13 {
+            broker.metadata.topic_by_id(ft.topic_id)
+        } else {
+            broker.metadata.topic(&ft.topic)
+        };
+        let topic_idx = topics.len();
+        topics.push((
+            ft.topic.clone(),
+            ft.topic_id,
+            meta.as_ref().map(|m| m.name.clone()),
+        ));
+        for fp in &ft.partitions {
+            let part = match &meta {
+                Some(m) => broker.replicas.get_or_err(&m.name, fp.partition),
+                None if version >= 13 => Err(ApiError::new(
+                    ResponseError::UnknownTopicId,
+                    "unknown topic id",
+                )),
+                None => Err(ApiError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("topic '{}' does not exist", ft.topic.0),
+                )),
+            };
+            wanted.push(Wanted {
+                topic_idx,
+                partition: fp.partition,
+                fetch_offset: fp.fetch_offset,
+                max_bytes: fp.partition_max_bytes,
+                part,
+            });
+        }
+    }
+
+    let parts: Vec<Arc<Partition>> = wanted
+        .iter()
+        .filter_map(|w| w.part.as_ref().ok().cloned())
+        .collect();
+    loop {
+        // Register for wake-ups before reading so an append that lands
+        // between the read and the wait is not missed.
+        let mut waits: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> =
+            parts.iter().map(|p| Box::pin(p.appended())).collect();
+        for w in waits.iter_mut() {
+            w.as_mut().enable();
+        }
+        let (results, total, errored) = read_pass(broker, &wanted, max_bytes, &topics);
+        let expired = Instant::now() >= deadline;
+        if total >= min_bytes || errored || expired || waits.is_empty() {
+            return build_response(results, &topics, &wanted, version, read_committed);
+        }
+        let woke = poll_fn(|cx| {
+            for w in waits.iter_mut() {
+                if w.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+            }
+            Poll::Pending
+        });
+        let _ = tokio::time::timeout_at(deadline, woke).await;
+    }
+}
+
+/// What one partition contributes to the response.
+struct PartResult {
+    error: Option<ApiError>,
+    high_watermark: i64,
+    log_start_offset: i64,
+    records: Bytes,
+}
+
+fn read_pass(
+    broker: &Broker,
+    wanted: &[Wanted],
+    max_bytes: usize,
+    topics: &[(TopicName, Uuid, Option<String>)],
+) -> (Vec<PartResult>, usize, bool) {
+    let mut total = 0usize;
+    let mut errored = false;
+    let mut out = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        let r = match &w.part {
+            Err(e) => {
+                errored = true;
+                PartResult {
+                    error: Some(e.clone()),
+                    high_watermark: -1,
+                    log_start_offset: -1,
+                    records: Bytes::new(),
+                }
+            }
+            Ok(p) => {
+                let hw = p.high_watermark();
+                let lso = p.log_start_offset();
+                let budget = (w.max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
+                let result = if budget == 0 && total > 0 {
+                    Ok(Bytes::new())
+                } else {
+                    // KIP-74: the first batch is returned even if it is larger
+                    // than the limits, so a consumer can always make progress.
+                    p.read(w.fetch_offset, budget, total == 0)
+                        .map(|r| r.records)
+                };
+                match result {
+                    Ok(records) => {
+                        total += records.len();
+                        PartResult {
+                            error: None,
+                            high_watermark: hw,
+                            log_start_offset: lso,
+                            records,
+                        }
+                    }
+                    Err(e) => {
+                        errored = true;
+                        PartResult {
+                            error: Some(e),
+                            high_watermark: hw,
+                            log_start_offset: lso,
+                            records: Bytes::new(),
+                        }
+                    }
+                }
+            }
+        };
+        if !r.records.is_empty() {
+            if let Some(name) = &topics[w.topic_idx].2 {
+                count_out(broker, name, &r.records);
+            }
+        }
+        out.push(r);
+    }
+    (out, total, errored)
+}
+
+fn count_out(broker: &Broker, topic: &str, records: &Bytes) {
+    let n: u64 = iter_batches(records)
+        .filter_map(|b| b.ok())
+        .map(|(h, _)| h.records_count.max(0) as u64)
+        .sum();
+    broker
+        .metrics
+        .bytes_out
+        .with_label_values(&[topic])
+        .inc_by(records.len() as u64);
+    broker
+        .metrics
+        .records_out
+        .with_label_values(&[topic])
+        .inc_by(n);
+}
+
+fn build_response(
+    results: Vec<PartResult>,
+    topics: &[(TopicName, Uuid, Option<String>)],
+    wanted: &[Wanted],
+    version: i16,
+    read_committed: bool,
+) -> FetchResponse {
+    let mut resp = FetchResponse::default();
+    resp.session_id = 0;
+    let mut by_topic: Vec<FetchableTopicResponse> = topics
+        .iter()
+        .map(|(name, id, resolved)| {
+            let mut t = FetchableTopicResponse::default();
+            t.topic = if name.0.is_empty() && version < 13 {
+                TopicName(strb(resolved.clone().unwrap_or_default()))
+            } else {
+                name.clone()
+            };
+            t.topic_id = *id;
+            t
+        })
+        .collect();
+    for (w, r) in wanted.iter().zip(results) {
+        let mut pd = PartitionData::default();
+        pd.partition_index = w.partition;
+        pd.high_watermark = r.high_watermark;
+        pd.last_stable_offset = r.high_watermark;
+        pd.log_start_offset = r.log_start_offset;
+        pd.preferred_read_replica = BrokerId(-1);
+        pd.aborted_transactions = if read_committed {
+            Some(Vec::new())
+        } else {
+            None
+        };
+        if let Some(e) = r.error {
+            pd.error_code = e.code();
+        }
+        pd.records = Some(r.records);
+        by_topic[w.topic_idx].partitions.push(pd);
+    }
+    resp.responses = by_topic;
+    resp
+}

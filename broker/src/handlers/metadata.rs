@@ -1,0 +1,108 @@
+//! Metadata: brokers, topics, partitions and leaders; auto-creates requested
+//! topics when the client and `auto.create.topics.enable` allow it.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use uuid::Uuid;
+
+use super::strb;
+use crate::broker::Broker;
+use crate::metadata::{validate_topic_name, TopicMeta};
+
+pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let cfg = &broker.config;
+    let mut resp = MetadataResponse::default();
+    let mut b = MetadataResponseBroker::default();
+    b.node_id = BrokerId(cfg.node_id);
+    b.host = strb(cfg.advertised_host.clone());
+    b.port = cfg.advertised_port;
+    b.rack = cfg.rack.clone().map(strb);
+    resp.brokers = vec![b];
+    resp.cluster_id = Some(strb(broker.metadata.image().cluster_id.clone()));
+    resp.controller_id = BrokerId(cfg.node_id);
+    resp.cluster_authorized_operations = i32::MIN;
+
+    // v0: an empty list means "all topics"; v1+: null means all.
+    let requested = match req.topics {
+        None => None,
+        Some(t) if t.is_empty() && version == 0 => None,
+        Some(t) => Some(t),
+    };
+    let allow_auto = version < 4 || req.allow_auto_topic_creation;
+    match requested {
+        None => {
+            for t in broker.metadata.image().topics.values() {
+                resp.topics.push(topic_entry(t));
+            }
+        }
+        Some(list) => {
+            for rt in list {
+                let entry = match rt.name {
+                    Some(name) => {
+                        let name = name.0.to_string();
+                        match broker.metadata.topic(&name) {
+                            Some(t) => topic_entry(&t),
+                            None if allow_auto => match validate_topic_name(&name)
+                                .and_then(|_| broker.auto_create(&name))
+                            {
+                                Ok(t) => topic_entry(&t),
+                                Err(e) => error_entry(Some(name), Uuid::nil(), e.code),
+                            },
+                            None => error_entry(
+                                Some(name),
+                                Uuid::nil(),
+                                ResponseError::UnknownTopicOrPartition,
+                            ),
+                        }
+                    }
+                    None => match broker.metadata.topic_by_id(rt.topic_id) {
+                        Some(t) => topic_entry(&t),
+                        None => error_entry(None, rt.topic_id, ResponseError::UnknownTopicId),
+                    },
+                };
+                resp.topics.push(entry);
+            }
+        }
+    }
+    resp
+}
+
+fn error_entry(name: Option<String>, id: Uuid, code: ResponseError) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    t.error_code = code.code();
+    t.name = name.map(|n| TopicName(strb(n)));
+    t.topic_id = id;
+    t.topic_authorized_operations = i32::MIN;
+    t
+}
+
+fn topic_entry(t: &TopicMeta) -> MetadataResponseTopic {
+    let mut out = MetadataResponseTopic::default();
+    out.name = Some(TopicName(strb(t.name.clone())));
+    out.topic_id = t.id;
+    out.is_internal = t.is_internal();
+    out.topic_authorized_operations = i32::MIN;
+    out.partitions = t
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut mp = MetadataResponsePartition::default();
+            mp.partition_index = i as i32;
+            mp.leader_id = BrokerId(p.leader);
+            mp.leader_epoch = p.leader_epoch;
+            mp.replica_nodes = p.replicas.iter().copied().map(BrokerId).collect();
+            mp.isr_nodes = p.isr.iter().copied().map(BrokerId).collect();
+            if p.leader < 0 {
+                mp.error_code = ResponseError::LeaderNotAvailable.code();
+            }
+            mp
+        })
+        .collect();
+    out
+}

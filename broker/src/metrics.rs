@@ -1,0 +1,222 @@
+//! Prometheus metrics of the broker and the `/metrics` HTTP endpoint.
+//!
+//! Names follow one scheme: `skein_<area>_<what>_<unit>`, counters end in
+//! `_total`. Per-partition log gauges are filled at scrape time from the logs
+//! themselves, so a deleted partition disappears from the next scrape.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use tracing::{info, warn};
+
+use crate::replica_manager::ReplicaManager;
+
+/// Every metric the broker exports.
+pub struct Metrics {
+    pub registry: Registry,
+    pub bytes_in: IntCounterVec,
+    pub records_in: IntCounterVec,
+    pub bytes_out: IntCounterVec,
+    pub records_out: IntCounterVec,
+    pub requests: IntCounterVec,
+    pub request_errors: IntCounterVec,
+    pub request_latency: HistogramVec,
+    pub connections: IntGauge,
+    pub log_size: IntGaugeVec,
+    pub log_segments: IntGaugeVec,
+    pub log_start_offset: IntGaugeVec,
+    pub log_end_offset: IntGaugeVec,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("metric");
+            registry.register(Box::new(c.clone())).expect("register");
+            c
+        };
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("metric");
+            registry.register(Box::new(g.clone())).expect("register");
+            g
+        };
+        let bytes_in = counter(
+            "skein_topic_bytes_in_total",
+            "Record-batch bytes appended by producers, per topic.",
+            &["topic"],
+        );
+        let records_in = counter(
+            "skein_topic_records_in_total",
+            "Records appended by producers, per topic.",
+            &["topic"],
+        );
+        let bytes_out = counter(
+            "skein_topic_bytes_out_total",
+            "Record-batch bytes returned to fetchers, per topic.",
+            &["topic"],
+        );
+        let records_out = counter(
+            "skein_topic_records_out_total",
+            "Records returned to fetchers, per topic.",
+            &["topic"],
+        );
+        let requests = counter(
+            "skein_requests_total",
+            "Kafka API requests handled, per API.",
+            &["api"],
+        );
+        let request_errors = counter(
+            "skein_request_errors_total",
+            "Error codes returned in responses, per API and error.",
+            &["api", "error"],
+        );
+        let request_latency = HistogramVec::new(
+            HistogramOpts::new(
+                "skein_request_duration_seconds",
+                "Time from a request's arrival to its response, per API.",
+            )
+            .buckets(vec![
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                1.0, 2.5, 5.0, 10.0,
+            ]),
+            &["api"],
+        )
+        .expect("metric");
+        registry
+            .register(Box::new(request_latency.clone()))
+            .expect("register");
+        let connections =
+            IntGauge::new("skein_connections", "Open client connections.").expect("metric");
+        registry
+            .register(Box::new(connections.clone()))
+            .expect("register");
+        let pl = &["topic", "partition"];
+        let log_size = gauge(
+            "skein_log_size_bytes",
+            "Bytes on disk of a partition's log.",
+            pl,
+        );
+        let log_segments = gauge("skein_log_segments", "Segments in a partition's log.", pl);
+        let log_start_offset = gauge(
+            "skein_log_start_offset",
+            "First offset still in a partition's log.",
+            pl,
+        );
+        let log_end_offset = gauge(
+            "skein_log_end_offset",
+            "Next offset to be written in a partition's log.",
+            pl,
+        );
+        Self {
+            registry,
+            bytes_in,
+            records_in,
+            bytes_out,
+            records_out,
+            requests,
+            request_errors,
+            request_latency,
+            connections,
+            log_size,
+            log_segments,
+            log_start_offset,
+            log_end_offset,
+        }
+    }
+
+    /// Refreshes the per-partition gauges and renders the text exposition.
+    pub fn render(&self, replicas: &ReplicaManager) -> String {
+        self.log_size.reset();
+        self.log_segments.reset();
+        self.log_start_offset.reset();
+        self.log_end_offset.reset();
+        for p in replicas.all() {
+            let idx = p.index.to_string();
+            let labels = [p.topic.as_str(), idx.as_str()];
+            p.with_log(|l| {
+                self.log_size
+                    .with_label_values(&labels)
+                    .set(l.size_bytes() as i64);
+                self.log_segments
+                    .with_label_values(&labels)
+                    .set(l.num_segments() as i64);
+                self.log_start_offset
+                    .with_label_values(&labels)
+                    .set(l.log_start_offset());
+                self.log_end_offset
+                    .with_label_values(&labels)
+                    .set(l.log_end_offset());
+            });
+        }
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("text encoding");
+        String::from_utf8(buf).expect("utf-8")
+    }
+}
+
+/// Serves `GET /metrics` (and a liveness `GET /healthz`) until the task is dropped.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    replicas: Arc<ReplicaManager>,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    info!(%addr, "metrics endpoint listening");
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "metrics accept failed");
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        let replicas = replicas.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
+                let metrics = metrics.clone();
+                let replicas = replicas.clone();
+                async move {
+                    let resp = match req.uri().path() {
+                        "/metrics" => {
+                            let body =
+                                tokio::task::spawn_blocking(move || metrics.render(&replicas))
+                                    .await
+                                    .unwrap_or_default();
+                            Response::builder()
+                                .header("content-type", "text/plain; version=0.0.4")
+                                .body(Full::new(Bytes::from(body)))
+                        }
+                        "/healthz" => Response::builder().body(Full::new(Bytes::from("ok\n"))),
+                        _ => Response::builder()
+                            .status(404)
+                            .body(Full::new(Bytes::from("not found\n"))),
+                    };
+                    Ok::<_, Infallible>(resp.expect("static response"))
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}

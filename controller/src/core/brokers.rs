@@ -1,0 +1,206 @@
+//! Broker lifecycle: registration, heartbeats, loss, controlled shutdown,
+//! and producer-id blocks (which brokers ask for).
+
+use super::{ControllerCore, Origin};
+use crate::command::{Command, Reply};
+use crate::election;
+use crate::error::ControllerError;
+use crate::model::{BrokerId, BrokerInfo};
+use crate::producer_ids;
+
+impl ControllerCore {
+    pub(super) fn on_broker_registered(
+        &mut self,
+        broker: BrokerId,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+    ) {
+        if broker < 0 {
+            self.reply(Reply::BrokerRegistered {
+                broker,
+                result: Err(ControllerError::InvalidRequest(format!(
+                    "broker id {broker} is negative"
+                ))),
+            });
+            return;
+        }
+        // Registering again while we think it alive means it restarted: its
+        // old incarnation may have lost unflushed data, so it leaves every
+        // ISR and leadership first, like any lost broker.
+        if self.is_alive(broker) {
+            self.fence_broker(broker);
+        }
+        let broker_epoch = self.image.cluster.next_broker_epoch;
+        self.image.cluster.next_broker_epoch += 1;
+        self.out
+            .persist
+            .push(Command::PersistCluster(self.image.cluster.clone()));
+        let info = BrokerInfo {
+            id: broker,
+            host,
+            port,
+            rack,
+            broker_epoch,
+            fenced: false,
+            in_controlled_shutdown: false,
+        };
+        self.image.brokers.insert(broker, info.clone());
+        self.out.persist.push(Command::PersistBroker(info));
+        self.sessions.insert(broker, self.now_ms);
+        self.out.publish = true;
+
+        // Re-join every assigned partition as a follower. An offline
+        // partition may now get a leader: this broker if it was the last
+        // in-sync replica, or (unclean topics) any out-of-sync replica.
+        for (topic, p) in self.partitions_where(|s| s.replicas.contains(&broker)) {
+            let current = self.state(&topic, p).clone();
+            let before = current.partition_epoch;
+            let unclean = self.unclean_enabled(&topic);
+            let after = self.commit_partition(&topic, p, current, unclean, Origin::Controller);
+            if after.partition_epoch == before {
+                self.notify_replica(&topic, p, broker);
+            }
+        }
+        self.reply(Reply::BrokerRegistered {
+            broker,
+            result: Ok(broker_epoch),
+        });
+    }
+
+    /// Checks that a request comes from the current, live incarnation.
+    fn check_broker_epoch(
+        &self,
+        broker: BrokerId,
+        broker_epoch: u64,
+    ) -> Result<(), ControllerError> {
+        match self.image.brokers.get(&broker) {
+            None => Err(ControllerError::BrokerIdNotRegistered(broker)),
+            Some(info) if info.fenced || info.broker_epoch != broker_epoch => {
+                Err(ControllerError::StaleBrokerEpoch)
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    pub(super) fn on_heartbeat(&mut self, broker: BrokerId, broker_epoch: u64) {
+        let result = self.check_broker_epoch(broker, broker_epoch);
+        if result.is_ok() {
+            self.sessions.insert(broker, self.now_ms);
+        }
+        self.reply(Reply::Heartbeat { broker, result });
+    }
+
+    /// Fences a broker (lost or restarted): it leaves every ISR it is in
+    /// (except as a last member) and every partition it led gets a new
+    /// leader.
+    pub(super) fn fence_broker(&mut self, broker: BrokerId) {
+        self.fence_brokers(&[broker]);
+    }
+
+    /// Fences several brokers at once. All are marked first, so no partition
+    /// is handed to a broker that is about to be fenced in the same batch.
+    pub(super) fn fence_brokers(&mut self, brokers: &[BrokerId]) {
+        let mut fenced = Vec::new();
+        for b in brokers {
+            let Some(info) = self.image.brokers.get_mut(b) else {
+                continue;
+            };
+            if info.fenced {
+                continue;
+            }
+            info.fenced = true;
+            info.in_controlled_shutdown = false;
+            let info = info.clone();
+            self.out.persist.push(Command::PersistBroker(info));
+            self.sessions.remove(b);
+            fenced.push(*b);
+        }
+        if fenced.is_empty() {
+            return;
+        }
+        self.out.publish = true;
+        let touched =
+            self.partitions_where(|s| fenced.iter().any(|b| s.isr.contains(b) || s.leader == *b));
+        for (topic, p) in touched {
+            let mut next = self.state(&topic, p).clone();
+            for b in &fenced {
+                next.isr = election::remove_from_isr(&next.isr, *b);
+            }
+            let unclean = self.unclean_enabled(&topic);
+            self.commit_partition(&topic, p, next, unclean, Origin::Controller);
+        }
+    }
+
+    pub(super) fn on_controlled_shutdown(&mut self, broker: BrokerId, broker_epoch: u64) {
+        if let Err(e) = self.check_broker_epoch(broker, broker_epoch) {
+            self.reply(Reply::ControlledShutdown {
+                broker,
+                result: Err(e),
+            });
+            return;
+        }
+        let info = self.image.brokers.get_mut(&broker).expect("checked above");
+        if !info.in_controlled_shutdown {
+            info.in_controlled_shutdown = true;
+            let info = info.clone();
+            self.out.persist.push(Command::PersistBroker(info));
+            self.out.publish = true;
+        }
+        // Leadership moves to another in-sync replica; the broker leaves the
+        // ISRs (unless it is the last member, which keeps its data
+        // electable) and stops serving its replicas.
+        for (topic, p) in self.partitions_where(|s| s.replicas.contains(&broker)) {
+            let mut next = self.state(&topic, p).clone();
+            let before = next.partition_epoch;
+            next.isr = election::remove_from_isr(&next.isr, broker);
+            let unclean = self.unclean_enabled(&topic);
+            let after = self.commit_partition(&topic, p, next, unclean, Origin::Controller);
+            if after.partition_epoch == before {
+                self.notify_replica(&topic, p, broker);
+            }
+        }
+        let result = match self.partitions_led_by(broker).is_empty() {
+            true => Ok(()),
+            false => Err(ControllerError::InvalidRequest(
+                "broker still leads partitions".into(),
+            )),
+        };
+        self.reply(Reply::ControlledShutdown { broker, result });
+    }
+
+    pub(super) fn on_tick(&mut self) {
+        let timeout = self.config.broker_session_timeout_ms;
+        let expired: Vec<BrokerId> = self
+            .sessions
+            .iter()
+            .filter(|(_, last)| self.now_ms.saturating_sub(**last) > timeout)
+            .map(|(b, _)| *b)
+            .collect();
+        self.fence_brokers(&expired);
+        if self.config.auto_leader_rebalance_enable {
+            let last = self.last_rebalance_ms.unwrap_or(self.now_ms);
+            if self.now_ms.saturating_sub(last) >= self.config.leader_imbalance_check_interval_ms {
+                self.last_rebalance_ms = Some(self.now_ms);
+                self.rebalance_leaders();
+            }
+        }
+    }
+
+    pub(super) fn on_allocate_producer_ids(&mut self, broker: BrokerId, broker_epoch: u64) {
+        let result = self
+            .check_broker_epoch(broker, broker_epoch)
+            .and_then(|()| {
+                producer_ids::allocate_block(
+                    &mut self.image.cluster,
+                    self.config.producer_id_block_size,
+                )
+            });
+        if result.is_ok() {
+            self.out
+                .persist
+                .push(Command::PersistCluster(self.image.cluster.clone()));
+        }
+        self.reply(Reply::AllocateProducerIds { broker, result });
+    }
+}

@@ -1,0 +1,413 @@
+//! [`ControllerCore`]: the controller state machine. Events in, commands
+//! out; no I/O, no clock (time comes with each event).
+
+mod brokers;
+mod partitions;
+mod topics;
+
+use std::collections::BTreeMap;
+
+use crate::command::{Command, Reply};
+use crate::config::ControllerConfig;
+use crate::election::{self, ElectionOutcome};
+use crate::error::ControllerError;
+use crate::event::Event;
+use crate::invariants;
+use crate::model::{
+    without, BrokerId, BrokerInfo, MetadataImage, OngoingReassignment, PartitionState, TopicImage,
+    TopicPartition,
+};
+use crate::reassignment;
+
+/// The controller core. Build it with [`ControllerCore::new`] (empty
+/// cluster) or [`ControllerCore::from_image`] (after a restart), feed it
+/// events with [`ControllerCore::handle`], and carry out the returned
+/// commands in order.
+#[derive(Debug)]
+pub struct ControllerCore {
+    config: ControllerConfig,
+    image: MetadataImage,
+    /// Last heartbeat per live broker. Not persisted: after a restart every
+    /// live broker gets a fresh session from the first event's time.
+    sessions: BTreeMap<BrokerId, u64>,
+    now_ms: u64,
+    last_rebalance_ms: Option<u64>,
+    out: Output,
+}
+
+/// Commands collected while handling one event, bucketed so they come out
+/// in the documented order.
+#[derive(Debug, Default)]
+struct Output {
+    persist: Vec<Command>,
+    brokers: Vec<Command>,
+    notices: Vec<Command>,
+    publish: bool,
+}
+
+impl Output {
+    fn take(&mut self) -> Vec<Command> {
+        let mut all = std::mem::take(&mut self.persist);
+        all.append(&mut self.brokers);
+        all.append(&mut self.notices);
+        if std::mem::take(&mut self.publish) {
+            all.push(Command::PublishMetadata);
+        }
+        all
+    }
+}
+
+/// Who changes a partition decides who must be told about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// The controller changed it: every live replica is told.
+    Controller,
+    /// The leader's own ISR proposal: the reply tells the leader; others
+    /// are told only if leadership or replicas changed as a result.
+    LeaderProposal,
+}
+
+impl ControllerCore {
+    /// A controller for an empty cluster.
+    pub fn new(config: ControllerConfig) -> Self {
+        ControllerCore {
+            config,
+            image: MetadataImage::default(),
+            sessions: BTreeMap::new(),
+            now_ms: 0,
+            last_rebalance_ms: None,
+            out: Output::default(),
+        }
+    }
+
+    /// Rebuilds the controller from a persisted image (controller restart
+    /// or failover). Refuses an image that breaks a structural invariant.
+    pub fn from_image(
+        image: MetadataImage,
+        config: ControllerConfig,
+    ) -> Result<Self, ControllerError> {
+        invariants::check_image(&image).map_err(ControllerError::InvalidImage)?;
+        let mut core = ControllerCore::new(config);
+        core.image = image;
+        Ok(core)
+    }
+
+    /// Handles one event at `now_ms` (any monotonic millisecond clock) and
+    /// returns what the caller must do, in order: persist first, then tell
+    /// brokers, then reply and publish.
+    pub fn handle(&mut self, event: Event, now_ms: u64) -> Vec<Command> {
+        self.now_ms = self.now_ms.max(now_ms);
+        self.start_missing_sessions();
+        self.last_rebalance_ms.get_or_insert(self.now_ms);
+        match event {
+            Event::BrokerRegistered {
+                broker,
+                host,
+                port,
+                rack,
+            } => self.on_broker_registered(broker, host, port, rack),
+            Event::BrokerHeartbeat {
+                broker,
+                broker_epoch,
+            } => self.on_heartbeat(broker, broker_epoch),
+            Event::BrokerLost { broker } => {
+                self.fence_broker(broker);
+            }
+            Event::ControlledShutdownRequested {
+                broker,
+                broker_epoch,
+            } => self.on_controlled_shutdown(broker, broker_epoch),
+            Event::CreateTopic(topic) => self.on_create_topic(topic),
+            Event::CreatePartitions {
+                topic,
+                count,
+                assignment,
+            } => self.on_create_partitions(topic, count, assignment),
+            Event::TopicConfigChanged { topic, configs } => self.on_config_changed(topic, configs),
+            Event::DeleteTopic { topic } => self.on_delete_topic(topic),
+            Event::AlterPartition(request) => self.on_alter_partition(request),
+            Event::ReassignPartition {
+                topic,
+                partition,
+                target,
+            } => self.on_reassign(topic, partition, target),
+            Event::ElectLeaders {
+                election,
+                partitions,
+            } => self.on_elect_leaders(election, partitions),
+            Event::AllocateProducerIds {
+                broker,
+                broker_epoch,
+            } => self.on_allocate_producer_ids(broker, broker_epoch),
+            Event::Tick => self.on_tick(),
+        }
+        self.out.take()
+    }
+
+    // ----- read accessors -------------------------------------------------
+
+    /// The whole persisted state.
+    pub fn image(&self) -> &MetadataImage {
+        &self.image
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    /// All topics by name.
+    pub fn topics(&self) -> &BTreeMap<String, TopicImage> {
+        &self.image.topics
+    }
+
+    /// One topic.
+    pub fn topic(&self, name: &str) -> Option<&TopicImage> {
+        self.image.topics.get(name)
+    }
+
+    /// One partition's state.
+    pub fn partition(&self, topic: &str, partition: u32) -> Option<&PartitionState> {
+        self.image
+            .topics
+            .get(topic)?
+            .partitions
+            .get(partition as usize)
+    }
+
+    /// All registered brokers, live or not.
+    pub fn brokers(&self) -> &BTreeMap<BrokerId, BrokerInfo> {
+        &self.image.brokers
+    }
+
+    /// One broker.
+    pub fn broker(&self, id: BrokerId) -> Option<&BrokerInfo> {
+        self.image.brokers.get(&id)
+    }
+
+    /// Running reassignments (answers `ListPartitionReassignments`).
+    pub fn reassignments(&self) -> Vec<OngoingReassignment> {
+        self.all_partitions()
+            .filter(|(_, _, s)| s.is_reassigning())
+            .map(|(topic, partition, s)| OngoingReassignment {
+                topic: topic.to_owned(),
+                partition,
+                replicas: s.replicas.clone(),
+                adding_replicas: s.adding_replicas.clone(),
+                removing_replicas: s.removing_replicas.clone(),
+            })
+            .collect()
+    }
+
+    /// Partitions without a leader.
+    pub fn offline_partitions(&self) -> Vec<TopicPartition> {
+        self.all_partitions()
+            .filter(|(_, _, s)| s.is_offline())
+            .map(|(t, p, _)| TopicPartition::new(t, p))
+            .collect()
+    }
+
+    /// Partitions whose ISR is smaller than their replica set.
+    pub fn under_replicated_partitions(&self) -> Vec<TopicPartition> {
+        self.all_partitions()
+            .filter(|(_, _, s)| s.is_under_replicated())
+            .map(|(t, p, _)| TopicPartition::new(t, p))
+            .collect()
+    }
+
+    /// Partitions `broker` currently leads.
+    pub fn partitions_led_by(&self, broker: BrokerId) -> Vec<TopicPartition> {
+        self.all_partitions()
+            .filter(|(_, _, s)| s.leader == broker)
+            .map(|(t, p, _)| TopicPartition::new(t, p))
+            .collect()
+    }
+
+    // ----- shared machinery ----------------------------------------------
+
+    fn all_partitions(&self) -> impl Iterator<Item = (&str, u32, &PartitionState)> {
+        self.image.topics.iter().flat_map(|(name, t)| {
+            t.partitions
+                .iter()
+                .enumerate()
+                .map(move |(p, s)| (name.as_str(), p as u32, s))
+        })
+    }
+
+    /// The partitions matching `pred`, collected so they can be changed.
+    fn partitions_where(&self, pred: impl Fn(&PartitionState) -> bool) -> Vec<(String, u32)> {
+        self.all_partitions()
+            .filter(|(_, _, s)| pred(s))
+            .map(|(t, p, _)| (t.to_owned(), p))
+            .collect()
+    }
+
+    fn state(&self, topic: &str, partition: u32) -> &PartitionState {
+        &self.image.topics[topic].partitions[partition as usize]
+    }
+
+    fn is_registered(&self, b: BrokerId) -> bool {
+        self.image.brokers.contains_key(&b)
+    }
+
+    fn is_eligible(&self, b: BrokerId) -> bool {
+        self.image
+            .brokers
+            .get(&b)
+            .is_some_and(BrokerInfo::is_eligible)
+    }
+
+    fn is_alive(&self, b: BrokerId) -> bool {
+        self.image.brokers.get(&b).is_some_and(BrokerInfo::is_alive)
+    }
+
+    fn unclean_enabled(&self, topic: &str) -> bool {
+        self.image.topics.get(topic).is_some_and(|t| {
+            election::unclean_enabled(&t.spec.configs, self.config.unclean_leader_election_enable)
+        })
+    }
+
+    fn reply(&mut self, reply: Reply) {
+        self.out.notices.push(Command::Reply(reply));
+    }
+
+    /// Brokers alive before a controller restart get a session starting now.
+    fn start_missing_sessions(&mut self) {
+        for (id, info) in &self.image.brokers {
+            if info.is_alive() {
+                self.sessions.entry(*id).or_insert(self.now_ms);
+            }
+        }
+    }
+
+    /// Applies a change to one partition: completes a reassignment whose
+    /// target is in sync, elects a leader if the current one is no longer
+    /// valid, bumps the epochs, and emits persist and broker commands.
+    /// Returns the partition's state afterwards (unchanged if `next` changed
+    /// nothing).
+    fn commit_partition(
+        &mut self,
+        topic: &str,
+        partition: u32,
+        mut next: PartitionState,
+        allow_unclean: bool,
+        origin: Origin,
+    ) -> PartitionState {
+        let old = self.state(topic, partition).clone();
+        reassignment::maybe_complete(&mut next);
+        let mut outcome = election::elect_leader(&mut next, |b| self.is_eligible(b), allow_unclean);
+        // An unclean election resets the ISR, which can put the whole
+        // reassignment target in sync; then the new leader may be removed.
+        if reassignment::maybe_complete(&mut next) {
+            let again = election::elect_leader(&mut next, |b| self.is_eligible(b), allow_unclean);
+            if again != ElectionOutcome::Unchanged {
+                outcome = again;
+            }
+        }
+        if next.same_assignment_and_leadership(&old) {
+            return old;
+        }
+        let removed = without(&old.replicas, &next.replicas);
+        // A new leader epoch fences the old leader; removed replicas are
+        // fenced the same way so they stop fetching.
+        let bump_leader = next.leader != old.leader || !removed.is_empty();
+        next.leader_epoch = old.leader_epoch + i32::from(bump_leader);
+        next.partition_epoch = old.partition_epoch + 1;
+
+        let topic_id = self.image.topics[topic].spec.topic_id;
+        self.image
+            .topics
+            .get_mut(topic)
+            .expect("partition exists")
+            .partitions[partition as usize] = next.clone();
+        self.out.persist.push(Command::PersistPartition {
+            topic: topic.to_owned(),
+            topic_id,
+            partition,
+            state: next.clone(),
+        });
+        if let ElectionOutcome::Unclean(leader) = outcome {
+            self.out.notices.push(Command::UncleanLeaderElection {
+                topic: topic.to_owned(),
+                topic_id,
+                partition,
+                leader,
+                leader_epoch: next.leader_epoch,
+                previous_isr: old.isr.clone(),
+            });
+        }
+        if origin == Origin::Controller || bump_leader || next.replicas != old.replicas {
+            self.notify_replicas(topic, partition);
+        }
+        for b in removed {
+            if self.is_alive(b) {
+                self.out.brokers.push(Command::StopReplica {
+                    broker: b,
+                    topic: topic.to_owned(),
+                    topic_id,
+                    partition,
+                    delete: true,
+                });
+            }
+        }
+        self.out.publish = true;
+        next
+    }
+
+    /// Tells every live replica its role in the partition's current state.
+    fn notify_replicas(&mut self, topic: &str, partition: u32) {
+        let replicas = self.state(topic, partition).replicas.clone();
+        for b in replicas {
+            self.notify_replica(topic, partition, b);
+        }
+    }
+
+    /// Tells one replica its role: leader, follower, or (shutting down)
+    /// stop serving. Fenced brokers are told nothing; they learn their
+    /// roles when they register again.
+    fn notify_replica(&mut self, topic: &str, partition: u32, broker: BrokerId) {
+        let Some(info) = self.image.brokers.get(&broker) else {
+            return;
+        };
+        if info.fenced {
+            return;
+        }
+        let t = &self.image.topics[topic];
+        let topic_id = t.spec.topic_id;
+        let s = &t.partitions[partition as usize];
+        let command = if info.in_controlled_shutdown {
+            Command::StopReplica {
+                broker,
+                topic: topic.to_owned(),
+                topic_id,
+                partition,
+                delete: false,
+            }
+        } else if s.leader == broker {
+            Command::BecomeLeader {
+                broker,
+                topic: topic.to_owned(),
+                topic_id,
+                partition,
+                leader_epoch: s.leader_epoch,
+                partition_epoch: s.partition_epoch,
+                replicas: s.replicas.clone(),
+                isr: s.isr.clone(),
+                adding_replicas: s.adding_replicas.clone(),
+                removing_replicas: s.removing_replicas.clone(),
+            }
+        } else {
+            Command::BecomeFollower {
+                broker,
+                topic: topic.to_owned(),
+                topic_id,
+                partition,
+                leader: s.leader,
+                leader_epoch: s.leader_epoch,
+                partition_epoch: s.partition_epoch,
+                replicas: s.replicas.clone(),
+            }
+        };
+        self.out.brokers.push(command);
+    }
+}

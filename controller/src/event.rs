@@ -1,0 +1,133 @@
+//! Events: everything that can happen to the controller. Each is handled
+//! by [`crate::ControllerCore::handle`] together with the current time.
+
+use std::collections::BTreeMap;
+
+use crate::model::{BrokerId, TopicId, TopicPartition};
+
+/// Something the controller must react to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A broker started (or restarted) and registered. A broker the
+    /// controller still believes alive is treated as having restarted: it is
+    /// fenced first, then re-joins as a follower of its partitions.
+    /// Answered with [`crate::Reply::BrokerRegistered`] (the new broker epoch).
+    BrokerRegistered {
+        broker: BrokerId,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+    },
+    /// A broker is alive. Brokers whose last heartbeat is older than the
+    /// session timeout are fenced on the next [`Event::Tick`].
+    BrokerHeartbeat { broker: BrokerId, broker_epoch: u64 },
+    /// A broker is known to be gone (process exit, pod deleted).
+    BrokerLost { broker: BrokerId },
+    /// A broker wants to stop: leadership is moved off it first, then it
+    /// may stop ([`crate::Reply::ControlledShutdown`]).
+    ControlledShutdownRequested { broker: BrokerId, broker_epoch: u64 },
+    /// `CreateTopics` (or auto-creation, or a Topic resource appeared).
+    CreateTopic(NewTopic),
+    /// `CreatePartitions`: grow `topic` to `count` partitions.
+    CreatePartitions {
+        topic: String,
+        count: u32,
+        /// Replicas for each new partition; placed automatically if `None`.
+        assignment: Option<Vec<Vec<BrokerId>>>,
+    },
+    /// The topic's configs were replaced by `configs`.
+    TopicConfigChanged {
+        topic: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// `DeleteTopics`.
+    DeleteTopic { topic: String },
+    /// A partition leader proposes a new ISR (Kafka's `AlterPartition`).
+    AlterPartition(AlterPartitionRequest),
+    /// `AlterPartitionReassignments` for one partition: move it to `target`,
+    /// or cancel the running reassignment when `target` is `None`.
+    ReassignPartition {
+        topic: String,
+        partition: u32,
+        target: Option<Vec<BrokerId>>,
+    },
+    /// `ElectLeaders` for the given partitions.
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Vec<TopicPartition>,
+    },
+    /// `AllocateProducerIds` from a broker.
+    AllocateProducerIds { broker: BrokerId, broker_epoch: u64 },
+    /// Time passed: expire broker sessions, rebalance leaders.
+    Tick,
+}
+
+/// A topic to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    pub name: String,
+    /// Supplied by the caller (random UUID), never [`TopicId::ZERO`].
+    pub topic_id: TopicId,
+    /// Ignored when `assignment` is given.
+    pub partitions: u32,
+    /// Ignored when `assignment` is given.
+    pub replication_factor: u16,
+    pub configs: BTreeMap<String, String>,
+    /// Explicit replicas per partition, preferred leader first.
+    pub assignment: Option<Vec<Vec<BrokerId>>>,
+    /// Only check the request (`CreateTopics` `validate_only`).
+    pub validate_only: bool,
+}
+
+impl NewTopic {
+    /// A topic with automatic placement and no configs.
+    pub fn new(
+        name: impl Into<String>,
+        topic_id: TopicId,
+        partitions: u32,
+        replication_factor: u16,
+    ) -> Self {
+        NewTopic {
+            name: name.into(),
+            topic_id,
+            partitions,
+            replication_factor,
+            configs: BTreeMap::new(),
+            assignment: None,
+            validate_only: false,
+        }
+    }
+
+    /// Adds a topic config.
+    pub fn with_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.configs.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// A leader's ISR proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterPartitionRequest {
+    /// The proposing broker (must be the leader).
+    pub broker: BrokerId,
+    pub broker_epoch: u64,
+    pub topic: String,
+    /// The id the leader knows the topic by; guards against a topic that
+    /// was deleted and re-created under the same name.
+    pub topic_id: TopicId,
+    pub partition: u32,
+    /// The leader epoch the leader is at.
+    pub leader_epoch: i32,
+    /// The partition epoch the proposal is based on.
+    pub partition_epoch: i32,
+    pub new_isr: Vec<BrokerId>,
+}
+
+/// Kafka's `ElectLeaders` election type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionType {
+    /// Move leadership to the preferred replica if it is in sync.
+    Preferred,
+    /// Elect a leader for an offline partition, out of sync if need be.
+    Unclean,
+}

@@ -1,0 +1,272 @@
+//! The metadata model: brokers, topics, partition state, and the one
+//! serializable [`MetadataImage`] that holds all of it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A broker's id (`node.id` / `broker.id`), as Kafka numbers them.
+pub type BrokerId = i32;
+
+/// The leader of a partition that has none (offline), as on the wire.
+pub const NO_LEADER: BrokerId = -1;
+
+/// A topic's id, Kafka's 16-byte UUID. The caller supplies it so the core
+/// needs no randomness; it is stored as 32 lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct TopicId(pub u128);
+
+impl TopicId {
+    /// The all-zero id, which Kafka reserves for "no id".
+    pub const ZERO: TopicId = TopicId(0);
+
+    /// The id's 16 bytes, most significant first (Kafka's wire order).
+    pub fn to_bytes(self) -> [u8; 16] {
+        self.0.to_be_bytes()
+    }
+
+    /// Builds an id from 16 bytes, most significant first.
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        TopicId(u128::from_be_bytes(bytes))
+    }
+}
+
+impl fmt::Display for TopicId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for TopicId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TopicId({self})")
+    }
+}
+
+impl Serialize for TopicId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // A string, because JSON readers (and Kubernetes) lose precision on
+        // 128-bit numbers.
+        serializer.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for TopicId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.len() != 32 {
+            return Err(serde::de::Error::custom(format!(
+                "topic id must be 32 hex digits, got {text:?}"
+            )));
+        }
+        u128::from_str_radix(&text, 16)
+            .map(TopicId)
+            .map_err(|e| serde::de::Error::custom(format!("topic id {text:?}: {e}")))
+    }
+}
+
+/// A registered broker as the controller knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerInfo {
+    pub id: BrokerId,
+    pub host: String,
+    pub port: u16,
+    /// `broker.rack`; replicas of a partition are spread over racks.
+    pub rack: Option<String>,
+    /// Assigned at each registration and only ever grows, so requests from
+    /// an earlier incarnation of the broker can be told apart.
+    pub broker_epoch: u64,
+    /// Lost (missed heartbeats, process gone): not alive, not in any ISR
+    /// unless it was the last member, never elected.
+    pub fenced: bool,
+    /// Asked to shut down: alive, but it leads nothing and joins no ISR.
+    pub in_controlled_shutdown: bool,
+}
+
+impl BrokerInfo {
+    /// Alive: registered and not fenced.
+    pub fn is_alive(&self) -> bool {
+        !self.fenced
+    }
+
+    /// May lead partitions and join ISRs.
+    pub fn is_eligible(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown
+    }
+}
+
+/// A topic's definition: what `CreateTopics` and `AlterConfigs` set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicSpec {
+    pub name: String,
+    pub topic_id: TopicId,
+    /// Number of partitions (always equals the topic's partition list).
+    pub partitions: u32,
+    /// Replication factor used when placing new partitions.
+    pub replication_factor: u16,
+    /// Topic configs by Kafka name (`retention.ms`,
+    /// `unclean.leader.election.enable`, ...).
+    pub configs: BTreeMap<String, String>,
+}
+
+/// One partition's replication state (Kafka's `PartitionRegistration`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// Assigned replicas, preferred leader first. While a reassignment runs
+    /// this is the target followed by the replicas being removed.
+    pub replicas: Vec<BrokerId>,
+    /// In-sync replicas; never empty. When the partition is offline it keeps
+    /// the last member so that replica can be elected cleanly on return.
+    pub isr: Vec<BrokerId>,
+    /// The leader, or [`NO_LEADER`] when the partition is offline.
+    pub leader: BrokerId,
+    /// Grows whenever the leader changes (and when replicas are removed).
+    pub leader_epoch: i32,
+    /// Grows on every change; `AlterPartition` must name the current one.
+    pub partition_epoch: i32,
+    /// Replicas a reassignment is adding (not yet caught up).
+    pub adding_replicas: Vec<BrokerId>,
+    /// Replicas a reassignment will drop once the target is in sync.
+    pub removing_replicas: Vec<BrokerId>,
+}
+
+impl PartitionState {
+    /// A fresh partition: every live replica in sync, first one leading.
+    pub(crate) fn new(replicas: Vec<BrokerId>, isr: Vec<BrokerId>, leader: BrokerId) -> Self {
+        PartitionState {
+            replicas,
+            isr,
+            leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+        }
+    }
+
+    /// No leader: nothing can be produced or fetched.
+    pub fn is_offline(&self) -> bool {
+        self.leader == NO_LEADER
+    }
+
+    /// Fewer in-sync replicas than assigned ones.
+    pub fn is_under_replicated(&self) -> bool {
+        self.isr.len() < self.replicas.len()
+    }
+
+    /// A reassignment is running.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas the partition will have once any reassignment is done.
+    pub fn target_replicas(&self) -> Vec<BrokerId> {
+        without(&self.replicas, &self.removing_replicas)
+    }
+
+    /// The replicas the partition had before any running reassignment.
+    pub fn original_replicas(&self) -> Vec<BrokerId> {
+        without(&self.replicas, &self.adding_replicas)
+    }
+
+    /// The preferred leader: the first assigned replica.
+    pub fn preferred_leader(&self) -> BrokerId {
+        self.replicas.first().copied().unwrap_or(NO_LEADER)
+    }
+
+    /// Same replicas, ISR, leader and reassignment, ignoring the epochs.
+    pub(crate) fn same_assignment_and_leadership(&self, other: &PartitionState) -> bool {
+        self.replicas == other.replicas
+            && self.isr == other.isr
+            && self.leader == other.leader
+            && self.adding_replicas == other.adding_replicas
+            && self.removing_replicas == other.removing_replicas
+    }
+}
+
+/// `list` without the members of `remove`, order kept.
+pub(crate) fn without(list: &[BrokerId], remove: &[BrokerId]) -> Vec<BrokerId> {
+    list.iter()
+        .copied()
+        .filter(|b| !remove.contains(b))
+        .collect()
+}
+
+/// A topic name and partition index.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: u32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: impl Into<String>, partition: u32) -> Self {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+/// A topic with the state of each of its partitions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicImage {
+    pub spec: TopicSpec,
+    /// Indexed by partition number.
+    pub partitions: Vec<PartitionState>,
+}
+
+/// Cluster-wide counters that must survive controller restarts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// First producer id of the next block to hand out; blocks are never
+    /// reused, so this only grows.
+    pub next_producer_id: i64,
+    /// Epoch the next broker registration gets.
+    pub next_broker_epoch: u64,
+}
+
+impl Default for ClusterState {
+    fn default() -> Self {
+        ClusterState {
+            next_producer_id: 0,
+            next_broker_epoch: 1,
+        }
+    }
+}
+
+/// A block of producer ids handed to one broker
+/// (`AllocateProducerIds`: start and length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdBlock {
+    pub first_producer_id: i64,
+    pub size: i32,
+}
+
+impl ProducerIdBlock {
+    /// The last id in the block.
+    pub fn last_producer_id(&self) -> i64 {
+        self.first_producer_id + i64::from(self.size) - 1
+    }
+}
+
+/// Everything the controller persists. Platforms save it (a file for
+/// `local`, custom resources for Kubernetes) and rebuild the core with
+/// [`crate::ControllerCore::from_image`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MetadataImage {
+    pub brokers: BTreeMap<BrokerId, BrokerInfo>,
+    pub topics: BTreeMap<String, TopicImage>,
+    pub cluster: ClusterState,
+}
+
+/// A running reassignment, as `ListPartitionReassignments` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OngoingReassignment {
+    pub topic: String,
+    pub partition: u32,
+    pub replicas: Vec<BrokerId>,
+    pub adding_replicas: Vec<BrokerId>,
+    pub removing_replicas: Vec<BrokerId>,
+}

@@ -1,0 +1,80 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use skein_controller::{
+    AlterPartitionRequest, BrokerId, Command, ControllerConfig, ControllerCore, Event, Reply,
+};
+
+/// A config with leader rebalance on every tick, so tests need not wait.
+pub fn test_config() -> ControllerConfig {
+    ControllerConfig {
+        broker_session_timeout_ms: 1_000,
+        leader_imbalance_check_interval_ms: 0,
+        ..ControllerConfig::default()
+    }
+}
+
+pub fn register(id: BrokerId, rack: Option<&str>) -> Event {
+    Event::BrokerRegistered {
+        broker: id,
+        host: format!("broker-{id}"),
+        port: 9092,
+        rack: rack.map(str::to_owned),
+    }
+}
+
+/// A core with brokers `1..=n` registered (no racks).
+pub fn cluster(n: BrokerId) -> ControllerCore {
+    let mut core = ControllerCore::new(test_config());
+    for id in 1..=n {
+        core.handle(register(id, None), 0);
+    }
+    core
+}
+
+/// The reply among `commands`; panics unless there is exactly one.
+pub fn reply(commands: &[Command]) -> Reply {
+    let replies: Vec<&Reply> = commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Reply(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies.len(), 1, "expected one reply in {commands:#?}");
+    replies[0].clone()
+}
+
+/// An ISR proposal from the partition's current leader at its current epochs.
+pub fn propose_isr(core: &ControllerCore, topic: &str, partition: u32, isr: &[BrokerId]) -> Event {
+    let state = core.partition(topic, partition).expect("partition exists");
+    Event::AlterPartition(AlterPartitionRequest {
+        broker: state.leader,
+        broker_epoch: core
+            .broker(state.leader)
+            .expect("leader registered")
+            .broker_epoch,
+        topic: topic.to_owned(),
+        topic_id: core.topic(topic).unwrap().spec.topic_id,
+        partition,
+        leader_epoch: state.leader_epoch,
+        partition_epoch: state.partition_epoch,
+        new_isr: isr.to_vec(),
+    })
+}
+
+/// Brokers told to lead `topic`-`partition` by `commands`.
+pub fn leaders_told(commands: &[Command], topic: &str, partition: u32) -> Vec<BrokerId> {
+    commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::BecomeLeader {
+                broker,
+                topic: t,
+                partition: p,
+                ..
+            } if t == topic && *p == partition => Some(*broker),
+            _ => None,
+        })
+        .collect()
+}

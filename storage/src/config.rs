@@ -1,0 +1,174 @@
+//! Per-partition log configuration, named after Kafka's topic-level configs so
+//! operators' knowledge carries over (`segment.bytes`, `retention.ms`, ...).
+
+/// Topic-level settings that shape one partition's log.
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll the active segment once it would grow past this size.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll a non-empty active segment once it is this old.
+    pub segment_ms: i64,
+    /// `segment.index.bytes`: maximum size of an `.index`/`.timeindex` file; roll when full.
+    pub segment_index_bytes: u64,
+    /// `index.interval.bytes`: bytes of log between two sparse index entries.
+    pub index_interval_bytes: u64,
+    /// `retention.ms`: delete segments whose newest record is older than this; -1 keeps forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`: delete oldest segments while the log is larger than this; -1 = unlimited.
+    pub retention_bytes: i64,
+    /// `cleanup.policy`: delete, compact, or both.
+    pub cleanup_policy: CleanupPolicy,
+    /// `max.message.bytes`: largest record batch accepted from a producer.
+    pub max_message_bytes: u64,
+    /// `flush.messages`: fsync after this many appended records (default never; Kafka relies on replication).
+    pub flush_interval_messages: u64,
+    /// `flush.ms`: fsync when the last flush is this old (default never).
+    pub flush_interval_ms: u64,
+    /// `delete.retention.ms`: how long a compacted topic keeps tombstones.
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`: compact only when this share of the log is uncompacted.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `message.timestamp.type`: whether the broker overwrites batch timestamps on append.
+    pub message_timestamp_type: TimestampType,
+}
+
+impl Default for LogConfig {
+    /// Apache Kafka's defaults.
+    fn default() -> Self {
+        const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * DAY_MS,
+            segment_index_bytes: 10 * 1024 * 1024,
+            index_interval_bytes: 4096,
+            retention_ms: 7 * DAY_MS,
+            retention_bytes: -1,
+            cleanup_policy: CleanupPolicy::DELETE,
+            max_message_bytes: 1_048_588,
+            flush_interval_messages: u64::MAX,
+            flush_interval_ms: u64::MAX,
+            delete_retention_ms: DAY_MS,
+            min_cleanable_dirty_ratio: 0.5,
+            message_timestamp_type: TimestampType::CreateTime,
+        }
+    }
+}
+
+/// `cleanup.policy`: which of retention-by-deletion and compaction apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    /// Old segments are deleted by `retention.ms` / `retention.bytes`.
+    pub delete: bool,
+    /// Old segments are compacted to the last record per key.
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    /// `cleanup.policy=delete`, Kafka's default.
+    pub const DELETE: CleanupPolicy = CleanupPolicy {
+        delete: true,
+        compact: false,
+    };
+    /// `cleanup.policy=compact`, as used by `__consumer_offsets`.
+    pub const COMPACT: CleanupPolicy = CleanupPolicy {
+        delete: false,
+        compact: true,
+    };
+
+    /// Parses Kafka's list syntax (`delete`, `compact`, `compact,delete` in either
+    /// order, spaces tolerated); `None` for anything else, so the broker can answer
+    /// `INVALID_CONFIG`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut policy = CleanupPolicy {
+            delete: false,
+            compact: false,
+        };
+        for part in s.split(',') {
+            match part.trim().to_ascii_lowercase().as_str() {
+                "delete" => policy.delete = true,
+                "compact" => policy.compact = true,
+                _ => return None,
+            }
+        }
+        if !policy.delete && !policy.compact {
+            return None;
+        }
+        Some(policy)
+    }
+
+    /// The canonical Kafka spelling, as DescribeConfigs reports it.
+    pub fn as_kafka_str(&self) -> &'static str {
+        match (self.compact, self.delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            // A policy with neither flag cannot be parsed; treat it as the default.
+            (false, _) => "delete",
+        }
+    }
+}
+
+/// `message.timestamp.type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimestampType {
+    /// Keep the producer's timestamps.
+    CreateTime,
+    /// Stamp every batch with the broker's clock at append.
+    LogAppendTime,
+}
+
+impl TimestampType {
+    /// Parses Kafka's spelling (`CreateTime` / `LogAppendTime`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "CreateTime" => Some(TimestampType::CreateTime),
+            "LogAppendTime" => Some(TimestampType::LogAppendTime),
+            _ => None,
+        }
+    }
+
+    /// Kafka's spelling, as DescribeConfigs reports it.
+    pub fn as_kafka_str(&self) -> &'static str {
+        match self {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cleanup_policy_parses_kafka_lists() {
+        assert_eq!(CleanupPolicy::parse("delete"), Some(CleanupPolicy::DELETE));
+        assert_eq!(
+            CleanupPolicy::parse("compact"),
+            Some(CleanupPolicy::COMPACT)
+        );
+        let both = CleanupPolicy {
+            delete: true,
+            compact: true,
+        };
+        assert_eq!(CleanupPolicy::parse("compact,delete"), Some(both));
+        assert_eq!(CleanupPolicy::parse("delete, compact"), Some(both));
+        assert_eq!(both.as_kafka_str(), "compact,delete");
+        assert_eq!(CleanupPolicy::COMPACT.as_kafka_str(), "compact");
+        assert_eq!(CleanupPolicy::DELETE.as_kafka_str(), "delete");
+        assert_eq!(CleanupPolicy::parse("purge"), None);
+        assert_eq!(CleanupPolicy::parse(""), None);
+    }
+
+    #[test]
+    fn defaults_match_kafka() {
+        let c = LogConfig::default();
+        assert_eq!(c.segment_bytes, 1 << 30);
+        assert_eq!(c.max_message_bytes, 1_048_588);
+        assert_eq!(c.retention_ms, 604_800_000);
+        assert_eq!(c.message_timestamp_type, TimestampType::CreateTime);
+        assert_eq!(
+            TimestampType::parse("LogAppendTime"),
+            Some(TimestampType::LogAppendTime)
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! The file underneath `.index` and `.timeindex`: fixed-size big-endian
+//! entries appended one after another, mirrored in memory as a `Vec`.
+//!
+//! Kafka preallocates and mmaps these files; we append instead, so the file
+//! length is always exactly `entries * SIZE` and a torn write shows up as a
+//! size that is not a multiple of the entry size.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// One fixed-size index entry.
+pub(crate) trait IndexEntry: Copy {
+    /// Bytes per entry on disk.
+    const SIZE: usize;
+    /// Writes the entry into `out` (exactly `SIZE` bytes).
+    fn encode(&self, out: &mut [u8]);
+    /// Reads an entry from `buf` (exactly `SIZE` bytes).
+    fn decode(buf: &[u8]) -> Self;
+}
+
+/// What [`IndexFile::load`] found on disk.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum LoadStatus {
+    /// The file existed and parsed.
+    Loaded,
+    /// No file: it must be rebuilt from the log if the segment has data.
+    Missing,
+    /// Unusable (torn size, ...): it must be rebuilt from the log.
+    Malformed(String),
+}
+
+/// An index file plus its entries in memory.
+#[derive(Debug)]
+pub(crate) struct IndexFile<E: IndexEntry> {
+    path: PathBuf,
+    entries: Vec<E>,
+    /// Opened lazily on the first append so inactive segments hold no descriptor.
+    writer: Option<File>,
+}
+
+impl<E: IndexEntry> IndexFile<E> {
+    /// An empty index that will be written at `path` (nothing touches disk yet).
+    pub(crate) fn empty(path: PathBuf) -> Self {
+        IndexFile {
+            path,
+            entries: Vec::new(),
+            writer: None,
+        }
+    }
+
+    /// Reads `path`. A missing or malformed file yields an empty index and a
+    /// status telling the caller to rebuild it.
+    pub(crate) fn load(path: PathBuf) -> io::Result<(Self, LoadStatus)> {
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok((Self::empty(path), LoadStatus::Missing))
+            }
+            Err(e) => return Err(e),
+        };
+        if bytes.len() % E::SIZE != 0 {
+            let reason = format!("size {} is not a multiple of {}", bytes.len(), E::SIZE);
+            return Ok((Self::empty(path), LoadStatus::Malformed(reason)));
+        }
+        let entries = bytes.chunks_exact(E::SIZE).map(E::decode).collect();
+        Ok((
+            IndexFile {
+                path,
+                entries,
+                writer: None,
+            },
+            LoadStatus::Loaded,
+        ))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn entries(&self) -> &[E] {
+        &self.entries
+    }
+
+    pub(crate) fn last(&self) -> Option<E> {
+        self.entries.last().copied()
+    }
+
+    /// Size the file has on disk.
+    pub(crate) fn size_bytes(&self) -> u64 {
+        (self.entries.len() * E::SIZE) as u64
+    }
+
+    fn writer(&mut self) -> io::Result<&mut File> {
+        if self.writer.is_none() {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)?;
+            self.writer = Some(file);
+        }
+        Ok(self.writer.as_mut().expect("just opened"))
+    }
+
+    /// Appends one entry to memory and disk.
+    pub(crate) fn push(&mut self, entry: E) -> io::Result<()> {
+        let mut buf = [0u8; 16];
+        entry.encode(&mut buf[..E::SIZE]);
+        self.writer()?.write_all(&buf[..E::SIZE])?;
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    /// Keeps the first `len` entries.
+    pub(crate) fn truncate(&mut self, len: usize) -> io::Result<()> {
+        if len >= self.entries.len() {
+            return Ok(());
+        }
+        self.entries.truncate(len);
+        self.writer()?.set_len((len * E::SIZE) as u64)?;
+        Ok(())
+    }
+
+    /// Replaces the whole file with `entries` (used when rebuilding from the log).
+    pub(crate) fn rewrite(&mut self, entries: Vec<E>) -> io::Result<()> {
+        let mut buf = vec![0u8; entries.len() * E::SIZE];
+        for (chunk, e) in buf.chunks_exact_mut(E::SIZE).zip(&entries) {
+            e.encode(chunk);
+        }
+        self.writer = None;
+        fs::write(&self.path, &buf)?;
+        self.entries = entries;
+        Ok(())
+    }
+
+    /// fsyncs the file if it was written through this handle.
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        if let Some(f) = &self.writer {
+            f.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// Drops the append handle (segment became inactive).
+    pub(crate) fn close_writer(&mut self) {
+        self.writer = None;
+    }
+
+    /// Renames the file, e.g. `.index.swap` to `.index` after compaction.
+    pub(crate) fn rename_to(&mut self, path: PathBuf) -> io::Result<()> {
+        fs::rename(&self.path, &path)?;
+        self.path = path;
+        Ok(())
+    }
+
+    /// Removes the file; a missing file is fine.
+    pub(crate) fn delete(&mut self) -> io::Result<()> {
+        self.writer = None;
+        match fs::remove_file(&self.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}

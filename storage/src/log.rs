@@ -1,0 +1,575 @@
+//! Kafka's `UnifiedLog` for one partition: an ordered list of segments, the
+//! offsets that bound them, appends, reads, lookups, truncation, flushing and
+//! the checkpoints that make a restart cheap and safe.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::batch::{self, BatchHeader};
+use crate::checkpoint::{self, sync_dir};
+use crate::config::{LogConfig, TimestampType};
+use crate::error::StorageError;
+use crate::leader_epoch::LeaderEpochCache;
+use crate::segment::LogSegment;
+
+/// Checkpoint of the first offset still visible (DeleteRecords, retention).
+pub(crate) const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+/// Checkpoint of the offset below which everything is fsynced.
+pub(crate) const RECOVERY_POINT_FILE: &str = "recovery-point";
+/// Checkpoint of the offset below which the log is compacted.
+pub(crate) const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+/// Present only between a clean `close` and the next `open`.
+pub(crate) const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
+
+/// Result of an append, mirroring Kafka's `LogAppendInfo`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first appended record (-1 when nothing was appended).
+    pub first_offset: i64,
+    /// Offset of the last appended record (-1 when nothing was appended).
+    pub last_offset: i64,
+    /// Largest batch timestamp appended (the append time under LogAppendTime).
+    pub max_timestamp: i64,
+    /// Offset of the record with `max_timestamp`: the first offset under
+    /// LogAppendTime, else the last offset of the first batch carrying it
+    /// (Kafka's shallow offset; records are not decompressed on append).
+    pub offset_of_max_timestamp: i64,
+    /// The broker time stamped on the batches, or -1 under CreateTime.
+    pub log_append_time: i64,
+    /// Log start offset after the append (reported in ProduceResponse).
+    pub log_start_offset: i64,
+    /// Number of records appended.
+    pub num_records: u64,
+    /// Number of bytes appended.
+    pub num_bytes: u64,
+}
+
+/// Result of a read: whole batches plus the bounds a FetchResponse reports.
+#[derive(Clone, Debug)]
+pub struct ReadResult {
+    /// Whole batches, concatenated, exactly as stored.
+    pub records: Bytes,
+    /// First offset still in the log.
+    pub log_start_offset: i64,
+    /// Next offset to be written.
+    pub log_end_offset: i64,
+}
+
+/// What one compaction pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CleanStats {
+    /// Segments rewritten.
+    pub segments_cleaned: usize,
+    /// Their size before.
+    pub bytes_before: u64,
+    /// Their size after.
+    pub bytes_after: u64,
+    /// Records dropped (superseded, expired tombstones, keyless).
+    pub records_removed: u64,
+}
+
+/// One partition's log. Appends and maintenance take `&mut self`; `read` and
+/// lookups take `&self` so the broker can serve fetches under a read lock.
+#[derive(Debug)]
+pub struct Log {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    /// Sorted by base offset; never empty; the last one is the active segment.
+    pub(crate) segments: Vec<LogSegment>,
+    pub(crate) log_start_offset: i64,
+    pub(crate) log_end_offset: i64,
+    pub(crate) recovery_point: i64,
+    /// Offset below which the log has been compacted.
+    pub(crate) cleaner_checkpoint: i64,
+    /// First offset of each leader epoch, for OffsetForLeaderEpoch.
+    pub(crate) epochs: LeaderEpochCache,
+    pub(crate) unflushed_messages: u64,
+    pub(crate) last_flush_ms: i64,
+}
+
+/// Validated batches of one append: each header with its position in the buffer.
+struct Analysed {
+    headers: Vec<(BatchHeader, usize)>,
+    num_records: u64,
+}
+
+/// Checks structure, magic and CRC of every batch; nothing is written before
+/// this passes for all of them.
+fn analyse(records: &[u8], max_batch_bytes: Option<u64>) -> Result<Analysed, StorageError> {
+    let mut headers = Vec::new();
+    let mut num_records = 0u64;
+    let mut pos = 0usize;
+    for item in batch::iter_batches(records) {
+        let (header, bytes) = item?;
+        if let Some(max) = max_batch_bytes {
+            if bytes.len() as u64 > max {
+                return Err(StorageError::MessageTooLarge {
+                    size: bytes.len(),
+                    max,
+                });
+            }
+        }
+        batch::validate_crc(bytes)?;
+        num_records += header.records_count.max(0) as u64;
+        headers.push((header, pos));
+        pos += bytes.len();
+    }
+    Ok(Analysed {
+        headers,
+        num_records,
+    })
+}
+
+/// Producers always send dense batches: reject ones whose count and offset
+/// delta disagree, since offsets are assigned from the delta.
+fn check_producer_batch(h: &BatchHeader) -> Result<(), StorageError> {
+    if h.records_count <= 0 {
+        return Err(StorageError::InvalidRecord(format!(
+            "batch has {} records",
+            h.records_count
+        )));
+    }
+    if h.last_offset_delta != h.records_count - 1 {
+        return Err(StorageError::InvalidRecord(format!(
+            "last offset delta {} does not match {} records",
+            h.last_offset_delta, h.records_count
+        )));
+    }
+    Ok(())
+}
+
+impl Log {
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Applies new topic configs (AlterConfigs); they take effect on the next
+    /// append, roll, retention or compaction pass.
+    pub fn update_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    /// First offset still in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// Next offset to be assigned.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+
+    /// Offset below which everything is known to be fsynced.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// Total bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.size()).sum()
+    }
+
+    /// Number of segments, the active one included.
+    pub fn num_segments(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Base offsets of all segments, ascending (for tests and metrics).
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.iter().map(|s| s.base_offset()).collect()
+    }
+
+    pub(crate) fn active(&self) -> &LogSegment {
+        self.segments.last().expect("a log always has a segment")
+    }
+
+    pub(crate) fn active_mut(&mut self) -> &mut LogSegment {
+        self.segments
+            .last_mut()
+            .expect("a log always has a segment")
+    }
+
+    /// Leader append: `records` is one or more magic-v2 batches as a producer
+    /// sent them. Every batch is validated (magic, length, CRC, size against
+    /// `max.message.bytes`, dense offsets, keys on compacted topics) before
+    /// anything is written. Offsets and the leader epoch are patched in place
+    /// (both outside the CRC, so batches are never re-encoded); under
+    /// LogAppendTime the max timestamp and timestamp-type bit are set and the
+    /// CRC recomputed.
+    pub fn append_as_leader(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let Analysed {
+            mut headers,
+            num_records,
+        } = analyse(records, Some(self.config.max_message_bytes))?;
+        for (h, pos) in &headers {
+            check_producer_batch(h)?;
+            if self.config.cleanup_policy.compact && !h.is_control() {
+                crate::cleaner::check_keys(&records[*pos..*pos + h.total_size()])?;
+            }
+        }
+        if headers.is_empty() {
+            return Ok(self.empty_append_info());
+        }
+        let log_append_time = matches!(
+            self.config.message_timestamp_type,
+            TimestampType::LogAppendTime
+        );
+        let mut next = self.log_end_offset;
+        let mut max_timestamp = i64::MIN;
+        let mut offset_of_max_timestamp = -1;
+        for (h, pos) in headers.iter_mut() {
+            let bytes = &mut records[*pos..*pos + h.total_size()];
+            batch::set_base_offset(bytes, next);
+            batch::set_partition_leader_epoch(bytes, leader_epoch);
+            if log_append_time {
+                batch::set_log_append_time(bytes, now_ms);
+            }
+            *h = BatchHeader::parse(bytes)?;
+            if h.max_timestamp > max_timestamp {
+                max_timestamp = h.max_timestamp;
+                offset_of_max_timestamp = if log_append_time {
+                    self.log_end_offset
+                } else {
+                    h.last_offset()
+                };
+            }
+            next = h.next_offset();
+        }
+        self.append_validated(records, &headers, now_ms)?;
+        self.epochs.assign(leader_epoch, headers[0].0.base_offset)?;
+        Ok(AppendInfo {
+            first_offset: headers[0].0.base_offset,
+            last_offset: next - 1,
+            max_timestamp,
+            offset_of_max_timestamp,
+            log_append_time: if log_append_time { now_ms } else { -1 },
+            log_start_offset: self.log_start_offset,
+            num_records,
+            num_bytes: records.len() as u64,
+        })
+    }
+
+    /// Follower append: the leader assigned the offsets. They must not go
+    /// backwards from the log end offset or between batches; gaps are
+    /// accepted because compacted logs have them.
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let Analysed {
+            headers,
+            num_records,
+        } = analyse(records, None)?;
+        let Some((first, _)) = headers.first() else {
+            return Ok(self.empty_append_info());
+        };
+        if first.base_offset < self.log_end_offset {
+            return Err(StorageError::UnexpectedAppendOffset {
+                first_offset: first.base_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        let mut max_timestamp = i64::MIN;
+        let mut offset_of_max_timestamp = -1;
+        let mut expected = self.log_end_offset;
+        for (h, _) in &headers {
+            if h.base_offset < expected {
+                return Err(StorageError::OffsetsOutOfOrder(format!(
+                    "batch at {} follows offset {}",
+                    h.base_offset,
+                    expected - 1
+                )));
+            }
+            if h.max_timestamp > max_timestamp {
+                max_timestamp = h.max_timestamp;
+                offset_of_max_timestamp = h.last_offset();
+            }
+            expected = h.next_offset();
+        }
+        self.append_validated(records, &headers, now_ms)?;
+        for (h, _) in &headers {
+            self.epochs
+                .assign(h.partition_leader_epoch, h.base_offset)?;
+        }
+        let last = headers.last().expect("non-empty").0;
+        Ok(AppendInfo {
+            first_offset: first.base_offset,
+            last_offset: last.last_offset(),
+            max_timestamp,
+            offset_of_max_timestamp,
+            log_append_time: if last.is_log_append_time() {
+                last.max_timestamp
+            } else {
+                -1
+            },
+            log_start_offset: self.log_start_offset,
+            num_records,
+            num_bytes: records.len() as u64,
+        })
+    }
+
+    fn empty_append_info(&self) -> AppendInfo {
+        AppendInfo {
+            first_offset: -1,
+            last_offset: -1,
+            max_timestamp: -1,
+            offset_of_max_timestamp: -1,
+            log_append_time: -1,
+            log_start_offset: self.log_start_offset,
+            num_records: 0,
+            num_bytes: 0,
+        }
+    }
+
+    /// Rolls if needed, writes, and advances the log end offset.
+    fn append_validated(
+        &mut self,
+        records: &[u8],
+        headers: &[(BatchHeader, usize)],
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let first_offset = headers[0].0.base_offset;
+        let last_offset = headers.last().expect("non-empty").0.last_offset();
+        self.maybe_roll_for(records.len() as u64, first_offset, last_offset, now_ms)?;
+        let interval = self.config.index_interval_bytes;
+        self.active_mut()
+            .append(records, headers, interval, now_ms)?;
+        self.log_end_offset = last_offset + 1;
+        self.unflushed_messages += headers
+            .iter()
+            .map(|(h, _)| h.records_count.max(0) as u64)
+            .sum::<u64>();
+        self.maybe_flush(now_ms)
+    }
+
+    /// Kafka's `shouldRoll`: size, age, full indexes, or offsets that no
+    /// longer fit the 32-bit relative offsets of the index.
+    fn maybe_roll_for(
+        &mut self,
+        incoming_bytes: u64,
+        first_offset: i64,
+        last_offset: i64,
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let config = &self.config;
+        let active = self.active();
+        let offset_overflow = last_offset - active.base_offset() > i32::MAX as i64;
+        if active.is_empty() {
+            if offset_overflow {
+                // Nothing to keep: re-base the empty active segment.
+                let old = self.segments.pop().expect("active segment");
+                old.delete()?;
+                self.segments
+                    .push(LogSegment::create(&self.dir, first_offset, "")?);
+            }
+            return Ok(());
+        }
+        let full_by_size = active.size() + incoming_bytes > config.segment_bytes;
+        let full_by_age = active.age_ms(now_ms) > config.segment_ms;
+        let full_indexes = active.indexes_full(config.segment_index_bytes);
+        if full_by_size || full_by_age || full_indexes || offset_overflow {
+            tracing::debug!(
+                dir = %self.dir.display(),
+                full_by_size,
+                full_by_age,
+                full_indexes,
+                offset_overflow,
+                "rolling segment"
+            );
+            self.roll(first_offset.max(self.log_end_offset))?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new active segment at `base_offset`.
+    pub(crate) fn roll(&mut self, base_offset: i64) -> Result<(), StorageError> {
+        // The finished segment is fsynced now, once, so the recovery point can
+        // pass it and a crash never rescans it (Kafka does this in the
+        // background; here it costs one fsync per `segment.bytes`).
+        for segment in &mut self.segments {
+            segment.flush()?;
+        }
+        self.active_mut().on_become_inactive()?;
+        self.segments
+            .push(LogSegment::create(&self.dir, base_offset, "")?);
+        sync_dir(&self.dir)?;
+        if self.recovery_point < self.log_end_offset {
+            self.recovery_point = self.log_end_offset;
+            checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), self.recovery_point)?;
+        }
+        Ok(())
+    }
+
+    /// Rolls a non-empty active segment older than `segment.ms` (also
+    /// checked on every append).
+    pub fn maybe_roll(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        let active = self.active();
+        if !active.is_empty() && active.age_ms(now_ms) > self.config.segment_ms {
+            self.roll(self.log_end_offset)?;
+        }
+        Ok(())
+    }
+
+    /// Index of the segment that would hold `offset` (the last one starting at or before it).
+    pub(crate) fn segment_index_for(&self, offset: i64) -> usize {
+        self.segments
+            .partition_point(|s| s.base_offset() <= offset)
+            .saturating_sub(1)
+    }
+
+    /// Reads whole batches starting with the batch that contains `offset`, up
+    /// to `max_bytes` and never a batch whose base offset is >= `max_offset`
+    /// (the high watermark). With `min_one_batch` the first batch is returned
+    /// even when larger than `max_bytes` (KIP-74). Like Kafka, a read never
+    /// spans two segments; `offset == log_end_offset` gives empty records.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, StorageError> {
+        if offset < self.log_start_offset || offset > self.log_end_offset {
+            return Err(self.out_of_range(offset));
+        }
+        let mut records = Bytes::new();
+        if offset < self.log_end_offset {
+            for segment in &self.segments[self.segment_index_for(offset)..] {
+                if let Some(found) = segment.read(offset, max_bytes, max_offset, min_one_batch)? {
+                    records = found;
+                    break;
+                }
+            }
+        }
+        Ok(ReadResult {
+            records,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        })
+    }
+
+    pub(crate) fn out_of_range(&self, offset: i64) -> StorageError {
+        StorageError::OffsetOutOfRange {
+            offset,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        }
+    }
+
+    /// fsyncs every segment with unflushed writes, then records the recovery
+    /// point so a restart only re-validates what comes after it.
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        for segment in &mut self.segments {
+            segment.flush()?;
+        }
+        if self.recovery_point != self.log_end_offset
+            || !self.dir.join(RECOVERY_POINT_FILE).exists()
+        {
+            self.recovery_point = self.log_end_offset;
+            checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), self.recovery_point)?;
+        }
+        self.unflushed_messages = 0;
+        Ok(())
+    }
+
+    /// Flushes when `flush.messages` records or `flush.ms` have accumulated.
+    pub fn maybe_flush(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        if self.unflushed_messages == 0 {
+            return Ok(());
+        }
+        let by_count = self.unflushed_messages >= self.config.flush_interval_messages;
+        let elapsed = now_ms.saturating_sub(self.last_flush_ms).max(0) as u64;
+        let by_time = elapsed >= self.config.flush_interval_ms;
+        if by_count || by_time {
+            self.flush()?;
+            self.last_flush_ms = now_ms;
+        }
+        Ok(())
+    }
+
+    /// Drops everything at or after `offset` (a follower discarding a
+    /// divergent tail). The batch containing `offset` goes entirely.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
+        if offset < 0 {
+            return Err(self.out_of_range(offset));
+        }
+        if offset >= self.log_end_offset {
+            return Ok(());
+        }
+        if self.segments[0].base_offset() > offset {
+            return self.truncate_fully_and_start_at(offset);
+        }
+        while self.segments.len() > 1 && self.active().base_offset() > offset {
+            let segment = self.segments.pop().expect("more than one segment");
+            segment.delete()?;
+        }
+        self.active_mut().truncate_to(offset)?;
+        self.log_end_offset = offset;
+        self.recovery_point = self.recovery_point.min(offset);
+        self.cleaner_checkpoint = self.cleaner_checkpoint.min(offset);
+        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), self.recovery_point)?;
+        checkpoint::write(
+            &self.dir.join(CLEANER_CHECKPOINT_FILE),
+            self.cleaner_checkpoint,
+        )?;
+        self.epochs.truncate_from_end(offset)?;
+        if self.log_start_offset > offset {
+            self.set_log_start_offset(offset)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every segment and starts an empty log at `offset` (a follower
+    /// whose leader's log starts after this log ends).
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
+        for segment in self.segments.drain(..) {
+            segment.delete()?;
+        }
+        self.segments
+            .push(LogSegment::create(&self.dir, offset, "")?);
+        sync_dir(&self.dir)?;
+        self.log_end_offset = offset;
+        self.recovery_point = offset;
+        self.cleaner_checkpoint = offset;
+        checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset)?;
+        checkpoint::write(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
+        self.epochs.clear()?;
+        self.set_log_start_offset(offset)
+    }
+
+    /// Flushes, records the segments' final time index entries and leaves a
+    /// clean-shutdown marker so the next `open` skips validation.
+    pub fn close(mut self) -> Result<(), StorageError> {
+        self.active_mut().append_final_time_entry()?;
+        self.flush()?;
+        checkpoint::write(
+            &self.dir.join(CLEANER_CHECKPOINT_FILE),
+            self.cleaner_checkpoint,
+        )?;
+        fs::File::create(self.dir.join(CLEAN_SHUTDOWN_FILE))?.sync_all()?;
+        sync_dir(&self.dir)?;
+        Ok(())
+    }
+
+    /// Removes the partition directory (topic deleted or replica moved away).
+    pub fn delete(self) -> Result<(), StorageError> {
+        let dir = self.dir.clone();
+        drop(self);
+        fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+}

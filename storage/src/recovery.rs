@@ -1,0 +1,277 @@
+//! Opening a partition log after a clean or unclean shutdown (Kafka's
+//! `LogLoader`): finish or discard an interrupted compaction swap, drop
+//! half-written and orphaned files, then open the segments, re-validating
+//! every one after the recovery point unless the last shutdown was clean.
+//!
+//! Compaction writes `<base>.{log,index,timeindex}.cleaned`, renames them to
+//! `.swap` (indexes first, the `.log` last: a `.log.swap` means the cleaned
+//! data is complete), then renames the `.swap` files over the live ones
+//! (indexes first again, so a remaining `.log.swap` still marks unfinished work).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint::{self, sync_dir};
+use crate::config::LogConfig;
+use crate::error::StorageError;
+use crate::leader_epoch::{LeaderEpochCache, LEADER_EPOCH_FILE};
+use crate::log::{
+    Log, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+};
+use crate::segment::{file_path, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+
+/// Suffix of compaction output still being written.
+pub(crate) const CLEANED: &str = ".cleaned";
+/// Suffix of complete compaction output waiting to replace the live segment.
+pub(crate) const SWAP: &str = ".swap";
+/// Suffix of a segment scheduled for deletion.
+pub(crate) const DELETED: &str = ".deleted";
+
+/// A file name split into (base offset, kind, extra suffix).
+fn parse_name(name: &str) -> Option<(i64, &str, &str)> {
+    let (base, rest) = name.split_once('.')?;
+    if base.len() != 20 || !base.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let base = base.parse().ok()?;
+    let (kind, extra) = match rest.split_once('.') {
+        Some((kind, _)) => (kind, &rest[kind.len()..]),
+        None => (rest, ""),
+    };
+    if ![LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX].contains(&kind) {
+        return None;
+    }
+    Some((base, kind, extra))
+}
+
+/// What the directory holds once cleaned up.
+#[derive(Debug, Default)]
+pub(crate) struct DirState {
+    /// Base offsets of the segments, ascending.
+    pub bases: Vec<i64>,
+    /// Segments whose compaction swap was completed here: their indexes must
+    /// be rebuilt because the swap may have been cut between renames.
+    pub swapped: BTreeSet<i64>,
+}
+
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Cleans up `dir` and lists its segments.
+pub(crate) fn prepare_dir(dir: &Path) -> io::Result<DirState> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        if let Some(name) = name.to_str() {
+            if let Some((base, kind, extra)) = parse_name(name) {
+                files.push((base, kind.to_string(), extra.to_string()));
+            }
+        }
+    }
+    let mut changed = false;
+    let mut state = DirState::default();
+
+    // Complete swaps whose cleaned `.log` was fully in place.
+    for (base, kind, extra) in &files {
+        if kind == LOG_SUFFIX && extra == SWAP {
+            tracing::info!(base, "completing interrupted compaction swap");
+            for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                remove_if_exists(&file_path(dir, *base, suffix, SWAP))?;
+                remove_if_exists(&file_path(dir, *base, suffix, ""))?;
+            }
+            fs::rename(
+                file_path(dir, *base, LOG_SUFFIX, SWAP),
+                file_path(dir, *base, LOG_SUFFIX, ""),
+            )?;
+            state.swapped.insert(*base);
+            changed = true;
+        }
+    }
+    // Anything else temporary is incomplete work: discard it.
+    for (base, kind, extra) in &files {
+        let swapped_log = kind == LOG_SUFFIX && extra == SWAP;
+        let swapped_index = extra == SWAP && state.swapped.contains(base);
+        let temporary = [CLEANED, SWAP, DELETED].contains(&extra.as_str());
+        if temporary && !swapped_log && !swapped_index {
+            remove_if_exists(&file_path(dir, *base, kind, extra))?;
+            changed = true;
+        }
+    }
+    let logs: BTreeSet<i64> = files
+        .iter()
+        .filter(|(_, kind, extra)| kind == LOG_SUFFIX && (extra.is_empty() || extra == SWAP))
+        .map(|(base, _, _)| *base)
+        .collect();
+    // Index files without a log (a deletion cut short) would confuse a later
+    // segment created at the same offset.
+    for (base, kind, extra) in &files {
+        if kind != LOG_SUFFIX && extra.is_empty() && !logs.contains(base) {
+            remove_if_exists(&file_path(dir, *base, kind, ""))?;
+            changed = true;
+        }
+    }
+    if changed {
+        sync_dir(dir)?;
+    }
+    state.bases = logs.into_iter().collect();
+    Ok(state)
+}
+
+impl Log {
+    /// Opens (creating if missing) the partition directory and recovers it:
+    /// interrupted compaction swaps are finished or discarded, and unless the
+    /// last shutdown was clean every segment from the recovery point on is
+    /// validated batch by batch and truncated at the first torn, corrupt or
+    /// out-of-order batch (later segments are then deleted).
+    pub fn open(
+        dir: impl Into<PathBuf>,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<Log, StorageError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir)?;
+        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = marker.exists();
+        let state = prepare_dir(&dir)?;
+        let recovery_point = checkpoint::read(&dir.join(RECOVERY_POINT_FILE))?.unwrap_or(0);
+        let start_checkpoint = checkpoint::read(&dir.join(LOG_START_OFFSET_FILE))?;
+        let cleaner_checkpoint = checkpoint::read(&dir.join(CLEANER_CHECKPOINT_FILE))?.unwrap_or(0);
+
+        let mut segments: Vec<LogSegment> = Vec::new();
+        let bases = &state.bases;
+        let mut i = 0;
+        while i < bases.len() {
+            let base = bases[i];
+            let is_last = i + 1 == bases.len();
+            // Segments ending after the recovery point may hold unflushed data.
+            let beyond_recovery_point = is_last || bases[i + 1] > recovery_point;
+            let recover = (!clean && beyond_recovery_point) || state.swapped.contains(&base);
+            let min_offset = segments.last().map_or(i64::MIN, |s| s.next_offset());
+            let (segment, truncated) = LogSegment::open(
+                &dir,
+                base,
+                recover,
+                min_offset,
+                config.index_interval_bytes,
+                now_ms,
+            )?;
+            segments.push(segment);
+            i += 1;
+            if truncated > 0 && i < bases.len() {
+                tracing::warn!(dir = %dir.display(), base, "deleting segments after a truncated one");
+                for &later in &bases[i..] {
+                    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                        match fs::remove_file(file_path(&dir, later, suffix, "")) {
+                            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                                return Err(e.into())
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                sync_dir(&dir)?;
+                break;
+            }
+        }
+        if segments.is_empty() {
+            let base = start_checkpoint.unwrap_or(0).max(0);
+            segments.push(LogSegment::create(&dir, base, "")?);
+        }
+        let last = segments.last().expect("at least one segment");
+        let log_end_offset = last.next_offset().max(last.base_offset());
+        let first_base = segments[0].base_offset();
+        let log_start_offset = start_checkpoint
+            .unwrap_or(first_base)
+            .max(first_base)
+            .min(log_end_offset);
+
+        let mut epochs = LeaderEpochCache::load(dir.join(LEADER_EPOCH_FILE))?;
+        epochs.truncate_from_end(log_end_offset)?;
+        epochs.truncate_from_start(log_start_offset)?;
+        let mut log = Log {
+            epochs,
+            dir,
+            config,
+            segments,
+            log_start_offset,
+            log_end_offset,
+            recovery_point: recovery_point.min(log_end_offset),
+            cleaner_checkpoint: cleaner_checkpoint.min(log_end_offset),
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+        };
+        // Whatever recovery read back is now made durable, so the recovery
+        // point can move to the end.
+        log.flush()?;
+        checkpoint::write(&log.dir.join(LOG_START_OFFSET_FILE), log.log_start_offset)?;
+        if clean {
+            fs::remove_file(&marker)?;
+            sync_dir(&log.dir)?;
+        }
+        Ok(log)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_segment_file_names() {
+        assert_eq!(
+            parse_name("00000000000000000042.log"),
+            Some((42, "log", ""))
+        );
+        assert_eq!(
+            parse_name("00000000000000000042.timeindex.swap"),
+            Some((42, "timeindex", ".swap"))
+        );
+        assert_eq!(parse_name("recovery-point"), None);
+        assert_eq!(parse_name("42.log"), None);
+        assert_eq!(parse_name("00000000000000000042.snapshot"), None);
+    }
+
+    #[test]
+    fn completes_log_swap_and_discards_partial_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let touch = |name: &str, body: &[u8]| fs::write(d.join(name), body).unwrap();
+        // Segment 0: swap complete for the log -> the new log wins.
+        touch("00000000000000000000.log", b"old");
+        touch("00000000000000000000.index", b"");
+        touch("00000000000000000000.log.swap", b"new");
+        touch("00000000000000000000.index.swap", b"");
+        // Segment 10: only cleaned files -> discarded, original kept.
+        touch("00000000000000000010.log", b"orig");
+        touch("00000000000000000010.log.cleaned", b"half");
+        touch("00000000000000000010.index.swap", b"");
+        // Orphan index of a deleted segment.
+        touch("00000000000000000020.index", b"");
+        let state = prepare_dir(d).unwrap();
+        assert_eq!(state.bases, vec![0, 10]);
+        assert!(state.swapped.contains(&0));
+        assert_eq!(
+            fs::read(d.join("00000000000000000000.log")).unwrap(),
+            b"new"
+        );
+        assert_eq!(
+            fs::read(d.join("00000000000000000010.log")).unwrap(),
+            b"orig"
+        );
+        let mut names: Vec<_> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec!["00000000000000000000.log", "00000000000000000010.log"]
+        );
+    }
+}

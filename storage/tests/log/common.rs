@@ -1,0 +1,144 @@
+//! Batch builders and log helpers shared by the tests.
+
+use std::path::Path;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use skein_storage::batch::{iter_batches, BatchHeader};
+use skein_storage::{Log, LogConfig};
+
+/// A plain record as a non-idempotent producer sends it.
+pub fn record(key: Option<&str>, value: Option<&str>, timestamp: i64) -> Record {
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp,
+        key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
+        value: value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
+        headers: IndexMap::new(),
+    }
+}
+
+/// Encodes `records` as one producer batch: relative offsets 0.., sequences
+/// consistent with the producer id (the encoder splits batches otherwise).
+pub fn encode(records: &[Record], compression: Compression) -> Vec<u8> {
+    let mut records = records.to_vec();
+    for (i, r) in records.iter_mut().enumerate() {
+        r.offset = i as i64;
+        if r.producer_id < 0 {
+            r.sequence = i as i32 - 1;
+        } else {
+            r.sequence += i as i32;
+        }
+    }
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .unwrap();
+    let out = buf.to_vec();
+    assert_eq!(
+        BatchHeader::parse(&out).unwrap().total_size(),
+        out.len(),
+        "test records must form one batch"
+    );
+    out
+}
+
+/// A batch of `(key, value)` records, timestamps `ts, ts + 1, ...`.
+pub fn kv_batch(kvs: &[(&str, Option<&str>)], ts: i64, compression: Compression) -> Vec<u8> {
+    let records: Vec<Record> = kvs
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| record(Some(k), *v, ts + i as i64))
+        .collect();
+    encode(&records, compression)
+}
+
+/// A batch of `n` records with unique keys and values of `value_len` bytes,
+/// all with timestamp `ts`.
+pub fn batch(n: usize, ts: i64, value_len: usize) -> Vec<u8> {
+    let value = "x".repeat(value_len);
+    let records: Vec<Record> = (0..n)
+        .map(|i| record(Some(&format!("key-{i}")), Some(&value), ts))
+        .collect();
+    encode(&records, Compression::None)
+}
+
+/// Decodes all records of concatenated batches.
+pub fn decode(bytes: &Bytes) -> Vec<Record> {
+    let mut buf = bytes.clone();
+    RecordBatchDecoder::decode_all(&mut buf)
+        .unwrap()
+        .into_iter()
+        .flat_map(|set| set.records)
+        .collect()
+}
+
+/// Headers of the concatenated batches (each must be well-formed).
+pub fn headers(bytes: &[u8]) -> Vec<BatchHeader> {
+    iter_batches(bytes).map(|b| b.unwrap().0).collect()
+}
+
+/// Everything in the log from its start, read batch by batch.
+pub fn read_all(log: &Log) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let r = log
+            .read(offset, 1 << 20, log.log_end_offset(), true)
+            .unwrap();
+        if r.records.is_empty() {
+            break;
+        }
+        let hs = headers(&r.records);
+        offset = hs.last().unwrap().last_offset() + 1;
+        out.extend(decode(&r.records));
+    }
+    out
+}
+
+/// Appends one batch per call and returns its first offset.
+pub fn append(log: &mut Log, mut batch: Vec<u8>, now_ms: i64) -> i64 {
+    log.append_as_leader(&mut batch, 0, now_ms)
+        .unwrap()
+        .first_offset
+}
+
+/// A config that never rolls or deletes by itself unless a test says so.
+pub fn config() -> LogConfig {
+    LogConfig {
+        retention_ms: -1,
+        ..LogConfig::default()
+    }
+}
+
+/// File names in `dir`, sorted.
+pub fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Path of a segment file.
+pub fn seg(dir: &Path, base: i64, ext: &str) -> std::path::PathBuf {
+    dir.join(format!("{base:020}.{ext}"))
+}

@@ -1,0 +1,8 @@
+//! Behaviour tests of `skein_storage::Log` through its public API, with real
+//! magic-v2 batches built by kafka-protocol's encoder.
+
+mod append_read;
+mod common;
+mod compaction;
+mod recovery;
+mod retention;
