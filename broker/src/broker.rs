@@ -33,7 +33,13 @@ pub fn now_ms() -> i64 {
 impl Broker {
     /// Opens the metadata image and every partition log (recovering them).
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
-        let metadata = MetadataStore::open(&config.data_dir, config.node_id)?;
+        let metadata = MetadataStore::open(
+            &config.data_dir,
+            config.node_id,
+            &config.advertised_host,
+            config.advertised_port as u16,
+            config.rack.clone(),
+        )?;
         let replicas = Arc::new(ReplicaManager::new(&config.data_dir));
         let image = metadata.image();
         replicas.remove_orphans(&image.topics);
