@@ -185,11 +185,7 @@ impl MetadataStore {
                 } => {
                     tracing::warn!(topic, partition, leader, "unclean leader election");
                 }
-                Command::Reply(r) => {
-                    if reply.is_none() {
-                        reply = pick(r);
-                    }
-                }
+                Command::Reply(r) if reply.is_none() => reply = pick(r),
                 // One broker leads everything it hosts; the view built below
                 // carries the leader epochs the replica manager applies.
                 _ => {}
