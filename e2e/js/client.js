@@ -181,6 +181,10 @@ async function consumeGroup(opt) {
   const out = fs.openSync(req(opt, 'out'), 'w');
   let count = 0;
   await consumer.connect();
+  let crash = null;
+  consumer.on(consumer.events.CRASH, (e) => {
+    crash = e.payload.error;
+  });
   try {
     await consumer.subscribe({ topics: [topic], fromBeginning: true });
     await new Promise((resolve, reject) => {
@@ -188,6 +192,14 @@ async function consumeGroup(opt) {
         () => reject(new Error(`timeout after ${timeoutMs} ms: consumed ${count} of ${expected}`)),
         timeoutMs,
       );
+      // fail fast (with kafkajs' own error) when the consumer crashes instead of waiting for the timeout
+      const poll = setInterval(() => {
+        if (crash) {
+          clearInterval(poll);
+          clearTimeout(timer);
+          reject(new Error(`kafkajs consumer crashed after ${count} records: ${crash.name}: ${crash.message}`));
+        } else if (count >= expected) clearInterval(poll);
+      }, 200);
       consumer
         .run({
           autoCommit: true,

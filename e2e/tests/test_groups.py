@@ -36,9 +36,11 @@ def test_confluent_group_subscribe_commit(broker, topic, tmp):
     c.produce(topic, recs[:600], "none")
     group = f"e2e-ck-{uuid.uuid4().hex[:6]}"
     conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": 10000, "log_level": 4}
+            "enable.auto.commit": False, "session.timeout.ms": 10000, "log_level": 4,
+            "error_cb": lambda e: errors.append(str(e))}
+    errors: list[str] = []
 
-    def read(n, timeout=60):
+    def read(n, timeout=30):
         cons = Consumer(conf)
         cons.subscribe([topic])
         out, deadline = [], time.monotonic() + timeout
@@ -55,8 +57,9 @@ def test_confluent_group_subscribe_commit(broker, topic, tmp):
         return out
 
     first = read(600)
-    assert len(first) == 600, f"first member read {len(first)} of 600"
+    assert len(first) == 600, f"first member read {len(first)} of 600 (a group consumer needs FindCoordinator/JoinGroup/SyncGroup/OffsetCommit); client errors: {errors[:5]}"
     c.produce(topic, recs[600:], "none")
     second = read(400)
-    assert len(second) == 400, f"after commit, second member read {len(second)} of 400 new records"
+    assert len(second) == 400, (f"after commit, second member read {len(second)} of 400 new records; "
+                                f"client errors: {errors[:5]}")
     verify(recs, sorted(first + second, key=lambda g: (g["p"], g["o"])), what="group resume")
