@@ -1,0 +1,903 @@
+#!/usr/bin/env python3
+"""Skein vs Apache Kafka on the same machine: same workloads, same broker settings.
+
+Run through e2e/bench/run.sh (it installs what this needs). Writes
+e2e/bench/results/<UTC date-time>/report.md, report.json and report.png.
+
+Method
+  * Every repetition starts each system fresh (new data dir on the same disk)
+    and runs all workloads against it; the order of the systems alternates
+    between repetitions. Each reported number is the median over repetitions.
+  * Throughput: org.apache.kafka.tools.ProducerPerformance / ConsumerPerformance,
+    latency: org.apache.kafka.tools.EndToEndLatency, all from the pinned
+    kafka-tools jar. BenchClient.java adds a group-less consumer (assign) and a
+    fixed-rate end-to-end latency probe with microsecond resolution.
+  * Broker processes are watched through /proc: resident memory at rest and
+    peak under load, CPU seconds (user+system) per GiB moved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+E2E_DIR = BENCH_DIR.parent
+REPO_DIR = E2E_DIR.parent
+sys.path.insert(0, str(E2E_DIR / "tests"))
+
+import brokers  # noqa: E402  (the e2e suite's broker launchers)
+from brokers import KafkaBroker, SkeinBroker, free_port, kafka_classpath, kafka_version  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+GIB = 1 << 30
+MIB = 1 << 20
+
+# Settings both systems get explicitly (all equal to both systems' defaults):
+# 1 GiB segments, 7-day retention, no explicit fsync (log.flush.interval.* unset:
+# data reaches the disk through the page cache, as in a default Kafka).
+COMMON_BROKER_SETTINGS = {
+    "log.segment.bytes": str(1 << 30),
+    "log.retention.hours": "168",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "true",
+}
+
+# The JVM flags kafka-server-start.sh / kafka-run-class.sh use by default.
+KAFKA_HEAP = ["-Xmx1G", "-Xms1G"]
+KAFKA_JVM_PERF = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                  "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                  "-Djava.awt.headless=true"]
+# kafka-producer-perf-test.sh and friends run with -Xmx512M.
+TOOL_JVM = ["-Xmx512M", "-XX:+UseG1GC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+
+
+class NotAvailable(Exception):
+    """A system cannot run a workload yet (reported as such, never faked)."""
+
+
+# --------------------------------------------------------------------------------------------
+# process accounting
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def proc_rss_bytes(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+
+
+class Watch:
+    """Samples the RSS of some processes while a workload runs; CPU from start to stop."""
+
+    def __init__(self, pids: list[int], interval: float = 0.25):
+        self.pids = pids
+        self.interval = interval
+        self.peak_rss = 0
+        self._stop = threading.Event()
+
+    def _rss(self) -> int:
+        return sum(proc_rss_bytes(p) for p in self.pids)
+
+    def __enter__(self):
+        self.cpu0 = sum(proc_cpu_seconds(p) for p in self.pids)
+        self.t0 = time.monotonic()
+        self.peak_rss = self._rss()
+
+        def loop():
+            while not self._stop.wait(self.interval):
+                try:
+                    self.peak_rss = max(self.peak_rss, self._rss())
+                except (FileNotFoundError, ProcessLookupError):
+                    return
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.cpu = sum(proc_cpu_seconds(p) for p in self.pids) - self.cpu0
+        self.wall = time.monotonic() - self.t0
+        try:
+            self.peak_rss = max(self.peak_rss, self._rss())
+        except FileNotFoundError:
+            pass
+        return False
+
+
+def load_avg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+# --------------------------------------------------------------------------------------------
+# systems under test
+
+class BenchKafka(KafkaBroker):
+    """Apache Kafka with its default thread counts and heap, plus the common settings."""
+
+    def __init__(self, workdir: Path, node_id: int = 1, cluster: "KafkaCluster | None" = None):
+        super().__init__(workdir, dict(COMMON_BROKER_SETTINGS))
+        self.node_id = node_id
+        self.cluster = cluster
+        self._prepared = False
+
+    def properties(self) -> dict[str, str]:
+        p = super().properties()
+        # brokers.py pins 2/2 threads for the test suite; the benchmark uses Kafka's
+        # defaults (num.network.threads=3, num.io.threads=8).
+        p.pop("num.network.threads", None)
+        p.pop("num.io.threads", None)
+        if self.cluster is not None:
+            c = self.cluster
+            p["node.id"] = str(self.node_id)
+            p["controller.quorum.voters"] = c.voters
+            for k in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                      "share.coordinator.state.topic.replication.factor"):
+                p[k] = "3"
+            for k in ("transaction.state.log.min.isr", "share.coordinator.state.topic.min.isr"):
+                p[k] = "2"
+        return p
+
+    def _java(self) -> list[str]:
+        return ["java", *KAFKA_HEAP, *KAFKA_JVM_PERF,
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-cp", kafka_classpath()]
+
+    def prepare(self) -> None:
+        if self._prepared:
+            return
+        self._prepared = True
+        if self.cluster is None:
+            return super().prepare()
+        self.props_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        cmd = self._java() + ["kafka.tools.StorageTool", "format", "-t", self.cluster.cluster_id,
+                              "-c", str(self.props_path)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        if r.returncode != 0:
+            raise RuntimeError(f"StorageTool format failed: {r.stdout}\n{r.stderr}")
+
+    def wait_ready_extra(self, deadline: float) -> None:
+        want = 1 if self.cluster is None else len(self.cluster.nodes)
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        while time.monotonic() < deadline:
+            try:
+                if len(admin.list_topics(timeout=5).brokers) >= want:
+                    return
+            except Exception:  # noqa: BLE001
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"kafka node {self.node_id} not ready; log tail:\n" + self.log_tail(60))
+
+
+class BenchSkein(SkeinBroker):
+    def __init__(self, workdir: Path):
+        super().__init__(workdir, dict(COMMON_BROKER_SETTINGS))
+
+
+class System:
+    """One system under test: one or more broker processes."""
+
+    label = "?"
+    replicas = 1
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+
+    def available(self) -> str | None:
+        """None when it can run, else why not."""
+        return None
+
+    def prepare(self) -> None: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    def pids(self) -> list[int]: ...
+
+
+class Single(System):
+    replicas = 1
+
+    def __init__(self, kind: str, workdir: Path):
+        super().__init__(workdir)
+        self.kind = kind
+        self.label = {"kafka": "Kafka", "skein": "Skein"}[kind]
+        self.b = BenchKafka(workdir) if kind == "kafka" else BenchSkein(workdir)
+
+    def prepare(self):
+        self.b.prepare()
+
+    def start(self):
+        self.b.start()
+
+    def stop(self):
+        self.b.stop(60)
+
+    @property
+    def bootstrap(self):
+        return self.b.bootstrap
+
+    def pids(self):
+        return [self.b.proc.pid]
+
+
+class KafkaCluster(System):
+    """Three Apache Kafka nodes on loopback, each KRaft broker+controller (a 3-voter quorum)."""
+
+    label = "Kafka"
+    replicas = 3
+
+    def __init__(self, workdir: Path, n: int = 3):
+        super().__init__(workdir)
+        self.cluster_id = brokers.base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.nodes = [BenchKafka(workdir / f"node{i}", node_id=i, cluster=self) for i in range(1, n + 1)]
+        self.voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+
+    def prepare(self):
+        for n in self.nodes:
+            n.prepare()
+
+    def start(self):
+        errors = []
+
+        def go(node):
+            try:
+                node.start()
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+        threads = [threading.Thread(target=go, args=(n,)) for n in self.nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            self.stop()
+            raise errors[0]
+
+    def stop(self):
+        for n in self.nodes:
+            n.stop(60)
+
+    @property
+    def bootstrap(self):
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def pids(self):
+        return [n.proc.pid for n in self.nodes]
+
+
+class SkeinCluster(System):
+    """Three Skein brokers on loopback. Plugs in once `skein-operator local --brokers 3` exists:
+    implement start/stop/bootstrap/pids here and drop the `available` check."""
+
+    label = "Skein"
+    replicas = 3
+
+    def available(self):
+        return "not available yet: the 3-broker Skein cluster (skein-operator local --brokers 3) is not merged"
+
+
+# --------------------------------------------------------------------------------------------
+# tools
+
+def java_tool(cls: str, args: list[str], timeout: float, log: Path) -> str:
+    cmd = ["java", *TOOL_JVM, "-cp", kafka_classpath(), cls, *args]
+    with open(log, "a") as f:
+        f.write(f"\n$ {' '.join(cmd)}\n")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    with open(log, "a") as f:
+        f.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise RuntimeError(f"{cls} failed ({r.returncode}): {(r.stderr or r.stdout)[-2000:]}")
+    return r.stdout
+
+
+PP_FINAL = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+
+
+def producer_perf(bootstrap, topic, n, size, acks, log, extra=()):
+    out = java_tool("org.apache.kafka.tools.ProducerPerformance",
+                    ["--topic", topic, "--num-records", str(n), "--record-size", str(size),
+                     "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+                     f"acks={acks}", *extra], timeout=1800, log=log)
+    m = None
+    for m in PP_FINAL.finditer(out):
+        pass
+    if m is None:
+        raise RuntimeError("ProducerPerformance printed no summary:\n" + out[-2000:])
+    sent = int(m.group(1))
+    if sent < n:
+        raise RuntimeError(f"ProducerPerformance sent {sent} of {n}")
+    return {"records": sent, "records_per_s": float(m.group(2)), "mb_per_s": float(m.group(3)),
+            "avg_latency_ms": float(m.group(4)), "p99_latency_ms": float(m.group(8))}
+
+
+def consumer_perf(bootstrap, topic, n, log, timeout_ms=30000):
+    out = java_tool("org.apache.kafka.tools.ConsumerPerformance",
+                    ["--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(n),
+                     "--timeout", str(timeout_ms), "--group", f"bench-{uuid.uuid4().hex[:8]}"],
+                    timeout=1800, log=log)
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    hi = next(i for i, ln in enumerate(lines) if ln.startswith("start.time"))
+    keys = [k.strip() for k in lines[hi].split(",")]
+    vals = [v.strip() for v in lines[hi + 1].split(",")]
+    row = dict(zip(keys, vals))
+    got = int(row["data.consumed.in.nMsg"])
+    if got < n:
+        raise RuntimeError(f"ConsumerPerformance consumed {got} of {n}")
+    return {"records": got, "mb_per_s": float(row["fetch.MB.sec"]),
+            "mb_per_s_incl_rebalance": float(row["MB.sec"]), "rebalance_ms": float(row["rebalance.time.ms"])}
+
+
+def end_to_end_latency(bootstrap, topic, n, size, log):
+    out = java_tool("org.apache.kafka.tools.EndToEndLatency",
+                    [bootstrap, topic, str(n), "1", str(size)], timeout=1800, log=log)
+    avg = float(re.search(r"Avg latency: ([\d.]+) ms", out).group(1))
+    p = re.search(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)", out)
+    return {"avg_ms": avg, "p50_ms": float(p.group(1)), "p99_ms": float(p.group(2)), "p999_ms": float(p.group(3))}
+
+
+def bench_client(classes: Path, args: list[str], log: Path, timeout=1800) -> dict:
+    cmd = ["java", *TOOL_JVM, "-cp", f"{classes}:{kafka_classpath()}", "BenchClient", *args]
+    with open(log, "a") as f:
+        f.write(f"\n$ {' '.join(cmd)}\n")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    with open(log, "a") as f:
+        f.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise RuntimeError(f"BenchClient {args[0]} failed: {(r.stderr or r.stdout)[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def compile_bench_client(work: Path) -> Path:
+    classes = work / "classes"
+    src = BENCH_DIR / "BenchClient.java"
+    stamp = classes / "BenchClient.class"
+    if not stamp.exists() or stamp.stat().st_mtime < src.stat().st_mtime:
+        classes.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", kafka_classpath(), str(src)],
+                       check=True, timeout=300)
+    return classes
+
+
+def create_topics(bootstrap: str, specs: list[tuple[str, int, int, dict]]):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    futs = admin.create_topics([NewTopic(t, num_partitions=p, replication_factor=rf, config=cfg)
+                                for t, p, rf, cfg in specs], request_timeout=60)
+    for t, f in futs.items():
+        f.result(60)
+    # Wait until every partition has a leader in the metadata.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=10)
+        if all(t in md.topics and len(md.topics[t].partitions) == p
+               and all(pm.leader >= 0 for pm in md.topics[t].partitions.values())
+               for t, p, _, _ in specs):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("topics did not get leaders in time")
+
+
+def first_ack_probe(bootstrap: str, t0: float, result: dict, stop: threading.Event):
+    """Produces one record (auto-creating the topic) as soon as the broker answers;
+    stores the time from t0 (process start) to its acknowledgement."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "reconnect.backoff.ms": 10,
+                  "reconnect.backoff.max.ms": 50, "retry.backoff.ms": 20, "retry.backoff.max.ms": 50,
+                  "topic.metadata.refresh.interval.ms": 200, "message.timeout.ms": 120000,
+                  "log_level": 0, "socket.connection.setup.timeout.ms": 1000})
+
+    def done(err, msg):
+        if err is None:
+            result["seconds"] = time.monotonic() - t0
+        else:
+            result["error"] = str(err)
+    p.produce("startup-probe", b"x" * 100, callback=done)
+    while "seconds" not in result and "error" not in result and not stop.is_set():
+        p.poll(0.005)
+
+
+# --------------------------------------------------------------------------------------------
+# workloads
+
+class Sizes:
+    def __init__(self, quick: bool):
+        if quick:
+            self.p1 = 100_000
+            self.p8 = 200_000
+            self.small = 500_000
+            self.zstd = 100_000
+            self.rf3 = 100_000
+            self.e2e = 1_000
+            self.rate_count = 2_000
+        else:
+            self.p1 = 1_000_000      # 1 GiB
+            self.p8 = 3_000_000      # 3 GiB: also the topic the consume rows read
+            self.small = 5_000_000   # 500 MB of 100-byte records
+            self.zstd = 1_000_000
+            self.rf3 = 1_000_000
+            self.e2e = 5_000
+            self.rate_count = 10_000
+        self.rate = 1000  # records/s for the fixed-rate latency probe
+
+
+def run_single(system: Single, sizes: Sizes, classes: Path, caps: dict, log: Path) -> dict:
+    """All single-broker workloads against one fresh system. Returns metric -> value."""
+    m: dict = {"load_before": load_avg()}
+    system.prepare()
+    probe: dict = {}
+    stop = threading.Event()
+    t0 = time.monotonic()
+    th = threading.Thread(target=first_ack_probe, args=(system.bootstrap, t0, probe, stop), daemon=True)
+    th.start()
+    system.start()
+    th.join(120)
+    stop.set()
+    if "seconds" not in probe:
+        raise RuntimeError(f"first produce not acknowledged: {probe}")
+    m["first_ack_s"] = probe["seconds"]
+    pids = system.pids()
+    time.sleep(3)
+    m["rss_rest_mib"] = sum(proc_rss_bytes(p) for p in pids) / MIB
+
+    create_topics(system.bootstrap, [("p1", 1, 1, {}), ("p8", 8, 1, {}), ("small", 8, 1, {}),
+                                     ("zstd", 8, 1, {}), ("lat", 1, 1, {}), ("lat-rate", 1, 1, {})])
+    bs = system.bootstrap
+    peak = 0
+
+    def attempt(key, fn, needs_groups=False):
+        """Runs one workload under a Watch; a failure is recorded and the run goes on."""
+        nonlocal peak
+        cap = system.kind + ":groups"
+        if needs_groups and caps.get(cap) is False:
+            return None
+        try:
+            with Watch(pids) as w:
+                m[key] = fn()
+            peak = max(peak, w.peak_rss)
+            if needs_groups:
+                caps[cap] = True
+            return w
+        except Exception as e:  # noqa: BLE001
+            msg = str(e).strip()
+            if needs_groups and ("FIND_COORDINATOR" in msg or "consumed 0 of" in msg):
+                caps[cap] = False
+                caps[cap + "_error"] = msg[-400:]
+            else:
+                m.setdefault("errors", {})[key] = msg[-2000:]
+            return None
+
+    attempt("produce_p1", lambda: producer_perf(bs, "p1", sizes.p1, 1024, "1", log))
+    w = attempt("produce_p8", lambda: producer_perf(bs, "p8", sizes.p8, 1024, "1", log))
+    if w:
+        m["cpu_s_per_gib_produce"] = w.cpu / (sizes.p8 * 1024 / GIB)
+    attempt("produce_small", lambda: producer_perf(bs, "small", sizes.small, 100, "1", log))
+    attempt("produce_zstd", lambda: producer_perf(bs, "zstd", sizes.zstd, 1024, "1", log,
+                                                  ["compression.type=zstd"]))
+    if "produce_p8" in m:
+        w = attempt("consume_assign",
+                    lambda: bench_client(classes, ["consume", bs, "p8", str(sizes.p8), "20000"], log))
+        if w:
+            m["cpu_s_per_gib_consume"] = w.cpu / (sizes.p8 * 1024 / GIB)
+        attempt("consume_group", lambda: consumer_perf(bs, "p8", sizes.p8, log), needs_groups=True)
+    # EndToEndLatency (4.x) gives its consumer a group id, so it needs FindCoordinator too.
+    attempt("e2e_tool", lambda: end_to_end_latency(bs, "lat", sizes.e2e, 1024, log), needs_groups=True)
+    attempt("e2e_rate", lambda: bench_client(classes, ["latency", bs, "lat-rate", str(sizes.rate),
+                                                       str(sizes.rate_count), "1024"], log))
+    m["rss_peak_mib"] = peak / MIB
+    m["load_after"] = load_avg()
+    return m
+
+
+def run_rf3(system: System, sizes: Sizes, log: Path) -> dict:
+    m: dict = {"load_before": load_avg()}
+    system.prepare()
+    system.start()
+    pids = system.pids()
+    time.sleep(3)
+    m["rss_rest_mib"] = sum(proc_rss_bytes(p) for p in pids) / MIB
+    create_topics(system.bootstrap, [("rf3", 8, 3, {"min.insync.replicas": "2"})])
+    with Watch(pids) as w:
+        m["produce_rf3"] = producer_perf(system.bootstrap, "rf3", sizes.rf3, 1024, "all", log)
+    m["rss_peak_mib"] = w.peak_rss / MIB
+    m["cpu_s_per_gib_rf3"] = w.cpu / (sizes.rf3 * 1024 / GIB)
+    m["load_after"] = load_avg()
+    return m
+
+
+# --------------------------------------------------------------------------------------------
+# machine limits
+
+def loopback_throughput(total: int) -> float:
+    """GiB/s through one loopback TCP connection (1 MiB writes, receiver in another process)."""
+    port = free_port()
+    rx = subprocess.Popen([sys.executable, "-c", f"""
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", {port})); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); buf = bytearray(1 << 20); v = memoryview(buf)
+while c.recv_into(v): pass
+"""], stdout=subprocess.PIPE, text=True)
+    rx.stdout.readline()
+    chunk = b"\0" * (1 << 20)
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        t = time.monotonic()
+        for _ in range(total // len(chunk)):
+            s.sendall(chunk)
+        s.shutdown(socket.SHUT_WR)
+        rx.wait(60)
+        el = time.monotonic() - t
+    return total / GIB / el
+
+
+def disk_write(dirpath: Path, total: int, sync: bool) -> float:
+    """GiB/s of sequential 1 MiB writes to a new file, with or without a final fdatasync."""
+    path = dirpath / f"disk-test-{os.getpid()}"
+    chunk = b"\1" * (1 << 20)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        t = time.monotonic()
+        for _ in range(total // len(chunk)):
+            os.write(fd, chunk)
+        if sync:
+            os.fdatasync(fd)
+        el = time.monotonic() - t
+    finally:
+        os.close(fd)
+        path.unlink()
+    return total / GIB / el
+
+
+def machine_limits(work: Path, quick: bool) -> dict:
+    total = (256 if quick else 2048) * MIB
+    return {
+        "loopback_tcp_gib_s": max(loopback_throughput(total) for _ in range(2)),
+        "disk_buffered_gib_s": max(disk_write(work, total, sync=False) for _ in range(2)),
+        "disk_fdatasync_gib_s": max(disk_write(work, total, sync=True) for _ in range(2)),
+        "test_bytes": total,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# report
+
+# (key, label, unit, better, extractor, target ratio or None)
+ROWS = [
+    ("produce_p1", "produce 1 KiB, acks=1, RF=1, 1 partition", "MiB/s", "higher",
+     lambda m: m["produce_p1"]["mb_per_s"], 1.5),
+    ("produce_p8", "produce 1 KiB, acks=1, RF=1, 8 partitions", "MiB/s", "higher",
+     lambda m: m["produce_p8"]["mb_per_s"], 1.5),
+    ("produce_rf3", "produce 1 KiB, acks=all, RF=3, min ISR 2, 8 partitions", "MiB/s", "higher",
+     lambda m: m["produce_rf3"]["mb_per_s"], 1.5),
+    ("produce_small", "produce 100 B, acks=1, RF=1, 8 partitions", "records/s", "higher",
+     lambda m: m["produce_small"]["records_per_s"], 1.5),
+    ("produce_zstd", "produce 1 KiB zstd, acks=1, RF=1, 8 partitions", "MiB/s", "higher",
+     lambda m: m["produce_zstd"]["mb_per_s"], 1.5),
+    ("produce_p8_lat", "producer p99 latency at full load (8 partitions)", "ms", "lower",
+     lambda m: m["produce_p8"]["p99_latency_ms"], None),
+    ("consume_group", "consume from start (ConsumerPerformance, group), 8 partitions", "MiB/s", "higher",
+     lambda m: m["consume_group"]["mb_per_s"], 1.5),
+    ("consume_assign", "consume from start (assign, BenchClient), 8 partitions", "MiB/s", "higher",
+     lambda m: m["consume_assign"]["mb_per_s"], 1.5),
+    ("e2e_tool_p50", "e2e latency p50 (EndToEndLatency, 1 in flight)", "ms", "lower",
+     lambda m: m["e2e_tool"]["p50_ms"], None),
+    ("e2e_tool_p99", "e2e latency p99 (EndToEndLatency, 1 in flight)", "ms", "lower",
+     lambda m: m["e2e_tool"]["p99_ms"], 0.5),
+    ("e2e_tool_p999", "e2e latency p99.9 (EndToEndLatency, 1 in flight)", "ms", "lower",
+     lambda m: m["e2e_tool"]["p999_ms"], None),
+    ("e2e_tool_avg", "e2e latency avg (EndToEndLatency, 1 in flight)", "ms", "lower",
+     lambda m: m["e2e_tool"]["avg_ms"], None),
+    ("e2e_rate_p50", "e2e latency p50 at 1000 rec/s (BenchClient)", "ms", "lower",
+     lambda m: m["e2e_rate"]["p50_ms"], None),
+    ("e2e_rate_p99", "e2e latency p99 at 1000 rec/s (BenchClient)", "ms", "lower",
+     lambda m: m["e2e_rate"]["p99_ms"], 0.5),
+    ("e2e_rate_p999", "e2e latency p99.9 at 1000 rec/s (BenchClient)", "ms", "lower",
+     lambda m: m["e2e_rate"]["p999_ms"], None),
+    ("rss_rest", "broker RSS at rest (1 broker)", "MiB", "lower", lambda m: m["rss_rest_mib"], 0.2),
+    ("rss_peak", "broker RSS peak under load (1 broker)", "MiB", "lower", lambda m: m["rss_peak_mib"], 0.2),
+    ("rss_peak_rf3", "broker RSS peak under load (3 brokers, sum)", "MiB", "lower",
+     lambda m: m["rss_peak_mib_rf3"], 0.2),
+    ("cpu_produce", "broker CPU per GiB produced (8 partitions)", "CPU s/GiB", "lower",
+     lambda m: m["cpu_s_per_gib_produce"], None),
+    ("cpu_consume", "broker CPU per GiB consumed (assign)", "CPU s/GiB", "lower",
+     lambda m: m["cpu_s_per_gib_consume"], None),
+    ("cpu_rf3", "broker CPU per GiB produced, RF=3 (3 brokers, sum)", "CPU s/GiB", "lower",
+     lambda m: m["cpu_s_per_gib_rf3"], None),
+    ("first_ack", "process start to first acknowledged produce", "s", "lower",
+     lambda m: m["first_ack_s"], None),
+]
+
+
+def median_of(runs: list[dict], fn):
+    vals = []
+    for r in runs:
+        try:
+            vals.append(float(fn(r)))
+        except (KeyError, TypeError):
+            pass
+    return (statistics.median(vals) if vals else None), vals
+
+
+def fmt(v):
+    if v is None:
+        return "–"
+    if v >= 1000:
+        return f"{v:,.0f}"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def summarize(results: dict) -> list[dict]:
+    rows = []
+    for key, label, unit, better, fn, target in ROWS:
+        row = {"key": key, "label": label, "unit": unit, "better": better, "target": target}
+        for sysname in ("kafka", "skein"):
+            runs = results["runs"][sysname]
+            med, vals = median_of(runs, fn)
+            row[sysname] = med
+            row[sysname + "_samples"] = vals
+            na = results["unavailable"].get(f"{sysname}:{key}")
+            if med is None and na:
+                row[sysname + "_note"] = na
+        k, s = row["kafka"], row["skein"]
+        row["ratio"] = (s / k) if (k and s is not None) else None
+        if target is not None and row["ratio"] is not None:
+            row["target_met"] = row["ratio"] >= target if better == "higher" else row["ratio"] <= target
+        rows.append(row)
+    return rows
+
+
+def render_markdown(results: dict, rows: list[dict]) -> str:
+    env = results["environment"]
+    lim = results["machine_limits"]
+    out = [f"# Skein vs Apache Kafka {env['kafka_version']} — {results['started']}", ""]
+    out.append(f"Mode: **{'quick' if results['quick'] else 'full'}**, {results['repetitions']} repetition(s) per "
+               f"system, median shown (systems alternate between repetitions). Skein {env['skein_rev']}. "
+               f"Machine: {env['cpus']} CPUs, {env['mem_gib']:.0f} GiB RAM, {env['kernel']}; "
+               f"load average at start {results['load_start']}, at end {results['load_end']}.")
+    out.append("")
+    out.append("| workload | unit | Kafka | Skein | Skein/Kafka | target | met |")
+    out.append("| --- | --- | ---: | ---: | ---: | ---: | :---: |")
+    for r in rows:
+        k = fmt(r["kafka"]) if r["kafka"] is not None else ("n/a" if r.get("kafka_note") else "–")
+        s = fmt(r["skein"]) if r["skein"] is not None else ("**not available yet**" if r.get("skein_note") else "–")
+        ratio = f"{r['ratio']:.2f}×" if r["ratio"] is not None else "–"
+        tgt = ""
+        if r["target"] is not None:
+            tgt = ("≥ " if r["better"] == "higher" else "≤ ") + f"{r['target']}×"
+        met = {True: "yes", False: "**no**"}.get(r.get("target_met"), "")
+        better = "↑" if r["better"] == "higher" else "↓"
+        out.append(f"| {r['label']} | {r['unit']} {better} | {k} | {s} | {ratio} | {tgt} | {met} |")
+    out.append("")
+    notes = [f"- {k}: {v}" for k, v in sorted(results["unavailable"].items())]
+    if notes:
+        out += ["Not measured:", *notes, ""]
+    out.append("Machine limits (same disk as the broker data, loopback as the clients): "
+               f"loopback TCP {lim['loopback_tcp_gib_s']:.2f} GiB/s (one connection, 1 MiB writes, Python); "
+               f"sequential write {lim['disk_buffered_gib_s']:.2f} GiB/s buffered, "
+               f"{lim['disk_fdatasync_gib_s']:.2f} GiB/s including a final fdatasync "
+               f"({lim['test_bytes'] // MIB} MiB, 1 MiB writes; best of 2).")
+    out.append("")
+    s = results["settings"]
+    out.append("Settings, both systems: " + ", ".join(f"`{k}={v}`" for k, v in s["common"].items())
+               + "; no `log.flush.interval.*` (no explicit fsync on either; the page cache writes back). "
+               f"Kafka: KRaft combined mode, JVM `{' '.join(s['kafka_jvm'])}` (kafka-server-start.sh defaults), "
+               "default `num.network.threads`/`num.io.threads` (3/8). Clients: kafka-tools "
+               f"{env['kafka_version']} with default client settings except acks (and linger.ms=0 in the "
+               "latency probe); tools JVM `-Xmx512M`. Data dirs: `" + s["data_root"] + "` (one filesystem).")
+    out.append("")
+    out.append("Per-repetition samples and load averages are in report.json; tool output in tools.log.")
+    return "\n".join(out) + "\n"
+
+
+def render_png(rows: list[dict], path: Path, title: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in rows if r["kafka"] is not None]
+    labels, adv, colors = [], [], []
+    for r in shown:
+        labels.append(f"{r['label']}")
+        if r["skein"] is None:
+            adv.append(0)
+            colors.append("#bbbbbb")
+            labels[-1] += "  [Skein: not available yet]"
+            continue
+        a = r["skein"] / r["kafka"] if r["better"] == "higher" else r["kafka"] / max(r["skein"], 1e-9)
+        adv.append(a)
+        colors.append("#2b8a3e" if a >= 1 else "#c92a2a")
+    fig, ax = plt.subplots(figsize=(11, 0.42 * len(shown) + 1.6))
+    y = range(len(shown))
+    ax.barh(list(y), adv, color=colors)
+    ax.set_yticks(list(y))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    for i, r in enumerate(shown):
+        if r["target"] is not None:
+            t = r["target"] if r["better"] == "higher" else 1 / r["target"]
+            ax.plot([t, t], [i - 0.4, i + 0.4], color="#1864ab", linewidth=2)
+        if adv[i]:
+            ax.text(adv[i], i, f" {adv[i]:.2f}×", va="center", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("Skein advantage over Kafka (× ; >1 is better for Skein; blue tick = target)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+
+def git_rev() -> str:
+    try:
+        rev = subprocess.run(["git", "-C", str(REPO_DIR), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_DIR), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except OSError:
+        return "?"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes, 1 repetition, no RF=3 (CI smoke)")
+    ap.add_argument("--repetitions", type=int, help="repetitions per system (default 3, quick 1)")
+    ap.add_argument("--systems", default="kafka,skein", help="comma list (default kafka,skein)")
+    ap.add_argument("--no-rf3", action="store_true", help="skip the 3-broker rows")
+    ap.add_argument("--out", type=Path, help="results directory (default e2e/bench/results/<date>)")
+    ap.add_argument("--work", type=Path, default=BENCH_DIR / ".work",
+                    help="where broker data dirs live (default e2e/bench/.work)")
+    args = ap.parse_args()
+
+    quick = args.quick
+    reps = args.repetitions or (1 if quick else 3)
+    systems = [s for s in args.systems.split(",") if s]
+    do_rf3 = not (quick or args.no_rf3)
+    sizes = Sizes(quick)
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+    out = args.out or BENCH_DIR / "results" / started
+    out.mkdir(parents=True, exist_ok=True)
+    work = args.work.resolve()
+    if work.exists():
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    log = out / "tools.log"
+    classes = compile_bench_client(work)
+
+    def say(msg):
+        print(f"[bench {time.strftime('%H:%M:%S')}] {msg} (load {load_avg()})", flush=True)
+
+    results = {
+        "started": started, "quick": quick, "repetitions": reps, "load_start": load_avg(),
+        "sizes": vars(sizes),
+        "environment": {
+            "kafka_version": kafka_version(), "skein_rev": git_rev(), "cpus": os.cpu_count(),
+            "mem_gib": os.sysconf("SC_PHYS_PAGES") * PAGE / GIB, "kernel": platform.release(),
+            "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0],
+        },
+        "settings": {"common": COMMON_BROKER_SETTINGS, "kafka_jvm": KAFKA_HEAP + KAFKA_JVM_PERF,
+                     "data_root": str(work)},
+        "runs": {"kafka": [], "skein": []},
+        "unavailable": {},
+        "errors": [],
+    }
+    say("machine limits")
+    results["machine_limits"] = machine_limits(work, quick)
+    say(f"machine limits: {results['machine_limits']}")
+
+    caps: dict = {}
+    for rep in range(reps):
+        order = systems if rep % 2 == 0 else list(reversed(systems))
+        for kind in order:
+            say(f"rep {rep + 1}/{reps}: {kind} single broker")
+            sysdir = work / f"{kind}-{rep}"
+            system = Single(kind, sysdir)
+            try:
+                m = run_single(system, sizes, classes, caps, log)
+                m["rep"] = rep
+                results["runs"][kind].append(m)
+                for key, err in m.get("errors", {}).items():
+                    results["errors"].append({"system": kind, "rep": rep, "workload": key, "error": err})
+                say(f"{kind}: " + ", ".join(f"{k} {m[k].get('mb_per_s', m[k].get('p99_ms'))}"
+                                            for k in ("produce_p8", "consume_assign", "e2e_rate") if k in m))
+            except Exception as e:  # noqa: BLE001
+                say(f"{kind} run failed: {e}")
+                results["errors"].append({"system": kind, "rep": rep, "error": str(e)[-3000:],
+                                          "broker_log_tail": system.b.log_tail(40)})
+            finally:
+                system.stop()
+                shutil.rmtree(sysdir, ignore_errors=True)
+        if do_rf3:
+            for cls in ((KafkaCluster, SkeinCluster) if rep % 2 == 0 else (SkeinCluster, KafkaCluster)):
+                kind = cls.label.lower()
+                if kind not in systems:
+                    continue
+                cdir = work / f"{kind}-rf3-{rep}"
+                c = cls(cdir)
+                why = c.available()
+                if why:
+                    results["unavailable"][f"{kind}:produce_rf3"] = why
+                    results["unavailable"][f"{kind}:rss_peak_rf3"] = why
+                    results["unavailable"][f"{kind}:cpu_rf3"] = why
+                    continue
+                say(f"rep {rep + 1}/{reps}: {kind} 3 brokers")
+                try:
+                    m = run_rf3(c, sizes, log)
+                    # Merge into this repetition's single-broker record.
+                    target = next((r for r in results["runs"][kind] if r.get("rep") == rep), None)
+                    if target is None:
+                        target = {"rep": rep}
+                        results["runs"][kind].append(target)
+                    target["produce_rf3"] = m["produce_rf3"]
+                    target["rss_peak_mib_rf3"] = m["rss_peak_mib"]
+                    target["cpu_s_per_gib_rf3"] = m["cpu_s_per_gib_rf3"]
+                    target["rf3_load"] = [m["load_before"], m["load_after"]]
+                    say(f"{kind} RF=3: {m['produce_rf3']['mb_per_s']} MiB/s")
+                except Exception as e:  # noqa: BLE001
+                    say(f"{kind} RF=3 run failed: {e}")
+                    results["errors"].append({"system": kind + "-rf3", "rep": rep, "error": str(e)[-3000:]})
+                finally:
+                    c.stop()
+                    shutil.rmtree(cdir, ignore_errors=True)
+    if not do_rf3:
+        for kind in systems:
+            results["unavailable"][f"{kind}:produce_rf3"] = "RF=3 rows not run in this mode (--quick / --no-rf3)"
+    for kind in systems:
+        if caps.get(kind + ":groups") is False:
+            why = ("needs the consumer group coordinator (FindCoordinator), not merged yet: "
+                   + (caps.get(kind + ":groups_error", "").strip().splitlines() or [""])[-1][:160])
+            for key in ("consume_group", "e2e_tool_p50", "e2e_tool_p99", "e2e_tool_p999", "e2e_tool_avg"):
+                results["unavailable"][f"{kind}:{key}"] = why
+
+    results["load_end"] = load_avg()
+    rows = summarize(results)
+    results["rows"] = [{k: v for k, v in r.items()} for r in rows]
+    (out / "report.json").write_text(json.dumps(results, indent=2, default=str))
+    (out / "report.md").write_text(render_markdown(results, rows))
+    render_png(rows, out / "report.png",
+               f"Skein vs Kafka {kafka_version()} ({'quick' if quick else 'full'}, median of {reps}; "
+               f"load {results['load_start']})")
+    print((out / "report.md").read_text())
+    print(f"results: {out}")
+    # The harness itself must work; speed is not asserted.
+    ok = all(results["runs"][k] for k in systems) and not results["errors"]
+    if not ok:
+        print("bench: some runs failed, see report.json 'errors'", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
