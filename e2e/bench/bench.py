@@ -441,7 +441,7 @@ class Sizes:
             self.p8 = 3_000_000      # 3 GiB: also the topic the consume rows read
             self.small = 5_000_000   # 500 MB of 100-byte records
             self.zstd = 1_000_000
-            self.rf3 = 1_000_000
+            self.rf3 = 500_000       # 500 MiB: three JVMs on two cores are slow
             self.e2e = 5_000
             self.rate_count = 10_000
         self.rate = 1000  # records/s for the fixed-rate latency probe

@@ -18,6 +18,7 @@ mod list_offsets;
 mod log;
 mod offset_index;
 pub mod producer_state;
+mod read_pool;
 mod recovery;
 mod retention;
 mod segment;

@@ -12,6 +12,7 @@ use crate::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::error::StorageError;
 use crate::index_file::LoadStatus;
 use crate::offset_index::{OffsetEntry, OffsetIndex};
+use crate::read_pool::PooledBuf;
 use crate::time_index::{TimeEntry, TimeIndex};
 
 /// File extension of the record data.
@@ -584,11 +585,11 @@ impl LogSegment {
         }
         let available = (self.size - pos) as usize;
         let want = max_bytes.min(available);
-        let mut buf = BytesMut::zeroed(want);
-        self.log.read_exact_at(&mut buf, pos)?;
+        let mut buf = PooledBuf::take(want);
+        self.log.read_exact_at(buf.as_mut_slice(), pos)?;
         // Keep only complete batches below `max_offset`.
         let mut keep = 0usize;
-        for item in batch::iter_batches(&buf) {
+        for item in batch::iter_batches(buf.as_ref()) {
             match item {
                 Ok((h, _)) if h.base_offset < max_offset => keep += h.total_size(),
                 _ => break,

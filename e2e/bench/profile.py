@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Profiles skein-broker (or Kafka) under one benchmark workload with `perf`.
+
+    e2e/.venv/bin/python e2e/bench/profile.py produce|consume [--records N] [--system skein|kafka]
+
+Starts a fresh broker, creates an 8-partition topic, (for consume: fills it first), then runs
+the workload while `perf record -e cpu-clock --call-graph dwarf` samples the broker process.
+Writes perf.data, a flat profile (perf-flat.txt) and a caller profile (perf-children.txt)
+into e2e/bench/results/profile-<workload>-<time>/. Software cpu-clock sampling works where
+hardware counters are not exposed (VMs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workload", choices=["produce", "consume"])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--system", default="skein", choices=["skein", "kafka"])
+    ap.add_argument("--callgraph", default="dwarf,16384", help="perf --call-graph mode ('' for flat)")
+    args = ap.parse_args()
+
+    out = bench.BENCH_DIR / "results" / f"profile-{args.workload}-{time.strftime('%Y%m%dT%H%M%S')}"
+    out.mkdir(parents=True)
+    work = bench.BENCH_DIR / ".work" / "profile"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    log = out / "tools.log"
+    classes = bench.compile_bench_client(bench.BENCH_DIR / ".work")
+    s = bench.Single(args.system, work / args.system)
+    s.start()
+    try:
+        bench.create_topics(s.bootstrap, [("p8", 8, 1, {})])
+        if args.workload == "consume":
+            bench.producer_perf(s.bootstrap, "p8", args.records, 1024, "1", log)
+        perf = ["perf", "record", "-e", "cpu-clock", "-F", "499", "-o", str(out / "perf.data"),
+                "-p", str(s.pids()[0])]
+        if args.callgraph:
+            perf[2:2] = ["--call-graph", args.callgraph]
+        rec = subprocess.Popen(perf, stdout=subprocess.DEVNULL, stderr=open(out / "perf.log", "w"))
+        time.sleep(1)
+        with bench.Watch(s.pids()) as w:
+            if args.workload == "produce":
+                r = bench.producer_perf(s.bootstrap, "p8", args.records, 1024, "1", log)
+            else:
+                r = bench.bench_client(classes, ["consume", s.bootstrap, "p8", str(args.records), "20000"], log)
+        rec.send_signal(signal.SIGINT)
+        rec.wait(120)
+        gib = args.records * 1024 / bench.GIB
+        summary = f"{args.system} {args.workload}: {r}; broker CPU {w.cpu:.1f} s = {w.cpu / gib:.1f} s/GiB; load {bench.load_avg()}"
+        print(summary)
+        (out / "summary.txt").write_text(summary + "\n")
+    finally:
+        s.stop()
+    report = ["perf", "report", "-i", str(out / "perf.data"), "--stdio", "--percent-limit", "0.7"]
+    with open(out / "perf-flat.txt", "w") as f:
+        subprocess.run(report + ["--no-children", "--sort", "symbol", "-g", "none"], stdout=f,
+                       stderr=subprocess.DEVNULL)
+    if args.callgraph:
+        with open(out / "perf-children.txt", "w") as f:
+            subprocess.run(report + ["--children", "--sort", "symbol", "-g", "none"], stdout=f,
+                           stderr=subprocess.DEVNULL)
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"profile: {out}")
+
+
+if __name__ == "__main__":
+    main()
