@@ -437,12 +437,12 @@ class Sizes:
             self.e2e = 1_000
             self.rate_count = 2_000
         else:
-            self.p1 = 1_000_000      # 1 GiB
-            self.p8 = 3_000_000      # 3 GiB: also the topic the consume rows read
-            self.small = 5_000_000   # 500 MB of 100-byte records
-            self.zstd = 1_000_000
-            self.rf3 = 500_000       # 500 MiB: three JVMs on two cores are slow
-            self.e2e = 5_000
+            self.p1 = 500_000        # 0.5 GiB
+            self.p8 = 2_000_000      # 2 GiB: also the topic the consume rows read
+            self.small = 3_000_000   # 300 MB of 100-byte records
+            self.zstd = 500_000
+            self.rf3 = 300_000       # 300 MiB: three JVMs on two cores are slow
+            self.e2e = 3_000
             self.rate_count = 10_000
         self.rate = 1000  # records/s for the fixed-rate latency probe
 
@@ -698,7 +698,10 @@ def render_markdown(results: dict, rows: list[dict]) -> str:
         better = "↑" if r["better"] == "higher" else "↓"
         out.append(f"| {r['label']} | {r['unit']} {better} | {k} | {s} | {ratio} | {tgt} | {met} |")
     out.append("")
-    notes = [f"- {k}: {v}" for k, v in sorted(results["unavailable"].items())]
+    by_reason: dict[str, list[str]] = {}
+    for k, v in sorted(results["unavailable"].items()):
+        by_reason.setdefault(v, []).append(k)
+    notes = [f"- {', '.join(ks)}: {why}" for why, ks in by_reason.items()]
     if notes:
         out += ["Not measured:", *notes, ""]
     out.append("Machine limits (same disk as the broker data, loopback as the clients): "
