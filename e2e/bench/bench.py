@@ -742,7 +742,8 @@ def render_png(rows: list[dict], path: Path, title: str):
         colors.append("#2b8a3e" if a >= 1 else "#c92a2a")
     fig, ax = plt.subplots(figsize=(11, 0.42 * len(shown) + 1.6))
     y = range(len(shown))
-    ax.barh(list(y), adv, color=colors)
+    # Bars grow from 1× (parity) to the ratio, right when Skein is ahead, left when behind.
+    ax.barh(list(y), [a - 1 if a else 0 for a in adv], left=1, color=colors)
     ax.set_yticks(list(y))
     ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()
@@ -754,6 +755,8 @@ def render_png(rows: list[dict], path: Path, title: str):
         if adv[i]:
             ax.text(adv[i], i, f" {adv[i]:.2f}×", va="center", fontsize=7)
     ax.set_xscale("log")
+    finite = [a for a in adv if a] + [r["target"] for r in shown if r["target"]] + [1.0]
+    ax.set_xlim(min(min(finite), 1 / max(finite)) / 1.6, max(max(finite), 1 / min(finite)) * 1.6)
     ax.set_xlabel("Skein advantage over Kafka (× ; >1 is better for Skein; blue tick = target)")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
@@ -762,6 +765,17 @@ def render_png(rows: list[dict], path: Path, title: str):
 
 
 # --------------------------------------------------------------------------------------------
+
+def write_reports(results: dict, out: Path) -> None:
+    rows = summarize(results)
+    results["rows"] = rows
+    (out / "report.json").write_text(json.dumps(results, indent=2, default=str))
+    (out / "report.md").write_text(render_markdown(results, rows))
+    render_png(rows, out / "report.png",
+               f"Skein vs Kafka {results['environment']['kafka_version']} "
+               f"({'quick' if results['quick'] else 'full'}, median of {results['repetitions']}; "
+               f"load {results['load_start']} → {results['load_end']})")
+
 
 def git_rev() -> str:
     try:
@@ -783,7 +797,13 @@ def main():
     ap.add_argument("--out", type=Path, help="results directory (default e2e/bench/results/<date>)")
     ap.add_argument("--work", type=Path, default=BENCH_DIR / ".work",
                     help="where broker data dirs live (default e2e/bench/.work)")
+    ap.add_argument("--render", type=Path, metavar="DIR",
+                    help="only re-render DIR/report.md and report.png from DIR/report.json")
     args = ap.parse_args()
+    if args.render:
+        results = json.loads((args.render / "report.json").read_text())
+        write_reports(results, args.render)
+        return 0
 
     quick = args.quick
     reps = args.repetitions or (1 if quick else 3)
@@ -886,13 +906,7 @@ def main():
                 results["unavailable"][f"{kind}:{key}"] = why
 
     results["load_end"] = load_avg()
-    rows = summarize(results)
-    results["rows"] = [{k: v for k, v in r.items()} for r in rows]
-    (out / "report.json").write_text(json.dumps(results, indent=2, default=str))
-    (out / "report.md").write_text(render_markdown(results, rows))
-    render_png(rows, out / "report.png",
-               f"Skein vs Kafka {kafka_version()} ({'quick' if quick else 'full'}, median of {reps}; "
-               f"load {results['load_start']})")
+    write_reports(results, out)
     print((out / "report.md").read_text())
     print(f"results: {out}")
     # The harness itself must work; speed is not asserted.
