@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -301,15 +302,27 @@ class SkeinCluster(System):
 # --------------------------------------------------------------------------------------------
 # tools
 
+LAST_CLIENT_CPU = [0.0]
+
+
+def run_measured(cmd: list[str], timeout: float):
+    """Runs a client tool; returns the CompletedProcess and its CPU seconds (user+system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def java_tool(cls: str, args: list[str], timeout: float, log: Path) -> str:
     cmd = ["java", *TOOL_JVM, "-cp", kafka_classpath(), cls, *args]
     with open(log, "a") as f:
         f.write(f"\n$ {' '.join(cmd)}\n")
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r, cpu = run_measured(cmd, timeout)
     with open(log, "a") as f:
-        f.write(r.stdout + r.stderr)
+        f.write(r.stdout + r.stderr + f"\n(client CPU {cpu:.1f} s)\n")
     if r.returncode != 0:
         raise RuntimeError(f"{cls} failed ({r.returncode}): {(r.stderr or r.stdout)[-2000:]}")
+    LAST_CLIENT_CPU[0] = cpu
     return r.stdout
 
 
@@ -332,7 +345,8 @@ def producer_perf(bootstrap, topic, n, size, acks, log, extra=()):
     if sent < n:
         raise RuntimeError(f"ProducerPerformance sent {sent} of {n}")
     return {"records": sent, "records_per_s": float(m.group(2)), "mb_per_s": float(m.group(3)),
-            "avg_latency_ms": float(m.group(4)), "p99_latency_ms": float(m.group(8))}
+            "avg_latency_ms": float(m.group(4)), "p99_latency_ms": float(m.group(8)),
+            "client_cpu_s": LAST_CLIENT_CPU[0]}
 
 
 def consumer_perf(bootstrap, topic, n, log, timeout_ms=30000):
@@ -364,12 +378,14 @@ def bench_client(classes: Path, args: list[str], log: Path, timeout=1800) -> dic
     cmd = ["java", *TOOL_JVM, "-cp", f"{classes}:{kafka_classpath()}", "BenchClient", *args]
     with open(log, "a") as f:
         f.write(f"\n$ {' '.join(cmd)}\n")
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r, cpu = run_measured(cmd, timeout)
     with open(log, "a") as f:
-        f.write(r.stdout + r.stderr)
+        f.write(r.stdout + r.stderr + f"\n(client CPU {cpu:.1f} s)\n")
     if r.returncode != 0:
         raise RuntimeError(f"BenchClient {args[0]} failed: {(r.stderr or r.stdout)[-2000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out["client_cpu_s"] = cpu
+    return out
 
 
 def compile_bench_client(work: Path) -> Path:
@@ -629,6 +645,10 @@ ROWS = [
      lambda m: m["cpu_s_per_gib_consume"], None),
     ("cpu_rf3", "broker CPU per GiB produced, RF=3 (3 brokers, sum)", "CPU s/GiB", "lower",
      lambda m: m["cpu_s_per_gib_rf3"], None),
+    ("client_cpu_produce", "client CPU per GiB produced (ProducerPerformance, 8 partitions)", "CPU s/GiB",
+     "lower", lambda m: m["produce_p8"]["client_cpu_s"] / (m["produce_p8"]["records"] * 1024 / GIB), None),
+    ("client_cpu_consume", "client CPU per GiB consumed (BenchClient, assign)", "CPU s/GiB", "lower",
+     lambda m: m["consume_assign"]["client_cpu_s"] / (m["consume_assign"]["bytes"] / GIB), None),
     ("first_ack", "process start to first acknowledged produce", "s", "lower",
      lambda m: m["first_ack_s"], None),
 ]
@@ -758,7 +778,7 @@ def render_png(rows: list[dict], path: Path, title: str):
     finite = [a for a in adv if a] + [r["target"] for r in shown if r["target"]] + [1.0]
     ax.set_xlim(min(min(finite), 1 / max(finite)) / 1.6, max(max(finite), 1 / min(finite)) * 1.6)
     ax.set_xlabel("Skein advantage over Kafka (× ; >1 is better for Skein; blue tick = target)")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=9, loc="right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
