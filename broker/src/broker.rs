@@ -35,7 +35,13 @@ pub fn now_ms() -> i64 {
 impl Broker {
     /// Opens the metadata image and every partition log (recovering them).
     pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
-        let metadata = MetadataStore::open(&config.data_dir, config.node_id)?;
+        let metadata = MetadataStore::open(
+            &config.data_dir,
+            config.node_id,
+            &config.advertised_host,
+            config.advertised_port as u16,
+            config.rack.clone(),
+        )?;
         let replicas = Arc::new(ReplicaManager::new(&config.data_dir));
         let image = metadata.image();
         replicas.remove_orphans(&image.topics);
@@ -147,8 +153,9 @@ impl Broker {
                     last_clean = now;
                 }
                 let replicas = broker.replicas.clone();
+                let expiry = broker.config.producer_id_expiration_ms;
                 if let Err(e) = tokio::task::spawn_blocking(move || {
-                    replicas.maintain(now, retention, compaction)
+                    replicas.maintain(now, retention, compaction, expiry)
                 })
                 .await
                 {

@@ -82,6 +82,8 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// Group coordinator settings (`offsets.*`, `group.*`).
     pub groups: crate::group::GroupConfig,
+    /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
+    pub producer_id_expiration_ms: i64,
     pub log_format: String,
     /// Defaults applied to every topic's log (topic configs override them).
     pub log_defaults: LogConfig,
@@ -172,6 +174,7 @@ impl BrokerConfig {
             min_insync_replicas: num(&raw, "min.insync.replicas", 1)?,
             offsets_topic_num_partitions: num(&raw, "offsets.topic.num.partitions", 50)?,
             groups: group_config(&raw)?,
+            producer_id_expiration_ms: num(&raw, "producer.id.expiration.ms", 86_400_000)?,
             log_format: "text".into(),
             log_defaults,
             raw,

@@ -40,6 +40,8 @@ impl From<StorageError> for ApiError {
             StorageError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
             StorageError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
             StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
+            StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
             _ => ResponseError::KafkaStorageError,
         };
         ApiError::new(code, e.to_string())

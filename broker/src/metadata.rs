@@ -2,16 +2,21 @@
 //! assignment, leaders, configs), the cluster id and the producer-id counter.
 //!
 //! A single broker is its own controller (Kafka's combined mode): this store
-//! keeps the metadata image in `<data-dir>/cluster-metadata.json`, written
-//! atomically (write, fsync, rename, fsync the directory) so a crash leaves
-//! either the old or the new image, never a torn one.
+//! runs the controller core and keeps its image in
+//! `<data-dir>/cluster-metadata.json`, written atomically (write, fsync,
+//! rename, fsync the directory) so a crash leaves either the old or the new
+//! image, never a torn one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::error::ResponseError;
 use serde::{Deserialize, Serialize};
+use skein_controller::{
+    Command, ControllerConfig, ControllerCore, ControllerError, Event, MetadataImage, NewTopic,
+    Reply, TopicId,
+};
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -50,57 +55,168 @@ impl TopicMeta {
     }
 }
 
-/// The persisted metadata image.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+/// What handlers read: a snapshot of the cluster as this broker knows it.
+#[derive(Debug, Clone, Default)]
 pub struct ClusterImage {
     pub cluster_id: String,
     pub topics: BTreeMap<String, TopicMeta>,
-    pub next_producer_id: i64,
 }
 
-/// Thread-safe, persisted metadata for this broker.
+/// The file this broker keeps its metadata in (combined mode).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PersistedMetadata {
+    cluster_id: String,
+    image: MetadataImage,
+}
+
+/// The embedded controller and the producer-id block in use.
+struct Inner {
+    core: ControllerCore,
+    cluster_id: String,
+    /// Next id to hand out and the end (exclusive) of the current block.
+    producer_ids: (i64, i64),
+}
+
+/// Thread-safe, persisted metadata for this broker. A single broker is its
+/// own controller (Kafka's combined mode): it runs the controller core in
+/// process and keeps the core's image in `<data-dir>/cluster-metadata.json`.
 pub struct MetadataStore {
     path: PathBuf,
     node_id: i32,
-    image: RwLock<Arc<ClusterImage>>,
+    inner: Mutex<Inner>,
+    view: RwLock<Arc<ClusterImage>>,
+}
+
+fn controller_error(e: ControllerError) -> ApiError {
+    let code =
+        ResponseError::try_from_code(e.kafka_code()).unwrap_or(ResponseError::UnknownServerError);
+    ApiError::new(code, e.to_string())
+}
+
+/// Milliseconds for the controller core (it only compares them).
+fn core_now() -> u64 {
+    crate::broker::now_ms().max(0) as u64
 }
 
 impl MetadataStore {
-    /// Opens (or initialises) the metadata image under `data_dir`.
-    pub fn open(data_dir: &Path, node_id: i32) -> std::io::Result<Self> {
+    /// Opens (or initialises) the metadata under `data_dir` and registers
+    /// this broker with the embedded controller, which re-elects it leader
+    /// of its partitions at a new leader epoch.
+    pub fn open(
+        data_dir: &Path,
+        node_id: i32,
+        host: &str,
+        port: u16,
+        rack: Option<String>,
+    ) -> std::io::Result<Self> {
         std::fs::create_dir_all(data_dir)?;
         let path = data_dir.join("cluster-metadata.json");
-        let image = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{}: {e}", path.display()),
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let img = ClusterImage {
-                    cluster_id: new_cluster_id(),
-                    topics: BTreeMap::new(),
-                    next_producer_id: 0,
-                };
-                write_atomic(
-                    &path,
-                    &serde_json::to_vec_pretty(&img).expect("serializable"),
-                )?;
-                img
+        let invalid = |e: String| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        };
+        let (core, cluster_id) = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let p: PersistedMetadata =
+                    serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+                let core = ControllerCore::from_image(p.image, ControllerConfig::default())
+                    .map_err(|e| invalid(e.to_string()))?;
+                (core, p.cluster_id)
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
+                ControllerCore::new(ControllerConfig::default()),
+                new_cluster_id(),
+            ),
             Err(e) => return Err(e),
         };
-        Ok(Self {
+        let store = Self {
             path,
             node_id,
-            image: RwLock::new(Arc::new(image)),
-        })
+            inner: Mutex::new(Inner {
+                core,
+                cluster_id,
+                producer_ids: (0, 0),
+            }),
+            view: RwLock::new(Arc::new(ClusterImage::default())),
+        };
+        store
+            .apply(
+                Event::BrokerRegistered {
+                    broker: node_id,
+                    host: host.to_string(),
+                    port,
+                    rack,
+                },
+                |r| match r {
+                    Reply::BrokerRegistered { result, .. } => Some(result.map(|_| ())),
+                    _ => None,
+                },
+            )
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok(store)
+    }
+
+    /// Runs one event through the controller core, persists the new image
+    /// before anyone sees it, refreshes the view, and returns the reply
+    /// `pick` selects.
+    fn apply<T>(
+        &self,
+        event: Event,
+        pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
+    ) -> Result<T, ApiError> {
+        let mut inner = self.inner.lock().expect("metadata lock");
+        let commands = inner.core.handle(event, core_now());
+        let mut reply = None;
+        let mut persist = false;
+        for c in commands {
+            match c {
+                Command::PersistBroker(_)
+                | Command::PersistTopic(_)
+                | Command::PersistPartition { .. }
+                | Command::DeleteTopic { .. }
+                | Command::PersistCluster(_) => persist = true,
+                Command::UncleanLeaderElection {
+                    topic,
+                    partition,
+                    leader,
+                    ..
+                } => {
+                    tracing::warn!(topic, partition, leader, "unclean leader election");
+                }
+                Command::Reply(r) if reply.is_none() => reply = pick(r),
+                // One broker leads everything it hosts; the view built below
+                // carries the leader epochs the replica manager applies.
+                _ => {}
+            }
+        }
+        if persist {
+            let bytes = serde_json::to_vec_pretty(&PersistedMetadata {
+                cluster_id: inner.cluster_id.clone(),
+                image: inner.core.image().clone(),
+            })
+            .expect("serializable");
+            write_atomic(&self.path, &bytes).map_err(|e| {
+                ApiError::new(
+                    ResponseError::KafkaStorageError,
+                    format!("cannot persist metadata: {e}"),
+                )
+            })?;
+        }
+        *self.view.write().expect("view lock") = Arc::new(build_view(&inner));
+        match reply {
+            Some(r) => r.map_err(controller_error),
+            None => Err(ApiError::new(
+                ResponseError::UnknownServerError,
+                "the controller gave no answer",
+            )),
+        }
     }
 
     /// A consistent snapshot of the whole image.
     pub fn image(&self) -> Arc<ClusterImage> {
-        self.image.read().expect("metadata lock").clone()
+        self.view.read().expect("view lock").clone()
     }
 
     pub fn topic(&self, name: &str) -> Option<TopicMeta> {
@@ -111,27 +227,14 @@ impl MetadataStore {
         self.image().topics.values().find(|t| t.id == id).cloned()
     }
 
-    /// Applies `f` to a copy of the image and persists the result before
-    /// publishing it, so readers never see state that is not on disk.
-    fn update<T>(
-        &self,
-        f: impl FnOnce(&mut ClusterImage) -> Result<T, ApiError>,
-    ) -> Result<T, ApiError> {
-        let mut guard = self.image.write().expect("metadata lock");
-        let mut next = (**guard).clone();
-        let out = f(&mut next)?;
-        let bytes = serde_json::to_vec_pretty(&next).expect("serializable");
-        write_atomic(&self.path, &bytes).map_err(|e| {
-            ApiError::new(
-                ResponseError::KafkaStorageError,
-                format!("cannot persist metadata: {e}"),
-            )
-        })?;
-        *guard = Arc::new(next);
-        Ok(out)
+    fn unknown(name: &str) -> ApiError {
+        ApiError::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic '{name}' does not exist"),
+        )
     }
 
-    /// Creates a topic led by this broker (single node: RF must be 1).
+    /// Creates a topic; the controller core places its replicas.
     pub fn create_topic(
         &self,
         name: &str,
@@ -146,73 +249,72 @@ impl MetadataStore {
                 format!("number of partitions must be at least 1, got {partitions}"),
             ));
         }
-        if replication_factor != 1 {
+        if replication_factor < 1 {
             return Err(ApiError::new(
                 ResponseError::InvalidReplicationFactor,
-                format!(
-                    "replication factor {replication_factor} is not possible with 1 available broker"
-                ),
+                format!("replication factor must be at least 1, got {replication_factor}"),
             ));
         }
-        let node = self.node_id;
-        self.update(|img| {
-            if img.topics.contains_key(name) {
-                return Err(ApiError::new(
-                    ResponseError::TopicAlreadyExists,
-                    format!("topic '{name}' already exists"),
-                ));
-            }
-            if let Some(other) = img.topics.keys().find(|t| collides(t, name)) {
-                return Err(ApiError::new(
-                    ResponseError::InvalidTopicException,
-                    format!("topic '{name}' collides with existing topic '{other}' ('.' and '_' are interchangeable in metric names)"),
-                ));
-            }
-            let t = TopicMeta {
-                name: name.to_string(),
-                id: Uuid::new_v4(),
-                partitions: (0..partitions).map(|_| single_node_partition(node)).collect(),
-                configs,
-            };
-            img.topics.insert(name.to_string(), t.clone());
-            Ok(t)
-        })
+        if let Some(other) = self.image().topics.keys().find(|t| collides(t, name)) {
+            return Err(ApiError::new(
+                ResponseError::InvalidTopicException,
+                format!("topic '{name}' collides with existing topic '{other}' ('.' and '_' are interchangeable in metric names)"),
+            ));
+        }
+        let mut t = NewTopic::new(
+            name,
+            TopicId(Uuid::new_v4().as_u128()),
+            partitions as u32,
+            replication_factor as u16,
+        );
+        t.configs = configs;
+        self.apply(Event::CreateTopic(t), |r| match r {
+            Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
+            _ => None,
+        })?;
+        self.topic(name).ok_or_else(|| Self::unknown(name))
     }
 
     /// Removes a topic from the image (its logs are deleted by the caller).
     pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ApiError> {
-        self.update(|img| {
-            img.topics.remove(name).ok_or_else(|| {
-                ApiError::new(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("topic '{name}' does not exist"),
-                )
-            })
-        })
+        let meta = self.topic(name).ok_or_else(|| Self::unknown(name))?;
+        self.apply(
+            Event::DeleteTopic {
+                topic: name.to_string(),
+            },
+            |r| match r {
+                Reply::DeleteTopic { result, .. } => Some(result),
+                _ => None,
+            },
+        )?;
+        Ok(meta)
     }
 
     /// Grows a topic to `count` partitions.
     pub fn create_partitions(&self, name: &str, count: i32) -> Result<TopicMeta, ApiError> {
-        let node = self.node_id;
-        self.update(|img| {
-            let t = img.topics.get_mut(name).ok_or_else(|| {
-                ApiError::new(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("topic '{name}' does not exist"),
-                )
-            })?;
-            let current = t.partitions.len() as i32;
-            if count <= current {
-                return Err(ApiError::new(
-                    ResponseError::InvalidPartitions,
-                    format!("topic '{name}' has {current} partitions; the count can only grow, {count} asked"),
-                ));
-            }
-            while (t.partitions.len() as i32) < count {
-                t.partitions.push(single_node_partition(node));
-            }
-            Ok(t.clone())
-        })
+        let current = self
+            .topic(name)
+            .ok_or_else(|| Self::unknown(name))?
+            .partitions
+            .len() as i32;
+        if count <= current {
+            return Err(ApiError::new(
+                ResponseError::InvalidPartitions,
+                format!("topic '{name}' has {current} partitions; the count can only grow, {count} asked"),
+            ));
+        }
+        self.apply(
+            Event::CreatePartitions {
+                topic: name.to_string(),
+                count: count as u32,
+                assignment: None,
+            },
+            |r| match r {
+                Reply::CreatePartitions { result, .. } => Some(result),
+                _ => None,
+            },
+        )?;
+        self.topic(name).ok_or_else(|| Self::unknown(name))
     }
 
     /// Replaces a topic's configs.
@@ -221,34 +323,82 @@ impl MetadataStore {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, ApiError> {
-        self.update(|img| {
-            let t = img.topics.get_mut(name).ok_or_else(|| {
-                ApiError::new(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("topic '{name}' does not exist"),
-                )
-            })?;
-            t.configs = configs;
-            Ok(t.clone())
-        })
+        if self.topic(name).is_none() {
+            return Err(Self::unknown(name));
+        }
+        self.apply(
+            Event::TopicConfigChanged {
+                topic: name.to_string(),
+                configs,
+            },
+            |r| match r {
+                Reply::AlterConfigs { result, .. } => Some(result),
+                _ => None,
+            },
+        )?;
+        self.topic(name).ok_or_else(|| Self::unknown(name))
     }
 
-    /// Hands out the next producer id (persisted before it is returned).
+    /// Hands out the next producer id from a block the controller allocated
+    /// (blocks are persisted, so ids are never reused across restarts).
     pub fn allocate_producer_id(&self) -> Result<i64, ApiError> {
-        self.update(|img| {
-            let id = img.next_producer_id;
-            img.next_producer_id += 1;
-            Ok(id)
-        })
+        let epoch = {
+            let mut inner = self.inner.lock().expect("metadata lock");
+            let (next, end) = inner.producer_ids;
+            if next < end {
+                inner.producer_ids.0 += 1;
+                return Ok(next);
+            }
+            inner
+                .core
+                .broker(self.node_id)
+                .map(|b| b.broker_epoch)
+                .unwrap_or(0)
+        };
+        let block = self.apply(
+            Event::AllocateProducerIds {
+                broker: self.node_id,
+                broker_epoch: epoch,
+            },
+            |r| match r {
+                Reply::AllocateProducerIds { result, .. } => Some(result),
+                _ => None,
+            },
+        )?;
+        let mut inner = self.inner.lock().expect("metadata lock");
+        inner.producer_ids = (block.first_producer_id + 1, block.last_producer_id() + 1);
+        Ok(block.first_producer_id)
     }
 }
 
-fn single_node_partition(node: i32) -> PartitionMeta {
-    PartitionMeta {
-        replicas: vec![node],
-        isr: vec![node],
-        leader: node,
-        leader_epoch: 0,
+/// The handlers' view of the controller's image.
+fn build_view(inner: &Inner) -> ClusterImage {
+    let topics = inner
+        .core
+        .topics()
+        .iter()
+        .map(|(name, t)| {
+            let meta = TopicMeta {
+                name: name.clone(),
+                id: Uuid::from_u128(t.spec.topic_id.0),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| PartitionMeta {
+                        replicas: p.replicas.clone(),
+                        isr: p.isr.clone(),
+                        leader: p.leader,
+                        leader_epoch: p.leader_epoch,
+                    })
+                    .collect(),
+                configs: t.spec.configs.clone(),
+            };
+            (name.clone(), meta)
+        })
+        .collect();
+    ClusterImage {
+        cluster_id: inner.cluster_id.clone(),
+        topics,
     }
 }
 
@@ -343,7 +493,7 @@ mod tests {
     #[test]
     fn metadata_survives_reopen_and_rejects_duplicates() {
         let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(dir.path(), 1).unwrap();
+        let store = MetadataStore::open(dir.path(), 1, "127.0.0.1", 9092, None).unwrap();
         let t = store.create_topic("a", 3, 1, BTreeMap::new()).unwrap();
         assert_eq!(t.partitions.len(), 3);
         assert_eq!(
@@ -369,17 +519,27 @@ mod tests {
         let cluster_id = store.image().cluster_id.clone();
         assert_eq!(cluster_id.len(), 22);
         drop(store);
-        let store = MetadataStore::open(dir.path(), 1).unwrap();
+        let store = MetadataStore::open(dir.path(), 1, "127.0.0.1", 9092, None).unwrap();
         assert_eq!(store.topic("a").unwrap().partitions.len(), 5);
+        // The embedded controller re-elects this broker, at a newer leader epoch.
+        for (before, after) in t
+            .partitions
+            .iter()
+            .zip(&store.topic("a").unwrap().partitions)
+        {
+            assert_eq!(after.leader, 1);
+            assert_eq!(after.isr, vec![1]);
+            assert!(after.leader_epoch > before.leader_epoch);
+        }
         assert_eq!(store.topic("a").unwrap().id, t.id);
         assert_eq!(store.image().cluster_id, cluster_id);
-        assert_eq!(store.allocate_producer_id().unwrap(), pid + 1);
+        assert!(store.allocate_producer_id().unwrap() > pid);
     }
 
     #[test]
     fn colliding_names_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(dir.path(), 1).unwrap();
+        let store = MetadataStore::open(dir.path(), 1, "127.0.0.1", 9092, None).unwrap();
         store.create_topic("a.b", 1, 1, BTreeMap::new()).unwrap();
         assert_eq!(
             store

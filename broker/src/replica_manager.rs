@@ -142,9 +142,16 @@ impl ReplicaManager {
 
     /// One pass of background log maintenance. Blocking file I/O: run it on
     /// a blocking thread.
-    pub fn maintain(&self, now_ms: i64, retention: bool, compaction: bool) {
+    pub fn maintain(
+        &self,
+        now_ms: i64,
+        retention: bool,
+        compaction: bool,
+        producer_expiration_ms: i64,
+    ) {
         for p in self.all() {
             p.with_log_mut(|log| {
+                log.expire_producers(now_ms, producer_expiration_ms);
                 if let Err(e) = log.maybe_roll(now_ms) {
                     warn!(topic = %p.topic, partition = p.index, error = %e, "roll failed");
                 }

@@ -46,6 +46,12 @@ pub enum StorageError {
     /// Offsets inside the appended records are not strictly increasing.
     #[error("offsets out of order: {0}")]
     OffsetsOutOfOrder(String),
+    /// An idempotent producer skipped or reordered sequence numbers (`OUT_OF_ORDER_SEQUENCE_NUMBER`).
+    #[error("out of order sequence: {0}")]
+    OutOfOrderSequence(String),
+    /// An idempotent producer wrote with an epoch older than the current one (`INVALID_PRODUCER_EPOCH`).
+    #[error("invalid producer epoch: {0}")]
+    InvalidProducerEpoch(String),
     /// Decoding or re-encoding records during compaction failed.
     #[error("compaction failed: {0}")]
     Compaction(String),

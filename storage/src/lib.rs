@@ -17,6 +17,7 @@ mod leader_epoch;
 mod list_offsets;
 mod log;
 mod offset_index;
+pub mod producer_state;
 mod recovery;
 mod retention;
 mod segment;

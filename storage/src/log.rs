@@ -12,6 +12,7 @@ use crate::checkpoint::{self, sync_dir};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::StorageError;
 use crate::leader_epoch::LeaderEpochCache;
+use crate::producer_state::{ProducerStateManager, SequenceCheck};
 use crate::segment::LogSegment;
 
 /// Checkpoint of the first offset still visible (DeleteRecords, retention).
@@ -44,6 +45,9 @@ pub struct AppendInfo {
     pub num_records: u64,
     /// Number of bytes appended.
     pub num_bytes: u64,
+    /// The batch was a producer's retry of one already in the log: nothing
+    /// was appended and the offsets are those of the original.
+    pub duplicate: bool,
 }
 
 /// Result of a read: whole batches plus the bounds a FetchResponse reports.
@@ -87,6 +91,8 @@ pub struct Log {
     pub(crate) epochs: LeaderEpochCache,
     pub(crate) unflushed_messages: u64,
     pub(crate) last_flush_ms: i64,
+    /// Idempotent producers' sequence state.
+    pub(crate) producer_state: ProducerStateManager,
 }
 
 /// Validated batches of one append: each header with its position in the buffer.
@@ -223,6 +229,9 @@ impl Log {
         if headers.is_empty() {
             return Ok(self.empty_append_info());
         }
+        if let Some(info) = self.check_producer_sequences(&headers, num_records)? {
+            return Ok(info);
+        }
         let log_append_time = matches!(
             self.config.message_timestamp_type,
             TimestampType::LogAppendTime
@@ -250,6 +259,9 @@ impl Log {
         }
         self.append_validated(records, &headers, now_ms)?;
         self.epochs.assign(leader_epoch, headers[0].0.base_offset)?;
+        for (h, _) in &headers {
+            self.producer_state.update(h, now_ms);
+        }
         Ok(AppendInfo {
             first_offset: headers[0].0.base_offset,
             last_offset: next - 1,
@@ -259,7 +271,58 @@ impl Log {
             log_start_offset: self.log_start_offset,
             num_records,
             num_bytes: records.len() as u64,
+            duplicate: false,
         })
+    }
+
+    /// Checks idempotent producers' sequences for every batch (each checked
+    /// against the state left by the ones before it). Returns the original
+    /// offsets when the single batch is a retry already in the log.
+    fn check_producer_sequences(
+        &self,
+        headers: &[(BatchHeader, usize)],
+        num_records: u64,
+    ) -> Result<Option<AppendInfo>, StorageError> {
+        if headers.iter().all(|(h, _)| h.producer_id < 0) {
+            return Ok(None);
+        }
+        if let [(h, _)] = headers {
+            return Ok(match self.producer_state.check(h)? {
+                SequenceCheck::Append => None,
+                SequenceCheck::Duplicate(m) => Some(AppendInfo {
+                    first_offset: m.first_offset,
+                    last_offset: m.last_offset,
+                    max_timestamp: m.max_timestamp,
+                    offset_of_max_timestamp: m.last_offset,
+                    log_append_time: -1,
+                    log_start_offset: self.log_start_offset,
+                    num_records,
+                    num_bytes: 0,
+                    duplicate: true,
+                }),
+            });
+        }
+        // Several batches in one append (not what producers send): check them
+        // in order against a scratch copy of the state.
+        let mut scratch = ProducerStateManager::new();
+        for (id, e) in self.producer_state.producers() {
+            if headers.iter().any(|(h, _)| h.producer_id == *id) {
+                scratch.insert(*id, e.clone());
+            }
+        }
+        let mut next = self.log_end_offset;
+        for (h, _) in headers {
+            if let SequenceCheck::Duplicate(_) = scratch.check(h)? {
+                return Err(StorageError::InvalidRecord(
+                    "a duplicate batch inside a multi-batch append".into(),
+                ));
+            }
+            let mut assigned = *h;
+            assigned.base_offset = next;
+            next = assigned.next_offset();
+            scratch.update(&assigned, 0);
+        }
+        Ok(None)
     }
 
     /// Follower append: the leader assigned the offsets. They must not go
@@ -304,6 +367,7 @@ impl Log {
         for (h, _) in &headers {
             self.epochs
                 .assign(h.partition_leader_epoch, h.base_offset)?;
+            self.producer_state.update(h, now_ms);
         }
         let last = headers.last().expect("non-empty").0;
         Ok(AppendInfo {
@@ -319,6 +383,7 @@ impl Log {
             log_start_offset: self.log_start_offset,
             num_records,
             num_bytes: records.len() as u64,
+            duplicate: false,
         })
     }
 
@@ -332,6 +397,7 @@ impl Log {
             log_start_offset: self.log_start_offset,
             num_records: 0,
             num_bytes: 0,
+            duplicate: false,
         }
     }
 
@@ -406,6 +472,9 @@ impl Log {
         self.active_mut().on_become_inactive()?;
         self.segments
             .push(LogSegment::create(&self.dir, base_offset, "")?);
+        // A snapshot at every segment boundary bounds the scan on restart.
+        self.producer_state
+            .write_snapshot(&self.dir, self.log_end_offset)?;
         sync_dir(&self.dir)?;
         if self.recovery_point < self.log_end_offset {
             self.recovery_point = self.log_end_offset;
@@ -530,7 +599,8 @@ impl Log {
         if self.log_start_offset > offset {
             self.set_log_start_offset(offset)?;
         }
-        Ok(())
+        ProducerStateManager::delete_snapshots_after(&self.dir, offset)?;
+        self.rebuild_producer_state(self.last_flush_ms)
     }
 
     /// Deletes every segment and starts an empty log at `offset` (a follower
@@ -548,6 +618,8 @@ impl Log {
         checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), offset)?;
         checkpoint::write(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
         self.epochs.clear()?;
+        self.producer_state = ProducerStateManager::new();
+        ProducerStateManager::delete_snapshots_after(&self.dir, -1)?;
         self.set_log_start_offset(offset)
     }
 
@@ -555,6 +627,8 @@ impl Log {
     /// clean-shutdown marker so the next `open` skips validation.
     pub fn close(mut self) -> Result<(), StorageError> {
         self.active_mut().append_final_time_entry()?;
+        self.producer_state
+            .write_snapshot(&self.dir, self.log_end_offset)?;
         self.flush()?;
         checkpoint::write(
             &self.dir.join(CLEANER_CHECKPOINT_FILE),
@@ -571,5 +645,48 @@ impl Log {
         drop(self);
         fs::remove_dir_all(&dir)?;
         Ok(())
+    }
+
+    /// Rebuilds the idempotent-producer state from the newest snapshot at or
+    /// below the log end plus the batch headers after it.
+    pub(crate) fn rebuild_producer_state(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        let (mut state, from) =
+            match ProducerStateManager::load_snapshot(&self.dir, self.log_end_offset)? {
+                Some((s, at)) => (s, at),
+                None => (ProducerStateManager::new(), self.log_start_offset),
+            };
+        let mut offset = from.max(self.log_start_offset);
+        while offset < self.log_end_offset {
+            let r = self.read(offset, 1 << 20, self.log_end_offset, true)?;
+            if r.records.is_empty() {
+                break;
+            }
+            let mut next = offset;
+            for item in batch::iter_batches(&r.records) {
+                let (h, _) = item?;
+                if h.base_offset >= from {
+                    state.update(&h, now_ms);
+                }
+                next = next.max(h.next_offset());
+            }
+            if next <= offset {
+                break;
+            }
+            offset = next;
+        }
+        self.producer_state = state;
+        Ok(())
+    }
+
+    /// Forgets idempotent producers idle for longer than `expiration_ms`
+    /// (`producer.id.expiration.ms`) or whose batches retention removed.
+    pub fn expire_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producer_state.remove_below(self.log_start_offset);
+        self.producer_state.remove_expired(now_ms, expiration_ms)
+    }
+
+    /// Read access to the producer state (metrics, tests).
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producer_state
     }
 }

@@ -205,7 +205,9 @@ impl Log {
             cleaner_checkpoint: cleaner_checkpoint.min(log_end_offset),
             unflushed_messages: 0,
             last_flush_ms: now_ms,
+            producer_state: crate::producer_state::ProducerStateManager::new(),
         };
+        log.rebuild_producer_state(now_ms)?;
         // Whatever recovery read back is now made durable, so the recovery
         // point can move to the end.
         log.flush()?;

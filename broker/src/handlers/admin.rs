@@ -246,7 +246,7 @@ pub fn create_partitions(
                     ),
                 ));
             }
-            if let Some(a) = &t.assignments {
+            if let Some(a) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
                 if a.len() as i32 != t.count - current
                     || a.iter()
                         .flat_map(|x| x.broker_ids.iter())

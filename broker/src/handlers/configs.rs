@@ -50,6 +50,7 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
         let wanted = |k: &str| {
             res.configuration_keys
                 .as_ref()
+                .filter(|keys| !keys.is_empty()) // null or empty: every config
                 .map(|keys| keys.iter().any(|x| x.as_str() == k))
                 .unwrap_or(true)
         };

@@ -109,10 +109,29 @@ fn append(
             "empty record set",
         ));
     }
+    // Produce v3+ carries exactly one batch per partition (Kafka enforces the
+    // same); it is what makes a retried batch recognisable as a duplicate.
+    if let Ok(h) = skein_storage::batch::BatchHeader::parse(&records) {
+        if h.total_size() < records.len() {
+            return Err(ApiError::new(
+                ResponseError::InvalidRecord,
+                "produce requests must carry exactly one record batch per partition",
+            ));
+        }
+    }
     // The offsets are written into the batch headers, so the batches need a
     // private mutable copy; everything else stays byte-for-byte as sent.
     let mut buf = BytesMut::from(&records[..]);
     let info = part.append_as_leader(&mut buf, now_ms())?;
+    if info.duplicate {
+        tracing::debug!(
+            topic,
+            partition,
+            offset = info.first_offset,
+            "duplicate batch from an idempotent producer"
+        );
+        return Ok(info);
+    }
     broker
         .metrics
         .bytes_in

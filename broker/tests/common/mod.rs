@@ -30,6 +30,14 @@ impl TestBroker {
     }
 
     pub async fn start_in(dir: tempfile::TempDir, overrides: &[&str]) -> Self {
+        // Broker logs go to the test's captured output (shown when it fails).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_test_writer()
+            .try_init();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let mut args = vec![
@@ -135,18 +143,23 @@ impl Client {
 
 /// A magic-v2 batch of `n` records `key-i`/`value-i`.
 pub fn batch(n: usize, compression: Compression) -> Bytes {
+    producer_batch(n, compression, -1, -1, 0)
+}
+
+/// A batch of `n` records from producer `pid` at `epoch`, first sequence `seq`.
+pub fn producer_batch(n: usize, compression: Compression, pid: i64, epoch: i16, seq: i32) -> Bytes {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: pid,
+            producer_epoch: epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder starts a new batch whenever offset - sequence changes.
-            sequence: i as i32,
+            sequence: seq + i as i32,
             timestamp: 1_700_000_000_000 + i as i64,
             key: Some(Bytes::from(format!("key-{i}"))),
             value: Some(Bytes::from(format!("value-{i}"))),
@@ -187,6 +200,16 @@ pub async fn produce(
     partition: i32,
     records: Bytes,
 ) -> produce_response::PartitionProduceResponse {
+    produce_acks(c, topic, partition, records, 1).await
+}
+
+pub async fn produce_acks(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+) -> produce_response::PartitionProduceResponse {
     let mut pd = produce_request::PartitionProduceData::default();
     pd.index = partition;
     pd.records = Some(records);
@@ -194,7 +217,7 @@ pub async fn produce(
     td.name = topic_name(topic);
     td.partition_data = vec![pd];
     let mut req = ProduceRequest::default();
-    req.acks = 1;
+    req.acks = acks;
     req.timeout_ms = 5000;
     req.topic_data = vec![td];
     let resp = c.call(&req, 9).await.unwrap();

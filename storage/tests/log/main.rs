@@ -4,5 +4,6 @@
 mod append_read;
 mod common;
 mod compaction;
+mod idempotence;
 mod recovery;
 mod retention;

@@ -1,0 +1,343 @@
+package skein.e2e;
+
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * Small driver around the Java kafka-clients used by the e2e pytest suite.
+ *
+ * Usage: Client SUBCOMMAND --bootstrap HOST:PORT [--option value ...]
+ *
+ * Subcommands (all print one JSON object on stdout, exit 0 on success):
+ *   create-topic  --topic T --partitions N [--rf 1]
+ *   delete-topic  --topic T
+ *   list-topics
+ *   describe-topic --topic T
+ *   produce   --topic T --input FILE --out FILE [--compression none|gzip|snappy|lz4|zstd] [--acks all|1|0]
+ *             [--idempotence true|false]
+ *             FILE lines: keyHex \t valueHex \t headers \t timestamp   (headers: name=hex;name=hex, "-" for none;
+ *             timestamp "-" for none). OUT gets one JSON line per record: {"i":..,"p":..,"o":..}
+ *   consume   --topic T --out FILE [--timeout-ms 60000]
+ *             manual assignment of every partition, from the beginning up to the end offsets read at start.
+ *             OUT gets one JSON line per record: {"p","o","k","v","h":[[name,hex]],"ts"}
+ *   offsets   --topic T --partition P --ts T1,T2,...
+ *             earliest, latest and offsetsForTimes for each timestamp (null when none).
+ */
+public final class Client {
+    private static final HexFormat HEX = HexFormat.of();
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 1) {
+            die("usage: Client SUBCOMMAND --bootstrap HOST:PORT ...");
+        }
+        String cmd = args[0];
+        Map<String, String> opt = new HashMap<>();
+        for (int i = 1; i < args.length; i += 2) {
+            if (!args[i].startsWith("--") || i + 1 >= args.length) {
+                die("bad argument: " + args[i]);
+            }
+            opt.put(args[i].substring(2), args[i + 1]);
+        }
+        String bootstrap = req(opt, "bootstrap");
+        switch (cmd) {
+            case "create-topic" -> createTopic(bootstrap, opt);
+            case "delete-topic" -> deleteTopic(bootstrap, opt);
+            case "list-topics" -> listTopics(bootstrap);
+            case "describe-topic" -> describeTopic(bootstrap, opt);
+            case "produce" -> produce(bootstrap, opt);
+            case "consume" -> consume(bootstrap, opt);
+            case "offsets" -> offsets(bootstrap, opt);
+            default -> die("unknown subcommand " + cmd);
+        }
+        System.out.flush();
+        System.exit(0);
+    }
+
+    static void die(String msg) {
+        System.err.println("error: " + msg);
+        System.exit(2);
+    }
+
+    static String req(Map<String, String> opt, String k) {
+        String v = opt.get(k);
+        if (v == null) {
+            die("missing --" + k);
+        }
+        return v;
+    }
+
+    static String q(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            switch (c) {
+                case '"' -> b.append("\\\"");
+                case '\\' -> b.append("\\\\");
+                case '\n' -> b.append("\\n");
+                case '\t' -> b.append("\\t");
+                default -> {
+                    if (c < 0x20) {
+                        b.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        b.append(c);
+                    }
+                }
+            }
+        }
+        return b.append('"').toString();
+    }
+
+    static String hex(byte[] b) {
+        return b == null ? "null" : q(HEX.formatHex(b));
+    }
+
+    static Admin admin(String bootstrap) {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        return Admin.create(p);
+    }
+
+    static void createTopic(String bootstrap, Map<String, String> opt) throws Exception {
+        String topic = req(opt, "topic");
+        int partitions = Integer.parseInt(opt.getOrDefault("partitions", "3"));
+        short rf = Short.parseShort(opt.getOrDefault("rf", "1"));
+        try (Admin a = admin(bootstrap)) {
+            a.createTopics(List.of(new NewTopic(topic, partitions, rf))).all().get(30, TimeUnit.SECONDS);
+        }
+        System.out.println("{\"created\":" + q(topic) + "}");
+    }
+
+    static void deleteTopic(String bootstrap, Map<String, String> opt) throws Exception {
+        String topic = req(opt, "topic");
+        try (Admin a = admin(bootstrap)) {
+            a.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
+        }
+        System.out.println("{\"deleted\":" + q(topic) + "}");
+    }
+
+    static void listTopics(String bootstrap) throws Exception {
+        Set<String> names;
+        try (Admin a = admin(bootstrap)) {
+            names = new TreeSet<>(a.listTopics().names().get(30, TimeUnit.SECONDS));
+        }
+        List<String> qs = new ArrayList<>();
+        for (String n : names) {
+            qs.add(q(n));
+        }
+        System.out.println("{\"topics\":[" + String.join(",", qs) + "]}");
+    }
+
+    static void describeTopic(String bootstrap, Map<String, String> opt) throws Exception {
+        String topic = req(opt, "topic");
+        TopicDescription d;
+        try (Admin a = admin(bootstrap)) {
+            d = a.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS).get(topic);
+        }
+        List<String> parts = new ArrayList<>();
+        d.partitions().forEach(pi -> parts.add("{\"partition\":" + pi.partition() + ",\"leader\":"
+                + (pi.leader() == null ? "null" : pi.leader().id()) + ",\"replicas\":" + pi.replicas().size() + "}"));
+        System.out.println("{\"topic\":" + q(topic) + ",\"partitions\":[" + String.join(",", parts) + "]}");
+    }
+
+    static void produce(String bootstrap, Map<String, String> opt) throws Exception {
+        String topic = req(opt, "topic");
+        Path input = Path.of(req(opt, "input"));
+        Path out = Path.of(req(opt, "out"));
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, opt.getOrDefault("compression", "none"));
+        p.put(ProducerConfig.ACKS_CONFIG, opt.getOrDefault("acks", "all"));
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, opt.getOrDefault("idempotence", "true"));
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        List<String> lines = Files.readAllLines(input, StandardCharsets.UTF_8);
+        long[] parts = new long[lines.size()];
+        long[] offs = new long[lines.size()];
+        AtomicReference<Exception> firstError = new AtomicReference<>();
+        try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
+            for (int i = 0; i < lines.size(); i++) {
+                String[] f = lines.get(i).split("\t", -1);
+                byte[] key = f[0].equals("-") ? null : HEX.parseHex(f[0]);
+                byte[] val = f[1].equals("-") ? null : HEX.parseHex(f[1]);
+                List<Header> headers = new ArrayList<>();
+                if (f.length > 2 && !f[2].equals("-") && !f[2].isEmpty()) {
+                    for (String h : f[2].split(";")) {
+                        int eq = h.indexOf('=');
+                        headers.add(new RecordHeader(h.substring(0, eq), HEX.parseHex(h.substring(eq + 1))));
+                    }
+                }
+                Long ts = (f.length > 3 && !f[3].equals("-")) ? Long.parseLong(f[3]) : null;
+                final int idx = i;
+                prod.send(new ProducerRecord<>(topic, null, ts, key, val, headers), (RecordMetadata md, Exception e) -> {
+                    if (e != null) {
+                        firstError.compareAndSet(null, e);
+                        parts[idx] = -1;
+                        offs[idx] = -1;
+                    } else {
+                        parts[idx] = md.partition();
+                        offs[idx] = md.offset();
+                    }
+                });
+            }
+            prod.flush();
+        }
+        if (firstError.get() != null) {
+            System.err.println("produce failed: " + firstError.get());
+            firstError.get().printStackTrace();
+            System.exit(1);
+        }
+        try (BufferedWriter w = Files.newBufferedWriter(out, StandardCharsets.UTF_8)) {
+            for (int i = 0; i < lines.size(); i++) {
+                w.write("{\"i\":" + i + ",\"p\":" + parts[i] + ",\"o\":" + offs[i] + "}\n");
+            }
+        }
+        System.out.println("{\"produced\":" + lines.size() + "}");
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(String bootstrap) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
+        p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        return new KafkaConsumer<>(p);
+    }
+
+    static List<TopicPartition> partitionsOf(KafkaConsumer<?, ?> c, String topic) {
+        List<PartitionInfo> infos = c.partitionsFor(topic, Duration.ofSeconds(30));
+        if (infos == null || infos.isEmpty()) {
+            die("no partitions for topic " + topic);
+        }
+        List<TopicPartition> tps = new ArrayList<>();
+        for (PartitionInfo pi : infos) {
+            tps.add(new TopicPartition(topic, pi.partition()));
+        }
+        return tps;
+    }
+
+    static void consume(String bootstrap, Map<String, String> opt) throws Exception {
+        String topic = req(opt, "topic");
+        Path out = Path.of(req(opt, "out"));
+        long timeoutMs = Long.parseLong(opt.getOrDefault("timeout-ms", "60000"));
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        long count = 0;
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap);
+             BufferedWriter w = Files.newBufferedWriter(out, StandardCharsets.UTF_8)) {
+            List<TopicPartition> tps = partitionsOf(c, topic);
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofSeconds(30));
+            while (true) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    if (c.position(tp, Duration.ofSeconds(30)) < end.get(tp)) {
+                        done = false;
+                    }
+                }
+                if (done) {
+                    break;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    Map<Integer, Long> pos = new TreeMap<>();
+                    for (TopicPartition tp : tps) {
+                        pos.put(tp.partition(), c.position(tp));
+                    }
+                    System.err.println("timeout: positions " + pos + " end offsets " + end);
+                    System.exit(1);
+                }
+                ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    StringBuilder hs = new StringBuilder("[");
+                    boolean first = true;
+                    for (Header h : r.headers()) {
+                        if (!first) {
+                            hs.append(',');
+                        }
+                        first = false;
+                        hs.append('[').append(q(h.key())).append(',').append(hex(h.value())).append(']');
+                    }
+                    hs.append(']');
+                    w.write("{\"p\":" + r.partition() + ",\"o\":" + r.offset() + ",\"k\":" + hex(r.key()) + ",\"v\":"
+                            + hex(r.value()) + ",\"h\":" + hs + ",\"ts\":" + r.timestamp() + "}\n");
+                    count++;
+                }
+            }
+        }
+        System.out.println("{\"consumed\":" + count + "}");
+    }
+
+    static void offsets(String bootstrap, Map<String, String> opt) throws Exception {
+        String topic = req(opt, "topic");
+        int partition = Integer.parseInt(req(opt, "partition"));
+        TopicPartition tp = new TopicPartition(topic, partition);
+        StringBuilder sb = new StringBuilder("{");
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap)) {
+            long earliest = c.beginningOffsets(List.of(tp), Duration.ofSeconds(30)).get(tp);
+            long latest = c.endOffsets(List.of(tp), Duration.ofSeconds(30)).get(tp);
+            sb.append("\"earliest\":").append(earliest).append(",\"latest\":").append(latest).append(",\"times\":{");
+            String[] tss = opt.getOrDefault("ts", "").split(",");
+            boolean first = true;
+            for (String t : tss) {
+                if (t.isEmpty()) {
+                    continue;
+                }
+                Map<TopicPartition, OffsetAndTimestamp> r =
+                        c.offsetsForTimes(Map.of(tp, Long.parseLong(t)), Duration.ofSeconds(30));
+                OffsetAndTimestamp oat = r.get(tp);
+                if (!first) {
+                    sb.append(',');
+                }
+                first = false;
+                sb.append(q(t)).append(':').append(oat == null ? "null" : Long.toString(oat.offset()));
+            }
+            sb.append("}}");
+        }
+        System.out.println(sb);
+    }
+}

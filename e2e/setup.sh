@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Installs everything the e2e compatibility suite needs. Idempotent, non-interactive,
+# safe to run as root in CI on a fresh Debian 12 machine, from any clone location.
+#
+#   - kcat (Debian package)                          -> /usr/bin/kcat
+#   - Python venv with pinned requirements.txt      -> e2e/.venv
+#   - kafkajs + snappy/lz4 codecs (package-lock.json) -> e2e/js/node_modules
+#   - Java kafka-clients driver (Maven)             -> e2e/java/target (+ target/classpath.txt)
+#   - Apache Kafka server + CLI tools jars (Maven)  -> e2e/.cache/kafka-$KAFKA_VERSION/libs
+#
+# Needs: apt-get, python3 (+venv), node/npm, java 17+, mvn. Each step is skipped when its
+# inputs did not change since the last successful run (stamp files hold a hash of the inputs).
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$E2E_DIR/kafka-dist/pom.xml")"
+CACHE="$E2E_DIR/.cache"
+mkdir -p "$CACHE"
+MVN=(mvn -B -q -T1 -Dstyle.color=never)
+
+say() { printf '\n==> [e2e setup] %s\n' "$*"; }
+hash_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
+fresh() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
+
+for tool in python3 node npm java mvn; do
+    command -v "$tool" >/dev/null || { echo "e2e setup: required tool '$tool' not found on PATH" >&2; exit 1; }
+done
+
+# 1. kcat -----------------------------------------------------------------------------------
+if command -v kcat >/dev/null; then
+    say "kcat already installed: $(kcat -V 2>&1 | grep -i version | head -1)"
+else
+    say "installing kcat (apt-get install -y kcat)"
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "e2e setup: kcat missing and not root; install it with 'apt-get install -y kcat'" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-cache policy kcat 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+        apt-get update -q
+    fi
+    apt-get install -y -q kcat
+fi
+
+# 2. Python venv ----------------------------------------------------------------------------
+VENV="$E2E_DIR/.venv"
+h=$(hash_of "$E2E_DIR/requirements.txt")
+if fresh "$VENV/.stamp" "$h" && [[ -x "$VENV/bin/python" ]]; then
+    say "python venv up to date: $VENV"
+else
+    say "creating python venv $VENV with: $(grep -v '^#' "$E2E_DIR/requirements.txt" | tr '\n' ' ')"
+    rm -rf "$VENV"
+    if ! python3 -m venv "$VENV"; then
+        say "python3 -m venv failed: installing python3-venv (apt)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q python3-venv || { apt-get update -q && apt-get install -y -q python3-venv; }
+        rm -rf "$VENV" && python3 -m venv "$VENV"
+    fi
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$E2E_DIR/requirements.txt"
+    echo "$h" > "$VENV/.stamp"
+fi
+
+# 3. kafkajs --------------------------------------------------------------------------------
+# kafkajs-lz4 depends on the 'lz4' package, whose install script compiles a small native addon
+# with node-gyp against the local node headers (the tarball ships only macOS binaries); that needs
+# make + g++. There is no zstd codec for kafkajs that builds here (cppzst fails with Node 20), so
+# kafkajs is tested with none/gzip/snappy/lz4.
+h="native-lz4-$(hash_of "$E2E_DIR/js/package.json" "$E2E_DIR/js/package-lock.json")"
+if fresh "$E2E_DIR/js/node_modules/.e2e-stamp" "$h"; then
+    say "kafkajs node_modules up to date"
+else
+    if ! command -v make >/dev/null || ! command -v g++ >/dev/null; then
+        say "installing make + g++ for the lz4 native addon (apt-get install -y make g++)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q make g++ || { apt-get update -q && apt-get install -y -q make g++; }
+    fi
+    say "npm ci in e2e/js (kafkajs, kafkajs-snappy, kafkajs-lz4 + native lz4 build)"
+    (cd "$E2E_DIR/js" && npm ci --no-audit --no-fund --foreground-scripts)
+    (cd "$E2E_DIR/js" && node -e '
+        const L = require("kafkajs-lz4"); const c = new (L.default || L)().codec();
+        c.compress({ buffer: Buffer.from("x".repeat(100)) }).then(b => c.decompress(b))
+         .then(d => { if (d.length !== 100) throw new Error("lz4 roundtrip"); require("kafkajs-snappy"); })
+         .catch(e => { console.error("kafkajs codec check failed:", e); process.exit(1); });') \
+        || { echo "e2e setup: kafkajs lz4/snappy codecs do not load" >&2; exit 1; }
+    echo "$h" > "$E2E_DIR/js/node_modules/.e2e-stamp"
+fi
+
+# 4. Java client driver ---------------------------------------------------------------------
+h=$(hash_of "$E2E_DIR/java/pom.xml" $(find "$E2E_DIR/java/src" -type f | sort))
+if fresh "$E2E_DIR/java/target/.e2e-stamp" "$h" && [[ -f "$E2E_DIR/java/target/classpath.txt" ]]; then
+    say "java client driver up to date"
+else
+    say "building java client driver (kafka-clients $KAFKA_VERSION) with maven"
+    "${MVN[@]}" -f "$E2E_DIR/java/pom.xml" package dependency:build-classpath \
+        -Dmdep.outputFile="$E2E_DIR/java/target/classpath.txt"
+    echo "$h" > "$E2E_DIR/java/target/.e2e-stamp"
+fi
+
+# 5. Apache Kafka server + tools jars ---------------------------------------------------------
+KLIBS="$CACHE/kafka-$KAFKA_VERSION/libs"
+h=$(hash_of "$E2E_DIR/kafka-dist/pom.xml")
+if fresh "$CACHE/kafka-$KAFKA_VERSION/.stamp" "$h" && [[ -d "$KLIBS" ]]; then
+    say "Apache Kafka $KAFKA_VERSION jars up to date: $KLIBS"
+else
+    say "fetching Apache Kafka $KAFKA_VERSION server + tools jars into $KLIBS"
+    rm -rf "$KLIBS"
+    "${MVN[@]}" -f "$E2E_DIR/kafka-dist/pom.xml" dependency:copy-dependencies \
+        -DoutputDirectory="$KLIBS" -DincludeScope=runtime
+    echo "$h" > "$CACHE/kafka-$KAFKA_VERSION/.stamp"
+fi
+
+say "ready: $(kcat -V 2>&1 | grep -i 'version' | head -1); $("$VENV/bin/python" -c 'import confluent_kafka,kafka;print("confluent-kafka",confluent_kafka.__version__,"(librdkafka",confluent_kafka.libversion()[0]+"), kafka-python",kafka.__version__)'); kafkajs $(node -p 'require(process.argv[1]).version' "$E2E_DIR/js/node_modules/kafkajs/package.json"); Apache Kafka $KAFKA_VERSION ($(ls "$KLIBS" | wc -l) jars)"

@@ -1,0 +1,257 @@
+"""Broker processes under test: Apache Kafka (reference, KRaft combined mode) and Skein.
+
+Both expose the same small interface used by the tests:
+
+    b.start()            start (or restart on the same data dir and ports), wait until ready
+    b.stop()             SIGTERM, wait; returns the exit code (None when it had to be killed)
+    b.kill9()            SIGKILL (crash), wait
+    b.bootstrap          "127.0.0.1:PORT"
+    b.log_path           file with the broker's stdout+stderr (all runs appended)
+    b.log_tail(n)        last n lines of that file
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+E2E_DIR = Path(__file__).resolve().parents[1]
+REPO_DIR = E2E_DIR.parent
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def kafka_version() -> str:
+    pom = (E2E_DIR / "kafka-dist" / "pom.xml").read_text()
+    return pom.split("<kafka.version>")[1].split("</kafka.version>")[0].strip()
+
+
+def kafka_libs() -> Path:
+    libs = E2E_DIR / ".cache" / f"kafka-{kafka_version()}" / "libs"
+    if not libs.is_dir() or not any(libs.glob("kafka_2.13-*.jar")):
+        raise RuntimeError(f"Apache Kafka jars missing in {libs}: run e2e/setup.sh first")
+    return libs
+
+
+def kafka_classpath() -> str:
+    return str(kafka_libs()) + "/*"
+
+
+class Broker:
+    name = "broker"
+    start_timeout = 60.0
+
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.workdir / "data"
+        self.data_dir.mkdir(exist_ok=True)
+        self.log_path = self.workdir / f"{self.name}.log"
+        self.overrides = dict(overrides or {})
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    # -- to implement -------------------------------------------------------------------------
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """One-time preparation of the data dir (before the first start)."""
+
+    def wait_ready_extra(self, deadline: float) -> None:
+        """Extra readiness check after the port accepts."""
+
+    # -----------------------------------------------------------------------------------------
+    def _log_marker(self, text: str) -> None:
+        with open(self.log_path, "a") as f:
+            f.write(f"\n===== e2e: {text} at {time.strftime('%H:%M:%S')} =====\n")
+
+    def start(self) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        if self.starts == 0:
+            self.prepare()
+        self.starts += 1
+        cmd = self.command()
+        self._log_marker(f"start #{self.starts}: {' '.join(cmd)}")
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
+            start_new_session=True,
+        )
+        logf.close()
+        deadline = time.monotonic() + self.start_timeout
+        while not port_accepts(self.port):
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with code {self.proc.returncode} during startup; log tail:\n"
+                    + self.log_tail(80))
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{self.name} did not accept connections on {self.bootstrap} within "
+                    f"{self.start_timeout:.0f}s; log tail:\n" + self.log_tail(80))
+            time.sleep(0.1)
+        self.wait_ready_extra(deadline)
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM and wait. Returns the exit code, or None if it had to be SIGKILLed."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self._log_marker("SIGTERM")
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._log_marker(f"did not exit {timeout:.0f}s after SIGTERM: SIGKILL")
+            self.proc.kill()
+            self.proc.wait(10)
+            return None
+
+    def kill9(self) -> None:
+        assert self.proc is not None and self.proc.poll() is None, "broker not running"
+        self._log_marker("SIGKILL (crash)")
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 100) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(lines[-n:])
+
+
+class KafkaBroker(Broker):
+    """Apache Kafka 4.x, KRaft combined mode (broker+controller), one node."""
+
+    name = "kafka"
+    start_timeout = 90.0
+
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None):
+        super().__init__(workdir, overrides)
+        self.controller_port = free_port()
+        self.props_path = self.workdir / "server.properties"
+
+    def properties(self) -> dict[str, str]:
+        p = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            "delete.topic.enable": "true",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+        }
+        p.update(self.overrides)
+        return p
+
+    def _java(self) -> list[str]:
+        return ["java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-cp", kafka_classpath()]
+
+    def prepare(self) -> None:
+        self.props_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cmd = self._java() + ["kafka.tools.StorageTool", "format", "-t", cluster_id,
+                              "-c", str(self.props_path)]
+        self._log_marker("format: " + " ".join(cmd))
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        with open(self.log_path, "a") as f:
+            f.write(r.stdout + r.stderr)
+        if r.returncode != 0:
+            raise RuntimeError(f"kafka StorageTool format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+
+    def command(self) -> list[str]:
+        return self._java() + ["kafka.Kafka", str(self.props_path)]
+
+    def wait_ready_extra(self, deadline: float) -> None:
+        # The port accepts before the broker is unfenced: wait until metadata lists broker 1.
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                md = admin.list_topics(timeout=5)
+                if 1 in md.brokers:
+                    return
+            except Exception as e:  # noqa: BLE001
+                last = e
+            time.sleep(0.5)
+        raise RuntimeError(f"kafka not ready (metadata) in time: {last}; log tail:\n" + self.log_tail(80))
+
+
+class SkeinBroker(Broker):
+    """skein-broker from $SKEIN_BROKER_BIN (default <repo>/target/release/skein-broker)."""
+
+    name = "skein"
+    start_timeout = 30.0
+
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None):
+        super().__init__(workdir, overrides)
+        self.metrics_port = free_port()
+        self.binary = Path(os.environ.get("SKEIN_BROKER_BIN", REPO_DIR / "target" / "release" / "skein-broker"))
+
+    def prepare(self) -> None:
+        if not (self.binary.is_file() and os.access(self.binary, os.X_OK)):
+            raise RuntimeError(
+                f"skein-broker binary not found at {self.binary}. Build it with "
+                f"'cargo build --release -p skein-broker' or set SKEIN_BROKER_BIN; "
+                f"or run the suite against Apache Kafka with E2E_TARGET=kafka.")
+
+    def command(self) -> list[str]:
+        cmd = [str(self.binary), "--node-id", "1", "--data-dir", str(self.data_dir),
+               "--listen", self.bootstrap, "--advertised", self.bootstrap,
+               "--metrics-listen", f"127.0.0.1:{self.metrics_port}"]
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+
+def make_broker(target: str, workdir: Path, overrides: dict[str, str] | None = None) -> Broker:
+    if target == "kafka":
+        return KafkaBroker(workdir, overrides)
+    if target == "skein":
+        return SkeinBroker(workdir, overrides)
+    raise RuntimeError(f"E2E_TARGET must be 'skein' or 'kafka', not {target!r}")

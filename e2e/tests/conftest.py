@@ -1,0 +1,81 @@
+"""Fixtures: the broker under test (E2E_TARGET=skein (default) | kafka), unique topic names,
+and broker logs attached to the report of every failed test."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from brokers import Broker, make_broker  # noqa: E402
+
+TARGET = os.environ.get("E2E_TARGET", "skein")
+_active: list[Broker] = []
+
+
+def pytest_report_header(config):
+    return f"e2e target broker: {TARGET} (set E2E_TARGET=skein|kafka)"
+
+
+def _start(b: Broker) -> Broker:
+    _active.append(b)
+    try:
+        b.start()
+    except Exception as e:  # noqa: BLE001
+        pytest.fail(f"could not start the {b.name} broker: {e}", pytrace=False)
+    return b
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory) -> Broker:
+    """One broker shared by the tests that do not restart or crash it."""
+    b = make_broker(TARGET, tmp_path_factory.mktemp(f"{TARGET}-shared"))
+    _start(b)
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def new_broker(tmp_path):
+    """Factory for a dedicated broker (durability tests); stopped at the end of the test."""
+    made: list[Broker] = []
+
+    def make(overrides: dict[str, str] | None = None, before_start=None) -> Broker:
+        b = make_broker(TARGET, tmp_path / f"{TARGET}-{len(made)}", overrides)
+        made.append(b)
+        if before_start is not None:
+            before_start(b)
+        return _start(b)
+
+    yield make
+    for b in made:
+        if b.running():
+            b.stop()
+        if b in _active:
+            _active.remove(b)
+
+
+@pytest.fixture
+def topic(request) -> str:
+    slug = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name).strip("-")[:60]
+    return f"e2e-{slug}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def tmp(tmp_path) -> Path:
+    return tmp_path
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    if rep.failed:
+        for b in list(_active):
+            rep.sections.append((f"{b.name} broker log tail ({b.log_path})", b.log_tail(120)))
+    return rep

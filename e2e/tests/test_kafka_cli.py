@@ -1,0 +1,96 @@
+"""Apache Kafka's own CLI tools (the classes behind kafka-topics.sh, kafka-console-*.sh and
+kafka-get-offsets.sh), run as `java -cp <kafka jars> org.apache.kafka.tools.*`."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from clients import ALL
+from util import dataset, kafka_tool, verify, wait_until
+
+pytestmark = pytest.mark.cli
+
+TOPIC_CMD = "org.apache.kafka.tools.TopicCommand"
+PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
+CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
+
+
+def topics_listed(bootstrap):
+    r = kafka_tool(TOPIC_CMD, "--bootstrap-server", bootstrap, "--list")
+    return set(r.stdout.decode().split())
+
+
+def end_offsets(bootstrap, topic, time_arg="-1") -> dict[int, int]:
+    r = kafka_tool(GET_OFFSETS, "--bootstrap-server", bootstrap, "--topic", topic, "--time", str(time_arg))
+    out = {}
+    for ln in r.stdout.decode().split():
+        m = re.fullmatch(re.escape(topic) + r":(\d+):(-?\d*)", ln)
+        assert m, f"unexpected GetOffsetShell line {ln!r} in {r.stdout!r}"
+        out[int(m.group(1))] = int(m.group(2)) if m.group(2) else None
+    return out
+
+
+def test_topic_command_create_list_describe_delete(broker, topic):
+    b = broker.bootstrap
+    kafka_tool(TOPIC_CMD, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "3",
+               "--replication-factor", "1")
+    wait_until(lambda: topic in topics_listed(b), 30, f"TopicCommand --list to show {topic}")
+    d = kafka_tool(TOPIC_CMD, "--bootstrap-server", b, "--describe", "--topic", topic).stdout.decode()
+    assert re.search(r"PartitionCount:\s*3\b", d), d
+    assert re.search(r"ReplicationFactor:\s*1\b", d), d
+    for p in range(3):
+        assert re.search(rf"Partition:\s*{p}\s+Leader:\s*\d+", d), f"partition {p} missing/leaderless:\n{d}"
+    kafka_tool(TOPIC_CMD, "--bootstrap-server", b, "--delete", "--topic", topic)
+    wait_until(lambda: topic not in topics_listed(b), 30, f"TopicCommand --list to drop {topic}")
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_console_producer_consumer(broker, topic, tmp, codec):
+    """ConsoleProducer (keys, codec, acks=all) -> ConsoleConsumer per partition with --partition /
+    --offset earliest / --max-messages (no consumer group), checked against what was sent, and
+    cross-checked with confluent-kafka."""
+    b = broker.bootstrap
+    kafka_tool(TOPIC_CMD, "--bootstrap-server", b, "--create", "--topic", topic, "--partitions", "3",
+               "--replication-factor", "1")
+    recs = dataset(2000, seed=11, ascii_only=True, headers=False)
+    data = b"".join(r.key + b"\t" + r.value + b"\n" for r in recs)
+    kafka_tool(PRODUCER, "--bootstrap-server", b, "--topic", topic, "--compression-codec", codec,
+               "--request-required-acks", "all", "--property", "parse.key=true",
+               "--property", "key.separator=\t", input=data, timeout=120)
+    ends = end_offsets(b, topic)
+    assert sorted(ends) == [0, 1, 2] and sum(ends.values()) == len(recs), ends
+    got = []
+    for p, n in ends.items():
+        if n == 0:
+            continue
+        r = kafka_tool(CONSUMER, "--bootstrap-server", b, "--topic", topic, "--partition", str(p),
+                       "--offset", "earliest", "--max-messages", str(n), "--timeout-ms", "30000",
+                       "--consumer-property", "enable.auto.commit=false",
+                       "--property", "print.key=true", "--property", "print.offset=true",
+                       "--property", "key.separator=\t", timeout=120)
+        lines = [ln for ln in r.stdout.split(b"\n") if ln]
+        assert len(lines) == n, f"partition {p}: {len(lines)} lines, want {n}; stderr: {r.stderr[-2000:]!r}"
+        for ln in lines:
+            off, key, value = ln.split(b"\t")
+            assert off.startswith(b"Offset:"), ln
+            got.append({"p": p, "o": int(off[7:]), "k": key.hex(), "v": value.hex(), "h": [], "ts": None})
+    verify(recs, got, check_headers=False, check_ts=False, what=f"ConsoleProducer {codec} -> ConsoleConsumer")
+    verify(recs, ALL["confluent-kafka"](b, tmp).consume(topic), check_headers=False, check_ts=False,
+           what="ConsoleProducer -> confluent-kafka")
+
+
+def test_get_offset_shell(broker, topic, tmp):
+    """GetOffsetShell --time -1 / -2 / <timestamp> on records with known timestamps."""
+    b = broker.bootstrap
+    c = ALL["confluent-kafka"](b, tmp)
+    c.create_topic(topic, 1)
+    ts0 = int(time.time() * 1000) - 3_600_000
+    c.produce(topic, dataset(100, seed=3, ts_base=ts0, ts_step=10), "none")
+    assert end_offsets(b, topic, -1) == {0: 100}
+    assert end_offsets(b, topic, -2) == {0: 0}
+    assert end_offsets(b, topic, ts0 + 505) == {0: 51}
+    assert end_offsets(b, topic, ts0) == {0: 0}
