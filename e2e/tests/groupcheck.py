@@ -118,14 +118,21 @@ def _spread(members: list[Member], each: int) -> bool:
             and sorted(p for x in a for p in x) == list(range(PARTS)))
 
 
-def committed_offsets_admin(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+def committed_offsets_admin(bootstrap: str, group: str, topic: str, parts: int = PARTS) -> dict[int, int]:
     """OffsetFetch for the whole topic through confluent-kafka's AdminClient."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import AdminClient
     a = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTS)])
-    res = a.list_consumer_group_offsets([req], request_timeout=30)[group].result(timeout=60)
-    return {tp.partition: tp.offset for tp in res.topic_partitions}
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(parts)])
+    deadline = time.monotonic() + 60
+    while True:  # librdkafka's admin does not retry COORDINATOR_LOAD_IN_PROGRESS (just after a restart)
+        try:
+            res = a.list_consumer_group_offsets([req], request_timeout=30)[group].result(timeout=60)
+            return {tp.partition: tp.offset for tp in res.topic_partitions}
+        except Exception as e:  # noqa: BLE001
+            if "LOAD_IN_PROGRESS" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def run_failover(bootstrap: str, tmp: Path, member_cmd, label: str, *, session_timeout_s: float = 6.0) -> dict:

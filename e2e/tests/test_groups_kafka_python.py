@@ -21,7 +21,7 @@ def test_kafka_python_three_members_one_killed(group_broker, tmp, assignor):
     def cmd(name, topic, group, events, stop):
         return [sys.executable, str(MEMBER), "--bootstrap", group_broker.bootstrap, "--topic", topic,
                 "--group", group, "--out", str(events), "--stop-file", str(stop), "--assignor", assignor,
-                "--timeout-ms", "150000", "--session-timeout-ms", "6000"]
+                "--timeout-ms", "150000", "--session-timeout-ms", "10000"]
 
     summary = run_failover(group_broker.bootstrap, tmp, cmd, f"kp-{assignor}")
     print(f"kafka-python {assignor}: {summary}")
