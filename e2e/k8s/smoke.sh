@@ -122,8 +122,22 @@ check "pods bound to kwok nodes by kube-scheduler" \
 check "pods have a pod IP" \
   eq "k -n $NS get pods -l app=broker -o jsonpath='{range .items[*]}{.status.podIP}{\"\\n\"}{end}' | grep -cE '^[0-9.]+$'" 3
 k -n $NS get pods -l app=broker -o wide
-check "EndpointSlice of headless Service lists 3 addresses" until_ok 60 \
-  eq "k -n $NS get endpointslices -l kubernetes.io/service-name=broker -o jsonpath='{range .items[*].endpoints[*]}{.addresses[0]}{\"\\n\"}{end}' | grep -c ." 3
+POD_CIDR=${SKEIN_K8S_POD_CIDR:-127.244.0.0/16}
+if [[ $POD_CIDR != 127.* ]]; then
+  check "EndpointSlice of headless Service lists 3 addresses" until_ok 60 \
+    eq "k -n $NS get endpointslices -l kubernetes.io/service-name=broker -o jsonpath='{range .items[*].endpoints[*]}{.addresses[0]}{\"\\n\"}{end}' | grep -c ." 3
+else
+  echo "[smoke] (loopback pod CIDR $POD_CIDR: EndpointSlices reject 127/8 addresses; run under netns.sh to check them)"
+fi
+
+# Back pod broker-0 with a real process bound to its pod IP, as the e2e runner
+# will do with skein-broker, and reach it through the IP the API reports.
+IP0=$(k -n $NS get pod broker-0 -o jsonpath='{.status.podIP}')
+python3 -m http.server --bind "$IP0" 9092 --directory "$HERE" >/dev/null 2>&1 &
+srv=$!
+check "a process bound to pod IP $IP0:9092 is reachable at the pod's IP" until_ok 15 \
+  curl -fsS -o /dev/null "http://$IP0:9092/README.md"
+kill $srv; wait $srv 2>/dev/null || true
 
 recreated() { local u; u=$(k -n $NS get pod "$1" -o jsonpath='{.metadata.uid}') && [[ -n $u && $u != "$2" ]]; }
 old_uid=$(k -n $NS get pod broker-1 -o jsonpath='{.metadata.uid}')

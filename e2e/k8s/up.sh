@@ -11,7 +11,9 @@
 # Env:
 #   SKEIN_K8S_STATE   state dir (default ${TMPDIR:-/tmp}/skein-k8s-$UID); one cluster per dir
 #   SKEIN_K8S_NODES   number of fake nodes (default 3; zones zone-a/b/c round robin)
-#   SKEIN_K8S_POD_CIDR pod IPs kwok hands out (default 10.244.0.0/16; see README)
+#   SKEIN_K8S_POD_CIDR pod IPs kwok hands out. Default 127.244.0.0/16 (loopback:
+#                     bindable by a broker process, but EndpointSlices reject
+#                     loopback addresses); under netns.sh 198.18.0.0/16. See README.
 #   SKEIN_K8S_AUTHZ   --authorization-mode (default Node,RBAC; AlwaysAllow is faster to reason about)
 #   SKEIN_K8S_V       log verbosity of the control-plane components (default 1)
 #   SKEIN_K8S_TIMEOUT seconds to wait for readiness (default 120)
@@ -22,7 +24,7 @@ source "$HERE/versions.env"
 
 STATE=${SKEIN_K8S_STATE:-${TMPDIR:-/tmp}/skein-k8s-$(id -u)}
 NODES=${SKEIN_K8S_NODES:-3}
-POD_CIDR=${SKEIN_K8S_POD_CIDR:-10.244.0.0/16}
+POD_CIDR=${SKEIN_K8S_POD_CIDR:-127.244.0.0/16}
 SVC_CIDR=10.96.0.0/16
 AUTHZ=${SKEIN_K8S_AUTHZ:-Node,RBAC}
 V=${SKEIN_K8S_V:-1}
