@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (once) the local Kubernetes control plane from the Go module proxy:
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm
 # into ${SKEIN_CACHE:-$HOME/.cache/skein}/k8s/<K8S_VERSION>/bin/.
 # Idempotent: exits at once when the binaries for the current pins are present.
 # Env: SKEIN_CACHE (cache root), SKEIN_K8S_BUILD_P (go build -p, default 2),
@@ -13,7 +13,7 @@ source "$HERE/versions.env"
 CACHE_ROOT=${SKEIN_CACHE:-$HOME/.cache/skein}
 DEST=$CACHE_ROOT/k8s/$K8S_VERSION
 BIN=$DEST/bin
-BINS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+BINS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
 P=${SKEIN_K8S_BUILD_P:-2}
 
 # The cache key: everything that decides what gets built.
@@ -68,6 +68,12 @@ echo "building kwok $KWOK_VERSION ..." >&2
 GOBIN="$TMP" go install -trimpath \
   -ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
   "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+
+echo "building helm $HELM_VERSION ..." >&2
+# helm v4 has no replace directives either (and uses the same k8s.io libs).
+GOBIN="$TMP" go install -trimpath \
+  -ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+  "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
 
 mkdir -p "$BIN"
 for b in "${BINS[@]}"; do mv -f "$TMP/$b" "$BIN/$b"; done

@@ -137,7 +137,31 @@ python3 -m http.server --bind "$IP0" 9092 --directory "$HERE" >/dev/null 2>&1 &
 srv=$!
 check "a process bound to pod IP $IP0:9092 is reachable at the pod's IP" until_ok 15 \
   curl -fsS -o /dev/null "http://$IP0:9092/README.md"
+if [[ -n ${SKEIN_K8S_HOSTS_FILE:-} ]]; then  # under netns.sh: private /etc/hosts
+  echo "$IP0 broker-0.broker.$NS.svc.cluster.local broker-0.broker.$NS.svc" >>"$SKEIN_K8S_HOSTS_FILE"
+  check "pod DNS name broker-0.broker.$NS.svc resolves via the netns hosts file" \
+    curl -fsS -o /dev/null "http://broker-0.broker.$NS.svc:9092/README.md"
+fi
 kill $srv; wait $srv 2>/dev/null || true
+
+# Readiness owned by the runner: kwok leaves Ready=False on annotated pods.
+k -n $NS apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: gated
+  annotations: {e2e.skein.dev/readiness: external}
+spec:
+  containers: [{name: broker, image: skein-broker:e2e}]
+EOF
+phase_ready() { k -n $NS get pod gated -o jsonpath='{.status.phase}/{.status.conditions[?(@.type=="Ready")].status}'; }
+check "annotated pod: Running with pod IP, Ready=False" until_ok 60 eq phase_ready Running/False
+check "annotated pod: has a pod IP" eq "k -n $NS get pod gated -o jsonpath={.status.podIP} | grep -c ." 1
+k -n $NS patch pod gated --subresource=status --type=strategic \
+  -p '{"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"ContainersReady","status":"True"}]}}' >/dev/null
+sleep 2
+check "runner-set Ready=True sticks (kwok does not revert it)" eq phase_ready Running/True
+k -n $NS delete pod gated --wait=false >/dev/null
 
 recreated() { local u; u=$(k -n $NS get pod "$1" -o jsonpath='{.metadata.uid}') && [[ -n $u && $u != "$2" ]]; }
 old_uid=$(k -n $NS get pod broker-1 -o jsonpath='{.metadata.uid}')
