@@ -112,9 +112,16 @@ spec:
       - name: broker
         image: skein-broker:e2e
         ports: [{name: kafka, containerPort: 9092}]
-  volumeClaimTemplates: []
+        volumeMounts: [{name: data, mountPath: /var/lib/skein}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Gi}}
 EOF
 check "3 StatefulSet pods exist" until_ok 60 eq "k -n $NS get pods -l app=broker -o name | wc -l" 3
+check "3 PVCs bound by kwok's fake provisioner (default StorageClass)" until_ok 60 \
+  eq "k -n $NS get pvc -o jsonpath='{range .items[*]}{.status.phase}{\"\\n\"}{end}' | grep -c Bound" 3
 check "3 pods Ready (kwok)" k -n $NS wait --for=condition=Ready pod -l app=broker --timeout=60s
 check "StatefulSet status.readyReplicas=3" until_ok 60 eq "k -n $NS get sts broker -o jsonpath={.status.readyReplicas}" 3
 check "pods bound to kwok nodes by kube-scheduler" \
@@ -168,6 +175,8 @@ old_uid=$(k -n $NS get pod broker-1 -o jsonpath='{.metadata.uid}')
 k -n $NS delete pod broker-1 --wait=false >/dev/null
 check "deleted pod broker-1 is recreated (new UID)" until_ok 60 \
   recreated broker-1 "$old_uid"
+check "recreated broker-1 keeps its PVC data-broker-1 (same volume)" \
+  eq "k -n $NS get pvc data-broker-1 -o jsonpath={.status.phase}" Bound
 check "recreated broker-1 becomes Ready" k -n $NS wait --for=condition=Ready pod/broker-1 --timeout=60s
 
 k -n $NS scale sts broker --replicas=1 >/dev/null

@@ -205,6 +205,8 @@ EOF
 done | "$KUBECTL" --kubeconfig "$STATE/kubeconfig" apply -f - >&2
 
 K() { "$KUBECTL" --kubeconfig "$STATE/kubeconfig" "$@"; }
+# Default StorageClass served by kwok's fake provisioner stages (PVCs bind at once).
+K apply -f "$HERE/kwok/storage-class.yaml" >&2
 wait_for "default ServiceAccount (controller-manager)" "$TIMEOUT" K -n default get serviceaccount default
 wait_for "kube-root-ca.crt ConfigMap" "$TIMEOUT" K -n default get configmap kube-root-ca.crt
 K wait --for=condition=Ready node --all --timeout="${TIMEOUT}s" >&2
