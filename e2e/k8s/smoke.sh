@@ -240,7 +240,7 @@ TOKEN=$(k -n $NS create token operator --duration=10m)
 SERVER=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 # A token-only client, as the operator would be (no admin client certificate).
 ksa() { "$KUBECTL" --kubeconfig=/dev/null --server="$SERVER" --insecure-skip-tls-verify --token="$TOKEN" "$@"; }
-check "ServiceAccount token is accepted (list configmaps allowed)" ksa -n $NS get configmaps
+check "ServiceAccount token is accepted (list configmaps allowed)" ksa -n $NS get configmaps -o name
 check "token authenticates as the ServiceAccount" \
   eq "ksa auth whoami -o jsonpath={.status.userInfo.username}" "system:serviceaccount:$NS:operator"
 if [[ ${SKEIN_K8S_AUTHZ:-Node,RBAC} == *RBAC* ]]; then

@@ -16,6 +16,7 @@
 #                     loopback addresses); under netns.sh 198.18.0.0/16. See README.
 #   SKEIN_K8S_AUTHZ   --authorization-mode (default Node,RBAC; AlwaysAllow is faster to reason about)
 #   SKEIN_K8S_V       log verbosity of the control-plane components (default 1)
+#   SKEIN_K8S_BIN_DIR use the binaries in this dir (default: build.sh's cache)
 #   SKEIN_K8S_TIMEOUT seconds to wait for readiness (default 120)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,7 +34,8 @@ TIMEOUT=${SKEIN_K8S_TIMEOUT:-120}
 log() { echo "[k8s-up] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-BIN=$("$HERE/build.sh")
+# SKEIN_K8S_BIN_DIR: use prebuilt binaries there instead of build.sh's cache.
+BIN=${SKEIN_K8S_BIN_DIR:-$("$HERE/build.sh")}
 KUBECTL="$BIN/kubectl"
 
 alive() { [[ -f $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
@@ -90,6 +92,7 @@ key admin;      cert admin      "/O=system:masters/CN=skein-e2e-admin" "$CLIENT_
 key kcm;        cert kcm        "/CN=system:kube-controller-manager" "$CLIENT_EXT"
 key scheduler;  cert scheduler  "/CN=system:kube-scheduler" "$CLIENT_EXT"
 key kwok;       cert kwok       "/O=system:masters/CN=kwok" "$CLIENT_EXT"
+key front-proxy; cert front-proxy "/CN=front-proxy-client" "$CLIENT_EXT"
 key sa
 openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
 log "PKI generated in $(( $(date +%s) - t0 ))s"
@@ -151,6 +154,10 @@ start kube-apiserver "$BIN/kube-apiserver" \
   --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+  --requestheader-client-ca-file "$PKI/ca.crt" --requestheader-allowed-names front-proxy-client \
+  --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+  --requestheader-extra-headers-prefix X-Remote-Extra- \
+  --proxy-client-cert-file "$PKI/front-proxy.crt" --proxy-client-key-file "$PKI/front-proxy.key" \
   --authorization-mode "$AUTHZ" --allow-privileged=true --profiling=false --v "$V"
 wait_for "kube-apiserver /readyz" "$TIMEOUT" "$KUBECTL" --kubeconfig "$STATE/kubeconfig" get --raw /readyz
 log "kube-apiserver ready on https://127.0.0.1:$API_PORT"
