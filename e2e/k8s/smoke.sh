@@ -200,6 +200,18 @@ check "PDB status currentHealthy=3, disruptionsAllowed=1" until_ok 60 \
 k -n $NS create deployment op --image=skein-operator:e2e --replicas=1 >/dev/null
 check "Deployment becomes Available" k -n $NS wait --for=condition=Available deploy/op --timeout=60s
 
+# ---------------------------------------------------------------- helm install (how the chart will be installed)
+HELM=$(dirname "$KUBECTL")/helm
+if [[ -x $HELM ]]; then
+  chartdir=$(mktemp -d)
+  (cd "$chartdir" && "$HELM" create demo >/dev/null)
+  check "helm install --wait of a generated chart (Deployment+Service+SA) succeeds" \
+    "$HELM" install demo "$chartdir/demo" -n $NS --wait --timeout 90s
+  check "helm release is deployed" eq "'$HELM' -n $NS status demo -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"info\"][\"status\"])'" deployed
+  check "helm uninstall" "$HELM" uninstall demo -n $NS --wait --timeout 60s
+  rm -rf "$chartdir"
+fi
+
 # ---------------------------------------------------------------- garbage collector
 k -n $NS create configmap owner >/dev/null
 owner_uid=$(k -n $NS get configmap owner -o jsonpath='{.metadata.uid}')
