@@ -35,6 +35,8 @@ log() { echo "[k8s-up] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # SKEIN_K8S_BIN_DIR: use prebuilt binaries there instead of build.sh's cache.
+python3 -c 'import ipaddress,sys; ipaddress.ip_network(sys.argv[1])' "$POD_CIDR" 2>/dev/null \
+  || die "SKEIN_K8S_POD_CIDR=$POD_CIDR is not a CIDR"
 BIN=${SKEIN_K8S_BIN_DIR:-$("$HERE/build.sh")}
 KUBECTL="$BIN/kubectl"
 
@@ -61,7 +63,7 @@ on_err() {
   for f in "$STATE"/logs/*.log; do [[ -f $f ]] && { echo "== $f" >&2; tail -n 15 "$f" >&2; }; done
   SKEIN_K8S_KEEP=${SKEIN_K8S_KEEP:-1} SKEIN_K8S_STATE=$STATE "$HERE/down.sh" >&2 || true
 }
-trap on_err ERR
+trap 'rc=$?; if ((rc != 0)); then on_err; fi; exit $rc' EXIT
 
 # ---- ports: free ephemeral ports on 127.0.0.1 (several clusters may coexist)
 read -r ETCD_PORT ETCD_PEER_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT < <(python3 - <<'EOF'
@@ -229,6 +231,6 @@ export SKEIN_K8S_ETCD=http://127.0.0.1:$ETCD_PORT
 export SKEIN_K8S_KWOK=127.0.0.1:$KWOK_PORT
 export SKEIN_K8S_POD_CIDR=$POD_CIDR
 EOF
-trap - ERR
+trap - EXIT
 log "cluster up ($NODES kwok nodes) in $STATE; source $STATE/env"
 echo "$STATE/kubeconfig"
