@@ -26,11 +26,34 @@ use serde::{Deserialize, Serialize};
         status_replicas_path = ".status.readyReplicas",
         label_selector_path = ".status.selector"
     ),
-    printcolumn(name = "Replicas", type_ = "integer", json_path = ".spec.replicas", description = "Brokers asked for"),
-    printcolumn(name = "Ready Brokers", type_ = "integer", json_path = ".status.readyReplicas", description = "Brokers that are ready"),
-    printcolumn(name = "Bootstrap", type_ = "string", json_path = ".status.bootstrap", description = "bootstrap.servers for clients"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".spec.replicas",
+        description = "Brokers asked for"
+    ),
+    printcolumn(
+        name = "Ready Brokers",
+        type_ = "integer",
+        json_path = ".status.readyReplicas",
+        description = "Brokers that are ready"
+    ),
+    printcolumn(
+        name = "Bootstrap",
+        type_ = "string",
+        json_path = ".status.bootstrap",
+        description = "bootstrap.servers for clients"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KafkaClusterSpec {

@@ -19,12 +19,33 @@ use serde::{Deserialize, Serialize};
     category = "skein",
     derive = "PartialEq",
     doc = "A Kafka topic of a KafkaCluster in the same namespace.",
-    printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterRef.name"),
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".spec.clusterRef.name"
+    ),
     printcolumn(name = "Partitions", type_ = "integer", json_path = ".spec.partitions"),
-    printcolumn(name = "Replication Factor", type_ = "integer", json_path = ".spec.replicationFactor"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Under Replicated", type_ = "integer", json_path = ".status.underReplicatedPartitions", description = "Partitions whose ISR is smaller than their replica set"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Replication Factor",
+        type_ = "integer",
+        json_path = ".spec.replicationFactor"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Under Replicated",
+        type_ = "integer",
+        json_path = ".status.underReplicatedPartitions",
+        description = "Partitions whose ISR is smaller than their replica set"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("has(self.topicName) == has(oldSelf.topicName) && (!has(self.topicName) || self.topicName == oldSelf.topicName)").message("topicName is immutable"))]
 #[serde(rename_all = "camelCase")]

@@ -10,7 +10,9 @@ fn topic(partitions: i32) -> Topic {
     let mut t = Topic::new(
         "orders",
         TopicSpec {
-            cluster_ref: ClusterRef { name: "demo".into() },
+            cluster_ref: ClusterRef {
+                name: "demo".into(),
+            },
             topic_name: None,
             partitions,
             replication_factor: 3,
@@ -30,7 +32,10 @@ fn partitions_may_grow_but_not_shrink() {
     assert!(validate_cel_update(&topic(6), &topic(3)).is_ok());
     assert!(validate_cel_update(&topic(3), &topic(3)).is_ok());
     let err = validate_cel_update(&topic(2), &topic(3)).unwrap_err();
-    assert!(format!("{err:?}").contains("partitions may not decrease"), "{err:?}");
+    assert!(
+        format!("{err:?}").contains("partitions may not decrease"),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -39,12 +44,18 @@ fn cluster_ref_and_topic_name_are_immutable() {
     let mut moved = topic(3);
     moved.spec.cluster_ref.name = "other".into();
     let err = validate_cel_update(&moved, &old).unwrap_err();
-    assert!(format!("{err:?}").contains("clusterRef is immutable"), "{err:?}");
+    assert!(
+        format!("{err:?}").contains("clusterRef is immutable"),
+        "{err:?}"
+    );
 
     let mut renamed = topic(3);
     renamed.spec.topic_name = Some("Orders_v2".into());
     let err = validate_cel_update(&renamed, &old).unwrap_err();
-    assert!(format!("{err:?}").contains("topicName is immutable"), "{err:?}");
+    assert!(
+        format!("{err:?}").contains("topicName is immutable"),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -56,5 +67,8 @@ fn cluster_storage_is_immutable_but_replicas_can_change() {
     let mut bigger = old.clone();
     bigger.spec.storage.size.0 = "20Gi".into();
     let err = validate_cel_update(&bigger, &old).unwrap_err();
-    assert!(format!("{err:?}").contains("storage is immutable"), "{err:?}");
+    assert!(
+        format!("{err:?}").contains("storage is immutable"),
+        "{err:?}"
+    );
 }

@@ -40,10 +40,16 @@ fn committed_crds_match_the_rust_types() {
 fn no_stray_crd_files() {
     let expected: Vec<String> = crds().iter().map(crd_file_name).collect();
     for dir in committed_dirs() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries {
             let name = entry.unwrap().file_name().to_string_lossy().to_string();
-            assert!(expected.contains(&name), "{name} in {} is not generated from a Rust type", dir.display());
+            assert!(
+                expected.contains(&name),
+                "{name} in {} is not generated from a Rust type",
+                dir.display()
+            );
         }
     }
 }

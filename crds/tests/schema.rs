@@ -7,14 +7,25 @@ use skein_crds::{ClusterRef, KafkaCluster, KafkaClusterSpec, Topic, TopicSpec};
 
 fn schema_of<K: CustomResourceExt>() -> Value {
     let crd = K::crd();
-    serde_json::to_value(crd.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap()).unwrap()
+    serde_json::to_value(
+        crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 fn topic(partitions: i32) -> Topic {
     let mut t = Topic::new(
         "orders",
         TopicSpec {
-            cluster_ref: ClusterRef { name: "demo".into() },
+            cluster_ref: ClusterRef {
+                name: "demo".into(),
+            },
             topic_name: None,
             partitions,
             replication_factor: 3,
@@ -49,9 +60,17 @@ fn status_and_scale_subresources() {
     let scale = sub.scale.as_ref().unwrap();
     assert_eq!(scale.spec_replicas_path, ".spec.replicas");
     assert_eq!(scale.status_replicas_path, ".status.readyReplicas");
-    assert_eq!(scale.label_selector_path.as_deref(), Some(".status.selector"));
+    assert_eq!(
+        scale.label_selector_path.as_deref(),
+        Some(".status.selector")
+    );
     let t = Topic::crd();
-    assert!(t.spec.versions[0].subresources.as_ref().unwrap().status.is_some());
+    assert!(t.spec.versions[0]
+        .subresources
+        .as_ref()
+        .unwrap()
+        .status
+        .is_some());
 }
 
 #[test]
@@ -65,10 +84,20 @@ fn printer_columns() {
             .map(|c| c.name)
             .collect::<Vec<_>>()
     };
-    assert_eq!(names(KafkaCluster::crd()), ["Replicas", "Ready Brokers", "Bootstrap", "Ready", "Age"]);
+    assert_eq!(
+        names(KafkaCluster::crd()),
+        ["Replicas", "Ready Brokers", "Bootstrap", "Ready", "Age"]
+    );
     assert_eq!(
         names(Topic::crd()),
-        ["Cluster", "Partitions", "Replication Factor", "Ready", "Under Replicated", "Age"]
+        [
+            "Cluster",
+            "Partitions",
+            "Replication Factor",
+            "Ready",
+            "Under Replicated",
+            "Age"
+        ]
     );
 }
 
@@ -79,7 +108,10 @@ fn minimums_are_in_the_schema() {
     assert_eq!(spec["partitions"]["minimum"].as_f64(), Some(1.0));
     assert_eq!(spec["replicationFactor"]["minimum"].as_f64(), Some(1.0));
     let kc = schema_of::<KafkaCluster>();
-    assert_eq!(kc["properties"]["spec"]["properties"]["replicas"]["minimum"].as_f64(), Some(1.0));
+    assert_eq!(
+        kc["properties"]["spec"]["properties"]["replicas"]["minimum"].as_f64(),
+        Some(1.0)
+    );
 }
 
 #[test]
@@ -90,13 +122,20 @@ fn defaults_fill_an_empty_cluster_spec() {
     assert_eq!(spec.listeners.kafka_port, 9092);
     assert_eq!(spec.listeners.metrics_port, 9644);
     let kc = schema_of::<KafkaCluster>();
-    assert_eq!(kc["properties"]["spec"]["properties"]["replicas"]["default"], json!(3));
+    assert_eq!(
+        kc["properties"]["spec"]["properties"]["replicas"]["default"],
+        json!(3)
+    );
 }
 
 fn rules(v: &Value) -> Vec<String> {
     v["x-kubernetes-validations"]
         .as_array()
-        .map(|a| a.iter().map(|r| r["rule"].as_str().unwrap().to_string()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|r| r["rule"].as_str().unwrap().to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -104,9 +143,18 @@ fn rules(v: &Value) -> Vec<String> {
 fn transition_rules_are_in_the_schema() {
     let t = schema_of::<Topic>();
     let spec = &t["properties"]["spec"];
-    assert_eq!(rules(&spec["properties"]["partitions"]), ["self >= oldSelf"]);
-    assert_eq!(rules(&spec["properties"]["clusterRef"]), ["self == oldSelf"]);
+    assert_eq!(
+        rules(&spec["properties"]["partitions"]),
+        ["self >= oldSelf"]
+    );
+    assert_eq!(
+        rules(&spec["properties"]["clusterRef"]),
+        ["self == oldSelf"]
+    );
     assert!(rules(spec)[0].contains("self.topicName == oldSelf.topicName"));
     let kc = schema_of::<KafkaCluster>();
-    assert_eq!(rules(&kc["properties"]["spec"]["properties"]["storage"]), ["self == oldSelf"]);
+    assert_eq!(
+        rules(&kc["properties"]["spec"]["properties"]["storage"]),
+        ["self == oldSelf"]
+    );
 }
