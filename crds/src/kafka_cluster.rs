@@ -1,5 +1,8 @@
 //! `KafkaCluster`: a set of brokers run as one StatefulSet.
 
+// Each `printcolumn(...)` repeats `type_ = ...`, which clippy mistakes for a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};

@@ -1,5 +1,8 @@
 //! `Topic`: one Kafka topic of a `KafkaCluster`.
 
+// Each `printcolumn(...)` repeats `type_ = ...`, which clippy mistakes for a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

@@ -3,7 +3,7 @@
 
 use kube::CustomResourceExt;
 use serde_json::{json, Value};
-use skein_crds::{ClusterRef, KafkaCluster, KafkaClusterSpec, Topic, TopicSpec};
+use skein_crds::{KafkaCluster, KafkaClusterSpec, Topic};
 
 fn schema_of<K: CustomResourceExt>() -> Value {
     let crd = K::crd();
@@ -17,23 +17,6 @@ fn schema_of<K: CustomResourceExt>() -> Value {
             .unwrap(),
     )
     .unwrap()
-}
-
-fn topic(partitions: i32) -> Topic {
-    let mut t = Topic::new(
-        "orders",
-        TopicSpec {
-            cluster_ref: ClusterRef {
-                name: "demo".into(),
-            },
-            topic_name: None,
-            partitions,
-            replication_factor: 3,
-            config: Default::default(),
-        },
-    );
-    t.metadata.namespace = Some("default".into());
-    t
 }
 
 fn cluster_spec() -> KafkaClusterSpec {

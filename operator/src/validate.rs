@@ -185,10 +185,10 @@ pub fn validate_topic(topic: &Topic, cluster: &KafkaCluster) -> Result<(), Inval
                     return Err(invalid("must be between 1 and the replication factor"));
                 }
             }
-            "unclean.leader.election.enable" | "preallocate" => {
-                if !matches!(value.trim(), "true" | "false") {
-                    return Err(invalid("must be true or false"));
-                }
+            "unclean.leader.election.enable" | "preallocate"
+                if !matches!(value.trim(), "true" | "false") =>
+            {
+                return Err(invalid("must be true or false"));
             }
             "compression.type" => {
                 let ok = matches!(
@@ -201,10 +201,8 @@ pub fn validate_topic(topic: &Topic, cluster: &KafkaCluster) -> Result<(), Inval
                     ));
                 }
             }
-            "message.timestamp.type" => {
-                if !matches!(value.trim(), "CreateTime" | "LogAppendTime") {
-                    return Err(invalid("must be CreateTime or LogAppendTime"));
-                }
+            "message.timestamp.type" if !matches!(value.trim(), "CreateTime" | "LogAppendTime") => {
+                return Err(invalid("must be CreateTime or LogAppendTime"));
             }
             _ => {}
         }
