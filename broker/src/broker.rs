@@ -20,6 +20,8 @@ pub struct Broker {
     pub metadata: MetadataStore,
     pub replicas: Arc<ReplicaManager>,
     pub metrics: Arc<Metrics>,
+    /// The consumer-group coordinator.
+    pub groups: crate::group::GroupCoordinator,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -58,11 +60,14 @@ impl Broker {
             cluster_id = %image.cluster_id,
             "logs loaded"
         );
+        let metrics = Arc::new(Metrics::new());
+        let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
         Ok(Arc::new(Self {
             config,
             metadata,
             replicas,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
+            groups,
         }))
     }
 

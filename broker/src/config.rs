@@ -80,6 +80,8 @@ pub struct BrokerConfig {
     pub log_flush_scheduler_interval_ms: u64,
     pub min_insync_replicas: i32,
     pub offsets_topic_num_partitions: i32,
+    /// Group coordinator settings (`offsets.*`, `group.*`).
+    pub groups: crate::group::GroupConfig,
     /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
     pub producer_id_expiration_ms: i64,
     pub log_format: String,
@@ -171,6 +173,7 @@ impl BrokerConfig {
             log_flush_scheduler_interval_ms: num(&raw, "log.flush.scheduler.interval.ms", 1000u64)?,
             min_insync_replicas: num(&raw, "min.insync.replicas", 1)?,
             offsets_topic_num_partitions: num(&raw, "offsets.topic.num.partitions", 50)?,
+            groups: group_config(&raw)?,
             producer_id_expiration_ms: num(&raw, "producer.id.expiration.ms", 86_400_000)?,
             log_format: "text".into(),
             log_defaults,
@@ -197,6 +200,55 @@ impl BrokerConfig {
     ) -> Result<LogConfig, ConfigError> {
         log_config_from(topic_configs, &self.log_defaults, false)
     }
+}
+
+/// The group coordinator's settings, by their Kafka names.
+fn group_config(raw: &BTreeMap<String, String>) -> Result<crate::group::GroupConfig, ConfigError> {
+    let d = crate::group::GroupConfig::default();
+    let cfg = crate::group::GroupConfig {
+        offsets_partitions: num(raw, "offsets.topic.num.partitions", d.offsets_partitions)?,
+        offsets_retention_ms: num(raw, "offsets.retention.minutes", 7 * 24 * 60i64)?
+            .saturating_mul(60_000),
+        offsets_retention_check_interval_ms: num(
+            raw,
+            "offsets.retention.check.interval.ms",
+            d.offsets_retention_check_interval_ms,
+        )?,
+        initial_rebalance_delay_ms: num(
+            raw,
+            "group.initial.rebalance.delay.ms",
+            d.initial_rebalance_delay_ms,
+        )?,
+        min_session_timeout_ms: num(
+            raw,
+            "group.min.session.timeout.ms",
+            d.min_session_timeout_ms,
+        )?,
+        max_session_timeout_ms: num(
+            raw,
+            "group.max.session.timeout.ms",
+            d.max_session_timeout_ms,
+        )?,
+        max_size: num(raw, "group.max.size", d.max_size)?,
+        consumer_heartbeat_interval_ms: num(
+            raw,
+            "group.consumer.heartbeat.interval.ms",
+            d.consumer_heartbeat_interval_ms,
+        )?,
+        consumer_session_timeout_ms: num(
+            raw,
+            "group.consumer.session.timeout.ms",
+            d.consumer_session_timeout_ms,
+        )?,
+    };
+    if cfg.offsets_partitions < 1 {
+        return Err(ConfigError::Value {
+            key: "offsets.topic.num.partitions".into(),
+            value: cfg.offsets_partitions.to_string(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    Ok(cfg)
 }
 
 /// Topic-level config keys Skein accepts, with the broker key that sets their default.

@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod config;
 pub mod error;
+pub mod group;
 pub mod handlers;
 pub mod metadata;
 pub mod metrics;
@@ -37,6 +38,7 @@ pub async fn run_until(
         });
     }
     broker.spawn_maintenance();
+    group::GroupCoordinator::start(&broker);
     let server = tokio::spawn(server::serve(broker.clone(), listener));
     shutdown.await;
     tracing::info!("shutting down");
