@@ -19,12 +19,15 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo test (workspace: storage, controller core + simulation, broker protocol tests)"
+step "cargo test (workspace: storage, controller core + simulation, broker protocol and group tests, CRDs, operator reconcile against a mocked API server)"
 cargo test --workspace
 
 if [[ "${1:-}" == "--rust" ]]; then
     exit 0
 fi
+
+step "Helm chart: lint, template, CRDs equal the generated ones (installs helm if missing)"
+bash charts/test.sh
 
 step "cargo build --release -p skein-broker"
 cargo build --release -p skein-broker
