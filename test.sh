@@ -30,5 +30,4 @@ step "cargo build --release -p skein-broker"
 cargo build --release -p skein-broker
 
 step "e2e: real Kafka clients against skein-broker"
-# The consumer-group tests need the group coordinator, which is not merged yet.
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" e2e/run.sh -m "not group_coordinator"
+SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" e2e/run.sh

@@ -25,6 +25,8 @@ pub struct Broker {
     pub metadata: MetadataStore,
     pub replicas: Arc<ReplicaManager>,
     pub metrics: Arc<Metrics>,
+    /// The consumer-group coordinator.
+    pub groups: crate::group::GroupCoordinator,
     /// Runs its own controller (a single-node cluster, Kafka's combined
     /// mode) rather than sharing one with other brokers.
     combined: bool,
@@ -113,11 +115,14 @@ impl Broker {
             fetchers,
             isr_tx,
         ));
+        let metrics = Arc::new(Metrics::new());
+        let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
         let broker = Arc::new(Self {
             metadata: MetadataStore::new(config.node_id, controller.clone()),
             config,
             replicas,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
+            groups,
             combined,
             tasks: Mutex::new(Vec::new()),
             stopped: watch::channel(false).0,
@@ -239,7 +244,8 @@ impl Broker {
             .unwrap_or(self.config.min_insync_replicas.max(1) as usize)
     }
 
-    fn spawn(&self, task: tokio::task::JoinHandle<()>) {
+    /// Keeps `task` to be stopped with the broker.
+    pub(crate) fn spawn(&self, task: tokio::task::JoinHandle<()>) {
         self.tasks.lock().expect("tasks lock").push(task);
     }
 

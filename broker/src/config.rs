@@ -95,6 +95,8 @@ pub struct BrokerConfig {
     /// How long a graceful stop waits for leadership to move away.
     pub controlled_shutdown_timeout_ms: u64,
     pub offsets_topic_num_partitions: i32,
+    /// Group coordinator settings (`offsets.*`, `group.*`).
+    pub groups: crate::group::GroupConfig,
     /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
     pub producer_id_expiration_ms: i64,
     pub log_format: String,
@@ -197,6 +199,7 @@ impl BrokerConfig {
             broker_heartbeat_interval_ms: num(&raw, "broker.heartbeat.interval.ms", 2_000u64)?,
             controlled_shutdown_timeout_ms: num(&raw, "controlled.shutdown.timeout.ms", 30_000u64)?,
             offsets_topic_num_partitions: num(&raw, "offsets.topic.num.partitions", 50)?,
+            groups: group_config(&raw)?,
             producer_id_expiration_ms: num(&raw, "producer.id.expiration.ms", 86_400_000)?,
             log_format: "text".into(),
             log_defaults,
@@ -223,6 +226,55 @@ impl BrokerConfig {
     ) -> Result<LogConfig, ConfigError> {
         log_config_from(topic_configs, &self.log_defaults, false)
     }
+}
+
+/// The group coordinator's settings, by their Kafka names.
+fn group_config(raw: &BTreeMap<String, String>) -> Result<crate::group::GroupConfig, ConfigError> {
+    let d = crate::group::GroupConfig::default();
+    let cfg = crate::group::GroupConfig {
+        offsets_partitions: num(raw, "offsets.topic.num.partitions", d.offsets_partitions)?,
+        offsets_retention_ms: num(raw, "offsets.retention.minutes", 7 * 24 * 60i64)?
+            .saturating_mul(60_000),
+        offsets_retention_check_interval_ms: num(
+            raw,
+            "offsets.retention.check.interval.ms",
+            d.offsets_retention_check_interval_ms,
+        )?,
+        initial_rebalance_delay_ms: num(
+            raw,
+            "group.initial.rebalance.delay.ms",
+            d.initial_rebalance_delay_ms,
+        )?,
+        min_session_timeout_ms: num(
+            raw,
+            "group.min.session.timeout.ms",
+            d.min_session_timeout_ms,
+        )?,
+        max_session_timeout_ms: num(
+            raw,
+            "group.max.session.timeout.ms",
+            d.max_session_timeout_ms,
+        )?,
+        max_size: num(raw, "group.max.size", d.max_size)?,
+        consumer_heartbeat_interval_ms: num(
+            raw,
+            "group.consumer.heartbeat.interval.ms",
+            d.consumer_heartbeat_interval_ms,
+        )?,
+        consumer_session_timeout_ms: num(
+            raw,
+            "group.consumer.session.timeout.ms",
+            d.consumer_session_timeout_ms,
+        )?,
+    };
+    if cfg.offsets_partitions < 1 {
+        return Err(ConfigError::Value {
+            key: "offsets.topic.num.partitions".into(),
+            value: cfg.offsets_partitions.to_string(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    Ok(cfg)
 }
 
 /// Topic-level config keys Skein accepts, with the broker key that sets their default.

@@ -6,6 +6,7 @@ pub mod broker;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod group;
 pub mod handlers;
 pub mod metadata;
 pub mod metrics;
@@ -65,6 +66,7 @@ async fn serve_until(
         });
     }
     broker.spawn_maintenance();
+    group::GroupCoordinator::start(&broker);
     let server = tokio::spawn(server::serve(broker.clone(), listener));
     let how = shutdown.await;
     tracing::info!(?how, "shutting down");

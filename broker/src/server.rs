@@ -166,7 +166,9 @@ async fn process_frame(
     if frame.has_remaining() && api != ApiKey::ApiVersions {
         debug!(%peer, ?api, trailing = frame.remaining(), "request has trailing bytes");
     }
-    let response = handlers::handle(broker, &header, request).await;
+    let response = handlers::CLIENT_ADDR
+        .scope(peer, handlers::handle(broker, &header, request))
+        .await;
     match response {
         Some(resp) => {
             let out = encode_response(api, version, correlation_id, &resp)?;

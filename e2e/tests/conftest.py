@@ -46,9 +46,11 @@ def new_broker(tmp_path):
     """Factory for a dedicated broker (durability tests); stopped at the end of the test."""
     made: list[Broker] = []
 
-    def make(overrides: dict[str, str] | None = None) -> Broker:
+    def make(overrides: dict[str, str] | None = None, before_start=None) -> Broker:
         b = make_broker(TARGET, tmp_path / f"{TARGET}-{len(made)}", overrides)
         made.append(b)
+        if before_start is not None:
+            before_start(b)
         return _start(b)
 
     yield make

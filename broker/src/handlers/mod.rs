@@ -11,7 +11,9 @@ use crate::broker::Broker;
 pub mod admin;
 pub mod api_versions;
 pub mod configs;
+pub mod consumer_group;
 pub mod fetch;
+pub mod groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
@@ -36,6 +38,19 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::DescribeGroups, 0, 6),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -96,9 +111,62 @@ pub async fn handle(
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(configs::incremental_alter(broker, r))
         }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v))
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(groups::join_group(broker, r, v, &client_id(header)).await)
+        }
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(groups::sync_group(broker, r, v).await)
+        }
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, r)),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, r, v)),
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(groups::offset_commit(broker, r, v))
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(groups::offset_fetch(broker, r, v))
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(groups::describe_groups(broker, r, v))
+        }
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(broker, r, v)),
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(groups::delete_groups(broker, r))
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(groups::offset_delete(broker, r))
+        }
+        RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
+            consumer_group::heartbeat(broker, r, &client_id(header)),
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => {
+            ResponseKind::ConsumerGroupDescribe(consumer_group::describe(broker, r, v))
+        }
         // The version table keeps every other API from reaching here.
         _ => unreachable!("dispatch of an API missing from SUPPORTED"),
     })
+}
+
+tokio::task_local! {
+    /// The peer address of the connection whose request is being handled.
+    pub static CLIENT_ADDR: std::net::SocketAddr;
+}
+
+/// The requesting client's host as Kafka shows it (`/1.2.3.4`).
+pub fn client_host() -> String {
+    CLIENT_ADDR
+        .try_with(|a| format!("/{}", a.ip()))
+        .unwrap_or_else(|_| "/unknown".into())
+}
+
+fn client_id(header: &RequestHeader) -> String {
+    header
+        .client_id
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_default()
 }
 
 /// `Some(StrBytes)` from a string, as the optional message fields want.

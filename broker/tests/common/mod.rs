@@ -30,6 +30,14 @@ impl TestBroker {
     }
 
     pub async fn start_in(dir: tempfile::TempDir, overrides: &[&str]) -> Self {
+        // Broker logs go to the test's captured output (shown when it fails).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_test_writer()
+            .try_init();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let mut args = vec![

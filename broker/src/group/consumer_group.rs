@@ -1,0 +1,633 @@
+//! KIP-848 consumer groups (`group.protocol=consumer`): members heartbeat
+//! with ConsumerGroupHeartbeat; the coordinator computes the target
+//! assignment itself (server-side assignors) and each member reconciles
+//! towards it one step at a time.
+//!
+//! Epochs: the *group epoch* grows on every membership, subscription or
+//! subscribed-topic change; the *assignment epoch* is the group epoch the
+//! target assignment was computed for; a *member epoch* reaches the
+//! assignment epoch once the member owns its target. Reconciliation never
+//! hands out a partition another member still owns: a member first revokes
+//! what it loses (keeping its epoch), and partitions it gains are given once
+//! their previous owner has released them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::error::ResponseError;
+use uuid::Uuid;
+
+use super::assignor::{self, Assignment, MemberSpec, ASSIGNORS};
+use super::GroupConfig;
+
+/// Topics the assignor may use: name → (topic id, partition count).
+pub type Topics = BTreeMap<String, (Uuid, i32)>;
+
+/// Member epoch of a static member that left temporarily (KIP-848 `-2`).
+pub const LEFT_STATIC_EPOCH: i32 = -2;
+
+/// Where a member stands in reconciling towards its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// Owns its target at the assignment epoch.
+    Stable,
+    /// Must give partitions up before getting anything new.
+    UnrevokedPartitions,
+    /// Waits for partitions other members still own.
+    UnreleasedPartitions,
+}
+
+/// One member of a consumer group.
+#[derive(Debug, Clone)]
+pub struct ConsumerMember {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout_ms: i32,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    pub state: MemberState,
+    /// What the member was told to own.
+    pub assigned: Assignment,
+    /// What it was told to give up and has not confirmed yet.
+    pub pending_revocation: Assignment,
+    /// What the member last reported owning.
+    pub owned: Assignment,
+    pub last_heartbeat_ms: i64,
+    pub revoke_deadline_ms: Option<i64>,
+}
+
+/// A ConsumerGroupHeartbeat, decoded. `None` fields are "unchanged".
+#[derive(Debug, Clone, Default)]
+pub struct Heartbeat {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub subscribed_topic_names: Option<Vec<String>>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    pub owned: Option<Assignment>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// A successful heartbeat's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeartbeatReply {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// Sent when it changed (or the member needs it again); `None` otherwise.
+    pub assignment: Option<Assignment>,
+}
+
+/// A failed heartbeat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeartbeatError {
+    pub code: ResponseError,
+    pub message: String,
+}
+
+fn err(code: ResponseError, message: impl Into<String>) -> HeartbeatError {
+    HeartbeatError {
+        code,
+        message: message.into(),
+    }
+}
+
+/// One KIP-848 consumer group.
+#[derive(Debug, Clone)]
+pub struct ConsumerGroup {
+    pub id: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, ConsumerMember>,
+    /// Target assignment per member, computed at `assignment_epoch`.
+    pub target: BTreeMap<String, Assignment>,
+    pub static_members: BTreeMap<String, String>,
+    pub state_since_ms: i64,
+    /// The assignor that computed the current target.
+    pub assignor_name: String,
+    /// Subscribed topics as last seen, to notice created/grown/deleted ones.
+    subscribed_topics: Topics,
+}
+
+fn is_subset(a: &Assignment, b: &Assignment) -> bool {
+    a.iter()
+        .all(|(t, ps)| ps.is_empty() || b.get(t).is_some_and(|bs| ps.is_subset(bs)))
+}
+
+fn intersects(a: &Assignment, b: &Assignment) -> bool {
+    a.iter()
+        .any(|(t, ps)| b.get(t).is_some_and(|bs| !ps.is_disjoint(bs)))
+}
+
+fn normalize(mut a: Assignment) -> Assignment {
+    a.retain(|_, ps| !ps.is_empty());
+    a
+}
+
+impl ConsumerGroup {
+    pub fn new(id: &str, now_ms: i64) -> Self {
+        Self {
+            id: id.to_string(),
+            group_epoch: 0,
+            assignment_epoch: 0,
+            members: BTreeMap::new(),
+            target: BTreeMap::new(),
+            static_members: BTreeMap::new(),
+            state_since_ms: now_ms,
+            assignor_name: ASSIGNORS[0].to_string(),
+            subscribed_topics: Topics::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The state as ConsumerGroupDescribe and ListGroups name it.
+    pub fn state_name(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.assignment_epoch < self.group_epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| m.member_epoch != self.assignment_epoch || m.state != MemberState::Stable)
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    fn bump(&mut self) {
+        self.group_epoch += 1;
+    }
+
+    /// Topic names a member's subscription resolves to.
+    fn resolve(m: &ConsumerMember, topics: &Topics) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = m
+            .subscribed_topic_names
+            .iter()
+            .filter(|t| topics.contains_key(*t))
+            .cloned()
+            .collect();
+        if let Some(re) = m
+            .subscribed_topic_regex
+            .as_deref()
+            .and_then(|r| regex::Regex::new(&format!("^(?:{r})$")).ok())
+        {
+            out.extend(
+                topics
+                    .keys()
+                    .filter(|t| !t.starts_with("__") && re.is_match(t))
+                    .cloned(),
+            );
+        }
+        out
+    }
+
+    /// Every topic some member subscribes to, as it exists now.
+    pub fn subscribed_topic_names(&self, topics: &Topics) -> BTreeSet<String> {
+        self.members
+            .values()
+            .flat_map(|m| Self::resolve(m, topics))
+            .collect()
+    }
+
+    /// Handles a ConsumerGroupHeartbeat.
+    pub fn heartbeat(
+        &mut self,
+        hb: Heartbeat,
+        topics: &Topics,
+        cfg: &GroupConfig,
+        now_ms: i64,
+        new_member_id: &mut dyn FnMut() -> String,
+    ) -> Result<HeartbeatReply, HeartbeatError> {
+        if let Some(a) = &hb.server_assignor {
+            if !ASSIGNORS.contains(&a.as_str()) {
+                return Err(err(
+                    ResponseError::UnsupportedAssignor,
+                    format!("assignor '{a}' is not one of {ASSIGNORS:?}"),
+                ));
+            }
+        }
+        if let Some(r) = &hb.subscribed_topic_regex {
+            if regex::Regex::new(r).is_err() {
+                return Err(err(
+                    ResponseError::InvalidRegularExpression,
+                    format!("invalid regular expression '{r}'"),
+                ));
+            }
+        }
+        let reply = |id: &str, epoch: i32| HeartbeatReply {
+            member_id: id.to_string(),
+            member_epoch: epoch,
+            heartbeat_interval_ms: cfg.consumer_heartbeat_interval_ms,
+            assignment: None,
+        };
+        if hb.member_epoch == -1 || hb.member_epoch == LEFT_STATIC_EPOCH {
+            return self
+                .leave(&hb, now_ms)
+                .map(|epoch| reply(&hb.member_id, epoch));
+        }
+        let epoch_before = self.group_epoch;
+        let mut full = false;
+        let id = if hb.member_epoch == 0 {
+            full = true;
+            self.join(&hb, cfg, now_ms, new_member_id)?
+        } else {
+            let Some(m) = self.members.get(&hb.member_id) else {
+                return Err(err(
+                    ResponseError::UnknownMemberId,
+                    format!("member {} is not in group {}", hb.member_id, self.id),
+                ));
+            };
+            let lost_response = hb.member_epoch == m.previous_member_epoch
+                && hb.owned.as_ref().is_some_and(|o| is_subset(o, &m.assigned));
+            if hb.member_epoch != m.member_epoch && !lost_response {
+                return Err(err(
+                    ResponseError::FencedMemberEpoch,
+                    format!(
+                        "member epoch {} is not the current {}",
+                        hb.member_epoch, m.member_epoch
+                    ),
+                ));
+            }
+            if lost_response {
+                full = true;
+            }
+            hb.member_id.clone()
+        };
+        let before = {
+            let m = &self.members[&id];
+            (m.member_epoch, m.assigned.clone())
+        };
+        self.update_member(&id, &hb, now_ms);
+        self.refresh_topics(topics);
+        // One heartbeat moves the group at most one epoch forward.
+        self.group_epoch = self.group_epoch.min(epoch_before + 1);
+        if self.group_epoch > self.assignment_epoch {
+            self.compute_target(topics);
+        }
+        self.reconcile(&id, now_ms);
+        let m = &self.members[&id];
+        let changed = before != (m.member_epoch, m.assigned.clone());
+        let mismatch = hb
+            .owned
+            .as_ref()
+            .is_some_and(|o| normalize(o.clone()) != m.assigned);
+        let mut r = reply(&id, m.member_epoch);
+        if changed || full || mismatch {
+            r.assignment = Some(m.assigned.clone());
+        }
+        Ok(r)
+    }
+
+    fn join(
+        &mut self,
+        hb: &Heartbeat,
+        cfg: &GroupConfig,
+        now_ms: i64,
+        new_member_id: &mut dyn FnMut() -> String,
+    ) -> Result<String, HeartbeatError> {
+        let id = if hb.member_id.is_empty() {
+            new_member_id()
+        } else {
+            hb.member_id.clone()
+        };
+        if let Some(instance) = &hb.instance_id {
+            if let Some(old_id) = self.static_members.get(instance).cloned() {
+                if old_id != id {
+                    let old = &self.members[&old_id];
+                    if old.member_epoch != LEFT_STATIC_EPOCH {
+                        return Err(err(
+                            ResponseError::UnreleasedInstanceId,
+                            format!("instance {instance} is still in use by {old_id}"),
+                        ));
+                    }
+                    // The restarted static member takes its predecessor's
+                    // place, assignment and epoch: no rebalance.
+                    let mut m = self.members.remove(&old_id).expect("static member");
+                    let target = self.target.remove(&old_id).unwrap_or_default();
+                    m.id = id.clone();
+                    m.member_epoch = m.previous_member_epoch;
+                    m.owned = Assignment::new();
+                    self.members.insert(id.clone(), m);
+                    self.target.insert(id.clone(), target);
+                    self.static_members.insert(instance.clone(), id.clone());
+                    return Ok(id);
+                }
+            }
+        }
+        if let Some(m) = self.members.get_mut(&id) {
+            // A fenced member coming back: it owns nothing any more.
+            m.assigned.clear();
+            m.pending_revocation.clear();
+            m.owned.clear();
+            m.member_epoch = 0;
+            m.state = MemberState::Stable;
+            return Ok(id);
+        }
+        if self.members.len() >= cfg.max_size {
+            return Err(err(
+                ResponseError::GroupMaxSizeReached,
+                format!("group {} has reached group.max.size", self.id),
+            ));
+        }
+        let rebalance_timeout_ms = if hb.rebalance_timeout_ms > 0 {
+            hb.rebalance_timeout_ms
+        } else {
+            300_000
+        };
+        self.members.insert(
+            id.clone(),
+            ConsumerMember {
+                id: id.clone(),
+                instance_id: hb.instance_id.clone(),
+                rack_id: hb.rack_id.clone(),
+                client_id: hb.client_id.clone(),
+                client_host: hb.client_host.clone(),
+                rebalance_timeout_ms,
+                subscribed_topic_names: Vec::new(),
+                subscribed_topic_regex: None,
+                server_assignor: None,
+                member_epoch: 0,
+                previous_member_epoch: 0,
+                state: MemberState::Stable,
+                assigned: Assignment::new(),
+                pending_revocation: Assignment::new(),
+                owned: Assignment::new(),
+                last_heartbeat_ms: now_ms,
+                revoke_deadline_ms: None,
+            },
+        );
+        if let Some(i) = &hb.instance_id {
+            self.static_members.insert(i.clone(), id.clone());
+        }
+        self.bump();
+        Ok(id)
+    }
+
+    fn update_member(&mut self, id: &str, hb: &Heartbeat, now_ms: i64) {
+        let m = self.members.get_mut(id).expect("member");
+        m.last_heartbeat_ms = now_ms;
+        let mut changed = false;
+        if let Some(names) = &hb.subscribed_topic_names {
+            let mut names = names.clone();
+            names.sort();
+            names.dedup();
+            if names != m.subscribed_topic_names {
+                m.subscribed_topic_names = names;
+                changed = true;
+            }
+        }
+        if let Some(re) = &hb.subscribed_topic_regex {
+            let re = (!re.is_empty()).then(|| re.clone());
+            if re != m.subscribed_topic_regex {
+                m.subscribed_topic_regex = re;
+                changed = true;
+            }
+        }
+        if let Some(a) = &hb.server_assignor {
+            if Some(a) != m.server_assignor.as_ref() {
+                m.server_assignor = Some(a.clone());
+                changed = true;
+            }
+        }
+        if hb.rebalance_timeout_ms > 0 {
+            m.rebalance_timeout_ms = hb.rebalance_timeout_ms;
+        }
+        if hb.rack_id.is_some() {
+            m.rack_id = hb.rack_id.clone();
+        }
+        if let Some(o) = &hb.owned {
+            m.owned = normalize(o.clone());
+        }
+        if changed {
+            self.bump();
+        }
+    }
+
+    /// Bumps the group epoch when a subscribed topic appeared, grew or vanished.
+    fn refresh_topics(&mut self, topics: &Topics) {
+        let now: Topics = self
+            .subscribed_topic_names(topics)
+            .into_iter()
+            .map(|t| {
+                let v = topics[&t];
+                (t, v)
+            })
+            .collect();
+        if now != self.subscribed_topics {
+            self.subscribed_topics = now;
+            self.bump();
+        }
+    }
+
+    fn compute_target(&mut self, topics: &Topics) {
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some(a) = &m.server_assignor {
+                *votes.entry(a.as_str()).or_default() += 1;
+            }
+        }
+        let name = votes
+            .iter()
+            .max_by_key(|(n, c)| (**c, std::cmp::Reverse(**n)))
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_else(|| ASSIGNORS[0].to_string());
+        let specs: BTreeMap<String, MemberSpec> = self
+            .members
+            .values()
+            .map(|m| {
+                let subscribed = Self::resolve(m, topics)
+                    .iter()
+                    .map(|t| topics[t].0)
+                    .collect();
+                let current = self.target.get(&m.id).cloned().unwrap_or_default();
+                (
+                    m.id.clone(),
+                    MemberSpec {
+                        subscribed,
+                        current,
+                    },
+                )
+            })
+            .collect();
+        let by_id: BTreeMap<Uuid, i32> = self
+            .subscribed_topics
+            .values()
+            .map(|(id, n)| (*id, *n))
+            .collect();
+        self.target = assignor::assign(&name, &specs, &by_id)
+            .into_iter()
+            .map(|(m, a)| (m, normalize(a)))
+            .collect();
+        self.assignor_name = name;
+        self.assignment_epoch = self.group_epoch;
+    }
+
+    /// Partitions some member other than `id` still owns or is revoking.
+    fn held_by_others(&self, id: &str) -> BTreeSet<(Uuid, i32)> {
+        self.members
+            .values()
+            .filter(|m| m.id != id)
+            .flat_map(|m| {
+                m.assigned
+                    .iter()
+                    .chain(m.pending_revocation.iter())
+                    .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+            })
+            .collect()
+    }
+
+    /// Moves member `id` one step towards its target.
+    fn reconcile(&mut self, id: &str, now_ms: i64) {
+        let m = &self.members[id];
+        if m.member_epoch == LEFT_STATIC_EPOCH {
+            return;
+        }
+        if m.state == MemberState::UnrevokedPartitions {
+            if intersects(&m.owned, &m.pending_revocation) {
+                return; // still revoking
+            }
+            let m = self.members.get_mut(id).expect("member");
+            m.pending_revocation.clear();
+            m.revoke_deadline_ms = None;
+            m.state = MemberState::Stable;
+        }
+        let m = &self.members[id];
+        if m.state == MemberState::Stable && m.member_epoch == self.assignment_epoch {
+            return;
+        }
+        let target = self.target.get(id).cloned().unwrap_or_default();
+        let mut keep = Assignment::new();
+        let mut revoke = Assignment::new();
+        let mut want = Assignment::new();
+        let topics: BTreeSet<Uuid> = m.assigned.keys().chain(target.keys()).copied().collect();
+        for t in topics {
+            let empty = BTreeSet::new();
+            let cur = m.assigned.get(&t).unwrap_or(&empty);
+            let tgt = target.get(&t).unwrap_or(&empty);
+            keep.insert(t, cur.intersection(tgt).copied().collect());
+            revoke.insert(t, cur.difference(tgt).copied().collect());
+            want.insert(t, tgt.difference(cur).copied().collect());
+        }
+        let (keep, revoke, want) = (normalize(keep), normalize(revoke), normalize(want));
+        let held = self.held_by_others(id);
+        let epoch = self.assignment_epoch;
+        let m = self.members.get_mut(id).expect("member");
+        if !revoke.is_empty() {
+            m.assigned = keep;
+            m.pending_revocation = revoke;
+            m.state = MemberState::UnrevokedPartitions;
+            m.revoke_deadline_ms = Some(now_ms + m.rebalance_timeout_ms as i64);
+            return;
+        }
+        let mut free = want.clone();
+        for (t, ps) in free.iter_mut() {
+            ps.retain(|p| !held.contains(&(*t, *p)));
+        }
+        let free = normalize(free);
+        let complete = free == want;
+        let mut assigned = keep;
+        for (t, ps) in free {
+            assigned.entry(t).or_default().extend(ps);
+        }
+        m.assigned = assigned;
+        if m.member_epoch != epoch {
+            m.previous_member_epoch = m.member_epoch;
+            m.member_epoch = epoch;
+        }
+        m.state = if complete {
+            MemberState::Stable
+        } else {
+            MemberState::UnreleasedPartitions
+        };
+    }
+
+    /// Member leaves (`-1`) or, static, steps out temporarily (`-2`).
+    fn leave(&mut self, hb: &Heartbeat, now_ms: i64) -> Result<i32, HeartbeatError> {
+        let id = match (&hb.instance_id, hb.member_id.is_empty()) {
+            (Some(i), true) => self.static_members.get(i).cloned().unwrap_or_default(),
+            _ => hb.member_id.clone(),
+        };
+        if !self.members.contains_key(&id) {
+            return Err(err(
+                ResponseError::UnknownMemberId,
+                format!("member {id} is not in group {}", self.id),
+            ));
+        }
+        if hb.member_epoch == LEFT_STATIC_EPOCH && hb.instance_id.is_some() {
+            let m = self.members.get_mut(&id).expect("member");
+            m.previous_member_epoch = m.member_epoch;
+            m.member_epoch = LEFT_STATIC_EPOCH;
+            m.last_heartbeat_ms = now_ms;
+            return Ok(LEFT_STATIC_EPOCH);
+        }
+        self.remove_member(&id, now_ms);
+        Ok(-1)
+    }
+
+    /// Removes a member and starts a new group epoch.
+    pub fn remove_member(&mut self, id: &str, now_ms: i64) {
+        if let Some(m) = self.members.remove(id) {
+            if let Some(i) = &m.instance_id {
+                if self.static_members.get(i).map(String::as_str) == Some(id) {
+                    self.static_members.remove(i);
+                }
+            }
+            self.target.remove(id);
+            self.bump();
+            if self.members.is_empty() {
+                self.state_since_ms = now_ms;
+            }
+        }
+    }
+
+    /// Expires members whose session (`group.consumer.session.timeout.ms`)
+    /// or revocation (rebalance timeout) ran out. Returns the removed ids.
+    pub fn tick(&mut self, cfg: &GroupConfig, now_ms: i64) -> Vec<String> {
+        let gone: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| {
+                now_ms >= m.last_heartbeat_ms + cfg.consumer_session_timeout_ms as i64
+                    || m.revoke_deadline_ms.is_some_and(|d| now_ms >= d)
+            })
+            .map(|m| m.id.clone())
+            .collect();
+        for id in &gone {
+            tracing::info!(group = %self.id, member = %id, "consumer group member expired");
+            self.remove_member(id, now_ms);
+        }
+        gone
+    }
+
+    /// Checks an OffsetCommit/OffsetFetch by a member of this group.
+    pub fn validate_member_epoch(&self, member_id: &str, epoch: i32) -> Option<ResponseError> {
+        let Some(m) = self.members.get(member_id) else {
+            return Some(ResponseError::UnknownMemberId);
+        };
+        (epoch != m.member_epoch).then_some(ResponseError::StaleMemberEpoch)
+    }
+
+    /// Number of members.
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
+}
+
+#[cfg(test)]
+#[path = "consumer_group_tests.rs"]
+mod tests;

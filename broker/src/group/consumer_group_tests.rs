@@ -1,0 +1,219 @@
+//! Unit tests of KIP-848 groups: epochs, reconciliation, fencing, expiry.
+
+use super::*;
+
+fn tid() -> Uuid {
+    Uuid::from_bytes([7; 16])
+}
+
+fn topics(n: i32) -> Topics {
+    Topics::from([("t".to_string(), (tid(), n))])
+}
+
+fn cfg() -> GroupConfig {
+    GroupConfig::default()
+}
+
+fn join(id: &str, assignor: Option<&str>) -> Heartbeat {
+    Heartbeat {
+        member_id: id.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: Some(vec!["t".into()]),
+        server_assignor: assignor.map(str::to_string),
+        owned: Some(Assignment::new()),
+        ..Default::default()
+    }
+}
+
+fn hb(id: &str, epoch: i32, owned: &Assignment) -> Heartbeat {
+    Heartbeat {
+        member_id: id.into(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        owned: Some(owned.clone()),
+        ..Default::default()
+    }
+}
+
+fn ids() -> impl FnMut() -> String {
+    let mut n = 0;
+    move || {
+        n += 1;
+        format!("gen-{n}")
+    }
+}
+
+fn parts(a: &Assignment) -> BTreeSet<i32> {
+    a.get(&tid()).cloned().unwrap_or_default()
+}
+
+#[test]
+fn second_member_gets_partitions_only_after_the_first_revokes() {
+    let (c, t) = (cfg(), topics(4));
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    let r1 = g.heartbeat(join("m1", None), &t, &c, 0, &mut id).unwrap();
+    assert_eq!(r1.member_epoch, 1);
+    let a1 = r1.assignment.unwrap();
+    assert_eq!(parts(&a1).len(), 4);
+    assert_eq!(g.state_name(), "Stable");
+
+    let r2 = g.heartbeat(join("m2", None), &t, &c, 10, &mut id).unwrap();
+    assert_eq!(r2.member_epoch, 2);
+    assert!(
+        parts(r2.assignment.as_ref().unwrap()).is_empty(),
+        "m1 still owns everything"
+    );
+    assert_eq!(g.state_name(), "Reconciling");
+
+    // m1 is told to drop two partitions, at its old epoch.
+    let r = g.heartbeat(hb("m1", 1, &a1), &t, &c, 20, &mut id).unwrap();
+    assert_eq!(r.member_epoch, 1);
+    let kept = r.assignment.unwrap();
+    assert_eq!(parts(&kept).len(), 2);
+    assert_eq!(g.members["m1"].state, MemberState::UnrevokedPartitions);
+    // m2 still waits: the partitions are not released yet.
+    let r = g
+        .heartbeat(hb("m2", 2, &Assignment::new()), &t, &c, 25, &mut id)
+        .unwrap();
+    assert!(r.assignment.map(|a| parts(&a).is_empty()).unwrap_or(true));
+    // m1 confirms: it advances to epoch 2.
+    let r = g
+        .heartbeat(hb("m1", 1, &kept), &t, &c, 30, &mut id)
+        .unwrap();
+    assert_eq!(r.member_epoch, 2);
+    // Now m2 gets the released ones.
+    let r = g
+        .heartbeat(hb("m2", 2, &Assignment::new()), &t, &c, 40, &mut id)
+        .unwrap();
+    let a2 = r.assignment.unwrap();
+    assert_eq!(parts(&a2).len(), 2);
+    assert!(parts(&a2).is_disjoint(&parts(&kept)));
+    assert_eq!(g.state_name(), "Stable");
+}
+
+#[test]
+fn fencing_and_unknown_members() {
+    let (c, t) = (cfg(), topics(2));
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    let r = g.heartbeat(join("", None), &t, &c, 0, &mut id).unwrap();
+    assert_eq!(r.member_id, "gen-1", "v0: the coordinator names the member");
+    let e = g.heartbeat(hb("gen-1", 7, &Assignment::new()), &t, &c, 1, &mut id);
+    assert_eq!(e.unwrap_err().code, ResponseError::FencedMemberEpoch);
+    let e = g.heartbeat(hb("nobody", 1, &Assignment::new()), &t, &c, 1, &mut id);
+    assert_eq!(e.unwrap_err().code, ResponseError::UnknownMemberId);
+    let mut bad = join("x", Some("sticky"));
+    bad.member_epoch = 0;
+    assert_eq!(
+        g.heartbeat(bad, &t, &c, 1, &mut id).unwrap_err().code,
+        ResponseError::UnsupportedAssignor
+    );
+    assert_eq!(g.validate_member_epoch("gen-1", 1), None);
+    assert_eq!(
+        g.validate_member_epoch("gen-1", 0),
+        Some(ResponseError::StaleMemberEpoch)
+    );
+}
+
+#[test]
+fn session_expiry_and_leave_bump_the_group_epoch() {
+    let (c, t) = (cfg(), topics(2));
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    g.heartbeat(join("a", None), &t, &c, 0, &mut id).unwrap();
+    g.heartbeat(join("b", None), &t, &c, 0, &mut id).unwrap();
+    let epoch = g.group_epoch;
+    g.heartbeat(
+        hb(
+            "a",
+            g.members["a"].member_epoch,
+            &g.members["a"].assigned.clone(),
+        ),
+        &t,
+        &c,
+        40_000,
+        &mut id,
+    )
+    .unwrap();
+    assert!(g.tick(&c, 45_000).contains(&"b".to_string()));
+    assert_eq!(g.group_epoch, epoch + 1);
+    let mut leave = hb("a", -1, &Assignment::new());
+    leave.member_epoch = -1;
+    let r = g.heartbeat(leave, &t, &c, 45_001, &mut id).unwrap();
+    assert_eq!(r.member_epoch, -1);
+    assert!(g.is_empty());
+    assert_eq!(g.state_name(), "Empty");
+}
+
+#[test]
+fn static_member_restart_keeps_assignment_without_new_epoch() {
+    let (c, t) = (cfg(), topics(2));
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    let mut j = join("s1", None);
+    j.instance_id = Some("inst".into());
+    let first = g.heartbeat(j, &t, &c, 0, &mut id).unwrap();
+    let mut bye = hb("s1", -2, &Assignment::new());
+    bye.instance_id = Some("inst".into());
+    assert_eq!(
+        g.heartbeat(bye, &t, &c, 1, &mut id).unwrap().member_epoch,
+        -2
+    );
+    let epoch = g.group_epoch;
+    let mut back = join("s2", None);
+    back.instance_id = Some("inst".into());
+    let r = g.heartbeat(back, &t, &c, 2, &mut id).unwrap();
+    assert_eq!(g.group_epoch, epoch, "no rebalance");
+    assert_eq!(r.member_epoch, first.member_epoch);
+    assert_eq!(r.assignment, first.assignment);
+    // While the instance is in use, another process cannot take it.
+    let mut dup = join("s3", None);
+    dup.instance_id = Some("inst".into());
+    assert_eq!(
+        g.heartbeat(dup, &t, &c, 3, &mut id).unwrap_err().code,
+        ResponseError::UnreleasedInstanceId
+    );
+}
+
+#[test]
+fn range_assignor_and_new_partitions() {
+    let c = cfg();
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    let t = topics(3);
+    g.heartbeat(join("a", Some("range")), &t, &c, 0, &mut id)
+        .unwrap();
+    g.heartbeat(join("b", Some("range")), &t, &c, 0, &mut id)
+        .unwrap();
+    assert_eq!(g.assignor_name, "range");
+    assert_eq!(parts(&g.target["a"]), BTreeSet::from([0, 1]));
+    assert_eq!(parts(&g.target["b"]), BTreeSet::from([2]));
+    // The topic grows: a new group epoch and a new target.
+    let epoch = g.group_epoch;
+    let t = topics(4);
+    let a = g.members["a"].clone();
+    g.heartbeat(hb("a", a.member_epoch, &a.assigned), &t, &c, 5, &mut id)
+        .unwrap();
+    assert_eq!(g.group_epoch, epoch + 1);
+    assert_eq!(parts(&g.target["b"]), BTreeSet::from([2, 3]));
+}
+
+#[test]
+fn regex_subscription_matches_whole_names() {
+    let c = cfg();
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    let t = Topics::from([
+        ("orders".to_string(), (Uuid::from_bytes([1; 16]), 1)),
+        ("orders-dlq".to_string(), (Uuid::from_bytes([2; 16]), 1)),
+    ]);
+    let mut j = join("a", None);
+    j.subscribed_topic_names = Some(vec![]);
+    j.subscribed_topic_regex = Some("ord.rs".into());
+    let r = g.heartbeat(j, &t, &c, 0, &mut id).unwrap();
+    let a = r.assignment.unwrap();
+    assert_eq!(a.len(), 1);
+    assert!(a.contains_key(&Uuid::from_bytes([1; 16])));
+}

@@ -1,0 +1,794 @@
+//! The group coordinator's I/O shell: owns every group and offset, parks
+//! JoinGroup/SyncGroup requests until their barrier completes, runs the
+//! timers, and persists to `__consumer_offsets` (an offset commit is
+//! acknowledged only after its append succeeded).
+//!
+//! One lock guards all groups; it is never held across an `.await`. Appends
+//! happen under it so the log order is the order of state changes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+use super::consumer_group::{ConsumerGroup, Heartbeat, HeartbeatError, HeartbeatReply, Topics};
+use super::group::{
+    ClassicGroup, Effect, GroupState, JoinOutcome, JoinRequest, JoinResponse, SyncOutcome,
+    SyncResponse,
+};
+use super::log_format::{self, OffsetsRecord};
+use super::metrics::GroupMetrics;
+use super::offsets::{expired_offsets, CommittedOffset, OffsetStore, Retention, TopicPartition};
+use super::{partition_for, GroupConfig};
+use crate::broker::{now_ms, Broker};
+use crate::error::ApiError;
+use crate::metadata::CONSUMER_OFFSETS;
+
+/// A group as ListGroups shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedGroup {
+    pub id: String,
+    pub protocol_type: String,
+    pub state: String,
+    /// `classic` or `consumer`.
+    pub kind: &'static str,
+}
+
+/// Everything the coordinator owns.
+#[derive(Default)]
+struct State {
+    classic: HashMap<String, ClassicGroup>,
+    consumer: HashMap<String, ConsumerGroup>,
+    offsets: OffsetStore,
+    join_waiters: HashMap<(String, String), oneshot::Sender<JoinResponse>>,
+    sync_waiters: HashMap<(String, String), oneshot::Sender<SyncResponse>>,
+    last_retention_ms: i64,
+}
+
+/// The broker's group coordinator.
+pub struct GroupCoordinator {
+    pub cfg: GroupConfig,
+    state: Mutex<State>,
+    metrics: GroupMetrics,
+}
+
+fn new_member_id(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4())
+}
+
+fn api(code: ResponseError, msg: impl Into<String>) -> ApiError {
+    ApiError::new(code, msg)
+}
+
+impl GroupCoordinator {
+    pub fn new(cfg: GroupConfig, registry: &prometheus::Registry) -> Self {
+        Self {
+            cfg,
+            state: Mutex::new(State::default()),
+            metrics: GroupMetrics::new(registry),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("group coordinator lock")
+    }
+
+    /// Loads groups and offsets from `__consumer_offsets` and starts the timers.
+    pub fn start(broker: &Arc<Broker>) {
+        broker.groups.load(broker);
+        let b = broker.clone();
+        broker.spawn(tokio::spawn(async move {
+            let mut last_metrics = 0i64;
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let now = now_ms();
+                b.groups.tick(&b, now);
+                if now - last_metrics >= 5000 {
+                    last_metrics = now;
+                    b.groups.update_metrics(&b);
+                }
+            }
+        }));
+    }
+
+    /// Makes sure `__consumer_offsets` exists (compacted, internal) and that
+    /// this broker hosts the partition of `group`.
+    pub fn ensure_coordinator(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
+        let topic = match broker.metadata.topic(CONSUMER_OFFSETS) {
+            Some(t) => t,
+            None => {
+                let configs = BTreeMap::from([
+                    ("cleanup.policy".to_string(), "compact".to_string()),
+                    ("segment.bytes".to_string(), (100 << 20).to_string()),
+                ]);
+                // Replicated like any other topic: min(3, live brokers).
+                let rf = broker.metadata.image().live_brokers().count().clamp(1, 3) as i16;
+                match broker.create_topic(
+                    CONSUMER_OFFSETS,
+                    self.cfg.offsets_partitions,
+                    rf,
+                    configs,
+                ) {
+                    Ok(t) => t,
+                    Err(e) if e.code == ResponseError::TopicAlreadyExists => broker
+                        .metadata
+                        .topic(CONSUMER_OFFSETS)
+                        .ok_or_else(|| api(ResponseError::CoordinatorNotAvailable, "vanished"))?,
+                    Err(e) => {
+                        warn!(error = %e, "cannot create __consumer_offsets");
+                        return Err(api(ResponseError::CoordinatorNotAvailable, e.message));
+                    }
+                }
+            }
+        };
+        let p = partition_for(group, topic.partitions.len() as i32);
+        if !broker
+            .replicas
+            .get(CONSUMER_OFFSETS, p)
+            .is_some_and(|part| part.is_leader())
+        {
+            return Err(api(
+                ResponseError::NotCoordinator,
+                format!("{CONSUMER_OFFSETS}-{p} is not led by this broker"),
+            ));
+        }
+        Ok(p)
+    }
+
+    /// Appends keyed records to the group's partition of `__consumer_offsets`.
+    fn append(
+        &self,
+        broker: &Broker,
+        group: &str,
+        records: &[(Bytes, Option<Bytes>)],
+    ) -> Result<(), ApiError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let p = self.ensure_coordinator(broker, group)?;
+        let part = broker.replicas.get_or_err(CONSUMER_OFFSETS, p)?;
+        let now = now_ms();
+        let mut batch = log_format::encode_batch(records, now);
+        part.append_as_leader(&mut batch, false, now).map_err(|e| {
+            warn!(group, error = %e, "append to __consumer_offsets failed");
+            api(ResponseError::CoordinatorNotAvailable, e.message)
+        })?;
+        Ok(())
+    }
+
+    /// Reads every partition of `__consumer_offsets` from its start.
+    fn load(&self, broker: &Broker) {
+        let Some(topic) = broker.metadata.topic(CONSUMER_OFFSETS) else {
+            return;
+        };
+        let now = now_ms();
+        let mut st = self.lock();
+        let mut records = 0usize;
+        for p in 0..topic.partitions.len() as i32 {
+            let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
+                continue;
+            };
+            let mut offset = part.log_start_offset();
+            let end = part.high_watermark();
+            while offset < end {
+                let read = match part.read(offset, 1 << 20, true, -1) {
+                    Ok(r) if !r.records.is_empty() => r,
+                    Ok(_) => break,
+                    Err(e) => {
+                        warn!(partition = p, offset, error = %e, "cannot read __consumer_offsets");
+                        break;
+                    }
+                };
+                let before = offset;
+                for b in skein_storage::batch::iter_batches(&read.records) {
+                    let Ok((header, bytes)) = b else { break };
+                    offset = header.next_offset();
+                    if header.is_control() {
+                        continue;
+                    }
+                    let Ok(recs) = skein_storage::batch::decode_records(bytes) else {
+                        continue;
+                    };
+                    for r in recs {
+                        let Some(key) = r.key else { continue };
+                        match log_format::decode(&key, r.value.as_ref()) {
+                            Ok(Some(rec)) => {
+                                records += 1;
+                                apply_record(&mut st, rec, now);
+                            }
+                            Ok(None) => {}
+                            Err(e) => warn!(partition = p, error = %e, "skipping record"),
+                        }
+                    }
+                }
+                if offset <= before {
+                    break;
+                }
+            }
+        }
+        let offset_groups: Vec<String> = st.offsets.group_ids().cloned().collect();
+        for g in offset_groups {
+            st.classic
+                .entry(g.clone())
+                .or_insert_with(|| ClassicGroup::new(&g, now));
+        }
+        info!(
+            records,
+            groups = st.classic.len(),
+            "group metadata and offsets loaded"
+        );
+    }
+
+    /// Delivers effects of a classic group: persists it, then answers
+    /// parked requests (with an error if persisting failed).
+    fn apply(&self, st: &mut State, broker: &Broker, group: &str, effects: Vec<Effect>) {
+        let mut stored = true;
+        for e in effects {
+            match e {
+                Effect::Store => {
+                    if let Some(g) = st.classic.get(group) {
+                        let rec = (
+                            log_format::group_key(group),
+                            Some(log_format::group_value(g)),
+                        );
+                        stored = self.append(broker, group, &[rec]).is_ok();
+                    }
+                }
+                Effect::Join(m, r) => {
+                    if let Some(tx) = st.join_waiters.remove(&(group.to_string(), m)) {
+                        let _ = tx.send(r);
+                    }
+                }
+                Effect::Sync(m, mut r) => {
+                    if !stored && r.error.is_none() {
+                        r.error = Some(ResponseError::CoordinatorNotAvailable);
+                        r.assignment = Bytes::new();
+                    }
+                    if let Some(tx) = st.sync_waiters.remove(&(group.to_string(), m)) {
+                        let _ = tx.send(r);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A classic group to join: existing, or new if the id is free (an
+    /// empty consumer group gives its id up).
+    fn classic_for_join<'a>(
+        st: &'a mut State,
+        group: &str,
+        now: i64,
+    ) -> Result<&'a mut ClassicGroup, ResponseError> {
+        if let Some(cg) = st.consumer.get(group) {
+            if !cg.is_empty() {
+                return Err(ResponseError::InconsistentGroupProtocol);
+            }
+            st.consumer.remove(group);
+        }
+        Ok(st
+            .classic
+            .entry(group.to_string())
+            .or_insert_with(|| ClassicGroup::new(group, now)))
+    }
+
+    pub async fn join(&self, broker: &Broker, group: &str, req: JoinRequest) -> JoinResponse {
+        let member = req.member_id.clone();
+        let rx = {
+            let now = now_ms();
+            let mut st = self.lock();
+            let g = match Self::classic_for_join(&mut st, group, now) {
+                Ok(g) => g,
+                Err(e) => {
+                    return JoinResponse {
+                        error: Some(e),
+                        generation: -1,
+                        member_id: member,
+                        ..Default::default()
+                    }
+                }
+            };
+            let mut effects = Vec::new();
+            let outcome = g.join(req, &self.cfg, now, &mut new_member_id, &mut effects);
+            match outcome {
+                JoinOutcome::Done(r) => {
+                    self.apply(&mut st, broker, group, effects);
+                    return r;
+                }
+                JoinOutcome::Wait(id) => {
+                    let (tx, rx) = oneshot::channel();
+                    st.join_waiters.insert((group.to_string(), id), tx);
+                    self.apply(&mut st, broker, group, effects);
+                    rx
+                }
+            }
+        };
+        rx.await.unwrap_or_else(|_| JoinResponse {
+            error: Some(ResponseError::UnknownMemberId),
+            generation: -1,
+            member_id: member,
+            ..Default::default()
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn sync(
+        &self,
+        broker: &Broker,
+        group: &str,
+        member: &str,
+        instance: Option<&str>,
+        generation: i32,
+        protocol_type: Option<&str>,
+        protocol: Option<&str>,
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncResponse {
+        let rx = {
+            let now = now_ms();
+            let mut st = self.lock();
+            let Some(g) = st.classic.get_mut(group) else {
+                return SyncResponse {
+                    error: Some(ResponseError::UnknownMemberId),
+                    ..Default::default()
+                };
+            };
+            let mut effects = Vec::new();
+            let outcome = g.sync(
+                member,
+                instance,
+                generation,
+                protocol_type,
+                protocol,
+                assignments,
+                now,
+                &mut effects,
+            );
+            match outcome {
+                SyncOutcome::Done(r) => {
+                    self.apply(&mut st, broker, group, effects);
+                    return r;
+                }
+                SyncOutcome::Wait => {
+                    let (tx, rx) = oneshot::channel();
+                    st.sync_waiters
+                        .insert((group.to_string(), member.to_string()), tx);
+                    self.apply(&mut st, broker, group, effects);
+                    rx
+                }
+            }
+        };
+        rx.await.unwrap_or_else(|_| SyncResponse {
+            error: Some(ResponseError::RebalanceInProgress),
+            ..Default::default()
+        })
+    }
+
+    pub fn heartbeat(
+        &self,
+        group: &str,
+        member: &str,
+        instance: Option<&str>,
+        generation: i32,
+    ) -> Option<ResponseError> {
+        let mut st = self.lock();
+        match st.classic.get_mut(group) {
+            Some(g) => g.heartbeat(member, instance, generation, now_ms()),
+            None => Some(ResponseError::UnknownMemberId),
+        }
+    }
+
+    pub fn leave(
+        &self,
+        broker: &Broker,
+        group: &str,
+        who: &[(String, Option<String>)],
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        let mut st = self.lock();
+        let Some(g) = st.classic.get_mut(group) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
+        let mut effects = Vec::new();
+        let r = g.leave(who, now_ms(), &mut effects);
+        self.apply(&mut st, broker, group, effects);
+        Ok(r)
+    }
+
+    /// Commits offsets after validating the committer against the group.
+    /// `Err` is a group-level error for every partition.
+    pub fn commit_offsets(
+        &self,
+        broker: &Broker,
+        group: &str,
+        member: &str,
+        instance: Option<&str>,
+        generation: i32,
+        offsets: Vec<(TopicPartition, CommittedOffset)>,
+    ) -> Result<(), ApiError> {
+        let now = now_ms();
+        let mut st = self.lock();
+        let check = if let Some(cg) = st.consumer.get(group) {
+            if generation < 0 && member.is_empty() {
+                (!cg.is_empty()).then_some(ResponseError::UnknownMemberId)
+            } else {
+                cg.validate_member_epoch(member, generation)
+            }
+        } else if let Some(g) = st.classic.get(group) {
+            g.validate_offset_commit(member, instance, generation)
+        } else if generation < 0 {
+            None
+        } else {
+            Some(ResponseError::IllegalGeneration)
+        };
+        if let Some(e) = check {
+            return Err(api(e, format!("offset commit rejected by group {group}")));
+        }
+        let records: Vec<(Bytes, Option<Bytes>)> = offsets
+            .iter()
+            .map(|((t, p), o)| {
+                (
+                    log_format::offset_key(group, t, *p),
+                    Some(log_format::offset_value(o)),
+                )
+            })
+            .collect();
+        self.append(broker, group, &records)?;
+        if !st.consumer.contains_key(group) {
+            st.classic
+                .entry(group.to_string())
+                .or_insert_with(|| ClassicGroup::new(group, now));
+        }
+        for (tp, o) in offsets {
+            st.offsets.commit(group, tp, o);
+        }
+        Ok(())
+    }
+
+    /// Committed offsets of `group`: of the given partitions, or all.
+    /// `member` (OffsetFetch v9) is checked against a consumer group.
+    pub fn fetch_offsets(
+        &self,
+        group: &str,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+        member: Option<(&str, i32)>,
+    ) -> Result<Vec<(String, i32, Option<CommittedOffset>)>, ResponseError> {
+        let st = self.lock();
+        if let (Some((m, epoch)), Some(cg)) = (member, st.consumer.get(group)) {
+            if !m.is_empty() {
+                if let Some(e) = cg.validate_member_epoch(m, epoch) {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(match topics {
+            Some(ts) => ts
+                .into_iter()
+                .flat_map(|(t, ps)| {
+                    let st = &st;
+                    ps.into_iter().map(move |p| {
+                        let o = st.offsets.get(group, &t, p).cloned();
+                        (t.clone(), p, o)
+                    })
+                })
+                .collect(),
+            None => st
+                .offsets
+                .group(group)
+                .map(|m| {
+                    m.iter()
+                        .map(|((t, p), o)| (t.clone(), *p, Some(o.clone())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    /// A classic group for DescribeGroups (`None`: no such group); a
+    /// consumer group is an error there.
+    pub fn describe_classic(&self, group: &str) -> Result<Option<ClassicGroup>, ResponseError> {
+        let st = self.lock();
+        if st.consumer.contains_key(group) {
+            return Err(ResponseError::GroupIdNotFound);
+        }
+        Ok(st.classic.get(group).cloned())
+    }
+
+    /// A consumer group for ConsumerGroupDescribe.
+    pub fn describe_consumer(&self, group: &str) -> Result<ConsumerGroup, ResponseError> {
+        let st = self.lock();
+        st.consumer
+            .get(group)
+            .cloned()
+            .ok_or(ResponseError::GroupIdNotFound)
+    }
+
+    pub fn list(&self) -> Vec<ListedGroup> {
+        let st = self.lock();
+        let mut out: Vec<ListedGroup> = st
+            .classic
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| ListedGroup {
+                id: g.id.clone(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                state: g.state.name().to_string(),
+                kind: "classic",
+            })
+            .chain(st.consumer.values().map(|g| ListedGroup {
+                id: g.id.clone(),
+                protocol_type: "consumer".into(),
+                state: g.state_name().to_string(),
+                kind: "consumer",
+            }))
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
+    /// Deletes an empty group and its offsets (tombstones first).
+    pub fn delete_group(&self, broker: &Broker, group: &str) -> Result<(), ApiError> {
+        let mut st = self.lock();
+        let exists = st.classic.contains_key(group)
+            || st.consumer.contains_key(group)
+            || st.offsets.group(group).is_some();
+        if !exists {
+            return Err(api(ResponseError::GroupIdNotFound, "no such group"));
+        }
+        let non_empty = st.classic.get(group).is_some_and(|g| !g.is_empty())
+            || st.consumer.get(group).is_some_and(|g| !g.is_empty());
+        if non_empty {
+            return Err(api(ResponseError::NonEmptyGroup, "the group has members"));
+        }
+        self.remove_group(&mut st, broker, group)
+    }
+
+    fn remove_group(&self, st: &mut State, broker: &Broker, group: &str) -> Result<(), ApiError> {
+        let mut records: Vec<(Bytes, Option<Bytes>)> = st
+            .offsets
+            .group(group)
+            .map(|m| {
+                m.keys()
+                    .map(|(t, p)| (log_format::offset_key(group, t, *p), None))
+                    .collect()
+            })
+            .unwrap_or_default();
+        records.push((log_format::group_key(group), None));
+        self.append(broker, group, &records)?;
+        st.offsets.remove_group(group);
+        if let Some(mut g) = st.classic.remove(group) {
+            let mut effects = Vec::new();
+            g.mark_dead(now_ms(), &mut effects);
+        }
+        st.consumer.remove(group);
+        info!(group, "group deleted");
+        Ok(())
+    }
+
+    /// OffsetDelete: removes offsets of topics the group does not subscribe to.
+    pub fn delete_offsets(
+        &self,
+        broker: &Broker,
+        group: &str,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
+        let topics = topics_view(broker);
+        let mut st = self.lock();
+        let subscribed: BTreeSet<String> = if let Some(cg) = st.consumer.get(group) {
+            cg.subscribed_topic_names(&topics)
+        } else if let Some(g) = st.classic.get(group) {
+            if g.is_empty() {
+                BTreeSet::new()
+            } else {
+                g.subscribed_topics().ok_or(ResponseError::NonEmptyGroup)?
+            }
+        } else if st.offsets.group(group).is_some() {
+            BTreeSet::new()
+        } else {
+            return Err(ResponseError::GroupIdNotFound);
+        };
+        let mut out = Vec::new();
+        let mut records = Vec::new();
+        for tp in partitions {
+            if subscribed.contains(&tp.0) {
+                out.push((tp, Some(ResponseError::GroupSubscribedToTopic)));
+                continue;
+            }
+            if st.offsets.get(group, &tp.0, tp.1).is_some() {
+                records.push((log_format::offset_key(group, &tp.0, tp.1), None));
+            }
+            out.push((tp, None));
+        }
+        self.append(broker, group, &records).map_err(|e| e.code)?;
+        for (tp, e) in &out {
+            if e.is_none() {
+                st.offsets.delete(group, tp);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn consumer_heartbeat(
+        &self,
+        broker: &Broker,
+        group: &str,
+        hb: Heartbeat,
+    ) -> Result<HeartbeatReply, HeartbeatError> {
+        let topics = topics_view(broker);
+        let now = now_ms();
+        let mut st = self.lock();
+        if let Some(g) = st.classic.get(group) {
+            if !g.is_empty() {
+                return Err(HeartbeatError {
+                    code: ResponseError::GroupIdNotFound,
+                    message: format!("group {group} is a classic group with members"),
+                });
+            }
+            st.classic.remove(group);
+        }
+        if hb.member_epoch != 0 && !st.consumer.contains_key(group) {
+            return Err(HeartbeatError {
+                code: ResponseError::UnknownMemberId,
+                message: format!("group {group} does not exist"),
+            });
+        }
+        let g = st
+            .consumer
+            .entry(group.to_string())
+            .or_insert_with(|| ConsumerGroup::new(group, now));
+        g.heartbeat(hb, &topics, &self.cfg, now, &mut || {
+            uuid::Uuid::new_v4().to_string()
+        })
+    }
+
+    /// Timers: barriers, sessions, and (every retention check interval)
+    /// offset expiry.
+    pub fn tick(&self, broker: &Broker, now: i64) {
+        let mut st = self.lock();
+        let ids: Vec<String> = st.classic.keys().cloned().collect();
+        for id in ids {
+            let mut effects = Vec::new();
+            if let Some(g) = st.classic.get_mut(&id) {
+                g.tick(&self.cfg, now, &mut effects);
+            }
+            if !effects.is_empty() {
+                self.apply(&mut st, broker, &id, effects);
+            }
+        }
+        for g in st.consumer.values_mut() {
+            g.tick(&self.cfg, now);
+        }
+        if now - st.last_retention_ms >= self.cfg.offsets_retention_check_interval_ms {
+            st.last_retention_ms = now;
+            self.expire_offsets(&mut st, broker, now);
+        }
+    }
+
+    /// Drops expired offsets (tombstones) and then groups left with neither
+    /// members nor offsets.
+    fn expire_offsets(&self, st: &mut State, broker: &Broker, now: i64) {
+        let groups: Vec<String> = st.offsets.group_ids().cloned().collect();
+        for group in groups {
+            let basis = if let Some(cg) = st.consumer.get(&group) {
+                if cg.is_empty() {
+                    Retention::EmptySince(cg.state_since_ms)
+                } else {
+                    Retention::Active
+                }
+            } else if let Some(g) = st.classic.get(&group) {
+                match (g.state, &g.protocol_type) {
+                    (GroupState::Empty, None) => Retention::Standalone,
+                    (GroupState::Empty, Some(_)) => Retention::EmptySince(g.state_since_ms),
+                    _ => Retention::Active,
+                }
+            } else {
+                Retention::Standalone
+            };
+            let Some(offsets) = st.offsets.group(&group) else {
+                continue;
+            };
+            let expired = expired_offsets(offsets, basis, now, self.cfg.offsets_retention_ms);
+            if expired.is_empty() {
+                continue;
+            }
+            let records: Vec<(Bytes, Option<Bytes>)> = expired
+                .iter()
+                .map(|(t, p)| (log_format::offset_key(&group, t, *p), None))
+                .collect();
+            if self.append(broker, &group, &records).is_ok() {
+                info!(group, offsets = expired.len(), "committed offsets expired");
+                for tp in &expired {
+                    st.offsets.delete(&group, tp);
+                }
+            }
+        }
+        let empty: Vec<String> = st
+            .classic
+            .values()
+            .filter(|g| g.state == GroupState::Empty && g.pending_members.is_empty())
+            .map(|g| g.id.clone())
+            .chain(
+                st.consumer
+                    .values()
+                    .filter(|g| g.is_empty())
+                    .map(|g| g.id.clone()),
+            )
+            .filter(|id| st.offsets.group(id).is_none())
+            .collect();
+        for id in empty {
+            let _ = self.remove_group(st, broker, &id);
+        }
+    }
+
+    /// Refreshes the group gauges (state counts, members, lag).
+    pub fn update_metrics(&self, broker: &Broker) {
+        let st = self.lock();
+        let mut groups: Vec<(String, String, usize)> = st
+            .classic
+            .values()
+            .map(|g| (g.id.clone(), g.state.name().to_string(), g.members.len()))
+            .chain(
+                st.consumer
+                    .values()
+                    .map(|g| (g.id.clone(), g.state_name().to_string(), g.members.len())),
+            )
+            .collect();
+        groups.sort();
+        let lag = |group: &str| -> Vec<(String, i32, i64)> {
+            st.offsets
+                .group(group)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|((t, p), o)| {
+                            let part = broker.replicas.get(t, *p)?;
+                            Some((t.clone(), *p, (part.high_watermark() - o.offset).max(0)))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        self.metrics.update(&groups, lag);
+    }
+}
+
+/// Applies one loaded record.
+fn apply_record(st: &mut State, rec: OffsetsRecord, now: i64) {
+    match rec {
+        OffsetsRecord::Offset {
+            group,
+            topic,
+            partition,
+            value: Some(o),
+        } => st.offsets.commit(&group, (topic, partition), o),
+        OffsetsRecord::Offset {
+            group,
+            topic,
+            partition,
+            value: None,
+        } => {
+            st.offsets.delete(&group, &(topic, partition));
+        }
+        OffsetsRecord::Group {
+            group,
+            value: Some(g),
+        } => {
+            st.classic.insert(group, g.restore(now));
+        }
+        OffsetsRecord::Group { group, value: None } => {
+            st.classic.remove(&group);
+        }
+    }
+}
+
+/// Topics consumer groups may subscribe to: name → (id, partitions).
+pub fn topics_view(broker: &Broker) -> Topics {
+    broker
+        .metadata
+        .image()
+        .topics
+        .values()
+        .filter(|t| !t.is_internal())
+        .map(|t| (t.name.clone(), (t.id, t.partitions.len() as i32)))
+        .collect()
+}

@@ -1,0 +1,404 @@
+//! Records of `__consumer_offsets`, in Apache Kafka's own schemas so the
+//! topic reads the same as Kafka's (and Kafka's formatter tools decode it):
+//!
+//! | key (version)            | value (version written)                      |
+//! | ------------------------ | -------------------------------------------- |
+//! | `OffsetCommitKey` (1)    | `OffsetCommitValue` (3): offset, leader epoch, metadata, commit time |
+//! | `GroupMetadataKey` (2)   | `GroupMetadataValue` (3): protocol type, generation, protocol, leader, state time, members |
+//!
+//! Keys and values are the classic (non-flexible) encoding: `int16`
+//! version, then fields; strings are `int16` length + UTF-8, nullable
+//! strings use length -1, bytes are `int32` length + data, arrays `int32`
+//! count. Every record has a key, so compaction keeps the latest one per
+//! group or group-partition; a deletion is a tombstone (null value).
+//! KIP-848 groups persist only their offsets (members re-join after a
+//! coordinator move, as with Kafka when their records are missing); other
+//! key versions are skipped on load.
+
+use std::collections::BTreeMap;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use super::group::ClassicGroup;
+use super::member::ClassicMember;
+use super::offsets::CommittedOffset;
+
+const OFFSET_KEY_VERSION: i16 = 1;
+const GROUP_KEY_VERSION: i16 = 2;
+
+/// One decoded record of `__consumer_offsets`.
+#[derive(Debug, Clone)]
+pub enum OffsetsRecord {
+    /// A committed offset, or its deletion.
+    Offset {
+        group: String,
+        topic: String,
+        partition: i32,
+        value: Option<CommittedOffset>,
+    },
+    /// A classic group's metadata, or its deletion.
+    Group {
+        group: String,
+        value: Option<Box<ClassicGroup>>,
+    },
+}
+
+/// Why a record could not be decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed __consumer_offsets record: {0}")]
+pub struct FormatError(String);
+
+fn put_str(b: &mut BytesMut, s: &str) {
+    b.put_i16(s.len() as i16);
+    b.put_slice(s.as_bytes());
+}
+
+fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => put_str(b, s),
+        None => b.put_i16(-1),
+    }
+}
+
+fn put_bytes(b: &mut BytesMut, d: &[u8]) {
+    b.put_i32(d.len() as i32);
+    b.put_slice(d);
+}
+
+fn need(b: &Bytes, n: usize) -> Result<(), FormatError> {
+    if b.remaining() < n {
+        Err(FormatError(format!("truncated: need {n} bytes")))
+    } else {
+        Ok(())
+    }
+}
+
+fn get_i16(b: &mut Bytes) -> Result<i16, FormatError> {
+    need(b, 2)?;
+    Ok(b.get_i16())
+}
+
+fn get_i32(b: &mut Bytes) -> Result<i32, FormatError> {
+    need(b, 4)?;
+    Ok(b.get_i32())
+}
+
+fn get_i64(b: &mut Bytes) -> Result<i64, FormatError> {
+    need(b, 8)?;
+    Ok(b.get_i64())
+}
+
+fn get_nullable_str(b: &mut Bytes) -> Result<Option<String>, FormatError> {
+    let n = get_i16(b)?;
+    if n < 0 {
+        return Ok(None);
+    }
+    need(b, n as usize)?;
+    let s = b.split_to(n as usize);
+    String::from_utf8(s.to_vec())
+        .map(Some)
+        .map_err(|_| FormatError("string is not UTF-8".into()))
+}
+
+fn get_str(b: &mut Bytes) -> Result<String, FormatError> {
+    Ok(get_nullable_str(b)?.unwrap_or_default())
+}
+
+fn get_bytes(b: &mut Bytes) -> Result<Bytes, FormatError> {
+    let n = get_i32(b)?;
+    if n < 0 {
+        return Ok(Bytes::new());
+    }
+    need(b, n as usize)?;
+    Ok(b.split_to(n as usize))
+}
+
+/// `OffsetCommitKey` v1.
+pub fn offset_key(group: &str, topic: &str, partition: i32) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(OFFSET_KEY_VERSION);
+    put_str(&mut b, group);
+    put_str(&mut b, topic);
+    b.put_i32(partition);
+    b.freeze()
+}
+
+/// `OffsetCommitValue` v3.
+pub fn offset_value(o: &CommittedOffset) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(3);
+    b.put_i64(o.offset);
+    b.put_i32(o.leader_epoch);
+    put_str(&mut b, &o.metadata);
+    b.put_i64(o.commit_timestamp_ms);
+    b.freeze()
+}
+
+/// `GroupMetadataKey` v2.
+pub fn group_key(group: &str) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(GROUP_KEY_VERSION);
+    put_str(&mut b, group);
+    b.freeze()
+}
+
+/// `GroupMetadataValue` v3 of a classic group.
+pub fn group_value(g: &ClassicGroup) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(3);
+    put_str(&mut b, g.protocol_type.as_deref().unwrap_or(""));
+    b.put_i32(g.generation);
+    put_nullable_str(&mut b, g.protocol.as_deref());
+    put_nullable_str(&mut b, g.leader.as_deref());
+    b.put_i64(g.state_since_ms);
+    b.put_i32(g.members.len() as i32);
+    let protocol = g.protocol.clone().unwrap_or_default();
+    for m in g.members.values() {
+        put_str(&mut b, &m.id);
+        put_nullable_str(&mut b, m.instance_id.as_deref());
+        put_str(&mut b, &m.client_id);
+        put_str(&mut b, &m.client_host);
+        b.put_i32(m.rebalance_timeout_ms);
+        b.put_i32(m.session_timeout_ms);
+        put_bytes(&mut b, &m.metadata(&protocol));
+        put_bytes(&mut b, &m.assignment);
+    }
+    b.freeze()
+}
+
+/// Decodes one record. `Ok(None)`: a key version this broker does not keep
+/// (skipped on load).
+pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Result<Option<OffsetsRecord>, FormatError> {
+    let mut k = key.clone();
+    let version = get_i16(&mut k)?;
+    match version {
+        0 | 1 => {
+            let group = get_str(&mut k)?;
+            let topic = get_str(&mut k)?;
+            let partition = get_i32(&mut k)?;
+            let value = value.map(decode_offset_value).transpose()?.flatten();
+            Ok(Some(OffsetsRecord::Offset {
+                group,
+                topic,
+                partition,
+                value,
+            }))
+        }
+        2 => {
+            let group = get_str(&mut k)?;
+            let value = match value {
+                None => None,
+                Some(v) => decode_group_value(&group, v)?.map(Box::new),
+            };
+            Ok(Some(OffsetsRecord::Group { group, value }))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn decode_offset_value(v: &Bytes) -> Result<Option<CommittedOffset>, FormatError> {
+    let mut b = v.clone();
+    let version = get_i16(&mut b)?;
+    if !(0..=3).contains(&version) {
+        return Ok(None);
+    }
+    let offset = get_i64(&mut b)?;
+    let leader_epoch = if version >= 3 { get_i32(&mut b)? } else { -1 };
+    let metadata = get_str(&mut b)?;
+    let commit_timestamp_ms = get_i64(&mut b)?;
+    Ok(Some(CommittedOffset {
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp_ms,
+    }))
+}
+
+fn decode_group_value(group: &str, v: &Bytes) -> Result<Option<ClassicGroup>, FormatError> {
+    let mut b = v.clone();
+    let version = get_i16(&mut b)?;
+    if !(0..=3).contains(&version) {
+        return Ok(None);
+    }
+    let protocol_type = get_str(&mut b)?;
+    let generation = get_i32(&mut b)?;
+    let protocol = get_nullable_str(&mut b)?;
+    let leader = get_nullable_str(&mut b)?;
+    let state_since_ms = if version >= 2 { get_i64(&mut b)? } else { -1 };
+    let n = get_i32(&mut b)?;
+    let mut members = BTreeMap::new();
+    for _ in 0..n.max(0) {
+        let id = get_str(&mut b)?;
+        let instance_id = if version >= 3 {
+            get_nullable_str(&mut b)?
+        } else {
+            None
+        };
+        let client_id = get_str(&mut b)?;
+        let client_host = get_str(&mut b)?;
+        let rebalance_timeout_ms = if version >= 1 { get_i32(&mut b)? } else { -1 };
+        let session_timeout_ms = get_i32(&mut b)?;
+        let rebalance_timeout_ms = if rebalance_timeout_ms < 0 {
+            session_timeout_ms
+        } else {
+            rebalance_timeout_ms
+        };
+        let subscription = get_bytes(&mut b)?;
+        let assignment = get_bytes(&mut b)?;
+        members.insert(
+            id.clone(),
+            ClassicMember {
+                id,
+                instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocols: vec![(protocol.clone().unwrap_or_default(), subscription)],
+                assignment,
+                awaiting_join: false,
+                awaiting_sync: false,
+                last_heartbeat_ms: 0,
+            },
+        );
+    }
+    let mut g = ClassicGroup::new(group, state_since_ms.max(0));
+    g.protocol_type = (!protocol_type.is_empty()).then_some(protocol_type);
+    g.generation = generation;
+    g.protocol = protocol;
+    g.leader = leader;
+    g.members = members;
+    Ok(Some(g))
+}
+
+/// Encodes keyed records as one uncompressed magic-v2 batch.
+pub fn encode_batch(records: &[(Bytes, Option<Bytes>)], now_ms: i64) -> BytesMut {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // The encoder splits batches when offset - sequence changes.
+            sequence: i as i32,
+            timestamp: now_ms,
+            key: Some(k.clone()),
+            value: v.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encoding an uncompressed batch cannot fail");
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_round_trip_and_tombstone() {
+        let o = CommittedOffset {
+            offset: 42,
+            leader_epoch: 3,
+            metadata: "m".into(),
+            commit_timestamp_ms: 1234,
+        };
+        let k = offset_key("g", "t", 7);
+        match decode(&k, Some(&offset_value(&o))).unwrap().unwrap() {
+            OffsetsRecord::Offset {
+                group,
+                topic,
+                partition,
+                value,
+            } => {
+                assert_eq!((group.as_str(), topic.as_str(), partition), ("g", "t", 7));
+                assert_eq!(value, Some(o));
+            }
+            r => panic!("{r:?}"),
+        }
+        assert!(matches!(
+            decode(&k, None).unwrap().unwrap(),
+            OffsetsRecord::Offset { value: None, .. }
+        ));
+        // Byte layout is Kafka's OffsetCommitKey v1.
+        assert_eq!(&k[..], b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x07");
+    }
+
+    #[test]
+    fn group_round_trip() {
+        let mut g = ClassicGroup::new("grp", 99);
+        g.protocol_type = Some("consumer".into());
+        g.protocol = Some("range".into());
+        g.generation = 4;
+        g.leader = Some("m1".into());
+        g.members.insert(
+            "m1".into(),
+            ClassicMember {
+                id: "m1".into(),
+                instance_id: Some("i1".into()),
+                client_id: "c".into(),
+                client_host: "/h".into(),
+                session_timeout_ms: 10_000,
+                rebalance_timeout_ms: 20_000,
+                protocols: vec![("range".into(), Bytes::from_static(b"sub"))],
+                assignment: Bytes::from_static(b"asg"),
+                awaiting_join: false,
+                awaiting_sync: false,
+                last_heartbeat_ms: 0,
+            },
+        );
+        let v = group_value(&g);
+        let Some(OffsetsRecord::Group {
+            group,
+            value: Some(back),
+        }) = decode(&group_key("grp"), Some(&v)).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(group, "grp");
+        assert_eq!(back.generation, 4);
+        assert_eq!(back.leader.as_deref(), Some("m1"));
+        assert_eq!(back.protocol_type.as_deref(), Some("consumer"));
+        assert_eq!(back.members["m1"], g.members["m1"]);
+        assert_eq!(back.state_since_ms, 99);
+    }
+
+    #[test]
+    fn unknown_key_versions_are_skipped_and_garbage_is_an_error() {
+        assert!(decode(&Bytes::from_static(b"\x00\x05xx"), None)
+            .unwrap()
+            .is_none());
+        assert!(decode(&Bytes::from_static(b"\x00\x01\x00\x09g"), None).is_err());
+    }
+
+    #[test]
+    fn batch_keeps_every_record_in_one_batch() {
+        let recs = vec![
+            (offset_key("g", "t", 0), Some(Bytes::from_static(b"v"))),
+            (offset_key("g", "t", 1), None),
+        ];
+        let mut b = encode_batch(&recs, 5).freeze();
+        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut b).unwrap();
+        assert_eq!(set.records.len(), 2);
+        assert!(b.is_empty(), "a single batch");
+        assert!(set.records[1].value.is_none());
+    }
+}

@@ -1,0 +1,95 @@
+//! The group coordinator (Kafka's `GroupCoordinator`): classic consumer
+//! groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup), KIP-848 consumer groups
+//! (ConsumerGroupHeartbeat) and committed offsets, persisted as records of
+//! the compacted `__consumer_offsets` topic.
+//!
+//! Layout: the state machines are pure (`group.rs`/`member.rs` for classic
+//! groups, `consumer_group.rs`/`assignor.rs` for KIP-848, `offsets.rs` for
+//! committed offsets and their retention); they take `now_ms` explicitly and
+//! return what to answer and what to persist. `coordinator.rs` is the thin
+//! I/O shell: locks, waiters for the join/sync barriers, the timer task and
+//! appends to `__consumer_offsets` in the record format of `log_format.rs`.
+
+pub mod assignor;
+pub mod consumer_group;
+pub mod coordinator;
+#[allow(clippy::module_inception)]
+pub mod group;
+pub mod log_format;
+pub mod member;
+pub mod metrics;
+pub mod offsets;
+
+pub use coordinator::GroupCoordinator;
+
+/// Broker-level group settings (Kafka names in comments).
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// `offsets.topic.num.partitions`
+    pub offsets_partitions: i32,
+    /// `offsets.retention.minutes`, in milliseconds.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`
+    pub offsets_retention_check_interval_ms: i64,
+    /// `group.initial.rebalance.delay.ms`
+    pub initial_rebalance_delay_ms: i64,
+    /// `group.min.session.timeout.ms`
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`
+    pub max_session_timeout_ms: i32,
+    /// `group.max.size`
+    pub max_size: usize,
+    /// `group.consumer.heartbeat.interval.ms`
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.session.timeout.ms`
+    pub consumer_session_timeout_ms: i32,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            offsets_partitions: 50,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            offsets_retention_check_interval_ms: 600_000,
+            initial_rebalance_delay_ms: 3000,
+            min_session_timeout_ms: 6000,
+            max_session_timeout_ms: 1_800_000,
+            max_size: i32::MAX as usize,
+            consumer_heartbeat_interval_ms: 5000,
+            consumer_session_timeout_ms: 45_000,
+        }
+    }
+}
+
+/// Java's `String.hashCode` (UTF-16 code units, wrapping arithmetic).
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
+}
+
+/// The `__consumer_offsets` partition that stores `group`, chosen exactly as
+/// Kafka does (`Utils.abs(groupId.hashCode) % partitions`), so a group lands
+/// on the same partition number on Skein and on Kafka.
+pub fn partition_for(group: &str, partitions: i32) -> i32 {
+    let h = java_string_hash(group);
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_matches_kafka() {
+        // Java: "my-group".hashCode() == -1906497762, abs % 50 == 12.
+        assert_eq!(java_string_hash(""), 0);
+        assert_eq!(java_string_hash("a"), 97);
+        assert_eq!(java_string_hash("my-group"), -1_906_497_762);
+        assert_eq!(partition_for("my-group", 50), 12);
+        // A hash of i32::MIN maps to 0 (Kafka's Utils.abs), not to a negative.
+        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+        assert_eq!(partition_for("console-consumer-12345", 50), 6);
+    }
+}

@@ -1,0 +1,91 @@
+"""Consumer-group rebalancing with confluent-kafka (librdkafka): three members share a 6-partition
+topic, one is killed (SIGKILL, no LeaveGroup), the survivors take its partitions after the session
+timeout. Run for the classic protocol with the eager (range) and cooperative (cooperative-sticky)
+assignors, and for the KIP-848 consumer protocol (server-side uniform and range assignors)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.group_coordinator
+
+PARTS = 6
+
+
+def _member(bootstrap, topic, group, conf_extra, q, name):
+    from confluent_kafka import Consumer
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "log_level": 3, **conf_extra}
+    c = Consumer(conf)
+    c.subscribe([topic])
+    last = None
+    while True:
+        c.poll(0.2)
+        now = sorted(tp.partition for tp in c.assignment())
+        if now != last:
+            last = now
+            q.put((name, now))
+
+
+def _wait_for(view, pred, timeout, q):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            name, parts = q.get(timeout=0.5)
+            view[name] = parts
+        except Exception:
+            pass
+        if pred(view):
+            return True
+    return False
+
+
+def _covers(view, names):
+    got = [p for n in names for p in view.get(n, [])]
+    return sorted(got) == list(range(PARTS)) and all(view.get(n) for n in names)
+
+
+CASES = {
+    "classic-range": {"partition.assignment.strategy": "range", "session.timeout.ms": 6000},
+    "classic-cooperative": {"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000},
+    "consumer-uniform": {"group.protocol": "consumer", "group.remote.assignor": "uniform"},
+    "consumer-range": {"group.protocol": "consumer", "group.remote.assignor": "range"},
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_confluent_three_members_one_killed(new_broker, case):
+    overrides = {"group.consumer.session.timeout.ms": "6000", "group.consumer.heartbeat.interval.ms": "1000"}
+    broker = new_broker(overrides)
+    from confluent_kafka.admin import AdminClient, NewTopic
+    topic = f"e2e-rebal-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTS, 1)])[topic].result(30)
+    group = f"e2e-{case}-{uuid.uuid4().hex[:6]}"
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    names = ["m0", "m1", "m2"]
+    procs = {n: ctx.Process(target=_member, args=(broker.bootstrap, topic, group, CASES[case], q, n), daemon=True)
+             for n in names}
+    for p in procs.values():
+        p.start()
+    view: dict[str, list[int]] = {}
+    try:
+        ok = _wait_for(view, lambda v: _covers(v, names) and all(len(v[n]) == 2 for n in names), 60, q)
+        assert ok, f"three members never shared {PARTS} partitions 2/2/2: {view}"
+        os.kill(procs["m1"].pid, signal.SIGKILL)
+        procs["m1"].join(5)
+        view.pop("m1", None)
+        ok = _wait_for(view, lambda v: _covers(v, ["m0", "m2"]) and all(len(v[n]) == 3 for n in ["m0", "m2"]),
+                       60, q)
+        assert ok, f"survivors did not take over the killed member's partitions: {view}"
+    finally:
+        for p in procs.values():
+            if p.is_alive():
+                p.kill()
