@@ -350,3 +350,52 @@ async fn offset_for_leader_epoch_answers_from_the_leader() {
     let r = fc.call(&ask(-1, epoch), 4).await.unwrap();
     assert_eq!(r.topics[0].partitions[0].error_code, NOT_LEADER);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acks_all_times_out_while_an_isr_member_is_silent() {
+    // The leader's own lag check is far away; only the controller's session
+    // timeout removes the silent follower.
+    let mut cluster = TestCluster::start(2, &["replica.lag.time.max.ms=60000"]).await;
+    let mut c = cluster.client(1).await;
+    create_replicated_topic(&mut c, "slow", 1, 2, &[]).await;
+    let (leader, _, _) = cluster
+        .wait_for("full ISR", "slow", 0, |l, _, isr| l > 0 && isr.len() == 2)
+        .await;
+    cluster.stop(3 - leader, Stop::Crash).await;
+    let mut lc = cluster.client(leader).await;
+    let started = Instant::now();
+    let r = produce_timeout(&mut lc, "slow", 0, named_batch("t", 2), 300).await;
+    assert_eq!(r.error_code, ResponseError::RequestTimedOut.code());
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // The write stays in the leader's log; once the controller fences the
+    // follower it is committed and readable.
+    cluster
+        .wait_for("ISR shrink", "slow", 0, |_, _, isr| isr == [leader])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while list_latest(&mut lc, "slow", 0).await.1 != 2 {
+        assert!(Instant::now() < deadline, "high watermark stuck");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn produce_timeout(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    records: bytes::Bytes,
+    timeout_ms: i32,
+) -> produce_response::PartitionProduceResponse {
+    let mut pd = produce_request::PartitionProduceData::default();
+    pd.index = partition;
+    pd.records = Some(records);
+    let mut td = produce_request::TopicProduceData::default();
+    td.name = topic_name(topic);
+    td.partition_data = vec![pd];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = timeout_ms;
+    req.topic_data = vec![td];
+    let resp = c.call(&req, 9).await.unwrap();
+    resp.responses[0].partition_responses[0].clone()
+}
