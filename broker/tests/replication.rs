@@ -117,7 +117,8 @@ async fn acks_all_is_replicated_and_survives_leader_loss() {
 async fn consumers_see_only_up_to_the_high_watermark_and_the_isr_shrinks() {
     let mut cluster = TestCluster::start(2, &["replica.lag.time.max.ms=1000"]).await;
     let mut c = cluster.client(1).await;
-    create_replicated_topic(&mut c, "hw", 1, 2, &[]).await;
+    let r = create_replicated_topic(&mut c, "hw", 1, 2, &[]).await;
+    assert_eq!(r.topics[0].error_code, 0);
     let (leader, _, _) = cluster
         .wait_for("full ISR", "hw", 0, |l, _, isr| l > 0 && isr.len() == 2)
         .await;
@@ -307,7 +308,8 @@ async fn a_returning_leader_truncates_its_divergent_tail() {
 async fn offset_for_leader_epoch_answers_from_the_leader() {
     let cluster = TestCluster::start(2, &[]).await;
     let mut c = cluster.client(1).await;
-    create_replicated_topic(&mut c, "epochs", 1, 2, &[]).await;
+    let r = create_replicated_topic(&mut c, "epochs", 1, 2, &[]).await;
+    assert_eq!(r.topics[0].error_code, 0);
     let (leader, epoch, _) = cluster
         .wait_for("full ISR", "epochs", 0, |l, _, isr| l > 0 && isr.len() == 2)
         .await;
@@ -357,7 +359,8 @@ async fn acks_all_times_out_while_an_isr_member_is_silent() {
     // timeout removes the silent follower.
     let mut cluster = TestCluster::start(2, &["replica.lag.time.max.ms=60000"]).await;
     let mut c = cluster.client(1).await;
-    create_replicated_topic(&mut c, "slow", 1, 2, &[]).await;
+    let r = create_replicated_topic(&mut c, "slow", 1, 2, &[]).await;
+    assert_eq!(r.topics[0].error_code, 0);
     let (leader, _, _) = cluster
         .wait_for("full ISR", "slow", 0, |l, _, isr| l > 0 && isr.len() == 2)
         .await;

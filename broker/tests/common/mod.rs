@@ -346,6 +346,24 @@ impl TestCluster {
             cluster.launch(&mut node, listener);
             cluster.nodes.push(node);
         }
+        // Brokers register from their own tasks; topics placed before all
+        // are registered would not get the replication factor asked for.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while cluster
+            .controller
+            .image()
+            .brokers
+            .values()
+            .filter(|b| b.is_alive())
+            .count()
+            < n as usize
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "brokers did not register"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         cluster
     }
 
