@@ -13,6 +13,14 @@
 //                  earliest / latest (fetchTopicOffsets) and fetchTopicOffsetsByTimestamp per ts
 //   consume-group  --topic T --group G --out FILE --expected N [--timeout-ms 90000]
 //                  consumer group (needs the group coordinator); kafkajs has no manual assignment.
+//   group-member   --topic T --group G --out FILE [--stop-file F] [--timeout-ms 120000]
+//                  [--session-timeout-ms 6000] [--heartbeat-interval-ms 1000]
+//                  one member of a consumer group (RoundRobin assigner, the only one kafkajs ships), autoCommit
+//                  off: each batch is processed (written to OUT), then its offsets committed. OUT gets one JSON
+//                  event per line, written synchronously (the member may be SIGKILLed at any time):
+//                    {"t","ev":"assigned","parts":[..]}  {"t","ev":"rec","p","o","i"}
+//                    {"t","ev":"commit","offsets":{"p":next}}  {"t","ev":"commit_failed","error"}
+//                  Runs until the stop file exists or the timeout, then disconnects (leaves the group).
 //
 // zstd is not supported: the only kafkajs zstd codec (@kafkajs/zstd -> cppzst) fails to compile with Node 20.
 'use strict';
@@ -232,6 +240,73 @@ async function consumeGroup(opt) {
   return { consumed: count };
 }
 
+async function groupMember(opt) {
+  const topic = req(opt, 'topic');
+  const timeoutMs = Number(opt['timeout-ms'] || 120000);
+  const stopFile = opt['stop-file'];
+  const { PartitionAssigners } = require('kafkajs');
+  const consumer = kafka(opt).consumer({
+    groupId: req(opt, 'group'),
+    sessionTimeout: Number(opt['session-timeout-ms'] || 6000),
+    heartbeatInterval: Number(opt['heartbeat-interval-ms'] || 1000),
+    partitionAssigners: [PartitionAssigners.roundRobin],
+    maxBytesPerPartition: 16384,
+  });
+  const out = fs.openSync(req(opt, 'out'), 'w');
+  const ev = (o) => fs.writeSync(out, JSON.stringify({ t: Date.now(), ...o }) + '\n');
+  let count = 0;
+  let commitFailures = 0;
+  let crash = null;
+  consumer.on(consumer.events.CRASH, (e) => {
+    crash = e.payload.error;
+  });
+  consumer.on(consumer.events.GROUP_JOIN, (e) => {
+    const parts = (e.payload.memberAssignment[topic] || []).slice().sort((a, b) => a - b);
+    ev({ ev: 'assigned', parts });
+  });
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachBatch: async ({ batch, heartbeat }) => {
+        if (!batch.messages.length) return;
+        const lines = batch.messages.map((m) => {
+          const v = m.value ? m.value.toString('latin1') : '';
+          const i = v.length >= 9 && v[0] === 'v' && v[8] === '|' ? Number(v.slice(1, 8)) : null;
+          return JSON.stringify({ t: Date.now(), ev: 'rec', p: batch.partition, o: Number(m.offset), i });
+        });
+        fs.writeSync(out, lines.join('\n') + '\n');
+        count += lines.length;
+        const next = (BigInt(batch.messages[batch.messages.length - 1].offset) + 1n).toString();
+        try {
+          await consumer.commitOffsets([{ topic, partition: batch.partition, offset: next }]);
+          ev({ ev: 'commit', offsets: { [batch.partition]: Number(next) } });
+        } catch (e) {
+          commitFailures += 1;
+          ev({ ev: 'commit_failed', error: `${e.name}: ${e.message}` });
+          throw e;
+        }
+        await heartbeat();
+      },
+    });
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (crash) throw new Error(`kafkajs consumer crashed after ${count} records: ${crash.name}: ${crash.message}`);
+      if (stopFile && fs.existsSync(stopFile)) break;
+      if (Date.now() > deadline) {
+        process.stderr.write(`group-member: timeout after ${timeoutMs} ms, ${count} records\n`);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await consumer.disconnect();
+    fs.closeSync(out);
+  }
+  return { consumed: count, commit_failures: commitFailures };
+}
+
 async function main() {
   const { cmd, opt } = parseArgs(process.argv.slice(2));
   const cmds = {
@@ -241,6 +316,7 @@ async function main() {
     produce,
     offsets,
     'consume-group': consumeGroup,
+    'group-member': groupMember,
   };
   if (!cmds[cmd]) throw new Error(`unknown subcommand ${cmd}`);
   const result = await cmds[cmd](opt);

@@ -41,6 +41,26 @@ def broker(tmp_path_factory) -> Broker:
     b.stop()
 
 
+# Broker settings for the consumer-group tests: no initial rebalance delay, short KIP-848 sessions
+# (Kafka's floors for them are lowered too; Skein ignores broker keys it does not know).
+GROUP_OVERRIDES = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "1000",
+}
+
+
+@pytest.fixture(scope="session")
+def group_broker(tmp_path_factory) -> Broker:
+    """One broker with GROUP_OVERRIDES, shared by the consumer-group tests that do not restart it."""
+    b = make_broker(TARGET, tmp_path_factory.mktemp(f"{TARGET}-groups"), GROUP_OVERRIDES)
+    _start(b)
+    yield b
+    b.stop()
+
+
 @pytest.fixture
 def new_broker(tmp_path):
     """Factory for a dedicated broker (durability tests); stopped at the end of the test."""

@@ -1,1 +1,24 @@
-//! Platforms that drive the controller core (`kubernetes`, `local`).
+//! Skein's operator: the platforms that drive the controller core.
+//!
+//! - `kubernetes` ([`run`]): kube-runtime controllers for `KafkaCluster`
+//!   (owning a StatefulSet, Services, ConfigMap, PodDisruptionBudget and
+//!   ServiceAccount, all built by the pure functions in [`build`]) and for
+//!   `Topic` (with a finalizer that removes its data), behind Lease-based
+//!   leader election ([`leader`]).
+//! - `local`: not implemented yet.
+
+pub mod build;
+pub mod context;
+pub mod error;
+pub mod http;
+pub mod kafka_admin;
+pub mod leader;
+pub mod metrics;
+pub mod reconcile;
+pub mod run;
+pub mod status;
+pub mod validate;
+
+pub use context::Context;
+pub use error::{Error, Result};
+pub use metrics::Metrics;

@@ -1,4 +1,128 @@
-fn main() {
-    eprintln!("skein-operator: not implemented yet; run `skein-broker` for a single-node cluster");
-    std::process::exit(2);
+//! `skein-operator`: print the CRDs, or run the operator on Kubernetes.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use skein_operator::build::BuildOptions;
+use skein_operator::leader::LeaseConfig;
+use skein_operator::run::{run, KubernetesOptions};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "skein-operator", version, about = "Skein's control plane")]
+struct Cli {
+    /// Log format: `text` or `json`.
+    #[arg(long, global = true, default_value = "text")]
+    log_format: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the KafkaCluster and Topic CRDs as YAML.
+    Crds,
+    /// Run the operator against the Kubernetes API (in-cluster or kubeconfig).
+    Kubernetes(KubernetesArgs),
+    /// Run brokers on this machine without Kubernetes (not implemented yet).
+    Local,
+}
+
+#[derive(clap::Args)]
+struct KubernetesArgs {
+    /// Address of `/metrics` and `/healthz`.
+    #[arg(long, env = "SKEIN_METRICS_LISTEN", default_value = "0.0.0.0:9645")]
+    metrics_listen: SocketAddr,
+    /// Namespace to watch (repeatable, or comma-separated); all namespaces when unset.
+    #[arg(
+        long = "namespace",
+        env = "SKEIN_WATCH_NAMESPACES",
+        value_delimiter = ','
+    )]
+    namespaces: Vec<String>,
+    /// Broker image for clusters that do not name one.
+    #[arg(long, env = "SKEIN_DEFAULT_BROKER_IMAGE")]
+    default_broker_image: Option<String>,
+    /// Elect a leader through a Lease so several replicas can run.
+    #[arg(long, env = "SKEIN_LEADER_ELECTION", default_value_t = false)]
+    leader_election: bool,
+    /// Name of the Lease.
+    #[arg(long, env = "SKEIN_LEASE_NAME", default_value = "skein-operator")]
+    lease_name: String,
+    /// Namespace of the Lease (the operator's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// This replica's identity in the Lease.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Seconds a Lease stays valid without renewal.
+    #[arg(long, default_value_t = 15)]
+    lease_duration_seconds: u64,
+}
+
+fn init_logging(format: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Crds => {
+            print!("{}", skein_crds::crd_yaml());
+            ExitCode::SUCCESS
+        }
+        Command::Local => {
+            eprintln!("skein-operator local: not implemented yet; run `skein-broker` for a single-node cluster");
+            ExitCode::from(2)
+        }
+        Command::Kubernetes(args) => {
+            init_logging(&cli.log_format);
+            let mut build = BuildOptions::default();
+            if let Some(image) = args.default_broker_image {
+                build.default_broker_image = image;
+            }
+            let lease = args.leader_election.then(|| {
+                let identity = args
+                    .identity
+                    .clone()
+                    .unwrap_or_else(|| format!("skein-operator-{}", std::process::id()));
+                let duration = Duration::from_secs(args.lease_duration_seconds.max(2));
+                LeaseConfig {
+                    name: args.lease_name.clone(),
+                    namespace: args.lease_namespace.clone(),
+                    identity,
+                    lease_duration: duration,
+                    renew_every: duration / 3,
+                }
+            });
+            let opts = KubernetesOptions {
+                metrics_listen: args.metrics_listen,
+                namespaces: args.namespaces,
+                build,
+                lease,
+            };
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("skein-operator: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(run(opts)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
 }

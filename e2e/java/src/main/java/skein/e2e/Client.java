@@ -60,6 +60,18 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *             OUT gets one JSON line per record: {"p","o","k","v","h":[[name,hex]],"ts"}
  *   offsets   --topic T --partition P --ts T1,T2,...
  *             earliest, latest and offsetsForTimes for each timestamp (null when none).
+ *   group-consume --topic T --group G --out FILE [--protocol classic|consumer]
+ *             [--assignor range|roundrobin|cooperative-sticky] (classic) [--remote-assignor uniform|range] (consumer)
+ *             [--session-timeout-ms 6000] [--heartbeat-interval-ms 1000] (classic)
+ *             [--stop-file F] [--max-records N] [--timeout-ms 120000]
+ *             subscribe() as a group member; after each poll the records are "processed" (written to OUT), then
+ *             their offsets are committed with commitSync. OUT gets one JSON event per line, flushed at once (the
+ *             member may be SIGKILLed at any time):
+ *               {"t":ms,"ev":"assigned","parts":[..]}    the member's whole assignment, whenever it changes
+ *               {"t":ms,"ev":"rec","p":p,"o":o,"i":index}  one processed record (index from its value "vNNNNNNN|")
+ *               {"t":ms,"ev":"commit","offsets":{"p":next offset,..}}   after a successful commit
+ *               {"t":ms,"ev":"commit_failed","error":".."}
+ *             Runs until the stop file exists, N records were processed, or the timeout; then closes (leaves the group).
  */
 public final class Client {
     private static final HexFormat HEX = HexFormat.of();
@@ -85,6 +97,7 @@ public final class Client {
             case "produce" -> produce(bootstrap, opt);
             case "consume" -> consume(bootstrap, opt);
             case "offsets" -> offsets(bootstrap, opt);
+            case "group-consume" -> groupConsume(bootstrap, opt);
             default -> die("unknown subcommand " + cmd);
         }
         System.out.flush();
@@ -339,5 +352,113 @@ public final class Client {
             sb.append("}}");
         }
         System.out.println(sb);
+    }
+
+    static void groupConsume(String bootstrap, Map<String, String> opt) throws Exception {
+        String topic = req(opt, "topic");
+        Path out = Path.of(req(opt, "out"));
+        String protocol = opt.getOrDefault("protocol", "classic");
+        long timeoutMs = Long.parseLong(opt.getOrDefault("timeout-ms", "120000"));
+        long maxRecords = Long.parseLong(opt.getOrDefault("max-records", "-1"));
+        Path stopFile = opt.containsKey("stop-file") ? Path.of(opt.get("stop-file")) : null;
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, req(opt, "group"));
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
+        p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "100");
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        if (protocol.equals("consumer")) {
+            if (opt.containsKey("remote-assignor")) {
+                p.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, opt.get("remote-assignor"));
+            }
+        } else {
+            String a = opt.getOrDefault("assignor", "range");
+            String cls = switch (a) {
+                case "range" -> "org.apache.kafka.clients.consumer.RangeAssignor";
+                case "roundrobin" -> "org.apache.kafka.clients.consumer.RoundRobinAssignor";
+                case "sticky" -> "org.apache.kafka.clients.consumer.StickyAssignor";
+                case "cooperative-sticky" -> "org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
+                default -> throw new IllegalArgumentException("unknown assignor " + a);
+            };
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, cls);
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, opt.getOrDefault("session-timeout-ms", "6000"));
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, opt.getOrDefault("heartbeat-interval-ms", "1000"));
+        }
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        long count = 0;
+        long commitFailures = 0;
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p);
+             BufferedWriter w = Files.newBufferedWriter(out, StandardCharsets.UTF_8)) {
+            c.subscribe(List.of(topic));
+            TreeSet<Integer> last = null;
+            while (true) {
+                if (stopFile != null && Files.exists(stopFile)) {
+                    break;
+                }
+                if (maxRecords >= 0 && count >= maxRecords) {
+                    break;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    System.err.println("group-consume: timeout after " + timeoutMs + " ms, " + count + " records");
+                    break;
+                }
+                ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(200));
+                TreeSet<Integer> now = new TreeSet<>();
+                for (TopicPartition tp : c.assignment()) {
+                    now.add(tp.partition());
+                }
+                if (!now.equals(last)) {
+                    last = now;
+                    w.write("{\"t\":" + System.currentTimeMillis() + ",\"ev\":\"assigned\",\"parts\":"
+                            + now.toString().replace(" ", "") + "}\n");
+                    w.flush();
+                }
+                if (recs.isEmpty()) {
+                    continue;
+                }
+                Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> commit = new HashMap<>();
+                StringBuilder sb = new StringBuilder();
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    String idx = r.value() != null && r.value().length >= 9
+                            ? Integer.toString(Integer.parseInt(new String(r.value(), 1, 7, StandardCharsets.US_ASCII)))
+                            : "null";
+                    sb.append("{\"t\":").append(System.currentTimeMillis()).append(",\"ev\":\"rec\",\"p\":")
+                            .append(r.partition()).append(",\"o\":").append(r.offset()).append(",\"i\":")
+                            .append(idx).append("}\n");
+                    commit.put(new TopicPartition(r.topic(), r.partition()),
+                            new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.offset() + 1));
+                    count++;
+                }
+                w.write(sb.toString());
+                w.flush();
+                try {
+                    c.commitSync(commit, Duration.ofSeconds(30));
+                    List<String> parts = new ArrayList<>();
+                    for (var e : new TreeMap<>(toPartitionMap(commit)).entrySet()) {
+                        parts.add("\"" + e.getKey() + "\":" + e.getValue());
+                    }
+                    w.write("{\"t\":" + System.currentTimeMillis() + ",\"ev\":\"commit\",\"offsets\":{"
+                            + String.join(",", parts) + "}}\n");
+                } catch (Exception e) {
+                    commitFailures++;
+                    w.write("{\"t\":" + System.currentTimeMillis() + ",\"ev\":\"commit_failed\",\"error\":"
+                            + q(e.toString()) + "}\n");
+                }
+                w.flush();
+            }
+        }
+        System.out.println("{\"consumed\":" + count + ",\"commit_failures\":" + commitFailures + "}");
+    }
+
+    static Map<Integer, Long> toPartitionMap(
+            Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> m) {
+        Map<Integer, Long> r = new HashMap<>();
+        m.forEach((tp, om) -> r.put(tp.partition(), om.offset()));
+        return r;
     }
 }

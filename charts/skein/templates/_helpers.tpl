@@ -1,0 +1,66 @@
+{{/* Name of the chart, for labels. */}}
+{{- define "skein.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name of the release's objects. */}}
+{{- define "skein.fullname" -}}
+{{- if contains .Chart.Name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "skein.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "skein.name" . }}-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "skein.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "skein.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "skein.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "skein.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Rules for the objects the operator reads and writes in watched namespaces. */}}
+{{- define "skein.rules" -}}
+- apiGroups: ["skein.dev"]
+  resources: ["kafkaclusters", "topics"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["skein.dev"]
+  resources: ["kafkaclusters/status", "topics/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["skein.dev"]
+  # Owner references with blockOwnerDeletion need this.
+  resources: ["kafkaclusters/finalizers", "topics/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["apps"]
+  resources: ["statefulsets"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["services", "configmaps", "serviceaccounts"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  # Pods are watched for broker liveness and deleted one at a time to roll them.
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "delete"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}

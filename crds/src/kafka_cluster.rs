@@ -1,0 +1,287 @@
+//! `KafkaCluster`: a set of brokers run as one StatefulSet.
+
+// Each `printcolumn(...)` repeats `type_ = ...`, which clippy mistakes for a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Desired state of a Skein cluster.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "skein.dev",
+    version = "v1alpha1",
+    kind = "KafkaCluster",
+    namespaced,
+    status = "KafkaClusterStatus",
+    shortname = "kc",
+    category = "skein",
+    derive = "PartialEq",
+    doc = "A Kafka-compatible Skein cluster: brokers run as a StatefulSet with a volume each.",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.readyReplicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".spec.replicas",
+        description = "Brokers asked for"
+    ),
+    printcolumn(
+        name = "Ready Brokers",
+        type_ = "integer",
+        json_path = ".status.readyReplicas",
+        description = "Brokers that are ready"
+    ),
+    printcolumn(
+        name = "Bootstrap",
+        type_ = "string",
+        json_path = ".status.bootstrap",
+        description = "bootstrap.servers for clients"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KafkaClusterSpec {
+    /// Number of brokers. Broker ids are the pod ordinals 0..replicas-1.
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub replicas: i32,
+    /// Broker container image; the operator's default broker image when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Image pull policy of the broker container (Always, IfNotPresent, Never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<String>,
+    /// Each broker's persistent volume. Immutable: a StatefulSet's volume claim templates cannot change.
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("storage is immutable: a StatefulSet's volume claim templates cannot change"))]
+    pub storage: StorageSpec,
+    /// CPU and memory of the broker container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Broker configuration by Apache Kafka's names (`log.retention.ms`, `num.partitions`, …).
+    /// Keys the operator owns (`node.id`, `listeners`, `advertised.listeners`, `log.dirs`) are refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config: BTreeMap<String, String>,
+    /// Ports and how clients reach the cluster.
+    #[serde(default)]
+    pub listeners: ListenersSpec,
+    /// Rack awareness: each broker's `broker.rack` is its node's value of a topology label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<RackSpec>,
+    /// Extra settings for the broker pods.
+    #[serde(default)]
+    pub pod_template: PodTemplateSpec,
+}
+
+fn default_replicas() -> i32 {
+    3
+}
+
+/// A broker's volume.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Requested size of each broker's volume, e.g. `10Gi`.
+    #[serde(default = "default_storage_size")]
+    pub size: Quantity,
+    /// StorageClass of the volumes; the cluster default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+fn default_storage_size() -> Quantity {
+    Quantity("10Gi".into())
+}
+
+impl Default for StorageSpec {
+    fn default() -> Self {
+        StorageSpec {
+            size: default_storage_size(),
+            storage_class_name: None,
+        }
+    }
+}
+
+/// Ports of the broker pods and the bootstrap Service.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenersSpec {
+    /// The Kafka protocol port.
+    #[serde(default = "default_kafka_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub kafka_port: i32,
+    /// The port of `/metrics` and `/healthz`.
+    #[serde(default = "default_metrics_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub metrics_port: i32,
+    /// Type of the bootstrap Service.
+    #[serde(default)]
+    pub bootstrap_service_type: BootstrapServiceType,
+    /// Annotations for the bootstrap Service (load balancer settings and the like).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bootstrap_service_annotations: BTreeMap<String, String>,
+}
+
+fn default_kafka_port() -> i32 {
+    9092
+}
+
+fn default_metrics_port() -> i32 {
+    9644
+}
+
+impl Default for ListenersSpec {
+    fn default() -> Self {
+        ListenersSpec {
+            kafka_port: default_kafka_port(),
+            metrics_port: default_metrics_port(),
+            bootstrap_service_type: BootstrapServiceType::default(),
+            bootstrap_service_annotations: BTreeMap::new(),
+        }
+    }
+}
+
+/// Kubernetes Service type of the bootstrap Service.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum BootstrapServiceType {
+    #[default]
+    ClusterIP,
+    NodePort,
+    LoadBalancer,
+}
+
+impl BootstrapServiceType {
+    /// The Service `type` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BootstrapServiceType::ClusterIP => "ClusterIP",
+            BootstrapServiceType::NodePort => "NodePort",
+            BootstrapServiceType::LoadBalancer => "LoadBalancer",
+        }
+    }
+}
+
+/// Rack awareness settings.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RackSpec {
+    /// Node label whose value is the broker's rack, e.g. `topology.kubernetes.io/zone`.
+    /// The pod must carry the same label (Kubernetes copies topology labels onto pods
+    /// with the PodTopologyLabels admission plugin); brokers are spread across its values.
+    #[serde(default = "default_topology_key")]
+    #[schemars(length(min = 1))]
+    pub topology_key: String,
+}
+
+fn default_topology_key() -> String {
+    "topology.kubernetes.io/zone".into()
+}
+
+/// Pod-level settings merged into the broker pods.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTemplateSpec {
+    /// Extra pod labels (the operator's own selector labels win).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Extra pod annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Node selector of the broker pods.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of the broker pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Affinity of the broker pods (replaces the operator's default anti-affinity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// PriorityClass of the broker pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+}
+
+/// Observed state of a Skein cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KafkaClusterStatus {
+    /// `Ready`, `Reconciling` and `Degraded`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The `.metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Broker pods that exist.
+    #[serde(default)]
+    pub replicas: i32,
+    /// Broker pods that are ready.
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// Label selector of the broker pods (for the scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// `host:port` list for clients' `bootstrap.servers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<String>,
+    /// Brokers known to the controller.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub brokers: Vec<BrokerStatus>,
+    /// Partitions whose ISR is smaller than their replica set.
+    #[serde(default)]
+    pub under_replicated_partitions: i32,
+    /// Partitions without a leader.
+    #[serde(default)]
+    pub offline_partitions: i32,
+    /// Producer-id allocation state of the cluster controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer_id_block: Option<ProducerIdBlockStatus>,
+}
+
+/// One broker as the controller sees it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerStatus {
+    /// `node.id` of the broker (its pod ordinal).
+    pub id: i32,
+    /// Advertised host of the broker.
+    pub host: String,
+    /// Whether the broker's pod is ready.
+    pub ready: bool,
+    /// `broker.rack`, when rack awareness is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
+}
+
+/// Producer ids handed out so far, persisted so a new controller never reuses one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProducerIdBlockStatus {
+    /// First producer id of the next block to allocate.
+    pub next_producer_id: i64,
+}
+
+impl KafkaCluster {
+    /// The broker image to run.
+    pub fn image_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.spec.image.as_deref().unwrap_or(default)
+    }
+}

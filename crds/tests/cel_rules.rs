@@ -1,0 +1,74 @@
+//! The CRDs' CEL rules evaluated client-side, as the API server would.
+//! Opt-in: `cargo test -p skein-crds --features cel`.
+#![cfg(feature = "cel")]
+
+use kube::core::cel::validate_cel_update;
+use serde_json::json;
+use skein_crds::{ClusterRef, KafkaCluster, KafkaClusterSpec, Topic, TopicSpec};
+
+fn topic(partitions: i32) -> Topic {
+    let mut t = Topic::new(
+        "orders",
+        TopicSpec {
+            cluster_ref: ClusterRef {
+                name: "demo".into(),
+            },
+            topic_name: None,
+            partitions,
+            replication_factor: 3,
+            config: Default::default(),
+        },
+    );
+    t.metadata.namespace = Some("default".into());
+    t
+}
+
+fn cluster_spec() -> KafkaClusterSpec {
+    serde_json::from_value(json!({})).unwrap()
+}
+
+#[test]
+fn partitions_may_grow_but_not_shrink() {
+    assert!(validate_cel_update(&topic(6), &topic(3)).is_ok());
+    assert!(validate_cel_update(&topic(3), &topic(3)).is_ok());
+    let err = validate_cel_update(&topic(2), &topic(3)).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("partitions may not decrease"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn cluster_ref_and_topic_name_are_immutable() {
+    let old = topic(3);
+    let mut moved = topic(3);
+    moved.spec.cluster_ref.name = "other".into();
+    let err = validate_cel_update(&moved, &old).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("clusterRef is immutable"),
+        "{err:?}"
+    );
+
+    let mut renamed = topic(3);
+    renamed.spec.topic_name = Some("Orders_v2".into());
+    let err = validate_cel_update(&renamed, &old).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("topicName is immutable"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn cluster_storage_is_immutable_but_replicas_can_change() {
+    let old = KafkaCluster::new("demo", cluster_spec());
+    let mut scaled = old.clone();
+    scaled.spec.replicas = 5;
+    assert!(validate_cel_update(&scaled, &old).is_ok());
+    let mut bigger = old.clone();
+    bigger.spec.storage.size.0 = "20Gi".into();
+    let err = validate_cel_update(&bigger, &old).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("storage is immutable"),
+        "{err:?}"
+    );
+}

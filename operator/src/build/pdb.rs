@@ -1,0 +1,25 @@
+//! PodDisruptionBudget: voluntary disruptions (node drains) take at most one
+//! broker at a time, so a replication factor of 3 keeps a quorum-free ISR of 2.
+
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use skein_crds::KafkaCluster;
+
+use super::{owned_meta, selector_labels, ClusterNames};
+
+/// Builds the brokers' PodDisruptionBudget (`maxUnavailable: 1`).
+pub fn build(kc: &KafkaCluster, names: &ClusterNames) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: owned_meta(kc, names, names.pdb()),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector {
+                match_labels: Some(selector_labels(names)),
+                ..LabelSelector::default()
+            }),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        ..PodDisruptionBudget::default()
+    }
+}

@@ -1,0 +1,357 @@
+//! The brokers' StatefulSet: one pod and one PersistentVolumeClaim per broker.
+//!
+//! - broker id = pod ordinal, taken from the hostname (`<cluster>-<ordinal>`)
+//!   by the container's shell, so every pod shares one template;
+//! - advertised listener = the pod's stable DNS name under the headless Service;
+//! - `updateStrategy: OnDelete`: the operator rolls brokers itself, one at a
+//!   time, after moving leadership off them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
+    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    SecurityContext, TCPSocketAction, TopologySpreadConstraint, Volume, VolumeMount,
+    VolumeResourceRequirements, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use skein_crds::KafkaCluster;
+
+use super::config_map::PROPERTIES_KEY;
+use super::{
+    common_labels, owned_meta, selector_labels, BuildOptions, ClusterNames, CONFIG_HASH_ANNOTATION,
+};
+
+/// Where each broker keeps its logs (the PVC mount).
+pub const DATA_DIR: &str = "/var/lib/skein";
+/// Where `server.properties` is mounted.
+pub const CONFIG_DIR: &str = "/etc/skein";
+/// Name of the broker container.
+pub const CONTAINER: &str = "broker";
+/// Name of the data volume claim template (PVCs are `data-<pod>`).
+pub const DATA_VOLUME: &str = "data";
+/// UID/GID the broker runs as (matches the broker image).
+pub const BROKER_UID: i64 = 65532;
+
+/// The shell line that starts the broker. The ordinal is the hostname's last
+/// `-`-separated field; `exec` makes the broker PID 1 so it gets SIGTERM.
+pub fn broker_command(kc: &KafkaCluster, names: &ClusterNames) -> String {
+    let l = &kc.spec.listeners;
+    let mut cmd = format!(
+        "exec skein-broker --node-id \"${{HOSTNAME##*-}}\" --data-dir {DATA_DIR} \
+         --listen 0.0.0.0:{kafka} --advertised \"${{HOSTNAME}}.{headless}.{ns}.svc:{kafka}\" \
+         --metrics-listen 0.0.0.0:{metrics} --config {CONFIG_DIR}/{PROPERTIES_KEY}",
+        kafka = l.kafka_port,
+        metrics = l.metrics_port,
+        headless = names.headless_service(),
+        ns = names.namespace,
+    );
+    if kc.spec.rack.is_some() {
+        // Empty when the pod lacks the topology label: then no rack is set.
+        cmd.push_str(" ${SKEIN_RACK:+--override broker.rack=${SKEIN_RACK}}");
+    }
+    cmd
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Container {
+    let l = &kc.spec.listeners;
+    let mut env = vec![
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+    ];
+    if let Some(rack) = &kc.spec.rack {
+        env.push(field_env(
+            "SKEIN_RACK",
+            &format!("metadata.labels['{}']", rack.topology_key),
+        ));
+    }
+    let healthz = |port: &str| HTTPGetAction {
+        path: Some("/healthz".into()),
+        port: IntOrString::String(port.into()),
+        ..HTTPGetAction::default()
+    };
+    Container {
+        name: CONTAINER.into(),
+        image: Some(kc.image_or(&opts.default_broker_image).to_string()),
+        image_pull_policy: kc.spec.image_pull_policy.clone(),
+        command: Some(vec!["/bin/sh".into(), "-c".into()]),
+        args: Some(vec![broker_command(kc, names)]),
+        env: Some(env),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("kafka".into()),
+                container_port: l.kafka_port,
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("metrics".into()),
+                container_port: l.metrics_port,
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+        ]),
+        // Log recovery after a crash can take minutes: liveness waits for this.
+        startup_probe: Some(Probe {
+            http_get: Some(healthz("metrics")),
+            period_seconds: Some(10),
+            failure_threshold: Some(90),
+            ..Probe::default()
+        }),
+        liveness_probe: Some(Probe {
+            http_get: Some(healthz("metrics")),
+            period_seconds: Some(10),
+            timeout_seconds: Some(5),
+            failure_threshold: Some(3),
+            ..Probe::default()
+        }),
+        readiness_probe: Some(Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: IntOrString::String("kafka".into()),
+                ..TCPSocketAction::default()
+            }),
+            period_seconds: Some(5),
+            failure_threshold: Some(3),
+            ..Probe::default()
+        }),
+        resources: kc.spec.resources.clone(),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: DATA_VOLUME.into(),
+                mount_path: DATA_DIR.into(),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: "config".into(),
+                mount_path: CONFIG_DIR.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
+        ]),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Capabilities::default()
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    }
+}
+
+/// Spread brokers over nodes when the user gave no affinity of their own.
+fn default_affinity(names: &ClusterNames) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        topology_key: "kubernetes.io/hostname".into(),
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(selector_labels(names)),
+                            ..LabelSelector::default()
+                        }),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
+fn pod_template(
+    kc: &KafkaCluster,
+    names: &ClusterNames,
+    opts: &BuildOptions,
+    config_hash: &str,
+) -> PodTemplateSpec {
+    let pt = &kc.spec.pod_template;
+    let mut pod_labels = pt.labels.clone();
+    pod_labels.extend(common_labels(names)); // ours win: the selector must match
+    let mut annotations = pt.annotations.clone();
+    annotations.insert(CONFIG_HASH_ANNOTATION.into(), config_hash.into());
+    let topology_spread_constraints = kc.spec.rack.as_ref().map(|rack| {
+        vec![TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: rack.topology_key.clone(),
+            when_unsatisfiable: "ScheduleAnyway".into(),
+            label_selector: Some(LabelSelector {
+                match_labels: Some(selector_labels(names)),
+                ..LabelSelector::default()
+            }),
+            ..TopologySpreadConstraint::default()
+        }]
+    });
+    let non_empty = |m: &BTreeMap<String, String>| (!m.is_empty()).then(|| m.clone());
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(pod_labels),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            service_account_name: Some(names.service_account()),
+            automount_service_account_token: Some(false),
+            // Room for a controlled shutdown: leadership moves off before exit.
+            termination_grace_period_seconds: Some(60),
+            containers: vec![container(kc, names, opts)],
+            volumes: Some(vec![Volume {
+                name: "config".into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: names.config_map(),
+                    ..ConfigMapVolumeSource::default()
+                }),
+                ..Volume::default()
+            }]),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(BROKER_UID),
+                run_as_group: Some(BROKER_UID),
+                fs_group: Some(BROKER_UID),
+                ..PodSecurityContext::default()
+            }),
+            node_selector: non_empty(&pt.node_selector),
+            tolerations: (!pt.tolerations.is_empty()).then(|| pt.tolerations.clone()),
+            affinity: Some(
+                pt.affinity
+                    .clone()
+                    .unwrap_or_else(|| default_affinity(names)),
+            ),
+            topology_spread_constraints,
+            priority_class_name: pt.priority_class_name.clone(),
+            ..PodSpec::default()
+        }),
+    }
+}
+
+fn data_claim(kc: &KafkaCluster, names: &ClusterNames) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(DATA_VOLUME.into()),
+            labels: Some(selector_labels(names)),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: kc.spec.storage.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_string(),
+                    kc.spec.storage.size.clone(),
+                )])),
+                ..VolumeResourceRequirements::default()
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        ..PersistentVolumeClaim::default()
+    }
+}
+
+/// Builds the StatefulSet. `config_hash` is the ConfigMap's hash (see
+/// [`super::config_map::properties_hash`]).
+pub fn build(
+    kc: &KafkaCluster,
+    names: &ClusterNames,
+    opts: &BuildOptions,
+    config_hash: &str,
+) -> StatefulSet {
+    StatefulSet {
+        metadata: owned_meta(kc, names, names.statefulset()),
+        spec: Some(StatefulSetSpec {
+            replicas: Some(kc.spec.replicas),
+            service_name: Some(names.headless_service()),
+            selector: LabelSelector {
+                match_labels: Some(selector_labels(names)),
+                ..LabelSelector::default()
+            },
+            // Brokers find each other through the controller; no need to start in order.
+            pod_management_policy: Some("Parallel".into()),
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("OnDelete".into()),
+                ..StatefulSetUpdateStrategy::default()
+            }),
+            template: pod_template(kc, names, opts, config_hash),
+            volume_claim_templates: Some(vec![data_claim(kc, names)]),
+            ..StatefulSetSpec::default()
+        }),
+        ..StatefulSet::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cluster(spec: serde_json::Value) -> KafkaCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "skein.dev/v1alpha1", "kind": "KafkaCluster",
+            "metadata": {"name": "my-cluster", "namespace": "ns"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    /// Runs the container's shell line with `echo` in place of the broker.
+    fn expand(kc: &KafkaCluster, hostname: &str, rack: Option<&str>) -> String {
+        let names = ClusterNames::of(kc);
+        let line = broker_command(kc, &names).replacen("exec skein-broker", "echo", 1);
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg(line).env("HOSTNAME", hostname);
+        match rack {
+            Some(r) => cmd.env("SKEIN_RACK", r),
+            None => cmd.env("SKEIN_RACK", ""),
+        };
+        String::from_utf8(cmd.output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn node_id_is_the_pod_ordinal_and_the_advertised_name_is_stable() {
+        let kc = cluster(json!({}));
+        let args = expand(&kc, "my-cluster-12", None);
+        assert!(
+            args.starts_with("--node-id 12 --data-dir /var/lib/skein"),
+            "{args}"
+        );
+        assert!(
+            args.contains("--advertised my-cluster-12.my-cluster-brokers.ns.svc:9092"),
+            "{args}"
+        );
+        assert!(
+            args.ends_with("--config /etc/skein/server.properties"),
+            "{args}"
+        );
+    }
+
+    #[test]
+    fn rack_comes_from_the_pod_label_when_present() {
+        let kc = cluster(json!({"rack": {}}));
+        assert!(expand(&kc, "my-cluster-0", Some("eu-west-1a"))
+            .ends_with("--override broker.rack=eu-west-1a"));
+        assert!(expand(&kc, "my-cluster-0", None).ends_with("server.properties"));
+    }
+}

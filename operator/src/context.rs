@@ -1,0 +1,66 @@
+//! What every reconcile gets: the client, metrics, the event recorder, the
+//! builder options and the way topic data is removed through a cluster.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::events::{Recorder, Reporter};
+use kube::Client;
+
+use crate::build::BuildOptions;
+use crate::metrics::Metrics;
+
+/// Field manager of every server-side apply the reconcilers make.
+pub const FIELD_MANAGER: &str = "skein-operator";
+
+/// A boxed future, for the object-safe [`TopicRemover`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Removes a topic's data from a running cluster (Kafka `DeleteTopics`
+/// through the bootstrap address). A topic the cluster does not know counts
+/// as removed.
+pub trait TopicRemover: Send + Sync {
+    fn delete_topic<'a>(
+        &'a self,
+        bootstrap: &'a str,
+        topic: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// Shared state of the reconcilers.
+pub struct Context {
+    pub client: Client,
+    pub metrics: Metrics,
+    pub recorder: Recorder,
+    pub options: BuildOptions,
+    pub topic_remover: Arc<dyn TopicRemover>,
+    /// How long a deleted Topic waits for its data to be removed before the
+    /// finalizer gives up (so a broken cluster never blocks deletion forever).
+    pub topic_cleanup_grace: Duration,
+}
+
+impl Context {
+    /// A context with the standard reporter name and defaults.
+    pub fn new(
+        client: Client,
+        metrics: Metrics,
+        options: BuildOptions,
+        topic_remover: Arc<dyn TopicRemover>,
+        instance: Option<String>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance,
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            options,
+            topic_remover,
+            topic_cleanup_grace: Duration::from_secs(120),
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The operator's Prometheus metrics: reconciles, failures and durations per
+//! resource kind, and whether this replica holds the leader Lease.
+
+use prometheus::{
+    HistogramOpts, HistogramTimer, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+};
+
+/// Metrics shared by the reconcilers.
+#[derive(Clone)]
+pub struct Metrics {
+    pub reconciles: IntCounterVec,
+    pub failures: IntCounterVec,
+    pub duration: HistogramVec,
+    pub leader: IntGauge,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn new(registry: &Registry) -> prometheus::Result<Self> {
+        let reconciles = IntCounterVec::new(
+            Opts::new(
+                "skein_operator_reconciles_total",
+                "Reconciles started, by resource kind",
+            ),
+            &["kind"],
+        )?;
+        let failures = IntCounterVec::new(
+            Opts::new(
+                "skein_operator_reconcile_failures_total",
+                "Reconciles that failed, by resource kind and pipeline step",
+            ),
+            &["kind", "error"],
+        )?;
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "skein_operator_reconcile_duration_seconds",
+                "Time a reconcile took, by resource kind",
+            )
+            .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+            &["kind"],
+        )?;
+        let leader = IntGauge::new(
+            "skein_operator_leader",
+            "1 while this replica holds the leader Lease",
+        )?;
+        registry.register(Box::new(reconciles.clone()))?;
+        registry.register(Box::new(failures.clone()))?;
+        registry.register(Box::new(duration.clone()))?;
+        registry.register(Box::new(leader.clone()))?;
+        Ok(Metrics {
+            reconciles,
+            failures,
+            duration,
+            leader,
+        })
+    }
+
+    /// Counts a reconcile of `kind` and times it until the timer drops.
+    pub fn reconcile_started(&self, kind: &str) -> HistogramTimer {
+        self.reconciles.with_label_values(&[kind]).inc();
+        self.duration.with_label_values(&[kind]).start_timer()
+    }
+
+    /// Counts a failed reconcile.
+    pub fn reconcile_failed(&self, kind: &str, error: &crate::Error) {
+        self.failures
+            .with_label_values(&[kind, error.metric_label()])
+            .inc();
+    }
+}

@@ -1,0 +1,130 @@
+//! Reconciler of `KafkaCluster`: validate → build → apply ConfigMap, Services,
+//! ServiceAccount, PDB, StatefulSet (in that order, so the StatefulSet's pods
+//! find their config and DNS) → status → events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::ResourceExt;
+use skein_crds::{KafkaCluster, Topic};
+use tracing::{info, warn};
+
+use super::{apply, patch_status, publish};
+use crate::build::{cluster_objects, ClusterNames};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::{status, validate};
+
+/// Resource kind label for metrics.
+pub const KIND: &str = "KafkaCluster";
+
+/// Requeue while brokers are still coming up.
+const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
+/// Periodic re-check once everything is ready.
+const REQUEUE_READY: Duration = Duration::from_secs(300);
+
+/// Reconciles one KafkaCluster, timed and counted.
+pub async fn reconcile(kc: Arc<KafkaCluster>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile_started(KIND);
+    reconcile_at(&kc, &ctx, Time(Timestamp::now())).await
+}
+
+/// [`reconcile`] with the clock passed in (tests fix it).
+pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result<Action> {
+    let ns = kc.namespace().ok_or(Error::NotNamespaced)?;
+    let name = kc.name_any();
+    let clusters: Api<KafkaCluster> = Api::namespaced(ctx.client.clone(), &ns);
+
+    // Dereference: the topics of this cluster decide whether a scale-down fits.
+    let topics: Api<Topic> = Api::namespaced(ctx.client.clone(), &ns);
+    let topics: Vec<Topic> = topics
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::Dereference {
+            what: "topics",
+            source,
+        })?
+        .items
+        .into_iter()
+        .filter(|t| t.spec.cluster_ref.name == name)
+        .collect();
+
+    // Validate: a refused spec is a condition on the object, not an error
+    // (retrying cannot fix it; the next spec change triggers a reconcile).
+    if let Err(invalid) = validate::validate_cluster(kc, &topics) {
+        warn!(cluster = %name, namespace = %ns, reason = invalid.reason(), "refusing spec: {invalid}");
+        patch_status(
+            &clusters,
+            &name,
+            &status::cluster_invalid(kc, &invalid, now),
+        )
+        .await?;
+        if observed_generation(kc) != kc.metadata.generation {
+            publish(
+                ctx,
+                kc,
+                EventType::Warning,
+                invalid.reason(),
+                "Validate",
+                invalid.to_string(),
+            )
+            .await;
+        }
+        return Ok(Action::await_change());
+    }
+
+    // Build and apply.
+    let objects = cluster_objects(kc, &ctx.options);
+    let client = &ctx.client;
+    apply(client, &ns, &objects.config_map).await?;
+    apply(client, &ns, &objects.headless_service).await?;
+    apply(client, &ns, &objects.bootstrap_service).await?;
+    apply(client, &ns, &objects.service_account).await?;
+    apply(client, &ns, &objects.pdb).await?;
+    let sts = apply(client, &ns, &objects.statefulset).await?;
+
+    // Status from what the API server returned for the StatefulSet.
+    let new_status = status::cluster_applied(kc, sts.status.as_ref(), now);
+    let all_ready = new_status.ready_replicas >= kc.spec.replicas;
+    patch_status(&clusters, &name, &new_status).await?;
+
+    // Events: one per new generation, saying what was done.
+    if observed_generation(kc) != kc.metadata.generation {
+        let previous = kc.status.as_ref().map(|s| s.replicas);
+        let note = match previous {
+            Some(p) if p != 0 && p != kc.spec.replicas => format!(
+                "applied ConfigMap, Services, ServiceAccount, PodDisruptionBudget and StatefulSet; scaled from {p} to {} brokers",
+                kc.spec.replicas
+            ),
+            _ => format!(
+                "applied ConfigMap, Services, ServiceAccount, PodDisruptionBudget and StatefulSet with {} brokers",
+                kc.spec.replicas
+            ),
+        };
+        info!(cluster = %name, namespace = %ns, "{note}");
+        publish(ctx, kc, EventType::Normal, "Applied", "Reconcile", note).await;
+    }
+    let names = ClusterNames::of(kc);
+    tracing::debug!(statefulset = %names.statefulset(), all_ready, "reconciled");
+    Ok(Action::requeue(if all_ready {
+        REQUEUE_READY
+    } else {
+        REQUEUE_NOT_READY
+    }))
+}
+
+fn observed_generation(kc: &KafkaCluster) -> Option<i64> {
+    kc.status.as_ref().and_then(|s| s.observed_generation)
+}
+
+/// Counts the failure and retries with a short delay.
+pub fn error_policy(_kc: Arc<KafkaCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    warn!(error = %error, "KafkaCluster reconcile failed");
+    ctx.metrics.reconcile_failed(KIND, error);
+    Action::requeue(Duration::from_secs(15))
+}

@@ -1,0 +1,238 @@
+//! Reconciler of `Topic`: checks the topic against its cluster and Kafka's
+//! topic configs and reports it in conditions. Placement, leaders and ISRs
+//! are the cluster controller's; it writes them into `.status.partitions`.
+//!
+//! Deleting a Topic goes through the finalizer [`TOPIC_FINALIZER`]: its data
+//! is removed through the cluster (Kafka `DeleteTopics`). That is best effort:
+//! when the cluster is gone or being deleted the finalizer is released at once,
+//! and when the cluster does not answer it is released after a grace period,
+//! so a namespace deletion never hangs on it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::ResourceExt;
+use skein_crds::{KafkaCluster, Topic};
+use tracing::{info, warn};
+
+use super::{patch_status, publish};
+use crate::build::ClusterNames;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::{status, validate};
+
+/// Resource kind label for metrics.
+pub const KIND: &str = "Topic";
+/// Finalizer that removes a deleted topic's data from its cluster.
+pub const TOPIC_FINALIZER: &str = "skein.dev/topic-data";
+
+/// Reconciles one Topic, timed and counted.
+pub async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile_started(KIND);
+    reconcile_at(topic, ctx, Timestamp::now()).await
+}
+
+/// [`reconcile`] with the clock passed in (tests fix it).
+pub async fn reconcile_at(topic: Arc<Topic>, ctx: Arc<Context>, now: Timestamp) -> Result<Action> {
+    let ns = topic.namespace().ok_or(Error::NotNamespaced)?;
+    let topics: Api<Topic> = Api::namespaced(ctx.client.clone(), &ns);
+    let (ctx, api) = (&ctx, &topics);
+    finalizer(&topics, TOPIC_FINALIZER, topic, |event| async move {
+        match event {
+            Finalizer::Apply(t) => apply(&t, ctx, api, now).await,
+            Finalizer::Cleanup(t) => cleanup(&t, ctx, now).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+async fn get_cluster(ctx: &Context, ns: &str, name: &str) -> Result<Option<KafkaCluster>> {
+    let clusters: Api<KafkaCluster> = Api::namespaced(ctx.client.clone(), ns);
+    clusters
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::Dereference {
+            what: "KafkaCluster",
+            source,
+        })
+}
+
+async fn apply(
+    topic: &Topic,
+    ctx: &Context,
+    topics: &Api<Topic>,
+    now: Timestamp,
+) -> Result<Action> {
+    let ns = topic.namespace().ok_or(Error::NotNamespaced)?;
+    let name = topic.name_any();
+    let cluster_name = &topic.spec.cluster_ref.name;
+    let now_t = Time(now);
+    let first_look =
+        topic.status.as_ref().and_then(|s| s.observed_generation) != topic.metadata.generation;
+
+    let Some(cluster) = get_cluster(ctx, &ns, cluster_name).await? else {
+        let msg = format!("KafkaCluster {cluster_name:?} not found in namespace {ns:?}");
+        patch_status(
+            topics,
+            &name,
+            &status::topic_refused(topic, "ClusterNotFound", &msg, now_t),
+        )
+        .await?;
+        if first_look {
+            publish(
+                ctx,
+                topic,
+                EventType::Warning,
+                "ClusterNotFound",
+                "Validate",
+                msg,
+            )
+            .await;
+        }
+        // The Topic controller also watches clusters; this is a safety net.
+        return Ok(Action::requeue(Duration::from_secs(60)));
+    };
+
+    if let Err(invalid) = validate::validate_topic(topic, &cluster) {
+        warn!(topic = %name, namespace = %ns, reason = invalid.reason(), "refusing spec: {invalid}");
+        let msg = invalid.to_string();
+        patch_status(
+            topics,
+            &name,
+            &status::topic_refused(topic, invalid.reason(), &msg, now_t),
+        )
+        .await?;
+        if first_look {
+            publish(
+                ctx,
+                topic,
+                EventType::Warning,
+                invalid.reason(),
+                "Validate",
+                msg,
+            )
+            .await;
+        }
+        return Ok(Action::await_change());
+    }
+
+    let patch = status::topic_accepted(topic, now_t);
+    let ready = skein_crds::condition::is_true(&patch.conditions, skein_crds::ConditionType::Ready);
+    patch_status(topics, &name, &patch).await?;
+    if first_look {
+        let note = format!(
+            "accepted: {} partition(s), replication factor {} on cluster {cluster_name}",
+            topic.spec.partitions, topic.spec.replication_factor
+        );
+        publish(ctx, topic, EventType::Normal, "Accepted", "Validate", note).await;
+    }
+    Ok(Action::requeue(Duration::from_secs(if ready {
+        300
+    } else {
+        30
+    })))
+}
+
+async fn cleanup(topic: &Topic, ctx: &Context, now: Timestamp) -> Result<Action> {
+    let ns = topic.namespace().ok_or(Error::NotNamespaced)?;
+    let kafka_name = topic.kafka_name().to_string();
+    let cluster = match get_cluster(ctx, &ns, &topic.spec.cluster_ref.name).await {
+        Ok(c) => c,
+        // Cannot even read the cluster: treat like an unreachable cluster below.
+        Err(e) => {
+            warn!(topic = %kafka_name, error = %e, "reading the cluster during topic cleanup");
+            return give_up_or_retry(topic, ctx, now, e.to_string()).await;
+        }
+    };
+    let cluster = match cluster {
+        Some(c) if c.metadata.deletion_timestamp.is_none() => c,
+        _ => {
+            // The data goes with the cluster's volumes; nothing to do here.
+            let note = format!(
+                "cluster {:?} is gone or going; released topic {kafka_name:?}",
+                topic.spec.cluster_ref.name
+            );
+            info!(topic = %kafka_name, "{note}");
+            publish(ctx, topic, EventType::Normal, "ClusterGone", "Delete", note).await;
+            return Ok(Action::await_change());
+        }
+    };
+    let names = ClusterNames::of(&cluster);
+    let bootstrap = names.bootstrap_address(cluster.spec.listeners.kafka_port);
+    match ctx
+        .topic_remover
+        .delete_topic(&bootstrap, &kafka_name)
+        .await
+    {
+        Ok(()) => {
+            let note = format!(
+                "deleted topic {kafka_name:?} from cluster {}",
+                names.cluster
+            );
+            publish(
+                ctx,
+                topic,
+                EventType::Normal,
+                "TopicDeleted",
+                "Delete",
+                note,
+            )
+            .await;
+            Ok(Action::await_change())
+        }
+        Err(message) => give_up_or_retry(topic, ctx, now, message).await,
+    }
+}
+
+/// Retries the removal until the grace period after the deletion request has
+/// passed, then releases the finalizer with a Warning event.
+async fn give_up_or_retry(
+    topic: &Topic,
+    ctx: &Context,
+    now: Timestamp,
+    message: String,
+) -> Result<Action> {
+    let kafka_name = topic.kafka_name().to_string();
+    let deleted_at = topic
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(now);
+    let grace = SignedDuration::try_from(ctx.topic_cleanup_grace).unwrap_or(SignedDuration::ZERO);
+    if now.duration_since(deleted_at) >= grace {
+        let note = format!(
+            "gave up removing topic {kafka_name:?} after {}s: {message}; its data may remain on the brokers",
+            grace.as_secs()
+        );
+        warn!(topic = %kafka_name, "{note}");
+        publish(
+            ctx,
+            topic,
+            EventType::Warning,
+            "TopicDataNotRemoved",
+            "Delete",
+            note,
+        )
+        .await;
+        return Ok(Action::await_change());
+    }
+    Err(Error::TopicRemoval {
+        topic: kafka_name,
+        message,
+    })
+}
+
+/// Counts the failure and retries with a short delay.
+pub fn error_policy(_topic: Arc<Topic>, error: &Error, ctx: Arc<Context>) -> Action {
+    warn!(error = %error, "Topic reconcile failed");
+    ctx.metrics.reconcile_failed(KIND, error);
+    Action::requeue(Duration::from_secs(10))
+}

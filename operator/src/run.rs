@@ -1,0 +1,163 @@
+//! The `kubernetes` platform: the KafkaCluster and Topic controllers, the
+//! metrics endpoint and leader election, wired together.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{join_all, BoxFuture};
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use prometheus::Registry;
+use skein_crds::{KafkaCluster, Topic};
+use tracing::{debug, error, info, warn};
+
+use crate::build::{labels, BuildOptions};
+use crate::context::Context;
+use crate::kafka_admin::KafkaTopicRemover;
+use crate::leader::{LeaderElector, LeaseConfig};
+use crate::metrics::Metrics;
+use crate::reconcile::{kafka_cluster, topic};
+
+/// Settings of `skein-operator kubernetes`.
+#[derive(Clone, Debug)]
+pub struct KubernetesOptions {
+    pub metrics_listen: SocketAddr,
+    /// Namespaces to watch; empty means all.
+    pub namespaces: Vec<String>,
+    pub build: BuildOptions,
+    /// `None` runs without leader election (a single replica).
+    pub lease: Option<LeaseConfig>,
+}
+
+fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn cluster_controller(
+    client: &Client,
+    ns: Option<&str>,
+    ctx: Arc<Context>,
+) -> BoxFuture<'static, ()> {
+    let owned =
+        watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::OPERATOR));
+    Controller::new(api::<KafkaCluster>(client, ns), watcher::Config::default())
+        .owns(api::<ConfigMap>(client, ns), owned.clone())
+        .owns(api::<Service>(client, ns), owned.clone())
+        .owns(api::<ServiceAccount>(client, ns), owned.clone())
+        .owns(api::<PodDisruptionBudget>(client, ns), owned.clone())
+        .owns(api::<StatefulSet>(client, ns), owned)
+        .shutdown_on_signal()
+        .run(kafka_cluster::reconcile, kafka_cluster::error_policy, ctx)
+        .for_each(|res| async move {
+            match res {
+                Ok((obj, _)) => debug!(cluster = %obj.name, "reconciled"),
+                Err(e) => warn!(error = %e, "KafkaCluster controller"),
+            }
+        })
+        .boxed()
+}
+
+fn topic_controller(
+    client: &Client,
+    ns: Option<&str>,
+    ctx: Arc<Context>,
+) -> BoxFuture<'static, ()> {
+    let controller = Controller::new(api::<Topic>(client, ns), watcher::Config::default());
+    let topics = controller.store();
+    // A cluster appearing, changing or going away re-checks its topics.
+    controller
+        .watches(
+            api::<KafkaCluster>(client, ns),
+            watcher::Config::default(),
+            move |kc| {
+                let (name, ns) = (kc.name_any(), kc.namespace());
+                topics
+                    .state()
+                    .into_iter()
+                    .filter(|t| t.spec.cluster_ref.name == name && t.namespace() == ns)
+                    .map(|t| ObjectRef::from_obj(&*t))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .shutdown_on_signal()
+        .run(topic::reconcile, topic::error_policy, ctx)
+        .for_each(|res| async move {
+            match res {
+                Ok((obj, _)) => debug!(topic = %obj.name, "reconciled"),
+                Err(e) => warn!(error = %e, "Topic controller"),
+            }
+        })
+        .boxed()
+}
+
+/// Runs the operator until a shutdown signal or the loss of the leader Lease.
+pub async fn run(opts: KubernetesOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let client = Client::try_default().await?;
+    let registry = Registry::new();
+    let metrics = Metrics::new(&registry)?;
+    let http = tokio::spawn(crate::http::serve(opts.metrics_listen, registry.clone()));
+
+    let elector = opts
+        .lease
+        .clone()
+        .map(|cfg| LeaderElector::new(client.clone(), cfg));
+    if let Some(elector) = &elector {
+        elector.acquire().await;
+        metrics.leader.set(1);
+    }
+
+    let identity = opts.lease.as_ref().map(|l| l.identity.clone());
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics.clone(),
+        opts.build.clone(),
+        Arc::new(KafkaTopicRemover::default()),
+        identity,
+    ));
+    let scopes: Vec<Option<&str>> = if opts.namespaces.is_empty() {
+        vec![None]
+    } else {
+        opts.namespaces.iter().map(|n| Some(n.as_str())).collect()
+    };
+    let mut controllers = Vec::new();
+    for ns in scopes {
+        info!(namespace = ns.unwrap_or("<all>"), "watching");
+        controllers.push(cluster_controller(&client, ns, ctx.clone()));
+        controllers.push(topic_controller(&client, ns, ctx.clone()));
+    }
+    let controllers = join_all(controllers);
+    match &elector {
+        Some(elector) => {
+            tokio::select! {
+                _ = controllers => info!("controllers stopped"),
+                _ = elector.hold() => {
+                    metrics.leader.set(0);
+                    error!("leadership lost; exiting so a fresh replica can take over");
+                    http.abort();
+                    return Err("lost the leader lease".into());
+                }
+            }
+        }
+        None => {
+            controllers.await;
+            info!("controllers stopped");
+        }
+    }
+    http.abort();
+    // Give in-flight status writes a moment on shutdown.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}

@@ -1,0 +1,257 @@
+//! Status of both resources as pure functions of what was observed.
+//!
+//! The reconcilers own only part of each status (conditions, observed
+//! generation, replica counts, bootstrap address). Partition metadata, broker
+//! registrations and producer ids belong to the cluster controller, which
+//! writes them under its own field manager; server-side apply keeps the two
+//! from erasing each other's fields, so the patches here never mention them.
+
+use k8s_openapi::api::apps::v1::StatefulSetStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde::Serialize;
+use skein_crds::condition::condition;
+use skein_crds::{ConditionStatus as S, ConditionType as T, KafkaCluster, Topic};
+
+use crate::build::{selector_string, ClusterNames};
+use crate::validate::InvalidSpec;
+
+/// The part of `KafkaCluster.status` the reconciler writes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatusPatch {
+    pub conditions: Vec<Condition>,
+    pub observed_generation: Option<i64>,
+    pub replicas: i32,
+    pub ready_replicas: i32,
+    pub selector: String,
+    pub bootstrap: String,
+}
+
+/// The part of `Topic.status` the reconciler writes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicStatusPatch {
+    pub conditions: Vec<Condition>,
+    pub observed_generation: Option<i64>,
+}
+
+fn previous_cluster_conditions(kc: &KafkaCluster) -> &[Condition] {
+    kc.status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or(&[])
+}
+
+fn previous_topic_conditions(topic: &Topic) -> &[Condition] {
+    topic
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or(&[])
+}
+
+/// Status after the objects were applied; `sts` is the StatefulSet's status
+/// as the API server returned it from the apply.
+pub fn cluster_applied(
+    kc: &KafkaCluster,
+    sts: Option<&StatefulSetStatus>,
+    now: Time,
+) -> ClusterStatusPatch {
+    let names = ClusterNames::of(kc);
+    let generation = kc.metadata.generation;
+    let prev = previous_cluster_conditions(kc);
+    let want = kc.spec.replicas;
+    let replicas = sts.map(|s| s.replicas).unwrap_or(0);
+    let ready = sts.and_then(|s| s.ready_replicas).unwrap_or(0);
+    let all_ready = ready >= want && replicas == want;
+    let (ready_reason, ready_msg) = if all_ready {
+        ("AllBrokersReady", format!("{ready}/{want} brokers ready"))
+    } else {
+        ("BrokersNotReady", format!("{ready}/{want} brokers ready"))
+    };
+    let (rec_reason, rec_msg) = if all_ready {
+        (
+            "Reconciled",
+            "all objects applied and every broker is ready".to_string(),
+        )
+    } else {
+        (
+            "WaitingForBrokers",
+            format!(
+                "objects applied; waiting for {} more broker(s)",
+                want - ready.min(want)
+            ),
+        )
+    };
+    ClusterStatusPatch {
+        conditions: vec![
+            condition(
+                prev,
+                T::Ready,
+                S::from(all_ready),
+                ready_reason,
+                ready_msg,
+                generation,
+                now.clone(),
+            ),
+            condition(
+                prev,
+                T::Reconciling,
+                S::from(!all_ready),
+                rec_reason,
+                rec_msg,
+                generation,
+                now.clone(),
+            ),
+            condition(
+                prev,
+                T::Degraded,
+                S::False,
+                "AsExpected",
+                "",
+                generation,
+                now,
+            ),
+        ],
+        observed_generation: generation,
+        replicas,
+        ready_replicas: ready,
+        selector: selector_string(&names),
+        bootstrap: names.bootstrap_address(kc.spec.listeners.kafka_port),
+    }
+}
+
+/// Status when the spec was refused: nothing was applied, counts are kept
+/// from the previous status.
+pub fn cluster_invalid(kc: &KafkaCluster, invalid: &InvalidSpec, now: Time) -> ClusterStatusPatch {
+    let names = ClusterNames::of(kc);
+    let generation = kc.metadata.generation;
+    let prev = previous_cluster_conditions(kc);
+    let old = kc.status.clone().unwrap_or_default();
+    let reason = invalid.reason();
+    let msg = invalid.to_string();
+    ClusterStatusPatch {
+        conditions: vec![
+            condition(
+                prev,
+                T::Ready,
+                S::False,
+                reason,
+                format!("spec not applied: {msg}"),
+                generation,
+                now.clone(),
+            ),
+            condition(
+                prev,
+                T::Reconciling,
+                S::False,
+                reason,
+                "waiting for a valid spec",
+                generation,
+                now.clone(),
+            ),
+            condition(prev, T::Degraded, S::True, reason, msg, generation, now),
+        ],
+        observed_generation: generation,
+        replicas: old.replicas,
+        ready_replicas: old.ready_replicas,
+        selector: selector_string(&names),
+        bootstrap: names.bootstrap_address(kc.spec.listeners.kafka_port),
+    }
+}
+
+/// Topic status when its spec is acceptable: ready once the cluster
+/// controller has placed every partition and each has a leader.
+pub fn topic_accepted(topic: &Topic, now: Time) -> TopicStatusPatch {
+    let generation = topic.metadata.generation;
+    let prev = previous_topic_conditions(topic);
+    let placed = topic
+        .status
+        .as_ref()
+        .map(|s| s.partitions.as_slice())
+        .unwrap_or(&[]);
+    let want = usize::try_from(topic.spec.partitions).unwrap_or(0);
+    let offline = placed.iter().filter(|p| p.leader < 0).count();
+    let ready = placed.len() >= want && offline == 0;
+    let (reason, msg) = if ready {
+        (
+            "PartitionsOnline",
+            format!("{want} partition(s) placed, each with a leader"),
+        )
+    } else if placed.len() < want {
+        (
+            "AwaitingPlacement",
+            format!(
+                "{}/{want} partition(s) placed by the cluster controller",
+                placed.len()
+            ),
+        )
+    } else {
+        (
+            "PartitionsOffline",
+            format!("{offline} partition(s) have no leader"),
+        )
+    };
+    TopicStatusPatch {
+        conditions: vec![
+            condition(
+                prev,
+                T::Ready,
+                S::from(ready),
+                reason,
+                msg.clone(),
+                generation,
+                now.clone(),
+            ),
+            condition(
+                prev,
+                T::Reconciling,
+                S::from(!ready),
+                reason,
+                msg,
+                generation,
+                now.clone(),
+            ),
+            condition(
+                prev,
+                T::Degraded,
+                S::from(offline > 0),
+                if offline > 0 { reason } else { "AsExpected" },
+                "",
+                generation,
+                now,
+            ),
+        ],
+        observed_generation: generation,
+    }
+}
+
+/// Topic status when its spec was refused or its cluster is missing.
+pub fn topic_refused(topic: &Topic, reason: &str, message: &str, now: Time) -> TopicStatusPatch {
+    let generation = topic.metadata.generation;
+    let prev = previous_topic_conditions(topic);
+    TopicStatusPatch {
+        conditions: vec![
+            condition(
+                prev,
+                T::Ready,
+                S::False,
+                reason,
+                message,
+                generation,
+                now.clone(),
+            ),
+            condition(
+                prev,
+                T::Reconciling,
+                S::False,
+                reason,
+                "waiting for a change",
+                generation,
+                now.clone(),
+            ),
+            condition(prev, T::Degraded, S::True, reason, message, generation, now),
+        ],
+        observed_generation: generation,
+    }
+}

@@ -1,0 +1,294 @@
+//! Validation the CRD schema cannot express. Pure: no client, no clock.
+//! Each failure maps to one condition reason the user sees.
+
+use skein_crds::{KafkaCluster, Topic};
+
+/// Broker config keys the operator sets itself (per pod, as flags).
+const RESERVED_BROKER_KEYS: &[(&str, &str)] = &[
+    ("node.id", "it is the pod ordinal"),
+    ("broker.id", "it is the pod ordinal"),
+    ("listeners", "set from spec.listeners"),
+    ("advertised.listeners", "it is the pod's DNS name"),
+    ("log.dirs", "it is the broker's volume"),
+    ("log.dir", "it is the broker's volume"),
+    ("metrics.listen", "set from spec.listeners.metricsPort"),
+    ("broker.rack", "set from spec.rack"),
+];
+
+/// Topic-level configs Kafka defines (and Skein accepts on a Topic).
+const TOPIC_CONFIG_KEYS: &[&str] = &[
+    "cleanup.policy",
+    "compression.type",
+    "delete.retention.ms",
+    "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+    "max.compaction.lag.ms",
+    "max.message.bytes",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "preallocate",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "segment.ms",
+    "unclean.leader.election.enable",
+];
+
+/// Topic configs whose value is an integer.
+const INTEGER_TOPIC_KEYS: &[&str] = &[
+    "delete.retention.ms",
+    "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+    "max.compaction.lag.ms",
+    "max.message.bytes",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "segment.ms",
+];
+
+/// Why a spec cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSpec {
+    #[error("spec.config sets {key:?}, which the operator manages ({why})")]
+    ReservedConfigKey { key: String, why: String },
+    #[error("spec.config entry {key:?} is not a valid property (no '=', ':' or line breaks in keys, no line breaks in values)")]
+    MalformedConfig { key: String },
+    #[error("spec.image is empty")]
+    EmptyImage,
+    #[error("spec.replicas is {replicas}, but topic {topic:?} has replication factor {replication_factor}; remove or shrink the topic first")]
+    ReplicationFactorDoesNotFit {
+        topic: String,
+        replication_factor: i32,
+        replicas: i32,
+    },
+    #[error("replication factor {replication_factor} is more than the {replicas} brokers of cluster {cluster:?}")]
+    ReplicationFactorTooLarge {
+        cluster: String,
+        replication_factor: i32,
+        replicas: i32,
+    },
+    #[error("spec.config: {key:?} is not a topic config Kafka knows")]
+    UnknownTopicConfig { key: String },
+    #[error("spec.config: {key}={value:?} is invalid: {why}")]
+    InvalidTopicConfig {
+        key: String,
+        value: String,
+        why: String,
+    },
+}
+
+impl InvalidSpec {
+    /// The condition reason (PascalCase) for this failure.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            InvalidSpec::ReservedConfigKey { .. } => "ReservedConfigKey",
+            InvalidSpec::MalformedConfig { .. } => "MalformedConfig",
+            InvalidSpec::EmptyImage => "EmptyImage",
+            InvalidSpec::ReplicationFactorDoesNotFit { .. } => "ReplicationFactorDoesNotFit",
+            InvalidSpec::ReplicationFactorTooLarge { .. } => "ReplicationFactorTooLarge",
+            InvalidSpec::UnknownTopicConfig { .. } => "UnknownTopicConfig",
+            InvalidSpec::InvalidTopicConfig { .. } => "InvalidTopicConfig",
+        }
+    }
+}
+
+/// Checks a cluster against what the schema cannot: reserved config keys and
+/// whether every topic of the cluster (`topics`, already filtered to this
+/// cluster) still fits after a scale-down.
+pub fn validate_cluster(kc: &KafkaCluster, topics: &[Topic]) -> Result<(), InvalidSpec> {
+    if kc
+        .spec
+        .image
+        .as_deref()
+        .is_some_and(|i| i.trim().is_empty())
+    {
+        return Err(InvalidSpec::EmptyImage);
+    }
+    for (key, value) in &kc.spec.config {
+        if let Some((_, why)) = RESERVED_BROKER_KEYS.iter().find(|(k, _)| k == key) {
+            return Err(InvalidSpec::ReservedConfigKey {
+                key: key.clone(),
+                why: why.to_string(),
+            });
+        }
+        let bad_key = key.is_empty() || key.contains(['=', ':', '\n', '\r', ' ']);
+        if bad_key || value.contains(['\n', '\r']) {
+            return Err(InvalidSpec::MalformedConfig { key: key.clone() });
+        }
+    }
+    let largest = topics
+        .iter()
+        .filter(|t| t.metadata.deletion_timestamp.is_none())
+        .max_by_key(|t| t.spec.replication_factor);
+    if let Some(topic) = largest {
+        if topic.spec.replication_factor > kc.spec.replicas {
+            return Err(InvalidSpec::ReplicationFactorDoesNotFit {
+                topic: topic.kafka_name().to_string(),
+                replication_factor: topic.spec.replication_factor,
+                replicas: kc.spec.replicas,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks a topic against its cluster and Kafka's topic configs.
+pub fn validate_topic(topic: &Topic, cluster: &KafkaCluster) -> Result<(), InvalidSpec> {
+    if topic.spec.replication_factor > cluster.spec.replicas {
+        return Err(InvalidSpec::ReplicationFactorTooLarge {
+            cluster: cluster.metadata.name.clone().unwrap_or_default(),
+            replication_factor: topic.spec.replication_factor,
+            replicas: cluster.spec.replicas,
+        });
+    }
+    for (key, value) in &topic.spec.config {
+        if !TOPIC_CONFIG_KEYS.contains(&key.as_str()) {
+            return Err(InvalidSpec::UnknownTopicConfig { key: key.clone() });
+        }
+        let invalid = |why: &str| InvalidSpec::InvalidTopicConfig {
+            key: key.clone(),
+            value: value.clone(),
+            why: why.to_string(),
+        };
+        if INTEGER_TOPIC_KEYS.contains(&key.as_str()) && value.trim().parse::<i64>().is_err() {
+            return Err(invalid("must be an integer"));
+        }
+        match key.as_str() {
+            "cleanup.policy" => {
+                let ok = value
+                    .split(',')
+                    .all(|p| matches!(p.trim(), "delete" | "compact"));
+                if !ok {
+                    return Err(invalid("must be delete, compact or delete,compact"));
+                }
+            }
+            "min.insync.replicas" => {
+                let n: i64 = value.trim().parse().unwrap_or(0);
+                if n < 1 || n > i64::from(topic.spec.replication_factor) {
+                    return Err(invalid("must be between 1 and the replication factor"));
+                }
+            }
+            "unclean.leader.election.enable" | "preallocate"
+                if !matches!(value.trim(), "true" | "false") =>
+            {
+                return Err(invalid("must be true or false"));
+            }
+            "compression.type" => {
+                let ok = matches!(
+                    value.trim(),
+                    "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"
+                );
+                if !ok {
+                    return Err(invalid(
+                        "must be producer, uncompressed, gzip, snappy, lz4 or zstd",
+                    ));
+                }
+            }
+            "message.timestamp.type" if !matches!(value.trim(), "CreateTime" | "LogAppendTime") => {
+                return Err(invalid("must be CreateTime or LogAppendTime"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cluster(spec: serde_json::Value) -> KafkaCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "skein.dev/v1alpha1", "kind": "KafkaCluster",
+            "metadata": {"name": "demo", "namespace": "ns"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn topic(rf: i32, config: serde_json::Value) -> Topic {
+        serde_json::from_value(json!({
+            "apiVersion": "skein.dev/v1alpha1", "kind": "Topic",
+            "metadata": {"name": "t", "namespace": "ns"},
+            "spec": {"clusterRef": {"name": "demo"}, "partitions": 1, "replicationFactor": rf, "config": config},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn reserved_and_malformed_broker_keys_are_refused() {
+        let e = validate_cluster(
+            &cluster(json!({"config": {"advertised.listeners": "x"}})),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.reason(), "ReservedConfigKey");
+        let e = validate_cluster(&cluster(json!({"config": {"a b": "1"}})), &[]).unwrap_err();
+        assert_eq!(e.reason(), "MalformedConfig");
+        let e = validate_cluster(
+            &cluster(json!({"config": {"log.retention.ms": "1\nnode.id=3"}})),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.reason(), "MalformedConfig");
+        assert!(validate_cluster(
+            &cluster(json!({"config": {"log.retention.ms": "1000"}})),
+            &[]
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn a_cluster_must_fit_its_largest_topic_unless_that_topic_is_being_deleted() {
+        let kc = cluster(json!({"replicas": 2}));
+        let mut t = topic(3, json!({}));
+        assert_eq!(
+            validate_cluster(&kc, &[t.clone()]).unwrap_err().reason(),
+            "ReplicationFactorDoesNotFit"
+        );
+        t.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert!(validate_cluster(&kc, &[t]).is_ok());
+    }
+
+    #[test]
+    fn topic_configs_are_checked_by_kafka_rules() {
+        let kc = cluster(json!({"replicas": 3}));
+        assert!(validate_topic(&topic(3, json!({"retention.ms": "1000", "cleanup.policy": "compact,delete", "min.insync.replicas": "2"})), &kc).is_ok());
+        let cases = [
+            (json!({"retention.ms": "a week"}), "InvalidTopicConfig"),
+            (json!({"cleanup.policy": "shred"}), "InvalidTopicConfig"),
+            (json!({"min.insync.replicas": "4"}), "InvalidTopicConfig"),
+            (json!({"compression.type": "brotli"}), "InvalidTopicConfig"),
+            (json!({"log.retention.ms": "1000"}), "UnknownTopicConfig"),
+        ];
+        for (config, reason) in cases {
+            let e = validate_topic(&topic(3, config.clone()), &kc).unwrap_err();
+            assert_eq!(e.reason(), reason, "{config}");
+        }
+        assert_eq!(
+            validate_topic(&topic(4, json!({})), &kc)
+                .unwrap_err()
+                .reason(),
+            "ReplicationFactorTooLarge"
+        );
+    }
+}
