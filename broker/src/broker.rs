@@ -2,17 +2,22 @@
 //! (start-up recovery, background maintenance, clean shutdown).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::error::ResponseError;
+use skein_controller::ControllerConfig;
+use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::config::BrokerConfig;
+use crate::control::{BrokerLink, ControllerService, PartitionChange};
 use crate::error::ApiError;
 use crate::metadata::{MetadataStore, TopicMeta};
 use crate::metrics::Metrics;
+use crate::partition::IsrProposal;
 use crate::replica_manager::ReplicaManager;
+use crate::replication::fetcher::{AddressBook, FetcherConfig, FetcherManager};
 
 /// Everything request handlers share.
 pub struct Broker {
@@ -22,6 +27,22 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     /// The consumer-group coordinator.
     pub groups: crate::group::GroupCoordinator,
+    /// Runs its own controller (a single-node cluster, Kafka's combined
+    /// mode) rather than sharing one with other brokers.
+    combined: bool,
+    /// Background tasks, stopped with the broker.
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Set when the broker stops; open connections close on it.
+    stopped: watch::Sender<bool>,
+}
+
+/// How a broker stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Move leadership away first (controlled shutdown), then close the logs.
+    Graceful,
+    /// Stop at once, telling no one (tests simulate `kill -9` with it).
+    Crash,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -32,46 +53,288 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The controller's way into one in-process broker.
+struct LocalLink(Weak<Broker>);
+
+impl BrokerLink for LocalLink {
+    fn deliver(&self, changes: Vec<PartitionChange>) {
+        if let Some(b) = self.0.upgrade() {
+            b.apply_changes(changes);
+        }
+    }
+}
+
 impl Broker {
-    /// Opens the metadata image and every partition log (recovering them).
-    pub fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
-        let metadata = MetadataStore::open(
+    /// A single-node cluster: runs its own controller with the image in
+    /// `<data-dir>/cluster-metadata.json`, opens and recovers its logs.
+    pub async fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        let controller = ControllerService::open(
+            Some(&config.data_dir.join("cluster-metadata.json")),
+            ControllerConfig::default(),
+        )?;
+        Self::start(config, controller, true).await
+    }
+
+    /// A broker of a cluster whose controller is `controller`.
+    pub async fn join(
+        config: BrokerConfig,
+        controller: Arc<ControllerService>,
+    ) -> anyhow::Result<Arc<Self>> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        Self::start(config, controller, false).await
+    }
+
+    async fn start(
+        config: BrokerConfig,
+        controller: Arc<ControllerService>,
+        combined: bool,
+    ) -> anyhow::Result<Arc<Self>> {
+        let (isr_tx, isr_rx) = mpsc::unbounded_channel();
+        let view_source = controller.clone();
+        let addresses: AddressBook = Arc::new(move |id| {
+            view_source
+                .view()
+                .brokers
+                .get(&id)
+                .map(|b| format!("{}:{}", b.host, b.port))
+        });
+        let fetchers = FetcherManager::new(
+            FetcherConfig {
+                local_id: config.node_id,
+                max_wait_ms: config.replica_fetch_wait_max_ms,
+                partition_max_bytes: config.replica_fetch_max_bytes,
+                response_max_bytes: config.replica_fetch_response_max_bytes,
+                backoff_ms: config.replica_fetch_backoff_ms,
+            },
+            addresses,
+        );
+        let replicas = Arc::new(ReplicaManager::new(
             &config.data_dir,
             config.node_id,
-            &config.advertised_host,
-            config.advertised_port as u16,
-            config.rack.clone(),
-        )?;
-        let replicas = Arc::new(ReplicaManager::new(&config.data_dir));
-        let image = metadata.image();
-        replicas.remove_orphans(&image.topics);
-        let now = now_ms();
-        for topic in image.topics.values() {
-            let lc = config
-                .topic_log_config(&topic.configs)
-                .map_err(|e| anyhow::anyhow!("topic {}: {e}", topic.name))?;
-            replicas
-                .ensure_topic(topic, &lc, now)
-                .map_err(|e| anyhow::anyhow!("topic {}: {e}", topic.name))?;
-        }
-        info!(
-            topics = image.topics.len(),
-            partitions = replicas.all().len(),
-            cluster_id = %image.cluster_id,
-            "logs loaded"
-        );
+            fetchers,
+            isr_tx,
+        ));
         let metrics = Arc::new(Metrics::new());
         let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
-        Ok(Arc::new(Self {
+        let broker = Arc::new(Self {
+            metadata: MetadataStore::new(config.node_id, controller.clone()),
             config,
-            metadata,
             replicas,
             metrics,
             groups,
-        }))
+            combined,
+            tasks: Mutex::new(Vec::new()),
+            stopped: watch::channel(false).0,
+        });
+        controller.attach(
+            broker.config.node_id,
+            Arc::new(LocalLink(Arc::downgrade(&broker))),
+        );
+        // Registration makes the controller send this broker its roles,
+        // which opens (and recovers) the logs.
+        let b = broker.clone();
+        tokio::task::spawn_blocking(move || {
+            b.metadata.register(
+                &b.config.advertised_host,
+                b.config.advertised_port as u16,
+                b.config.rack.clone(),
+            )
+        })
+        .await??;
+        let image = broker.metadata.image();
+        if combined {
+            broker.replicas.remove_orphans(&image.topics);
+        }
+        info!(
+            topics = image.topics.len(),
+            partitions = broker.replicas.all().len(),
+            cluster_id = %image.cluster_id,
+            "logs loaded"
+        );
+        broker.spawn_isr_sender(isr_rx);
+        broker.spawn_isr_shrinker();
+        if !combined {
+            broker.spawn_heartbeats();
+        }
+        Ok(broker)
     }
 
-    /// Creates a topic and opens its partition logs.
+    /// Carries out the controller's partition instructions, in order.
+    pub fn apply_changes(&self, changes: Vec<PartitionChange>) {
+        let now = now_ms();
+        for change in changes {
+            let result = match change {
+                PartitionChange::Leader {
+                    topic,
+                    partition,
+                    leader_epoch,
+                    partition_epoch,
+                    replicas,
+                    isr,
+                } => self.hosted(&topic, partition, now).and_then(|p| {
+                    self.replicas.become_leader(
+                        &p,
+                        leader_epoch,
+                        partition_epoch,
+                        replicas,
+                        isr,
+                        now,
+                    )
+                }),
+                PartitionChange::Follower {
+                    topic,
+                    partition,
+                    leader,
+                    leader_epoch,
+                    partition_epoch,
+                    replicas,
+                } => self.hosted(&topic, partition, now).map(|p| {
+                    self.replicas.become_follower(
+                        &p,
+                        leader,
+                        leader_epoch,
+                        partition_epoch,
+                        replicas,
+                    )
+                }),
+                PartitionChange::Stop {
+                    topic,
+                    partition,
+                    delete,
+                } => {
+                    self.replicas.stop_replica(&topic, partition, delete);
+                    Ok(())
+                }
+            };
+            if let Err(e) = result {
+                warn!(error = %e, "cannot apply the controller's instruction");
+            }
+        }
+    }
+
+    /// The replica of `topic`-`partition`, opened with the topic's configs.
+    fn hosted(
+        &self,
+        topic: &str,
+        partition: i32,
+        now: i64,
+    ) -> Result<Arc<crate::partition::Partition>, ApiError> {
+        let meta = self.metadata.topic(topic).ok_or_else(|| {
+            ApiError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic '{topic}' is not in the metadata"),
+            )
+        })?;
+        let lc = self
+            .config
+            .topic_log_config(&meta.configs)
+            .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
+        let part = self.replicas.open_partition(&meta, partition, &lc, now)?;
+        part.set_min_isr(self.min_insync_replicas(&meta));
+        Ok(part)
+    }
+
+    /// `min.insync.replicas` of a topic (its own, else the broker default).
+    pub fn min_insync_replicas(&self, topic: &TopicMeta) -> usize {
+        topic
+            .configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(self.config.min_insync_replicas.max(1) as usize)
+    }
+
+    /// Keeps `task` to be stopped with the broker.
+    pub(crate) fn spawn(&self, task: tokio::task::JoinHandle<()>) {
+        self.tasks.lock().expect("tasks lock").push(task);
+    }
+
+    /// Sends the leaders' ISR proposals to the controller, one at a time,
+    /// and hands each answer back to its partition.
+    fn spawn_isr_sender(self: &Arc<Self>, mut rx: mpsc::UnboundedReceiver<IsrProposal>) {
+        let me = Arc::downgrade(self);
+        self.spawn(tokio::spawn(async move {
+            while let Some(p) = rx.recv().await {
+                let Some(b) = me.upgrade() else { return };
+                let prop = p.clone();
+                let b2 = b.clone();
+                let result =
+                    tokio::task::spawn_blocking(move || b2.metadata.alter_partition(&prop)).await;
+                let Some(part) = b.replicas.get(&p.topic, p.partition) else {
+                    continue;
+                };
+                match result {
+                    Ok(Ok(state)) => {
+                        info!(topic = %p.topic, partition = p.partition, isr = ?state.isr, "ISR changed");
+                        part.complete_isr_change(
+                            p.leader_epoch,
+                            Some((state.isr, state.partition_epoch)),
+                        );
+                    }
+                    Ok(Err(e)) => {
+                        warn!(topic = %p.topic, partition = p.partition, error = %e, "ISR change refused");
+                        part.complete_isr_change(p.leader_epoch, None);
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "ISR change task failed");
+                        part.complete_isr_change(p.leader_epoch, None);
+                    }
+                }
+            }
+        }));
+    }
+
+    /// Checks for lagging followers every half `replica.lag.time.max.ms`.
+    fn spawn_isr_shrinker(self: &Arc<Self>) {
+        let me = Arc::downgrade(self);
+        let lag = self.config.replica_lag_time_max_ms;
+        let every = Duration::from_millis((lag / 2).clamp(50, 5_000) as u64);
+        self.spawn(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(b) = me.upgrade() else { return };
+                b.replicas.shrink_isrs(now_ms(), lag);
+            }
+        }));
+    }
+
+    /// Heartbeats to the controller; re-registers when it no longer knows
+    /// this broker's epoch (it was fenced while unreachable).
+    fn spawn_heartbeats(self: &Arc<Self>) {
+        let me = Arc::downgrade(self);
+        let every = Duration::from_millis(self.config.broker_heartbeat_interval_ms.max(10));
+        self.spawn(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(b) = me.upgrade() else { return };
+                let result = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = b.metadata.heartbeat() {
+                        warn!(error = %e, "heartbeat refused; registering again");
+                        b.metadata
+                            .register(
+                                &b.config.advertised_host,
+                                b.config.advertised_port as u16,
+                                b.config.rack.clone(),
+                            )
+                            .map(|_| ())
+                    } else {
+                        Ok(())
+                    }
+                })
+                .await;
+                if let Ok(Err(e)) = result {
+                    warn!(error = %e, "cannot register with the controller");
+                }
+            }
+        }));
+    }
+
+    /// A receiver that turns true when the broker stops.
+    pub fn stopped(&self) -> watch::Receiver<bool> {
+        self.stopped.subscribe()
+    }
+
+    /// Creates a topic; the controller places it and tells the replicas.
     pub fn create_topic(
         &self,
         name: &str,
@@ -79,16 +342,24 @@ impl Broker {
         replication_factor: i16,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, ApiError> {
-        let lc = self
-            .config
+        self.config
             .topic_log_config(&configs)
             .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
         let topic = self
             .metadata
             .create_topic(name, partitions, replication_factor, configs)?;
-        info!(topic = name, partitions, "topic created");
-        self.replicas.ensure_topic(&topic, &lc, now_ms())?;
+        info!(
+            topic = name,
+            partitions, replication_factor, "topic created"
+        );
         Ok(topic)
+    }
+
+    /// The replication factor of auto-created topics:
+    /// `default.replication.factor`, at most the number of live brokers.
+    pub fn auto_replication_factor(&self) -> i16 {
+        let live = self.metadata.image().live_brokers().count().max(1) as i16;
+        self.config.default_replication_factor.clamp(1, live)
     }
 
     /// Auto-creates `name` with the broker defaults when allowed; returns the
@@ -106,7 +377,7 @@ impl Broker {
         match self.create_topic(
             name,
             self.config.num_partitions,
-            self.config.default_replication_factor.min(1),
+            self.auto_replication_factor(),
             BTreeMap::new(),
         ) {
             Err(e) if e.code == ResponseError::TopicAlreadyExists => {
@@ -129,7 +400,7 @@ impl Broker {
     /// Spawns retention, compaction, roll and flush work on a timer.
     pub fn spawn_maintenance(self: &Arc<Self>) {
         let broker = self.clone();
-        tokio::spawn(async move {
+        self.spawn(tokio::spawn(async move {
             let tick = Duration::from_millis(
                 broker
                     .config
@@ -162,7 +433,51 @@ impl Broker {
                     warn!(error = %e, "log maintenance panicked");
                 }
             }
-        });
+        }));
+    }
+
+    /// Stops the broker. `Graceful` moves leadership to other brokers
+    /// first (controlled shutdown) and closes the logs cleanly.
+    pub async fn stop(self: &Arc<Self>, how: Stop) {
+        let id = self.config.node_id;
+        if how == Stop::Graceful && !self.combined {
+            let b = self.clone();
+            let timeout = Duration::from_millis(self.config.controlled_shutdown_timeout_ms);
+            let deadline = tokio::time::Instant::now() + timeout;
+            loop {
+                let b = b.clone();
+                match tokio::task::spawn_blocking(move || b.metadata.controlled_shutdown()).await {
+                    Ok(Ok(())) => {
+                        info!("controlled shutdown: this broker leads nothing now");
+                        break;
+                    }
+                    Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
+                        info!(error = %e, "controlled shutdown not complete yet");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    other => {
+                        warn!(result = ?other.map(|r| r.err()), "controlled shutdown gave up");
+                        break;
+                    }
+                }
+            }
+        }
+        self.metadata.controller().detach(id);
+        if how == Stop::Graceful && !self.combined {
+            let b = self.clone();
+            let _ = tokio::task::spawn_blocking(move || b.metadata.leave()).await;
+        }
+        let _ = self.stopped.send(true);
+        for t in self.tasks.lock().expect("tasks lock").drain(..) {
+            t.abort();
+        }
+        match how {
+            Stop::Graceful => {
+                let b = self.clone();
+                let _ = tokio::task::spawn_blocking(move || b.shutdown()).await;
+            }
+            Stop::Crash => self.replicas.stop_fetchers(),
+        }
     }
 
     /// Flushes and closes every log.

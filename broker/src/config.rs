@@ -79,6 +79,21 @@ pub struct BrokerConfig {
     pub log_cleaner_enable: bool,
     pub log_flush_scheduler_interval_ms: u64,
     pub min_insync_replicas: i32,
+    /// `replica.lag.time.max.ms`: a follower that has not caught up for this
+    /// long leaves the ISR.
+    pub replica_lag_time_max_ms: i64,
+    /// `replica.fetch.wait.max.ms`
+    pub replica_fetch_wait_max_ms: i32,
+    /// `replica.fetch.max.bytes`
+    pub replica_fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`
+    pub replica_fetch_response_max_bytes: i32,
+    /// `replica.fetch.backoff.ms`
+    pub replica_fetch_backoff_ms: u64,
+    /// `broker.heartbeat.interval.ms`
+    pub broker_heartbeat_interval_ms: u64,
+    /// How long a graceful stop waits for leadership to move away.
+    pub controlled_shutdown_timeout_ms: u64,
     pub offsets_topic_num_partitions: i32,
     /// Group coordinator settings (`offsets.*`, `group.*`).
     pub groups: crate::group::GroupConfig,
@@ -172,6 +187,17 @@ impl BrokerConfig {
             log_cleaner_enable: boolean(&raw, "log.cleaner.enable", true)?,
             log_flush_scheduler_interval_ms: num(&raw, "log.flush.scheduler.interval.ms", 1000u64)?,
             min_insync_replicas: num(&raw, "min.insync.replicas", 1)?,
+            replica_lag_time_max_ms: num(&raw, "replica.lag.time.max.ms", 30_000)?,
+            replica_fetch_wait_max_ms: num(&raw, "replica.fetch.wait.max.ms", 500)?,
+            replica_fetch_max_bytes: num(&raw, "replica.fetch.max.bytes", 1_048_576)?,
+            replica_fetch_response_max_bytes: num(
+                &raw,
+                "replica.fetch.response.max.bytes",
+                10_485_760,
+            )?,
+            replica_fetch_backoff_ms: num(&raw, "replica.fetch.backoff.ms", 1_000u64)?,
+            broker_heartbeat_interval_ms: num(&raw, "broker.heartbeat.interval.ms", 2_000u64)?,
+            controlled_shutdown_timeout_ms: num(&raw, "controlled.shutdown.timeout.ms", 30_000u64)?,
             offsets_topic_num_partitions: num(&raw, "offsets.topic.num.partitions", 50)?,
             groups: group_config(&raw)?,
             producer_id_expiration_ms: num(&raw, "producer.id.expiration.ms", 86_400_000)?,

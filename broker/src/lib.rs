@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod group;
 pub mod handlers;
@@ -11,21 +12,48 @@ pub mod metadata;
 pub mod metrics;
 pub mod partition;
 pub mod replica_manager;
+pub mod replication;
 pub mod server;
 
-pub use broker::Broker;
+pub use broker::{Broker, Stop};
 pub use config::{BrokerConfig, Cli};
+pub use control::ControllerService;
 
 use std::sync::Arc;
 
-/// Starts a broker on an already-bound listener and serves until `shutdown`
-/// completes; then closes every log cleanly.
+/// Starts a single-node broker (its own controller) on an already-bound
+/// listener and serves until `shutdown` completes; then closes every log
+/// cleanly.
 pub async fn run_until(
     config: BrokerConfig,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let broker = Broker::open(config)?;
+    let broker = Broker::open(config).await?;
+    serve_until(broker, listener, async move {
+        shutdown.await;
+        Stop::Graceful
+    })
+    .await
+}
+
+/// Starts a broker of the cluster `controller` runs and serves until
+/// `shutdown` completes with how to stop.
+pub async fn run_in_cluster(
+    config: BrokerConfig,
+    listener: tokio::net::TcpListener,
+    controller: Arc<ControllerService>,
+    shutdown: impl std::future::Future<Output = Stop>,
+) -> anyhow::Result<()> {
+    let broker = Broker::join(config, controller).await?;
+    serve_until(broker, listener, shutdown).await
+}
+
+async fn serve_until(
+    broker: Arc<Broker>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = Stop>,
+) -> anyhow::Result<()> {
     if let Some(addr) = broker.config.metrics_listen {
         let m = broker.metrics.clone();
         let r = broker.replicas.clone();
@@ -40,10 +68,9 @@ pub async fn run_until(
     broker.spawn_maintenance();
     group::GroupCoordinator::start(&broker);
     let server = tokio::spawn(server::serve(broker.clone(), listener));
-    shutdown.await;
-    tracing::info!("shutting down");
+    let how = shutdown.await;
+    tracing::info!(?how, "shutting down");
     server.abort();
-    let b: Arc<Broker> = broker.clone();
-    tokio::task::spawn_blocking(move || b.shutdown()).await?;
+    broker.stop(how).await;
     Ok(())
 }

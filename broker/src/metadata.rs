@@ -1,25 +1,26 @@
-//! Cluster metadata as this broker knows it: topics (ids, partitions, replica
-//! assignment, leaders, configs), the cluster id and the producer-id counter.
+//! Cluster metadata as this broker knows it: brokers, topics (ids,
+//! partitions, replica assignment, leaders, configs), the cluster id, and the
+//! requests a broker makes to the controller (register, heartbeat, topic
+//! admin, ISR changes, producer-id blocks).
 //!
-//! A single broker is its own controller (Kafka's combined mode): this store
-//! runs the controller core and keeps its image in
-//! `<data-dir>/cluster-metadata.json`, written atomically (write, fsync,
-//! rename, fsync the directory) so a crash leaves either the old or the new
-//! image, never a torn one.
+//! The controller is a [`ControllerService`]: a single broker runs its own
+//! (Kafka's combined mode, image in `<data-dir>/cluster-metadata.json`);
+//! brokers of an in-process test cluster share one.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use kafka_protocol::error::ResponseError;
 use serde::{Deserialize, Serialize};
-use skein_controller::{
-    Command, ControllerConfig, ControllerCore, ControllerError, Event, MetadataImage, NewTopic,
-    Reply, TopicId,
-};
+use skein_controller::{AlterPartitionRequest, Event, NewTopic, PartitionState, Reply, TopicId};
 use uuid::Uuid;
 
+use crate::control::ControllerService;
 use crate::error::ApiError;
+use crate::partition::IsrProposal;
+
+pub use crate::control::write_atomic;
 
 /// Name of the internal topic that stores group metadata and committed offsets.
 pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
@@ -55,168 +56,139 @@ impl TopicMeta {
     }
 }
 
+/// A broker as the controller knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerMeta {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+    /// Registered and not fenced.
+    pub alive: bool,
+}
+
 /// What handlers read: a snapshot of the cluster as this broker knows it.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterImage {
     pub cluster_id: String,
     pub topics: BTreeMap<String, TopicMeta>,
+    pub brokers: BTreeMap<i32, BrokerMeta>,
+    /// The broker clients should send controller requests to (-1: none).
+    pub controller_id: i32,
 }
 
-/// The file this broker keeps its metadata in (combined mode).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct PersistedMetadata {
-    cluster_id: String,
-    image: MetadataImage,
+impl ClusterImage {
+    /// Live brokers, in id order.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerMeta> {
+        self.brokers.values().filter(|b| b.alive)
+    }
 }
 
-/// The embedded controller and the producer-id block in use.
-struct Inner {
-    core: ControllerCore,
-    cluster_id: String,
-    /// Next id to hand out and the end (exclusive) of the current block.
-    producer_ids: (i64, i64),
-}
-
-/// Thread-safe, persisted metadata for this broker. A single broker is its
-/// own controller (Kafka's combined mode): it runs the controller core in
-/// process and keeps the core's image in `<data-dir>/cluster-metadata.json`.
+/// This broker's handle on the cluster metadata and the controller.
 pub struct MetadataStore {
-    path: PathBuf,
     node_id: i32,
-    inner: Mutex<Inner>,
-    view: RwLock<Arc<ClusterImage>>,
-}
-
-fn controller_error(e: ControllerError) -> ApiError {
-    let code =
-        ResponseError::try_from_code(e.kafka_code()).unwrap_or(ResponseError::UnknownServerError);
-    ApiError::new(code, e.to_string())
-}
-
-/// Milliseconds for the controller core (it only compares them).
-fn core_now() -> u64 {
-    crate::broker::now_ms().max(0) as u64
+    controller: Arc<ControllerService>,
+    broker_epoch: AtomicU64,
+    /// Next producer id to hand out and the end (exclusive) of the block.
+    producer_ids: Mutex<(i64, i64)>,
 }
 
 impl MetadataStore {
-    /// Opens (or initialises) the metadata under `data_dir` and registers
-    /// this broker with the embedded controller, which re-elects it leader
-    /// of its partitions at a new leader epoch.
-    pub fn open(
-        data_dir: &Path,
-        node_id: i32,
-        host: &str,
-        port: u16,
-        rack: Option<String>,
-    ) -> std::io::Result<Self> {
-        std::fs::create_dir_all(data_dir)?;
-        let path = data_dir.join("cluster-metadata.json");
-        let invalid = |e: String| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{}: {e}", path.display()),
-            )
-        };
-        let (core, cluster_id) = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let p: PersistedMetadata =
-                    serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
-                let core = ControllerCore::from_image(p.image, ControllerConfig::default())
-                    .map_err(|e| invalid(e.to_string()))?;
-                (core, p.cluster_id)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
-                ControllerCore::new(ControllerConfig::default()),
-                new_cluster_id(),
-            ),
-            Err(e) => return Err(e),
-        };
-        let store = Self {
-            path,
+    pub fn new(node_id: i32, controller: Arc<ControllerService>) -> Self {
+        Self {
             node_id,
-            inner: Mutex::new(Inner {
-                core,
-                cluster_id,
-                producer_ids: (0, 0),
-            }),
-            view: RwLock::new(Arc::new(ClusterImage::default())),
-        };
-        store
-            .apply(
-                Event::BrokerRegistered {
-                    broker: node_id,
-                    host: host.to_string(),
-                    port,
-                    rack,
-                },
-                |r| match r {
-                    Reply::BrokerRegistered { result, .. } => Some(result.map(|_| ())),
-                    _ => None,
-                },
-            )
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        Ok(store)
+            controller,
+            broker_epoch: AtomicU64::new(0),
+            producer_ids: Mutex::new((0, 0)),
+        }
     }
 
-    /// Runs one event through the controller core, persists the new image
-    /// before anyone sees it, refreshes the view, and returns the reply
-    /// `pick` selects.
-    fn apply<T>(
-        &self,
-        event: Event,
-        pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
-    ) -> Result<T, ApiError> {
-        let mut inner = self.inner.lock().expect("metadata lock");
-        let commands = inner.core.handle(event, core_now());
-        let mut reply = None;
-        let mut persist = false;
-        for c in commands {
-            match c {
-                Command::PersistBroker(_)
-                | Command::PersistTopic(_)
-                | Command::PersistPartition { .. }
-                | Command::DeleteTopic { .. }
-                | Command::PersistCluster(_) => persist = true,
-                Command::UncleanLeaderElection {
-                    topic,
-                    partition,
-                    leader,
-                    ..
-                } => {
-                    tracing::warn!(topic, partition, leader, "unclean leader election");
-                }
-                Command::Reply(r) if reply.is_none() => reply = pick(r),
-                // One broker leads everything it hosts; the view built below
-                // carries the leader epochs the replica manager applies.
-                _ => {}
-            }
-        }
-        if persist {
-            let bytes = serde_json::to_vec_pretty(&PersistedMetadata {
-                cluster_id: inner.cluster_id.clone(),
-                image: inner.core.image().clone(),
-            })
-            .expect("serializable");
-            write_atomic(&self.path, &bytes).map_err(|e| {
-                ApiError::new(
-                    ResponseError::KafkaStorageError,
-                    format!("cannot persist metadata: {e}"),
-                )
-            })?;
-        }
-        *self.view.write().expect("view lock") = Arc::new(build_view(&inner));
-        match reply {
-            Some(r) => r.map_err(controller_error),
-            None => Err(ApiError::new(
-                ResponseError::UnknownServerError,
-                "the controller gave no answer",
-            )),
-        }
+    pub fn controller(&self) -> &Arc<ControllerService> {
+        &self.controller
+    }
+
+    /// Registers this broker; the controller fences its previous
+    /// incarnation and makes it leader or follower of its partitions.
+    pub fn register(&self, host: &str, port: u16, rack: Option<String>) -> Result<u64, ApiError> {
+        let epoch = self.controller.request(
+            Event::BrokerRegistered {
+                broker: self.node_id,
+                host: host.to_string(),
+                port,
+                rack,
+            },
+            |r| match r {
+                Reply::BrokerRegistered { result, .. } => Some(result),
+                _ => None,
+            },
+        )?;
+        self.broker_epoch.store(epoch, Ordering::Release);
+        Ok(epoch)
+    }
+
+    pub fn broker_epoch(&self) -> u64 {
+        self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    /// Tells the controller this broker is alive.
+    pub fn heartbeat(&self) -> Result<(), ApiError> {
+        self.controller.request(
+            Event::BrokerHeartbeat {
+                broker: self.node_id,
+                broker_epoch: self.broker_epoch(),
+            },
+            |r| match r {
+                Reply::Heartbeat { result, .. } => Some(result),
+                _ => None,
+            },
+        )
+    }
+
+    /// Asks the controller to move leadership off this broker; `Ok` once it
+    /// leads nothing.
+    pub fn controlled_shutdown(&self) -> Result<(), ApiError> {
+        self.controller.request(
+            Event::ControlledShutdownRequested {
+                broker: self.node_id,
+                broker_epoch: self.broker_epoch(),
+            },
+            |r| match r {
+                Reply::ControlledShutdown { result, .. } => Some(result),
+                _ => None,
+            },
+        )
+    }
+
+    /// Tells the controller this broker is gone (it is about to exit).
+    pub fn leave(&self) {
+        let _ = self.controller.handle(Event::BrokerLost {
+            broker: self.node_id,
+        });
+    }
+
+    /// Sends a leader's ISR proposal (AlterPartition); the new state on success.
+    pub fn alter_partition(&self, p: &IsrProposal) -> Result<PartitionState, ApiError> {
+        self.controller.request(
+            Event::AlterPartition(AlterPartitionRequest {
+                broker: self.node_id,
+                broker_epoch: self.broker_epoch(),
+                topic: p.topic.clone(),
+                topic_id: TopicId(p.topic_id.as_u128()),
+                partition: p.partition as u32,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                new_isr: p.new_isr.clone(),
+            }),
+            |r| match r {
+                Reply::AlterPartition { result, .. } => Some(result),
+                _ => None,
+            },
+        )
     }
 
     /// A consistent snapshot of the whole image.
     pub fn image(&self) -> Arc<ClusterImage> {
-        self.view.read().expect("view lock").clone()
+        self.controller.view()
     }
 
     pub fn topic(&self, name: &str) -> Option<TopicMeta> {
@@ -268,17 +240,18 @@ impl MetadataStore {
             replication_factor as u16,
         );
         t.configs = configs;
-        self.apply(Event::CreateTopic(t), |r| match r {
-            Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
-            _ => None,
-        })?;
+        self.controller
+            .request(Event::CreateTopic(t), |r| match r {
+                Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
+                _ => None,
+            })?;
         self.topic(name).ok_or_else(|| Self::unknown(name))
     }
 
-    /// Removes a topic from the image (its logs are deleted by the caller).
+    /// Removes a topic from the image (replicas delete their logs).
     pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ApiError> {
         let meta = self.topic(name).ok_or_else(|| Self::unknown(name))?;
-        self.apply(
+        self.controller.request(
             Event::DeleteTopic {
                 topic: name.to_string(),
             },
@@ -303,7 +276,7 @@ impl MetadataStore {
                 format!("topic '{name}' has {current} partitions; the count can only grow, {count} asked"),
             ));
         }
-        self.apply(
+        self.controller.request(
             Event::CreatePartitions {
                 topic: name.to_string(),
                 count: count as u32,
@@ -326,7 +299,7 @@ impl MetadataStore {
         if self.topic(name).is_none() {
             return Err(Self::unknown(name));
         }
-        self.apply(
+        self.controller.request(
             Event::TopicConfigChanged {
                 topic: name.to_string(),
                 configs,
@@ -342,63 +315,26 @@ impl MetadataStore {
     /// Hands out the next producer id from a block the controller allocated
     /// (blocks are persisted, so ids are never reused across restarts).
     pub fn allocate_producer_id(&self) -> Result<i64, ApiError> {
-        let epoch = {
-            let mut inner = self.inner.lock().expect("metadata lock");
-            let (next, end) = inner.producer_ids;
-            if next < end {
-                inner.producer_ids.0 += 1;
-                return Ok(next);
+        {
+            let mut ids = self.producer_ids.lock().expect("producer ids lock");
+            if ids.0 < ids.1 {
+                ids.0 += 1;
+                return Ok(ids.0 - 1);
             }
-            inner
-                .core
-                .broker(self.node_id)
-                .map(|b| b.broker_epoch)
-                .unwrap_or(0)
-        };
-        let block = self.apply(
+        }
+        let block = self.controller.request(
             Event::AllocateProducerIds {
                 broker: self.node_id,
-                broker_epoch: epoch,
+                broker_epoch: self.broker_epoch(),
             },
             |r| match r {
                 Reply::AllocateProducerIds { result, .. } => Some(result),
                 _ => None,
             },
         )?;
-        let mut inner = self.inner.lock().expect("metadata lock");
-        inner.producer_ids = (block.first_producer_id + 1, block.last_producer_id() + 1);
+        let mut ids = self.producer_ids.lock().expect("producer ids lock");
+        *ids = (block.first_producer_id + 1, block.last_producer_id() + 1);
         Ok(block.first_producer_id)
-    }
-}
-
-/// The handlers' view of the controller's image.
-fn build_view(inner: &Inner) -> ClusterImage {
-    let topics = inner
-        .core
-        .topics()
-        .iter()
-        .map(|(name, t)| {
-            let meta = TopicMeta {
-                name: name.clone(),
-                id: Uuid::from_u128(t.spec.topic_id.0),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| PartitionMeta {
-                        replicas: p.replicas.clone(),
-                        isr: p.isr.clone(),
-                        leader: p.leader,
-                        leader_epoch: p.leader_epoch,
-                    })
-                    .collect(),
-                configs: t.spec.configs.clone(),
-            };
-            (name.clone(), meta)
-        })
-        .collect();
-    ClusterImage {
-        cluster_id: inner.cluster_id.clone(),
-        topics,
     }
 }
 
@@ -433,48 +369,19 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn new_cluster_id() -> String {
-    // Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = Uuid::new_v4().into_bytes();
-    let mut out = String::with_capacity(22);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for b in bytes {
-        acc = (acc << 8) | b as u32;
-        bits += 8;
-        while bits >= 6 {
-            bits -= 6;
-            out.push(ALPHABET[((acc >> bits) & 63) as usize] as char);
-        }
-    }
-    if bits > 0 {
-        out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
-    }
-    out
-}
-
-/// Writes `bytes` to `path` so that a crash leaves the old or the new file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A combined-mode store: its own controller, image under `dir`.
+    fn open_store(dir: &std::path::Path) -> MetadataStore {
+        let controller =
+            ControllerService::open(Some(&dir.join("cluster-metadata.json")), Default::default())
+                .unwrap();
+        let store = MetadataStore::new(1, controller);
+        store.register("127.0.0.1", 9092, None).unwrap();
+        store
+    }
 
     #[test]
     fn topic_names_follow_kafka_rules() {
@@ -493,7 +400,7 @@ mod tests {
     #[test]
     fn metadata_survives_reopen_and_rejects_duplicates() {
         let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(dir.path(), 1, "127.0.0.1", 9092, None).unwrap();
+        let store = open_store(dir.path());
         let t = store.create_topic("a", 3, 1, BTreeMap::new()).unwrap();
         assert_eq!(t.partitions.len(), 3);
         assert_eq!(
@@ -519,7 +426,7 @@ mod tests {
         let cluster_id = store.image().cluster_id.clone();
         assert_eq!(cluster_id.len(), 22);
         drop(store);
-        let store = MetadataStore::open(dir.path(), 1, "127.0.0.1", 9092, None).unwrap();
+        let store = open_store(dir.path());
         assert_eq!(store.topic("a").unwrap().partitions.len(), 5);
         // The embedded controller re-elects this broker, at a newer leader epoch.
         for (before, after) in t
@@ -539,7 +446,7 @@ mod tests {
     #[test]
     fn colliding_names_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(dir.path(), 1, "127.0.0.1", 9092, None).unwrap();
+        let store = open_store(dir.path());
         store.create_topic("a.b", 1, 1, BTreeMap::new()).unwrap();
         assert_eq!(
             store

@@ -1,84 +1,647 @@
-//! A partition hosted on this broker: its log plus the signal that wakes
-//! long-polling fetchers when records arrive.
+//! A partition hosted on this broker (Kafka's `Partition`): its log, its
+//! role (leader or follower at a leader epoch), and as leader the progress of
+//! every follower, the high watermark and the ISR it proposes.
+//!
+//! Lock order: `state` before `log`. Neither is held across an `.await`.
 
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::RwLock;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, RwLock};
 
+use kafka_protocol::error::ResponseError;
 use skein_storage::{AppendInfo, Log, LogConfig, ReadResult};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::error::ApiError;
 
+/// Which side of replication this replica is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Leads the partition: takes produce requests and serves fetches.
+    Leader,
+    /// Copies the log of `leader` (`-1`: the partition has no leader now).
+    Follower { leader: i32 },
+    /// Not serving (controller said stop, or not told anything yet).
+    Stopped,
+}
+
+/// How far a follower has got, as the leader sees it (Kafka's `Replica`).
+#[derive(Debug, Clone, Copy)]
+struct FollowerProgress {
+    /// The follower has every offset below this (-1: not fetched yet).
+    log_end_offset: i64,
+    /// Last time the follower had everything the leader had.
+    last_caught_up_ms: i64,
+    /// Leader LEO and time of the follower's previous fetch.
+    leo_at_last_fetch: i64,
+    last_fetch_ms: i64,
+}
+
+/// Role, epochs, membership and progress; guarded by `Partition::state`.
+#[derive(Debug)]
+struct State {
+    role: Role,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+    /// An ISR change sent to the controller and not answered yet. While it
+    /// is in flight the high watermark counts the union of both sets
+    /// (Kafka's "maximal ISR"), so a shrink is not trusted before it is
+    /// committed and an expansion is honoured at once.
+    pending_isr: Option<Vec<i32>>,
+    followers: BTreeMap<i32, FollowerProgress>,
+    high_watermark: i64,
+    /// `min.insync.replicas` of the topic.
+    min_isr: usize,
+    /// Offset where the current leader epoch starts (a follower must reach
+    /// it before it may join the ISR).
+    epoch_start_offset: i64,
+}
+
+/// A proposed ISR change, for the control layer to send as AlterPartition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrProposal {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
+}
+
+/// What the leader tells a follower about its fetch.
+#[derive(Debug, Clone)]
+pub struct ReplicaRead {
+    pub records: bytes::Bytes,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// Set when the follower's log diverges from the leader's: truncate to
+    /// at most `end_offset` of `epoch` before fetching again (KIP-320).
+    pub diverging: Option<(i32, i64)>,
+    /// An ISR expansion this fetch made possible.
+    pub proposal: Option<IsrProposal>,
+}
+
 /// One topic-partition replica and its log.
 pub struct Partition {
     pub topic: String,
     pub index: i32,
     pub topic_id: Uuid,
-    leader_epoch: AtomicI32,
+    /// This broker's id.
+    local_id: i32,
+    state: Mutex<State>,
     log: RwLock<Log>,
-    /// Notified after every append so fetchers waiting on `max.wait.ms` wake
-    /// at once instead of polling.
-    appended: Notify,
+    /// Notified after every append, high-watermark move and role change, so
+    /// long-polling fetchers and acks=all producers wake at once.
+    changed: Notify,
+}
+
+fn not_leader(topic: &str, index: i32) -> ApiError {
+    ApiError::new(
+        ResponseError::NotLeaderOrFollower,
+        format!("this broker is not the leader of {topic}-{index}"),
+    )
 }
 
 impl Partition {
-    pub fn new(topic: &str, index: i32, topic_id: Uuid, leader_epoch: i32, log: Log) -> Self {
+    /// A replica that serves nothing until told its role.
+    pub fn new(topic: &str, index: i32, topic_id: Uuid, local_id: i32, log: Log) -> Self {
+        let lso = log.log_start_offset();
         Self {
             topic: topic.to_string(),
             index,
             topic_id,
-            leader_epoch: AtomicI32::new(leader_epoch),
+            local_id,
+            state: Mutex::new(State {
+                role: Role::Stopped,
+                leader_epoch: -1,
+                partition_epoch: -1,
+                replicas: Vec::new(),
+                isr: Vec::new(),
+                pending_isr: None,
+                followers: BTreeMap::new(),
+                high_watermark: lso,
+                min_isr: 1,
+                epoch_start_offset: 0,
+            }),
             log: RwLock::new(log),
-            appended: Notify::new(),
+            changed: Notify::new(),
         }
     }
 
-    pub fn leader_epoch(&self) -> i32 {
-        self.leader_epoch.load(Ordering::Acquire)
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("partition state lock")
     }
 
-    /// Appends producer batches as leader and wakes waiting fetchers.
+    pub fn leader_epoch(&self) -> i32 {
+        self.state().leader_epoch
+    }
+
+    pub fn role(&self) -> Role {
+        self.state().role.clone()
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.state().role == Role::Leader
+    }
+
+    /// The committed ISR (as the controller last accepted it).
+    pub fn isr(&self) -> Vec<i32> {
+        self.state().isr.clone()
+    }
+
+    pub fn replicas(&self) -> Vec<i32> {
+        self.state().replicas.clone()
+    }
+
+    pub fn set_min_isr(&self, min_isr: usize) {
+        self.state().min_isr = min_isr.max(1);
+    }
+
+    /// Becomes leader at `leader_epoch`. Returns false (and changes
+    /// nothing) when the instruction is older than what this replica knows.
+    pub fn make_leader(
+        &self,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        replicas: Vec<i32>,
+        isr: Vec<i32>,
+        now_ms: i64,
+    ) -> Result<bool, ApiError> {
+        let mut st = self.state();
+        let same_term = leader_epoch == st.leader_epoch && st.role == Role::Leader;
+        if leader_epoch < st.leader_epoch || (same_term && partition_epoch < st.partition_epoch) {
+            return Ok(false);
+        }
+        let new_term = leader_epoch != st.leader_epoch || st.role != Role::Leader;
+        let leo = {
+            let mut log = self.log.write().expect("log lock");
+            if new_term {
+                let leo = log.log_end_offset();
+                // Later epochs (from a previous term that wrote nothing) are
+                // never in our cache here: epochs only grow.
+                log.assign_leader_epoch(leader_epoch, leo)?;
+                st.epoch_start_offset = leo;
+                st.followers.clear();
+            }
+            let leo = log.log_end_offset();
+            st.high_watermark = st.high_watermark.clamp(log.log_start_offset(), leo);
+            leo
+        };
+        for r in &replicas {
+            if *r != self.local_id {
+                st.followers.entry(*r).or_insert(FollowerProgress {
+                    log_end_offset: -1,
+                    // A fresh leader gives every ISR member a full lag window.
+                    last_caught_up_ms: now_ms,
+                    leo_at_last_fetch: -1,
+                    last_fetch_ms: now_ms,
+                });
+            }
+        }
+        st.followers.retain(|id, _| replicas.contains(id));
+        st.role = Role::Leader;
+        st.leader_epoch = leader_epoch;
+        st.partition_epoch = partition_epoch;
+        st.replicas = replicas;
+        st.isr = isr;
+        st.pending_isr = None;
+        self.maybe_advance_hw(&mut st, leo);
+        drop(st);
+        self.changed.notify_waiters();
+        Ok(true)
+    }
+
+    /// Becomes a follower of `leader` at `leader_epoch`. Returns false when
+    /// the instruction is stale or changes nothing.
+    pub fn make_follower(
+        &self,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        replicas: Vec<i32>,
+    ) -> bool {
+        let mut st = self.state();
+        if leader_epoch < st.leader_epoch {
+            return false;
+        }
+        let same = st.role == (Role::Follower { leader }) && st.leader_epoch == leader_epoch;
+        st.role = Role::Follower { leader };
+        st.leader_epoch = leader_epoch;
+        st.partition_epoch = partition_epoch;
+        st.replicas = replicas;
+        st.isr.clear();
+        st.pending_isr = None;
+        st.followers.clear();
+        drop(st);
+        self.changed.notify_waiters();
+        !same
+    }
+
+    /// Stops serving (the data stays).
+    pub fn make_stopped(&self) {
+        self.state().role = Role::Stopped;
+        self.changed.notify_waiters();
+    }
+
+    /// Checks a client's `current_leader_epoch` against ours (KIP-320).
+    fn check_epoch(&self, st: &State, current_leader_epoch: i32) -> Result<(), ApiError> {
+        if current_leader_epoch < 0 || current_leader_epoch == st.leader_epoch {
+            Ok(())
+        } else if current_leader_epoch < st.leader_epoch {
+            Err(ApiError::new(
+                ResponseError::FencedLeaderEpoch,
+                format!(
+                    "leader epoch {current_leader_epoch} is older than {}",
+                    st.leader_epoch
+                ),
+            ))
+        } else {
+            Err(ApiError::new(
+                ResponseError::UnknownLeaderEpoch,
+                format!(
+                    "leader epoch {current_leader_epoch} is newer than {}",
+                    st.leader_epoch
+                ),
+            ))
+        }
+    }
+
+    /// Leader check for requests that need the leader (fetch, list offsets).
+    pub fn check_leader(&self, current_leader_epoch: i32) -> Result<(), ApiError> {
+        let st = self.state();
+        self.check_epoch(&st, current_leader_epoch)?;
+        if st.role != Role::Leader {
+            return Err(not_leader(&self.topic, self.index));
+        }
+        Ok(())
+    }
+
+    /// Appends producer batches as leader. With `acks=all`, refuses when the
+    /// ISR is smaller than `min.insync.replicas`.
     pub fn append_as_leader(
         &self,
         records: &mut [u8],
+        acks_all: bool,
         now_ms: i64,
     ) -> Result<AppendInfo, ApiError> {
         let info = {
-            let mut log = self.log.write().expect("log lock");
-            let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
-            log.maybe_flush(now_ms)?;
+            let mut st = self.state();
+            if st.role != Role::Leader {
+                return Err(not_leader(&self.topic, self.index));
+            }
+            if acks_all && st.isr.len() < st.min_isr {
+                return Err(ApiError::new(
+                    ResponseError::NotEnoughReplicas,
+                    format!(
+                        "the ISR of {}-{} has {} members; min.insync.replicas is {}",
+                        self.topic,
+                        self.index,
+                        st.isr.len(),
+                        st.min_isr
+                    ),
+                ));
+            }
+            let (info, leo) = {
+                let mut log = self.log.write().expect("log lock");
+                let info = log.append_as_leader(records, st.leader_epoch, now_ms)?;
+                log.maybe_flush(now_ms)?;
+                (info, log.log_end_offset())
+            };
+            self.maybe_advance_hw(&mut st, leo);
             info
         };
-        self.appended.notify_waiters();
+        self.changed.notify_waiters();
         Ok(info)
     }
 
-    /// Reads whole batches from `offset` up to the high watermark.
+    /// Whether an acks=all append ending at `required_offset` (exclusive)
+    /// is complete: `Ok(true)` replicated, `Ok(false)` not yet, or the error
+    /// the producer must see.
+    pub fn check_replicated(
+        &self,
+        required_offset: i64,
+        leader_epoch: i32,
+    ) -> Result<bool, ApiError> {
+        let st = self.state();
+        if st.role != Role::Leader || st.leader_epoch != leader_epoch {
+            return Err(not_leader(&self.topic, self.index));
+        }
+        if st.high_watermark < required_offset {
+            return Ok(false);
+        }
+        if st.isr.len() < st.min_isr {
+            return Err(ApiError::new(
+                ResponseError::NotEnoughReplicasAfterAppend,
+                format!(
+                    "written, but the ISR of {}-{} shrank below min.insync.replicas ({})",
+                    self.topic, self.index, st.min_isr
+                ),
+            ));
+        }
+        Ok(true)
+    }
+
+    /// Reads whole batches from `offset` up to the high watermark, for
+    /// consumers. Only the leader serves them.
     pub fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
+        current_leader_epoch: i32,
     ) -> Result<ReadResult, ApiError> {
+        let st = self.state();
+        self.check_epoch(&st, current_leader_epoch)?;
+        if st.role != Role::Leader {
+            return Err(not_leader(&self.topic, self.index));
+        }
         let log = self.log.read().expect("log lock");
-        let hw = log.log_end_offset();
-        Ok(log.read(offset, max_bytes, hw, min_one_batch)?)
+        Ok(log.read(offset, max_bytes, st.high_watermark, min_one_batch)?)
     }
 
-    /// The high watermark; with a single replica it is the log end offset.
+    /// A follower's fetch: records its progress (which may move the high
+    /// watermark or allow it back into the ISR), checks for a divergent log
+    /// (KIP-320) and reads up to the log end offset.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_for_follower(
+        &self,
+        replica_id: i32,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+        current_leader_epoch: i32,
+        max_bytes: usize,
+        min_one_batch: bool,
+        now_ms: i64,
+    ) -> Result<ReplicaRead, ApiError> {
+        let mut st = self.state();
+        self.check_epoch(&st, current_leader_epoch)?;
+        if st.role != Role::Leader {
+            return Err(not_leader(&self.topic, self.index));
+        }
+        if !st.replicas.contains(&replica_id) {
+            return Err(ApiError::new(
+                ResponseError::NotLeaderOrFollower,
+                format!(
+                    "broker {replica_id} is not a replica of {}-{}",
+                    self.topic, self.index
+                ),
+            ));
+        }
+        let log = self.log.read().expect("log lock");
+        let leo = log.log_end_offset();
+        let lso = log.log_start_offset();
+        if last_fetched_epoch >= 0 {
+            let diverging = match log.end_offset_for_epoch(last_fetched_epoch) {
+                // Our epochs are all older than the follower's: it must
+                // cut back to where our latest one ends.
+                None => Some((log.latest_epoch().unwrap_or(0).max(0), leo)),
+                Some((epoch, end)) if epoch < last_fetched_epoch || end < fetch_offset => {
+                    Some((epoch, end))
+                }
+                Some(_) => None,
+            };
+            if let Some(d) = diverging {
+                return Ok(ReplicaRead {
+                    records: bytes::Bytes::new(),
+                    high_watermark: st.high_watermark,
+                    log_start_offset: lso,
+                    diverging: Some(d),
+                    proposal: None,
+                });
+            }
+        }
+        // Progress is only recorded for a fetch offset inside our log: a
+        // follower ahead of us has a tail it must truncate first.
+        let mut proposal = None;
+        if fetch_offset <= leo {
+            let p = st.followers.entry(replica_id).or_insert(FollowerProgress {
+                log_end_offset: -1,
+                last_caught_up_ms: 0,
+                leo_at_last_fetch: -1,
+                last_fetch_ms: now_ms,
+            });
+            if fetch_offset >= leo {
+                p.last_caught_up_ms = now_ms;
+            } else if fetch_offset >= p.leo_at_last_fetch && p.leo_at_last_fetch >= 0 {
+                p.last_caught_up_ms = p.last_caught_up_ms.max(p.last_fetch_ms);
+            }
+            p.log_end_offset = fetch_offset;
+            p.leo_at_last_fetch = leo;
+            p.last_fetch_ms = now_ms;
+            let old_hw = st.high_watermark;
+            self.maybe_advance_hw(&mut st, leo);
+            if st.high_watermark != old_hw {
+                self.changed.notify_waiters();
+            }
+            proposal = self.maybe_expand_isr(&mut st, replica_id, fetch_offset);
+        }
+        let read = log.read(fetch_offset, max_bytes, leo, min_one_batch)?;
+        Ok(ReplicaRead {
+            records: read.records,
+            high_watermark: st.high_watermark,
+            log_start_offset: lso,
+            diverging: None,
+            proposal,
+        })
+    }
+
+    /// Proposes adding `replica` to the ISR once it has caught up to the
+    /// high watermark and to the start of the current epoch.
+    fn maybe_expand_isr(
+        &self,
+        st: &mut State,
+        replica: i32,
+        follower_leo: i64,
+    ) -> Option<IsrProposal> {
+        if st.pending_isr.is_some() || st.isr.contains(&replica) {
+            return None;
+        }
+        if follower_leo < st.high_watermark || follower_leo < st.epoch_start_offset {
+            return None;
+        }
+        let mut new_isr = st.isr.clone();
+        new_isr.push(replica);
+        Some(self.propose(st, new_isr))
+    }
+
+    fn propose(&self, st: &mut State, new_isr: Vec<i32>) -> IsrProposal {
+        st.pending_isr = Some(new_isr.clone());
+        IsrProposal {
+            topic: self.topic.clone(),
+            topic_id: self.topic_id,
+            partition: self.index,
+            leader_epoch: st.leader_epoch,
+            partition_epoch: st.partition_epoch,
+            new_isr,
+        }
+    }
+
+    /// Proposes removing ISR members that have not caught up within
+    /// `lag_max_ms` (`replica.lag.time.max.ms`).
+    pub fn maybe_shrink_isr(&self, now_ms: i64, lag_max_ms: i64) -> Option<IsrProposal> {
+        let mut st = self.state();
+        if st.role != Role::Leader || st.pending_isr.is_some() {
+            return None;
+        }
+        let lagging: Vec<i32> = st
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| *id != self.local_id)
+            .filter(|id| match st.followers.get(id) {
+                Some(p) => now_ms - p.last_caught_up_ms > lag_max_ms,
+                None => true,
+            })
+            .collect();
+        if lagging.is_empty() {
+            return None;
+        }
+        let new_isr: Vec<i32> = st
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| !lagging.contains(id))
+            .collect();
+        Some(self.propose(&mut st, new_isr))
+    }
+
+    /// Adopts the controller's answer to an ISR proposal; `None` means the
+    /// proposal failed and may be retried later.
+    pub fn complete_isr_change(&self, leader_epoch: i32, result: Option<(Vec<i32>, i32)>) {
+        let mut st = self.state();
+        if st.leader_epoch != leader_epoch || st.role != Role::Leader {
+            return;
+        }
+        st.pending_isr = None;
+        if let Some((isr, partition_epoch)) = result {
+            if partition_epoch >= st.partition_epoch {
+                st.isr = isr;
+                st.partition_epoch = partition_epoch;
+            }
+        }
+        let leo = self.log.read().expect("log lock").log_end_offset();
+        self.maybe_advance_hw(&mut st, leo);
+        drop(st);
+        self.changed.notify_waiters();
+    }
+
+    /// High watermark = min LEO over the (maximal) ISR; it never goes back.
+    fn maybe_advance_hw(&self, st: &mut State, leo: i64) {
+        if st.role != Role::Leader {
+            return;
+        }
+        let mut min = leo;
+        let members = st.isr.iter().chain(st.pending_isr.iter().flatten());
+        for id in members {
+            if *id == self.local_id {
+                continue;
+            }
+            match st.followers.get(id) {
+                Some(p) => min = min.min(p.log_end_offset),
+                None => min = -1,
+            }
+        }
+        if min > st.high_watermark {
+            st.high_watermark = min;
+        }
+    }
+
+    /// Follower append of what the leader sent; the high watermark follows
+    /// the leader's, capped by what this replica has.
+    pub fn append_as_follower(
+        &self,
+        leader_epoch: i32,
+        records: &[u8],
+        leader_hw: i64,
+        now_ms: i64,
+    ) -> Result<bool, ApiError> {
+        let mut st = self.state();
+        if st.leader_epoch != leader_epoch || !matches!(st.role, Role::Follower { .. }) {
+            return Ok(false);
+        }
+        let leo = {
+            let mut log = self.log.write().expect("log lock");
+            if !records.is_empty() {
+                log.append_as_follower(records, now_ms)?;
+                log.maybe_flush(now_ms)?;
+            }
+            log.log_end_offset()
+        };
+        st.high_watermark = leader_hw.min(leo).max(st.high_watermark.min(leo));
+        drop(st);
+        self.changed.notify_waiters();
+        Ok(true)
+    }
+
+    /// Follower truncation of a divergent tail (or of everything, when the
+    /// leader's log starts after ours ends).
+    pub fn truncate_as_follower(
+        &self,
+        leader_epoch: i32,
+        to: TruncateTo,
+    ) -> Result<bool, ApiError> {
+        let mut st = self.state();
+        if st.leader_epoch != leader_epoch || !matches!(st.role, Role::Follower { .. }) {
+            return Ok(false);
+        }
+        let mut log = self.log.write().expect("log lock");
+        match to {
+            TruncateTo::Offset(o) => log.truncate_to(o)?,
+            TruncateTo::FullyStartAt(o) => log.truncate_fully_and_start_at(o)?,
+        }
+        st.high_watermark = st.high_watermark.min(log.log_end_offset());
+        Ok(true)
+    }
+
+    /// Where a follower should truncate given the leader's diverging epoch
+    /// answer `(epoch, end_offset)` (Kafka's `getOffsetTruncationState`).
+    pub fn truncation_offset(&self, leader_epoch: i32, leader_end_offset: i64) -> i64 {
+        let st = self.state();
+        let log = self.log.read().expect("log lock");
+        if leader_epoch < 0 {
+            // The leader knows none of our epochs: keep what is committed.
+            return st.high_watermark.min(log.log_end_offset());
+        }
+        // When our epoch differs from the leader's, cutting at the smaller
+        // end offset may not be enough; the next fetch checks again.
+        match log.end_offset_for_epoch(leader_epoch) {
+            Some((_, end)) => end.min(leader_end_offset),
+            None => st.high_watermark.min(log.log_end_offset()),
+        }
+    }
+
+    /// `(log end offset, latest epoch)` the follower fetches from.
+    pub fn fetch_position(&self) -> (i64, i32) {
+        let log = self.log.read().expect("log lock");
+        (log.log_end_offset(), log.latest_epoch().unwrap_or(-1))
+    }
+
+    /// The high watermark (the last committed offset + 1).
     pub fn high_watermark(&self) -> i64 {
-        self.log.read().expect("log lock").log_end_offset()
+        self.state().high_watermark
     }
 
     pub fn log_start_offset(&self) -> i64 {
         self.log.read().expect("log lock").log_start_offset()
     }
 
-    /// A future that completes on the next append; call `enable()` on it
-    /// before re-checking the log so no append is missed in between.
-    pub fn appended(&self) -> tokio::sync::futures::Notified<'_> {
-        self.appended.notified()
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.read().expect("log lock").log_end_offset()
+    }
+
+    /// Whether the ISR is smaller than the replica set (leader's view).
+    pub fn is_under_replicated(&self) -> bool {
+        let st = self.state();
+        st.role == Role::Leader && st.isr.len() < st.replicas.len()
+    }
+
+    /// A future that completes on the next append, high-watermark move or
+    /// role change; call `enable()` on it before re-checking so no change
+    /// is missed in between.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 
     /// Runs `f` with shared access to the log.
@@ -105,4 +668,13 @@ impl Partition {
         let log = self.log.into_inner().expect("log lock");
         Ok(log.close()?)
     }
+}
+
+/// Where a follower cuts its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TruncateTo {
+    /// Drop everything at and after this offset.
+    Offset(i64),
+    /// Drop everything and start empty at this offset.
+    FullyStartAt(i64),
 }

@@ -1,6 +1,8 @@
-//! The partitions this broker hosts (Kafka's `ReplicaManager`): opening their
-//! logs at start-up, creating and deleting them as topics change, and the
-//! background work on every log (retention, compaction, flush, roll).
+//! The partitions this broker hosts (Kafka's `ReplicaManager`): opening
+//! their logs when the controller assigns them, applying leader and follower
+//! roles (starting and stopping replica fetchers), collecting the leaders'
+//! ISR proposals, and the background work on every log (retention,
+//! compaction, flush, roll).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -8,11 +10,13 @@ use std::sync::{Arc, RwLock};
 
 use kafka_protocol::error::ResponseError;
 use skein_storage::{Log, LogConfig};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::error::ApiError;
 use crate::metadata::TopicMeta;
-use crate::partition::Partition;
+use crate::partition::{IsrProposal, Partition};
+use crate::replication::fetcher::FetcherManager;
 
 /// Key of a hosted partition.
 pub type TopicPartition = (String, i32);
@@ -20,14 +24,27 @@ pub type TopicPartition = (String, i32);
 /// Every partition replica on this broker.
 pub struct ReplicaManager {
     data_dir: PathBuf,
+    local_id: i32,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    fetchers: FetcherManager,
+    /// ISR proposals of the partitions this broker leads, for the control
+    /// layer to send to the controller.
+    isr_proposals: mpsc::UnboundedSender<IsrProposal>,
 }
 
 impl ReplicaManager {
-    pub fn new(data_dir: &Path) -> Self {
+    pub fn new(
+        data_dir: &Path,
+        local_id: i32,
+        fetchers: FetcherManager,
+        isr_proposals: mpsc::UnboundedSender<IsrProposal>,
+    ) -> Self {
         Self {
             data_dir: data_dir.to_path_buf(),
+            local_id,
             partitions: RwLock::new(HashMap::new()),
+            fetchers,
+            isr_proposals,
         }
     }
 
@@ -58,33 +75,117 @@ impl ReplicaManager {
             .collect()
     }
 
-    /// Opens (recovering if needed) every partition of `topic` that is missing.
-    pub fn ensure_topic(
+    /// The replica of partition `index` of `topic`, opening (recovering)
+    /// its log if this broker does not host it yet. A replica left from an
+    /// earlier topic of the same name is deleted first.
+    pub fn open_partition(
         &self,
         topic: &TopicMeta,
+        index: i32,
         config: &LogConfig,
         now_ms: i64,
-    ) -> Result<(), ApiError> {
-        for (index, p) in topic.partitions.iter().enumerate() {
-            let index = index as i32;
-            if self.get(&topic.name, index).is_some() {
-                continue;
+    ) -> Result<Arc<Partition>, ApiError> {
+        if let Some(p) = self.get(&topic.name, index) {
+            if p.topic_id == topic.id {
+                return Ok(p);
             }
-            let dir = self.data_dir.join(Partition::dir_name(&topic.name, index));
-            let log = Log::open(&dir, config.clone(), now_ms)?;
-            let part = Arc::new(Partition::new(
-                &topic.name,
-                index,
-                topic.id,
-                p.leader_epoch,
-                log,
-            ));
-            self.partitions
-                .write()
-                .expect("partitions lock")
-                .insert((topic.name.clone(), index), part);
+            self.stop_replica(&topic.name, index, true);
+        }
+        let dir = self.data_dir.join(Partition::dir_name(&topic.name, index));
+        let log = Log::open(&dir, config.clone(), now_ms)?;
+        let part = Arc::new(Partition::new(
+            &topic.name,
+            index,
+            topic.id,
+            self.local_id,
+            log,
+        ));
+        Ok(self
+            .partitions
+            .write()
+            .expect("partitions lock")
+            .entry((topic.name.clone(), index))
+            .or_insert(part)
+            .clone())
+    }
+
+    /// Leads `part` at `leader_epoch` (stops fetching it).
+    pub fn become_leader(
+        &self,
+        part: &Arc<Partition>,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        replicas: Vec<i32>,
+        isr: Vec<i32>,
+        now_ms: i64,
+    ) -> Result<(), ApiError> {
+        self.fetchers.remove(&(part.topic.clone(), part.index));
+        if part.make_leader(leader_epoch, partition_epoch, replicas, isr, now_ms)? {
+            info!(topic = %part.topic, partition = part.index, leader_epoch, "became leader");
         }
         Ok(())
+    }
+
+    /// Follows `leader` (no one when `-1`) at `leader_epoch`.
+    pub fn become_follower(
+        &self,
+        part: &Arc<Partition>,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        replicas: Vec<i32>,
+    ) {
+        if !part.make_follower(leader, leader_epoch, partition_epoch, replicas) {
+            return;
+        }
+        info!(topic = %part.topic, partition = part.index, leader, leader_epoch, "became follower");
+        if leader >= 0 && leader != self.local_id {
+            self.fetchers.add(leader, part.clone(), leader_epoch);
+        } else {
+            self.fetchers.remove(&(part.topic.clone(), part.index));
+        }
+    }
+
+    /// Stops serving a replica; with `delete` its data goes too.
+    pub fn stop_replica(&self, topic: &str, index: i32, delete: bool) {
+        let tp = (topic.to_string(), index);
+        self.fetchers.remove(&tp);
+        if !delete {
+            if let Some(p) = self.get(topic, index) {
+                p.make_stopped();
+            }
+            return;
+        }
+        let removed = self
+            .partitions
+            .write()
+            .expect("partitions lock")
+            .remove(&tp);
+        if let Some(p) = removed {
+            p.make_stopped();
+            let dir = p.with_log(|l| l.dir().to_path_buf());
+            // Readers still holding the partition keep their open files;
+            // removing the directory is safe underneath them.
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                warn!(dir = %dir.display(), error = %e, "cannot remove deleted partition's data");
+            }
+        }
+    }
+
+    /// Queues an ISR proposal for the controller.
+    pub fn propose_isr(&self, proposal: IsrProposal) {
+        let _ = self.isr_proposals.send(proposal);
+    }
+
+    /// Proposes removing followers that lag more than `lag_max_ms` from the
+    /// ISR of every partition this broker leads.
+    pub fn shrink_isrs(&self, now_ms: i64, lag_max_ms: i64) {
+        for p in self.all() {
+            if let Some(proposal) = p.maybe_shrink_isr(now_ms, lag_max_ms) {
+                info!(topic = %p.topic, partition = p.index, isr = ?proposal.new_isr, "proposing ISR shrink");
+                self.propose_isr(proposal);
+            }
+        }
     }
 
     /// Applies new topic configs to every open log of `topic`.
@@ -96,19 +197,12 @@ impl ReplicaManager {
 
     /// Stops hosting `topic` and removes its data from disk.
     pub fn delete_topic(&self, topic: &str) {
-        let removed: Vec<Arc<Partition>> = {
-            let mut map = self.partitions.write().expect("partitions lock");
-            let keys: Vec<TopicPartition> =
-                map.keys().filter(|(t, _)| t == topic).cloned().collect();
-            keys.iter().filter_map(|k| map.remove(k)).collect()
+        let keys: Vec<TopicPartition> = {
+            let map = self.partitions.read().expect("partitions lock");
+            map.keys().filter(|(t, _)| t == topic).cloned().collect()
         };
-        for p in removed {
-            let dir = p.with_log(|l| l.dir().to_path_buf());
-            // Readers still holding the partition keep their open files;
-            // removing the directory is safe underneath them.
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                warn!(dir = %dir.display(), error = %e, "cannot remove deleted partition's data");
-            }
+        for (t, i) in keys {
+            self.stop_replica(&t, i, true);
         }
     }
 
@@ -150,6 +244,10 @@ impl ReplicaManager {
         producer_expiration_ms: i64,
     ) {
         for p in self.all() {
+            // Nothing above the high watermark is deleted or compacted: it
+            // may still be truncated away. (Read before the log lock: the
+            // partition state lock comes first.)
+            let hw = p.high_watermark();
             p.with_log_mut(|log| {
                 log.expire_producers(now_ms, producer_expiration_ms);
                 if let Err(e) = log.maybe_roll(now_ms) {
@@ -159,7 +257,7 @@ impl ReplicaManager {
                     warn!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
                 }
                 if retention && log.config().cleanup_policy.delete {
-                    match log.enforce_retention(now_ms) {
+                    match log.enforce_retention_up_to(now_ms, hw) {
                         Ok(n) if n > 0 => {
                             info!(topic = %p.topic, partition = p.index, segments = n, "retention deleted segments")
                         }
@@ -168,7 +266,7 @@ impl ReplicaManager {
                     }
                 }
                 if compaction && log.config().cleanup_policy.compact {
-                    match log.compact(now_ms) {
+                    match log.compact_up_to(now_ms, hw) {
                         Ok(s) if s.segments_cleaned > 0 => info!(
                             topic = %p.topic,
                             partition = p.index,
@@ -184,8 +282,14 @@ impl ReplicaManager {
         }
     }
 
-    /// Flushes and closes every log (clean shutdown).
+    /// Stops every replica fetcher (the broker is going away).
+    pub fn stop_fetchers(&self) {
+        self.fetchers.shutdown();
+    }
+
+    /// Stops the fetchers, flushes and closes every log (clean shutdown).
     pub fn shutdown(&self) {
+        self.fetchers.shutdown();
         let parts: Vec<Arc<Partition>> = {
             let mut map = self.partitions.write().expect("partitions lock");
             map.drain().map(|(_, p)| p).collect()

@@ -57,11 +57,16 @@ async fn handle_connection(broker: &Arc<Broker>, stream: TcpStream) -> Result<()
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
     let max = broker.config.socket_request_max_bytes;
+    let mut stopped = broker.stopped();
     loop {
-        let size = match rd.read_i32().await {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e.into()),
+        let size = tokio::select! {
+            r = rd.read_i32() => match r {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(e.into()),
+            },
+            // The broker stopped: close instead of serving from a dead broker.
+            _ = stopped.wait_for(|s| *s) => return Ok(()),
         };
         if size < 8 || size as usize > max {
             warn!(%peer, size, limit = max, "closing connection: request size out of bounds (socket.request.max.bytes)");

@@ -81,7 +81,7 @@ impl GroupCoordinator {
     pub fn start(broker: &Arc<Broker>) {
         broker.groups.load(broker);
         let b = broker.clone();
-        tokio::spawn(async move {
+        broker.spawn(tokio::spawn(async move {
             let mut last_metrics = 0i64;
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -92,7 +92,7 @@ impl GroupCoordinator {
                     b.groups.update_metrics(&b);
                 }
             }
-        });
+        }));
     }
 
     /// Makes sure `__consumer_offsets` exists (compacted, internal) and that
@@ -105,8 +105,14 @@ impl GroupCoordinator {
                     ("cleanup.policy".to_string(), "compact".to_string()),
                     ("segment.bytes".to_string(), (100 << 20).to_string()),
                 ]);
-                match broker.create_topic(CONSUMER_OFFSETS, self.cfg.offsets_partitions, 1, configs)
-                {
+                // Replicated like any other topic: min(3, live brokers).
+                let rf = broker.metadata.image().live_brokers().count().clamp(1, 3) as i16;
+                match broker.create_topic(
+                    CONSUMER_OFFSETS,
+                    self.cfg.offsets_partitions,
+                    rf,
+                    configs,
+                ) {
                     Ok(t) => t,
                     Err(e) if e.code == ResponseError::TopicAlreadyExists => broker
                         .metadata
@@ -120,7 +126,11 @@ impl GroupCoordinator {
             }
         };
         let p = partition_for(group, topic.partitions.len() as i32);
-        if broker.replicas.get(CONSUMER_OFFSETS, p).is_none() {
+        if !broker
+            .replicas
+            .get(CONSUMER_OFFSETS, p)
+            .is_some_and(|part| part.is_leader())
+        {
             return Err(api(
                 ResponseError::NotCoordinator,
                 format!("{CONSUMER_OFFSETS}-{p} is not led by this broker"),
@@ -143,7 +153,7 @@ impl GroupCoordinator {
         let part = broker.replicas.get_or_err(CONSUMER_OFFSETS, p)?;
         let now = now_ms();
         let mut batch = log_format::encode_batch(records, now);
-        part.append_as_leader(&mut batch, now).map_err(|e| {
+        part.append_as_leader(&mut batch, false, now).map_err(|e| {
             warn!(group, error = %e, "append to __consumer_offsets failed");
             api(ResponseError::CoordinatorNotAvailable, e.message)
         })?;
@@ -165,7 +175,7 @@ impl GroupCoordinator {
             let mut offset = part.log_start_offset();
             let end = part.high_watermark();
             while offset < end {
-                let read = match part.read(offset, 1 << 20, true) {
+                let read = match part.read(offset, 1 << 20, true, -1) {
                     Ok(r) if !r.records.is_empty() => r,
                     Ok(_) => break,
                     Err(e) => {

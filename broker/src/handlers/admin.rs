@@ -123,7 +123,7 @@ fn create_one(
         }
         let rf = t.assignments[0].broker_ids.len() as i16;
         for a in &t.assignments {
-            if a.broker_ids.iter().any(|b| b.0 != broker.config.node_id) {
+            if a.broker_ids.iter().any(|b| !is_broker(broker, b.0)) {
                 return Err(ApiError::new(
                     ResponseError::InvalidReplicaAssignment,
                     "replica assignment names a broker that does not exist",
@@ -250,7 +250,7 @@ pub fn create_partitions(
                 if a.len() as i32 != t.count - current
                     || a.iter()
                         .flat_map(|x| x.broker_ids.iter())
-                        .any(|b| b.0 != broker.config.node_id)
+                        .any(|b| !is_broker(broker, b.0))
                 {
                     return Err(ApiError::new(
                         ResponseError::InvalidReplicaAssignment,
@@ -261,14 +261,9 @@ pub fn create_partitions(
             if req.validate_only {
                 return Ok(());
             }
-            let meta = broker.metadata.create_partitions(&t.name.0, t.count)?;
-            let lc = broker
-                .config
-                .topic_log_config(&meta.configs)
-                .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
-            broker
-                .replicas
-                .ensure_topic(&meta, &lc, crate::broker::now_ms())
+            // The controller tells the new partitions' replicas to open them.
+            broker.metadata.create_partitions(&t.name.0, t.count)?;
+            Ok(())
         })();
         if let Err(e) = outcome {
             r.error_code = e.code();
@@ -316,18 +311,30 @@ pub fn delete_records(broker: &Arc<Broker>, req: DeleteRecordsRequest) -> Delete
 
 pub fn describe_cluster(broker: &Arc<Broker>) -> DescribeClusterResponse {
     let cfg = &broker.config;
+    let image = broker.metadata.image();
     let mut resp = DescribeClusterResponse::default();
-    resp.cluster_id = strb(broker.metadata.image().cluster_id.clone());
-    resp.controller_id = BrokerId(cfg.node_id);
+    resp.cluster_id = strb(image.cluster_id.clone());
+    resp.controller_id = BrokerId(if image.controller_id >= 0 {
+        image.controller_id
+    } else {
+        cfg.node_id
+    });
     resp.endpoint_type = 1;
     resp.cluster_authorized_operations = i32::MIN;
-    let mut b = DescribeClusterBroker::default();
-    b.broker_id = BrokerId(cfg.node_id);
-    b.host = strb(cfg.advertised_host.clone());
-    b.port = cfg.advertised_port;
-    b.rack = cfg.rack.clone().map(strb);
-    resp.brokers = vec![b];
+    for m in image.live_brokers() {
+        let mut b = DescribeClusterBroker::default();
+        b.broker_id = BrokerId(m.id);
+        b.host = strb(m.host.clone());
+        b.port = m.port as i32;
+        b.rack = m.rack.clone().map(strb);
+        resp.brokers.push(b);
+    }
     resp
+}
+
+/// Whether `id` is a registered broker.
+fn is_broker(broker: &Broker, id: i32) -> bool {
+    broker.metadata.image().brokers.contains_key(&id)
 }
 
 pub fn describe_log_dirs(

@@ -151,8 +151,17 @@ fn apply_topic_configs(
     if validate_only {
         return Ok(());
     }
-    broker.metadata.set_topic_configs(topic, configs)?;
+    let meta = broker.metadata.set_topic_configs(topic, configs)?;
     broker.replicas.update_topic_config(topic, &lc);
+    let min_isr = broker.min_insync_replicas(&meta);
+    for p in broker
+        .replicas
+        .all()
+        .into_iter()
+        .filter(|p| p.topic == topic)
+    {
+        p.set_min_isr(min_isr);
+    }
     tracing::info!(topic, "topic configs changed");
     Ok(())
 }

@@ -2,6 +2,11 @@
 //! `max.bytes`, per-partition limits and the long poll (`max.wait.ms`,
 //! `min.bytes`). Waiting is event-driven: appends notify the partition, so an
 //! idle consumer costs nothing until data arrives or the wait expires.
+//!
+//! Consumers read up to the high watermark from the leader only. Followers
+//! fetch with `replica_id` set: they read up to the log end offset, their
+//! fetch offset is their progress (it moves the high watermark and the ISR),
+//! and a divergent log is answered with the epoch to truncate to.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -28,6 +33,8 @@ struct Wanted {
     partition: i32,
     fetch_offset: i64,
     max_bytes: i32,
+    current_leader_epoch: i32,
+    last_fetched_epoch: i32,
     part: Result<Arc<Partition>, ApiError>,
 }
 
@@ -41,6 +48,12 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         req.max_bytes as usize
     };
     let read_committed = req.isolation_level == 1;
+    // v15 moved the replica id into `replica_state`.
+    let replica_id = if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
 
     // Resolve topics (by id from v13, by name before) and partitions once.
     let mut topics: Vec<(TopicName, Uuid, Option<String>)> = Vec::new();
@@ -74,6 +87,12 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
                 partition: fp.partition,
                 fetch_offset: fp.fetch_offset,
                 max_bytes: fp.partition_max_bytes,
+                current_leader_epoch: fp.current_leader_epoch,
+                last_fetched_epoch: if version >= 12 {
+                    fp.last_fetched_epoch
+                } else {
+                    -1
+                },
                 part,
             });
         }
@@ -87,11 +106,11 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         // Register for wake-ups before reading so an append that lands
         // between the read and the wait is not missed.
         let mut waits: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> =
-            parts.iter().map(|p| Box::pin(p.appended())).collect();
+            parts.iter().map(|p| Box::pin(p.changed())).collect();
         for w in waits.iter_mut() {
             w.as_mut().enable();
         }
-        let (results, total, errored) = read_pass(broker, &wanted, max_bytes, &topics);
+        let (results, total, errored) = read_pass(broker, &wanted, max_bytes, &topics, replica_id);
         let expired = Instant::now() >= deadline;
         if total >= min_bytes || errored || expired || waits.is_empty() {
             return build_response(results, &topics, &wanted, version, read_committed);
@@ -111,6 +130,8 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
 /// What one partition contributes to the response.
 struct PartResult {
     error: Option<ApiError>,
+    /// For a follower whose log diverges: `(epoch, end offset)` to truncate to.
+    diverging: Option<(i32, i64)>,
     high_watermark: i64,
     log_start_offset: i64,
     records: Bytes,
@@ -121,7 +142,9 @@ fn read_pass(
     wanted: &[Wanted],
     max_bytes: usize,
     topics: &[(TopicName, Uuid, Option<String>)],
+    replica_id: i32,
 ) -> (Vec<PartResult>, usize, bool) {
+    let now = crate::broker::now_ms();
     let mut total = 0usize;
     let mut errored = false;
     let mut out = Vec::with_capacity(wanted.len());
@@ -131,28 +154,48 @@ fn read_pass(
                 errored = true;
                 PartResult {
                     error: Some(e.clone()),
+                    diverging: None,
                     high_watermark: -1,
                     log_start_offset: -1,
                     records: Bytes::new(),
                 }
             }
             Ok(p) => {
-                let hw = p.high_watermark();
-                let lso = p.log_start_offset();
                 let budget = (w.max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
                 let result = if budget == 0 && total > 0 {
-                    Ok(Bytes::new())
-                } else {
+                    Ok((Bytes::new(), None))
+                } else if replica_id >= 0 {
                     // KIP-74: the first batch is returned even if it is larger
-                    // than the limits, so a consumer can always make progress.
-                    p.read(w.fetch_offset, budget, total == 0)
-                        .map(|r| r.records)
+                    // than the limits, so a reader can always make progress.
+                    p.read_for_follower(
+                        replica_id,
+                        w.fetch_offset,
+                        w.last_fetched_epoch,
+                        w.current_leader_epoch,
+                        budget,
+                        total == 0,
+                        now,
+                    )
+                    .map(|r| {
+                        if let Some(proposal) = r.proposal {
+                            broker.replicas.propose_isr(proposal);
+                        }
+                        (r.records, r.diverging)
+                    })
+                } else {
+                    p.read(w.fetch_offset, budget, total == 0, w.current_leader_epoch)
+                        .map(|r| (r.records, None))
                 };
+                let hw = p.high_watermark();
+                let lso = p.log_start_offset();
                 match result {
-                    Ok(records) => {
+                    Ok((records, diverging)) => {
                         total += records.len();
+                        // A divergence must reach the follower at once.
+                        errored |= diverging.is_some();
                         PartResult {
                             error: None,
+                            diverging,
                             high_watermark: hw,
                             log_start_offset: lso,
                             records,
@@ -162,6 +205,7 @@ fn read_pass(
                         errored = true;
                         PartResult {
                             error: Some(e),
+                            diverging: None,
                             high_watermark: hw,
                             log_start_offset: lso,
                             records: Bytes::new(),
@@ -233,6 +277,10 @@ fn build_response(
         };
         if let Some(e) = r.error {
             pd.error_code = e.code();
+        }
+        if let Some((epoch, end_offset)) = r.diverging {
+            pd.diverging_epoch.epoch = epoch;
+            pd.diverging_epoch.end_offset = end_offset;
         }
         pd.records = Some(r.records);
         by_topic[w.topic_idx].partitions.push(pd);

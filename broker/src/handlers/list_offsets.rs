@@ -32,7 +32,17 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
             let result = broker
                 .replicas
                 .get_or_err(&t.name.0, p.partition_index)
-                .and_then(|part| lookup(&part, p.timestamp).map(|r| (r, part.leader_epoch())));
+                .and_then(|part| {
+                    // Only the leader answers, and only for the epoch the
+                    // client believes in (KIP-320); -1 skips the check.
+                    let epoch = if version >= 4 {
+                        p.current_leader_epoch
+                    } else {
+                        -1
+                    };
+                    part.check_leader(epoch)?;
+                    lookup(&part, p.timestamp).map(|r| (r, part.leader_epoch()))
+                });
             match result {
                 Ok((Some((offset, ts)), epoch)) => {
                     pr.offset = offset;

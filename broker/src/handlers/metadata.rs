@@ -17,14 +17,30 @@ use crate::metadata::{validate_topic_name, TopicMeta};
 pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> MetadataResponse {
     let cfg = &broker.config;
     let mut resp = MetadataResponse::default();
-    let mut b = MetadataResponseBroker::default();
-    b.node_id = BrokerId(cfg.node_id);
-    b.host = strb(cfg.advertised_host.clone());
-    b.port = cfg.advertised_port;
-    b.rack = cfg.rack.clone().map(strb);
-    resp.brokers = vec![b];
-    resp.cluster_id = Some(strb(broker.metadata.image().cluster_id.clone()));
-    resp.controller_id = BrokerId(cfg.node_id);
+    let image = broker.metadata.image();
+    for m in image.live_brokers() {
+        let mut b = MetadataResponseBroker::default();
+        b.node_id = BrokerId(m.id);
+        b.host = strb(m.host.clone());
+        b.port = m.port as i32;
+        b.rack = m.rack.clone().map(strb);
+        resp.brokers.push(b);
+    }
+    if resp.brokers.is_empty() {
+        // Not registered yet: name ourselves so clients can retry here.
+        let mut b = MetadataResponseBroker::default();
+        b.node_id = BrokerId(cfg.node_id);
+        b.host = strb(cfg.advertised_host.clone());
+        b.port = cfg.advertised_port;
+        b.rack = cfg.rack.clone().map(strb);
+        resp.brokers.push(b);
+    }
+    resp.cluster_id = Some(strb(image.cluster_id.clone()));
+    resp.controller_id = BrokerId(if image.controller_id >= 0 {
+        image.controller_id
+    } else {
+        cfg.node_id
+    });
     resp.cluster_authorized_operations = i32::MIN;
 
     // v0: an empty list means "all topics"; v1+: null means all.

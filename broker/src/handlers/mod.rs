@@ -16,6 +16,7 @@ pub mod fetch;
 pub mod groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 
 /// APIs and the version ranges we implement. Versions are capped where a
@@ -36,6 +37,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
@@ -69,7 +71,11 @@ pub async fn handle(
     Some(match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v)),
-        RequestKind::Produce(r) => return produce::handle(broker, r, v).map(ResponseKind::Produce),
+        RequestKind::Produce(r) => {
+            return produce::handle(broker, r, v)
+                .await
+                .map(ResponseKind::Produce)
+        }
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, r, v))
@@ -91,6 +97,9 @@ pub async fn handle(
         }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(admin::init_producer_id(broker, r))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, r))
         }
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(admin::delete_records(broker, r))

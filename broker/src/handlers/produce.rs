@@ -1,5 +1,7 @@
 //! Produce: appends record batches as received (offsets assigned in place,
-//! CRC checked, never re-encoded) and answers per partition.
+//! CRC checked, never re-encoded) and answers per partition. With acks=all
+//! the answer waits until the ISR has the records (the high watermark passed
+//! them) or the request's `timeout_ms` ends (Kafka's produce purgatory).
 
 use std::sync::Arc;
 
@@ -11,10 +13,19 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use super::strb;
 use crate::broker::{now_ms, Broker};
 use crate::error::ApiError;
+use crate::partition::Partition;
 
-pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    req: ProduceRequest,
+    version: i16,
+) -> Option<ProduceResponse> {
     let acks = req.acks;
+    let deadline = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
     let mut resp = ProduceResponse::default();
+    // acks=all appends, waited for once every partition is written.
+    let mut pending: Vec<(usize, usize, Arc<Partition>, i64, i32)> = Vec::new();
     for td in req.topic_data {
         // v13+ names topics by id; older versions by name.
         let topic = if td.name.0.is_empty() {
@@ -52,11 +63,20 @@ pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Option
                         ResponseError::UnknownTopicOrPartition,
                         format!("topic '{}' does not exist", td.name.0),
                     )),
-                    Some(t) => append(broker, &t.name, pd.index, pd.records),
+                    Some(t) => append(broker, &t.name, pd.index, pd.records, acks == -1),
                 }
             };
             match result {
-                Ok(info) => {
+                Ok((info, part, epoch)) => {
+                    if acks == -1 && !info.duplicate {
+                        pending.push((
+                            resp.responses.len(),
+                            tr.partition_responses.len(),
+                            part,
+                            info.last_offset + 1,
+                            epoch,
+                        ));
+                    }
                     pr.base_offset = info.first_offset;
                     pr.log_append_time_ms = info.log_append_time;
                     pr.log_start_offset = info.log_start_offset;
@@ -79,6 +99,14 @@ pub fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> Option
         }
         resp.responses.push(tr);
     }
+    for (t, p, part, required, epoch) in pending {
+        if let Err(e) = wait_replicated(&part, required, epoch, deadline).await {
+            count_error(broker, e.code);
+            let pr = &mut resp.responses[t].partition_responses[p];
+            pr.error_code = e.code();
+            pr.error_message = e.message();
+        }
+    }
     if acks == 0 {
         None
     } else {
@@ -94,13 +122,44 @@ fn count_error(broker: &Broker, code: ResponseError) {
         .inc();
 }
 
+/// Waits until the high watermark reaches `required` (the ISR has the
+/// records), the partition fails the request, or `deadline` passes.
+async fn wait_replicated(
+    part: &Partition,
+    required: i64,
+    leader_epoch: i32,
+    deadline: tokio::time::Instant,
+) -> Result<(), ApiError> {
+    loop {
+        let changed = part.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if part.check_replicated(required, leader_epoch)? {
+            return Ok(());
+        }
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            return Err(ApiError::new(
+                ResponseError::RequestTimedOut,
+                format!(
+                    "{}-{}: the ISR did not acknowledge the records within the request timeout",
+                    part.topic, part.index
+                ),
+            ));
+        }
+    }
+}
+
+type Appended = (skein_storage::AppendInfo, Arc<Partition>, i32);
+
 fn append(
     broker: &Broker,
     topic: &str,
     partition: i32,
     records: Option<bytes::Bytes>,
-) -> Result<skein_storage::AppendInfo, ApiError> {
+    acks_all: bool,
+) -> Result<Appended, ApiError> {
     let part = broker.replicas.get_or_err(topic, partition)?;
+    let epoch = part.leader_epoch();
     let records =
         records.ok_or_else(|| ApiError::new(ResponseError::InvalidRecord, "no records"))?;
     if records.is_empty() {
@@ -122,7 +181,7 @@ fn append(
     // The offsets are written into the batch headers, so the batches need a
     // private mutable copy; everything else stays byte-for-byte as sent.
     let mut buf = BytesMut::from(&records[..]);
-    let info = part.append_as_leader(&mut buf, now_ms())?;
+    let info = part.append_as_leader(&mut buf, acks_all, now_ms())?;
     if info.duplicate {
         tracing::debug!(
             topic,
@@ -130,7 +189,11 @@ fn append(
             offset = info.first_offset,
             "duplicate batch from an idempotent producer"
         );
-        return Ok(info);
+        // A retry of a batch already in the log is acknowledged like the
+        // original: with acks=all only once it is replicated.
+        let mut dup = info.clone();
+        dup.duplicate = false;
+        return Ok((dup, part, epoch));
     }
     broker
         .metrics
@@ -142,5 +205,5 @@ fn append(
         .records_in
         .with_label_values(&[topic])
         .inc_by(info.num_records);
-    Ok(info)
+    Ok((info, part, epoch))
 }

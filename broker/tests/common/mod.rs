@@ -282,3 +282,267 @@ pub fn decode_records(mut b: Bytes) -> Vec<(i64, Bytes, Bytes)> {
     }
     out
 }
+
+/// Several in-process brokers sharing one in-memory controller, with short
+/// timeouts so failures are detected within a couple of seconds.
+pub struct TestCluster {
+    pub controller: std::sync::Arc<skein_broker::ControllerService>,
+    pub nodes: Vec<ClusterNode>,
+    overrides: Vec<String>,
+    ticker: tokio::task::JoinHandle<()>,
+}
+
+/// One broker of a [`TestCluster`]; its address and data survive restarts.
+pub struct ClusterNode {
+    pub id: i32,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<skein_broker::Stop>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+/// Controller session timeout of test clusters.
+pub const SESSION_TIMEOUT_MS: u64 = 1_500;
+
+impl TestCluster {
+    /// Starts brokers 1..=n. `overrides` are broker configs for all of them.
+    pub async fn start(n: i32, overrides: &[&str]) -> Self {
+        let config = skein_controller::ControllerConfig {
+            broker_session_timeout_ms: SESSION_TIMEOUT_MS,
+            ..Default::default()
+        };
+        let controller = skein_broker::ControllerService::open(None, config).unwrap();
+        let ticker = controller.spawn_ticker(std::time::Duration::from_millis(100));
+        let mut overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        for d in [
+            "broker.heartbeat.interval.ms=200",
+            "replica.fetch.backoff.ms=50",
+            "replica.fetch.wait.max.ms=200",
+            "controlled.shutdown.timeout.ms=5000",
+        ] {
+            if !overrides
+                .iter()
+                .any(|o| o.split('=').next() == d.split('=').next())
+            {
+                overrides.push(d.to_string());
+            }
+        }
+        let mut cluster = Self {
+            controller,
+            nodes: Vec::new(),
+            overrides,
+            ticker,
+        };
+        for id in 1..=n {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let mut node = ClusterNode {
+                id,
+                addr,
+                dir: tempfile::tempdir().unwrap(),
+                stop: None,
+                task: None,
+            };
+            cluster.launch(&mut node, listener);
+            cluster.nodes.push(node);
+        }
+        // Brokers register from their own tasks; topics placed before all
+        // are registered would not get the replication factor asked for.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while cluster
+            .controller
+            .image()
+            .brokers
+            .values()
+            .filter(|b| b.is_alive())
+            .count()
+            < n as usize
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "brokers did not register"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        cluster
+    }
+
+    fn launch(&self, node: &mut ClusterNode, listener: tokio::net::TcpListener) {
+        let mut args = vec![
+            "skein-broker".to_string(),
+            "--node-id".into(),
+            node.id.to_string(),
+            "--data-dir".into(),
+            node.dir.path().display().to_string(),
+            "--listen".into(),
+            node.addr.to_string(),
+            "--metrics-listen".into(),
+            "".into(),
+        ];
+        for o in &self.overrides {
+            args.push("--override".into());
+            args.push(o.clone());
+        }
+        let cfg = BrokerConfig::from_cli(&Cli::parse_from(args)).unwrap();
+        let (tx, rx) = oneshot::channel();
+        node.stop = Some(tx);
+        node.task = Some(tokio::spawn(skein_broker::run_in_cluster(
+            cfg,
+            listener,
+            self.controller.clone(),
+            async move { rx.await.unwrap_or(skein_broker::Stop::Crash) },
+        )));
+    }
+
+    pub fn node(&mut self, id: i32) -> &mut ClusterNode {
+        self.nodes.iter_mut().find(|n| n.id == id).unwrap()
+    }
+
+    /// Stops broker `id` the given way and waits until it has stopped.
+    pub async fn stop(&mut self, id: i32, how: skein_broker::Stop) {
+        let node = self.node(id);
+        let _ = node.stop.take().unwrap().send(how);
+        node.task.take().unwrap().await.unwrap().unwrap();
+    }
+
+    /// Starts broker `id` again on its address and data.
+    pub async fn restart(&mut self, id: i32) {
+        let addr = self.node(id).addr;
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        let mut node = std::mem::replace(
+            self.node(id),
+            ClusterNode {
+                id,
+                addr,
+                dir: tempfile::tempdir().unwrap(),
+                stop: None,
+                task: None,
+            },
+        );
+        self.launch(&mut node, listener);
+        *self.node(id) = node;
+    }
+
+    pub async fn client(&self, id: i32) -> Client {
+        let addr = self.nodes.iter().find(|n| n.id == id).unwrap().addr;
+        Client {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            correlation: 0,
+        }
+    }
+
+    /// Leader, leader epoch and ISR of a partition, from the controller.
+    pub fn partition_state(&self, topic: &str, partition: u32) -> (i32, i32, Vec<i32>) {
+        let image = self.controller.image();
+        let p = &image.topics[topic].partitions[partition as usize];
+        (p.leader, p.leader_epoch, p.isr.clone())
+    }
+
+    /// Polls the controller's image until `check` holds (10 s at most).
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        topic: &str,
+        partition: u32,
+        check: impl Fn(i32, i32, &[i32]) -> bool,
+    ) -> (i32, i32, Vec<i32>) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (leader, epoch, isr) = self.partition_state(topic, partition);
+            if check(leader, epoch, &isr) {
+                return (leader, epoch, isr);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}: leader {leader}, epoch {epoch}, isr {isr:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        self.ticker.abort();
+    }
+}
+
+/// Creates a topic with a replication factor and configs.
+pub async fn create_replicated_topic(
+    c: &mut Client,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &[(&str, &str)],
+) -> CreateTopicsResponse {
+    let mut t = create_topics_request::CreatableTopic::default();
+    t.name = topic_name(name);
+    t.num_partitions = partitions;
+    t.replication_factor = replication_factor;
+    t.configs = configs
+        .iter()
+        .map(|(k, v)| {
+            let mut c = create_topics_request::CreatableTopicConfig::default();
+            c.name = StrBytes::from_string(k.to_string());
+            c.value = Some(StrBytes::from_string(v.to_string()));
+            c
+        })
+        .collect();
+    let mut req = CreateTopicsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 5000;
+    c.call(&req, 7).await.unwrap()
+}
+
+/// Every record of a partition, read from `offset` up to the high watermark.
+pub async fn read_all(c: &mut Client, topic: &str, partition: i32) -> Vec<(i64, Bytes, Bytes)> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let pd = fetch(c, topic, partition, offset, 0, 0).await;
+        assert_eq!(pd.error_code, 0, "fetch error {}", pd.error_code);
+        let records = decode_records(pd.records.unwrap_or_default());
+        let start = offset;
+        match records.last() {
+            Some((last, _, _)) => offset = last + 1,
+            None => return out,
+        }
+        out.extend(records.into_iter().filter(|(o, _, _)| *o >= start));
+        if offset >= pd.high_watermark {
+            return out;
+        }
+    }
+}
+
+/// A batch of `n` records whose values are `prefix-i`.
+pub fn named_batch(prefix: &str, n: usize) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // One batch: the encoder splits where offset - sequence changes.
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: None,
+            value: Some(Bytes::from(format!("{prefix}-{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}

@@ -1,0 +1,364 @@
+//! [`ControllerService`]: the controller core with its I/O around it —
+//! the persisted image, the published metadata view, and delivery of
+//! partition instructions to the brokers attached to it.
+//!
+//! A single `skein-broker` runs one for itself (combined mode, image in
+//! `<data-dir>/cluster-metadata.json`); tests run one for several in-process
+//! brokers. Events are handled one at a time under a lock, and the
+//! instructions they produce are delivered before the lock is released, so
+//! every broker sees them in the controller's order.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use serde::{Deserialize, Serialize};
+use skein_controller::{
+    Command, ControllerConfig, ControllerCore, ControllerError, Event, MetadataImage, Reply,
+};
+use uuid::Uuid;
+
+use super::{BrokerLink, PartitionChange, View};
+use crate::error::ApiError;
+use crate::metadata::{BrokerMeta, ClusterImage, PartitionMeta, TopicMeta};
+
+/// The file the image is kept in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PersistedMetadata {
+    cluster_id: String,
+    image: MetadataImage,
+}
+
+struct State {
+    core: ControllerCore,
+    cluster_id: String,
+    path: Option<PathBuf>,
+    links: BTreeMap<i32, Arc<dyn BrokerLink>>,
+}
+
+/// The controller core, persisted and connected to its brokers.
+pub struct ControllerService {
+    state: Mutex<State>,
+    /// Published before instructions are delivered, so a broker applying
+    /// one finds the topic it refers to. Separate from `state` so a broker
+    /// can read it while the controller is delivering.
+    view: RwLock<View>,
+}
+
+fn controller_error(e: ControllerError) -> ApiError {
+    let code =
+        ResponseError::try_from_code(e.kafka_code()).unwrap_or(ResponseError::UnknownServerError);
+    ApiError::new(code, e.to_string())
+}
+
+/// Milliseconds for the controller core (it only compares them).
+fn core_now() -> u64 {
+    crate::broker::now_ms().max(0) as u64
+}
+
+impl ControllerService {
+    /// A controller whose image lives in `path` (created when missing), or
+    /// only in memory when `path` is `None`.
+    pub fn open(path: Option<&Path>, config: ControllerConfig) -> std::io::Result<Arc<Self>> {
+        let loaded = match path {
+            Some(path) => match std::fs::read(path) {
+                Ok(bytes) => {
+                    let invalid = |e: String| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!("{}: {e}", path.display()),
+                        )
+                    };
+                    let p: PersistedMetadata =
+                        serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+                    let core = ControllerCore::from_image(p.image, config.clone())
+                        .map_err(|e| invalid(e.to_string()))?;
+                    Some((core, p.cluster_id))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e),
+            },
+            None => None,
+        };
+        let (core, cluster_id) =
+            loaded.unwrap_or_else(|| (ControllerCore::new(config), new_cluster_id()));
+        let state = State {
+            core,
+            cluster_id,
+            path: path.map(Path::to_path_buf),
+            links: BTreeMap::new(),
+        };
+        let view = RwLock::new(Arc::new(build_view(&state)));
+        Ok(Arc::new(Self {
+            state: Mutex::new(state),
+            view,
+        }))
+    }
+
+    /// The latest published metadata.
+    pub fn view(&self) -> View {
+        self.view.read().expect("view lock").clone()
+    }
+
+    /// Connects a broker: instructions for it are delivered to `link`.
+    pub fn attach(&self, broker: i32, link: Arc<dyn BrokerLink>) {
+        self.state
+            .lock()
+            .expect("controller lock")
+            .links
+            .insert(broker, link);
+    }
+
+    /// Disconnects a broker (it stopped or crashed).
+    pub fn detach(&self, broker: i32) {
+        self.state
+            .lock()
+            .expect("controller lock")
+            .links
+            .remove(&broker);
+    }
+
+    /// Runs one event through the core: persists the new image before
+    /// anyone sees it, publishes the view, delivers instructions, and
+    /// returns the replies.
+    pub fn handle(&self, event: Event) -> Result<Vec<Reply>, ApiError> {
+        let mut st = self.state.lock().expect("controller lock");
+        let commands = st.core.handle(event, core_now());
+        let mut replies = Vec::new();
+        let mut persist = false;
+        let mut publish = false;
+        let mut changes: BTreeMap<i32, Vec<PartitionChange>> = BTreeMap::new();
+        for c in commands {
+            match c {
+                Command::PersistBroker(_)
+                | Command::PersistTopic(_)
+                | Command::PersistPartition { .. }
+                | Command::DeleteTopic { .. }
+                | Command::PersistCluster(_) => persist = true,
+                Command::UncleanLeaderElection {
+                    topic,
+                    partition,
+                    leader,
+                    ..
+                } => tracing::warn!(topic, partition, leader, "unclean leader election"),
+                Command::BecomeLeader {
+                    broker,
+                    topic,
+                    partition,
+                    leader_epoch,
+                    partition_epoch,
+                    replicas,
+                    isr,
+                    ..
+                } => changes
+                    .entry(broker)
+                    .or_default()
+                    .push(PartitionChange::Leader {
+                        topic,
+                        partition: partition as i32,
+                        leader_epoch,
+                        partition_epoch,
+                        replicas,
+                        isr,
+                    }),
+                Command::BecomeFollower {
+                    broker,
+                    topic,
+                    partition,
+                    leader,
+                    leader_epoch,
+                    partition_epoch,
+                    replicas,
+                    ..
+                } => changes
+                    .entry(broker)
+                    .or_default()
+                    .push(PartitionChange::Follower {
+                        topic,
+                        partition: partition as i32,
+                        leader,
+                        leader_epoch,
+                        partition_epoch,
+                        replicas,
+                    }),
+                Command::StopReplica {
+                    broker,
+                    topic,
+                    partition,
+                    delete,
+                    ..
+                } => changes
+                    .entry(broker)
+                    .or_default()
+                    .push(PartitionChange::Stop {
+                        topic,
+                        partition: partition as i32,
+                        delete,
+                    }),
+                Command::Reply(r) => replies.push(r),
+                Command::PublishMetadata => publish = true,
+            }
+        }
+        if persist {
+            if let Some(path) = &st.path {
+                let bytes = serde_json::to_vec_pretty(&PersistedMetadata {
+                    cluster_id: st.cluster_id.clone(),
+                    image: st.core.image().clone(),
+                })
+                .expect("serializable");
+                write_atomic(path, &bytes).map_err(|e| {
+                    ApiError::new(
+                        ResponseError::KafkaStorageError,
+                        format!("cannot persist metadata: {e}"),
+                    )
+                })?;
+            }
+        }
+        if persist || publish || !changes.is_empty() {
+            *self.view.write().expect("view lock") = Arc::new(build_view(&st));
+        }
+        for (broker, list) in changes {
+            if let Some(link) = st.links.get(&broker) {
+                link.deliver(list);
+            }
+        }
+        Ok(replies)
+    }
+
+    /// Handles `event` and returns the reply `pick` selects.
+    pub fn request<T>(
+        &self,
+        event: Event,
+        pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
+    ) -> Result<T, ApiError> {
+        match self.handle(event)?.into_iter().find_map(pick) {
+            Some(r) => r.map_err(controller_error),
+            None => Err(ApiError::new(
+                ResponseError::UnknownServerError,
+                "the controller gave no answer",
+            )),
+        }
+    }
+
+    /// Sends `Tick` every `every` so brokers that stop heartbeating are
+    /// fenced and their partitions get new leaders.
+    pub fn spawn_ticker(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(me) = me.upgrade() else { return };
+                if let Err(e) = me.handle(Event::Tick) {
+                    tracing::warn!(error = %e, "controller tick failed");
+                }
+            }
+        })
+    }
+
+    /// The core's image (for tests and diagnostics).
+    pub fn image(&self) -> MetadataImage {
+        self.state
+            .lock()
+            .expect("controller lock")
+            .core
+            .image()
+            .clone()
+    }
+}
+
+/// The handlers' view of the controller's image.
+fn build_view(st: &State) -> ClusterImage {
+    let core = &st.core;
+    let topics = core
+        .topics()
+        .iter()
+        .map(|(name, t)| {
+            let meta = TopicMeta {
+                name: name.clone(),
+                id: Uuid::from_u128(t.spec.topic_id.0),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| PartitionMeta {
+                        replicas: p.replicas.clone(),
+                        isr: p.isr.clone(),
+                        leader: p.leader,
+                        leader_epoch: p.leader_epoch,
+                    })
+                    .collect(),
+                configs: t.spec.configs.clone(),
+            };
+            (name.clone(), meta)
+        })
+        .collect();
+    let brokers: BTreeMap<i32, BrokerMeta> = core
+        .brokers()
+        .values()
+        .map(|b| {
+            (
+                b.id,
+                BrokerMeta {
+                    id: b.id,
+                    host: b.host.clone(),
+                    port: b.port,
+                    rack: b.rack.clone(),
+                    alive: b.is_alive(),
+                },
+            )
+        })
+        .collect();
+    // Every broker forwards admin requests to the controller, so any live
+    // one can be named controller; clients only need a stable answer.
+    let controller_id = brokers
+        .values()
+        .find(|b| b.alive)
+        .map(|b| b.id)
+        .unwrap_or(-1);
+    ClusterImage {
+        cluster_id: st.cluster_id.clone(),
+        topics,
+        brokers,
+        controller_id,
+    }
+}
+
+fn new_cluster_id() -> String {
+    // Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = Uuid::new_v4().into_bytes();
+    let mut out = String::with_capacity(22);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for b in bytes {
+        acc = (acc << 8) | b as u32;
+        bits += 8;
+        while bits >= 6 {
+            bits -= 6;
+            out.push(ALPHABET[((acc >> bits) & 63) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
+    }
+    out
+}
+
+/// Writes `bytes` to `path` so that a crash leaves the old or the new file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}

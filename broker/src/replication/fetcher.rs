@@ -1,0 +1,310 @@
+//! Replica fetchers (Kafka's `ReplicaFetcherManager` and
+//! `ReplicaFetcherThread`): one task per leader broker fetches every
+//! partition this broker follows from it, with the ordinary Fetch API and
+//! `replica_id` set, appends what it gets with `append_as_follower`, and
+//! truncates a divergent tail first when the leader reports one (Fetch v12+
+//! diverging epoch, KIP-320).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use super::client::BrokerClient;
+use crate::partition::{Partition, TruncateTo};
+use crate::replica_manager::TopicPartition;
+
+/// Fetch v12: the first version with diverging epochs; topics by name.
+const FETCH_VERSION: i16 = 12;
+
+/// Finds the `host:port` of a broker id.
+pub type AddressBook = Arc<dyn Fn(i32) -> Option<String> + Send + Sync>;
+
+/// Settings of the fetchers (Kafka's `replica.fetch.*`).
+#[derive(Debug, Clone)]
+pub struct FetcherConfig {
+    pub local_id: i32,
+    /// `replica.fetch.wait.max.ms`
+    pub max_wait_ms: i32,
+    /// `replica.fetch.max.bytes` (per partition)
+    pub partition_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`
+    pub response_max_bytes: i32,
+    /// `replica.fetch.backoff.ms`
+    pub backoff_ms: u64,
+}
+
+/// The partitions one fetcher task fetches, with the leader epoch each was
+/// assigned at.
+type Assigned = Arc<Mutex<HashMap<TopicPartition, (Arc<Partition>, i32)>>>;
+
+struct Fetcher {
+    partitions: Assigned,
+    wake: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Every fetcher of this broker, keyed by leader.
+pub struct FetcherManager {
+    config: FetcherConfig,
+    addresses: AddressBook,
+    fetchers: Mutex<HashMap<i32, Fetcher>>,
+}
+
+impl FetcherManager {
+    pub fn new(config: FetcherConfig, addresses: AddressBook) -> Self {
+        Self {
+            config,
+            addresses,
+            fetchers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Fetches `part` from `leader` from now on (and from nowhere else).
+    pub fn add(&self, leader: i32, part: Arc<Partition>, leader_epoch: i32) {
+        let tp = (part.topic.clone(), part.index);
+        let mut fetchers = self.fetchers.lock().expect("fetchers lock");
+        remove_from(&mut fetchers, &tp, Some(leader));
+        let f = fetchers.entry(leader).or_insert_with(|| {
+            let partitions: Assigned = Arc::default();
+            let wake = Arc::new(Notify::new());
+            let task = tokio::spawn(run(
+                self.config.clone(),
+                leader,
+                self.addresses.clone(),
+                partitions.clone(),
+                wake.clone(),
+            ));
+            Fetcher {
+                partitions,
+                wake,
+                task,
+            }
+        });
+        f.partitions
+            .lock()
+            .expect("fetcher partitions lock")
+            .insert(tp, (part, leader_epoch));
+        f.wake.notify_one();
+    }
+
+    /// Stops fetching `tp`.
+    pub fn remove(&self, tp: &TopicPartition) {
+        let mut fetchers = self.fetchers.lock().expect("fetchers lock");
+        remove_from(&mut fetchers, tp, None);
+    }
+
+    /// Stops every fetcher.
+    pub fn shutdown(&self) {
+        for (_, f) in self.fetchers.lock().expect("fetchers lock").drain() {
+            f.task.abort();
+        }
+    }
+}
+
+fn remove_from(fetchers: &mut HashMap<i32, Fetcher>, tp: &TopicPartition, keep: Option<i32>) {
+    let mut idle = Vec::new();
+    for (leader, f) in fetchers.iter() {
+        if Some(*leader) == keep {
+            continue;
+        }
+        let mut parts = f.partitions.lock().expect("fetcher partitions lock");
+        parts.remove(tp);
+        if parts.is_empty() {
+            idle.push(*leader);
+        }
+    }
+    for leader in idle {
+        if let Some(f) = fetchers.remove(&leader) {
+            f.task.abort();
+        }
+    }
+}
+
+/// One fetcher task: fetch, apply, repeat; reconnect with backoff on error.
+async fn run(
+    config: FetcherConfig,
+    leader: i32,
+    addresses: AddressBook,
+    partitions: Assigned,
+    wake: Arc<Notify>,
+) {
+    let backoff = Duration::from_millis(config.backoff_ms.max(10));
+    let mut conn: Option<BrokerClient> = None;
+    loop {
+        let assigned: Vec<(Arc<Partition>, i32)> = partitions
+            .lock()
+            .expect("fetcher partitions lock")
+            .values()
+            .cloned()
+            .collect();
+        if assigned.is_empty() {
+            wake.notified().await;
+            continue;
+        }
+        if conn.is_none() {
+            let Some(addr) = addresses(leader) else {
+                debug!(leader, "leader address unknown; waiting");
+                tokio::time::sleep(backoff).await;
+                continue;
+            };
+            let connect = BrokerClient::connect(&addr, format!("replica-{}", config.local_id));
+            match tokio::time::timeout(Duration::from_secs(5), connect).await {
+                Ok(Ok(c)) => conn = Some(c),
+                Ok(Err(e)) => {
+                    debug!(leader, %addr, error = %e, "cannot connect to leader");
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
+                Err(_) => {
+                    debug!(leader, %addr, "connecting to leader timed out");
+                    continue;
+                }
+            }
+        }
+        let req = build_request(&config, &assigned);
+        let client = conn.as_mut().expect("connected above");
+        let timeout = Duration::from_millis(config.max_wait_ms.max(0) as u64 + 10_000);
+        let resp = match tokio::time::timeout(timeout, client.call(&req, FETCH_VERSION)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                debug!(leader, error = %e, "fetch from leader failed");
+                conn = None;
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
+            Err(_) => {
+                debug!(leader, "fetch from leader timed out");
+                conn = None;
+                continue;
+            }
+        };
+        if resp.error_code != 0 {
+            debug!(leader, code = resp.error_code, "fetch refused");
+            tokio::time::sleep(backoff).await;
+            continue;
+        }
+        let mut failed = false;
+        let by_tp: HashMap<TopicPartition, (Arc<Partition>, i32)> = assigned
+            .into_iter()
+            .map(|(p, e)| ((p.topic.clone(), p.index), (p, e)))
+            .collect();
+        for t in resp.responses {
+            for pd in t.partitions {
+                let tp = (t.topic.0.to_string(), pd.partition_index);
+                let Some((part, epoch)) = by_tp.get(&tp) else {
+                    continue;
+                };
+                if let Err(e) = apply(part, *epoch, pd).await {
+                    debug!(leader, topic = %tp.0, partition = tp.1, error = %e, "replica fetch not applied");
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            // Usually a leadership change the controller is about to tell us.
+            tokio::time::sleep(backoff).await;
+        }
+    }
+}
+
+fn build_request(config: &FetcherConfig, assigned: &[(Arc<Partition>, i32)]) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (part, epoch) in assigned {
+        let (leo, last_epoch) = part.fetch_position();
+        let mut fp = FetchPartition::default();
+        fp.partition = part.index;
+        fp.current_leader_epoch = *epoch;
+        fp.fetch_offset = leo;
+        fp.last_fetched_epoch = last_epoch;
+        fp.log_start_offset = part.log_start_offset();
+        fp.partition_max_bytes = config.partition_max_bytes;
+        match topics.iter_mut().find(|t| t.topic.0.as_str() == part.topic) {
+            Some(t) => t.partitions.push(fp),
+            None => {
+                let mut t = FetchTopic::default();
+                t.topic = TopicName(StrBytes::from_string(part.topic.clone()));
+                t.partitions = vec![fp];
+                topics.push(t);
+            }
+        }
+    }
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(config.local_id);
+    req.max_wait_ms = config.max_wait_ms;
+    req.min_bytes = 1;
+    req.max_bytes = config.response_max_bytes;
+    req.isolation_level = 0;
+    req.session_id = 0;
+    req.session_epoch = -1;
+    req.topics = topics;
+    req
+}
+
+/// Why a partition's fetch result was not applied.
+#[derive(Debug, thiserror::Error)]
+enum ApplyError {
+    #[error("leader answered {0:?}")]
+    Leader(ResponseError),
+    #[error(transparent)]
+    Local(#[from] crate::error::ApiError),
+}
+
+async fn apply(
+    part: &Arc<Partition>,
+    epoch: i32,
+    pd: kafka_protocol::messages::fetch_response::PartitionData,
+) -> Result<(), ApplyError> {
+    let now = crate::broker::now_ms();
+    if pd.error_code != 0 {
+        let code = ResponseError::try_from_code(pd.error_code)
+            .unwrap_or(ResponseError::UnknownServerError);
+        if code == ResponseError::OffsetOutOfRange {
+            let (leo, _) = part.fetch_position();
+            // Behind the leader's log start: start over where it starts.
+            // Ahead of its log end (an unclean election): cut to its HW.
+            let to = if leo < pd.log_start_offset {
+                TruncateTo::FullyStartAt(pd.log_start_offset)
+            } else {
+                TruncateTo::Offset(pd.high_watermark.max(0))
+            };
+            warn!(topic = %part.topic, partition = part.index, leo, ?to, "fetch offset out of range on the leader");
+            let p = part.clone();
+            tokio::task::spawn_blocking(move || p.truncate_as_follower(epoch, to))
+                .await
+                .expect("truncate task")?;
+            return Ok(());
+        }
+        return Err(ApplyError::Leader(code));
+    }
+    if pd.diverging_epoch.epoch >= 0 && pd.diverging_epoch.end_offset >= 0 {
+        let to = part.truncation_offset(pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset);
+        info!(
+            topic = %part.topic,
+            partition = part.index,
+            diverging_epoch = pd.diverging_epoch.epoch,
+            leader_end_offset = pd.diverging_epoch.end_offset,
+            truncate_to = to,
+            "truncating divergent log tail"
+        );
+        let p = part.clone();
+        tokio::task::spawn_blocking(move || p.truncate_as_follower(epoch, TruncateTo::Offset(to)))
+            .await
+            .expect("truncate task")?;
+        return Ok(());
+    }
+    let records = pd.records.unwrap_or_default();
+    let p = part.clone();
+    tokio::task::spawn_blocking(move || {
+        p.append_as_follower(epoch, &records, pd.high_watermark, now)
+    })
+    .await
+    .expect("append task")?;
+    Ok(())
+}

@@ -1,0 +1,404 @@
+//! Replication between in-process brokers that share one controller:
+//! acks=all, the high watermark, ISR shrink and expand, failover, and
+//! truncation of a divergent tail.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::*;
+use skein_broker::Stop;
+
+const NOT_LEADER: i16 = 6;
+
+fn values(records: &[(i64, bytes::Bytes, bytes::Bytes)]) -> Vec<String> {
+    records
+        .iter()
+        .map(|(_, _, v)| String::from_utf8(v.to_vec()).unwrap())
+        .collect()
+}
+
+fn expected(prefixes: &[(&str, usize)]) -> Vec<String> {
+    prefixes
+        .iter()
+        .flat_map(|(p, n)| (0..*n).map(move |i| format!("{p}-{i}")))
+        .collect()
+}
+
+async fn list_latest(c: &mut Client, topic: &str, partition: i32) -> (i16, i64) {
+    let mut p = list_offsets_request::ListOffsetsPartition::default();
+    p.partition_index = partition;
+    p.timestamp = -1;
+    p.current_leader_epoch = -1;
+    let mut t = list_offsets_request::ListOffsetsTopic::default();
+    t.name = topic_name(topic);
+    t.partitions = vec![p];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    let resp = c.call(&req, 7).await.unwrap();
+    let pr = &resp.topics[0].partitions[0];
+    (pr.error_code, pr.offset)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acks_all_is_replicated_and_survives_leader_loss() {
+    let mut cluster = TestCluster::start(3, &[]).await;
+    let mut c = cluster.client(1).await;
+    let r = create_replicated_topic(&mut c, "orders", 1, 3, &[("min.insync.replicas", "2")]).await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let (leader, _, _) = cluster
+        .wait_for("full ISR", "orders", 0, |l, _, isr| l > 0 && isr.len() == 3)
+        .await;
+
+    // Followers never serve consumers.
+    let follower = (1..=3).find(|b| *b != leader).unwrap();
+    let mut fc = cluster.client(follower).await;
+    let pd = fetch(&mut fc, "orders", 0, 0, 0, 0).await;
+    assert_eq!(pd.error_code, NOT_LEADER);
+    let r = produce_acks(&mut fc, "orders", 0, named_batch("x", 1), -1).await;
+    assert_eq!(r.error_code, NOT_LEADER);
+
+    let mut lc = cluster.client(leader).await;
+    for i in 0..5 {
+        let r = produce_acks(&mut lc, "orders", 0, named_batch(&format!("a{i}"), 10), -1).await;
+        assert_eq!(r.error_code, 0, "acks=all produce {i}");
+        assert_eq!(r.base_offset, i * 10);
+    }
+    assert_eq!(list_latest(&mut lc, "orders", 0).await, (0, 50));
+
+    // The leader dies without a word; a follower in the ISR takes over with
+    // every acknowledged record.
+    let killed = Instant::now();
+    cluster.stop(leader, Stop::Crash).await;
+    let (new_leader, _, _) = cluster
+        .wait_for("a new leader", "orders", 0, |l, _, _| l > 0 && l != leader)
+        .await;
+    let mut nc = cluster.client(new_leader).await;
+    let failover = loop {
+        let r = produce_acks(&mut nc, "orders", 0, named_batch("b", 10), -1).await;
+        if r.error_code == 0 {
+            assert_eq!(r.base_offset, 50);
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(15),
+            "no write after failover: {}",
+            r.error_code
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    eprintln!("failover (leader killed -> first acks=all write on the new leader): {failover:?}");
+    let got = values(&read_all(&mut nc, "orders", 0).await);
+    let mut want = expected(&[("a0", 10), ("a1", 10), ("a2", 10), ("a3", 10), ("a4", 10)]);
+    want.extend(expected(&[("b", 10)]));
+    assert_eq!(got, want);
+
+    // The old leader returns as a follower and rejoins the ISR.
+    cluster.restart(leader).await;
+    cluster
+        .wait_for(
+            "the old leader back in the ISR",
+            "orders",
+            0,
+            |_, _, isr| isr.contains(&leader) && isr.len() == 3,
+        )
+        .await;
+    let mut oc = cluster.client(leader).await;
+    assert_eq!(
+        fetch(&mut oc, "orders", 0, 0, 0, 0).await.error_code,
+        NOT_LEADER
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn consumers_see_only_up_to_the_high_watermark_and_the_isr_shrinks() {
+    let mut cluster = TestCluster::start(2, &["replica.lag.time.max.ms=1000"]).await;
+    let mut c = cluster.client(1).await;
+    let r = create_replicated_topic(&mut c, "hw", 1, 2, &[]).await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let (leader, _, _) = cluster
+        .wait_for("full ISR", "hw", 0, |l, _, isr| l > 0 && isr.len() == 2)
+        .await;
+    let follower = 3 - leader;
+    let mut lc = cluster.client(leader).await;
+    assert_eq!(
+        produce_acks(&mut lc, "hw", 0, named_batch("a", 5), -1)
+            .await
+            .error_code,
+        0
+    );
+
+    // The follower stops fetching, but the controller has not noticed yet:
+    // an acks=1 write is in the leader's log but not committed.
+    cluster.stop(follower, Stop::Crash).await;
+    let r = produce_acks(&mut lc, "hw", 0, named_batch("b", 5), 1).await;
+    assert_eq!((r.error_code, r.base_offset), (0, 5));
+    let (_, latest) = list_latest(&mut lc, "hw", 0).await;
+    let visible = values(&read_all(&mut lc, "hw", 0).await);
+    // Either the follower had fetched "b" before it stopped, or the high
+    // watermark holds it back; consumers never see uncommitted data.
+    assert!(latest == 5 || latest == 10, "latest {latest}");
+    assert_eq!(visible.len() as i64, latest);
+
+    // Once the follower leaves the ISR (the leader's lag check or the
+    // controller fencing it), the high watermark moves on.
+    cluster
+        .wait_for("ISR shrink", "hw", 0, |_, _, isr| isr == [leader])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while list_latest(&mut lc, "hw", 0).await.1 != 10 {
+        assert!(Instant::now() < deadline, "high watermark stuck");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        values(&read_all(&mut lc, "hw", 0).await),
+        expected(&[("a", 5), ("b", 5)])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acks_all_needs_min_insync_replicas() {
+    let mut cluster = TestCluster::start(3, &[]).await;
+    let mut c = cluster.client(1).await;
+    create_replicated_topic(&mut c, "strict", 1, 3, &[("min.insync.replicas", "2")]).await;
+    let (leader, _, _) = cluster
+        .wait_for("full ISR", "strict", 0, |l, _, isr| l > 0 && isr.len() == 3)
+        .await;
+    let followers: Vec<i32> = (1..=3).filter(|b| *b != leader).collect();
+    for f in &followers {
+        cluster.stop(*f, Stop::Crash).await;
+    }
+    cluster
+        .wait_for("ISR of the leader alone", "strict", 0, |_, _, isr| {
+            isr == [leader]
+        })
+        .await;
+    let mut lc = cluster.client(leader).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = produce_acks(&mut lc, "strict", 0, named_batch("x", 1), -1).await;
+        if r.error_code == ResponseError::NotEnoughReplicas.code() {
+            break;
+        }
+        // The leader may not have adopted the controller's ISR yet.
+        assert!(
+            Instant::now() < deadline,
+            "acks=all accepted with ISR {:?}: {}",
+            cluster.partition_state("strict", 0).2,
+            r.error_code
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // acks=1 still works.
+    assert_eq!(
+        produce_acks(&mut lc, "strict", 0, named_batch("y", 1), 1)
+            .await
+            .error_code,
+        0
+    );
+
+    // One follower back: it catches up, rejoins, and acks=all works again.
+    cluster.restart(followers[0]).await;
+    cluster
+        .wait_for("ISR expansion", "strict", 0, |_, _, isr| isr.len() == 2)
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = produce_acks(&mut lc, "strict", 0, named_batch("z", 1), -1).await;
+        if r.error_code == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "acks=all still failing: {}",
+            r.error_code
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_returning_leader_truncates_its_divergent_tail() {
+    let mut cluster = TestCluster::start(2, &[]).await;
+    let mut c = cluster.client(1).await;
+    // Unclean election lets the replica without the tail lead, so the old
+    // leader comes back with records the new leader never had.
+    create_replicated_topic(
+        &mut c,
+        "div",
+        1,
+        2,
+        &[("unclean.leader.election.enable", "true")],
+    )
+    .await;
+    let (a, _, _) = cluster
+        .wait_for("full ISR", "div", 0, |l, _, isr| l > 0 && isr.len() == 2)
+        .await;
+    let b = 3 - a;
+    let mut ac = cluster.client(a).await;
+    assert_eq!(
+        produce_acks(&mut ac, "div", 0, named_batch("committed", 4), -1)
+            .await
+            .error_code,
+        0
+    );
+
+    // B goes; A takes writes nobody copies, then dies too.
+    cluster.stop(b, Stop::Crash).await;
+    cluster
+        .wait_for("B out of the ISR", "div", 0, |_, _, isr| isr == [a])
+        .await;
+    let r = produce_acks(&mut ac, "div", 0, named_batch("lost", 3), 1).await;
+    assert_eq!((r.error_code, r.base_offset), (0, 4));
+    drop(ac);
+    cluster.stop(a, Stop::Crash).await;
+
+    // B comes back and is elected uncleanly; it takes new writes.
+    cluster.restart(b).await;
+    cluster
+        .wait_for("B leading", "div", 0, |l, _, _| l == b)
+        .await;
+    let mut bc = cluster.client(b).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = produce_acks(&mut bc, "div", 0, named_batch("new", 5), 1).await;
+        if r.error_code == 0 {
+            assert_eq!(r.base_offset, 4);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B does not take writes: {}",
+            r.error_code
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // A returns: it must drop "lost" and copy "new".
+    cluster.restart(a).await;
+    cluster
+        .wait_for("A back in the ISR", "div", 0, |_, _, isr| isr.len() == 2)
+        .await;
+    // Hand leadership to A and read its log.
+    cluster.stop(b, Stop::Graceful).await;
+    cluster
+        .wait_for("A leading", "div", 0, |l, _, _| l == a)
+        .await;
+    let mut ac = cluster.client(a).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let got = loop {
+        let pd = fetch(&mut ac, "div", 0, 0, 0, 0).await;
+        if pd.error_code == 0 {
+            break values(&read_all(&mut ac, "div", 0).await);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "A does not serve: {}",
+            pd.error_code
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(got, expected(&[("committed", 4), ("new", 5)]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn offset_for_leader_epoch_answers_from_the_leader() {
+    let cluster = TestCluster::start(2, &[]).await;
+    let mut c = cluster.client(1).await;
+    let r = create_replicated_topic(&mut c, "epochs", 1, 2, &[]).await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let (leader, epoch, _) = cluster
+        .wait_for("full ISR", "epochs", 0, |l, _, isr| l > 0 && isr.len() == 2)
+        .await;
+    let mut lc = cluster.client(leader).await;
+    assert_eq!(
+        produce_acks(&mut lc, "epochs", 0, named_batch("e", 7), -1)
+            .await
+            .error_code,
+        0
+    );
+    let ask = |current: i32, wanted: i32| {
+        let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+        p.partition = 0;
+        p.current_leader_epoch = current;
+        p.leader_epoch = wanted;
+        let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+        t.topic = topic_name("epochs");
+        t.partitions = vec![p];
+        let mut req = OffsetForLeaderEpochRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.topics = vec![t];
+        req
+    };
+    let r = lc.call(&ask(epoch, epoch), 4).await.unwrap();
+    let p = &r.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.leader_epoch, p.end_offset), (0, epoch, 7));
+    let r = lc.call(&ask(epoch + 1, epoch), 4).await.unwrap();
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        ResponseError::UnknownLeaderEpoch.code()
+    );
+    if epoch > 0 {
+        let r = lc.call(&ask(epoch - 1, epoch), 4).await.unwrap();
+        assert_eq!(
+            r.topics[0].partitions[0].error_code,
+            ResponseError::FencedLeaderEpoch.code()
+        );
+    }
+    let mut fc = cluster.client(3 - leader).await;
+    let r = fc.call(&ask(-1, epoch), 4).await.unwrap();
+    assert_eq!(r.topics[0].partitions[0].error_code, NOT_LEADER);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acks_all_times_out_while_an_isr_member_is_silent() {
+    // The leader's own lag check is far away; only the controller's session
+    // timeout removes the silent follower.
+    let mut cluster = TestCluster::start(2, &["replica.lag.time.max.ms=60000"]).await;
+    let mut c = cluster.client(1).await;
+    let r = create_replicated_topic(&mut c, "slow", 1, 2, &[]).await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let (leader, _, _) = cluster
+        .wait_for("full ISR", "slow", 0, |l, _, isr| l > 0 && isr.len() == 2)
+        .await;
+    cluster.stop(3 - leader, Stop::Crash).await;
+    let mut lc = cluster.client(leader).await;
+    let started = Instant::now();
+    let r = produce_timeout(&mut lc, "slow", 0, named_batch("t", 2), 300).await;
+    assert_eq!(r.error_code, ResponseError::RequestTimedOut.code());
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // The write stays in the leader's log; once the controller fences the
+    // follower it is committed and readable.
+    cluster
+        .wait_for("ISR shrink", "slow", 0, |_, _, isr| isr == [leader])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while list_latest(&mut lc, "slow", 0).await.1 != 2 {
+        assert!(Instant::now() < deadline, "high watermark stuck");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn produce_timeout(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    records: bytes::Bytes,
+    timeout_ms: i32,
+) -> produce_response::PartitionProduceResponse {
+    let mut pd = produce_request::PartitionProduceData::default();
+    pd.index = partition;
+    pd.records = Some(records);
+    let mut td = produce_request::TopicProduceData::default();
+    td.name = topic_name(topic);
+    td.partition_data = vec![pd];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = timeout_ms;
+    req.topic_data = vec![td];
+    let resp = c.call(&req, 9).await.unwrap();
+    resp.responses[0].partition_responses[0].clone()
+}
