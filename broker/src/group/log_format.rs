@@ -29,8 +29,11 @@
 //! then `MemberId` where there is one); their values are flexible
 //! (KIP-482): `int16` version 0, compact strings/arrays (unsigned varint
 //! length + 1, 0 = null), UUIDs as 16 bytes, and an empty tagged-field
-//! section after every struct. Decoding ignores unknown tagged fields and
-//! trailing bytes (fields added by later value versions). A member that
+//! section after every struct (value layouts of keys 4, 5 and 8 checked
+//! against Kafka's group-coordinator JSON schemas). Decoding ignores unknown
+//! tagged fields (e.g. KIP-1251 `AssignmentEpochs`) and trailing bytes
+//! (fields added by later value versions, e.g. a metadata hash after the
+//! group epoch). A member that
 //! leaves gets tombstones for its keys 5, 7 and 8; a deleted group for all
 //! of its keys. Other key versions are skipped on load.
 
