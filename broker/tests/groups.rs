@@ -522,3 +522,180 @@ async fn consumer_group_protocol_assigns_server_side() {
     assert_eq!(r.member_epoch, -1);
     b.stop().await;
 }
+
+#[tokio::test]
+async fn classic_static_member_rejoins_without_rebalance() {
+    let b = TestBroker::start(FAST).await;
+    let mut c = b.client().await;
+    let static_join = |member: &str| {
+        let mut p = join_group_request::JoinGroupRequestProtocol::default();
+        p.name = s("range");
+        p.metadata = Bytes::from_static(b"meta");
+        let mut r = JoinGroupRequest::default();
+        r.group_id = gid("static");
+        r.session_timeout_ms = 10_000;
+        r.rebalance_timeout_ms = 10_000;
+        r.member_id = s(member);
+        r.group_instance_id = Some(s("instance-1"));
+        r.protocol_type = s("consumer");
+        r.protocols = vec![p];
+        r
+    };
+    // A static member gets its id at once (no MEMBER_ID_REQUIRED round).
+    let j = c.call(&static_join(""), 9).await.unwrap();
+    assert_eq!(j.error_code, 0);
+    assert_eq!(j.generation_id, 1);
+    let m1 = j.member_id.to_string();
+    assert_eq!(j.leader.as_str(), m1);
+    let sr = sync(&mut c, "static", &m1, 1, &[(&m1, "asg-1")]).await;
+    assert_eq!(sr.error_code, 0);
+    assert_eq!(&sr.assignment[..], b"asg-1");
+
+    // Restarted with the same instance id and no member id: takes the old
+    // member's place, same generation, same assignment, no rebalance.
+    let mut c2 = b.client().await;
+    let j2 = c2.call(&static_join(""), 9).await.unwrap();
+    assert_eq!(j2.error_code, 0);
+    assert_eq!(j2.generation_id, 1, "no generation bump");
+    let m2 = j2.member_id.to_string();
+    assert_ne!(m2, m1);
+    let mut r = SyncGroupRequest::default();
+    r.group_id = gid("static");
+    r.generation_id = 1;
+    r.member_id = s(&m2);
+    r.group_instance_id = Some(s("instance-1"));
+    r.protocol_type = Some(s("consumer"));
+    r.protocol_name = Some(s("range"));
+    let sr = c2.call(&r, 5).await.unwrap();
+    assert_eq!(sr.error_code, 0);
+    assert_eq!(&sr.assignment[..], b"asg-1");
+    let d = describe(&mut c2, "static").await;
+    assert_eq!(d.group_state.as_str(), "Stable");
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.members[0].member_id.as_str(), m2);
+    // The old member id is fenced.
+    let mut h = HeartbeatRequest::default();
+    h.group_id = gid("static");
+    h.member_id = s(&m1);
+    h.group_instance_id = Some(s("instance-1"));
+    h.generation_id = 1;
+    assert_eq!(
+        c.call(&h, 4).await.unwrap().error_code,
+        ResponseError::FencedInstanceId.code()
+    );
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn consumer_group_membership_survives_restart() {
+    let b = TestBroker::start(FAST).await;
+    let mut c = b.client().await;
+    let ct = create_topic(&mut c, "durable", 4).await;
+    let topic_id = ct.topics[0].topic_id;
+    let hb = |member: &str, epoch: i32, owned: Option<Vec<i32>>| {
+        let mut r = ConsumerGroupHeartbeatRequest::default();
+        r.group_id = gid("cg-durable");
+        r.member_id = s(member);
+        r.member_epoch = epoch;
+        r.rebalance_timeout_ms = 30_000;
+        if epoch == 0 {
+            r.subscribed_topic_names = Some(vec![topic_name("durable")]);
+            r.server_assignor = Some(s("range"));
+        }
+        r.topic_partitions = owned.map(|ps| {
+            let mut tp = consumer_group_heartbeat_request::TopicPartitions::default();
+            tp.topic_id = topic_id;
+            tp.partitions = ps;
+            vec![tp]
+        });
+        r
+    };
+    let parts = |r: &ConsumerGroupHeartbeatResponse| -> Option<Vec<i32>> {
+        r.assignment.as_ref().map(|a| {
+            a.topic_partitions
+                .iter()
+                .flat_map(|t| t.partitions.clone())
+                .collect()
+        })
+    };
+    // Two members join and stabilise (a: 0,1; b: 2,3 at epoch 2).
+    let r = c.call(&hb("a", 0, Some(vec![])), 1).await.unwrap();
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    let r = c.call(&hb("b", 0, Some(vec![])), 1).await.unwrap();
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    let r = c.call(&hb("a", 1, None), 1).await.unwrap();
+    assert_eq!(parts(&r), Some(vec![0, 1]));
+    let r = c.call(&hb("a", 1, Some(vec![0, 1])), 1).await.unwrap();
+    assert_eq!(r.member_epoch, 2);
+    let r = c.call(&hb("b", 2, Some(vec![])), 1).await.unwrap();
+    assert_eq!(parts(&r), Some(vec![2, 3]));
+    let r = c.call(&hb("b", 2, Some(vec![2, 3])), 1).await.unwrap();
+    assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    let before = describe_cg(&mut c, "cg-durable").await;
+    assert_eq!(before.group_state.as_str(), "Stable");
+    assert_eq!(before.group_epoch, 2);
+    drop(c);
+    let dir = b.stop().await;
+
+    let b = TestBroker::start_in(dir, FAST).await;
+    let mut c = b.client().await;
+    // Both members carry on with their ids and epochs: no error, same
+    // assignment, same group epoch.
+    for (m, owned) in [("a", vec![0, 1]), ("b", vec![2, 3])] {
+        let r = c.call(&hb(m, 2, Some(owned.clone())), 1).await.unwrap();
+        assert_eq!(r.error_code, 0, "{m}: {:?}", r.error_message);
+        assert_eq!(r.member_epoch, 2);
+        // The assignment is unchanged: not resent, or resent identical.
+        assert!(parts(&r).is_none_or(|p| p == owned), "{m}: {:?}", parts(&r));
+        let r = c.call(&hb(m, 2, None), 1).await.unwrap();
+        assert_eq!((r.error_code, r.member_epoch), (0, 2));
+    }
+    let after = describe_cg(&mut c, "cg-durable").await;
+    assert_eq!(after.error_code, 0);
+    assert_eq!(after.group_state.as_str(), "Stable");
+    assert_eq!(after.group_epoch, 2);
+    assert_eq!(after.assignment_epoch, 2);
+    assert_eq!(after.assignor_name.as_str(), "range");
+    let members: Vec<(String, i32, Vec<i32>)> = after
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                m.member_epoch,
+                m.assignment
+                    .topic_partitions
+                    .iter()
+                    .flat_map(|t| t.partitions.clone())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        members,
+        vec![("a".into(), 2, vec![0, 1]), ("b".into(), 2, vec![2, 3])]
+    );
+    // A member leaving is persisted too: gone after another restart.
+    let r = c.call(&hb("b", -1, None), 1).await.unwrap();
+    assert_eq!(r.member_epoch, -1);
+    drop(c);
+    let dir = b.stop().await;
+    let b = TestBroker::start_in(dir, FAST).await;
+    let mut c = b.client().await;
+    let g = describe_cg(&mut c, "cg-durable").await;
+    assert_eq!(g.group_epoch, 3);
+    assert_eq!(g.members.len(), 1);
+    assert_eq!(g.members[0].member_id.as_str(), "a");
+    let r = c.call(&hb("b", 2, None), 1).await.unwrap();
+    assert_eq!(r.error_code, ResponseError::UnknownMemberId.code());
+    b.stop().await;
+}
+
+async fn describe_cg(
+    c: &mut Client,
+    group: &str,
+) -> consumer_group_describe_response::DescribedGroup {
+    let mut d = ConsumerGroupDescribeRequest::default();
+    d.group_ids = vec![gid(group)];
+    c.call(&d, 1).await.unwrap().groups.remove(0)
+}

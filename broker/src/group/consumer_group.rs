@@ -17,6 +17,7 @@ use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
 use super::assignor::{self, Assignment, MemberSpec, ASSIGNORS};
+use super::log_format::{ConsumerRecord, CurrentAssignment, MemberMetadata};
 use super::GroupConfig;
 
 /// Topics the assignor may use: name → (topic id, partition count).
@@ -434,18 +435,29 @@ impl ConsumerGroup {
         }
     }
 
-    fn compute_target(&mut self, topics: &Topics) {
+    /// Subscribed topics as last seen (persisted, so a topic change while
+    /// the coordinator was away still starts a new epoch).
+    pub fn subscribed_topics(&self) -> &Topics {
+        &self.subscribed_topics
+    }
+
+    /// The assignor most members ask for (ties: the first name).
+    fn preferred_assignor(&self) -> String {
         let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
         for m in self.members.values() {
             if let Some(a) = &m.server_assignor {
                 *votes.entry(a.as_str()).or_default() += 1;
             }
         }
-        let name = votes
+        votes
             .iter()
             .max_by_key(|(n, c)| (**c, std::cmp::Reverse(**n)))
             .map(|(n, _)| n.to_string())
-            .unwrap_or_else(|| ASSIGNORS[0].to_string());
+            .unwrap_or_else(|| ASSIGNORS[0].to_string())
+    }
+
+    fn compute_target(&mut self, topics: &Topics) {
+        let name = self.preferred_assignor();
         let specs: BTreeMap<String, MemberSpec> = self
             .members
             .values()
@@ -598,20 +610,24 @@ impl ConsumerGroup {
     /// Expires members whose session (`group.consumer.session.timeout.ms`)
     /// or revocation (rebalance timeout) ran out. Returns the removed ids.
     pub fn tick(&mut self, cfg: &GroupConfig, now_ms: i64) -> Vec<String> {
-        let gone: Vec<String> = self
-            .members
+        let gone = self.expired_members(cfg, now_ms);
+        for id in &gone {
+            tracing::info!(group = %self.id, member = %id, "consumer group member expired");
+            self.remove_member(id, now_ms);
+        }
+        gone
+    }
+
+    /// Members whose session or revocation deadline ran out.
+    pub fn expired_members(&self, cfg: &GroupConfig, now_ms: i64) -> Vec<String> {
+        self.members
             .values()
             .filter(|m| {
                 now_ms >= m.last_heartbeat_ms + cfg.consumer_session_timeout_ms as i64
                     || m.revoke_deadline_ms.is_some_and(|d| now_ms >= d)
             })
             .map(|m| m.id.clone())
-            .collect();
-        for id in &gone {
-            tracing::info!(group = %self.id, member = %id, "consumer group member expired");
-            self.remove_member(id, now_ms);
-        }
-        gone
+            .collect()
     }
 
     /// Checks an OffsetCommit/OffsetFetch by a member of this group.
@@ -625,6 +641,108 @@ impl ConsumerGroup {
     /// Number of members.
     pub fn member_count(&self) -> usize {
         self.members.len()
+    }
+}
+
+/// A consumer group as its `__consumer_offsets` records are read back
+/// (latest value per key; tombstones remove parts).
+#[derive(Debug, Clone, Default)]
+pub struct StoredConsumerGroup {
+    epoch: Option<i32>,
+    topics: Topics,
+    assignment_epoch: i32,
+    members: BTreeMap<String, MemberMetadata>,
+    current: BTreeMap<String, CurrentAssignment>,
+    target: BTreeMap<String, Assignment>,
+}
+
+impl StoredConsumerGroup {
+    pub fn apply(&mut self, rec: ConsumerRecord) {
+        match rec {
+            ConsumerRecord::Metadata(e) => self.epoch = e,
+            ConsumerRecord::PartitionMetadata(t) => self.topics = t.unwrap_or_default(),
+            ConsumerRecord::TargetMetadata(e) => self.assignment_epoch = e.unwrap_or(0),
+            ConsumerRecord::Member(id, Some(m)) => {
+                self.members.insert(id, m);
+            }
+            ConsumerRecord::Member(id, None) => {
+                self.members.remove(&id);
+            }
+            ConsumerRecord::Current(id, Some(c)) => {
+                self.current.insert(id, c);
+            }
+            ConsumerRecord::Current(id, None) => {
+                self.current.remove(&id);
+            }
+            ConsumerRecord::TargetMember(id, Some(a)) => {
+                self.target.insert(id, a);
+            }
+            ConsumerRecord::TargetMember(id, None) => {
+                self.target.remove(&id);
+            }
+        }
+    }
+
+    /// The group these records describe (`None`: deleted), with every
+    /// member's session restarting at `now_ms`.
+    pub fn build(self, id: &str, now_ms: i64) -> Option<ConsumerGroup> {
+        let epoch = self.epoch?;
+        let mut g = ConsumerGroup::new(id, now_ms);
+        g.group_epoch = epoch;
+        g.assignment_epoch = self.assignment_epoch;
+        g.subscribed_topics = self.topics;
+        for (mid, meta) in self.members {
+            let cur = self
+                .current
+                .get(&mid)
+                .cloned()
+                .unwrap_or(CurrentAssignment {
+                    member_epoch: 0,
+                    previous_member_epoch: 0,
+                    state: MemberState::Stable,
+                    assigned: Assignment::new(),
+                    pending_revocation: Assignment::new(),
+                });
+            // The member presumably still owns what it was given.
+            let mut owned = cur.assigned.clone();
+            for (t, ps) in &cur.pending_revocation {
+                owned.entry(*t).or_default().extend(ps.iter().copied());
+            }
+            let revoke_deadline_ms = (cur.state == MemberState::UnrevokedPartitions)
+                .then_some(now_ms + meta.rebalance_timeout_ms.max(0) as i64);
+            if let Some(i) = &meta.instance_id {
+                g.static_members.insert(i.clone(), mid.clone());
+            }
+            g.members.insert(
+                mid.clone(),
+                ConsumerMember {
+                    id: mid,
+                    instance_id: meta.instance_id,
+                    rack_id: meta.rack_id,
+                    client_id: meta.client_id,
+                    client_host: meta.client_host,
+                    rebalance_timeout_ms: meta.rebalance_timeout_ms,
+                    subscribed_topic_names: meta.subscribed_topic_names,
+                    subscribed_topic_regex: meta.subscribed_topic_regex,
+                    server_assignor: meta.server_assignor,
+                    member_epoch: cur.member_epoch,
+                    previous_member_epoch: cur.previous_member_epoch,
+                    state: cur.state,
+                    assigned: cur.assigned,
+                    pending_revocation: cur.pending_revocation,
+                    owned,
+                    last_heartbeat_ms: now_ms,
+                    revoke_deadline_ms,
+                },
+            );
+        }
+        g.target = self
+            .target
+            .into_iter()
+            .filter(|(m, _)| g.members.contains_key(m))
+            .collect();
+        g.assignor_name = g.preferred_assignor();
+        Some(g)
     }
 }
 

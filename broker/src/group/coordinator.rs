@@ -15,7 +15,9 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use super::consumer_group::{ConsumerGroup, Heartbeat, HeartbeatError, HeartbeatReply, Topics};
+use super::consumer_group::{
+    ConsumerGroup, Heartbeat, HeartbeatError, HeartbeatReply, StoredConsumerGroup, Topics,
+};
 use super::group::{
     ClassicGroup, Effect, GroupState, JoinOutcome, JoinRequest, JoinResponse, SyncOutcome,
     SyncResponse,
@@ -47,6 +49,8 @@ struct State {
     join_waiters: HashMap<(String, String), oneshot::Sender<JoinResponse>>,
     sync_waiters: HashMap<(String, String), oneshot::Sender<SyncResponse>>,
     last_retention_ms: i64,
+    /// Consumer-group records read so far (only while loading).
+    loading: HashMap<String, StoredConsumerGroup>,
 }
 
 /// The broker's group coordinator.
@@ -200,15 +204,24 @@ impl GroupCoordinator {
                 }
             }
         }
+        for (id, stored) in std::mem::take(&mut st.loading) {
+            if let Some(g) = stored.build(&id, now) {
+                st.classic.remove(&id);
+                st.consumer.insert(id, g);
+            }
+        }
         let offset_groups: Vec<String> = st.offsets.group_ids().cloned().collect();
         for g in offset_groups {
-            st.classic
-                .entry(g.clone())
-                .or_insert_with(|| ClassicGroup::new(&g, now));
+            if !st.consumer.contains_key(&g) {
+                st.classic
+                    .entry(g.clone())
+                    .or_insert_with(|| ClassicGroup::new(&g, now));
+            }
         }
         info!(
             records,
             groups = st.classic.len(),
+            consumer_groups = st.consumer.len(),
             "group metadata and offsets loaded"
         );
     }
@@ -270,6 +283,17 @@ impl GroupCoordinator {
         let rx = {
             let now = now_ms();
             let mut st = self.lock();
+            if let Some(cg) = st.consumer.get(group).filter(|g| g.is_empty()) {
+                let tombstones = log_format::consumer_group_tombstones(cg);
+                if let Err(e) = self.append(broker, group, &tombstones) {
+                    return JoinResponse {
+                        error: Some(e.code),
+                        generation: -1,
+                        member_id: member,
+                        ..Default::default()
+                    };
+                }
+            }
             let g = match Self::classic_for_join(&mut st, group, now) {
                 Ok(g) => g,
                 Err(e) => {
@@ -544,6 +568,9 @@ impl GroupCoordinator {
                     .collect()
             })
             .unwrap_or_default();
+        if let Some(cg) = st.consumer.get(group) {
+            records.extend(log_format::consumer_group_tombstones(cg));
+        }
         records.push((log_format::group_key(group), None));
         self.append(broker, group, &records)?;
         st.offsets.remove_group(group);
@@ -623,13 +650,31 @@ impl GroupCoordinator {
                 message: format!("group {group} does not exist"),
             });
         }
+        let before = st.consumer.get(group).cloned();
         let g = st
             .consumer
             .entry(group.to_string())
             .or_insert_with(|| ConsumerGroup::new(group, now));
-        g.heartbeat(hb, &topics, &self.cfg, now, &mut || {
+        let reply = g.heartbeat(hb, &topics, &self.cfg, now, &mut || {
             uuid::Uuid::new_v4().to_string()
-        })
+        });
+        // Persist what changed; answer only once it is in the log.
+        let old = before
+            .as_ref()
+            .map(log_format::consumer_group_records)
+            .unwrap_or_default();
+        let records = log_format::diff_records(&old, &log_format::consumer_group_records(g));
+        if let Err(e) = self.append(broker, group, &records) {
+            match before {
+                Some(b) => st.consumer.insert(group.to_string(), b),
+                None => st.consumer.remove(group),
+            };
+            return Err(HeartbeatError {
+                code: e.code,
+                message: e.message,
+            });
+        }
+        reply
     }
 
     /// Timers: barriers, sessions, and (every retention check interval)
@@ -646,8 +691,22 @@ impl GroupCoordinator {
                 self.apply(&mut st, broker, &id, effects);
             }
         }
-        for g in st.consumer.values_mut() {
+        let expiring: Vec<String> = st
+            .consumer
+            .values()
+            .filter(|g| !g.expired_members(&self.cfg, now).is_empty())
+            .map(|g| g.id.clone())
+            .collect();
+        for id in expiring {
+            let Some(g) = st.consumer.get_mut(&id) else {
+                continue;
+            };
+            let old = log_format::consumer_group_records(g);
             g.tick(&self.cfg, now);
+            let records = log_format::diff_records(&old, &log_format::consumer_group_records(g));
+            if let Err(e) = self.append(broker, &id, &records) {
+                warn!(group = %id, error = %e.message, "cannot persist expired members");
+            }
         }
         if now - st.last_retention_ms >= self.cfg.offsets_retention_check_interval_ms {
             st.last_retention_ms = now;
@@ -767,6 +826,9 @@ fn apply_record(st: &mut State, rec: OffsetsRecord, now: i64) {
         }
         OffsetsRecord::Group { group, value: None } => {
             st.classic.remove(&group);
+        }
+        OffsetsRecord::Consumer { group, rec } => {
+            st.loading.entry(group).or_default().apply(rec);
         }
     }
 }
