@@ -44,12 +44,12 @@ impl Partition {
         records: &mut [u8],
         now_ms: i64,
     ) -> Result<AppendInfo, ApiError> {
-        let info = {
-            let mut log = self.log.write().expect("log lock");
-            let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
-            log.maybe_flush(now_ms)?;
-            info
-        };
+        // The log applies the flush policy (flush.messages / flush.ms) itself.
+        let info = self.log.write().expect("log lock").append_as_leader(
+            records,
+            self.leader_epoch(),
+            now_ms,
+        )?;
         self.appended.notify_waiters();
         Ok(info)
     }
