@@ -305,8 +305,8 @@ impl Partition {
             }
             let (info, leo) = {
                 let mut log = self.log.write().expect("log lock");
+                // The log applies the flush policy (flush.messages / flush.ms) itself.
                 let info = log.append_as_leader(records, st.leader_epoch, now_ms)?;
-                log.maybe_flush(now_ms)?;
                 (info, log.log_end_offset())
             };
             self.maybe_advance_hw(&mut st, leo);
