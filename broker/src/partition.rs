@@ -565,7 +565,6 @@ impl Partition {
             let mut log = self.log.write().expect("log lock");
             if !records.is_empty() {
                 log.append_as_follower(records, now_ms)?;
-                log.maybe_flush(now_ms)?;
             }
             log.log_end_offset()
         };
