@@ -29,11 +29,12 @@ fi
 step "Helm chart: lint, template, CRDs equal the generated ones (installs helm if missing)"
 bash charts/test.sh
 
-step "cargo build --release -p skein-broker"
-cargo build --release -p skein-broker
+step "cargo build --release -p skein-broker -p skein-operator"
+cargo build --release -p skein-broker -p skein-operator
 
-step "e2e: real Kafka clients against skein-broker"
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" e2e/run.sh
+step "e2e: real Kafka clients against skein-broker and a 3-broker local cluster (skein-operator local)"
+SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
+    e2e/run.sh
 
 step "benchmark harness smoke: e2e/bench/run.sh --quick (keeps the harness working; speed is not asserted)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" e2e/bench/run.sh --quick \

@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::config::BrokerConfig;
-use crate::control::{BrokerLink, ControllerService, PartitionChange};
+use crate::control::{BrokerLink, Controller, ControllerService, PartitionChange};
 use crate::error::ApiError;
 use crate::metadata::{MetadataStore, TopicMeta};
 use crate::metrics::Metrics;
@@ -76,18 +76,31 @@ impl Broker {
         Self::start(config, controller, true).await
     }
 
+    /// A broker of a cluster whose controller runs in another process: it
+    /// serves the controller's session on `control.listen` and registers
+    /// when the controller connects.
+    pub async fn open_in_cluster(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
+        let addr = config
+            .control_listen
+            .ok_or_else(|| anyhow::anyhow!("control.listen is not set"))?;
+        std::fs::create_dir_all(&config.data_dir)?;
+        let remote = crate::control::grpc::RemoteController::new(config.node_id);
+        let server = remote.serve(addr).await?;
+        tracing::info!(%addr, "waiting for the controller's session");
+        let broker = Self::start(config, remote, false).await?;
+        broker.spawn(server);
+        Ok(broker)
+    }
+
     /// A broker of a cluster whose controller is `controller`.
-    pub async fn join(
-        config: BrokerConfig,
-        controller: Arc<ControllerService>,
-    ) -> anyhow::Result<Arc<Self>> {
+    pub async fn join(config: BrokerConfig, controller: Controller) -> anyhow::Result<Arc<Self>> {
         std::fs::create_dir_all(&config.data_dir)?;
         Self::start(config, controller, false).await
     }
 
     async fn start(
         config: BrokerConfig,
-        controller: Arc<ControllerService>,
+        controller: Controller,
         combined: bool,
     ) -> anyhow::Result<Arc<Self>> {
         let (isr_tx, isr_rx) = mpsc::unbounded_channel();

@@ -35,6 +35,11 @@ pub struct Cli {
     /// Address of the Prometheus endpoint (`/metrics`); empty disables it.
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_listen: Option<String>,
+    /// Join a multi-broker cluster: listen here for the controller's gRPC
+    /// session (`control.listen`) instead of running a controller in this
+    /// process. Unset: a single-node cluster.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub control_listen: Option<String>,
     /// Any broker config by its Kafka name, e.g. `--override log.segment.bytes=1048576`. Repeatable.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
@@ -69,6 +74,9 @@ pub struct BrokerConfig {
     pub advertised_host: String,
     pub advertised_port: i32,
     pub metrics_listen: Option<SocketAddr>,
+    /// `control.listen`: where the controller's session arrives (cluster
+    /// mode); `None` runs a controller in this process (single node).
+    pub control_listen: Option<SocketAddr>,
     pub rack: Option<String>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -136,6 +144,9 @@ impl BrokerConfig {
         if let Some(m) = &cli.metrics_listen {
             raw.insert("metrics.listen".into(), m.clone());
         }
+        if let Some(c) = &cli.control_listen {
+            raw.insert("control.listen".into(), c.clone());
+        }
         for o in &cli.overrides {
             let (k, v) = o
                 .split_once('=')
@@ -169,6 +180,10 @@ impl BrokerConfig {
             Some(m) => Some(parse_val::<SocketAddr>("metrics.listen", m)?),
             None => Some("127.0.0.1:9644".parse().expect("static address")),
         };
+        let control_listen = match get("control.listen") {
+            None | Some("") => None,
+            Some(c) => Some(parse_val::<SocketAddr>("control.listen", c)?),
+        };
         let log_defaults = log_config_from(&raw, &LogConfig::default(), true)?;
         let mut cfg = BrokerConfig {
             node_id: num(&raw, "node.id", 1)?,
@@ -177,6 +192,7 @@ impl BrokerConfig {
             advertised_host: adv_host,
             advertised_port: adv_port,
             metrics_listen,
+            control_listen,
             rack: get("broker.rack").map(str::to_string),
             num_partitions: num(&raw, "num.partitions", 1)?,
             default_replication_factor: num(&raw, "default.replication.factor", 1)?,

@@ -17,19 +17,25 @@ pub mod server;
 
 pub use broker::{Broker, Stop};
 pub use config::{BrokerConfig, Cli};
-pub use control::ControllerService;
+pub use control::{ControlPlane, Controller, ControllerService};
 
 use std::sync::Arc;
 
-/// Starts a single-node broker (its own controller) on an already-bound
-/// listener and serves until `shutdown` completes; then closes every log
-/// cleanly.
+/// Starts a broker on an already-bound listener and serves until
+/// `shutdown` completes; then moves leadership away (in a cluster) and
+/// closes every log cleanly. Without `control.listen` the broker is a
+/// single-node cluster with its own controller; with it, the broker waits
+/// for the controller's session there.
 pub async fn run_until(
     config: BrokerConfig,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let broker = Broker::open(config).await?;
+    let broker = if config.control_listen.is_some() {
+        Broker::open_in_cluster(config).await?
+    } else {
+        Broker::open(config).await?
+    };
     serve_until(broker, listener, async move {
         shutdown.await;
         Stop::Graceful
@@ -42,7 +48,7 @@ pub async fn run_until(
 pub async fn run_in_cluster(
     config: BrokerConfig,
     listener: tokio::net::TcpListener,
-    controller: Arc<ControllerService>,
+    controller: Controller,
     shutdown: impl std::future::Future<Output = Stop>,
 ) -> anyhow::Result<()> {
     let broker = Broker::join(config, controller).await?;

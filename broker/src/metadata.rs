@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use skein_controller::{AlterPartitionRequest, Event, NewTopic, PartitionState, Reply, TopicId};
 use uuid::Uuid;
 
-use crate::control::ControllerService;
+use crate::control::{request, Controller};
 use crate::error::ApiError;
 use crate::partition::IsrProposal;
 
@@ -87,14 +87,14 @@ impl ClusterImage {
 /// This broker's handle on the cluster metadata and the controller.
 pub struct MetadataStore {
     node_id: i32,
-    controller: Arc<ControllerService>,
+    controller: Controller,
     broker_epoch: AtomicU64,
     /// Next producer id to hand out and the end (exclusive) of the block.
     producer_ids: Mutex<(i64, i64)>,
 }
 
 impl MetadataStore {
-    pub fn new(node_id: i32, controller: Arc<ControllerService>) -> Self {
+    pub fn new(node_id: i32, controller: Controller) -> Self {
         Self {
             node_id,
             controller,
@@ -103,14 +103,15 @@ impl MetadataStore {
         }
     }
 
-    pub fn controller(&self) -> &Arc<ControllerService> {
+    pub fn controller(&self) -> &Controller {
         &self.controller
     }
 
     /// Registers this broker; the controller fences its previous
     /// incarnation and makes it leader or follower of its partitions.
     pub fn register(&self, host: &str, port: u16, rack: Option<String>) -> Result<u64, ApiError> {
-        let epoch = self.controller.request(
+        let epoch = request(
+            self.controller.as_ref(),
             Event::BrokerRegistered {
                 broker: self.node_id,
                 host: host.to_string(),
@@ -127,12 +128,15 @@ impl MetadataStore {
     }
 
     pub fn broker_epoch(&self) -> u64 {
-        self.broker_epoch.load(Ordering::Acquire)
+        self.controller
+            .broker_epoch()
+            .unwrap_or_else(|| self.broker_epoch.load(Ordering::Acquire))
     }
 
     /// Tells the controller this broker is alive.
     pub fn heartbeat(&self) -> Result<(), ApiError> {
-        self.controller.request(
+        request(
+            self.controller.as_ref(),
             Event::BrokerHeartbeat {
                 broker: self.node_id,
                 broker_epoch: self.broker_epoch(),
@@ -147,7 +151,8 @@ impl MetadataStore {
     /// Asks the controller to move leadership off this broker; `Ok` once it
     /// leads nothing.
     pub fn controlled_shutdown(&self) -> Result<(), ApiError> {
-        self.controller.request(
+        request(
+            self.controller.as_ref(),
             Event::ControlledShutdownRequested {
                 broker: self.node_id,
                 broker_epoch: self.broker_epoch(),
@@ -168,7 +173,8 @@ impl MetadataStore {
 
     /// Sends a leader's ISR proposal (AlterPartition); the new state on success.
     pub fn alter_partition(&self, p: &IsrProposal) -> Result<PartitionState, ApiError> {
-        self.controller.request(
+        request(
+            self.controller.as_ref(),
             Event::AlterPartition(AlterPartitionRequest {
                 broker: self.node_id,
                 broker_epoch: self.broker_epoch(),
@@ -240,18 +246,22 @@ impl MetadataStore {
             replication_factor as u16,
         );
         t.configs = configs;
-        self.controller
-            .request(Event::CreateTopic(t), |r| match r {
+        request(
+            self.controller.as_ref(),
+            Event::CreateTopic(t),
+            |r| match r {
                 Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
                 _ => None,
-            })?;
+            },
+        )?;
         self.topic(name).ok_or_else(|| Self::unknown(name))
     }
 
     /// Removes a topic from the image (replicas delete their logs).
     pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ApiError> {
         let meta = self.topic(name).ok_or_else(|| Self::unknown(name))?;
-        self.controller.request(
+        request(
+            self.controller.as_ref(),
             Event::DeleteTopic {
                 topic: name.to_string(),
             },
@@ -276,7 +286,8 @@ impl MetadataStore {
                 format!("topic '{name}' has {current} partitions; the count can only grow, {count} asked"),
             ));
         }
-        self.controller.request(
+        request(
+            self.controller.as_ref(),
             Event::CreatePartitions {
                 topic: name.to_string(),
                 count: count as u32,
@@ -299,7 +310,8 @@ impl MetadataStore {
         if self.topic(name).is_none() {
             return Err(Self::unknown(name));
         }
-        self.controller.request(
+        request(
+            self.controller.as_ref(),
             Event::TopicConfigChanged {
                 topic: name.to_string(),
                 configs,
@@ -322,7 +334,8 @@ impl MetadataStore {
                 return Ok(ids.0 - 1);
             }
         }
-        let block = self.controller.request(
+        let block = request(
+            self.controller.as_ref(),
             Event::AllocateProducerIds {
                 broker: self.node_id,
                 broker_epoch: self.broker_epoch(),
@@ -375,9 +388,11 @@ mod tests {
 
     /// A combined-mode store: its own controller, image under `dir`.
     fn open_store(dir: &std::path::Path) -> MetadataStore {
-        let controller =
-            ControllerService::open(Some(&dir.join("cluster-metadata.json")), Default::default())
-                .unwrap();
+        let controller = crate::control::ControllerService::open(
+            Some(&dir.join("cluster-metadata.json")),
+            Default::default(),
+        )
+        .unwrap();
         let store = MetadataStore::new(1, controller);
         store.register("127.0.0.1", 9092, None).unwrap();
         store

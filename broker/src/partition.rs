@@ -361,6 +361,14 @@ impl Partition {
         Ok(log.read(offset, max_bytes, st.high_watermark, min_one_batch)?)
     }
 
+    /// Reads this replica's own log up to its end, whatever its role (the
+    /// group coordinator replays `__consumer_offsets` with it).
+    pub fn read_local(&self, offset: i64, max_bytes: usize) -> Result<ReadResult, ApiError> {
+        let log = self.log.read().expect("log lock");
+        let end = log.log_end_offset();
+        Ok(log.read(offset, max_bytes, end, true)?)
+    }
+
     /// A follower's fetch: records its progress (which may move the high
     /// watermark or allow it back into the ISR), checks for a divergent log
     /// (KIP-320) and reads up to the log end offset.

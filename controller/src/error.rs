@@ -48,6 +48,9 @@ pub enum ControllerError {
     ProducerIdsExhausted,
     #[error("invalid metadata image: {0}")]
     InvalidImage(String),
+    /// An error the controller sent over the control plane, by Kafka code.
+    #[error("{message}")]
+    Remote { code: i16, message: String },
 }
 
 impl ControllerError {
@@ -75,6 +78,7 @@ impl ControllerError {
             BrokerIdNotRegistered(_) => 102,
             IneligibleReplica(_) => 107,
             ProducerIdsExhausted | InvalidImage(_) => -1,
+            Remote { code, .. } => *code,
         }
     }
 }

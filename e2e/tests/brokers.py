@@ -255,3 +255,131 @@ def make_broker(target: str, workdir: Path, overrides: dict[str, str] | None = N
     if target == "skein":
         return SkeinBroker(workdir, overrides)
     raise RuntimeError(f"E2E_TARGET must be 'skein' or 'kafka', not {target!r}")
+
+
+def free_port_range(n: int) -> int:
+    """A base port such that base..base+n-1 are all free on loopback."""
+    import random
+    for _ in range(200):
+        base = random.randint(20000, 60000 - n)
+        ok = True
+        for p in range(base, base + n):
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind(("127.0.0.1", p))
+            except OSError:
+                ok = False
+                break
+        if ok:
+            return base
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
+class LocalCluster:
+    """`skein-operator local --brokers N`: the controller plus N skein-broker processes.
+
+    $SKEIN_OPERATOR_BIN (default <repo>/target/release/skein-operator) runs the brokers from
+    $SKEIN_BROKER_BIN (default: next to the operator).
+    """
+
+    name = "skein-local"
+
+    def __init__(self, workdir: Path, brokers: int = 3, overrides: dict[str, str] | None = None):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.workdir / "data"
+        self.log_path = self.workdir / "operator.log"
+        self.n = brokers
+        self.overrides = dict(overrides or {})
+        self.kafka_port = free_port_range(brokers)
+        self.control_port = free_port_range(brokers)
+        self.metrics_port = free_port_range(brokers)
+        self.controller_metrics = free_port()
+        self.binary = Path(os.environ.get("SKEIN_OPERATOR_BIN", REPO_DIR / "target" / "release" / "skein-operator"))
+        self.broker_bin = Path(os.environ.get("SKEIN_BROKER_BIN", self.binary.parent / "skein-broker"))
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.kafka_port + i for i in range(self.n)]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def command(self) -> list[str]:
+        cmd = [str(self.binary), "local", "--brokers", str(self.n), "--data-dir", str(self.data_dir),
+               "--kafka-port", str(self.kafka_port), "--control-port", str(self.control_port),
+               "--broker-metrics-port", str(self.metrics_port),
+               "--metrics-listen", f"127.0.0.1:{self.controller_metrics}",
+               "--broker-bin", str(self.broker_bin)]
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+    def start(self, timeout: float = 60.0) -> None:
+        for b in (self.binary, self.broker_bin):
+            if not (b.is_file() and os.access(b, os.X_OK)):
+                raise RuntimeError(f"{b} not found: build with 'cargo build --release -p skein-broker "
+                                   f"-p skein-operator' or set SKEIN_OPERATOR_BIN / SKEIN_BROKER_BIN")
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=self.workdir, start_new_session=True)
+        logf.close()
+        deadline = time.monotonic() + timeout
+        while not all(port_accepts(p) for p in self.ports):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"skein-operator local exited with {self.proc.returncode}:\n"
+                                   + self.log_tail(80))
+            if time.monotonic() > deadline:
+                raise RuntimeError("local cluster not listening in time:\n" + self.log_tail(80))
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 120.0) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+            return None
+
+    def broker_pid(self, broker_id: int) -> int | None:
+        """The pid of broker `broker_id`'s current process."""
+        marker = str(self.data_dir / f"broker-{broker_id}")
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                args = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in args and b"--control-listen" in args:
+                try:
+                    state = (d / "stat").read_text().split(") ", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                if state != "Z":
+                    return int(d.name)
+        return None
+
+    def signal_broker(self, broker_id: int, sig: int) -> int:
+        pid = self.broker_pid(broker_id)
+        assert pid is not None, f"broker {broker_id} is not running"
+        os.kill(pid, sig)
+        return pid
+
+    def broker_log(self, broker_id: int) -> Path:
+        return self.data_dir / f"broker-{broker_id}.log"
+
+    def log_tail(self, n: int = 100) -> str:
+        out = []
+        for p in [self.log_path] + [self.broker_log(i) for i in range(1, self.n + 1)]:
+            try:
+                lines = p.read_text(errors="replace").splitlines()
+            except FileNotFoundError:
+                continue
+            out.append(f"--- {p.name} ---\n" + "\n".join(lines[-n:]))
+        return "\n".join(out)

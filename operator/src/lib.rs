@@ -5,7 +5,9 @@
 //!   ServiceAccount, all built by the pure functions in [`build`]) and for
 //!   `Topic` (with a finalizer that removes its data), behind Lease-based
 //!   leader election ([`leader`]).
-//! - `local`: not implemented yet.
+//! - `local` ([`local::run_local`]): the controller core in this process and
+//!   N `skein-broker` processes on this machine, connected by the gRPC
+//!   control plane.
 
 pub mod build;
 pub mod context;
@@ -13,6 +15,7 @@ pub mod error;
 pub mod http;
 pub mod kafka_admin;
 pub mod leader;
+pub mod local;
 pub mod metrics;
 pub mod reconcile;
 pub mod run;

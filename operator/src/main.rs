@@ -1,6 +1,7 @@
 //! `skein-operator`: print the CRDs, or run the operator on Kubernetes.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -26,8 +27,43 @@ enum Command {
     Crds,
     /// Run the operator against the Kubernetes API (in-cluster or kubeconfig).
     Kubernetes(KubernetesArgs),
-    /// Run brokers on this machine without Kubernetes (not implemented yet).
-    Local,
+    /// Run a cluster on this machine without Kubernetes: the controller in
+    /// this process and N `skein-broker` processes on loopback.
+    Local(LocalArgs),
+}
+
+#[derive(clap::Args)]
+struct LocalArgs {
+    /// Number of brokers (ids 1..=N).
+    #[arg(long, default_value_t = 3)]
+    brokers: u32,
+    /// Where the controller's metadata and each broker's logs live.
+    #[arg(long, default_value = "./skein-data")]
+    data_dir: PathBuf,
+    /// Host every listener binds and advertises.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Kafka port of broker 1; broker N listens on this + N - 1.
+    #[arg(long, default_value_t = 9092)]
+    kafka_port: u16,
+    /// Control port (gRPC, dialled by the controller) of broker 1.
+    #[arg(long, default_value_t = 9192)]
+    control_port: u16,
+    /// Metrics port of broker 1.
+    #[arg(long, default_value_t = 9644)]
+    broker_metrics_port: u16,
+    /// Address of the controller's `/metrics`.
+    #[arg(long, default_value = "127.0.0.1:9643")]
+    metrics_listen: SocketAddr,
+    /// The `skein-broker` executable (default: next to this one, else on PATH).
+    #[arg(long)]
+    broker_bin: Option<PathBuf>,
+    /// `broker.session.timeout.ms`: a broker whose heartbeats stop this long is fenced.
+    #[arg(long, default_value_t = 6000)]
+    session_timeout_ms: u64,
+    /// A broker config for every broker, by its Kafka name. Repeatable.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -79,9 +115,36 @@ fn main() -> ExitCode {
             print!("{}", skein_crds::crd_yaml());
             ExitCode::SUCCESS
         }
-        Command::Local => {
-            eprintln!("skein-operator local: not implemented yet; run `skein-broker` for a single-node cluster");
-            ExitCode::from(2)
+        Command::Local(args) => {
+            init_logging(&cli.log_format);
+            let opts = skein_operator::local::LocalOptions {
+                brokers: args.brokers,
+                data_dir: args.data_dir,
+                host: args.host,
+                kafka_port: args.kafka_port,
+                control_port: args.control_port,
+                broker_metrics_port: args.broker_metrics_port,
+                metrics_listen: args.metrics_listen,
+                broker_bin: args
+                    .broker_bin
+                    .unwrap_or_else(skein_operator::local::default_broker_bin),
+                overrides: args.overrides,
+                session_timeout_ms: args.session_timeout_ms,
+            };
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("skein-operator: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(skein_operator::local::run_local(opts, shutdown_signal())) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("skein-operator local: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Kubernetes(args) => {
             init_logging(&cli.log_format);
@@ -124,5 +187,15 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }

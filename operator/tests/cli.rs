@@ -15,9 +15,42 @@ fn crds_prints_the_generated_crds() {
     assert_eq!(text.matches("kind: CustomResourceDefinition").count(), 2);
 }
 
+/// `local` with a given data dir and ports nobody else uses.
+fn local(dir: &std::path::Path) -> Command {
+    let mut cmd = operator();
+    cmd.arg("local")
+        .arg("--data-dir")
+        .arg(dir)
+        .arg("--metrics-listen")
+        .arg("127.0.0.1:0");
+    cmd
+}
+
 #[test]
-fn local_is_not_implemented_yet() {
-    let out = operator().arg("local").output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not implemented yet"));
+fn local_refuses_zero_brokers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = local(dir.path()).args(["--brokers", "0"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--brokers must be at least 1"), "{err}");
+}
+
+#[test]
+fn local_says_which_broker_binary_it_cannot_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-skein-broker");
+    let out = local(dir.path())
+        .args(["--brokers", "1"])
+        .arg("--broker-bin")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot start") && err.contains("no-such-skein-broker"),
+        "{err}"
+    );
+    // the controller's metadata was created where asked
+    assert!(dir.path().join("controller").is_dir());
 }

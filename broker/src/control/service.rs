@@ -20,7 +20,7 @@ use skein_controller::{
 };
 use uuid::Uuid;
 
-use super::{BrokerLink, PartitionChange, View};
+use super::{BrokerLink, ControlPlane, PartitionChange, View};
 use crate::error::ApiError;
 use crate::metadata::{BrokerMeta, ClusterImage, PartitionMeta, TopicMeta};
 
@@ -45,9 +45,10 @@ pub struct ControllerService {
     /// one finds the topic it refers to. Separate from `state` so a broker
     /// can read it while the controller is delivering.
     view: RwLock<View>,
+    published: tokio::sync::watch::Sender<u64>,
 }
 
-fn controller_error(e: ControllerError) -> ApiError {
+pub(crate) fn controller_error(e: ControllerError) -> ApiError {
     let code =
         ResponseError::try_from_code(e.kafka_code()).unwrap_or(ResponseError::UnknownServerError);
     ApiError::new(code, e.to_string())
@@ -59,6 +60,18 @@ fn core_now() -> u64 {
 }
 
 impl ControllerService {
+    /// Bumped whenever a new view is published (sessions push it to their
+    /// brokers).
+    fn publish_view(&self, view: ClusterImage) {
+        *self.view.write().expect("view lock") = Arc::new(view);
+        self.published.send_modify(|n| *n += 1);
+    }
+
+    /// Completes a `changed()` each time a new view is published.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.published.subscribe()
+    }
+
     /// A controller whose image lives in `path` (created when missing), or
     /// only in memory when `path` is `None`.
     pub fn open(path: Option<&Path>, config: ControllerConfig) -> std::io::Result<Arc<Self>> {
@@ -94,6 +107,7 @@ impl ControllerService {
         Ok(Arc::new(Self {
             state: Mutex::new(state),
             view,
+            published: tokio::sync::watch::channel(0).0,
         }))
     }
 
@@ -217,7 +231,7 @@ impl ControllerService {
             }
         }
         if persist || publish || !changes.is_empty() {
-            *self.view.write().expect("view lock") = Arc::new(build_view(&st));
+            self.publish_view(build_view(&st));
         }
         for (broker, list) in changes {
             if let Some(link) = st.links.get(&broker) {
@@ -233,13 +247,7 @@ impl ControllerService {
         event: Event,
         pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
     ) -> Result<T, ApiError> {
-        match self.handle(event)?.into_iter().find_map(pick) {
-            Some(r) => r.map_err(controller_error),
-            None => Err(ApiError::new(
-                ResponseError::UnknownServerError,
-                "the controller gave no answer",
-            )),
-        }
+        super::request(self, event, pick)
     }
 
     /// Sends `Tick` every `every` so brokers that stop heartbeating are
@@ -265,6 +273,24 @@ impl ControllerService {
             .core
             .image()
             .clone()
+    }
+}
+
+impl ControlPlane for ControllerService {
+    fn view(&self) -> View {
+        ControllerService::view(self)
+    }
+    fn handle(&self, event: Event) -> Result<Vec<Reply>, ApiError> {
+        ControllerService::handle(self, event)
+    }
+    fn attach(&self, broker: i32, link: Arc<dyn BrokerLink>) {
+        ControllerService::attach(self, broker, link)
+    }
+    fn detach(&self, broker: i32) {
+        ControllerService::detach(self, broker)
+    }
+    fn is_local(&self) -> bool {
+        true
     }
 }
 

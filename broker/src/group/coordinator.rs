@@ -51,6 +51,12 @@ struct State {
     last_retention_ms: i64,
     /// Consumer-group records read so far (only while loading).
     loading: HashMap<String, StoredConsumerGroup>,
+    /// The leader epoch at which each `__consumer_offsets` partition's
+    /// groups were last read from its log. A partition whose leadership
+    /// came (back) to this broker at another epoch is read again before its
+    /// groups are served: followers replicate the records but do not apply
+    /// them.
+    loaded_epochs: HashMap<i32, i32>,
 }
 
 /// The broker's group coordinator.
@@ -99,10 +105,71 @@ impl GroupCoordinator {
         }));
     }
 
-    /// Makes sure `__consumer_offsets` exists (compacted, internal) and that
-    /// this broker hosts the partition of `group`.
+    /// Makes sure `__consumer_offsets` exists (compacted, internal), that
+    /// this broker leads the partition of `group`, and that the groups of
+    /// that partition are loaded at its current leader epoch.
     pub fn ensure_coordinator(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
-        let topic = match broker.metadata.topic(CONSUMER_OFFSETS) {
+        let p = self.led_partition(broker, group)?;
+        self.ensure_loaded(broker, p);
+        Ok(p)
+    }
+
+    /// The broker that coordinates `group`: the leader of its partition of
+    /// `__consumer_offsets` (created when missing).
+    pub fn coordinator_of(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
+        let topic = self.offsets_topic(broker)?;
+        let p = partition_for(group, topic.partitions.len() as i32);
+        let leader = topic.partitions[p as usize].leader;
+        let image = broker.metadata.image();
+        match image.brokers.get(&leader) {
+            Some(b) if b.alive => Ok(leader),
+            _ => Err(api(
+                ResponseError::CoordinatorNotAvailable,
+                format!("{CONSUMER_OFFSETS}-{p} has no leader now"),
+            )),
+        }
+    }
+
+    /// Reads the groups of partition `p` from its log again when this
+    /// broker's leadership of it is newer than what is loaded.
+    fn ensure_loaded(&self, broker: &Broker, p: i32) {
+        let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
+            return;
+        };
+        let Some(topic) = broker.metadata.topic(CONSUMER_OFFSETS) else {
+            return;
+        };
+        let epoch = part.leader_epoch();
+        let n = topic.partitions.len() as i32;
+        let mut st = self.lock();
+        if st.loaded_epochs.get(&p) == Some(&epoch) {
+            return;
+        }
+        let now = now_ms();
+        st.classic.retain(|g, _| partition_for(g, n) != p);
+        st.consumer.retain(|g, _| partition_for(g, n) != p);
+        let stale: Vec<String> = st
+            .offsets
+            .group_ids()
+            .filter(|g| partition_for(g, n) == p)
+            .cloned()
+            .collect();
+        for g in stale {
+            st.offsets.remove_group(&g);
+        }
+        let records = self.replay(&mut st, broker, p, part.log_end_offset(), now);
+        Self::finish_loading(&mut st, now);
+        st.loaded_epochs.insert(p, epoch);
+        info!(
+            partition = p,
+            leader_epoch = epoch,
+            records,
+            "groups of a __consumer_offsets partition loaded"
+        );
+    }
+
+    fn offsets_topic(&self, broker: &Broker) -> Result<crate::metadata::TopicMeta, ApiError> {
+        Ok(match broker.metadata.topic(CONSUMER_OFFSETS) {
             Some(t) => t,
             None => {
                 let configs = BTreeMap::from([
@@ -128,7 +195,12 @@ impl GroupCoordinator {
                     }
                 }
             }
-        };
+        })
+    }
+
+    /// The partition of `group`, if this broker leads it.
+    fn led_partition(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
+        let topic = self.offsets_topic(broker)?;
         let p = partition_for(group, topic.partitions.len() as i32);
         if !broker
             .replicas
@@ -153,7 +225,7 @@ impl GroupCoordinator {
         if records.is_empty() {
             return Ok(());
         }
-        let p = self.ensure_coordinator(broker, group)?;
+        let p = self.led_partition(broker, group)?;
         let part = broker.replicas.get_or_err(CONSUMER_OFFSETS, p)?;
         let now = now_ms();
         let mut batch = log_format::encode_batch(records, now);
@@ -173,47 +245,70 @@ impl GroupCoordinator {
         let mut st = self.lock();
         let mut records = 0usize;
         for p in 0..topic.partitions.len() as i32 {
-            let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
-                continue;
-            };
-            let mut offset = part.log_start_offset();
-            let end = part.high_watermark();
-            while offset < end {
-                let read = match part.read(offset, 1 << 20, true, -1) {
-                    Ok(r) if !r.records.is_empty() => r,
-                    Ok(_) => break,
-                    Err(e) => {
-                        warn!(partition = p, offset, error = %e, "cannot read __consumer_offsets");
-                        break;
-                    }
-                };
-                let before = offset;
-                for b in skein_storage::batch::iter_batches(&read.records) {
-                    let Ok((header, bytes)) = b else { break };
-                    offset = header.next_offset();
-                    if header.is_control() {
-                        continue;
-                    }
-                    let Ok(recs) = skein_storage::batch::decode_records(bytes) else {
-                        continue;
-                    };
-                    for r in recs {
-                        let Some(key) = r.key else { continue };
-                        match log_format::decode(&key, r.value.as_ref()) {
-                            Ok(Some(rec)) => {
-                                records += 1;
-                                apply_record(&mut st, rec, now);
-                            }
-                            Ok(None) => {}
-                            Err(e) => warn!(partition = p, error = %e, "skipping record"),
-                        }
-                    }
-                }
-                if offset <= before {
-                    break;
-                }
+            if let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) {
+                records += self.replay(&mut st, broker, p, part.high_watermark(), now);
             }
         }
+        Self::finish_loading(&mut st, now);
+        info!(
+            records,
+            groups = st.classic.len(),
+            consumer_groups = st.consumer.len(),
+            "group metadata and offsets loaded"
+        );
+    }
+
+    /// Applies partition `p` of `__consumer_offsets` from its start up to
+    /// `end`; returns the number of group records read.
+    fn replay(&self, st: &mut State, broker: &Broker, p: i32, end: i64, now: i64) -> usize {
+        let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
+            return 0;
+        };
+        let mut records = 0usize;
+        let mut offset = part.log_start_offset();
+        while offset < end {
+            let read = match part.read_local(offset, 1 << 20) {
+                Ok(r) if !r.records.is_empty() => r,
+                Ok(_) => break,
+                Err(e) => {
+                    warn!(partition = p, offset, error = %e, "cannot read __consumer_offsets");
+                    break;
+                }
+            };
+            let before = offset;
+            for b in skein_storage::batch::iter_batches(&read.records) {
+                let Ok((header, bytes)) = b else { break };
+                if header.base_offset >= end {
+                    break;
+                }
+                offset = header.next_offset();
+                if header.is_control() {
+                    continue;
+                }
+                let Ok(recs) = skein_storage::batch::decode_records(bytes) else {
+                    continue;
+                };
+                for r in recs {
+                    let Some(key) = r.key else { continue };
+                    match log_format::decode(&key, r.value.as_ref()) {
+                        Ok(Some(rec)) => {
+                            records += 1;
+                            apply_record(st, rec, now);
+                        }
+                        Ok(None) => {}
+                        Err(e) => warn!(partition = p, error = %e, "skipping record"),
+                    }
+                }
+            }
+            if offset <= before {
+                break;
+            }
+        }
+        records
+    }
+
+    /// Turns what loading read into groups.
+    fn finish_loading(st: &mut State, now: i64) {
         for (id, stored) in std::mem::take(&mut st.loading) {
             if let Some(g) = stored.build(&id, now) {
                 st.classic.remove(&id);
@@ -228,12 +323,6 @@ impl GroupCoordinator {
                     .or_insert_with(|| ClassicGroup::new(&g, now));
             }
         }
-        info!(
-            records,
-            groups = st.classic.len(),
-            consumer_groups = st.consumer.len(),
-            "group metadata and offsets loaded"
-        );
     }
 
     /// Delivers effects of a classic group: persists it, then answers

@@ -35,13 +35,24 @@ pub fn find_coordinator(
     } else {
         vec![req.key.to_string()]
     };
-    let lookup = |key: &str| -> Result<(), (ResponseError, String)> {
+    // Any broker answers: the coordinator is the leader of the group's
+    // partition of `__consumer_offsets`.
+    let lookup = |key: &str| -> Result<(i32, String, i32), (ResponseError, String)> {
         match req.key_type {
-            0 => broker
-                .groups
-                .ensure_coordinator(broker, key)
-                .map(|_| ())
-                .map_err(|e| (e.code, e.message)),
+            0 => {
+                let id = broker
+                    .groups
+                    .coordinator_of(broker, key)
+                    .map_err(|e| (e.code, e.message))?;
+                let image = broker.metadata.image();
+                let b = image.brokers.get(&id).ok_or_else(|| {
+                    (
+                        ResponseError::CoordinatorNotAvailable,
+                        format!("broker {id} is not known"),
+                    )
+                })?;
+                Ok((id, b.host.clone(), b.port as i32))
+            }
             1 => Err((
                 ResponseError::CoordinatorNotAvailable,
                 "transactions are not supported yet".into(),
@@ -52,18 +63,15 @@ pub fn find_coordinator(
             )),
         }
     };
-    let host = strb(broker.config.advertised_host.clone());
-    let port = broker.config.advertised_port;
-    let node = BrokerId(broker.config.node_id);
     let mut resp = FindCoordinatorResponse::default();
     if version >= 4 {
         for k in keys {
             let mut c = find_coordinator_response::Coordinator::default();
             c.key = strb(k.clone());
             match lookup(&k) {
-                Ok(()) => {
-                    c.node_id = node;
-                    c.host = host.clone();
+                Ok((id, host, port)) => {
+                    c.node_id = BrokerId(id);
+                    c.host = strb(host);
                     c.port = port;
                 }
                 Err((e, m)) => {
@@ -77,9 +85,9 @@ pub fn find_coordinator(
         }
     } else {
         match lookup(&keys[0]) {
-            Ok(()) => {
-                resp.node_id = node;
-                resp.host = host;
+            Ok((id, host, port)) => {
+                resp.node_id = BrokerId(id);
+                resp.host = strb(host);
                 resp.port = port;
             }
             Err((e, m)) => {

@@ -1,0 +1,333 @@
+"""Replication across processes: `skein-operator local --brokers 3` (the controller plus three
+skein-broker processes), real clients, brokers killed with SIGKILL, hung with SIGSTOP.
+
+What must hold: every record a producer had acknowledged with acks=all is read back exactly once,
+at its acknowledged offset, in order per partition, whatever happened to the brokers; a partition
+whose ISR is below min.insync.replicas refuses acks=all writes; with unclean election disabled a
+partition whose every in-sync replica is gone goes offline instead of electing a stale replica.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+import util
+from brokers import LocalCluster
+from conftest import TARGET, _active
+
+pytestmark = [
+    pytest.mark.replication,
+    pytest.mark.skipif(TARGET != "skein", reason="runs Skein's own local platform (skein-operator local)"),
+]
+
+OVERRIDES = {
+    "replica.lag.time.max.ms": "2000",
+    "broker.heartbeat.interval.ms": "500",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = LocalCluster(tmp_path / "cluster", 3, OVERRIDES)
+    _active.append(c)
+    c.start()
+    admin = admin_client(c)
+    util.wait_until(lambda: len(admin.list_topics(timeout=10).brokers) == 3, 60, "three brokers registered")
+    yield c
+    for i in range(1, 4):  # a test may leave a broker stopped
+        pid = c.broker_pid(i)
+        if pid:
+            try:
+                import os
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    code = c.stop()
+    _active.remove(c)
+    assert code == 0, f"skein-operator local exited with {code}:\n{c.log_tail(60)}"
+
+
+def admin_client(c: LocalCluster, via: list[int] | None = None):
+    """An AdminClient for the cluster, or one that only talks to brokers `via` (a hung broker
+    would stall requests sent to it). Kept per cluster: futures of a destroyed AdminClient fail."""
+    from confluent_kafka.admin import AdminClient
+    bootstrap = c.bootstrap if via is None else ",".join(f"127.0.0.1:{c.kafka_port + b - 1}" for b in via)
+    cache = c.__dict__.setdefault("_admins", {})
+    if bootstrap not in cache:
+        cache[bootstrap] = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    return cache[bootstrap]
+
+
+def create_topic(c: LocalCluster, topic: str, partitions: int, rf: int = 3, min_isr: int = 2):
+    from confluent_kafka.admin import NewTopic
+    fs = admin_client(c).create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=rf,
+                  config={"min.insync.replicas": str(min_isr)})], operation_timeout=30)
+    fs[topic].result(timeout=60)
+    util.wait_until(lambda: all(p["leader"] >= 0 and len(p["isr"]) == rf
+                                for p in describe(c, topic).values()), 60, f"{topic} fully in sync")
+
+
+def describe(c: LocalCluster, topic: str, via: list[int] | None = None) -> dict[int, dict]:
+    md = admin_client(c, via).list_topics(topic, timeout=10).topics[topic]
+    if md.error is not None:
+        return {}
+    return {p.id: {"leader": p.leader, "isr": sorted(p.isrs), "replicas": sorted(p.replicas)}
+            for p in md.partitions.values()}
+
+
+def wait_in_sync(c: LocalCluster, topic: str, timeout: float = 90):
+    util.wait_until(lambda: (d := describe(c, topic)) and all(
+        p["leader"] >= 0 and len(p["isr"]) == len(p["replicas"]) for p in d.values()),
+        timeout, f"every replica of {topic} back in sync")
+
+
+def consume_all(c: LocalCluster, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
+    """(offset, value) per partition, from the start to the high watermark."""
+    from confluent_kafka import Consumer, TopicPartition
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"verify-{time.time_ns()}",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3})
+    try:
+        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        ends = {}
+        for p in range(partitions):
+            lo, hi = cons.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            ends[p] = hi
+        cons.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + 120
+        while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in ends):
+            assert time.monotonic() < deadline, "timed out reading the topic back"
+            m = cons.poll(1.0)
+            if m is None or m.error():
+                continue
+            out[m.partition()].append((m.offset(), m.value()))
+        return out
+    finally:
+        cons.close()
+
+
+def verify_acked(acked: dict[bytes, tuple[int, int]], got: dict[int, list[tuple[int, bytes]]]):
+    """Every acknowledged value exactly once, at its acknowledged partition and offset; values
+    of each producer appear in the order they were sent within a partition."""
+    where: dict[bytes, list[tuple[int, int]]] = {}
+    for p, recs in got.items():
+        offs = [o for o, _ in recs]
+        assert offs == sorted(set(offs)), f"partition {p}: offsets not strictly increasing"
+        for o, v in recs:
+            where.setdefault(v, []).append((p, o))
+    lost = [v for v in acked if v not in where]
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
+    dup = {v: w for v, w in where.items() if len(w) > 1}
+    assert not dup, f"{len(dup)} records duplicated, e.g. {list(dup.items())[:5]}"
+    moved = {v: (pos, where[v][0]) for v, pos in acked.items() if where[v][0] != pos}
+    assert not moved, f"{len(moved)} records not at their acknowledged offset, e.g. {list(moved.items())[:5]}"
+    for p, recs in got.items():
+        seqs = [int(v.split(b"-")[1]) for _, v in recs if v.startswith(b"rec-")]
+        assert seqs == sorted(seqs), f"partition {p}: records out of send order"
+
+
+def leader_of(c: LocalCluster, topic: str, partition: int) -> int:
+    util.wait_until(lambda: describe(c, topic).get(partition, {}).get("leader", -1) >= 0, 60,
+                    f"{topic}-{partition} has a leader")
+    return describe(c, topic)[partition]["leader"]
+
+
+class ConfluentWriter(threading.Thread):
+    """An idempotent acks=all confluent-kafka producer writing `rec-<n>` values until stopped;
+    remembers where each acknowledged record landed and when."""
+
+    def __init__(self, c: LocalCluster, topic: str, partitions: int):
+        super().__init__(daemon=True)
+        from confluent_kafka import Producer
+        self.p = Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True, "acks": "all",
+                           "linger.ms": 2, "message.timeout.ms": 120000, "log_level": 3})
+        self.topic, self.partitions = topic, partitions
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        # (send time, ack time) of every acknowledged record, per partition
+        self.ack_times: dict[int, list[tuple[float, float]]] = {p: [] for p in range(partitions)}
+        self.errors: list[str] = []
+        self.halt = threading.Event()
+        self.sent = 0
+
+    def _cb(self, sent_at, err, msg):
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked[msg.value()] = (msg.partition(), msg.offset())
+            self.ack_times[msg.partition()].append((sent_at, time.monotonic()))
+
+    def run(self):
+        while not self.halt.is_set():
+            v = f"rec-{self.sent:08d}".encode()
+            try:
+                sent_at = time.monotonic()
+                self.p.produce(self.topic, v, partition=self.sent % self.partitions,
+                               on_delivery=lambda e, m, t=sent_at: self._cb(t, e, m))
+                self.sent += 1
+            except BufferError:
+                pass
+            self.p.poll(0.002)
+        self.p.flush(150)
+
+
+def kill_leaders(c: LocalCluster, topic: str, rounds: int, partition: int = 0) -> list[tuple[float, int]]:
+    """SIGKILL the leader of `partition` `rounds` times (the local platform restarts it), each time
+    after the whole topic is back in sync. Returns (kill time, killed broker)."""
+    kills = []
+    for _ in range(rounds):
+        wait_in_sync(c, topic)
+        time.sleep(1.0)
+        victim = leader_of(c, topic, partition)
+        kills.append((time.monotonic(), victim))
+        c.signal_broker(victim, signal.SIGKILL)
+        util.wait_until(lambda v=victim: leader_of(c, topic, partition) != v, 30, "a new leader")
+    wait_in_sync(c, topic)
+    return kills
+
+
+def test_confluent_idempotent_acks_all_survives_leader_kills(cluster, topic):
+    partitions = 3
+    create_topic(cluster, topic, partitions)
+    w = ConfluentWriter(cluster, topic, partitions)
+    w.start()
+    util.wait_until(lambda: len(w.acked) > 500, 60, "first acknowledgements")
+    kills = kill_leaders(cluster, topic, rounds=5)
+    time.sleep(2)
+    w.halt.set()
+    w.join(200)
+    assert not w.is_alive()
+    assert len(w.acked) > 2000, f"only {len(w.acked)} records acknowledged"
+    # failover: kill -> acknowledgement of the first write sent to that partition afterwards
+    gaps = []
+    for t, _ in kills:
+        after = [a for s, a in w.ack_times[0] if s > t]
+        assert after, "no acknowledged write after a kill"
+        gaps.append(min(after) - t)
+    print(f"\nfailover (leader SIGKILL -> next acks=all ack on its partition): "
+          f"{', '.join(f'{g:.2f}s' for g in gaps)}; median {sorted(gaps)[len(gaps) // 2]:.2f}s; "
+          f"{len(w.acked)} acked, {w.sent} sent, {len(w.errors)} delivery errors")
+    got = consume_all(cluster, topic, partitions)
+    verify_acked(w.acked, got)
+
+
+def test_java_idempotent_acks_all_survives_leader_kills(cluster, topic, tmp_path):
+    import subprocess
+    partitions = 3
+    create_topic(cluster, topic, partitions)
+    n = 24000
+    inp = tmp_path / "in.tsv"
+    with open(inp, "w") as f:
+        for i in range(n):
+            f.write(f"-\t{f'rec-{i:08d}'.encode().hex()}\t-\t-\n")
+    out = tmp_path / "acked.jsonl"
+    args = ["produce", "--bootstrap", cluster.bootstrap, "--topic", topic, "--input", str(inp),
+            "--out", str(out), "--acks", "all", "--idempotence", "true", "--rate", "1000",
+            "--allow-errors", "true"]
+    proc = subprocess.Popen(util.java_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(4)
+        kill_leaders(cluster, topic, rounds=4, partition=1)
+        stdout, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stdout.decode(errors="replace")[-3000:]
+    acked = {}
+    for d in util.read_jsonl(out):
+        if d["p"] >= 0:
+            acked[f"rec-{d['i']:08d}".encode()] = (d["p"], d["o"])
+    assert len(acked) > n * 0.9, f"only {len(acked)} of {n} acknowledged"
+    verify_acked(acked, consume_all(cluster, topic, partitions))
+
+
+def test_isr_below_min_insync_refuses_acks_all_then_offline_without_unclean_election(cluster, topic):
+    from confluent_kafka import KafkaException, Producer
+    create_topic(cluster, topic, 1)
+    leader = leader_of(cluster, topic, 0)
+    others = [b for b in (1, 2, 3) if b != leader]
+
+    def produce(acks: str, value: bytes, timeout: float = 15):
+        # only the leader: the hung followers would stall metadata requests sent to them
+        p = Producer({"bootstrap.servers": f"127.0.0.1:{cluster.kafka_port + leader - 1}", "acks": acks,
+                      "message.timeout.ms": int(timeout * 1000),
+                      "retries": 0 if acks == "all" else 5, "log_level": 3})
+        res = {}
+        p.produce(topic, value, partition=0, on_delivery=lambda e, m: res.update(err=e, msg=m))
+        p.flush(timeout + 5)
+        return res
+
+    r = produce("all", b"before")
+    assert r["err"] is None, r
+    # hang both followers: they stop fetching and heartbeating; the leader shrinks the ISR to itself
+    for b in others:
+        cluster.signal_broker(b, signal.SIGSTOP)
+    util.wait_until(lambda: describe(cluster, topic, [leader])[0]["isr"] == [leader], 60,
+                    "ISR shrunk to the leader")
+    r = produce("all", b"refused")
+    assert r["err"] is not None and r["err"].code() in (19, 20), f"expected NOT_ENOUGH_REPLICAS, got {r}"
+    r = produce("1", b"only-on-leader")
+    assert r["err"] is None, r
+    acked_offset = r["msg"].offset()
+    # now the only in-sync replica hangs and the out-of-sync ones come back: no clean leader exists
+    cluster.signal_broker(leader, signal.SIGSTOP)
+    for b in others:
+        cluster.signal_broker(b, signal.SIGCONT)
+    util.wait_until(lambda: describe(cluster, topic, others)[0]["leader"] == -1, 60, "partition offline")
+    time.sleep(3)
+    assert describe(cluster, topic, others)[0]["leader"] == -1, "a replica outside the ISR was elected"
+    # the in-sync replica returns: it leads again and nothing acknowledged is lost
+    cluster.signal_broker(leader, signal.SIGCONT)
+    wait_in_sync(cluster, topic)
+    got = consume_all(cluster, topic, 1)[0]
+    values = [v for _, v in got]
+    assert values[:1] == [b"before"] and b"only-on-leader" in values, values
+    assert (acked_offset, b"only-on-leader") in got
+    assert b"refused" not in values
+
+
+def test_group_offsets_survive_coordinator_kill(cluster, topic):
+    from confluent_kafka import Consumer, Producer
+    create_topic(cluster, topic, 3)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "log_level": 3})
+    for i in range(300):
+        p.produce(topic, f"v{i}".encode(), partition=i % 3)
+    assert p.flush(60) == 0
+    group = f"g-{topic}"
+    conf = {"bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "log_level": 3}
+    c = Consumer(conf)
+    c.subscribe([topic])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 150 and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and not m.error():
+            seen += 1
+    c.commit(asynchronous=False)
+    committed = {tp.partition: max(tp.offset, 0) for tp in c.committed(
+        [__import__("confluent_kafka").TopicPartition(topic, i) for i in range(3)], timeout=30)}
+    c.close()
+    # kill the broker leading the group's __consumer_offsets partition (the coordinator)
+    desc = admin_client(cluster).describe_consumer_groups([group])[group].result(30)
+    coordinator = desc.coordinator.id
+    cluster.signal_broker(coordinator, signal.SIGKILL)
+    # a new consumer of the group resumes from the committed offsets and reads the rest
+    c = Consumer(conf)
+    c.subscribe([topic])
+    rest = 0
+    first: dict[int, int] = {}
+    deadline = time.monotonic() + 90
+    while rest < 300 - sum(committed.values()) and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and not m.error():
+            first.setdefault(m.partition(), m.offset())
+            rest += 1
+    c.close()
+    assert rest == 300 - sum(committed.values()), f"read {rest} after the coordinator died"
+    for part, off in first.items():
+        assert off == committed[part], f"partition {part} resumed at {off}, committed {committed[part]}"
