@@ -42,6 +42,15 @@ else
     apt-get install -y -q kcat
 fi
 
+# 1b. iproute2 (ip netns: the network-partition test) ------------------------------------------
+if command -v ip >/dev/null; then
+    say "iproute2 already installed"
+else
+    say "installing iproute2 (apt-get install -y iproute2)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q iproute2 || { apt-get update -q && apt-get install -y -q iproute2; }
+fi
+
 # 2. Python venv ----------------------------------------------------------------------------
 VENV="$E2E_DIR/.venv"
 h=$(hash_of "$E2E_DIR/requirements.txt")

@@ -62,6 +62,14 @@ impl BrokerLink for LocalLink {
             b.apply_changes(changes);
         }
     }
+
+    fn topic_configs_changed(&self, topics: Vec<String>) {
+        if let Some(b) = self.0.upgrade() {
+            for t in topics {
+                b.apply_topic_config(&t);
+            }
+        }
+    }
 }
 
 impl Broker {
@@ -249,6 +257,26 @@ impl Broker {
     }
 
     /// `min.insync.replicas` of a topic (its own, else the broker default).
+    /// Applies `topic`'s configs from the metadata view to the logs and
+    /// partitions this broker hosts (after AlterConfigs here or elsewhere).
+    pub fn apply_topic_config(&self, topic: &str) {
+        let Some(meta) = self.metadata.topic(topic) else {
+            return;
+        };
+        let lc = match self.config.topic_log_config(&meta.configs) {
+            Ok(lc) => lc,
+            Err(e) => {
+                warn!(topic, error = %e, "cannot apply topic configs");
+                return;
+            }
+        };
+        self.replicas.update_topic_config(topic, &lc);
+        let min_isr = self.min_insync_replicas(&meta);
+        for p in self.replicas.all().into_iter().filter(|p| p.topic == topic) {
+            p.set_min_isr(min_isr);
+        }
+    }
+
     pub fn min_insync_replicas(&self, topic: &TopicMeta) -> usize {
         topic
             .configs

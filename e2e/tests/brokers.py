@@ -31,9 +31,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_accepts(port: int) -> bool:
+def port_accepts(port: int, host: str = "127.0.0.1") -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        with socket.create_connection((host, port), timeout=0.5):
             return True
     except OSError:
         return False
@@ -284,7 +284,10 @@ class LocalCluster:
 
     name = "skein-local"
 
-    def __init__(self, workdir: Path, brokers: int = 3, overrides: dict[str, str] | None = None):
+    def __init__(self, workdir: Path, brokers: int = 3, overrides: dict[str, str] | None = None,
+                 host_template: str | None = None, launcher: str | None = None):
+        self.host_template = host_template
+        self.launcher = launcher
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
@@ -303,9 +306,15 @@ class LocalCluster:
     def ports(self) -> list[int]:
         return [self.kafka_port + i for i in range(self.n)]
 
+    def host(self, broker_id: int) -> str:
+        return self.host_template.replace("{id}", str(broker_id)) if self.host_template else "127.0.0.1"
+
+    def addr(self, broker_id: int) -> str:
+        return f"{self.host(broker_id)}:{self.kafka_port + broker_id - 1}"
+
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        return ",".join(self.addr(i) for i in range(1, self.n + 1))
 
     def command(self) -> list[str]:
         cmd = [str(self.binary), "local", "--brokers", str(self.n), "--data-dir", str(self.data_dir),
@@ -313,6 +322,10 @@ class LocalCluster:
                "--broker-metrics-port", str(self.metrics_port),
                "--metrics-listen", f"127.0.0.1:{self.controller_metrics}",
                "--broker-bin", str(self.broker_bin)]
+        if self.host_template:
+            cmd += ["--broker-host-template", self.host_template]
+        if self.launcher:
+            cmd += ["--launcher", self.launcher]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         return cmd
@@ -327,7 +340,7 @@ class LocalCluster:
                                      stdin=subprocess.DEVNULL, cwd=self.workdir, start_new_session=True)
         logf.close()
         deadline = time.monotonic() + timeout
-        while not all(port_accepts(p) for p in self.ports):
+        while not all(port_accepts(self.kafka_port + i - 1, self.host(i)) for i in range(1, self.n + 1)):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"skein-operator local exited with {self.proc.returncode}:\n"
                                    + self.log_tail(80))

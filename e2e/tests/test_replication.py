@@ -56,7 +56,7 @@ def admin_client(c: LocalCluster, via: list[int] | None = None):
     """An AdminClient for the cluster, or one that only talks to brokers `via` (a hung broker
     would stall requests sent to it). Kept per cluster: futures of a destroyed AdminClient fail."""
     from confluent_kafka.admin import AdminClient
-    bootstrap = c.bootstrap if via is None else ",".join(f"127.0.0.1:{c.kafka_port + b - 1}" for b in via)
+    bootstrap = c.bootstrap if via is None else ",".join(c.addr(b) for b in via)
     cache = c.__dict__.setdefault("_admins", {})
     if bootstrap not in cache:
         cache[bootstrap] = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
@@ -183,8 +183,8 @@ def kill_leaders(c: LocalCluster, topic: str, rounds: int, partition: int = 0) -
         wait_in_sync(c, topic)
         time.sleep(1.0)
         victim = leader_of(c, topic, partition)
-        kills.append((time.monotonic(), victim))
         c.signal_broker(victim, signal.SIGKILL)
+        kills.append((time.monotonic(), victim))
         util.wait_until(lambda v=victim: leader_of(c, topic, partition) != v, 30, "a new leader")
     wait_in_sync(c, topic)
     return kills
@@ -253,7 +253,7 @@ def test_isr_below_min_insync_refuses_acks_all_then_offline_without_unclean_elec
 
     def produce(acks: str, value: bytes, timeout: float = 15):
         # only the leader: the hung followers would stall metadata requests sent to them
-        p = Producer({"bootstrap.servers": f"127.0.0.1:{cluster.kafka_port + leader - 1}", "acks": acks,
+        p = Producer({"bootstrap.servers": cluster.addr(leader), "acks": acks,
                       "message.timeout.ms": int(timeout * 1000),
                       "retries": 0 if acks == "all" else 5, "log_level": 3})
         res = {}
@@ -331,3 +331,30 @@ def test_group_offsets_survive_coordinator_kill(cluster, topic):
     assert rest == 300 - sum(committed.values()), f"read {rest} after the coordinator died"
     for part, off in first.items():
         assert off == committed[part], f"partition {part} resumed at {off}, committed {committed[part]}"
+
+
+def test_topic_config_change_reaches_the_leader_from_any_broker(cluster, topic):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import ConfigResource
+    create_topic(cluster, topic, 1)
+    leader = leader_of(cluster, topic, 0)
+    other = [b for b in (1, 2, 3) if b != leader][0]
+
+    def produce():
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0,
+                      "message.timeout.ms": 10000, "log_level": 3})
+        res = {}
+        p.produce(topic, b"x", partition=0, on_delivery=lambda e, m: res.update(err=e))
+        p.flush(15)
+        return res["err"]
+
+    assert produce() is None
+    # AlterConfigs sent to a broker that does not lead the partition: min.insync.replicas above
+    # the replication factor, so the leader must refuse acks=all once the change reaches it
+    res = ConfigResource("topic", topic, set_config={"min.insync.replicas": "4"})
+    admin_client(cluster, [other]).alter_configs([res])[res].result(30)
+    util.wait_until(lambda: (e := produce()) is not None and e.code() in (19, 20), 30,
+                    "the leader applying min.insync.replicas=4")
+    res = ConfigResource("topic", topic, set_config={"min.insync.replicas": "2"})
+    admin_client(cluster, [other]).alter_configs([res])[res].result(30)
+    util.wait_until(lambda: produce() is None, 30, "acks=all accepted again")

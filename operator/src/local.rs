@@ -42,6 +42,12 @@ pub struct LocalOptions {
     pub overrides: Vec<String>,
     /// `broker.session.timeout.ms`: a broker whose heartbeats stop this long is fenced.
     pub session_timeout_ms: u64,
+    /// Per-broker host, `{id}` replaced by the broker id (overrides `host`
+    /// for brokers; e.g. one network namespace per broker).
+    pub broker_host_template: Option<String>,
+    /// A command line that runs each broker, `{id}` replaced
+    /// (e.g. `ip netns exec skein-{id}`); the broker's own command follows it.
+    pub launcher: Option<String>,
 }
 
 /// One broker this process supervises.
@@ -63,7 +69,16 @@ impl BrokerProcess {
             .create(true)
             .append(true)
             .open(&self.log)?;
-        let mut cmd = Command::new(&opts.broker_bin);
+        let mut cmd = match &opts.launcher {
+            Some(l) => {
+                let l = l.replace("{id}", &self.id.to_string());
+                let mut words = l.split_whitespace();
+                let mut cmd = Command::new(words.next().unwrap_or_default());
+                cmd.args(words).arg(&opts.broker_bin);
+                cmd
+            }
+            None => Command::new(&opts.broker_bin),
+        };
         cmd.arg("--node-id")
             .arg(self.id.to_string())
             .arg("--data-dir")
@@ -229,11 +244,15 @@ pub async fn run_local(
     let mut brokers: Vec<BrokerProcess> = (1..=opts.brokers as i32)
         .map(|id| {
             let off = (id - 1) as u16;
+            let host = match &opts.broker_host_template {
+                Some(t) => t.replace("{id}", &id.to_string()),
+                None => opts.host.clone(),
+            };
             BrokerProcess {
                 id,
-                kafka: format!("{}:{}", opts.host, opts.kafka_port + off),
-                control: format!("{}:{}", opts.host, opts.control_port + off),
-                metrics: format!("{}:{}", opts.host, opts.broker_metrics_port + off),
+                kafka: format!("{host}:{}", opts.kafka_port + off),
+                control: format!("{host}:{}", opts.control_port + off),
+                metrics: format!("{host}:{}", opts.broker_metrics_port + off),
                 data_dir: opts.data_dir.join(format!("broker-{id}")),
                 log: opts.data_dir.join(format!("broker-{id}.log")),
                 child: None,

@@ -64,6 +64,14 @@ struct LocalArgs {
     /// A broker config for every broker, by its Kafka name. Repeatable.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// Host of each broker with `{id}` for its id, instead of --host
+    /// (e.g. `10.77.0.{id}`, one network namespace per broker).
+    #[arg(long, value_name = "TEMPLATE")]
+    broker_host_template: Option<String>,
+    /// Command that runs each broker, `{id}` for its id
+    /// (e.g. `ip netns exec skein-{id}`).
+    #[arg(long, value_name = "COMMAND")]
+    launcher: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -130,6 +138,8 @@ fn main() -> ExitCode {
                     .unwrap_or_else(skein_operator::local::default_broker_bin),
                 overrides: args.overrides,
                 session_timeout_ms: args.session_timeout_ms,
+                broker_host_template: args.broker_host_template,
+                launcher: args.launcher,
             };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(r) => r,

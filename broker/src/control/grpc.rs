@@ -714,7 +714,24 @@ impl RemoteController {
     }
 
     fn set_view(&self, view: ClusterImage) {
-        *self.view.write().expect("view lock") = Arc::new(view);
+        let old = std::mem::replace(&mut *self.view.write().expect("view lock"), Arc::new(view));
+        let new = self.view.read().expect("view lock").clone();
+        let changed: Vec<String> = new
+            .topics
+            .iter()
+            .filter(|(name, t)| {
+                old.topics
+                    .get(*name)
+                    .is_some_and(|o| o.configs != t.configs)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !changed.is_empty() {
+            let link = self.link.lock().expect("link lock").clone();
+            if let Some(link) = link {
+                link.topic_configs_changed(changed);
+            }
+        }
     }
 
     fn deliver(&self, changes: Vec<PartitionChange>) {

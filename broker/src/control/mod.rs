@@ -48,6 +48,8 @@ pub enum PartitionChange {
 /// in order; the metadata view they refer to is already published.
 pub trait BrokerLink: Send + Sync {
     fn deliver(&self, changes: Vec<PartitionChange>);
+    /// The configs of `topics` changed in the metadata this broker sees.
+    fn topic_configs_changed(&self, _topics: Vec<String>) {}
 }
 
 /// Where a broker's metadata view and controller requests go: the

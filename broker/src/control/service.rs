@@ -139,6 +139,10 @@ impl ControllerService {
     /// returns the replies.
     pub fn handle(&self, event: Event) -> Result<Vec<Reply>, ApiError> {
         let mut st = self.state.lock().expect("controller lock");
+        let config_topic = match &event {
+            Event::TopicConfigChanged { topic, .. } => Some(topic.clone()),
+            _ => None,
+        };
         let commands = st.core.handle(event, core_now());
         let mut replies = Vec::new();
         let mut persist = false;
@@ -236,6 +240,11 @@ impl ControllerService {
         for (broker, list) in changes {
             if let Some(link) = st.links.get(&broker) {
                 link.deliver(list);
+            }
+        }
+        if let Some(topic) = config_topic.filter(|_| persist) {
+            for link in st.links.values() {
+                link.topic_configs_changed(vec![topic.clone()]);
             }
         }
         Ok(replies)

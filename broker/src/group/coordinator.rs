@@ -59,6 +59,28 @@ struct State {
     loaded_epochs: HashMap<i32, i32>,
 }
 
+/// A write to `__consumer_offsets` that counts once the ISR has it.
+pub struct Pending {
+    pub partition: Arc<crate::partition::Partition>,
+    /// The offset the high watermark must reach.
+    pub required: i64,
+    pub leader_epoch: i32,
+}
+
+impl Pending {
+    /// Waits until the write is replicated to the ISR (or fails with the
+    /// Kafka error the client should see).
+    pub async fn replicated(self, deadline: tokio::time::Instant) -> Result<(), ApiError> {
+        crate::handlers::produce::wait_replicated(
+            &self.partition,
+            self.required,
+            self.leader_epoch,
+            deadline,
+        )
+        .await
+    }
+}
+
 /// The broker's group coordinator.
 pub struct GroupCoordinator {
     pub cfg: GroupConfig,
@@ -215,25 +237,31 @@ impl GroupCoordinator {
         Ok(p)
     }
 
-    /// Appends keyed records to the group's partition of `__consumer_offsets`.
+    /// Appends keyed records to the group's partition of `__consumer_offsets`;
+    /// returns what to wait for before the write counts as replicated.
     fn append(
         &self,
         broker: &Broker,
         group: &str,
         records: &[(Bytes, Option<Bytes>)],
-    ) -> Result<(), ApiError> {
+    ) -> Result<Option<Pending>, ApiError> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let p = self.led_partition(broker, group)?;
         let part = broker.replicas.get_or_err(CONSUMER_OFFSETS, p)?;
         let now = now_ms();
+        let epoch = part.leader_epoch();
         let mut batch = log_format::encode_batch(records, now);
-        part.append_as_leader(&mut batch, false, now).map_err(|e| {
+        let info = part.append_as_leader(&mut batch, false, now).map_err(|e| {
             warn!(group, error = %e, "append to __consumer_offsets failed");
             api(ResponseError::CoordinatorNotAvailable, e.message)
         })?;
-        Ok(())
+        Ok(Some(Pending {
+            partition: part,
+            required: info.last_offset + 1,
+            leader_epoch: epoch,
+        }))
     }
 
     /// Reads every partition of `__consumer_offsets` from its start.
@@ -510,7 +538,9 @@ impl GroupCoordinator {
     }
 
     /// Commits offsets after validating the committer against the group.
-    /// `Err` is a group-level error for every partition.
+    /// `Err` is a group-level error for every partition. The commit is
+    /// visible at once; answer the client only after the returned write is
+    /// replicated (Kafka appends offset commits with acks=all).
     pub fn commit_offsets(
         &self,
         broker: &Broker,
@@ -519,7 +549,7 @@ impl GroupCoordinator {
         instance: Option<&str>,
         generation: i32,
         offsets: Vec<(TopicPartition, CommittedOffset)>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Option<Pending>, ApiError> {
         let now = now_ms();
         let mut st = self.lock();
         let check = if let Some(cg) = st.consumer.get(group) {
@@ -547,7 +577,7 @@ impl GroupCoordinator {
                 )
             })
             .collect();
-        self.append(broker, group, &records)?;
+        let pending = self.append(broker, group, &records)?;
         if !st.consumer.contains_key(group) {
             st.classic
                 .entry(group.to_string())
@@ -556,7 +586,7 @@ impl GroupCoordinator {
         for (tp, o) in offsets {
             st.offsets.commit(group, tp, o);
         }
-        Ok(())
+        Ok(pending)
     }
 
     /// Committed offsets of `group`: of the given partitions, or all.

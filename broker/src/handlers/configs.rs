@@ -144,24 +144,17 @@ fn apply_topic_configs(
     for (k, v) in &configs {
         validate_topic_config(k, v).map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
     }
-    let lc = broker
+    // Checks the combination (e.g. segment sizes) before anything changes.
+    broker
         .config
         .topic_log_config(&configs)
         .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
     if validate_only {
         return Ok(());
     }
-    let meta = broker.metadata.set_topic_configs(topic, configs)?;
-    broker.replicas.update_topic_config(topic, &lc);
-    let min_isr = broker.min_insync_replicas(&meta);
-    for p in broker
-        .replicas
-        .all()
-        .into_iter()
-        .filter(|p| p.topic == topic)
-    {
-        p.set_min_isr(min_isr);
-    }
+    broker.metadata.set_topic_configs(topic, configs)?;
+    // Here at once; the other brokers when the new metadata reaches them.
+    broker.apply_topic_config(topic);
     tracing::info!(topic, "topic configs changed");
     Ok(())
 }

@@ -276,7 +276,7 @@ pub fn leave_group(
     resp
 }
 
-pub fn offset_commit(
+pub async fn offset_commit(
     broker: &Arc<Broker>,
     req: OffsetCommitRequest,
     version: i16,
@@ -312,20 +312,39 @@ pub fn offset_commit(
             ));
         }
     }
+    let mut pending = None;
     let group_error = not_here(broker, &group).or_else(|| {
-        broker
-            .groups
-            .commit_offsets(
-                broker,
-                &group,
-                &req.member_id,
-                req.group_instance_id.as_deref(),
-                req.generation_id_or_member_epoch,
-                offsets,
-            )
-            .err()
-            .map(|e| e.code)
+        match broker.groups.commit_offsets(
+            broker,
+            &group,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id_or_member_epoch,
+            offsets,
+        ) {
+            Ok(p) => {
+                pending = p;
+                None
+            }
+            Err(e) => Some(e.code),
+        }
     });
+    // Answer once the commit is on the ISR: a coordinator that dies right
+    // after must not lose an acknowledged commit.
+    let group_error = match pending {
+        Some(p) if group_error.is_none() => {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+            // Kafka's mapping of a failed offsets append to group errors.
+            match p.replicated(deadline).await.map_err(|e| e.code) {
+                Ok(()) => None,
+                Err(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
+                    Some(ResponseError::NotCoordinator)
+                }
+                Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+            }
+        }
+        _ => group_error,
+    };
     let group_error = match group_error {
         // Old clients only know ILLEGAL_GENERATION.
         Some(ResponseError::StaleMemberEpoch) if version < 9 => {

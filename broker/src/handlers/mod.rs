@@ -123,7 +123,7 @@ pub async fn handle(
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, r)),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, r, v)),
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(groups::offset_commit(broker, r, v))
+            ResponseKind::OffsetCommit(groups::offset_commit(broker, r, v).await)
         }
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(groups::offset_fetch(broker, r, v))

@@ -124,7 +124,7 @@ fn count_error(broker: &Broker, code: ResponseError) {
 
 /// Waits until the high watermark reaches `required` (the ISR has the
 /// records), the partition fails the request, or `deadline` passes.
-async fn wait_replicated(
+pub(crate) async fn wait_replicated(
     part: &Partition,
     required: i64,
     leader_epoch: i32,
