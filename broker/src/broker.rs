@@ -137,6 +137,7 @@ impl Broker {
             isr_tx,
         ));
         let metrics = Arc::new(Metrics::new());
+        let _ = metrics.data_dir.set(config.data_dir.clone());
         let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
         let broker = Arc::new(Self {
             metadata: MetadataStore::new(config.node_id, controller.clone()),
@@ -307,6 +308,12 @@ impl Broker {
                 match result {
                     Ok(Ok(state)) => {
                         info!(topic = %p.topic, partition = p.partition, isr = ?state.isr, "ISR changed");
+                        let before = part.isr().len();
+                        if state.isr.len() < before {
+                            b.metrics.isr_shrinks.inc();
+                        } else if state.isr.len() > before {
+                            b.metrics.isr_expands.inc();
+                        }
                         part.complete_isr_change(
                             p.leader_epoch,
                             Some((state.isr, state.partition_epoch)),

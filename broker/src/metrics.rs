@@ -36,6 +36,26 @@ pub struct Metrics {
     pub log_segments: IntGaugeVec,
     pub log_start_offset: IntGaugeVec,
     pub log_end_offset: IntGaugeVec,
+    pub partitions: IntGauge,
+    pub partition_leaders: IntGauge,
+    pub under_replicated: IntGauge,
+    pub under_min_isr: IntGauge,
+    pub isr_shrinks: prometheus::IntCounter,
+    pub isr_expands: prometheus::IntCounter,
+    pub purgatory: IntGaugeVec,
+    pub log_dir_free: IntGauge,
+    pub log_dir_total: IntGauge,
+    /// Where the logs live (for the free-space gauges).
+    pub data_dir: std::sync::OnceLock<std::path::PathBuf>,
+}
+
+/// Counts a request parked in a purgatory while it lives.
+pub struct Parked(IntGauge);
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Default for Metrics {
@@ -124,8 +144,65 @@ impl Metrics {
             "Next offset to be written in a partition's log.",
             pl,
         );
+        let simple = |name: &str, help: &str| {
+            let g = IntGauge::new(name, help).expect("metric");
+            registry.register(Box::new(g.clone())).expect("register");
+            g
+        };
+        let partitions = simple("skein_partitions", "Partition replicas this broker hosts.");
+        let partition_leaders = simple("skein_partition_leaders", "Partitions this broker leads.");
+        let under_replicated = simple(
+            "skein_partitions_under_replicated",
+            "Partitions this broker leads whose ISR is smaller than their replica set.",
+        );
+        let under_min_isr = simple(
+            "skein_partitions_under_min_isr",
+            "Partitions this broker leads whose ISR is smaller than min.insync.replicas.",
+        );
+        let count = |name: &str, help: &str| {
+            let c = prometheus::IntCounter::new(name, help).expect("metric");
+            registry.register(Box::new(c.clone())).expect("register");
+            c
+        };
+        let isr_shrinks = count(
+            "skein_isr_shrinks_total",
+            "ISR shrinks of partitions this broker leads, accepted by the controller.",
+        );
+        let isr_expands = count(
+            "skein_isr_expands_total",
+            "ISR expansions of partitions this broker leads, accepted by the controller.",
+        );
+        let purgatory = gauge(
+            "skein_purgatory_size",
+            "Requests waiting: produce (acks=all until the ISR has the records), fetch (long polls).",
+            &["kind"],
+        );
+        let log_dir_free = simple(
+            "skein_log_dir_free_bytes",
+            "Bytes available to the broker on the filesystem of its data directory.",
+        );
+        let log_dir_total = simple(
+            "skein_log_dir_total_bytes",
+            "Size of the filesystem of the broker's data directory.",
+        );
+        #[cfg(target_os = "linux")]
+        registry
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
+            .expect("register");
         Self {
             registry,
+            partitions,
+            partition_leaders,
+            under_replicated,
+            under_min_isr,
+            isr_shrinks,
+            isr_expands,
+            purgatory,
+            log_dir_free,
+            log_dir_total,
+            data_dir: std::sync::OnceLock::new(),
             bytes_in,
             records_in,
             bytes_out,
@@ -141,8 +218,34 @@ impl Metrics {
         }
     }
 
+    /// Parks one request of `kind` (`produce`, `fetch`) until the guard drops.
+    pub fn park(&self, kind: &str) -> Parked {
+        let g = self.purgatory.with_label_values(&[kind]);
+        g.inc();
+        Parked(g)
+    }
+
     /// Refreshes the per-partition gauges and renders the text exposition.
     pub fn render(&self, replicas: &ReplicaManager) -> String {
+        let (mut hosted, mut leaders, mut under, mut under_min) = (0, 0, 0, 0);
+        for p in replicas.all() {
+            hosted += 1;
+            let (leader, isr, replicas, min_isr) = p.replication_summary();
+            if leader {
+                leaders += 1;
+                under += (isr < replicas) as i64;
+                under_min += (isr < min_isr) as i64;
+            }
+        }
+        self.partitions.set(hosted);
+        self.partition_leaders.set(leaders);
+        self.under_replicated.set(under);
+        self.under_min_isr.set(under_min);
+        if let Some(dir) = self.data_dir.get() {
+            let (total, free) = crate::handlers::admin::disk_space(dir);
+            self.log_dir_total.set(total);
+            self.log_dir_free.set(free);
+        }
         self.log_size.reset();
         self.log_segments.reset();
         self.log_start_offset.reset();

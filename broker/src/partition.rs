@@ -638,6 +638,17 @@ impl Partition {
         self.log.read().expect("log lock").log_end_offset()
     }
 
+    /// (leads it, ISR size, replica count, min.insync.replicas) for metrics.
+    pub fn replication_summary(&self) -> (bool, usize, usize, usize) {
+        let st = self.state();
+        (
+            st.role == Role::Leader,
+            st.isr.len(),
+            st.replicas.len(),
+            st.min_isr,
+        )
+    }
+
     /// Whether the ISR is smaller than the replica set (leader's view).
     pub fn is_under_replicated(&self) -> bool {
         let st = self.state();

@@ -134,6 +134,7 @@ struct ControllerMetrics {
     offline: IntGauge,
     under_replicated: IntGauge,
     broker_restarts: IntGaugeVec,
+    reassigning: IntGauge,
 }
 
 impl ControllerMetrics {
@@ -164,11 +165,17 @@ impl ControllerMetrics {
         registry.register(Box::new(offline.clone()))?;
         registry.register(Box::new(under_replicated.clone()))?;
         registry.register(Box::new(broker_restarts.clone()))?;
+        let reassigning = IntGauge::new(
+            "skein_controller_reassignments_in_progress",
+            "Partitions whose replicas are being moved.",
+        )?;
+        registry.register(Box::new(reassigning.clone()))?;
         Ok(Self {
             sessions,
             offline,
             under_replicated,
             broker_restarts,
+            reassigning,
         })
     }
 
@@ -187,6 +194,14 @@ impl ControllerMetrics {
         }
         self.offline.set(offline);
         self.under_replicated.set(under);
+        let reassigning = controller
+            .image()
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| p.is_reassigning())
+            .count();
+        self.reassigning.set(reassigning as i64);
     }
 }
 
@@ -213,6 +228,11 @@ pub async fn run_local(
     let ticker = controller.spawn_ticker(Duration::from_millis(250));
     let registry = Registry::new();
     let metrics = Arc::new(ControllerMetrics::new(&registry)?);
+    registry.register(Box::new(controller.elections.clone()))?;
+    #[cfg(target_os = "linux")]
+    registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))?;
     let metrics_task = {
         let registry = registry.clone();
         let addr = opts.metrics_listen;

@@ -46,6 +46,9 @@ pub struct ControllerService {
     /// can read it while the controller is delivering.
     view: RwLock<View>,
     published: tokio::sync::watch::Sender<u64>,
+    /// `skein_controller_leader_elections_total{kind}`: clean, unclean,
+    /// preferred (registered by whoever exports the controller's metrics).
+    pub elections: prometheus::IntCounterVec,
 }
 
 pub(crate) fn controller_error(e: ControllerError) -> ApiError {
@@ -104,10 +107,22 @@ impl ControllerService {
             links: BTreeMap::new(),
         };
         let view = RwLock::new(Arc::new(build_view(&state)));
+        let elections = prometheus::IntCounterVec::new(
+            prometheus::Opts::new(
+                "skein_controller_leader_elections_total",
+                "Partition leaders the controller elected after the first, by kind: clean (from the ISR), unclean (outside it), preferred (back to the first replica).",
+            ),
+            &["kind"],
+        )
+        .expect("metric");
+        for kind in ["clean", "unclean", "preferred"] {
+            elections.with_label_values(&[kind]);
+        }
         Ok(Arc::new(Self {
             state: Mutex::new(state),
             view,
             published: tokio::sync::watch::channel(0).0,
+            elections,
         }))
     }
 
@@ -139,6 +154,7 @@ impl ControllerService {
     /// returns the replies.
     pub fn handle(&self, event: Event) -> Result<Vec<Reply>, ApiError> {
         let mut st = self.state.lock().expect("controller lock");
+        let rebalancing = matches!(event, Event::Tick | Event::ElectLeaders { .. });
         let config_topic = match &event {
             Event::TopicConfigChanged { topic, .. } => Some(topic.clone()),
             _ => None,
@@ -160,7 +176,10 @@ impl ControllerService {
                     partition,
                     leader,
                     ..
-                } => tracing::warn!(topic, partition, leader, "unclean leader election"),
+                } => {
+                    self.elections.with_label_values(&["unclean"]).inc();
+                    tracing::warn!(topic, partition, leader, "unclean leader election")
+                }
                 Command::BecomeLeader {
                     broker,
                     topic,
@@ -170,17 +189,27 @@ impl ControllerService {
                     replicas,
                     isr,
                     ..
-                } => changes
-                    .entry(broker)
-                    .or_default()
-                    .push(PartitionChange::Leader {
-                        topic,
-                        partition: partition as i32,
-                        leader_epoch,
-                        partition_epoch,
-                        replicas,
-                        isr,
-                    }),
+                } => {
+                    if leader_epoch > 0 {
+                        let kind = if rebalancing && replicas.first() == Some(&broker) {
+                            "preferred"
+                        } else {
+                            "clean"
+                        };
+                        self.elections.with_label_values(&[kind]).inc();
+                    }
+                    changes
+                        .entry(broker)
+                        .or_default()
+                        .push(PartitionChange::Leader {
+                            topic,
+                            partition: partition as i32,
+                            leader_epoch,
+                            partition_epoch,
+                            replicas,
+                            isr,
+                        });
+                }
                 Command::BecomeFollower {
                     broker,
                     topic,

@@ -379,7 +379,7 @@ pub fn describe_log_dirs(
 }
 
 /// Total and available bytes of the filesystem holding `dir` (-1 if unknown).
-fn disk_space(dir: &std::path::Path) -> (i64, i64) {
+pub(crate) fn disk_space(dir: &std::path::Path) -> (i64, i64) {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
         return (-1, -1);

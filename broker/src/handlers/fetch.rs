@@ -102,6 +102,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         .iter()
         .filter_map(|w| w.part.as_ref().ok().cloned())
         .collect();
+    let mut parked = None;
     loop {
         // Register for wake-ups before reading so an append that lands
         // between the read and the wait is not missed.
@@ -114,6 +115,9 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         let expired = Instant::now() >= deadline;
         if total >= min_bytes || errored || expired || waits.is_empty() {
             return build_response(results, &topics, &wanted, version, read_committed);
+        }
+        if parked.is_none() {
+            parked = Some(broker.metrics.park("fetch"));
         }
         let woke = poll_fn(|cx| {
             for w in waits.iter_mut() {

@@ -99,6 +99,7 @@ pub async fn handle(
         }
         resp.responses.push(tr);
     }
+    let _parked = (!pending.is_empty()).then(|| broker.metrics.park("produce"));
     for (t, p, part, required, epoch) in pending {
         if let Err(e) = wait_replicated(&part, required, epoch, deadline).await {
             count_error(broker, e.code);
