@@ -2,7 +2,9 @@
 # Runs every Skein test. Installs what the tests need on the way (Python venv,
 # npm packages, Maven jars, kcat from Debian) — see e2e/setup.sh.
 #
-#   ./test.sh            everything: format, lint, unit + integration tests, real-client e2e suite
+#   ./test.sh            everything: format, lint, unit + integration tests, Helm chart checks,
+#                        real-client e2e suite (single broker and a 3-broker cluster),
+#                        observability (promtool, real Prometheus), benchmark smoke
 #   ./test.sh --rust     only the Rust workspace (fmt, clippy, cargo test)
 #
 # CARGO_TARGET_DIR is honoured (CI points it at a cache outside the clone).
@@ -35,6 +37,10 @@ cargo build --release -p skein-broker -p skein-operator
 step "e2e: real Kafka clients against skein-broker and a 3-broker local cluster (skein-operator local)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
     e2e/run.sh
+
+step "observability: promtool rule tests, then the dashboard and alerts against a real Prometheus (3-broker local cluster; operator on e2e/k8s's control plane)"
+SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
+    bash observability/test.sh
 
 step "benchmark harness smoke: e2e/bench/run.sh --quick (keeps the harness working; speed is not asserted)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" e2e/bench/run.sh --quick \

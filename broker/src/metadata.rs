@@ -32,6 +32,12 @@ pub struct PartitionMeta {
     pub isr: Vec<i32>,
     pub leader: i32,
     pub leader_epoch: i32,
+    /// Replicas a running reassignment adds (not yet in sync).
+    #[serde(default)]
+    pub adding_replicas: Vec<i32>,
+    /// Replicas a running reassignment drops once the target is in sync.
+    #[serde(default)]
+    pub removing_replicas: Vec<i32>,
 }
 
 /// One topic.
@@ -322,6 +328,28 @@ impl MetadataStore {
             },
         )?;
         self.topic(name).ok_or_else(|| Self::unknown(name))
+    }
+
+    /// Moves a partition to `target` replicas (preferred leader first), or
+    /// cancels its running reassignment (`None`).
+    pub fn reassign_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        target: Option<Vec<i32>>,
+    ) -> Result<(), ApiError> {
+        request(
+            self.controller.as_ref(),
+            Event::ReassignPartition {
+                topic: topic.to_string(),
+                partition: partition.max(0) as u32,
+                target,
+            },
+            |r| match r {
+                Reply::ReassignPartition { result, .. } => Some(result),
+                _ => None,
+            },
+        )
     }
 
     /// Hands out the next producer id from a block the controller allocated

@@ -258,6 +258,31 @@ async fn every_advertised_version_of_every_api_answers() {
         assert_eq!(r.responses[0].error_code, 0, "DeleteTopics v{v} ({name})");
         checked += 1;
     }
+    for v in range(ApiKey::ListPartitionReassignments) {
+        let r = ok(&mut c, &ListPartitionReassignmentsRequest::default(), v).await;
+        assert_eq!(r.error_code, 0, "ListPartitionReassignments v{v}");
+        assert!(r.topics.is_empty(), "nothing is being moved");
+        checked += 1;
+    }
+    for v in range(ApiKey::AlterPartitionReassignments) {
+        // cancelling when nothing runs: a partition-level error, never a closed connection
+        let mut p = alter_partition_reassignments_request::ReassignablePartition::default();
+        p.partition_index = 0;
+        p.replicas = None;
+        let mut t = alter_partition_reassignments_request::ReassignableTopic::default();
+        t.name = topic_name("vt");
+        t.partitions = vec![p];
+        let mut req = AlterPartitionReassignmentsRequest::default();
+        req.topics = vec![t];
+        let r = ok(&mut c, &req, v).await;
+        assert_eq!(r.error_code, 0, "AlterPartitionReassignments v{v}");
+        assert_eq!(
+            r.responses[0].partitions[0].error_code,
+            kafka_protocol::error::ResponseError::NoReassignmentInProgress.code(),
+            "AlterPartitionReassignments v{v}"
+        );
+        checked += 1;
+    }
     assert!(checked > 80, "only {checked} API versions checked");
     b.stop().await;
 }

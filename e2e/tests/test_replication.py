@@ -358,3 +358,41 @@ def test_topic_config_change_reaches_the_leader_from_any_broker(cluster, topic):
     res = ConfigResource("topic", topic, set_config={"min.insync.replicas": "2"})
     admin_client(cluster, [other]).alter_configs([res])[res].result(30)
     util.wait_until(lambda: produce() is None, 30, "acks=all accepted again")
+
+
+def test_kafka_reassign_partitions_moves_a_partition(cluster, topic, tmp_path):
+    """Kafka's own kafka-reassign-partitions (ReassignPartitionsCommand) moves a replica from one
+    broker to another under load: the target replica catches up, joins the ISR, the old one is
+    dropped and its data deleted; nothing acknowledged is lost."""
+    import json as _json
+    create_topic(cluster, topic, 1, rf=2, min_isr=1)
+    before = describe(cluster, topic)[0]["replicas"]
+    spare = next(b for b in (1, 2, 3) if b not in before)
+    leaving = before[-1] if before[-1] != leader_of(cluster, topic, 0) else before[0]
+    target = [b for b in before if b != leaving] + [spare]
+    w = ConfluentWriter(cluster, topic, 1)
+    w.start()
+    util.wait_until(lambda: len(w.acked) > 2000, 60, "records written before the move")
+    plan = tmp_path / "reassign.json"
+    plan.write_text(_json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": target, "log_dirs": ["any"] * len(target)}]}))
+    tool = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    r = util.kafka_tool(tool, "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan),
+                        "--execute", check=False)
+    assert r.returncode == 0, r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+    util.wait_until(lambda: sorted(describe(cluster, topic)[0]["replicas"]) == sorted(target)
+                    and sorted(describe(cluster, topic)[0]["isr"]) == sorted(target), 90,
+                    f"replicas and ISR = {target}")
+
+    def verified():
+        v = util.kafka_tool(tool, "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file",
+                            str(plan), "--verify", check=False)
+        out = v.stdout.decode(errors="replace")
+        return v.returncode == 0 and "is completed" in out and "in progress" not in out
+    util.wait_until(verified, 60, "kafka-reassign-partitions --verify: completed")
+    gone = cluster.data_dir / f"broker-{leaving}" / f"{topic}-0"
+    util.wait_until(lambda: not gone.exists(), 30, f"the old replica's data removed from broker {leaving}")
+    assert (cluster.data_dir / f"broker-{spare}" / f"{topic}-0").is_dir()
+    w.halt.set()
+    w.join(200)
+    verify_acked(w.acked, consume_all(cluster, topic, 1))

@@ -81,6 +81,8 @@ fn view_to_pb(v: &ClusterImage) -> pb::MetadataView {
                         isr: p.isr.clone(),
                         leader: p.leader,
                         leader_epoch: p.leader_epoch,
+                        adding_replicas: p.adding_replicas.clone(),
+                        removing_replicas: p.removing_replicas.clone(),
                         ..Default::default()
                     })
                     .collect(),
@@ -125,6 +127,8 @@ fn view_from_pb(v: pb::MetadataView) -> ClusterImage {
                             isr: p.isr,
                             leader: p.leader,
                             leader_epoch: p.leader_epoch,
+                            adding_replicas: p.adding_replicas,
+                            removing_replicas: p.removing_replicas,
                         })
                         .collect(),
                 };
@@ -311,6 +315,16 @@ fn event_to_pb(event: &Event) -> Option<request::Kind> {
                 broker_epoch: *broker_epoch,
             })
         }
+        Event::ReassignPartition {
+            topic,
+            partition,
+            target,
+        } => request::Kind::ReassignPartition(pb::ReassignPartition {
+            topic: topic.clone(),
+            partition: *partition,
+            target: target.clone().unwrap_or_default(),
+            cancel: target.is_none(),
+        }),
         _ => return None,
     })
 }
@@ -364,6 +378,11 @@ fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
         request::Kind::AllocateProducerIds(a) => Event::AllocateProducerIds {
             broker,
             broker_epoch: a.broker_epoch,
+        },
+        request::Kind::ReassignPartition(r) => Event::ReassignPartition {
+            topic: r.topic,
+            partition: r.partition,
+            target: (!r.cancel).then_some(r.target),
         },
     }
 }
@@ -506,6 +525,13 @@ fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
                 }),
                 _ => Err(err()),
             },
+        },
+        Event::ReassignPartition {
+            topic, partition, ..
+        } => Reply::ReassignPartition {
+            topic: topic.clone(),
+            partition: *partition,
+            result: unit(),
         },
         // Not sent by brokers (see `event_to_pb`).
         _ => Reply::Heartbeat {

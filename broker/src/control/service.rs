@@ -350,6 +350,8 @@ fn build_view(st: &State) -> ClusterImage {
                         isr: p.isr.clone(),
                         leader: p.leader,
                         leader_epoch: p.leader_epoch,
+                        adding_replicas: p.adding_replicas.clone(),
+                        removing_replicas: p.removing_replicas.clone(),
                     })
                     .collect(),
                 configs: t.spec.configs.clone(),

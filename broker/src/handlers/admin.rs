@@ -416,3 +416,122 @@ pub fn init_producer_id(
     }
     resp
 }
+
+/// AlterPartitionReassignments (`kafka-reassign-partitions --execute`): each
+/// partition is handed to the controller, which adds the target replicas as
+/// followers, waits until they are in sync, then switches and drops the old
+/// ones. `replicas: null` cancels a running reassignment.
+pub fn alter_partition_reassignments(
+    broker: &Arc<Broker>,
+    req: AlterPartitionReassignmentsRequest,
+) -> AlterPartitionReassignmentsResponse {
+    use alter_partition_reassignments_response::{
+        ReassignablePartitionResponse, ReassignableTopicResponse,
+    };
+    let mut resp = AlterPartitionReassignmentsResponse::default();
+    resp.allow_replication_factor_change = req.allow_replication_factor_change;
+    for t in req.topics {
+        let mut rt = ReassignableTopicResponse::default();
+        rt.name = t.name.clone();
+        for p in t.partitions {
+            let mut rp = ReassignablePartitionResponse::default();
+            rp.partition_index = p.partition_index;
+            let target = p
+                .replicas
+                .map(|r| r.into_iter().map(|b| b.0).collect::<Vec<i32>>());
+            let outcome = (|| -> Result<(), ApiError> {
+                let meta = broker.metadata.topic(&t.name.0).ok_or_else(|| {
+                    ApiError::new(
+                        ResponseError::UnknownTopicOrPartition,
+                        format!("topic '{}' does not exist", t.name.0),
+                    )
+                })?;
+                let current = meta
+                    .partitions
+                    .get(p.partition_index.max(0) as usize)
+                    .filter(|_| p.partition_index >= 0)
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("{}-{} does not exist", t.name.0, p.partition_index),
+                        )
+                    })?;
+                if let Some(target) = &target {
+                    // v1 clients may forbid changing the replication factor.
+                    let rf = current.replicas.len() - current.removing_replicas.len();
+                    if !req.allow_replication_factor_change && target.len() != rf {
+                        return Err(ApiError::new(
+                            ResponseError::InvalidReplicationFactor,
+                            format!(
+                                "the reassignment changes the replication factor from {rf} to {}",
+                                target.len()
+                            ),
+                        ));
+                    }
+                    if let Some(b) = target.iter().find(|b| !is_broker(broker, **b)) {
+                        return Err(ApiError::new(
+                            ResponseError::InvalidReplicaAssignment,
+                            format!("broker {b} is not registered"),
+                        ));
+                    }
+                }
+                broker
+                    .metadata
+                    .reassign_partition(&t.name.0, p.partition_index, target.clone())
+            })();
+            if let Err(e) = outcome {
+                rp.error_code = e.code();
+                rp.error_message = e.message();
+            }
+            rt.partitions.push(rp);
+        }
+        resp.responses.push(rt);
+    }
+    resp
+}
+
+/// ListPartitionReassignments (`kafka-reassign-partitions --verify/--list`):
+/// the partitions whose replicas are being moved, from the metadata view.
+pub fn list_partition_reassignments(
+    broker: &Arc<Broker>,
+    req: ListPartitionReassignmentsRequest,
+) -> ListPartitionReassignmentsResponse {
+    use list_partition_reassignments_response::{
+        OngoingPartitionReassignment, OngoingTopicReassignment,
+    };
+    let image = broker.metadata.image();
+    let wanted: Option<BTreeMap<String, Vec<i32>>> = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let mut resp = ListPartitionReassignmentsResponse::default();
+    for (name, t) in &image.topics {
+        if wanted.as_ref().is_some_and(|w| !w.contains_key(name)) {
+            continue;
+        }
+        let mut ot = OngoingTopicReassignment::default();
+        ot.name = TopicName(strb(name.clone()));
+        for (i, p) in t.partitions.iter().enumerate() {
+            let i = i as i32;
+            if let Some(parts) = wanted.as_ref().and_then(|w| w.get(name)) {
+                if !parts.contains(&i) {
+                    continue;
+                }
+            }
+            if p.adding_replicas.is_empty() && p.removing_replicas.is_empty() {
+                continue;
+            }
+            let mut op = OngoingPartitionReassignment::default();
+            op.partition_index = i;
+            op.replicas = p.replicas.iter().map(|b| BrokerId(*b)).collect();
+            op.adding_replicas = p.adding_replicas.iter().map(|b| BrokerId(*b)).collect();
+            op.removing_replicas = p.removing_replicas.iter().map(|b| BrokerId(*b)).collect();
+            ot.partitions.push(op);
+        }
+        if !ot.partitions.is_empty() {
+            resp.topics.push(ot);
+        }
+    }
+    resp
+}

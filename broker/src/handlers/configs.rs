@@ -224,6 +224,13 @@ pub fn incremental_alter(
                 &res.configs,
                 req.validate_only,
             )
+        } else if res.resource_type == RESOURCE_BROKER
+            && res.configs.iter().all(|c| c.config_operation == 1)
+        {
+            // Broker configs are static, so there is never a dynamic value to
+            // delete: DELETE succeeds as a no-op (kafka-reassign-partitions
+            // --verify clears replication throttles this way).
+            Ok(())
         } else {
             Err(not_alterable(res.resource_type))
         };

@@ -51,6 +51,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -85,6 +87,12 @@ pub async fn handle(
         }
         RequestKind::DeleteTopics(r) => {
             ResponseKind::DeleteTopics(admin::delete_topics(broker, r, v))
+        }
+        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
+            admin::alter_partition_reassignments(broker, r),
+        ),
+        RequestKind::ListPartitionReassignments(r) => {
+            ResponseKind::ListPartitionReassignments(admin::list_partition_reassignments(broker, r))
         }
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(admin::create_partitions(broker, r))
