@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
@@ -148,6 +149,21 @@ pub fn api_name(api: ApiKey) -> &'static str {
         ApiKey::FindCoordinator => "FindCoordinator",
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
+        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
+        ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
+        ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
+        // Not served (the connection is closed): one bounded label.
         _ => "Other",
     };
     s
@@ -201,6 +217,7 @@ async fn process_frame(
         .await;
     match response {
         Some(resp) => {
+            count_errors(broker, api, &resp);
             let out = encode_response(api, version, correlation_id, &resp)?;
             Ok(Some((api, out)))
         }
@@ -343,6 +360,95 @@ impl ByteBufMut for ChunkedBuf {
             .checked_sub(self.flushed)
             .expect("range in an already emitted chunk");
         &mut self.cur[start..r.end - self.flushed]
+    }
+}
+
+/// Counts the non-zero error codes of a response in
+/// `skein_request_errors_total{api, error}` (top-level, per topic, per
+/// partition, per group: wherever the API puts them).
+fn count_errors(broker: &Broker, api: ApiKey, resp: &ResponseKind) {
+    let mut codes: Vec<i16> = Vec::new();
+    match resp {
+        ResponseKind::Produce(r) => codes.extend(
+            r.responses
+                .iter()
+                .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code)),
+        ),
+        ResponseKind::Fetch(r) => {
+            codes.push(r.error_code);
+            codes.extend(
+                r.responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            );
+        }
+        ResponseKind::ListOffsets(r) => codes.extend(
+            r.topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+        ),
+        ResponseKind::Metadata(r) => codes.extend(r.topics.iter().map(|t| t.error_code)),
+        ResponseKind::CreateTopics(r) => codes.extend(r.topics.iter().map(|t| t.error_code)),
+        ResponseKind::DeleteTopics(r) => codes.extend(r.responses.iter().map(|t| t.error_code)),
+        ResponseKind::CreatePartitions(r) => codes.extend(r.results.iter().map(|t| t.error_code)),
+        ResponseKind::DescribeConfigs(r) => codes.extend(r.results.iter().map(|t| t.error_code)),
+        ResponseKind::AlterConfigs(r) => codes.extend(r.responses.iter().map(|t| t.error_code)),
+        ResponseKind::IncrementalAlterConfigs(r) => {
+            codes.extend(r.responses.iter().map(|t| t.error_code))
+        }
+        ResponseKind::DeleteRecords(r) => codes.extend(
+            r.topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+        ),
+        ResponseKind::InitProducerId(r) => codes.push(r.error_code),
+        ResponseKind::FindCoordinator(r) => {
+            codes.push(r.error_code);
+            codes.extend(r.coordinators.iter().map(|c| c.error_code));
+        }
+        ResponseKind::JoinGroup(r) => codes.push(r.error_code),
+        ResponseKind::SyncGroup(r) => codes.push(r.error_code),
+        ResponseKind::Heartbeat(r) => codes.push(r.error_code),
+        ResponseKind::LeaveGroup(r) => codes.push(r.error_code),
+        ResponseKind::OffsetCommit(r) => codes.extend(
+            r.topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+        ),
+        ResponseKind::OffsetFetch(r) => {
+            codes.push(r.error_code);
+            codes.extend(r.groups.iter().map(|g| g.error_code));
+        }
+        ResponseKind::DescribeGroups(r) => codes.extend(r.groups.iter().map(|g| g.error_code)),
+        ResponseKind::ListGroups(r) => codes.push(r.error_code),
+        ResponseKind::DeleteGroups(r) => codes.extend(r.results.iter().map(|g| g.error_code)),
+        ResponseKind::OffsetDelete(r) => codes.push(r.error_code),
+        ResponseKind::ConsumerGroupHeartbeat(r) => codes.push(r.error_code),
+        ResponseKind::ConsumerGroupDescribe(r) => {
+            codes.extend(r.groups.iter().map(|g| g.error_code))
+        }
+        ResponseKind::AlterPartitionReassignments(r) => {
+            codes.push(r.error_code);
+            codes.extend(
+                r.responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            );
+        }
+        ResponseKind::ListPartitionReassignments(r) => codes.push(r.error_code),
+        _ => {}
+    }
+    let name = api_name(api);
+    for code in codes.into_iter().filter(|c| *c != 0) {
+        let label = match ResponseError::try_from_code(code) {
+            Some(e) => format!("{e:?}"),
+            None => code.to_string(),
+        };
+        broker
+            .metrics
+            .request_errors
+            .with_label_values(&[name, &label])
+            .inc();
     }
 }
 

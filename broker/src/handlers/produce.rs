@@ -83,7 +83,6 @@ pub async fn handle(
                 }
                 Err(e) => {
                     tracing::debug!(topic = %td.name.0, partition = pd.index, error = %e, "produce rejected");
-                    count_error(broker, e.code);
                     pr.error_code = e.code();
                     pr.error_message = e.message();
                 }
@@ -102,7 +101,6 @@ pub async fn handle(
     let _parked = (!pending.is_empty()).then(|| broker.metrics.park("produce"));
     for (t, p, part, required, epoch) in pending {
         if let Err(e) = wait_replicated(&part, required, epoch, deadline).await {
-            count_error(broker, e.code);
             let pr = &mut resp.responses[t].partition_responses[p];
             pr.error_code = e.code();
             pr.error_message = e.message();
@@ -113,14 +111,6 @@ pub async fn handle(
     } else {
         Some(resp)
     }
-}
-
-fn count_error(broker: &Broker, code: ResponseError) {
-    broker
-        .metrics
-        .request_errors
-        .with_label_values(&["Produce", &format!("{code:?}")])
-        .inc();
 }
 
 /// Waits until the high watermark reaches `required` (the ISR has the
