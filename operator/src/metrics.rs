@@ -1,5 +1,6 @@
 //! The operator's Prometheus metrics: reconciles, failures and durations per
-//! resource kind, and whether this replica holds the leader Lease.
+//! resource kind, whether this replica holds the leader Lease, and the
+//! progress of rolling restarts.
 
 use prometheus::{
     HistogramOpts, HistogramTimer, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
@@ -12,6 +13,8 @@ pub struct Metrics {
     pub failures: IntCounterVec,
     pub duration: HistogramVec,
     pub leader: IntGauge,
+    /// Broker pods of a cluster not yet on its StatefulSet's newest revision.
+    pub rolling_pending: prometheus::IntGaugeVec,
 }
 
 impl Metrics {
@@ -47,11 +50,20 @@ impl Metrics {
         registry.register(Box::new(failures.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(leader.clone()))?;
+        let rolling_pending = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "skein_operator_rolling_restart_pods_pending",
+                "Broker pods of a KafkaCluster not yet running its newest StatefulSet revision (0: no rolling restart in progress)",
+            ),
+            &["namespace", "cluster"],
+        )?;
+        registry.register(Box::new(rolling_pending.clone()))?;
         Ok(Metrics {
             reconciles,
             failures,
             duration,
             leader,
+            rolling_pending,
         })
     }
 

@@ -88,6 +88,19 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     apply(client, &ns, &objects.pdb).await?;
     let sts = apply(client, &ns, &objects.statefulset).await?;
 
+    // Rolling restart progress: pods not yet on the newest revision.
+    let pending = sts.status.as_ref().map_or(0, |s| {
+        if s.update_revision.is_some() && s.update_revision != s.current_revision {
+            (s.replicas as i64 - s.updated_replicas.unwrap_or(0) as i64).max(0)
+        } else {
+            0
+        }
+    });
+    ctx.metrics
+        .rolling_pending
+        .with_label_values(&[ns.as_str(), name.as_str()])
+        .set(pending);
+
     // Status from what the API server returned for the StatefulSet.
     let new_status = status::cluster_applied(kc, sts.status.as_ref(), now);
     let all_ready = new_status.ready_replicas >= kc.spec.replicas;
