@@ -43,5 +43,6 @@ SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_
     bash observability/test.sh
 
 step "benchmark harness smoke: e2e/bench/run.sh --quick (keeps the harness working; speed is not asserted)"
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" e2e/bench/run.sh --quick \
+SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
+    e2e/bench/run.sh --quick \
     --out "${TMPDIR:-/tmp}/skein-bench-smoke-$$"

@@ -289,14 +289,42 @@ class KafkaCluster(System):
 
 
 class SkeinCluster(System):
-    """Three Skein brokers on loopback. Plugs in once `skein-operator local --brokers 3` exists:
-    implement start/stop/bootstrap/pids here and drop the `available` check."""
+    """Three Skein brokers on loopback: `skein-operator local --brokers 3` (the controller core in
+    the operator process, three skein-broker processes), with the same broker settings."""
 
     label = "Skein"
     replicas = 3
 
+    def __init__(self, workdir: Path):
+        super().__init__(workdir)
+        self.c = brokers.LocalCluster(workdir, 3, dict(COMMON_BROKER_SETTINGS))
+
     def available(self):
-        return "not available yet: the 3-broker Skein cluster (skein-operator local --brokers 3) is not merged"
+        for b in (self.c.binary, self.c.broker_bin):
+            if not (b.is_file() and os.access(b, os.X_OK)):
+                return f"{b} not built (cargo build --release -p skein-broker -p skein-operator)"
+        return None
+
+    def start(self):
+        self.c.start()
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient({"bootstrap.servers": self.c.bootstrap})
+        deadline = time.monotonic() + 60
+        while len(admin.list_topics(timeout=10).brokers) < 3:
+            if time.monotonic() > deadline:
+                raise RuntimeError("three Skein brokers not registered:\n" + self.c.log_tail(40))
+            time.sleep(0.2)
+
+    def stop(self):
+        self.c.stop(120)
+
+    @property
+    def bootstrap(self):
+        return self.c.bootstrap
+
+    def pids(self):
+        # the controller (operator) process counts too, as Kafka's combined nodes include theirs
+        return [self.c.proc.pid] + [p for p in (self.c.broker_pid(i) for i in (1, 2, 3)) if p]
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,10 +25,11 @@ if [[ ! -f "$VENV/.bench-stamp" || "$(cat "$VENV/.bench-stamp")" != "$h" ]]; the
     echo "$h" > "$VENV/.bench-stamp"
 fi
 
-if [[ -z "${SKEIN_BROKER_BIN:-}" ]]; then
-    echo "==> [bench] cargo build --release -p skein-broker"
-    (cd "$ROOT" && cargo build --release -p skein-broker)
-    export SKEIN_BROKER_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/skein-broker"
+if [[ -z "${SKEIN_BROKER_BIN:-}" || -z "${SKEIN_OPERATOR_BIN:-}" ]]; then
+    echo "==> [bench] cargo build --release -p skein-broker -p skein-operator"
+    (cd "$ROOT" && cargo build --release -p skein-broker -p skein-operator)
+    export SKEIN_BROKER_BIN="${SKEIN_BROKER_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/skein-broker}"
+    export SKEIN_OPERATOR_BIN="${SKEIN_OPERATOR_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/skein-operator}"
 fi
 
 echo "==> [bench] $(uptime)"
