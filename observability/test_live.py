@@ -318,8 +318,6 @@ spec: {clusterRef: {name: demo}, partitions: 1, replicationFactor: 1}
         ports = [self.cluster.metrics_port + i for i in range(3)]
         for mport in ports:
             wait_until(lambda m=mport: http_get(f"http://127.0.0.1:{m}/healthz") == b"ok\n", 30, "broker /healthz")
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        wait_until(lambda: len(admin.list_topics(timeout=10).brokers) == 3, 60, "three brokers registered")
         return ports, self.cluster.controller_metrics
 
     # -- Prometheus

@@ -268,11 +268,7 @@ impl Metrics {
                     .set(l.log_end_offset());
             });
         }
-        let mut buf = Vec::new();
-        TextEncoder::new()
-            .encode(&self.registry.gather(), &mut buf)
-            .expect("text encoding");
-        String::from_utf8(buf).expect("utf-8")
+        render_registry(&self.registry)
     }
 }
 
@@ -281,6 +277,25 @@ pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     replicas: Arc<ReplicaManager>,
+) -> std::io::Result<()> {
+    serve_text(addr, Arc::new(move || metrics.render(&replicas))).await
+}
+
+/// Renders a registry in the Prometheus text format.
+pub fn render_registry(registry: &Registry) -> String {
+    let mut buf = Vec::new();
+    if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut buf) {
+        warn!(error = %e, "encoding metrics");
+    }
+    String::from_utf8(buf).unwrap_or_default()
+}
+
+/// The `/metrics` + `/healthz` endpoint for any exposition: `render` runs
+/// on a blocking thread for every scrape. Shared by the broker and the
+/// operator.
+pub async fn serve_text(
+    addr: SocketAddr,
+    render: Arc<dyn Fn() -> String + Send + Sync>,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     info!(%addr, "metrics endpoint listening");
@@ -292,19 +307,16 @@ pub async fn serve(
                 continue;
             }
         };
-        let metrics = metrics.clone();
-        let replicas = replicas.clone();
+        let render = render.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
-                let metrics = metrics.clone();
-                let replicas = replicas.clone();
+                let render = render.clone();
                 async move {
                     let resp = match req.uri().path() {
                         "/metrics" => {
-                            let body =
-                                tokio::task::spawn_blocking(move || metrics.render(&replicas))
-                                    .await
-                                    .unwrap_or_default();
+                            let body = tokio::task::spawn_blocking(move || render())
+                                .await
+                                .unwrap_or_default();
                             Response::builder()
                                 .header("content-type", "text/plain; version=0.0.4")
                                 .body(Full::new(Bytes::from(body)))

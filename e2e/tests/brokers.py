@@ -347,6 +347,13 @@ class LocalCluster:
             if time.monotonic() > deadline:
                 raise RuntimeError("local cluster not listening in time:\n" + self.log_tail(80))
             time.sleep(0.1)
+        # listening is not enough: every broker must have registered with the controller
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        while len(admin.list_topics(timeout=10).brokers) < self.n:
+            if time.monotonic() > deadline:
+                raise RuntimeError("brokers not registered in time:\n" + self.log_tail(80))
+            time.sleep(0.2)
 
     def stop(self, timeout: float = 120.0) -> int | None:
         if self.proc is None or self.proc.poll() is not None:

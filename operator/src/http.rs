@@ -1,56 +1,13 @@
-//! The operator's HTTP endpoint: `/metrics` (Prometheus text) and `/healthz`.
+//! The operator's HTTP endpoint: `/metrics` (Prometheus text) and `/healthz`,
+//! served by the same endpoint code as the broker's.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
-use prometheus::{Encoder, Registry, TextEncoder};
-use tracing::{info, warn};
-
-fn render(registry: &Registry) -> String {
-    let mut buf = Vec::new();
-    if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut buf) {
-        warn!(error = %e, "encoding metrics");
-    }
-    String::from_utf8(buf).unwrap_or_default()
-}
+use prometheus::Registry;
+use skein_broker::metrics::{render_registry, serve_text};
 
 /// Serves the endpoint until the task is dropped.
 pub async fn serve(addr: SocketAddr, registry: Registry) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    info!(%addr, "metrics endpoint listening");
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(error = %e, "metrics accept failed");
-                continue;
-            }
-        };
-        let registry = registry.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
-                let registry = registry.clone();
-                async move {
-                    let resp = match req.uri().path() {
-                        "/metrics" => Response::builder()
-                            .header("content-type", "text/plain; version=0.0.4")
-                            .body(Full::new(Bytes::from(render(&registry)))),
-                        "/healthz" => Response::builder().body(Full::new(Bytes::from("ok\n"))),
-                        _ => Response::builder()
-                            .status(404)
-                            .body(Full::new(Bytes::from("not found\n"))),
-                    };
-                    Ok::<_, Infallible>(resp.expect("static response"))
-                }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
-    }
+    serve_text(addr, Arc::new(move || render_registry(&registry))).await
 }

@@ -152,9 +152,9 @@ fn apply_topic_configs(
     if validate_only {
         return Ok(());
     }
+    // Every broker hosting the topic (this one included) applies the new
+    // configs when the controller publishes them (`topic_configs_changed`).
     broker.metadata.set_topic_configs(topic, configs)?;
-    // Here at once; the other brokers when the new metadata reaches them.
-    broker.apply_topic_config(topic);
     tracing::info!(topic, "topic configs changed");
     Ok(())
 }
