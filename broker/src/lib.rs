@@ -17,7 +17,7 @@ pub mod server;
 
 pub use broker::{Broker, Stop};
 pub use config::{BrokerConfig, Cli};
-pub use control::{ControlPlane, Controller, ControllerService};
+pub use control::{ControlPlane, Controller, ControllerService, MetadataStore};
 
 use std::sync::Arc;
 

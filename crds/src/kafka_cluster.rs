@@ -133,6 +133,11 @@ pub struct ListenersSpec {
     #[serde(default = "default_metrics_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub metrics_port: i32,
+    /// The port the operator's controller dials for its session with each
+    /// broker (gRPC, inside the cluster only).
+    #[serde(default = "default_control_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub control_port: i32,
     /// Type of the bootstrap Service.
     #[serde(default)]
     pub bootstrap_service_type: BootstrapServiceType,
@@ -149,11 +154,16 @@ fn default_metrics_port() -> i32 {
     9644
 }
 
+fn default_control_port() -> i32 {
+    9192
+}
+
 impl Default for ListenersSpec {
     fn default() -> Self {
         ListenersSpec {
             kafka_port: default_kafka_port(),
             metrics_port: default_metrics_port(),
+            control_port: default_control_port(),
             bootstrap_service_type: BootstrapServiceType::default(),
             bootstrap_service_annotations: BTreeMap::new(),
         }

@@ -39,6 +39,9 @@ pub struct Context {
     /// How long a deleted Topic waits for its data to be removed before the
     /// finalizer gives up (so a broken cluster never blocks deletion forever).
     pub topic_cleanup_grace: Duration,
+    /// The clusters' controllers (the `kubernetes` platform); `None` where
+    /// no controller runs (reconcile tests against a mocked API server).
+    pub runtimes: Option<Arc<crate::runtime::Runtimes>>,
 }
 
 impl Context {
@@ -61,6 +64,7 @@ impl Context {
             options,
             topic_remover,
             topic_cleanup_grace: Duration::from_secs(120),
+            runtimes: None,
         }
     }
 }

@@ -25,6 +25,8 @@ pub enum Error {
     Status(#[source] kube::Error),
     #[error("removing topic {topic} through the cluster: {message}")]
     TopicRemoval { topic: String, message: String },
+    #[error("cluster controller: {0}")]
+    Controller(String),
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
@@ -38,6 +40,7 @@ impl Error {
             Error::Apply { .. } => "apply",
             Error::Status(_) => "status",
             Error::TopicRemoval { .. } => "topic_removal",
+            Error::Controller(_) => "controller",
             Error::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
                     inner.metric_label()

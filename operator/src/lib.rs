@@ -19,6 +19,7 @@ pub mod local;
 pub mod metrics;
 pub mod reconcile;
 pub mod run;
+pub mod runtime;
 pub mod status;
 pub mod validate;
 

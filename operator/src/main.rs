@@ -104,6 +104,10 @@ struct KubernetesArgs {
     /// Seconds a Lease stays valid without renewal.
     #[arg(long, default_value_t = 15)]
     lease_duration_seconds: u64,
+    /// `broker.session.timeout.ms` of every cluster's controller: a broker
+    /// whose session stays broken this long is fenced.
+    #[arg(long, env = "SKEIN_BROKER_SESSION_TIMEOUT_MS", default_value_t = 9000)]
+    session_timeout_ms: u64,
 }
 
 fn init_logging(format: &str) {
@@ -181,6 +185,7 @@ fn main() -> ExitCode {
                 namespaces: args.namespaces,
                 build,
                 lease,
+                session_timeout_ms: args.session_timeout_ms,
             };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(r) => r,

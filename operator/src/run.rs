@@ -24,6 +24,7 @@ use crate::kafka_admin::KafkaTopicRemover;
 use crate::leader::{LeaderElector, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::reconcile::{kafka_cluster, topic};
+use crate::runtime::Runtimes;
 
 /// Settings of `skein-operator kubernetes`.
 #[derive(Clone, Debug)]
@@ -34,6 +35,8 @@ pub struct KubernetesOptions {
     pub build: BuildOptions,
     /// `None` runs without leader election (a single replica).
     pub lease: Option<LeaseConfig>,
+    /// Broker session timeout of the clusters' controllers.
+    pub session_timeout_ms: u64,
 }
 
 fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
@@ -105,7 +108,8 @@ fn topic_controller(
 
 /// Runs the operator until a shutdown signal or the loss of the leader Lease.
 pub async fn run(opts: KubernetesOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let client = Client::try_default().await?;
+    let config = kube::Config::infer().await?;
+    let client = Client::try_from(config.clone())?;
     let registry = Registry::new();
     let metrics = Metrics::new(&registry)?;
     let http = tokio::spawn(crate::http::serve(opts.metrics_listen, registry.clone()));
@@ -120,13 +124,19 @@ pub async fn run(opts: KubernetesOptions) -> Result<(), Box<dyn std::error::Erro
     }
 
     let identity = opts.lease.as_ref().map(|l| l.identity.clone());
-    let ctx = Arc::new(Context::new(
+    let mut ctx = Context::new(
         client.clone(),
         metrics.clone(),
         opts.build.clone(),
         Arc::new(KafkaTopicRemover::default()),
         identity,
-    ));
+    );
+    ctx.runtimes = Some(Arc::new(Runtimes::new(
+        config,
+        client.clone(),
+        opts.session_timeout_ms,
+    )));
+    let ctx = Arc::new(ctx);
     let scopes: Vec<Option<&str>> = if opts.namespaces.is_empty() {
         vec![None]
     } else {

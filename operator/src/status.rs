@@ -25,6 +25,59 @@ pub struct ClusterStatusPatch {
     pub ready_replicas: i32,
     pub selector: String,
     pub bootstrap: String,
+    /// From the cluster's controller, when one runs (kubernetes platform).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brokers: Option<Vec<skein_crds::BrokerStatus>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub under_replicated_partitions: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offline_partitions: Option<i32>,
+}
+
+/// Adds what the cluster's controller knows: its brokers and their
+/// sessions, under-replicated and offline partitions (offline ones make the
+/// cluster `Degraded`).
+pub fn add_controller_view(
+    patch: &mut ClusterStatusPatch,
+    kc: &KafkaCluster,
+    view: &skein_broker::control::View,
+    now: Time,
+) {
+    patch.brokers = Some(
+        view.brokers
+            .values()
+            .map(|b| skein_crds::BrokerStatus {
+                id: b.id,
+                host: format!("{}:{}", b.host, b.port),
+                ready: b.alive,
+                rack: b.rack.clone(),
+            })
+            .collect(),
+    );
+    let (mut under, mut offline) = (0, 0);
+    for p in view.topics.values().flat_map(|t| t.partitions.iter()) {
+        if p.leader < 0 {
+            offline += 1;
+        }
+        if p.isr.len() < p.replicas.len() {
+            under += 1;
+        }
+    }
+    patch.under_replicated_partitions = Some(under);
+    patch.offline_partitions = Some(offline);
+    if offline > 0 {
+        let degraded = condition(
+            previous_cluster_conditions(kc),
+            T::Degraded,
+            S::True,
+            "PartitionsOffline",
+            format!("{offline} partition(s) have no leader"),
+            kc.metadata.generation,
+            now,
+        );
+        patch.conditions.retain(|c| c.type_ != T::Degraded.as_str());
+        patch.conditions.push(degraded);
+    }
 }
 
 /// The part of `Topic.status` the reconciler writes.
@@ -118,6 +171,9 @@ pub fn cluster_applied(
         ready_replicas: ready,
         selector: selector_string(&names),
         bootstrap: names.bootstrap_address(kc.spec.listeners.kafka_port),
+        brokers: None,
+        under_replicated_partitions: None,
+        offline_partitions: None,
     }
 }
 
@@ -157,6 +213,9 @@ pub fn cluster_invalid(kc: &KafkaCluster, invalid: &InvalidSpec, now: Time) -> C
         ready_replicas: old.ready_replicas,
         selector: selector_string(&names),
         bootstrap: names.bootstrap_address(kc.spec.listeners.kafka_port),
+        brokers: None,
+        under_replicated_partitions: None,
+        offline_partitions: None,
     }
 }
 

@@ -7,7 +7,7 @@
 pub mod grpc;
 mod service;
 
-pub use service::{write_atomic, ControllerService};
+pub use service::{kafka_base64, write_atomic, ControllerService, FileStore, MetadataStore};
 
 use crate::error::ApiError;
 use crate::metadata::ClusterImage;

@@ -31,10 +31,41 @@ struct PersistedMetadata {
     image: MetadataImage,
 }
 
+/// Where the controller keeps its image: a file for a broker or the local
+/// platform, a ConfigMap on Kubernetes. `save` is called under the
+/// controller's lock before any instruction derived from the change goes out,
+/// so it must be durable when it returns.
+pub trait MetadataStore: Send + Sync {
+    /// The bytes last saved, `None` when nothing was ever saved.
+    fn load(&self) -> std::io::Result<Option<Vec<u8>>>;
+    fn save(&self, bytes: &[u8]) -> std::io::Result<()>;
+    /// For error messages.
+    fn describe(&self) -> String;
+}
+
+/// [`MetadataStore`] in one file, replaced atomically.
+pub struct FileStore(pub PathBuf);
+
+impl MetadataStore for FileStore {
+    fn load(&self) -> std::io::Result<Option<Vec<u8>>> {
+        match std::fs::read(&self.0) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    fn save(&self, bytes: &[u8]) -> std::io::Result<()> {
+        write_atomic(&self.0, bytes)
+    }
+    fn describe(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
 struct State {
     core: ControllerCore,
     cluster_id: String,
-    path: Option<PathBuf>,
+    store: Option<Box<dyn MetadataStore>>,
     links: BTreeMap<i32, Arc<dyn BrokerLink>>,
 }
 
@@ -78,13 +109,23 @@ impl ControllerService {
     /// A controller whose image lives in `path` (created when missing), or
     /// only in memory when `path` is `None`.
     pub fn open(path: Option<&Path>, config: ControllerConfig) -> std::io::Result<Arc<Self>> {
-        let loaded = match path {
-            Some(path) => match std::fs::read(path) {
-                Ok(bytes) => {
+        let store = path.map(|p| Box::new(FileStore(p.to_path_buf())) as Box<dyn MetadataStore>);
+        Self::open_store(store, config)
+    }
+
+    /// A controller whose image lives in `store` (an empty cluster with a
+    /// new cluster id when the store holds nothing yet).
+    pub fn open_store(
+        store: Option<Box<dyn MetadataStore>>,
+        config: ControllerConfig,
+    ) -> std::io::Result<Arc<Self>> {
+        let loaded = match &store {
+            Some(store) => match store.load()? {
+                Some(bytes) => {
                     let invalid = |e: String| {
                         std::io::Error::new(
                             std::io::ErrorKind::InvalidData,
-                            format!("{}: {e}", path.display()),
+                            format!("{}: {e}", store.describe()),
                         )
                     };
                     let p: PersistedMetadata =
@@ -93,8 +134,7 @@ impl ControllerService {
                         .map_err(|e| invalid(e.to_string()))?;
                     Some((core, p.cluster_id))
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(e),
+                None => None,
             },
             None => None,
         };
@@ -103,7 +143,7 @@ impl ControllerService {
         let state = State {
             core,
             cluster_id,
-            path: path.map(Path::to_path_buf),
+            store,
             links: BTreeMap::new(),
         };
         let view = RwLock::new(Arc::new(build_view(&state)));
@@ -249,13 +289,13 @@ impl ControllerService {
             }
         }
         if persist {
-            if let Some(path) = &st.path {
+            if let Some(store) = &st.store {
                 let bytes = serde_json::to_vec_pretty(&PersistedMetadata {
                     cluster_id: st.cluster_id.clone(),
                     image: st.core.image().clone(),
                 })
                 .expect("serializable");
-                write_atomic(path, &bytes).map_err(|e| {
+                store.save(&bytes).map_err(|e| {
                     ApiError::new(
                         ResponseError::KafkaStorageError,
                         format!("cannot persist metadata: {e}"),
@@ -392,8 +432,13 @@ fn build_view(st: &State) -> ClusterImage {
 
 fn new_cluster_id() -> String {
     // Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
+    kafka_base64(Uuid::new_v4().into_bytes())
+}
+
+/// 16 bytes as Kafka prints cluster and topic ids: URL-safe base64 without
+/// padding.
+pub fn kafka_base64(bytes: [u8; 16]) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = Uuid::new_v4().into_bytes();
     let mut out = String::with_capacity(22);
     let mut acc: u32 = 0;
     let mut bits = 0;

@@ -168,6 +168,52 @@ impl GroupCoordinator {
             return;
         }
         let now = now_ms();
+        // What is in memory for this partition is replaced by what its log
+        // says. Requests parked in a join or sync barrier of those groups
+        // would wait on state that no longer exists: answer them
+        // NOT_COORDINATOR (as Kafka does when it unloads a group) so their
+        // clients look the coordinator up again and rejoin at once.
+        let mut unloaded = 0usize;
+        let joins: Vec<(String, String)> = st
+            .join_waiters
+            .keys()
+            .filter(|(g, _)| partition_for(g, n) == p)
+            .cloned()
+            .collect();
+        for key in joins {
+            if let Some(tx) = st.join_waiters.remove(&key) {
+                unloaded += 1;
+                let _ = tx.send(JoinResponse {
+                    error: Some(ResponseError::NotCoordinator),
+                    generation: -1,
+                    member_id: key.1.clone(),
+                    ..Default::default()
+                });
+            }
+        }
+        let syncs: Vec<(String, String)> = st
+            .sync_waiters
+            .keys()
+            .filter(|(g, _)| partition_for(g, n) == p)
+            .cloned()
+            .collect();
+        for key in syncs {
+            if let Some(tx) = st.sync_waiters.remove(&key) {
+                unloaded += 1;
+                let _ = tx.send(SyncResponse {
+                    error: Some(ResponseError::NotCoordinator),
+                    ..Default::default()
+                });
+            }
+        }
+        if unloaded > 0 {
+            warn!(
+                partition = p,
+                leader_epoch = epoch,
+                parked = unloaded,
+                "groups reloaded at a new leader epoch; parked requests answered NOT_COORDINATOR"
+            );
+        }
         st.classic.retain(|g, _| partition_for(g, n) != p);
         st.consumer.retain(|g, _| partition_for(g, n) != p);
         let stale: Vec<String> = st

@@ -43,9 +43,11 @@ pub fn broker_command(kc: &KafkaCluster, names: &ClusterNames) -> String {
     let mut cmd = format!(
         "exec skein-broker --node-id \"${{HOSTNAME##*-}}\" --data-dir {DATA_DIR} \
          --listen 0.0.0.0:{kafka} --advertised \"${{HOSTNAME}}.{headless}.{ns}.svc:{kafka}\" \
-         --metrics-listen 0.0.0.0:{metrics} --config {CONFIG_DIR}/{PROPERTIES_KEY}",
+         --metrics-listen 0.0.0.0:{metrics} --control-listen 0.0.0.0:{control} \
+         --config {CONFIG_DIR}/{PROPERTIES_KEY}",
         kafka = l.kafka_port,
         metrics = l.metrics_port,
+        control = l.control_port,
         headless = names.headless_service(),
         ns = names.namespace,
     );
@@ -104,6 +106,12 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
             ContainerPort {
                 name: Some("metrics".into()),
                 container_port: l.metrics_port,
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+            ContainerPort {
+                name: Some("control".into()),
+                container_port: l.control_port,
                 protocol: Some("TCP".into()),
                 ..ContainerPort::default()
             },

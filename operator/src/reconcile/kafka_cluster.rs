@@ -88,6 +88,20 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     apply(client, &ns, &objects.pdb).await?;
     let sts = apply(client, &ns, &objects.statefulset).await?;
 
+    // The cluster's controller (kubernetes platform): started on first sight,
+    // then kept in session with every broker of the spec.
+    let view = match &ctx.runtimes {
+        Some(runtimes) => Some(
+            runtimes
+                .ensure(kc)
+                .await
+                .map_err(Error::Controller)?
+                .controller
+                .view(),
+        ),
+        None => None,
+    };
+
     // Rolling restart progress: pods not yet on the newest revision.
     let pending = sts.status.as_ref().map_or(0, |s| {
         if s.update_revision.is_some() && s.update_revision != s.current_revision {
@@ -102,7 +116,10 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         .set(pending);
 
     // Status from what the API server returned for the StatefulSet.
-    let new_status = status::cluster_applied(kc, sts.status.as_ref(), now);
+    let mut new_status = status::cluster_applied(kc, sts.status.as_ref(), now.clone());
+    if let Some(view) = &view {
+        status::add_controller_view(&mut new_status, kc, view, now.clone());
+    }
     let all_ready = new_status.ready_replicas >= kc.spec.replicas;
     patch_status(&clusters, &name, &new_status).await?;
 

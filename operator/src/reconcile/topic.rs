@@ -123,6 +123,18 @@ async fn apply(
         return Ok(Action::await_change());
     }
 
+    // The cluster's controller creates the topic, adds partitions and
+    // applies configs; its placement comes back into status.partitions.
+    if let Some(rt) = ctx.runtimes.as_ref().and_then(|r| r.get(&ns, cluster_name)) {
+        if let Err(message) = rt.ensure_topic(&topic.spec, topic.kafka_name()) {
+            warn!(topic = %name, namespace = %ns, "{message}");
+            return Err(Error::Controller(format!(
+                "topic {:?}: {message}",
+                topic.kafka_name()
+            )));
+        }
+    }
+
     let patch = status::topic_accepted(topic, now_t);
     let ready = skein_crds::condition::is_true(&patch.conditions, skein_crds::ConditionType::Ready);
     patch_status(topics, &name, &patch).await?;
@@ -166,11 +178,19 @@ async fn cleanup(topic: &Topic, ctx: &Context, now: Timestamp) -> Result<Action>
     };
     let names = ClusterNames::of(&cluster);
     let bootstrap = names.bootstrap_address(cluster.spec.listeners.kafka_port);
-    match ctx
-        .topic_remover
-        .delete_topic(&bootstrap, &kafka_name)
-        .await
+    let removed = match ctx
+        .runtimes
+        .as_ref()
+        .and_then(|r| r.get(&names.namespace, &names.cluster))
     {
+        Some(rt) => rt.delete_topic(&kafka_name),
+        None => {
+            ctx.topic_remover
+                .delete_topic(&bootstrap, &kafka_name)
+                .await
+        }
+    };
+    match removed {
         Ok(()) => {
             let note = format!(
                 "deleted topic {kafka_name:?} from cluster {}",

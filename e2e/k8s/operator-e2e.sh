@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The operator's e2e suite on a real Kubernetes API server (this machine's
+# e2e/k8s control plane), with a real skein-broker process behind every
+# broker pod (pod_runner.py). Builds what is missing: the control plane
+# binaries (e2e/k8s/build.sh, cached), the Python venv (e2e/setup.sh), the
+# broker and operator (release). Runs inside netns.sh (needs root): pod IPs
+# are local addresses there and /etc/hosts is private, standing in for
+# cluster DNS.
+#   e2e/k8s/operator-e2e.sh [pytest args]
+# Env: SKEIN_BROKER_BIN, SKEIN_OPERATOR_BIN (default: target/release/...).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+export SKEIN_BROKER_BIN=${SKEIN_BROKER_BIN:-$TARGET/release/skein-broker}
+export SKEIN_OPERATOR_BIN=${SKEIN_OPERATOR_BIN:-$TARGET/release/skein-operator}
+if [[ ! -x $SKEIN_BROKER_BIN || ! -x $SKEIN_OPERATOR_BIN ]]; then
+  (cd "$ROOT" && cargo build --release -p skein-broker -p skein-operator)
+fi
+bash "$HERE/build.sh" >/dev/null
+"$ROOT/e2e/setup.sh" >/dev/null
+export SKEIN_K8S_POD_CIDR=${SKEIN_K8S_POD_CIDR:-198.18.0.0/16}
+exec "$HERE/netns.sh" "$ROOT/e2e/.venv/bin/python" -m pytest -v -s -p no:cacheprovider \
+  "$HERE/test_operator.py" "$@"

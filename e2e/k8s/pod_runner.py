@@ -1,0 +1,186 @@
+"""A stand-in kubelet for broker pods on the e2e/k8s control plane.
+
+kwok marks pods Running and gives them an IP, but nothing runs in them (there
+is no container runtime here). This runner makes each skein broker pod real:
+for every Running pod it starts the pod's own container command (`/bin/sh -c
+<args>` exactly as the StatefulSet builder wrote it) as a local process, with
+
+- `skein-broker` replaced by the binary under test,
+- `0.0.0.0` replaced by the pod's IP (every pod has its own address, as in a
+  real cluster; run under e2e/k8s/netns.sh so the pod CIDR is local),
+- each configMap volume written to a directory and its mountPath replaced by it,
+- each persistentVolumeClaim volume backed by a directory named after the
+  claim, so a recreated pod finds its data again (what a PVC gives),
+- `HOSTNAME`, and the downward-API env vars (`fieldRef`) of the pod spec.
+
+It also keeps /etc/hosts (the private copy netns.sh mounts) mapping every pod's
+stable DNS name (`<pod>.<subdomain>.<ns>.svc`) to its IP, standing in for
+cluster DNS. A pod that is deleted gets SIGTERM, then SIGKILL after its grace
+period, as the kubelet would do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+
+class PodRunner:
+    def __init__(self, kubectl: list[str], namespace: str, broker_bin: str, workdir: Path,
+                 selector: str = "app.kubernetes.io/name=skein"):
+        self.kubectl = kubectl
+        self.ns = namespace
+        self.bin = broker_bin
+        self.workdir = workdir
+        self.selector = selector
+        self.procs: dict[str, dict] = {}  # pod uid -> {name, proc, log}
+        self.hosts_file = Path(os.environ.get("SKEIN_K8S_HOSTS_FILE", "/etc/hosts"))
+        self.hosts_base = Path("/etc/hosts").read_text() if os.environ.get("SKEIN_K8S_HOSTS_FILE") else None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.started: list[tuple[str, str]] = []  # (pod, uid) in start order
+
+    # -- lifecycle
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+        for uid in list(self.procs):
+            self._terminate(self.procs.pop(uid), grace=10)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                self.sync()
+            except Exception as e:  # keep running: the API server may be briefly busy
+                print(f"pod runner: {e}", flush=True)
+            self._stop.wait(0.3)
+
+    def _kubectl_json(self, *args: str):
+        r = subprocess.run([*self.kubectl, *args, "-o", "json"], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
+        return json.loads(r.stdout)
+
+    # -- one pass
+    def sync(self):
+        pods = self._kubectl_json("-n", self.ns, "get", "pods", "-l", self.selector)["items"]
+        live = {}
+        for p in pods:
+            uid = p["metadata"]["uid"]
+            ip = p.get("status", {}).get("podIP")
+            if p["metadata"].get("deletionTimestamp"):
+                continue
+            if p.get("status", {}).get("phase") != "Running" or not ip:
+                continue
+            live[uid] = p
+        for uid in list(self.procs):
+            if uid not in live:
+                # Off the loop: other pods keep being served while one stops.
+                threading.Thread(target=self._terminate, args=(self.procs.pop(uid), 30), daemon=True).start()
+        self._write_hosts(live.values())
+        for uid, p in live.items():
+            entry = self.procs.get(uid)
+            if entry is None:
+                self._start(p)
+            elif entry["proc"].poll() is not None and not entry.get("reported"):
+                entry["reported"] = True
+                print(f"pod runner: broker of pod {entry['name']} exited with {entry['proc'].returncode}",
+                      flush=True)
+
+    def _write_hosts(self, pods):
+        if self.hosts_base is None:
+            return
+        lines = [self.hosts_base.rstrip("\n"), "# pod DNS names (e2e/k8s/pod_runner.py)"]
+        for p in pods:
+            sub = p["spec"].get("subdomain")
+            if not sub:
+                continue
+            name, ns, ip = p["metadata"]["name"], p["metadata"]["namespace"], p["status"]["podIP"]
+            lines.append(f"{ip} {name}.{sub}.{ns}.svc {name}.{sub}.{ns}.svc.cluster.local")
+        text = "\n".join(lines) + "\n"
+        if self.hosts_file.read_text() != text:
+            # In place: /etc/hosts is a bind mount of this file.
+            with open(self.hosts_file, "w") as f:
+                f.write(text)
+
+    def _start(self, pod: dict):
+        meta, spec = pod["metadata"], pod["spec"]
+        name, uid, ip = meta["name"], meta["uid"], pod["status"]["podIP"]
+        c = spec["containers"][0]
+        line = " ".join(c.get("args") or [])
+        command = c.get("command") or []
+        if command[:2] != ["/bin/sh", "-c"] or not line:
+            raise RuntimeError(f"pod {name}: unexpected container command {command} {c.get('args')}")
+        pod_dir = self.workdir / "pods" / name
+        pod_dir.mkdir(parents=True, exist_ok=True)
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        mounts = sorted(c.get("volumeMounts", []), key=lambda m: -len(m["mountPath"]))
+        for m in mounts:
+            v = volumes.get(m["name"], {})
+            if "configMap" in v:
+                cm = self._kubectl_json("-n", self.ns, "get", "configmap", v["configMap"]["name"])
+                d = pod_dir / f"configmap-{m['name']}"
+                d.mkdir(parents=True, exist_ok=True)
+                for k, text in (cm.get("data") or {}).items():
+                    (d / k).write_text(text)
+            elif "persistentVolumeClaim" in v:
+                d = self.workdir / "volumes" / v["persistentVolumeClaim"]["claimName"]
+                d.mkdir(parents=True, exist_ok=True)
+            else:
+                continue
+            line = line.replace(m["mountPath"], str(d))
+        line = re.sub(r"\bskein-broker\b", self.bin, line, count=1)
+        line = line.replace("0.0.0.0", ip)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOSTNAME": name,
+               "RUST_LOG": os.environ.get("RUST_LOG", "info")}
+        for e in c.get("env", []):
+            if "value" in e:
+                env[e["name"]] = e["value"]
+            elif "fieldRef" in e.get("valueFrom", {}):
+                path = e["valueFrom"]["fieldRef"]["fieldPath"]
+                env[e["name"]] = {"metadata.name": name, "metadata.namespace": meta["namespace"],
+                                  "status.podIP": ip, "spec.nodeName": spec.get("nodeName", "")}.get(path, "")
+        log = self.workdir / "logs" / f"{name}-{uid[:8]}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(log, "ab")
+        proc = subprocess.Popen(["/bin/sh", "-c", line], env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        fh.close()
+        self.procs[uid] = {"name": name, "proc": proc, "log": log,
+                           "grace": spec.get("terminationGracePeriodSeconds", 30)}
+        self.started.append((name, uid))
+        print(f"pod runner: started pod {name} ({ip}) pid {proc.pid}: {line}", flush=True)
+
+    def _terminate(self, entry: dict, grace: float):
+        proc = entry["proc"]
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(min(grace, entry.get("grace", grace)))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        print(f"pod runner: pod {entry['name']} stopped ({proc.returncode})", flush=True)
+
+    def pid_of(self, pod: str) -> int | None:
+        for e in self.procs.values():
+            if e["name"] == pod and e["proc"].poll() is None:
+                return e["proc"].pid
+        return None
+
+    def log_tail(self, pod: str, lines: int = 60) -> str:
+        out = []
+        for e in self.procs.values():
+            if e["name"] == pod:
+                out.append(e["log"].read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(sum(out, []))

@@ -1,0 +1,254 @@
+"""The operator on a real Kubernetes API server (e2e/k8s: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler built from source; kwok for nodes and
+pod status), with a real skein-broker process behind every broker pod
+(pod_runner.py) and a real Kafka client (confluent-kafka) producing and
+consuming through the pods' DNS names.
+
+Run by e2e/k8s/operator-e2e.sh inside netns.sh (pod IPs are local addresses,
+/etc/hosts is private)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+from pod_runner import PodRunner  # noqa: E402
+
+NS = "skein-e2e"
+CLUSTER = "demo"
+
+
+def wait_until(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = pred()
+            if last:
+                return last
+        except Exception as e:  # the object may not exist yet
+            last = e
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Env:
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.state = workdir / "k8s"
+        self.procs: list[subprocess.Popen] = []
+
+    def k(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        r = subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, *args], input=stdin,
+                           capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {r.stderr}")
+        return r.stdout
+
+    def get(self, *args: str) -> dict:
+        return json.loads(self.k(*args, "-o", "json"))
+
+    def up(self):
+        env = {**os.environ, "SKEIN_K8S_STATE": str(self.state), "SKEIN_K8S_NODES": "3"}
+        r = subprocess.run([str(HERE / "up.sh")], env=env, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"up.sh failed:\n{r.stderr[-3000:]}")
+        vals = dict(line.split("=", 1) for line in (self.state / "env").read_text().split("\n")
+                    if "=" in line and not line.startswith("#"))
+        vals = {k.removeprefix("export "): v.strip("'\"") for k, v in vals.items()}
+        self.kubeconfig = vals["KUBECONFIG"]
+        self.kubectl = f"{vals['SKEIN_K8S_BIN']}/kubectl"
+
+    def start_operator(self):
+        self.k("apply", "--server-side", "-f", str(ROOT / "crds/yaml"))
+        self.k("wait", "--for=condition=Established", "--timeout=60s",
+               "crd/kafkaclusters.skein.dev", "crd/topics.skein.dev")
+        self.metrics_port = free_port()
+        self.operator_log = self.workdir / "operator.log"
+        fh = open(self.operator_log, "ab")
+        self.operator = subprocess.Popen(
+            [os.environ["SKEIN_OPERATOR_BIN"], "kubernetes", "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
+             "--session-timeout-ms", "6000"],
+            env={**os.environ, "KUBECONFIG": self.kubeconfig, "RUST_LOG": "info,kube=warn"},
+            stdout=fh, stderr=subprocess.STDOUT)
+        self.procs.append(self.operator)
+
+    def down(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        subprocess.run([str(HERE / "down.sh")], env={**os.environ, "SKEIN_K8S_STATE": str(self.state)},
+                       capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    if not os.environ.get("SKEIN_K8S_IN_NETNS"):
+        pytest.fail("run under e2e/k8s/netns.sh (e2e/k8s/operator-e2e.sh does)")
+    e = Env(tmp_path_factory.mktemp("op"))
+    e.up()
+    e.start_operator()
+    e.k("create", "namespace", NS)
+    e.runner = PodRunner([e.kubectl, "--kubeconfig", e.kubeconfig], NS, os.environ["SKEIN_BROKER_BIN"],
+                         e.workdir / "runner").start()
+    try:
+        yield e
+    finally:
+        e.runner.stop()
+        e.down()
+
+
+def cluster_yaml(replicas: int) -> str:
+    return f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {CLUSTER}
+  namespace: {NS}
+spec:
+  replicas: {replicas}
+  storage:
+    size: 1Gi
+  config:
+    min.insync.replicas: "2"
+"""
+
+
+def topic_yaml(name: str, partitions: int, rf: int) -> str:
+    return f"""apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {CLUSTER}
+  partitions: {partitions}
+  replicationFactor: {rf}
+  config:
+    min.insync.replicas: "2"
+"""
+
+
+def bootstrap(env) -> str:
+    return f"{CLUSTER}-0.{CLUSTER}-brokers.{NS}.svc:9092,{CLUSTER}-1.{CLUSTER}-brokers.{NS}.svc:9092"
+
+
+def cond(obj: dict, type_: str) -> str | None:
+    for c in obj.get("status", {}).get("conditions", []):
+        if c["type"] == type_:
+            return c["status"]
+    return None
+
+
+def topic_partitions(env, name: str) -> list[dict]:
+    return env.get("-n", NS, "get", "topic", name).get("status", {}).get("partitions", [])
+
+
+def test_kafkacluster_builds_objects_and_becomes_ready(env):
+    env.k("apply", "-f", "-", stdin=cluster_yaml(3))
+    sts = wait_until(lambda: env.get("-n", NS, "get", "statefulset", CLUSTER), 60, "the StatefulSet")
+    assert sts["spec"]["replicas"] == 3
+    assert sts["spec"]["updateStrategy"]["type"] == "OnDelete"
+    assert sts["metadata"]["ownerReferences"][0]["kind"] == "KafkaCluster"
+    for kind, name in [("service", f"{CLUSTER}-brokers"), ("service", f"{CLUSTER}-bootstrap"),
+                       ("pdb", CLUSTER), ("configmap", f"{CLUSTER}-config"), ("serviceaccount", f"{CLUSTER}-broker")]:
+        env.get("-n", NS, "get", kind, name)
+    # The pods run real brokers; the operator's controller holds a session with each.
+    kc = wait_until(lambda: (lambda o: o if len([b for b in o.get("status", {}).get("brokers", [])
+                                                 if b["ready"]]) == 3 else None)(
+        env.get("-n", NS, "get", "kafkacluster", CLUSTER)), 180, "3 brokers registered with the controller")
+    assert sorted(b["id"] for b in kc["status"]["brokers"]) == [0, 1, 2]
+    wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
+               "KafkaCluster Ready=True")
+    cm = env.get("-n", NS, "get", "configmap", f"{CLUSTER}-controller")
+    image = json.loads(cm["data"]["cluster-metadata.json"])
+    assert image["cluster_id"], "controller image persisted in its ConfigMap"
+
+
+def test_topic_gets_partitions_in_status_and_serves_clients(env):
+    env.k("apply", "-f", "-", stdin=topic_yaml("orders", 3, 3))
+    parts = wait_until(lambda: (lambda ps: ps if len(ps) == 3 and all(p["leader"] >= 0 and len(p["isr"]) == 3
+                                                                   for p in ps) else None)(
+        topic_partitions(env, "orders")), 90, "3 placed partitions with a full ISR in Topic status")
+    for p in parts:
+        assert sorted(p["replicas"]) == [0, 1, 2]
+        assert p["leader"] in p["replicas"]
+    wait_until(lambda: cond(env.get("-n", NS, "get", "topic", "orders"), "Ready") == "True", 60,
+               "Topic Ready=True")
+
+    from confluent_kafka import Consumer, Producer
+    prod = Producer({"bootstrap.servers": bootstrap(env), "acks": "all", "enable.idempotence": True})
+    sent = [f"order-{i}".encode() for i in range(300)]
+    for v in sent:
+        prod.produce("orders", v)
+    assert prod.flush(60) == 0
+    cons = Consumer({"bootstrap.servers": bootstrap(env), "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                     "auto.offset.reset": "earliest"})
+    cons.subscribe(["orders"])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(sent) and time.monotonic() < deadline:
+        m = cons.poll(1)
+        if m is not None and not m.error():
+            got.append(m.value())
+    cons.close()
+    assert sorted(got) == sorted(sent)
+
+
+def test_kafka_api_topic_gets_a_topic_resource_and_deletion_removes_it(env):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap(env)})
+    admin.create_topics([NewTopic("from.kafka_api", 2, 2)])["from.kafka_api"].result(30)
+    t = wait_until(lambda: env.get("-n", NS, "get", "topic", "from-kafka-api"), 30,
+                   "a Topic resource for the topic created through the Kafka API")
+    assert t["spec"]["topicName"] == "from.kafka_api"
+    assert t["spec"]["partitions"] == 2 and t["spec"]["replicationFactor"] == 2
+    wait_until(lambda: len(topic_partitions(env, "from-kafka-api")) == 2, 30, "its partitions in status")
+
+    env.k("-n", NS, "delete", "topic", "from-kafka-api", "--timeout=60s")
+    wait_until(lambda: "from.kafka_api" not in admin.list_topics(timeout=10).topics, 30,
+               "the topic gone from the cluster's metadata")
+    time.sleep(12)  # the mirror's periodic pass must not bring the resource back
+    assert env.k("-n", NS, "get", "topic", "from-kafka-api", "--ignore-not-found").strip() == ""
+
+
+def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
+    before = {p["partition"]: p for p in topic_partitions(env, "orders")}
+    victim = before[0]["leader"]
+    pod = f"{CLUSTER}-{victim}"
+    old_uid = env.get("-n", NS, "get", "pod", pod)["metadata"]["uid"]
+    t0 = time.monotonic()
+    env.k("-n", NS, "delete", "pod", pod, "--wait=false")
+    after = wait_until(lambda: (lambda ps: ps if ps and ps[0]["leader"] not in (-1, victim) else None)(
+        topic_partitions(env, "orders")), 60, f"partition 0 led by another broker than {victim}")
+    moved_s = time.monotonic() - t0
+    assert after[0]["leaderEpoch"] > before[0]["leaderEpoch"]
+    for p in after:
+        assert p["leader"] != victim
+    print(f"leadership of orders-0 moved {victim} -> {after[0]['leader']} in {moved_s:.1f}s")
+    # The StatefulSet recreates the pod (same PVC directory); the broker rejoins the ISR.
+    wait_until(lambda: env.get("-n", NS, "get", "pod", pod)["metadata"]["uid"] != old_uid, 60,
+               "the pod recreated")
+    wait_until(lambda: all(len(p["isr"]) == 3 for p in topic_partitions(env, "orders")), 120,
+               "every partition back to a full ISR")

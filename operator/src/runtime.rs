@@ -1,0 +1,559 @@
+//! The controller core on the `kubernetes` platform: one
+//! [`ControllerService`] per `KafkaCluster`, inside the operator process.
+//!
+//! - Its image (topics, partitions, leaders, ISRs, epochs, producer-id
+//!   blocks) lives in the ConfigMap `<cluster>-controller`, replaced with a
+//!   `resourceVersion` precondition before any instruction derived from a
+//!   change goes out: a second writer (a stale operator replica) gets a
+//!   conflict instead of overwriting newer state.
+//! - It holds a session with every broker pod, dialled at the pod's stable
+//!   DNS name and control port. A broker whose session breaks (pod deleted,
+//!   process gone) is reported lost at once, so its partitions get new
+//!   leaders without waiting for a timeout.
+//! - Every published view is mirrored into the `.status` of the cluster's
+//!   Topic resources (leader, replicas, ISR, leader epoch per partition), and
+//!   a topic created through the Kafka API (`CreateTopics`, auto-creation)
+//!   gets a Topic resource.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use skein_broker::control::grpc::maintain_session;
+use skein_broker::{ControllerService, MetadataStore};
+use skein_controller::{ControllerConfig, Event, NewTopic, Reply, TopicId};
+use skein_crds::{KafkaCluster, PartitionStatus, Topic, TopicSpec};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::build::{labels, ClusterNames};
+
+/// Key of the image in the controller ConfigMap.
+pub const METADATA_KEY: &str = "cluster-metadata.json";
+/// Field manager of the partition part of Topic status (the Topic
+/// reconciler owns the conditions under its own manager).
+pub const STATUS_MANAGER: &str = "skein-operator-controller";
+/// Label on Topic resources made for topics created through the Kafka API.
+pub const CREATED_BY_KAFKA: &str = "skein.dev/created-by";
+
+/// Name of the ConfigMap holding a cluster's controller image.
+pub fn metadata_config_map(cluster: &str) -> String {
+    format!("{cluster}-controller")
+}
+
+struct SaveRequest {
+    bytes: Vec<u8>,
+    reply: std::sync::mpsc::Sender<std::io::Result<()>>,
+}
+
+/// [`MetadataStore`] in a ConfigMap. Saves run on a thread of their own with
+/// its own client, so the controller's synchronous `save` never waits on the
+/// runtime it is called from.
+pub struct ConfigMapStore {
+    name: String,
+    namespace: String,
+    initial: Option<Vec<u8>>,
+    tx: tokio::sync::mpsc::UnboundedSender<SaveRequest>,
+}
+
+impl ConfigMapStore {
+    /// Reads the ConfigMap (if any) and starts the writer thread.
+    pub async fn open(
+        config: kube::Config,
+        client: &Client,
+        namespace: &str,
+        name: &str,
+        owner: Option<OwnerReference>,
+    ) -> Result<Self, kube::Error> {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        let existing = api.get_opt(name).await?;
+        let initial = existing
+            .as_ref()
+            .and_then(|cm| cm.data.as_ref()?.get(METADATA_KEY).cloned())
+            .map(String::into_bytes);
+        let mut version = existing.as_ref().and_then(|cm| cm.resource_version());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<SaveRequest>();
+        let (ns, cm_name) = (namespace.to_string(), name.to_string());
+        std::thread::Builder::new()
+            .name(format!("metadata-{name}"))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("metadata writer runtime");
+                rt.block_on(async move {
+                    let client = match Client::try_from(config) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            while let Some(req) = rx.recv().await {
+                                let _ = req.reply.send(Err(std::io::Error::other(format!(
+                                    "no Kubernetes client: {e}"
+                                ))));
+                            }
+                            return;
+                        }
+                    };
+                    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+                    while let Some(req) = rx.recv().await {
+                        let r = save(&api, &ns, &cm_name, &owner, &mut version, req.bytes).await;
+                        let _ = req.reply.send(r);
+                    }
+                });
+            })
+            .map_err(|e| kube::Error::Service(Box::new(e)))?;
+        Ok(Self {
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            initial,
+            tx,
+        })
+    }
+}
+
+async fn save(
+    api: &Api<ConfigMap>,
+    ns: &str,
+    name: &str,
+    owner: &Option<OwnerReference>,
+    version: &mut Option<String>,
+    bytes: Vec<u8>,
+) -> std::io::Result<()> {
+    let text = String::from_utf8(bytes).map_err(std::io::Error::other)?;
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(ns.to_string()),
+            resource_version: version.clone(),
+            labels: Some(BTreeMap::from([(
+                labels::MANAGED_BY.to_string(),
+                labels::OPERATOR.to_string(),
+            )])),
+            owner_references: owner.clone().map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(METADATA_KEY.to_string(), text)])),
+        ..ConfigMap::default()
+    };
+    let pp = PostParams::default();
+    let result = match version {
+        Some(_) => api.replace(name, &pp, &cm).await,
+        None => api.create(&pp, &cm).await,
+    };
+    match result {
+        Ok(written) => {
+            *version = written.resource_version();
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Err(std::io::Error::other(format!(
+            "ConfigMap {ns}/{name} was changed by another writer (is a second operator active?): {}",
+            e.message
+        ))),
+        Err(e) => Err(std::io::Error::other(format!("ConfigMap {ns}/{name}: {e}"))),
+    }
+}
+
+impl MetadataStore for ConfigMapStore {
+    fn load(&self) -> std::io::Result<Option<Vec<u8>>> {
+        Ok(self.initial.clone())
+    }
+    fn save(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let (reply, wait) = std::sync::mpsc::channel();
+        self.tx
+            .send(SaveRequest {
+                bytes: bytes.to_vec(),
+                reply,
+            })
+            .map_err(|_| std::io::Error::other("metadata writer stopped"))?;
+        wait.recv_timeout(Duration::from_secs(30))
+            .map_err(|_| std::io::Error::other("metadata writer did not answer in 30 s"))?
+    }
+    fn describe(&self) -> String {
+        format!("ConfigMap {}/{}", self.namespace, self.name)
+    }
+}
+
+/// The controller of one KafkaCluster and its broker sessions.
+pub struct ClusterRuntime {
+    pub controller: Arc<ControllerService>,
+    names: ClusterNames,
+    control_port: i32,
+    sessions: Mutex<BTreeMap<i32, watch::Sender<bool>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl ClusterRuntime {
+    /// `http://<pod>.<headless service>.<namespace>.svc:<control port>`.
+    pub fn broker_endpoint(&self, id: i32) -> String {
+        format!(
+            "http://{}-{id}.{}.{}.svc:{}",
+            self.names.statefulset(),
+            self.names.headless_service(),
+            self.names.namespace,
+            self.control_port
+        )
+    }
+
+    /// Keeps a session with brokers `0..replicas`.
+    fn set_brokers(&self, replicas: i32) {
+        let mut sessions = self.sessions.lock().expect("sessions lock");
+        for id in 0..replicas {
+            if sessions.contains_key(&id) {
+                continue;
+            }
+            let (tx, rx) = watch::channel(false);
+            let endpoint = self.broker_endpoint(id);
+            info!(broker = id, %endpoint, "controller session");
+            self.tasks
+                .lock()
+                .expect("tasks lock")
+                .push(tokio::spawn(maintain_session(
+                    self.controller.clone(),
+                    endpoint,
+                    rx,
+                    None,
+                )));
+            sessions.insert(id, tx);
+        }
+    }
+
+    fn stop(&self) {
+        for tx in self.sessions.lock().expect("sessions lock").values() {
+            let _ = tx.send(true);
+        }
+        for t in self.tasks.lock().expect("tasks lock").drain(..) {
+            t.abort();
+        }
+    }
+
+    /// Creates the topic, or grows it and updates its configs to the spec.
+    pub fn ensure_topic(&self, spec: &TopicSpec, kafka_name: &str) -> Result<(), String> {
+        let view = self.controller.view();
+        let configs: BTreeMap<String, String> = spec.config.clone();
+        match view.topics.get(kafka_name) {
+            None => {
+                let mut t = NewTopic::new(
+                    kafka_name,
+                    TopicId(uuid::Uuid::new_v4().as_u128()),
+                    spec.partitions.max(1) as u32,
+                    spec.replication_factor.max(1) as u16,
+                );
+                t.configs = configs;
+                self.controller
+                    .request(Event::CreateTopic(t), |r| match r {
+                        Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
+                        _ => None,
+                    })
+                    .map_err(|e| e.message)?;
+                info!(topic = kafka_name, "topic created by the controller");
+            }
+            Some(meta) => {
+                if (meta.partitions.len() as i32) < spec.partitions {
+                    self.controller
+                        .request(
+                            Event::CreatePartitions {
+                                topic: kafka_name.to_string(),
+                                count: spec.partitions as u32,
+                                assignment: None,
+                            },
+                            |r| match r {
+                                Reply::CreatePartitions { result, .. } => Some(result),
+                                _ => None,
+                            },
+                        )
+                        .map_err(|e| e.message)?;
+                    info!(
+                        topic = kafka_name,
+                        partitions = spec.partitions,
+                        "partitions added"
+                    );
+                }
+                if meta.configs != configs {
+                    self.controller
+                        .request(
+                            Event::TopicConfigChanged {
+                                topic: kafka_name.to_string(),
+                                configs,
+                            },
+                            |r| match r {
+                                Reply::AlterConfigs { result, .. } => Some(result),
+                                _ => None,
+                            },
+                        )
+                        .map_err(|e| e.message)?;
+                    info!(topic = kafka_name, "topic configs changed");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the topic and its data; a topic the controller does not know
+    /// counts as deleted.
+    pub fn delete_topic(&self, kafka_name: &str) -> Result<(), String> {
+        if !self.controller.view().topics.contains_key(kafka_name) {
+            return Ok(());
+        }
+        let r = self.controller.request(
+            Event::DeleteTopic {
+                topic: kafka_name.to_string(),
+            },
+            |r| match r {
+                Reply::DeleteTopic { result, .. } => Some(result),
+                _ => None,
+            },
+        );
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if e.code == kafka_protocol::error::ResponseError::UnknownTopicOrPartition => {
+                Ok(())
+            }
+            Err(e) => Err(e.message),
+        }
+    }
+}
+
+impl Drop for ClusterRuntime {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The partition list of a topic as Topic status shows it.
+pub fn partition_status(meta: &skein_broker::metadata::TopicMeta) -> Vec<PartitionStatus> {
+    meta.partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PartitionStatus {
+            partition: i as i32,
+            leader: p.leader,
+            replicas: p.replicas.clone(),
+            isr: p.isr.clone(),
+            leader_epoch: p.leader_epoch,
+        })
+        .collect()
+}
+
+/// The Topic resource name for a Kafka topic name: lower case, `_` and `.`
+/// become `-` (the Kafka name is kept in `spec.topicName`).
+pub fn resource_name(kafka_name: &str) -> String {
+    let s: String = kafka_name
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '-' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '-',
+        })
+        .collect();
+    let s = s.trim_matches('-');
+    let s = if s.is_empty() { "topic" } else { s };
+    s.chars().take(253).collect()
+}
+
+/// Every cluster's [`ClusterRuntime`], by namespace and name.
+pub struct Runtimes {
+    config: kube::Config,
+    client: Client,
+    session_timeout_ms: u64,
+    clusters: Mutex<HashMap<(String, String), Arc<ClusterRuntime>>>,
+}
+
+impl Runtimes {
+    pub fn new(config: kube::Config, client: Client, session_timeout_ms: u64) -> Self {
+        Self {
+            config,
+            client,
+            session_timeout_ms,
+            clusters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ClusterRuntime>> {
+        self.clusters
+            .lock()
+            .expect("runtimes lock")
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Stops and forgets a cluster's runtime (the cluster was deleted).
+    pub fn remove(&self, namespace: &str, name: &str) {
+        let gone = self
+            .clusters
+            .lock()
+            .expect("runtimes lock")
+            .remove(&(namespace.to_string(), name.to_string()));
+        if let Some(rt) = gone {
+            info!(
+                namespace,
+                cluster = name,
+                "cluster gone; controller stopped"
+            );
+            rt.stop();
+        }
+    }
+
+    /// The runtime of `kc`, started (image loaded from its ConfigMap) when
+    /// missing; keeps sessions with its `spec.replicas` brokers.
+    pub async fn ensure(&self, kc: &KafkaCluster) -> Result<Arc<ClusterRuntime>, String> {
+        let names = ClusterNames::of(kc);
+        if let Some(rt) = self.get(&names.namespace, &names.cluster) {
+            rt.set_brokers(kc.spec.replicas);
+            return Ok(rt);
+        }
+        let owner = kc.controller_owner_ref(&()).map(|mut o| {
+            o.controller = Some(false);
+            o
+        });
+        let cm_name = metadata_config_map(&names.cluster);
+        let store = ConfigMapStore::open(
+            self.config.clone(),
+            &self.client,
+            &names.namespace,
+            &cm_name,
+            owner,
+        )
+        .await
+        .map_err(|e| format!("reading ConfigMap {cm_name}: {e}"))?;
+        let config = ControllerConfig {
+            broker_session_timeout_ms: self.session_timeout_ms,
+            ..ControllerConfig::default()
+        };
+        let controller = ControllerService::open_store(Some(Box::new(store)), config)
+            .map_err(|e| format!("controller metadata: {e}"))?;
+        let rt = Arc::new(ClusterRuntime {
+            controller: controller.clone(),
+            names: names.clone(),
+            control_port: kc.spec.listeners.control_port,
+            sessions: Mutex::new(BTreeMap::new()),
+            tasks: Mutex::new(Vec::new()),
+        });
+        {
+            let mut tasks = rt.tasks.lock().expect("tasks lock");
+            tasks.push(controller.spawn_ticker(Duration::from_millis(250)));
+            tasks.push(tokio::spawn(mirror_topics(
+                self.client.clone(),
+                names.clone(),
+                controller.clone(),
+            )));
+        }
+        rt.set_brokers(kc.spec.replicas);
+        info!(namespace = %names.namespace, cluster = %names.cluster, "controller started");
+        // Two reconciles racing: keep the first runtime.
+        let mut clusters = self.clusters.lock().expect("runtimes lock");
+        let kept = clusters
+            .entry((names.namespace.clone(), names.cluster.clone()))
+            .or_insert(rt)
+            .clone();
+        Ok(kept)
+    }
+}
+
+/// Writes the controller's view into the cluster's Topic resources whenever
+/// it changes (and every 10 s, for Topics created since), and creates Topic
+/// resources for topics made through the Kafka API.
+async fn mirror_topics(client: Client, names: ClusterNames, controller: Arc<ControllerService>) {
+    let topics: Api<Topic> = Api::namespaced(client, &names.namespace);
+    let mut changes = controller.subscribe();
+    let mut written: HashMap<String, serde_json::Value> = HashMap::new();
+    loop {
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { return },
+            _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+        // Let a burst of changes (an election touches many partitions) settle.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let view = controller.view();
+        let list = match topics.list(&ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(e) => {
+                warn!(error = %e, "listing Topics to mirror partition state");
+                continue;
+            }
+        };
+        let ours: Vec<&Topic> = list
+            .iter()
+            .filter(|t| t.spec.cluster_ref.name == names.cluster)
+            .collect();
+        for t in &ours {
+            if t.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(meta) = view.topics.get(t.kafka_name()) else {
+                continue;
+            };
+            let partitions = partition_status(meta);
+            let under = partitions
+                .iter()
+                .filter(|p| p.isr.len() < p.replicas.len())
+                .count() as i32;
+            let status = json!({
+                "topicId": skein_broker::control::kafka_base64(meta.id.into_bytes()),
+                "partitions": partitions,
+                "underReplicatedPartitions": under,
+            });
+            let name = t.name_any();
+            if written.get(&name) == Some(&status) {
+                continue;
+            }
+            let patch = json!({
+                "apiVersion": Topic::api_version(&()),
+                "kind": Topic::kind(&()),
+                "status": status,
+            });
+            match topics
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(STATUS_MANAGER).force(),
+                    &Patch::Apply(&patch),
+                )
+                .await
+            {
+                Ok(_) => {
+                    written.insert(name, status);
+                }
+                Err(e) => warn!(topic = %name, error = %e, "writing partition status"),
+            }
+        }
+        // Topics made through the Kafka API get a resource.
+        for (kafka_name, meta) in view.topics.iter() {
+            if kafka_name.starts_with("__") || ours.iter().any(|t| t.kafka_name() == kafka_name) {
+                continue;
+            }
+            let name = resource_name(kafka_name);
+            if list.iter().any(|t| t.name_any() == name) {
+                continue; // taken by another cluster's Topic; leave it
+            }
+            let rf = meta.partitions.first().map_or(1, |p| p.replicas.len()) as i32;
+            let topic = Topic::new(
+                &name,
+                TopicSpec {
+                    cluster_ref: skein_crds::ClusterRef {
+                        name: names.cluster.clone(),
+                    },
+                    topic_name: (name != *kafka_name).then(|| kafka_name.clone()),
+                    partitions: meta.partitions.len() as i32,
+                    replication_factor: rf,
+                    config: meta.configs.clone(),
+                },
+            );
+            let mut topic = topic;
+            topic.metadata.labels = Some(BTreeMap::from([(
+                CREATED_BY_KAFKA.to_string(),
+                "kafka-api".to_string(),
+            )]));
+            match topics.create(&PostParams::default(), &topic).await {
+                Ok(_) => {
+                    info!(topic = %kafka_name, resource = %name, "Topic resource created for a Kafka-API topic")
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => warn!(topic = %kafka_name, error = %e, "creating a Topic resource"),
+            }
+        }
+    }
+}
