@@ -40,6 +40,7 @@ class PodRunner:
         self.workdir = workdir
         self.selector = selector
         self.procs: dict[str, dict] = {}  # pod uid -> {name, proc, log}
+        self.terminating: dict[int, str] = {}  # pid -> pod IP, until the process is gone
         self.hosts_file = Path(os.environ.get("SKEIN_K8S_HOSTS_FILE", "/etc/hosts"))
         self.hosts_base = Path("/etc/hosts").read_text() if os.environ.get("SKEIN_K8S_HOSTS_FILE") else None
         self._stop = threading.Event()
@@ -86,16 +87,31 @@ class PodRunner:
         for uid in list(self.procs):
             if uid not in live:
                 # Off the loop: other pods keep being served while one stops.
-                threading.Thread(target=self._terminate, args=(self.procs.pop(uid), 30), daemon=True).start()
+                entry = self.procs.pop(uid)
+                self.terminating[entry["proc"].pid] = entry["ip"]
+                threading.Thread(target=self._terminate, args=(entry, 30), daemon=True).start()
         self._write_hosts(live.values())
+        busy_ips = set(self.terminating.values())
         for uid, p in live.items():
             entry = self.procs.get(uid)
             if entry is None:
-                self._start(p)
-            elif entry["proc"].poll() is not None and not entry.get("reported"):
-                entry["reported"] = True
-                print(f"pod runner: broker of pod {entry['name']} exited with {entry['proc'].returncode}",
-                      flush=True)
+                # A real pod IP is free only once the old sandbox is gone; kwok
+                # may hand out an IP whose old process is still stopping.
+                if p["status"]["podIP"] not in busy_ips:
+                    self._start(p)
+            elif entry["proc"].poll() is not None:
+                # restartPolicy Always: the kubelet restarts a container that
+                # exits, with a growing back-off.
+                if "retry_at" not in entry:
+                    entry["restarts"] = entry.get("restarts", 0) + 1
+                    entry["retry_at"] = time.monotonic() + min(10, 2 ** (entry["restarts"] - 1))
+                    print(f"pod runner: broker of pod {entry['name']} exited with {entry['proc'].returncode}; "
+                          f"restart {entry['restarts']} in {entry['retry_at'] - time.monotonic():.0f}s", flush=True)
+                elif time.monotonic() >= entry["retry_at"] and p["status"]["podIP"] not in busy_ips:
+                    restarts = entry["restarts"]
+                    del self.procs[uid]
+                    self._start(p)
+                    self.procs[uid]["restarts"] = restarts
 
     def _write_hosts(self, pods):
         if self.hosts_base is None:
@@ -156,13 +172,20 @@ class PodRunner:
         proc = subprocess.Popen(["/bin/sh", "-c", line], env=env, stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         fh.close()
-        self.procs[uid] = {"name": name, "proc": proc, "log": log,
+        self.procs[uid] = {"name": name, "proc": proc, "log": log, "ip": ip,
                            "grace": spec.get("terminationGracePeriodSeconds", 30)}
         self.started.append((name, uid))
         print(f"pod runner: started pod {name} ({ip}) pid {proc.pid}: {line}", flush=True)
 
     def _terminate(self, entry: dict, grace: float):
         proc = entry["proc"]
+        self.terminating[proc.pid] = entry["ip"]
+        try:
+            self._stop_proc(entry, proc, grace)
+        finally:
+            self.terminating.pop(proc.pid, None)
+
+    def _stop_proc(self, entry: dict, proc, grace: float):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:

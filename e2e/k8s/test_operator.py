@@ -103,7 +103,7 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, request):
     if not os.environ.get("SKEIN_K8S_IN_NETNS"):
         pytest.fail("run under e2e/k8s/netns.sh (e2e/k8s/operator-e2e.sh does)")
     e = Env(tmp_path_factory.mktemp("op"))
@@ -115,6 +115,9 @@ def env(tmp_path_factory):
     try:
         yield e
     finally:
+        if request.session.testsfailed:
+            print("--- operator log tail", e.operator_log)
+            print("\n".join(e.operator_log.read_text(errors="replace").splitlines()[-60:]))
         e.runner.stop()
         e.down()
 
@@ -252,3 +255,100 @@ def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
                "the pod recreated")
     wait_until(lambda: all(len(p["isr"]) == 3 for p in topic_partitions(env, "orders")), 120,
                "every partition back to a full ISR")
+
+
+def brokers_of_all_partitions(env) -> set[int]:
+    """Every broker that holds a replica of an operator-visible topic."""
+    out = set()
+    for t in env.get("-n", NS, "get", "topics")["items"]:
+        for p in t.get("status", {}).get("partitions", []):
+            out.update(p["replicas"])
+    return out
+
+
+def all_in_sync(env) -> bool:
+    parts = [p for t in env.get("-n", NS, "get", "topics")["items"] for p in t.get("status", {}).get("partitions", [])]
+    return bool(parts) and all(sorted(p["isr"]) == sorted(p["replicas"]) and p["leader"] >= 0 for p in parts)
+
+
+def scale(env, n: int):
+    env.k("-n", NS, "patch", "kafkacluster", CLUSTER, "--type=merge", "-p", json.dumps({"spec": {"replicas": n}}))
+
+
+def test_scale_up_moves_replicas_onto_the_new_brokers(env):
+    scale(env, 5)
+    wait_until(lambda: len([b for b in env.get("-n", NS, "get", "kafkacluster", CLUSTER)["status"].get("brokers", [])
+                            if b["ready"]]) == 5, 120, "5 brokers registered")
+    wait_until(lambda: {3, 4} <= brokers_of_all_partitions(env), 120, "replicas moved onto brokers 3 and 4")
+    wait_until(lambda: all_in_sync(env), 120, "every partition in sync after the moves")
+    wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
+               "KafkaCluster Ready=True at 5 brokers")
+    assert env.get("-n", NS, "get", "statefulset", CLUSTER)["spec"]["replicas"] == 5
+
+
+def test_scale_down_is_refused_while_a_topic_needs_the_brokers_then_drains(env):
+    env.k("apply", "-f", "-", stdin=topic_yaml("wide", 1, 4))
+    wait_until(lambda: len(topic_partitions(env, "wide")) == 1, 60, "topic 'wide' (replication factor 4) placed")
+    scale(env, 3)
+    kc = wait_until(lambda: (lambda o: o if cond(o, "Degraded") == "True" else None)(
+        env.get("-n", NS, "get", "kafkacluster", CLUSTER)), 60, "the scale-down refused")
+    deg = [c for c in kc["status"]["conditions"] if c["type"] == "Degraded"][0]
+    assert deg["reason"] == "ReplicationFactorDoesNotFit", deg
+    time.sleep(5)
+    assert env.get("-n", NS, "get", "statefulset", CLUSTER)["spec"]["replicas"] == 5, "StatefulSet kept its size"
+    assert {3, 4} <= brokers_of_all_partitions(env), "replicas stay where they are"
+
+    env.k("-n", NS, "delete", "topic", "wide", "--timeout=60s")
+    # Now it fits: replicas leave brokers 3 and 4 first, then the StatefulSet shrinks.
+    wait_until(lambda: env.get("-n", NS, "get", "statefulset", CLUSTER)["spec"]["replicas"] == 3, 180,
+               "the StatefulSet shrunk to 3")
+    assert brokers_of_all_partitions(env) <= {0, 1, 2}, "no replica left on brokers 3 and 4 when it shrank"
+    wait_until(lambda: all_in_sync(env), 120, "every partition in sync at 3 brokers")
+    wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
+               "KafkaCluster Ready=True at 3 brokers")
+
+
+def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
+    from confluent_kafka import Producer
+    import threading
+    errors, acked = [], [0]
+    stop = threading.Event()
+
+    def produce():
+        p = Producer({"bootstrap.servers": bootstrap(env), "acks": "all", "enable.idempotence": True,
+                      "message.timeout.ms": 120000})
+
+        def cb(err, _msg):
+            if err:
+                errors.append(str(err))
+            else:
+                acked[0] += 1
+        i = 0
+        while not stop.is_set():
+            p.produce("orders", f"roll-{i}".encode(), on_delivery=cb)
+            p.poll(0.02)
+            i += 1
+        p.flush(120)
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    started_before = len(env.runner.started)
+    env.k("-n", NS, "patch", "kafkacluster", CLUSTER, "--type=merge", "-p",
+          json.dumps({"spec": {"config": {"min.insync.replicas": "2", "log.retention.ms": "3600000"}}}))
+
+    def rolled():
+        sts = env.get("-n", NS, "get", "statefulset", CLUSTER)
+        rev = sts["status"].get("updateRevision")
+        pods = env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]
+        return len(pods) == 3 and all(p["metadata"]["labels"].get("controller-revision-hash") == rev for p in pods)
+    wait_until(rolled, 300, "every pod on the new revision")
+    # Ready again only once the last restarted broker registered again.
+    wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
+               "KafkaCluster Ready=True after the roll")
+    wait_until(lambda: all_in_sync(env), 120, "every partition in sync after the roll")
+    stop.set()
+    t.join(150)
+    restarted = [name for name, _ in env.runner.started[started_before:]]
+    assert restarted == [f"{CLUSTER}-2", f"{CLUSTER}-1", f"{CLUSTER}-0"], restarted
+    assert acked[0] > 0 and not errors, f"{acked[0]} acked, errors: {errors[:5]}"
+    print(f"rolling restart: {acked[0]} records acked (acks=all) during the roll, 0 errors")

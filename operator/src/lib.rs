@@ -17,6 +17,7 @@ pub mod kafka_admin;
 pub mod leader;
 pub mod local;
 pub mod metrics;
+pub mod placement;
 pub mod reconcile;
 pub mod run;
 pub mod runtime;

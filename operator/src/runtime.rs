@@ -185,6 +185,18 @@ pub struct ClusterRuntime {
     control_port: i32,
     sessions: Mutex<BTreeMap<i32, watch::Sender<bool>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The pod a rolling restart deleted last, until its broker is back.
+    pub restarting: Mutex<Option<Restart>>,
+}
+
+/// A pod deleted by a rolling restart: done once a pod of that name with
+/// another uid is ready and its broker registered again (a higher epoch).
+#[derive(Clone, Debug)]
+pub struct Restart {
+    pub pod: String,
+    pub uid: String,
+    pub broker: i32,
+    pub broker_epoch: u64,
 }
 
 impl ClusterRuntime {
@@ -199,9 +211,17 @@ impl ClusterRuntime {
         )
     }
 
-    /// Keeps a session with brokers `0..replicas`.
-    fn set_brokers(&self, replicas: i32) {
+    /// Keeps a session with brokers `0..replicas` and ends those with the
+    /// brokers beyond (their pods are gone after a scale-down).
+    pub fn set_brokers(&self, replicas: i32) {
         let mut sessions = self.sessions.lock().expect("sessions lock");
+        let gone: Vec<i32> = sessions.range(replicas..).map(|(id, _)| *id).collect();
+        for id in gone {
+            if let Some(tx) = sessions.remove(&id) {
+                info!(broker = id, "controller session ended (broker removed)");
+                let _ = tx.send(true);
+            }
+        }
         for id in 0..replicas {
             if sessions.contains_key(&id) {
                 continue;
@@ -398,12 +418,11 @@ impl Runtimes {
         }
     }
 
-    /// The runtime of `kc`, started (image loaded from its ConfigMap) when
-    /// missing; keeps sessions with its `spec.replicas` brokers.
+    /// The runtime of `kc`, started (image loaded from its ConfigMap, in
+    /// session with its `spec.replicas` brokers) when missing.
     pub async fn ensure(&self, kc: &KafkaCluster) -> Result<Arc<ClusterRuntime>, String> {
         let names = ClusterNames::of(kc);
         if let Some(rt) = self.get(&names.namespace, &names.cluster) {
-            rt.set_brokers(kc.spec.replicas);
             return Ok(rt);
         }
         let owner = kc.controller_owner_ref(&()).map(|mut o| {
@@ -432,6 +451,7 @@ impl Runtimes {
             control_port: kc.spec.listeners.control_port,
             sessions: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
+            restarting: Mutex::new(None),
         });
         {
             let mut tasks = rt.tasks.lock().expect("tasks lock");

@@ -34,6 +34,40 @@ pub struct ClusterStatusPatch {
     pub offline_partitions: Option<i32>,
 }
 
+/// Marks the cluster as converging (`Reconciling=True`, not `Ready`) for
+/// `reason`: a drain, a replica move or a rolling restart in progress.
+pub fn set_progress(
+    patch: &mut ClusterStatusPatch,
+    kc: &KafkaCluster,
+    reason: &str,
+    message: &str,
+    now: Time,
+) {
+    let prev = previous_cluster_conditions(kc);
+    let generation = kc.metadata.generation;
+    patch
+        .conditions
+        .retain(|c| c.type_ != T::Reconciling.as_str() && c.type_ != T::Ready.as_str());
+    patch.conditions.push(condition(
+        prev,
+        T::Ready,
+        S::False,
+        reason,
+        message.to_string(),
+        generation,
+        now.clone(),
+    ));
+    patch.conditions.push(condition(
+        prev,
+        T::Reconciling,
+        S::True,
+        reason,
+        message.to_string(),
+        generation,
+        now,
+    ));
+}
+
 /// Adds what the cluster's controller knows: its brokers and their
 /// sessions, under-replicated and offline partitions (offline ones make the
 /// cluster `Degraded`).
@@ -46,6 +80,7 @@ pub fn add_controller_view(
     patch.brokers = Some(
         view.brokers
             .values()
+            .filter(|b| b.alive || b.id < kc.spec.replicas)
             .map(|b| skein_crds::BrokerStatus {
                 id: b.id,
                 host: format!("{}:{}", b.host, b.port),

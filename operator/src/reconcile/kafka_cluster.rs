@@ -14,17 +14,20 @@ use kube::ResourceExt;
 use skein_crds::{KafkaCluster, Topic};
 use tracing::{info, warn};
 
-use super::{apply, patch_status, publish};
+use super::{apply, brokers, patch_status, publish};
 use crate::build::{cluster_objects, ClusterNames};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::{status, validate};
+use k8s_openapi::api::apps::v1::StatefulSet;
 
 /// Resource kind label for metrics.
 pub const KIND: &str = "KafkaCluster";
 
 /// Requeue while brokers are still coming up.
 const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
+/// Re-check while a drain, a replica move or a rolling restart runs.
+const REQUEUE_PROGRESS: Duration = Duration::from_secs(3);
 /// Periodic re-check once everything is ready.
 const REQUEUE_READY: Duration = Duration::from_secs(300);
 
@@ -78,8 +81,34 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         return Ok(Action::await_change());
     }
 
+    // The cluster's controller (kubernetes platform): started on first
+    // sight, then kept in session with every broker of the spec. It decides
+    // how far the StatefulSet may shrink (leaving brokers are drained first).
+    let runtime = match &ctx.runtimes {
+        Some(runtimes) => Some(runtimes.ensure(kc).await.map_err(Error::Controller)?),
+        None => None,
+    };
+    let mut progress = None;
+    let mut objects = cluster_objects(kc, &ctx.options);
+    if let Some(rt) = &runtime {
+        let sts_api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
+        let current = sts_api
+            .get_opt(&objects.statefulset.name_any())
+            .await
+            .map_err(|source| Error::Dereference {
+                what: "StatefulSet",
+                source,
+            })?
+            .and_then(|s| s.spec.and_then(|s| s.replicas));
+        let step = brokers::scale_step(rt, kc, current);
+        rt.set_brokers(step.replicas);
+        if let Some(spec) = objects.statefulset.spec.as_mut() {
+            spec.replicas = Some(step.replicas);
+        }
+        progress = step.progress;
+    }
+
     // Build and apply.
-    let objects = cluster_objects(kc, &ctx.options);
     let client = &ctx.client;
     apply(client, &ns, &objects.config_map).await?;
     apply(client, &ns, &objects.headless_service).await?;
@@ -88,19 +117,26 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     apply(client, &ns, &objects.pdb).await?;
     let sts = apply(client, &ns, &objects.statefulset).await?;
 
-    // The cluster's controller (kubernetes platform): started on first sight,
-    // then kept in session with every broker of the spec.
-    let view = match &ctx.runtimes {
-        Some(runtimes) => Some(
-            runtimes
-                .ensure(kc)
-                .await
-                .map_err(Error::Controller)?
-                .controller
-                .view(),
-        ),
-        None => None,
-    };
+    if let Some(rt) = &runtime {
+        if progress.is_none() {
+            progress = brokers::rolling_restart_step(client, rt, kc, &sts).await?;
+            if let Some(p) = progress
+                .as_ref()
+                .filter(|p| p.message.starts_with("restarting"))
+            {
+                publish(
+                    ctx,
+                    kc,
+                    EventType::Normal,
+                    "RestartingBroker",
+                    "RollingRestart",
+                    p.message.clone(),
+                )
+                .await;
+            }
+        }
+    }
+    let view = runtime.as_ref().map(|rt| rt.controller.view());
 
     // Rolling restart progress: pods not yet on the newest revision.
     let pending = sts.status.as_ref().map_or(0, |s| {
@@ -120,7 +156,10 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     if let Some(view) = &view {
         status::add_controller_view(&mut new_status, kc, view, now.clone());
     }
-    let all_ready = new_status.ready_replicas >= kc.spec.replicas;
+    if let Some(p) = &progress {
+        status::set_progress(&mut new_status, kc, p.reason, &p.message, now.clone());
+    }
+    let all_ready = new_status.ready_replicas >= kc.spec.replicas && progress.is_none();
     patch_status(&clusters, &name, &new_status).await?;
 
     // Events: one per new generation, saying what was done.
@@ -141,7 +180,9 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     }
     let names = ClusterNames::of(kc);
     tracing::debug!(statefulset = %names.statefulset(), all_ready, "reconciled");
-    Ok(Action::requeue(if all_ready {
+    Ok(Action::requeue(if progress.is_some() {
+        REQUEUE_PROGRESS
+    } else if all_ready {
         REQUEUE_READY
     } else {
         REQUEUE_NOT_READY

@@ -1,0 +1,224 @@
+//! Replica moves for scaling: pure functions over the controller's view.
+//!
+//! - Scale-down drains: every replica on a leaving broker is replaced, in
+//!   place (so the preferred-leader order is kept), by the least-loaded
+//!   staying broker the partition does not use yet.
+//! - Scale-up fills: replicas move from the most- to the least-loaded broker
+//!   until no two brokers differ by more than one replica, one replica per
+//!   move, so as little data as possible is copied.
+
+use std::collections::BTreeMap;
+
+/// Replicas of every partition, by (topic, partition).
+pub type Assignment = BTreeMap<(String, i32), Vec<i32>>;
+
+/// The assignment in the controller's view (internal topics included: they
+/// must leave a drained broker too).
+pub fn assignment(view: &skein_broker::control::View) -> Assignment {
+    view.topics
+        .iter()
+        .flat_map(|(name, t)| {
+            t.partitions
+                .iter()
+                .enumerate()
+                .map(move |(i, p)| ((name.clone(), i as i32), p.replicas.clone()))
+        })
+        .collect()
+}
+
+fn loads(current: &Assignment, brokers: &[i32]) -> BTreeMap<i32, usize> {
+    let mut load: BTreeMap<i32, usize> = brokers.iter().map(|b| (*b, 0)).collect();
+    for replicas in current.values() {
+        for r in replicas {
+            if let Some(n) = load.get_mut(r) {
+                *n += 1;
+            }
+        }
+    }
+    load
+}
+
+/// The least-loaded broker of `load` not in `exclude` (lowest id on ties).
+fn least_loaded(load: &BTreeMap<i32, usize>, exclude: &[i32]) -> Option<i32> {
+    load.iter()
+        .filter(|(b, _)| !exclude.contains(b))
+        .min_by_key(|(b, n)| (**n, **b))
+        .map(|(b, _)| *b)
+}
+
+/// New replica lists for the partitions that must change so that no replica
+/// is outside `brokers` and the replica counts of `brokers` differ by at most
+/// one. Partitions that need no change are not in the result. A replica
+/// that has nowhere to go (the replication factor exceeds `brokers`) stays.
+pub fn plan(current: &Assignment, brokers: &[i32]) -> Assignment {
+    let mut next = current.clone();
+    let mut load = loads(current, brokers);
+    // Drain.
+    for replicas in next.values_mut() {
+        for i in 0..replicas.len() {
+            if load.contains_key(&replicas[i]) {
+                continue;
+            }
+            if let Some(to) = least_loaded(&load, replicas) {
+                replicas[i] = to;
+                *load.get_mut(&to).expect("staying broker") += 1;
+            }
+        }
+    }
+    // Even out.
+    let bound = next.values().map(Vec::len).sum::<usize>() + 1;
+    for _ in 0..bound {
+        let Some((&hi, &hi_n)) = load.iter().max_by_key(|(b, n)| (**n, -**b)) else {
+            break;
+        };
+        let Some((&lo, &lo_n)) = load.iter().min_by_key(|(b, n)| (**n, **b)) else {
+            break;
+        };
+        if hi_n <= lo_n + 1 {
+            break;
+        }
+        // A partition on `hi` that does not use `lo`; prefer one where `hi`
+        // is not the preferred leader, so leadership stays put.
+        let pick = next
+            .iter()
+            .filter(|(_, r)| r.contains(&hi) && !r.contains(&lo))
+            .min_by_key(|(_, r)| r.first() == Some(&hi))
+            .map(|(k, _)| k.clone());
+        let Some(key) = pick else { break };
+        let replicas = next.get_mut(&key).expect("picked");
+        for r in replicas.iter_mut() {
+            if *r == hi {
+                *r = lo;
+            }
+        }
+        *load.get_mut(&hi).expect("hi") -= 1;
+        *load.get_mut(&lo).expect("lo") += 1;
+    }
+    next.into_iter()
+        .filter(|(k, r)| current.get(k) != Some(r))
+        .collect()
+}
+
+/// [`plan`] for each topic on its own, so every topic is spread over the
+/// brokers (and with it the cluster as a whole), not only the replica count.
+pub fn plan_per_topic(current: &Assignment, brokers: &[i32]) -> Assignment {
+    let mut by_topic: BTreeMap<&str, Assignment> = BTreeMap::new();
+    for (k, r) in current {
+        by_topic
+            .entry(k.0.as_str())
+            .or_default()
+            .insert(k.clone(), r.clone());
+    }
+    by_topic.values().flat_map(|a| plan(a, brokers)).collect()
+}
+
+/// Whether any replica of `current` is on a broker outside `brokers`.
+pub fn uses_any_outside(current: &Assignment, brokers: &[i32]) -> bool {
+    current.values().flatten().any(|r| !brokers.contains(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(parts: &[(&str, i32, &[i32])]) -> Assignment {
+        parts
+            .iter()
+            .map(|(t, p, r)| ((t.to_string(), *p), r.to_vec()))
+            .collect()
+    }
+
+    fn apply(current: &Assignment, moves: &Assignment) -> Assignment {
+        let mut out = current.clone();
+        out.extend(moves.clone());
+        out
+    }
+
+    #[test]
+    fn drain_moves_every_replica_off_leaving_brokers_keeping_order() {
+        let cur = a(&[
+            ("t", 0, &[0, 1, 4]),
+            ("t", 1, &[4, 3, 2]),
+            ("t", 2, &[2, 3, 4]),
+            ("u", 0, &[3, 4]),
+        ]);
+        let moves = plan(&cur, &[0, 1, 2]);
+        let after = apply(&cur, &moves);
+        assert!(!uses_any_outside(&after, &[0, 1, 2]), "{after:?}");
+        for r in after.values() {
+            let mut s = r.clone();
+            s.sort();
+            s.dedup();
+            assert_eq!(s.len(), r.len(), "a partition got a broker twice: {r:?}");
+        }
+        // In place: t-0 keeps 0 and 1 first.
+        assert_eq!(&after[&("t".into(), 0)][..2], &[0, 1]);
+        let load = loads(&after, &[0, 1, 2]);
+        let (min, max) = (load.values().min().unwrap(), load.values().max().unwrap());
+        assert!(max - min <= 1, "{load:?}");
+    }
+
+    #[test]
+    fn fill_moves_replicas_onto_new_brokers_and_nothing_else() {
+        let cur = a(&[
+            ("t", 0, &[0, 1, 2]),
+            ("t", 1, &[1, 2, 0]),
+            ("t", 2, &[2, 0, 1]),
+            ("t", 3, &[0, 1, 2]),
+            ("t", 4, &[1, 2, 0]),
+        ]);
+        let moves = plan(&cur, &[0, 1, 2, 3, 4]);
+        let after = apply(&cur, &moves);
+        let load = loads(&after, &[0, 1, 2, 3, 4]);
+        assert_eq!(load.values().sum::<usize>(), 15);
+        assert!(load.values().all(|n| *n == 3), "{load:?}");
+        // Each changed partition changed by exactly the moved replicas.
+        let moved: usize = moves
+            .iter()
+            .map(|(k, r)| r.iter().zip(&cur[k]).filter(|(x, y)| x != y).count())
+            .sum();
+        assert_eq!(
+            moved, 6,
+            "the fewest moves: 6 replicas onto brokers 3 and 4"
+        );
+    }
+
+    #[test]
+    fn per_topic_plan_spreads_every_topic() {
+        // A small topic and a big one: balancing only the totals could leave
+        // the small one where it was.
+        let mut cur = a(&[
+            ("a", 0, &[0, 1, 2]),
+            ("a", 1, &[1, 2, 0]),
+            ("a", 2, &[2, 0, 1]),
+        ]);
+        for p in 0..30 {
+            cur.insert(("z".into(), p), vec![p % 3, (p + 1) % 3, (p + 2) % 3]);
+        }
+        let after = apply(&cur, &plan_per_topic(&cur, &[0, 1, 2, 3, 4]));
+        let small: Assignment = after
+            .iter()
+            .filter(|(k, _)| k.0 == "a")
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect();
+        let load = loads(&small, &[0, 1, 2, 3, 4]);
+        assert!(load[&3] >= 1 && load[&4] >= 1, "{load:?}");
+        let total = loads(&after, &[0, 1, 2, 3, 4]);
+        let (min, max) = (total.values().min().unwrap(), total.values().max().unwrap());
+        assert!(max - min <= 2, "{total:?}");
+    }
+
+    #[test]
+    fn balanced_assignment_needs_no_move() {
+        let cur = a(&[("t", 0, &[0, 1]), ("t", 1, &[1, 2]), ("t", 2, &[2, 0])]);
+        assert!(plan(&cur, &[0, 1, 2]).is_empty());
+    }
+
+    #[test]
+    fn replicas_with_nowhere_to_go_stay() {
+        let cur = a(&[("t", 0, &[0, 1, 2])]);
+        let moves = plan(&cur, &[0, 1]);
+        assert!(moves.is_empty(), "{moves:?}");
+        assert!(uses_any_outside(&cur, &[0, 1]));
+    }
+}

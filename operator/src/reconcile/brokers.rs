@@ -1,0 +1,267 @@
+//! What the KafkaCluster reconciler does about the broker set when the
+//! cluster's controller runs (kubernetes platform):
+//!
+//! - **Scale-down** drains first: replicas on the leaving brokers (the
+//!   highest ordinals) are reassigned to the staying ones, and the
+//!   StatefulSet keeps its old size until no partition uses a leaving broker.
+//! - **Scale-up** fills: once every new broker has registered and one of them
+//!   hosts nothing, replicas are moved onto the new brokers until the counts
+//!   are even.
+//! - **Rolling restart** (`updateStrategy: OnDelete`): when the pod template
+//!   changed, one outdated pod at a time is deleted, highest ordinal first,
+//!   only while every broker is up and no partition is under-replicated, and
+//!   never when a partition the broker is in sync for would drop below its
+//!   `min.insync.replicas` (the broker moves its leadership away on SIGTERM).
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::ResourceExt;
+use skein_controller::{Event, Reply};
+use skein_crds::KafkaCluster;
+use tracing::{info, warn};
+
+use crate::build::{selector_string, ClusterNames};
+use crate::error::{Error, Result};
+use crate::placement::{assignment, plan_per_topic, uses_any_outside, Assignment};
+use crate::runtime::{ClusterRuntime, Restart};
+
+/// Why the cluster is still converging, for the `Reconciling` condition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The StatefulSet size to apply now, and what is in progress.
+pub struct ScaleStep {
+    pub replicas: i32,
+    pub progress: Option<Progress>,
+}
+
+fn reassigning(rt: &ClusterRuntime) -> usize {
+    rt.controller
+        .view()
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| !p.adding_replicas.is_empty() || !p.removing_replicas.is_empty())
+        .count()
+}
+
+fn reassign(rt: &ClusterRuntime, moves: &Assignment) -> usize {
+    let mut started = 0;
+    for ((topic, partition), target) in moves {
+        let r = rt.controller.request(
+            Event::ReassignPartition {
+                topic: topic.clone(),
+                partition: *partition as u32,
+                target: Some(target.clone()),
+            },
+            |r| match r {
+                Reply::ReassignPartition { result, .. } => Some(result),
+                _ => None,
+            },
+        );
+        match r {
+            Ok(()) => started += 1,
+            Err(e) => warn!(topic, partition, error = %e.message, "reassignment refused"),
+        }
+    }
+    started
+}
+
+/// Decides the StatefulSet size: the spec's, except while a scale-down is
+/// still moving replicas off the leaving brokers.
+pub fn scale_step(rt: &ClusterRuntime, kc: &KafkaCluster, current: Option<i32>) -> ScaleStep {
+    let want = kc.spec.replicas;
+    let cur = current.unwrap_or(want);
+    let view = rt.controller.view();
+    let asg = assignment(&view);
+    let moving = reassigning(rt);
+    if want < cur {
+        let staying: Vec<i32> = (0..want).collect();
+        if !uses_any_outside(&asg, &staying) && moving == 0 {
+            return ScaleStep {
+                replicas: want,
+                progress: None,
+            };
+        }
+        if moving == 0 {
+            let moves = plan_per_topic(&asg, &staying);
+            let n = reassign(rt, &moves);
+            info!(cluster = %kc.name_any(), partitions = n, "draining brokers {want}..{cur}");
+        }
+        return ScaleStep {
+            replicas: cur,
+            progress: Some(Progress {
+                reason: "DrainingBrokers",
+                message: format!(
+                    "moving replicas off broker(s) {want}..{} before the StatefulSet shrinks to {want}; {} partition(s) moving",
+                    cur - 1,
+                    reassigning(rt)
+                ),
+            }),
+        };
+    }
+    let all: Vec<i32> = (0..want).collect();
+    let alive = all
+        .iter()
+        .all(|b| view.brokers.get(b).is_some_and(|m| m.alive));
+    let empty_broker = all.iter().any(|b| !asg.values().any(|r| r.contains(b)));
+    if moving == 0 && alive && empty_broker && !asg.is_empty() {
+        let moves = plan_per_topic(&asg, &all);
+        if !moves.is_empty() {
+            let n = reassign(rt, &moves);
+            info!(cluster = %kc.name_any(), partitions = n, "moving replicas onto new brokers");
+        }
+    }
+    let progress = (reassigning(rt) > 0).then(|| Progress {
+        reason: "MovingReplicas",
+        message: format!("{} partition(s) moving between brokers", reassigning(rt)),
+    });
+    ScaleStep {
+        replicas: want,
+        progress,
+    }
+}
+
+fn ordinal(pod: &Pod) -> i32 {
+    pod.name_any()
+        .rsplit('-')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(-1)
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// One step of a rolling restart: deletes at most one outdated pod.
+pub async fn rolling_restart_step(
+    client: &kube::Client,
+    rt: &ClusterRuntime,
+    kc: &KafkaCluster,
+    sts: &StatefulSet,
+) -> Result<Option<Progress>> {
+    let Some(update) = sts.status.as_ref().and_then(|s| s.update_revision.clone()) else {
+        return Ok(None);
+    };
+    let names = ClusterNames::of(kc);
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &names.namespace);
+    let pods = pods_api
+        .list(&ListParams::default().labels(&selector_string(&names)))
+        .await
+        .map_err(|source| Error::Dereference {
+            what: "pods",
+            source,
+        })?
+        .items;
+    let mut outdated: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.labels().get("controller-revision-hash") != Some(&update))
+        .collect();
+    let view = rt.controller.view();
+    let image = rt.controller.image();
+    // One at a time: the pod restarted last must be back, and its broker
+    // registered again, before anything else is looked at.
+    let last = rt.restarting.lock().expect("restarting lock").clone();
+    if let Some(r) = last {
+        let pod_back = pods.iter().any(|p| {
+            p.name_any() == r.pod && p.uid().as_deref() != Some(r.uid.as_str()) && is_ready(p)
+        });
+        let broker_back = image.brokers.get(&r.broker).is_some_and(|b| {
+            b.broker_epoch > r.broker_epoch && !b.fenced && !b.in_controlled_shutdown
+        });
+        if !(pod_back && broker_back) {
+            return Ok(Some(Progress {
+                reason: "RollingRestart",
+                message: format!(
+                    "waiting for {} to be recreated and its broker to register again",
+                    r.pod
+                ),
+            }));
+        }
+        *rt.restarting.lock().expect("restarting lock") = None;
+    }
+    if outdated.is_empty() {
+        return Ok(None);
+    }
+    outdated.sort_by_key(|p| -ordinal(p));
+    let victim = outdated[0];
+    let id = ordinal(victim);
+
+    let want = kc.spec.replicas;
+    let ready = pods.iter().filter(|p| is_ready(p)).count() as i32;
+    let alive = (0..want).all(|b| view.brokers.get(&b).is_some_and(|m| m.alive));
+    let under = view
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.isr.len() < p.replicas.len())
+        .count();
+    let wait = |message: String| {
+        Ok(Some(Progress {
+            reason: "RollingRestart",
+            message,
+        }))
+    };
+    if ready < want || !alive || under > 0 {
+        return wait(format!(
+            "{} pod(s) on an old revision; next is {} once every broker is up and in sync ({ready}/{want} pods ready, {under} partition(s) under-replicated)",
+            outdated.len(),
+            victim.name_any()
+        ));
+    }
+    let cluster_min = kc
+        .spec
+        .config
+        .get("min.insync.replicas")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1);
+    for (name, t) in &view.topics {
+        let min = t
+            .configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(cluster_min);
+        for (i, p) in t.partitions.iter().enumerate() {
+            if p.isr.contains(&id) && p.isr.len() <= min && p.replicas.len() > 1 {
+                return Ok(Some(Progress {
+                    reason: "RollingRestartBlocked",
+                    message: format!(
+                        "restarting {} would leave {name}-{i} with {} in-sync replica(s), below min.insync.replicas={min}",
+                        victim.name_any(),
+                        p.isr.len() - 1
+                    ),
+                }));
+            }
+        }
+    }
+    let pod = victim.name_any();
+    *rt.restarting.lock().expect("restarting lock") = Some(Restart {
+        pod: pod.clone(),
+        uid: victim.uid().unwrap_or_default(),
+        broker: id,
+        broker_epoch: image.brokers.get(&id).map_or(0, |b| b.broker_epoch),
+    });
+    pods_api
+        .delete(&pod, &DeleteParams::default())
+        .await
+        .map_err(|source| Error::Apply {
+            kind: "Pod".into(),
+            name: pod.clone(),
+            source,
+        })?;
+    info!(cluster = %names.cluster, %pod, "rolling restart: pod deleted");
+    wait(format!(
+        "restarting {pod}; {} pod(s) left on an old revision",
+        outdated.len() - 1
+    ))
+}
