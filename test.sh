@@ -4,6 +4,7 @@
 #
 #   ./test.sh            everything: format, lint, unit + integration tests, Helm chart checks,
 #                        real-client e2e suite (single broker and a 3-broker cluster),
+#                        the operator against a real Kubernetes API server (e2e/k8s),
 #                        observability (promtool, real Prometheus), benchmark smoke
 #   ./test.sh --rust     only the Rust workspace (fmt, clippy, cargo test)
 #
@@ -37,6 +38,10 @@ cargo build --release -p skein-broker -p skein-operator
 step "e2e: real Kafka clients against skein-broker and a 3-broker local cluster (skein-operator local)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
     e2e/run.sh
+
+step "operator on a real Kubernetes API server (e2e/k8s: built from the Go module proxy, cached; kwok nodes; a skein-broker process behind every broker pod)"
+SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
+    e2e/k8s/operator-e2e.sh
 
 step "observability: promtool rule tests, then the dashboard and alerts against a real Prometheus (3-broker local cluster; operator on e2e/k8s's control plane)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \

@@ -76,17 +76,39 @@ class Env:
         self.kubeconfig = vals["KUBECONFIG"]
         self.kubectl = f"{vals['SKEIN_K8S_BIN']}/kubectl"
 
-    def start_operator(self):
-        self.k("apply", "--server-side", "-f", str(ROOT / "crds/yaml"))
+    def helm_install(self) -> str:
+        """`helm install` the chart (CRDs, RBAC, Deployment, Service); returns a
+        kubeconfig with a token of the chart's ServiceAccount, so the operator
+        runs with exactly the permissions the chart grants."""
+        helm = str(Path(self.kubectl).parent / "helm")
+        r = subprocess.run([helm, "--kubeconfig", self.kubeconfig, "install", "skein", str(ROOT / "charts/skein"),
+                            "--namespace", "skein-system", "--create-namespace"],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"helm install: {r.stderr}")
         self.k("wait", "--for=condition=Established", "--timeout=60s",
                "crd/kafkaclusters.skein.dev", "crd/topics.skein.dev")
+        sa = self.k("-n", "skein-system", "get", "deployment", "-o",
+                    "jsonpath={.items[0].spec.template.spec.serviceAccountName}").strip()
+        token = self.k("-n", "skein-system", "create", "token", sa, "--duration=7200s").strip()
+        admin = json.loads(self.k("config", "view", "--raw", "--minify", "-o", "json"))
+        cfg = {"apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
+               "users": [{"name": sa, "user": {"token": token}}],
+               "contexts": [{"name": sa, "context": {"cluster": admin["clusters"][0]["name"], "user": sa}}],
+               "current-context": sa}
+        path = self.workdir / "operator.kubeconfig"
+        path.write_text(json.dumps(cfg))
+        return str(path)
+
+    def start_operator(self):
+        operator_kubeconfig = self.helm_install()
         self.metrics_port = free_port()
         self.operator_log = self.workdir / "operator.log"
         fh = open(self.operator_log, "ab")
         self.operator = subprocess.Popen(
             [os.environ["SKEIN_OPERATOR_BIN"], "kubernetes", "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
              "--session-timeout-ms", "6000"],
-            env={**os.environ, "KUBECONFIG": self.kubeconfig, "RUST_LOG": "info,kube=warn"},
+            env={**os.environ, "KUBECONFIG": operator_kubeconfig, "RUST_LOG": "info,kube=warn"},
             stdout=fh, stderr=subprocess.STDOUT)
         self.procs.append(self.operator)
 
@@ -166,6 +188,18 @@ def cond(obj: dict, type_: str) -> str | None:
 
 def topic_partitions(env, name: str) -> list[dict]:
     return env.get("-n", NS, "get", "topic", name).get("status", {}).get("partitions", [])
+
+
+def test_helm_chart_installs_and_its_rbac_is_enough(env):
+    """The operator of every other test runs with the chart's ServiceAccount token."""
+    assert env.get("-n", "skein-system", "get", "deployment")["items"], "the chart's operator Deployment"
+    sa = env.k("-n", "skein-system", "get", "deployment", "-o",
+               "jsonpath={.items[0].spec.template.spec.serviceAccountName}").strip()
+    who = f"system:serviceaccount:skein-system:{sa}"
+    for verb, res in [("create", "topics.skein.dev"), ("patch", "topics.skein.dev/status"),
+                      ("delete", "pods"), ("update", "configmaps"), ("create", "statefulsets.apps")]:
+        assert env.k("auth", "can-i", verb, res, "-n", NS, "--as", who, check=False).strip() == "yes", (verb, res)
+    assert env.k("auth", "can-i", "delete", "secrets", "-n", NS, "--as", who, check=False).strip() == "no"
 
 
 def test_kafkacluster_builds_objects_and_becomes_ready(env):

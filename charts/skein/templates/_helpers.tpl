@@ -35,8 +35,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* Rules for the objects the operator reads and writes in watched namespaces. */}}
 {{- define "skein.rules" -}}
 - apiGroups: ["skein.dev"]
-  resources: ["kafkaclusters", "topics"]
+  resources: ["kafkaclusters"]
   verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["skein.dev"]
+  # Topics created through the Kafka API get a Topic resource.
+  resources: ["topics"]
+  verbs: ["get", "list", "watch", "create", "patch", "update"]
 - apiGroups: ["skein.dev"]
   resources: ["kafkaclusters/status", "topics/status"]
   verbs: ["get", "patch", "update"]
