@@ -253,6 +253,22 @@ def test_topic_gets_partitions_in_status_and_serves_clients(env):
     assert sorted(got) == sorted(sent)
 
 
+def test_api_server_rejects_invalid_topics(env):
+    """The CRD's schema and CEL rules, enforced by the real API server."""
+    bad = topic_yaml("bad", 0, 1)
+    r = subprocess.run([env.kubectl, "--kubeconfig", env.kubeconfig, "apply", "-f", "-"], input=bad,
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "partitions" in r.stderr, r.stderr
+    r = subprocess.run([env.kubectl, "--kubeconfig", env.kubeconfig, "-n", NS, "patch", "topic", "orders",
+                        "--type=merge", "-p", '{"spec": {"partitions": 2}}'], capture_output=True, text=True)
+    assert r.returncode != 0 and "partitions may not decrease" in r.stderr, r.stderr
+    r = subprocess.run([env.kubectl, "--kubeconfig", env.kubeconfig, "-n", NS, "patch", "topic", "orders",
+                        "--type=merge", "-p", '{"spec": {"clusterRef": {"name": "other"}}}'],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "clusterRef is immutable" in r.stderr, r.stderr
+    assert len(topic_partitions(env, "orders")) == 3
+
+
 def test_kafka_api_topic_gets_a_topic_resource_and_deletion_removes_it(env):
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap(env)})
