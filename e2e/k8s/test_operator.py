@@ -300,6 +300,21 @@ def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
     for p in after:
         assert p["leader"] != victim
     print(f"leadership of orders-0 moved {victim} -> {after[0]['leader']} in {moved_s:.1f}s")
+    import urllib.request
+
+    def clean_elections():
+        text = urllib.request.urlopen(f"http://127.0.0.1:{env.metrics_port}/metrics", timeout=5).read().decode()
+        for line in text.splitlines():
+            if line.startswith("skein_operator_leader_elections_total{") and f'cluster="{CLUSTER}"' in line \
+                    and 'kind="clean"' in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+    try:
+        wait_until(lambda: clean_elections() >= 1, 30, "the election counted in the operator's metrics")
+    except AssertionError:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{env.metrics_port}/metrics", timeout=5).read().decode()
+        raise AssertionError("no clean election in the operator's metrics:\n" + "\n".join(
+            line for line in text.splitlines() if line.startswith("skein_operator_")))
     # The StatefulSet recreates the pod (same PVC directory); the broker rejoins the ISR.
     wait_until(lambda: env.get("-n", NS, "get", "pod", pod)["metadata"]["uid"] != old_uid, 60,
                "the pod recreated")

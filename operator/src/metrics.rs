@@ -15,6 +15,12 @@ pub struct Metrics {
     pub leader: IntGauge,
     /// Broker pods of a cluster not yet on its StatefulSet's newest revision.
     pub rolling_pending: prometheus::IntGaugeVec,
+    /// Per cluster, from its controller (kubernetes platform).
+    pub elections: IntCounterVec,
+    pub reassigning: prometheus::IntGaugeVec,
+    pub offline: prometheus::IntGaugeVec,
+    pub under_replicated: prometheus::IntGaugeVec,
+    pub brokers_alive: prometheus::IntGaugeVec,
 }
 
 impl Metrics {
@@ -58,7 +64,43 @@ impl Metrics {
             &["namespace", "cluster"],
         )?;
         registry.register(Box::new(rolling_pending.clone()))?;
+        let cluster = ["namespace", "cluster"];
+        let elections = IntCounterVec::new(
+            Opts::new(
+                "skein_operator_leader_elections_total",
+                "Partition leaders a cluster's controller elected after the first, by kind: clean, unclean, preferred",
+            ),
+            &["namespace", "cluster", "kind"],
+        )?;
+        let gauge =
+            |name: &str, help: &str| prometheus::IntGaugeVec::new(Opts::new(name, help), &cluster);
+        let reassigning = gauge(
+            "skein_operator_partitions_reassigning",
+            "Partitions of a cluster whose replicas are being moved",
+        )?;
+        let offline = gauge(
+            "skein_operator_partitions_offline",
+            "Partitions of a cluster without a leader",
+        )?;
+        let under_replicated = gauge(
+            "skein_operator_partitions_under_replicated",
+            "Partitions of a cluster whose ISR is smaller than their replica set",
+        )?;
+        let brokers_alive = gauge(
+            "skein_operator_brokers_alive",
+            "Brokers of a cluster in session with its controller",
+        )?;
+        registry.register(Box::new(elections.clone()))?;
+        registry.register(Box::new(reassigning.clone()))?;
+        registry.register(Box::new(offline.clone()))?;
+        registry.register(Box::new(under_replicated.clone()))?;
+        registry.register(Box::new(brokers_alive.clone()))?;
         Ok(Metrics {
+            elections,
+            reassigning,
+            offline,
+            under_replicated,
+            brokers_alive,
             reconciles,
             failures,
             duration,

@@ -134,6 +134,7 @@ pub async fn run(opts: KubernetesOptions) -> Result<(), Box<dyn std::error::Erro
     ctx.runtimes = Some(Arc::new(Runtimes::new(
         config,
         client.clone(),
+        metrics.clone(),
         opts.session_timeout_ms,
     )));
     let ctx = Arc::new(ctx);

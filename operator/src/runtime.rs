@@ -379,15 +379,22 @@ pub fn resource_name(kafka_name: &str) -> String {
 pub struct Runtimes {
     config: kube::Config,
     client: Client,
+    metrics: crate::metrics::Metrics,
     session_timeout_ms: u64,
     clusters: Mutex<HashMap<(String, String), Arc<ClusterRuntime>>>,
 }
 
 impl Runtimes {
-    pub fn new(config: kube::Config, client: Client, session_timeout_ms: u64) -> Self {
+    pub fn new(
+        config: kube::Config,
+        client: Client,
+        metrics: crate::metrics::Metrics,
+        session_timeout_ms: u64,
+    ) -> Self {
         Self {
             config,
             client,
+            metrics,
             session_timeout_ms,
             clusters: Mutex::new(HashMap::new()),
         }
@@ -460,6 +467,7 @@ impl Runtimes {
                 self.client.clone(),
                 names.clone(),
                 controller.clone(),
+                self.metrics.clone(),
             )));
         }
         rt.set_brokers(kc.spec.replicas);
@@ -474,13 +482,44 @@ impl Runtimes {
     }
 }
 
+/// Sets the per-cluster gauges from a view.
+fn observe(
+    metrics: &crate::metrics::Metrics,
+    names: &ClusterNames,
+    view: &skein_broker::control::View,
+) {
+    let labels = [names.namespace.as_str(), names.cluster.as_str()];
+    let (mut offline, mut under, mut moving) = (0, 0, 0);
+    for p in view.topics.values().flat_map(|t| t.partitions.iter()) {
+        offline += i64::from(p.leader < 0);
+        under += i64::from(p.isr.len() < p.replicas.len());
+        moving += i64::from(!p.adding_replicas.is_empty() || !p.removing_replicas.is_empty());
+    }
+    metrics.offline.with_label_values(&labels).set(offline);
+    metrics
+        .under_replicated
+        .with_label_values(&labels)
+        .set(under);
+    metrics.reassigning.with_label_values(&labels).set(moving);
+    metrics
+        .brokers_alive
+        .with_label_values(&labels)
+        .set(view.brokers.values().filter(|b| b.alive).count() as i64);
+}
+
 /// Writes the controller's view into the cluster's Topic resources whenever
 /// it changes (and every 10 s, for Topics created since), and creates Topic
 /// resources for topics made through the Kafka API.
-async fn mirror_topics(client: Client, names: ClusterNames, controller: Arc<ControllerService>) {
+async fn mirror_topics(
+    client: Client,
+    names: ClusterNames,
+    controller: Arc<ControllerService>,
+    metrics: crate::metrics::Metrics,
+) {
     let topics: Api<Topic> = Api::namespaced(client, &names.namespace);
     let mut changes = controller.subscribe();
     let mut written: HashMap<String, serde_json::Value> = HashMap::new();
+    let mut elections_seen: HashMap<&'static str, u64> = HashMap::new();
     loop {
         tokio::select! {
             r = changes.changed() => if r.is_err() { return },
@@ -489,6 +528,19 @@ async fn mirror_topics(client: Client, names: ClusterNames, controller: Arc<Cont
         // Let a burst of changes (an election touches many partitions) settle.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let view = controller.view();
+        observe(&metrics, &names, &view);
+        let labels = [names.namespace.as_str(), names.cluster.as_str()];
+        for kind in ["clean", "unclean", "preferred"] {
+            let now = controller.elections.with_label_values(&[kind]).get();
+            let seen = elections_seen.entry(kind).or_insert(0);
+            if now > *seen {
+                metrics
+                    .elections
+                    .with_label_values(&[labels[0], labels[1], kind])
+                    .inc_by(now - *seen);
+                *seen = now;
+            }
+        }
         let list = match topics.list(&ListParams::default()).await {
             Ok(l) => l.items,
             Err(e) => {
