@@ -101,7 +101,11 @@ class Env:
         return str(path)
 
     def start_operator(self):
-        operator_kubeconfig = self.helm_install()
+        self.operator_kubeconfig = self.helm_install()
+        self.launch_operator()
+
+    def launch_operator(self):
+        operator_kubeconfig = self.operator_kubeconfig
         self.metrics_port = free_port()
         self.operator_log = self.workdir / "operator.log"
         fh = open(self.operator_log, "ab")
@@ -417,3 +421,22 @@ def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
     assert restarted == [f"{CLUSTER}-2", f"{CLUSTER}-1", f"{CLUSTER}-0"], restarted
     assert acked[0] > 0 and not errors, f"{acked[0]} acked, errors: {errors[:5]}"
     print(f"rolling restart: {acked[0]} records acked (acks=all) during the roll, 0 errors")
+
+
+def test_operator_restart_keeps_the_cluster_state(env):
+    """The controller's image survives the operator: SIGKILL it, start a new one,
+    and the cluster, its topics and their placement are what they were."""
+    before = env.get("-n", NS, "get", "topic", "orders")["status"]
+    env.operator.kill()
+    env.operator.wait(10)
+    env.launch_operator()
+    env.k("apply", "-f", "-", stdin=topic_yaml("after-restart", 2, 3))
+    wait_until(lambda: (lambda ps: len(ps) == 2 and all(len(p["isr"]) == 3 for p in ps))(
+        topic_partitions(env, "after-restart")), 90, "a topic created after the restart placed and in sync")
+    after = env.get("-n", NS, "get", "topic", "orders")["status"]
+    assert after["topicId"] == before["topicId"]
+    assert [p["replicas"] for p in after["partitions"]] == [p["replicas"] for p in before["partitions"]]
+    wait_until(lambda: all_in_sync(env), 60, "every partition in sync with the new operator")
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": bootstrap(env)}).list_topics(timeout=10)
+    assert {"orders", "after-restart"} <= set(md.topics) and len(md.brokers) == 3
