@@ -20,5 +20,16 @@ fi
 bash "$HERE/build.sh" >/dev/null
 "$ROOT/e2e/setup.sh" >/dev/null
 export SKEIN_K8S_POD_CIDR=${SKEIN_K8S_POD_CIDR:-198.18.0.0/16}
-exec "$HERE/netns.sh" "$ROOT/e2e/.venv/bin/python" -m pytest -v -s -p no:cacheprovider \
-  "$HERE/test_operator.py" "$@"
+# The operator pods read their ServiceAccount token where a real pod does; the
+# test bind-mounts it there inside its private mount namespace. The mount
+# point has to exist on the real filesystem: remove it again if we made it.
+SA=/var/run/secrets/kubernetes.io/serviceaccount
+made_sa=0
+[[ -e $SA ]] || made_sa=1
+rc=0
+"$HERE/netns.sh" "$ROOT/e2e/.venv/bin/python" -m pytest -v -s -p no:cacheprovider \
+  "$HERE/test_operator.py" "$@" || rc=$?
+if [[ $made_sa == 1 ]]; then
+  rmdir "$SA" /var/run/secrets/kubernetes.io /var/run/secrets 2>/dev/null || true
+fi
+exit $rc

@@ -1,4 +1,5 @@
-"""A stand-in kubelet for broker pods on the e2e/k8s control plane.
+"""A stand-in kubelet for Skein's pods (brokers, and the operator the Helm
+chart deploys) on the e2e/k8s control plane.
 
 kwok marks pods Running and gives them an IP, but nothing runs in them (there
 is no container runtime here). This runner makes each skein broker pod real:
@@ -12,6 +13,14 @@ for every Running pod it starts the pod's own container command (`/bin/sh -c
 - each persistentVolumeClaim volume backed by a directory named after the
   claim, so a recreated pod finds its data again (what a PVC gives),
 - `HOSTNAME`, and the downward-API env vars (`fieldRef`) of the pod spec.
+
+A container without a shell command line (the operator's: the image's
+entrypoint plus `args`) runs as `<binary> <args>`; the binary is chosen by the
+image name (`skein-operator`, `skein-broker`). A pod with a ServiceAccount
+gets a token for it (`kubectl create token`) in `sa_dir`, which the test
+mounts at /var/run/secrets/kubernetes.io/serviceaccount in its private mount
+namespace, and KUBERNETES_SERVICE_HOST/PORT pointing at the API server: the
+in-cluster configuration a real pod has.
 
 It also keeps /etc/hosts (the private copy netns.sh mounts) mapping every pod's
 stable DNS name (`<pod>.<subdomain>.<ns>.svc`) to its IP, standing in for
@@ -32,11 +41,15 @@ from pathlib import Path
 
 
 class PodRunner:
-    def __init__(self, kubectl: list[str], namespace: str, broker_bin: str, workdir: Path,
-                 selector: str = "app.kubernetes.io/name=skein"):
+    def __init__(self, kubectl: list[str], namespace: str, binaries: dict[str, str], workdir: Path,
+                 selector: str = "app.kubernetes.io/name=skein", api: tuple[str, int] | None = None,
+                 sa_dir: Path | None = None):
         self.kubectl = kubectl
         self.ns = namespace
-        self.bin = broker_bin
+        self.binaries = binaries
+        self.api = api
+        self.sa_dir = sa_dir
+        self.tokens: set[str] = set()
         self.workdir = workdir
         self.selector = selector
         self.procs: dict[str, dict] = {}  # pod uid -> {name, proc, log}
@@ -90,8 +103,10 @@ class PodRunner:
                 entry = self.procs.pop(uid)
                 self.terminating[entry["proc"].pid] = entry["ip"]
                 threading.Thread(target=self._terminate, args=(entry, 30), daemon=True).start()
-        self._write_hosts(live.values())
         busy_ips = set(self.terminating.values())
+        # A name resolves to a pod's IP only once its old holder is gone (a
+        # real pod IP is not reused while the old sandbox still exists).
+        self._write_hosts(p for u, p in live.items() if u in self.procs or p["status"]["podIP"] not in busy_ips)
         for uid, p in live.items():
             entry = self.procs.get(uid)
             if entry is None:
@@ -129,39 +144,62 @@ class PodRunner:
             with open(self.hosts_file, "w") as f:
                 f.write(text)
 
+    def _binary(self, image: str) -> str:
+        for name, path in self.binaries.items():
+            if name in image:
+                return path
+        raise RuntimeError(f"no binary for image {image}")
+
+    def _token(self, sa: str):
+        if self.sa_dir is None or sa in self.tokens:
+            return
+        token = subprocess.run([*self.kubectl, "-n", self.ns, "create", "token", sa, "--duration=7200s"],
+                               capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+        (self.sa_dir / "token").write_text(token)
+        (self.sa_dir / "namespace").write_text(self.ns)
+        self.tokens.add(sa)
+
     def _start(self, pod: dict):
         meta, spec = pod["metadata"], pod["spec"]
         name, uid, ip = meta["name"], meta["uid"], pod["status"]["podIP"]
         c = spec["containers"][0]
-        line = " ".join(c.get("args") or [])
+        binary = self._binary(c["image"])
         command = c.get("command") or []
-        if command[:2] != ["/bin/sh", "-c"] or not line:
-            raise RuntimeError(f"pod {name}: unexpected container command {command} {c.get('args')}")
         pod_dir = self.workdir / "pods" / name
         pod_dir.mkdir(parents=True, exist_ok=True)
-        volumes = {v["name"]: v for v in spec.get("volumes", [])}
-        mounts = sorted(c.get("volumeMounts", []), key=lambda m: -len(m["mountPath"]))
-        for m in mounts:
-            v = volumes.get(m["name"], {})
-            if "configMap" in v:
-                cm = self._kubectl_json("-n", self.ns, "get", "configmap", v["configMap"]["name"])
-                d = pod_dir / f"configmap-{m['name']}"
-                d.mkdir(parents=True, exist_ok=True)
-                for k, text in (cm.get("data") or {}).items():
-                    (d / k).write_text(text)
-            elif "persistentVolumeClaim" in v:
-                d = self.workdir / "volumes" / v["persistentVolumeClaim"]["claimName"]
-                d.mkdir(parents=True, exist_ok=True)
-            else:
-                continue
-            line = line.replace(m["mountPath"], str(d))
-        line = re.sub(r"\bskein-broker\b", self.bin, line, count=1)
-        line = line.replace("0.0.0.0", ip)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOSTNAME": name,
+        if command[:2] == ["/bin/sh", "-c"]:
+            line = " ".join(c.get("args") or [])
+            volumes = {v["name"]: v for v in spec.get("volumes", [])}
+            mounts = sorted(c.get("volumeMounts", []), key=lambda m: -len(m["mountPath"]))
+            for m in mounts:
+                v = volumes.get(m["name"], {})
+                if "configMap" in v:
+                    cm = self._kubectl_json("-n", self.ns, "get", "configmap", v["configMap"]["name"])
+                    d = pod_dir / f"configmap-{m['name']}"
+                    d.mkdir(parents=True, exist_ok=True)
+                    for k, text in (cm.get("data") or {}).items():
+                        (d / k).write_text(text)
+                elif "persistentVolumeClaim" in v:
+                    d = self.workdir / "volumes" / v["persistentVolumeClaim"]["claimName"]
+                    d.mkdir(parents=True, exist_ok=True)
+                else:
+                    continue
+                line = line.replace(m["mountPath"], str(d))
+            line = re.sub(r"\bskein-(broker|operator)\b", binary, line, count=1)
+            argv = ["/bin/sh", "-c", line.replace("0.0.0.0", ip)]
+        elif not command:
+            argv = [binary, *[a.replace("0.0.0.0", ip) for a in c.get("args") or []]]
+        else:
+            raise RuntimeError(f"pod {name}: unexpected container command {command}")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOSTNAME": name, "HOME": str(pod_dir),
                "RUST_LOG": os.environ.get("RUST_LOG", "info")}
+        if self.api is not None:
+            env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"] = self.api[0], str(self.api[1])
+        if spec.get("serviceAccountName") and spec.get("automountServiceAccountToken", True):
+            self._token(spec["serviceAccountName"])
         for e in c.get("env", []):
             if "value" in e:
-                env[e["name"]] = e["value"]
+                env[e["name"]] = e["value"].replace("0.0.0.0", ip)
             elif "fieldRef" in e.get("valueFrom", {}):
                 path = e["valueFrom"]["fieldRef"]["fieldPath"]
                 env[e["name"]] = {"metadata.name": name, "metadata.namespace": meta["namespace"],
@@ -169,13 +207,13 @@ class PodRunner:
         log = self.workdir / "logs" / f"{name}-{uid[:8]}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         fh = open(log, "ab")
-        proc = subprocess.Popen(["/bin/sh", "-c", line], env=env, stdout=fh, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, env=env, stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         fh.close()
         self.procs[uid] = {"name": name, "proc": proc, "log": log, "ip": ip,
                            "grace": spec.get("terminationGracePeriodSeconds", 30)}
         self.started.append((name, uid))
-        print(f"pod runner: started pod {name} ({ip}) pid {proc.pid}: {line}", flush=True)
+        print(f"pod runner: started pod {name} ({ip}) pid {proc.pid}: {' '.join(argv)[-300:]}", flush=True)
 
     def _terminate(self, entry: dict, grace: float):
         proc = entry["proc"]

@@ -9,9 +9,9 @@ Run by e2e/k8s/operator-e2e.sh inside netns.sh (pod IPs are local addresses,
 
 from __future__ import annotations
 
+import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -43,12 +43,6 @@ def wait_until(pred, timeout, what):
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Env:
     def __init__(self, workdir: Path):
         self.workdir = workdir
@@ -76,47 +70,56 @@ class Env:
         self.kubeconfig = vals["KUBECONFIG"]
         self.kubectl = f"{vals['SKEIN_K8S_BIN']}/kubectl"
 
-    def helm_install(self) -> str:
-        """`helm install` the chart (CRDs, RBAC, Deployment, Service); returns a
-        kubeconfig with a token of the chart's ServiceAccount, so the operator
-        runs with exactly the permissions the chart grants."""
+    def binaries(self) -> dict[str, str]:
+        return {"skein-operator": os.environ["SKEIN_OPERATOR_BIN"], "skein-broker": os.environ["SKEIN_BROKER_BIN"]}
+
+    def start_operator(self):
+        """`helm install` the chart (CRDs, RBAC, the operator Deployment with two
+        replicas and Lease election). Its pods run the real operator binary with
+        the chart's args and env and an in-cluster identity: a token of the
+        chart's ServiceAccount at the standard path (mounted in this test's
+        private mount namespace), so the chart's RBAC is what is tested."""
         helm = str(Path(self.kubectl).parent / "helm")
         r = subprocess.run([helm, "--kubeconfig", self.kubeconfig, "install", "skein", str(ROOT / "charts/skein"),
-                            "--namespace", "skein-system", "--create-namespace"],
+                            "--namespace", "skein-system", "--create-namespace",
+                            "--set", "leaderElection.leaseDurationSeconds=6"],
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"helm install: {r.stderr}")
         self.k("wait", "--for=condition=Established", "--timeout=60s",
                "crd/kafkaclusters.skein.dev", "crd/topics.skein.dev")
-        sa = self.k("-n", "skein-system", "get", "deployment", "-o",
-                    "jsonpath={.items[0].spec.template.spec.serviceAccountName}").strip()
-        token = self.k("-n", "skein-system", "create", "token", sa, "--duration=7200s").strip()
+        sa_dir = self.workdir / "serviceaccount"
+        sa_dir.mkdir()
         admin = json.loads(self.k("config", "view", "--raw", "--minify", "-o", "json"))
-        cfg = {"apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
-               "users": [{"name": sa, "user": {"token": token}}],
-               "contexts": [{"name": sa, "context": {"cluster": admin["clusters"][0]["name"], "user": sa}}],
-               "current-context": sa}
-        path = self.workdir / "operator.kubeconfig"
-        path.write_text(json.dumps(cfg))
-        return str(path)
+        cluster = admin["clusters"][0]["cluster"]
+        (sa_dir / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+        target = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+        target.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", str(sa_dir), str(target)], check=True)
+        host, port = cluster["server"].removeprefix("https://").rsplit(":", 1)
+        self.op_runner = PodRunner([self.kubectl, "--kubeconfig", self.kubeconfig], "skein-system",
+                                   self.binaries(), self.workdir / "op-runner",
+                                   selector="app.kubernetes.io/name=skein-operator",
+                                   api=(host, int(port)), sa_dir=sa_dir).start()
+        wait_until(self.leader_pod, 60, "an operator replica holding the Lease")
 
-    def start_operator(self):
-        self.operator_kubeconfig = self.helm_install()
-        self.launch_operator()
+    def leader_pod(self) -> dict | None:
+        lease = self.get("-n", "skein-system", "get", "lease", "skein-operator")
+        holder = lease["spec"].get("holderIdentity")
+        pods = self.get("-n", "skein-system", "get", "pods", "-l", "app.kubernetes.io/name=skein-operator")["items"]
+        for p in pods:
+            if p["metadata"]["name"] == holder and not p["metadata"].get("deletionTimestamp"):
+                return p
+        return None
 
-    def launch_operator(self):
-        operator_kubeconfig = self.operator_kubeconfig
-        self.metrics_port = free_port()
-        self.operator_log = self.workdir / "operator.log"
-        fh = open(self.operator_log, "ab")
-        self.operator = subprocess.Popen(
-            [os.environ["SKEIN_OPERATOR_BIN"], "kubernetes", "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-             "--session-timeout-ms", "6000"],
-            env={**os.environ, "KUBECONFIG": operator_kubeconfig, "RUST_LOG": "info,kube=warn"},
-            stdout=fh, stderr=subprocess.STDOUT)
-        self.procs.append(self.operator)
+    def metrics_url(self) -> str:
+        p = self.leader_pod()
+        return f"http://{p['status']['podIP']}:9645/metrics"
 
     def down(self):
+        if getattr(self, "op_runner", None):
+            self.op_runner.stop()
+        subprocess.run(["umount", "/var/run/secrets/kubernetes.io/serviceaccount"], capture_output=True)
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()
@@ -136,14 +139,14 @@ def env(tmp_path_factory, request):
     e.up()
     e.start_operator()
     e.k("create", "namespace", NS)
-    e.runner = PodRunner([e.kubectl, "--kubeconfig", e.kubeconfig], NS, os.environ["SKEIN_BROKER_BIN"],
-                         e.workdir / "runner").start()
+    e.runner = PodRunner([e.kubectl, "--kubeconfig", e.kubeconfig], NS, e.binaries(), e.workdir / "runner").start()
     try:
         yield e
     finally:
         if request.session.testsfailed:
-            print("--- operator log tail", e.operator_log)
-            print("\n".join(e.operator_log.read_text(errors="replace").splitlines()[-60:]))
+            for log in sorted((e.workdir / "op-runner" / "logs").glob("*.log")):
+                print("--- operator log tail", log)
+                print("\n".join(log.read_text(errors="replace").splitlines()[-40:]))
         e.runner.stop()
         e.down()
 
@@ -195,8 +198,10 @@ def topic_partitions(env, name: str) -> list[dict]:
 
 
 def test_helm_chart_installs_and_its_rbac_is_enough(env):
-    """The operator of every other test runs with the chart's ServiceAccount token."""
-    assert env.get("-n", "skein-system", "get", "deployment")["items"], "the chart's operator Deployment"
+    """The operator of every other test is the chart's Deployment, with the chart's ServiceAccount."""
+    dep = env.get("-n", "skein-system", "get", "deployment")["items"]
+    assert dep and dep[0]["spec"]["replicas"] == 2, "the chart's operator Deployment"
+    wait_until(lambda: len(env.op_runner.procs) == 2, 30, "both operator replicas running")
     sa = env.k("-n", "skein-system", "get", "deployment", "-o",
                "jsonpath={.items[0].spec.template.spec.serviceAccountName}").strip()
     who = f"system:serviceaccount:skein-system:{sa}"
@@ -307,7 +312,7 @@ def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
     import urllib.request
 
     def clean_elections():
-        text = urllib.request.urlopen(f"http://127.0.0.1:{env.metrics_port}/metrics", timeout=5).read().decode()
+        text = urllib.request.urlopen(env.metrics_url(), timeout=5).read().decode()
         for line in text.splitlines():
             if line.startswith("skein_operator_leader_elections_total{") and f'cluster="{CLUSTER}"' in line \
                     and 'kind="clean"' in line:
@@ -316,7 +321,7 @@ def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
     try:
         wait_until(lambda: clean_elections() >= 1, 30, "the election counted in the operator's metrics")
     except AssertionError:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{env.metrics_port}/metrics", timeout=5).read().decode()
+        text = urllib.request.urlopen(env.metrics_url(), timeout=5).read().decode()
         raise AssertionError("no clean election in the operator's metrics:\n" + "\n".join(
             line for line in text.splitlines() if line.startswith("skein_operator_")))
     # The StatefulSet recreates the pod (same PVC directory); the broker rejoins the ISR.
@@ -423,13 +428,16 @@ def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
     print(f"rolling restart: {acked[0]} records acked (acks=all) during the roll, 0 errors")
 
 
-def test_operator_restart_keeps_the_cluster_state(env):
-    """The controller's image survives the operator: SIGKILL it, start a new one,
-    and the cluster, its topics and their placement are what they were."""
+def test_operator_failover_keeps_the_cluster_state(env):
+    """Two operator replicas, one active through the Lease. Delete the active
+    one: the standby takes the Lease, loads each cluster's controller image from
+    its ConfigMap, and the topics and their placement are what they were."""
     before = env.get("-n", NS, "get", "topic", "orders")["status"]
-    env.operator.kill()
-    env.operator.wait(10)
-    env.launch_operator()
+    old = env.leader_pod()["metadata"]["name"]
+    env.k("-n", "skein-system", "delete", "pod", old, "--wait=false")
+    new = wait_until(lambda: (lambda p: p if p and p["metadata"]["name"] != old else None)(env.leader_pod()), 60,
+                     "another operator replica holding the Lease")
+    print(f"operator Lease moved {old} -> {new['metadata']['name']}")
     env.k("apply", "-f", "-", stdin=topic_yaml("after-restart", 2, 3))
     wait_until(lambda: (lambda ps: len(ps) == 2 and all(len(p["isr"]) == 3 for p in ps))(
         topic_partitions(env, "after-restart")), 90, "a topic created after the restart placed and in sync")

@@ -287,6 +287,7 @@ pub async fn run_local(
         sessions.push(tokio::spawn(maintain_session(
             controller.clone(),
             format!("http://{}", b.control),
+            Some(b.id),
             stop_rx.clone(),
             Some(metrics.sessions.clone()),
         )));

@@ -235,6 +235,7 @@ impl ClusterRuntime {
                 .push(tokio::spawn(maintain_session(
                     self.controller.clone(),
                     endpoint,
+                    Some(id),
                     rx,
                     None,
                 )));

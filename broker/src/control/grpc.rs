@@ -940,6 +940,7 @@ pub enum SessionEnd {
 pub async fn drive_session(
     controller: Arc<ControllerService>,
     endpoint: String,
+    expect: Option<i32>,
     mut stop: tokio::sync::watch::Receiver<bool>,
     sessions: Option<prometheus::IntGaugeVec>,
 ) -> SessionEnd {
@@ -988,6 +989,21 @@ pub async fn drive_session(
                 };
                 let Some(kind) = req.kind else { continue };
                 if let request::Kind::Register(r) = &kind {
+                    if expect.is_some_and(|want| want != r.broker_id) {
+                        // Another broker than the one this address belongs
+                        // to (a process that outlived its pod, an address
+                        // handed out again): it must not register here.
+                        tracing::warn!(endpoint, expected = ?expect, answered = r.broker_id, "a different broker answered at this address; session refused");
+                        let _ = tx.send(ControllerMessage {
+                            kind: Some(controller_message::Kind::Reply(pb::Reply {
+                                id: req.id,
+                                error_code: ResponseError::InconsistentClusterId.code() as i32,
+                                error_message: format!("this address belongs to broker {}", expect.unwrap_or(-1)),
+                                result: None,
+                            })),
+                        });
+                        return SessionEnd::Unreachable(format!("broker {} answered", r.broker_id));
+                    }
                     if broker.is_some_and(|b| b != r.broker_id) {
                         tracing::warn!(endpoint, "a broker changed its id within a session");
                         break;
@@ -1059,6 +1075,7 @@ pub async fn drive_session(
 pub async fn maintain_session(
     controller: Arc<ControllerService>,
     endpoint: String,
+    expect: Option<i32>,
     stop: tokio::sync::watch::Receiver<bool>,
     sessions: Option<prometheus::IntGaugeVec>,
 ) {
@@ -1067,6 +1084,7 @@ pub async fn maintain_session(
         match drive_session(
             controller.clone(),
             endpoint.clone(),
+            expect,
             stop.clone(),
             sessions.clone(),
         )
