@@ -46,6 +46,17 @@ def _wait_for(view, pred, timeout, q):
     return False
 
 
+def _group_state(admin, group) -> str:
+    """The coordinator's view of the group, for the failure message."""
+    try:
+        d = admin.describe_consumer_groups([group])[group].result(10)
+        members = [(m.member_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+                   for m in d.members]
+        return f"group {group}: state {d.state}, members {members}"
+    except Exception as e:  # diagnostics only
+        return f"group {group}: describe failed: {e}"
+
+
 def _covers(view, names):
     got = [p for n in names for p in view.get(n, [])]
     return sorted(got) == list(range(PARTS)) and all(view.get(n) for n in names)
@@ -84,7 +95,9 @@ def test_confluent_three_members_one_killed(new_broker, case):
         view.pop("m1", None)
         ok = _wait_for(view, lambda v: _covers(v, ["m0", "m2"]) and all(len(v[n]) == 3 for n in ["m0", "m2"]),
                        60, q)
-        assert ok, f"survivors did not take over the killed member's partitions: {view}"
+        assert ok, (f"survivors did not take over the killed member's partitions: {view}\n"
+                    f"{_group_state(admin, group)}\n" + "\n".join(
+                        line for line in broker.log_tail(400).splitlines() if group in line)[-4000:])
     finally:
         for p in procs.values():
             if p.is_alive():

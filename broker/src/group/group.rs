@@ -201,6 +201,16 @@ impl ClassicGroup {
     }
 
     fn transition(&mut self, to: GroupState, now_ms: i64) {
+        if self.state != to {
+            tracing::info!(
+                group = %self.id,
+                from = self.state.name(),
+                to = to.name(),
+                generation = self.generation,
+                members = self.members.len(),
+                "group state"
+            );
+        }
         self.state = to;
         self.state_since_ms = now_ms;
     }
