@@ -83,7 +83,31 @@ pub struct ClusterImage {
     pub controller_id: i32,
 }
 
+/// Partitions of an image by health, as status, metrics and the operator's
+/// decisions count them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionHealth {
+    /// No leader.
+    pub offline: usize,
+    /// ISR smaller than the replica set.
+    pub under_replicated: usize,
+    /// Replicas being moved.
+    pub reassigning: usize,
+}
+
 impl ClusterImage {
+    /// Counts offline, under-replicated and reassigning partitions.
+    pub fn partition_health(&self) -> PartitionHealth {
+        let mut h = PartitionHealth::default();
+        for p in self.topics.values().flat_map(|t| t.partitions.iter()) {
+            h.offline += usize::from(p.leader < 0);
+            h.under_replicated += usize::from(p.isr.len() < p.replicas.len());
+            h.reassigning +=
+                usize::from(!p.adding_replicas.is_empty() || !p.removing_replicas.is_empty());
+        }
+        h
+    }
+
     /// Live brokers, in id order.
     pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerMeta> {
         self.brokers.values().filter(|b| b.alive)

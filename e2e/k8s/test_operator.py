@@ -23,24 +23,12 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "e2e" / "tests"))
 from pod_runner import PodRunner  # noqa: E402
+from util import wait_until  # noqa: E402
 
 NS = "skein-e2e"
 CLUSTER = "demo"
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = pred()
-            if last:
-                return last
-        except Exception as e:  # the object may not exist yet
-            last = e
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 class Env:

@@ -180,28 +180,10 @@ impl ControllerMetrics {
     }
 
     fn observe(&self, controller: &ControllerService) {
-        let view = controller.view();
-        let (mut offline, mut under) = (0, 0);
-        for t in view.topics.values() {
-            for p in &t.partitions {
-                if p.leader < 0 {
-                    offline += 1;
-                }
-                if p.isr.len() < p.replicas.len() {
-                    under += 1;
-                }
-            }
-        }
-        self.offline.set(offline);
-        self.under_replicated.set(under);
-        let reassigning = controller
-            .image()
-            .topics
-            .values()
-            .flat_map(|t| t.partitions.iter())
-            .filter(|p| p.is_reassigning())
-            .count();
-        self.reassigning.set(reassigning as i64);
+        let health = controller.view().partition_health();
+        self.offline.set(health.offline as i64);
+        self.under_replicated.set(health.under_replicated as i64);
+        self.reassigning.set(health.reassigning as i64);
     }
 }
 

@@ -409,23 +409,6 @@ impl Runtimes {
             .cloned()
     }
 
-    /// Stops and forgets a cluster's runtime (the cluster was deleted).
-    pub fn remove(&self, namespace: &str, name: &str) {
-        let gone = self
-            .clusters
-            .lock()
-            .expect("runtimes lock")
-            .remove(&(namespace.to_string(), name.to_string()));
-        if let Some(rt) = gone {
-            info!(
-                namespace,
-                cluster = name,
-                "cluster gone; controller stopped"
-            );
-            rt.stop();
-        }
-    }
-
     /// The runtime of `kc`, started (image loaded from its ConfigMap, in
     /// session with its `spec.replicas` brokers) when missing.
     pub async fn ensure(&self, kc: &KafkaCluster) -> Result<Arc<ClusterRuntime>, String> {
@@ -490,18 +473,19 @@ fn observe(
     view: &skein_broker::control::View,
 ) {
     let labels = [names.namespace.as_str(), names.cluster.as_str()];
-    let (mut offline, mut under, mut moving) = (0, 0, 0);
-    for p in view.topics.values().flat_map(|t| t.partitions.iter()) {
-        offline += i64::from(p.leader < 0);
-        under += i64::from(p.isr.len() < p.replicas.len());
-        moving += i64::from(!p.adding_replicas.is_empty() || !p.removing_replicas.is_empty());
-    }
-    metrics.offline.with_label_values(&labels).set(offline);
+    let health = view.partition_health();
+    metrics
+        .offline
+        .with_label_values(&labels)
+        .set(health.offline as i64);
     metrics
         .under_replicated
         .with_label_values(&labels)
-        .set(under);
-    metrics.reassigning.with_label_values(&labels).set(moving);
+        .set(health.under_replicated as i64);
+    metrics
+        .reassigning
+        .with_label_values(&labels)
+        .set(health.reassigning as i64);
     metrics
         .brokers_alive
         .with_label_values(&labels)

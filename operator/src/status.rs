@@ -89,17 +89,10 @@ pub fn add_controller_view(
             })
             .collect(),
     );
-    let (mut under, mut offline) = (0, 0);
-    for p in view.topics.values().flat_map(|t| t.partitions.iter()) {
-        if p.leader < 0 {
-            offline += 1;
-        }
-        if p.isr.len() < p.replicas.len() {
-            under += 1;
-        }
-    }
-    patch.under_replicated_partitions = Some(under);
-    patch.offline_partitions = Some(offline);
+    let health = view.partition_health();
+    let offline = health.offline;
+    patch.under_replicated_partitions = Some(health.under_replicated as i32);
+    patch.offline_partitions = Some(offline as i32);
     if offline > 0 {
         let degraded = condition(
             previous_cluster_conditions(kc),

@@ -173,38 +173,22 @@ impl GroupCoordinator {
         // would wait on state that no longer exists: answer them
         // NOT_COORDINATOR (as Kafka does when it unloads a group) so their
         // clients look the coordinator up again and rejoin at once.
-        let mut unloaded = 0usize;
-        let joins: Vec<(String, String)> = st
-            .join_waiters
-            .keys()
-            .filter(|(g, _)| partition_for(g, n) == p)
-            .cloned()
-            .collect();
-        for key in joins {
-            if let Some(tx) = st.join_waiters.remove(&key) {
-                unloaded += 1;
-                let _ = tx.send(JoinResponse {
-                    error: Some(ResponseError::NotCoordinator),
-                    generation: -1,
-                    member_id: key.1.clone(),
-                    ..Default::default()
-                });
-            }
+        let joins = Self::drain_partition(&mut st.join_waiters, n, p);
+        let syncs = Self::drain_partition(&mut st.sync_waiters, n, p);
+        let unloaded = joins.len() + syncs.len();
+        for ((_, member), tx) in joins {
+            let _ = tx.send(JoinResponse {
+                error: Some(ResponseError::NotCoordinator),
+                generation: -1,
+                member_id: member,
+                ..Default::default()
+            });
         }
-        let syncs: Vec<(String, String)> = st
-            .sync_waiters
-            .keys()
-            .filter(|(g, _)| partition_for(g, n) == p)
-            .cloned()
-            .collect();
-        for key in syncs {
-            if let Some(tx) = st.sync_waiters.remove(&key) {
-                unloaded += 1;
-                let _ = tx.send(SyncResponse {
-                    error: Some(ResponseError::NotCoordinator),
-                    ..Default::default()
-                });
-            }
+        for (_, tx) in syncs {
+            let _ = tx.send(SyncResponse {
+                error: Some(ResponseError::NotCoordinator),
+                ..Default::default()
+            });
         }
         if unloaded > 0 {
             warn!(
@@ -308,6 +292,22 @@ impl GroupCoordinator {
             required: info.last_offset + 1,
             leader_epoch: epoch,
         }))
+    }
+
+    /// Removes and returns the waiters of the groups on partition `p` of `n`.
+    fn drain_partition<T>(
+        waiters: &mut HashMap<(String, String), T>,
+        n: i32,
+        p: i32,
+    ) -> Vec<((String, String), T)> {
+        let keys: Vec<(String, String)> = waiters
+            .keys()
+            .filter(|(g, _)| partition_for(g, n) == p)
+            .cloned()
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| waiters.remove(&k).map(|w| (k, w)))
+            .collect()
     }
 
     /// Reads every partition of `__consumer_offsets` from its start.

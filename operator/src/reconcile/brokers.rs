@@ -40,13 +40,7 @@ pub struct ScaleStep {
 }
 
 fn reassigning(rt: &ClusterRuntime) -> usize {
-    rt.controller
-        .view()
-        .topics
-        .values()
-        .flat_map(|t| t.partitions.iter())
-        .filter(|p| !p.adding_replicas.is_empty() || !p.removing_replicas.is_empty())
-        .count()
+    rt.controller.view().partition_health().reassigning
 }
 
 fn reassign(rt: &ClusterRuntime, moves: &Assignment) -> usize {
@@ -116,9 +110,10 @@ pub fn scale_step(rt: &ClusterRuntime, kc: &KafkaCluster, current: Option<i32>) 
             info!(cluster = %kc.name_any(), partitions = n, "moving replicas onto new brokers");
         }
     }
-    let progress = (reassigning(rt) > 0).then(|| Progress {
+    let moving = reassigning(rt);
+    let progress = (moving > 0).then(|| Progress {
         reason: "MovingReplicas",
-        message: format!("{} partition(s) moving between brokers", reassigning(rt)),
+        message: format!("{moving} partition(s) moving between brokers"),
     });
     ScaleStep {
         replicas: want,
@@ -200,12 +195,7 @@ pub async fn rolling_restart_step(
     let want = kc.spec.replicas;
     let ready = pods.iter().filter(|p| is_ready(p)).count() as i32;
     let alive = (0..want).all(|b| view.brokers.get(&b).is_some_and(|m| m.alive));
-    let under = view
-        .topics
-        .values()
-        .flat_map(|t| t.partitions.iter())
-        .filter(|p| p.isr.len() < p.replicas.len())
-        .count();
+    let under = view.partition_health().under_replicated;
     let wait = |message: String| {
         Ok(Some(Progress {
             reason: "RollingRestart",
