@@ -43,6 +43,10 @@ step "operator on a real Kubernetes API server (e2e/k8s: built from the Go modul
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
     e2e/k8s/operator-e2e.sh
 
+step "the same operator suite through e2e/k8s/cluster-e2e.sh (the script for your own cluster): its runner pod on the e2e/k8s control plane"
+SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
+    e2e/k8s/operator-e2e.sh --cluster-script
+
 step "observability: promtool rule tests, then the dashboard and alerts against a real Prometheus (3-broker local cluster; operator on e2e/k8s's control plane)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
     bash observability/test.sh

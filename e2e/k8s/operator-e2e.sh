@@ -7,6 +7,9 @@
 # are local addresses there and /etc/hosts is private, standing in for
 # cluster DNS.
 #   e2e/k8s/operator-e2e.sh [pytest args]
+#   e2e/k8s/operator-e2e.sh --cluster-script [-- pytest args]
+#     the same suite run by cluster-e2e.sh (the script for real clusters) in
+#     a runner pod on this control plane
 # Env: SKEIN_BROKER_BIN, SKEIN_OPERATOR_BIN (default: target/release/...).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,8 +30,16 @@ SA=/var/run/secrets/kubernetes.io/serviceaccount
 made_sa=0
 [[ -e $SA ]] || made_sa=1
 rc=0
-"$HERE/netns.sh" "$ROOT/e2e/.venv/bin/python" -m pytest -v -s -p no:cacheprovider \
-  "$HERE/test_operator.py" "$@" || rc=$?
+if [[ ${1:-} == --cluster-script ]]; then
+  # The same suite through cluster-e2e.sh (the script for real clusters), its
+  # runner pod on this control plane: see cluster_e2e_selftest.py.
+  shift
+  export SKEIN_K8S_EXEC_PATH="$ROOT/e2e/.venv/bin:/usr/local/bin:/usr/bin:/bin"
+  "$HERE/netns.sh" "$ROOT/e2e/.venv/bin/python" "$HERE/cluster_e2e_selftest.py" "$@" || rc=$?
+else
+  "$HERE/netns.sh" "$ROOT/e2e/.venv/bin/python" -m pytest -v -s -p no:cacheprovider \
+    "$HERE/test_operator.py" "$@" || rc=$?
+fi
 if [[ $made_sa == 1 ]]; then
   rmdir "$SA" /var/run/secrets/kubernetes.io /var/run/secrets 2>/dev/null || true
 fi

@@ -1,19 +1,31 @@
-"""The operator on a real Kubernetes API server (e2e/k8s: etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler built from source; kwok for nodes and
-pod status), with a real skein-broker process behind every broker pod
-(pod_runner.py) and a real Kafka client (confluent-kafka) producing and
-consuming through the pods' DNS names.
+"""The operator's e2e suite against a real Kubernetes API server.
 
-Run by e2e/k8s/operator-e2e.sh inside netns.sh (pod IPs are local addresses,
-/etc/hosts is private)."""
+Two ways to run it, same tests:
+
+- `SKEIN_E2E_CLUSTER=local` (default; e2e/k8s/operator-e2e.sh, in CI): this
+  machine's control plane (e2e/k8s: etcd, kube-apiserver,
+  kube-controller-manager, kube-scheduler built from source; kwok for nodes and
+  pod status), with a real skein-broker or skein-operator process behind every
+  pod (pod_runner.py). Runs inside netns.sh: pod IPs are local addresses and
+  /etc/hosts stands in for cluster DNS.
+- `SKEIN_E2E_CLUSTER=existing` (e2e/k8s/cluster-e2e.sh): any cluster the
+  current kubeconfig (or the in-cluster ServiceAccount) reaches, with the images
+  given in SKEIN_E2E_OPERATOR_IMAGE and SKEIN_E2E_BROKER_IMAGE. The suite must
+  run where pod DNS names resolve (cluster-e2e.sh runs it in a pod).
+
+The tests themselves use only the Kubernetes API (kubectl, helm, the API
+server's pod proxy for the operator's metrics) and the Kafka protocol
+(confluent-kafka through the pods' stable DNS names), never the pod runner."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -24,30 +36,102 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "e2e" / "tests"))
-from pod_runner import PodRunner  # noqa: E402
 from util import wait_until  # noqa: E402
 
-NS = "skein-e2e"
+NS = os.environ.get("SKEIN_E2E_NAMESPACE", "skein-e2e")
+OP_NS = os.environ.get("SKEIN_E2E_OPERATOR_NAMESPACE", "skein-system")
 CLUSTER = "demo"
+MODE = os.environ.get("SKEIN_E2E_CLUSTER", "local")
 
 
 class Env:
+    """kubectl and helm against the cluster under test."""
+
+    kubectl: str
+    helm: str
+    kubeconfig: str | None = None
+
     def __init__(self, workdir: Path):
         self.workdir = workdir
-        self.state = workdir / "k8s"
-        self.procs: list[subprocess.Popen] = []
+
+    def _kube_args(self) -> list[str]:
+        return ["--kubeconfig", self.kubeconfig] if self.kubeconfig else []
 
     def k(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
-        r = subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, *args], input=stdin,
+        r = subprocess.run([self.kubectl, *self._kube_args(), *args], input=stdin,
                            capture_output=True, text=True, timeout=60)
         if check and r.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)}: {r.stderr}")
         return r.stdout
 
+    def k_run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        """kubectl whose failure is the expected outcome."""
+        return subprocess.run([self.kubectl, *self._kube_args(), *args], input=stdin,
+                              capture_output=True, text=True, timeout=60)
+
     def get(self, *args: str) -> dict:
         return json.loads(self.k(*args, "-o", "json"))
 
-    def up(self):
+    def helm_install(self, *extra: str):
+        """`helm install` the chart: CRDs, RBAC, the operator Deployment with two
+        replicas and Lease election."""
+        r = subprocess.run([self.helm, *self._kube_args(), "install", "skein", str(ROOT / "charts/skein"),
+                            "--namespace", OP_NS, "--create-namespace", "--wait=false",
+                            "--set", "leaderElection.leaseDurationSeconds=6", *extra],
+                           capture_output=True, text=True, timeout=180)
+        if r.returncode != 0:
+            raise RuntimeError(f"helm install: {r.stderr}")
+        self.k("wait", "--for=condition=Established", "--timeout=60s",
+               "crd/kafkaclusters.skein.dev", "crd/topics.skein.dev")
+
+    def leader_pod(self) -> dict | None:
+        lease = self.get("-n", OP_NS, "get", "lease", "skein-operator")
+        holder = lease["spec"].get("holderIdentity")
+        pods = self.get("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=skein-operator")["items"]
+        for p in pods:
+            if p["metadata"]["name"] == holder and not p["metadata"].get("deletionTimestamp"):
+                return p
+        return None
+
+    def operator_metrics(self) -> str:
+        """The active operator's /metrics, through the API server's pod proxy."""
+        name = self.leader_pod()["metadata"]["name"]
+        return self.k("get", "--raw", f"/api/v1/namespaces/{OP_NS}/pods/{name}:9645/proxy/metrics")
+
+    def operator_logs(self) -> str:
+        out = []
+        for p in self.get("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=skein-operator")["items"]:
+            name = p["metadata"]["name"]
+            r = self.k_run("-n", OP_NS, "logs", name, "--tail=40")
+            out.append(f"--- operator log tail {name}\n{r.stdout or r.stderr}")
+        return "\n".join(out)
+
+    def setup(self):
+        raise NotImplementedError
+
+    def teardown(self):
+        raise NotImplementedError
+
+
+class LocalCluster(Env):
+    """This machine's control plane (e2e/k8s/up.sh) with pod_runner.py as the kubelet."""
+
+    def __init__(self, workdir: Path):
+        super().__init__(workdir)
+        self.state = workdir / "k8s"
+        self.runners = []
+
+    def setup(self):
+        self.start_platform()
+        self.helm_install()
+        self.k("create", "namespace", NS)
+
+    def start_platform(self):
+        """The control plane, and pod runners for the operator's and the brokers'
+        namespaces (which need not exist yet)."""
+        if not os.environ.get("SKEIN_K8S_IN_NETNS"):
+            raise RuntimeError("run under e2e/k8s/netns.sh (e2e/k8s/operator-e2e.sh does)")
+        from pod_runner import PodRunner
         env = {**os.environ, "SKEIN_K8S_STATE": str(self.state), "SKEIN_K8S_NODES": "3"}
         r = subprocess.run([str(HERE / "up.sh")], env=env, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
@@ -57,25 +141,11 @@ class Env:
         vals = {k.removeprefix("export "): v.strip("'\"") for k, v in vals.items()}
         self.kubeconfig = vals["KUBECONFIG"]
         self.kubectl = f"{vals['SKEIN_K8S_BIN']}/kubectl"
-
-    def binaries(self) -> dict[str, str]:
-        return {"skein-operator": os.environ["SKEIN_OPERATOR_BIN"], "skein-broker": os.environ["SKEIN_BROKER_BIN"]}
-
-    def start_operator(self):
-        """`helm install` the chart (CRDs, RBAC, the operator Deployment with two
-        replicas and Lease election). Its pods run the real operator binary with
-        the chart's args and env and an in-cluster identity: a token of the
-        chart's ServiceAccount at the standard path (mounted in this test's
-        private mount namespace), so the chart's RBAC is what is tested."""
-        helm = str(Path(self.kubectl).parent / "helm")
-        r = subprocess.run([helm, "--kubeconfig", self.kubeconfig, "install", "skein", str(ROOT / "charts/skein"),
-                            "--namespace", "skein-system", "--create-namespace",
-                            "--set", "leaderElection.leaseDurationSeconds=6"],
-                           capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise RuntimeError(f"helm install: {r.stderr}")
-        self.k("wait", "--for=condition=Established", "--timeout=60s",
-               "crd/kafkaclusters.skein.dev", "crd/topics.skein.dev")
+        self.helm = f"{vals['SKEIN_K8S_BIN']}/helm"
+        # The operator pods run the real operator binary with the chart's args
+        # and env and an in-cluster identity: a token of the chart's
+        # ServiceAccount at the standard path (mounted in this test's private
+        # mount namespace), so the chart's RBAC is what is tested.
         sa_dir = self.workdir / "serviceaccount"
         sa_dir.mkdir()
         admin = json.loads(self.k("config", "view", "--raw", "--minify", "-o", "json"))
@@ -85,58 +155,78 @@ class Env:
         target.mkdir(parents=True, exist_ok=True)
         subprocess.run(["mount", "--bind", str(sa_dir), str(target)], check=True)
         host, port = cluster["server"].removeprefix("https://").rsplit(":", 1)
-        self.op_runner = PodRunner([self.kubectl, "--kubeconfig", self.kubeconfig], "skein-system",
-                                   self.binaries(), self.workdir / "op-runner",
-                                   selector="app.kubernetes.io/name=skein-operator",
-                                   api=(host, int(port)), sa_dir=sa_dir).start()
-        wait_until(self.leader_pod, 60, "an operator replica holding the Lease")
+        kubectl = [self.kubectl, "--kubeconfig", self.kubeconfig]
+        binaries = {"skein-operator": os.environ["SKEIN_OPERATOR_BIN"],
+                    "skein-broker": os.environ["SKEIN_BROKER_BIN"]}
+        self.runners.append(PodRunner(kubectl, OP_NS, binaries, self.workdir / "op-runner",
+                                      selector="app.kubernetes.io/name=skein-operator",
+                                      api=(host, int(port)), sa_dir=sa_dir).start())
+        self.runners.append(PodRunner(kubectl, NS, binaries, self.workdir / "runner").start())
 
-    def leader_pod(self) -> dict | None:
-        lease = self.get("-n", "skein-system", "get", "lease", "skein-operator")
-        holder = lease["spec"].get("holderIdentity")
-        pods = self.get("-n", "skein-system", "get", "pods", "-l", "app.kubernetes.io/name=skein-operator")["items"]
-        for p in pods:
-            if p["metadata"]["name"] == holder and not p["metadata"].get("deletionTimestamp"):
-                return p
-        return None
+    def operator_logs(self) -> str:
+        out = []
+        for log in sorted((self.workdir / "op-runner" / "logs").glob("*.log")):
+            out.append(f"--- operator log tail {log.name}")
+            out.extend(log.read_text(errors="replace").splitlines()[-40:])
+        return "\n".join(out)
 
-    def metrics_url(self) -> str:
-        p = self.leader_pod()
-        return f"http://{p['status']['podIP']}:9645/metrics"
-
-    def down(self):
-        if getattr(self, "op_runner", None):
-            self.op_runner.stop()
+    def teardown(self):
+        for r in self.runners:
+            r.stop()
         subprocess.run(["umount", "/var/run/secrets/kubernetes.io/serviceaccount"], capture_output=True)
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
         subprocess.run([str(HERE / "down.sh")], env={**os.environ, "SKEIN_K8S_STATE": str(self.state)},
                        capture_output=True, timeout=120)
 
 
+class ExistingCluster(Env):
+    """Any cluster: the current kubeconfig (KUBECONFIG) or, in a pod, its
+    ServiceAccount. Installs the chart with the images under test into a fresh
+    release and namespace and removes both afterwards (the CRDs stay: helm
+    never deletes a chart's CRDs)."""
+
+    def setup(self):
+        self.kubeconfig = os.environ.get("KUBECONFIG") or None
+        self.kubectl = os.environ.get("SKEIN_E2E_KUBECTL") or shutil.which("kubectl") or "kubectl"
+        self.helm = os.environ.get("SKEIN_E2E_HELM") or shutil.which("helm") or "helm"
+        images = []
+        for key, env in (("image", "SKEIN_E2E_OPERATOR_IMAGE"), ("brokerImage", "SKEIN_E2E_BROKER_IMAGE")):
+            ref = os.environ.get(env)
+            if not ref:
+                pytest.fail(f"{env} must name the image under test (repository:tag)")
+            repo, _, tag = ref.rpartition(":")
+            if not repo or "/" in tag:
+                pytest.fail(f"{env}={ref}: expected repository:tag")
+            images += ["--set", f"{key}.repository={repo}", "--set", f"{key}.tag={tag}"]
+        if self.k_run("get", "namespace", NS).returncode == 0:
+            pytest.fail(f"namespace {NS} exists already: delete it, or set SKEIN_E2E_NAMESPACE")
+        self.helm_install(*images)
+        self.k("create", "namespace", NS)
+
+    def teardown(self):
+        if os.environ.get("SKEIN_E2E_KEEP"):
+            return
+        self.k_run("delete", "namespace", NS, "--wait=true", "--timeout=180s")
+        subprocess.run([self.helm, *self._kube_args(), "uninstall", "skein", "--namespace", OP_NS],
+                       capture_output=True, timeout=180)
+        self.k_run("delete", "namespace", OP_NS, "--wait=false")
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, request):
-    if not os.environ.get("SKEIN_K8S_IN_NETNS"):
-        pytest.fail("run under e2e/k8s/netns.sh (e2e/k8s/operator-e2e.sh does)")
-    e = Env(tmp_path_factory.mktemp("op"))
-    e.up()
-    e.start_operator()
-    e.k("create", "namespace", NS)
-    e.runner = PodRunner([e.kubectl, "--kubeconfig", e.kubeconfig], NS, e.binaries(), e.workdir / "runner").start()
+    if MODE not in ("local", "existing"):
+        pytest.fail(f"SKEIN_E2E_CLUSTER={MODE}: expected local or existing")
+    e = (LocalCluster if MODE == "local" else ExistingCluster)(tmp_path_factory.mktemp("op"))
     try:
+        e.setup()
+        wait_until(e.leader_pod, 120, "an operator replica holding the Lease")
         yield e
     finally:
         if request.session.testsfailed:
-            for log in sorted((e.workdir / "op-runner" / "logs").glob("*.log")):
-                print("--- operator log tail", log)
-                print("\n".join(log.read_text(errors="replace").splitlines()[-40:]))
-        e.runner.stop()
-        e.down()
+            try:
+                print(e.operator_logs())
+            except Exception as err:  # noqa: BLE001
+                print(f"(no operator logs: {err})")
+        e.teardown()
 
 
 def cluster_yaml(replicas: int) -> str:
@@ -187,12 +277,13 @@ def topic_partitions(env, name: str) -> list[dict]:
 
 def test_helm_chart_installs_and_its_rbac_is_enough(env):
     """The operator of every other test is the chart's Deployment, with the chart's ServiceAccount."""
-    dep = env.get("-n", "skein-system", "get", "deployment")["items"]
+    dep = env.get("-n", OP_NS, "get", "deployment")["items"]
     assert dep and dep[0]["spec"]["replicas"] == 2, "the chart's operator Deployment"
-    wait_until(lambda: len(env.op_runner.procs) == 2, 30, "both operator replicas running")
-    sa = env.k("-n", "skein-system", "get", "deployment", "-o",
+    wait_until(lambda: env.get("-n", OP_NS, "get", "deployment")["items"][0]["status"].get("readyReplicas") == 2,
+               120, "both operator replicas ready")
+    sa = env.k("-n", OP_NS, "get", "deployment", "-o",
                "jsonpath={.items[0].spec.template.spec.serviceAccountName}").strip()
-    who = f"system:serviceaccount:skein-system:{sa}"
+    who = f"system:serviceaccount:{OP_NS}:{sa}"
     for verb, res in [("create", "topics.skein.dev"), ("patch", "topics.skein.dev/status"),
                       ("delete", "pods"), ("update", "configmaps"), ("create", "statefulsets.apps")]:
         assert env.k("auth", "can-i", verb, res, "-n", NS, "--as", who, check=False).strip() == "yes", (verb, res)
@@ -253,15 +344,12 @@ def test_topic_gets_partitions_in_status_and_serves_clients(env):
 def test_api_server_rejects_invalid_topics(env):
     """The CRD's schema and CEL rules, enforced by the real API server."""
     bad = topic_yaml("bad", 0, 1)
-    r = subprocess.run([env.kubectl, "--kubeconfig", env.kubeconfig, "apply", "-f", "-"], input=bad,
-                       capture_output=True, text=True)
+    r = env.k_run("apply", "-f", "-", stdin=bad)
     assert r.returncode != 0 and "partitions" in r.stderr, r.stderr
-    r = subprocess.run([env.kubectl, "--kubeconfig", env.kubeconfig, "-n", NS, "patch", "topic", "orders",
-                        "--type=merge", "-p", '{"spec": {"partitions": 2}}'], capture_output=True, text=True)
+    r = env.k_run("-n", NS, "patch", "topic", "orders", "--type=merge", "-p", '{"spec": {"partitions": 2}}')
     assert r.returncode != 0 and "partitions may not decrease" in r.stderr, r.stderr
-    r = subprocess.run([env.kubectl, "--kubeconfig", env.kubeconfig, "-n", NS, "patch", "topic", "orders",
-                        "--type=merge", "-p", '{"spec": {"clusterRef": {"name": "other"}}}'],
-                       capture_output=True, text=True)
+    r = env.k_run("-n", NS, "patch", "topic", "orders", "--type=merge", "-p",
+                  '{"spec": {"clusterRef": {"name": "other"}}}')
     assert r.returncode != 0 and "clusterRef is immutable" in r.stderr, r.stderr
     assert len(topic_partitions(env, "orders")) == 3
 
@@ -297,10 +385,8 @@ def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
     for p in after:
         assert p["leader"] != victim
     print(f"leadership of orders-0 moved {victim} -> {after[0]['leader']} in {moved_s:.1f}s")
-    import urllib.request
-
     def clean_elections():
-        text = urllib.request.urlopen(env.metrics_url(), timeout=5).read().decode()
+        text = env.operator_metrics()
         for line in text.splitlines():
             if line.startswith("skein_operator_leader_elections_total{") and f'cluster="{CLUSTER}"' in line \
                     and 'kind="clean"' in line:
@@ -309,7 +395,7 @@ def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
     try:
         wait_until(lambda: clean_elections() >= 1, 30, "the election counted in the operator's metrics")
     except AssertionError:
-        text = urllib.request.urlopen(env.metrics_url(), timeout=5).read().decode()
+        text = env.operator_metrics()
         raise AssertionError("no clean election in the operator's metrics:\n" + "\n".join(
             line for line in text.splitlines() if line.startswith("skein_operator_")))
     # The StatefulSet recreates the pod (same PVC directory); the broker rejoins the ISR.
@@ -372,7 +458,6 @@ def test_scale_down_is_refused_while_a_topic_needs_the_brokers_then_drains(env):
 
 def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
     from confluent_kafka import Producer
-    import threading
     errors, acked = [], [0]
     stop = threading.Event()
 
@@ -394,7 +479,24 @@ def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
 
     t = threading.Thread(target=produce, daemon=True)
     t.start()
-    started_before = len(env.runner.started)
+    # The order in which pods come back as new pods (new UID), seen through the API.
+    first_uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in
+                  env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]}
+    restarted: list[str] = []
+
+    def watch_restarts():
+        while not stop.is_set() and len(restarted) < len(first_uids):
+            time.sleep(0.3)
+            try:
+                pods = env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]
+            except RuntimeError:
+                continue
+            for p in pods:
+                name = p["metadata"]["name"]
+                if p["metadata"]["uid"] != first_uids.get(name) and name not in restarted:
+                    restarted.append(name)
+    watcher = threading.Thread(target=watch_restarts, daemon=True)
+    watcher.start()
     env.k("-n", NS, "patch", "kafkacluster", CLUSTER, "--type=merge", "-p",
           json.dumps({"spec": {"config": {"min.insync.replicas": "2", "log.retention.ms": "3600000"}}}))
 
@@ -408,9 +510,9 @@ def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
     wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
                "KafkaCluster Ready=True after the roll")
     wait_until(lambda: all_in_sync(env), 120, "every partition in sync after the roll")
+    watcher.join(30)
     stop.set()
     t.join(150)
-    restarted = [name for name, _ in env.runner.started[started_before:]]
     assert restarted == [f"{CLUSTER}-2", f"{CLUSTER}-1", f"{CLUSTER}-0"], restarted
     assert acked[0] > 0 and not errors, f"{acked[0]} acked, errors: {errors[:5]}"
     print(f"rolling restart: {acked[0]} records acked (acks=all) during the roll, 0 errors")
@@ -422,7 +524,7 @@ def test_operator_failover_keeps_the_cluster_state(env):
     its ConfigMap, and the topics and their placement are what they were."""
     before = env.get("-n", NS, "get", "topic", "orders")["status"]
     old = env.leader_pod()["metadata"]["name"]
-    env.k("-n", "skein-system", "delete", "pod", old, "--wait=false")
+    env.k("-n", OP_NS, "delete", "pod", old, "--wait=false")
     new = wait_until(lambda: (lambda p: p if p and p["metadata"]["name"] != old else None)(env.leader_pod()), 60,
                      "another operator replica holding the Lease")
     print(f"operator Lease moved {old} -> {new['metadata']['name']}")

@@ -18,6 +18,7 @@
 #   SKEIN_K8S_V       log verbosity of the control-plane components (default 1)
 #   SKEIN_K8S_BIN_DIR use the binaries in this dir (default: build.sh's cache)
 #   SKEIN_K8S_TIMEOUT seconds to wait for readiness (default 120)
+#   SKEIN_K8S_EXEC_PATH PATH of commands `kubectl exec`-ed into skein-e2e-runner pods
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
@@ -182,10 +183,31 @@ start kube-scheduler "$BIN/kube-scheduler" \
   --authentication-kubeconfig "$STATE/scheduler.kubeconfig" --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false --profiling=false --v "$V"
 
-# ---- kwok: fakes the kubelet of every node annotated kwok.x-k8s.io/node=fake
-start kwok "$BIN/kwok" --kubeconfig "$STATE/kwok.kubeconfig" --config "$HERE/kwok/stages.yaml" \
+# ---- kwok: fakes the kubelet of every node annotated kwok.x-k8s.io/node=fake.
+# Its server (the nodes' kubelet endpoint, --node-port) answers `kubectl exec`
+# into pods of namespace skein-e2e-runner by running the command here, in
+# $STATE/exec with KUBECONFIG set and SKEIN_K8S_EXEC_PATH as PATH: the runner
+# pod of e2e/k8s/cluster-e2e.sh (see cluster-e2e-selftest.sh).
+mkdir -p "$STATE/exec"
+cat >"$STATE/kwok-exec.yaml" <<EOF
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterExec
+metadata:
+  name: skein-e2e-runner
+spec:
+  selector:
+    matchNamespaces: [skein-e2e-runner]
+  execs:
+  - local:
+      workDir: $STATE/exec
+      envs:
+      - {name: KUBECONFIG, value: $STATE/kubeconfig}
+      - {name: PATH, value: "${SKEIN_K8S_EXEC_PATH:-/usr/local/bin:/usr/bin:/bin}"}
+EOF
+start kwok "$BIN/kwok" --kubeconfig "$STATE/kwok.kubeconfig" \
+  --config "$HERE/kwok/stages.yaml" --config "$STATE/kwok-exec.yaml" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-  --cidr "$POD_CIDR" --node-ip 127.0.0.1 --server-address "127.0.0.1:$KWOK_PORT" \
+  --cidr "$POD_CIDR" --node-ip 127.0.0.1 --node-port "$KWOK_PORT" --server-address "127.0.0.1:$KWOK_PORT" \
   --node-lease-duration-seconds 40 --v "$( ((V > 2)) && echo DEBUG || echo INFO)"
 
 # ---- fake nodes
