@@ -18,11 +18,18 @@ pytestmark = pytest.mark.group_coordinator
 PARTS = 6
 
 
-def _member(bootstrap, topic, group, conf_extra, q, name):
+def _member(bootstrap, topic, group, conf_extra, q, name, log_path):
+    import logging
     from confluent_kafka import Consumer
+    # librdkafka's group (cgrp) debug log goes to a file: shown if the test fails.
+    logger = logging.getLogger(f"rdkafka-{name}")
+    handler = logging.FileHandler(log_path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "log_level": 3, **conf_extra}
-    c = Consumer(conf)
+            "debug": "cgrp", **conf_extra}
+    c = Consumer(conf, logger=logger)
     c.subscribe([topic])
     last = None
     while True:
@@ -71,7 +78,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_confluent_three_members_one_killed(new_broker, case):
+def test_confluent_three_members_one_killed(new_broker, case, tmp_path):
     overrides = {"group.consumer.session.timeout.ms": "6000", "group.consumer.heartbeat.interval.ms": "1000"}
     broker = new_broker(overrides)
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -82,7 +89,9 @@ def test_confluent_three_members_one_killed(new_broker, case):
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     names = ["m0", "m1", "m2"]
-    procs = {n: ctx.Process(target=_member, args=(broker.bootstrap, topic, group, CASES[case], q, n), daemon=True)
+    logs = {n: tmp_path / f"{n}.rdkafka.log" for n in names}
+    procs = {n: ctx.Process(target=_member, args=(broker.bootstrap, topic, group, CASES[case], q, n, str(logs[n])),
+                            daemon=True)
              for n in names}
     for p in procs.values():
         p.start()
@@ -95,9 +104,13 @@ def test_confluent_three_members_one_killed(new_broker, case):
         view.pop("m1", None)
         ok = _wait_for(view, lambda v: _covers(v, ["m0", "m2"]) and all(len(v[n]) == 3 for n in ["m0", "m2"]),
                        60, q)
-        assert ok, (f"survivors did not take over the killed member's partitions: {view}\n"
-                    f"{_group_state(admin, group)}\n" + "\n".join(
-                        line for line in broker.log_tail(400).splitlines() if group in line)[-4000:])
+        if not ok:
+            clients = "\n".join(f"--- {n} (librdkafka cgrp debug, last 60 lines)\n" + "\n".join(
+                logs[n].read_text(errors="replace").splitlines()[-60:]) for n in ("m0", "m2"))
+            raise AssertionError(
+                f"survivors did not take over the killed member's partitions: {view}\n"
+                f"{_group_state(admin, group)}\n" + "\n".join(
+                    line for line in broker.log_tail(400).splitlines() if group in line)[-4000:] + "\n" + clients)
     finally:
         for p in procs.values():
             if p.is_alive():
