@@ -389,7 +389,8 @@ def consumer_perf(bootstrap, topic, n, log, timeout_ms=30000):
     if got < n:
         raise RuntimeError(f"ConsumerPerformance consumed {got} of {n}")
     return {"records": got, "mb_per_s": float(row["fetch.MB.sec"]),
-            "mb_per_s_incl_rebalance": float(row["MB.sec"]), "rebalance_ms": float(row["rebalance.time.ms"])}
+            "mb_per_s_incl_rebalance": float(row["MB.sec"]), "rebalance_ms": float(row["rebalance.time.ms"]),
+            "client_cpu_s": LAST_CLIENT_CPU[0]}
 
 
 def end_to_end_latency(bootstrap, topic, n, size, log):
@@ -523,6 +524,9 @@ def run_single(system: Single, sizes: Sizes, classes: Path, caps: dict, log: Pat
             with Watch(pids) as w:
                 m[key] = fn()
             peak = max(peak, w.peak_rss)
+            # CPU seconds the work cost, broker(s) and client tool: the ceiling column.
+            client = m[key].get("client_cpu_s") if isinstance(m[key], dict) else None
+            m.setdefault("cpu_s", {})[key] = {"broker": w.cpu, "client": client}
             if needs_groups:
                 caps[cap] = True
             return w
@@ -567,6 +571,7 @@ def run_rf3(system: System, sizes: Sizes, log: Path) -> dict:
     create_topics(system.bootstrap, [("rf3", 8, 3, {"min.insync.replicas": "2"})])
     with Watch(pids) as w:
         m["produce_rf3"] = producer_perf(system.bootstrap, "rf3", sizes.rf3, 1024, "all", log)
+    m["cpu_s"] = {"produce_rf3": {"broker": w.cpu, "client": m["produce_rf3"]["client_cpu_s"]}}
     m["rss_peak_mib"] = w.peak_rss / MIB
     m["cpu_s_per_gib_rf3"] = w.cpu / (sizes.rf3 * 1024 / GIB)
     m["load_after"] = load_avg()
@@ -702,6 +707,25 @@ def fmt(v):
     return f"{v:.2f}"
 
 
+def cpu_ceiling(results: dict, key: str) -> float | None:
+    """The Skein/Kafka ratio a throughput row would show if both systems were
+    bound by this machine's CPUs: Kafka's CPU seconds (broker + client tool)
+    over Skein's for the same work (medians over repetitions). A measured ratio
+    near it means the row is CPU-bound and the client's share sets the limit;
+    far below it, something else (latency, I/O) does."""
+    totals = {}
+    for sysname in ("kafka", "skein"):
+        vals = []
+        for r in results["runs"][sysname]:
+            c = r.get("cpu_s", {}).get(key)
+            if c and c.get("client") is not None:
+                vals.append(c["broker"] + c["client"])
+        if not vals:
+            return None
+        totals[sysname] = statistics.median(vals)
+    return totals["kafka"] / totals["skein"] if totals["skein"] > 0 else None
+
+
 def summarize(results: dict) -> list[dict]:
     rows = []
     for key, label, unit, better, fn, target in ROWS:
@@ -716,6 +740,8 @@ def summarize(results: dict) -> list[dict]:
                 row[sysname + "_note"] = na
         k, s = row["kafka"], row["skein"]
         row["ratio"] = (s / k) if (k and s is not None) else None
+        if better == "higher" and target is not None:
+            row["cpu_ceiling"] = cpu_ceiling(results, key)
         if target is not None and row["ratio"] is not None:
             row["target_met"] = row["ratio"] >= target if better == "higher" else row["ratio"] <= target
         rows.append(row)
@@ -731,8 +757,8 @@ def render_markdown(results: dict, rows: list[dict]) -> str:
                f"Machine: {env['cpus']} CPUs, {env['mem_gib']:.0f} GiB RAM, {env['kernel']}; "
                f"load average at start {results['load_start']}, at end {results['load_end']}.")
     out.append("")
-    out.append("| workload | unit | Kafka | Skein | Skein/Kafka | target | met |")
-    out.append("| --- | --- | ---: | ---: | ---: | ---: | :---: |")
+    out.append("| workload | unit | Kafka | Skein | Skein/Kafka | target | met | CPU ceiling |")
+    out.append("| --- | --- | ---: | ---: | ---: | ---: | :---: | ---: |")
     for r in rows:
         k = fmt(r["kafka"]) if r["kafka"] is not None else ("n/a" if r.get("kafka_note") else "–")
         s = fmt(r["skein"]) if r["skein"] is not None else ("**not available yet**" if r.get("skein_note") else "–")
@@ -742,7 +768,13 @@ def render_markdown(results: dict, rows: list[dict]) -> str:
             tgt = ("≥ " if r["better"] == "higher" else "≤ ") + f"{r['target']}×"
         met = {True: "yes", False: "**no**"}.get(r.get("target_met"), "")
         better = "↑" if r["better"] == "higher" else "↓"
-        out.append(f"| {r['label']} | {r['unit']} {better} | {k} | {s} | {ratio} | {tgt} | {met} |")
+        ceil = f"{r['cpu_ceiling']:.2f}×" if r.get("cpu_ceiling") else ""
+        out.append(f"| {r['label']} | {r['unit']} {better} | {k} | {s} | {ratio} | {tgt} | {met} | {ceil} |")
+    out.append("")
+    out.append("CPU ceiling: the Skein/Kafka ratio a throughput row would show if both systems were bound "
+               "by this machine's CPUs — Kafka's CPU seconds for the work (broker processes + the client "
+               "tool's JVM, medians) over Skein's. Where the measured ratio is near it, the row is CPU-bound "
+               "and the client tool's share of the CPU, which no broker can reduce, sets the limit.")
     out.append("")
     by_reason: dict[str, list[str]] = {}
     for k, v in sorted(results["unavailable"].items()):

@@ -25,9 +25,11 @@
 #   --runner-image IMG   image of the runner pod (default python:3.11-slim;
 #                        needs python3, sh, tar, head; pip needs network access)
 #   --keep               leave everything in place afterwards
-# Needs kubectl and helm on PATH (or KUBECTL=, HELM=), images the nodes can
-# pull (kind: `kind load docker-image`), a default StorageClass. Build the
-# images with docker/broker.Dockerfile and docker/operator.Dockerfile.
+# Env: KUBECTL, HELM (default: from PATH); POD_KUBECTL, POD_HELM: the binaries
+# copied into the runner pod when yours are not linux builds for the nodes' arch.
+# Needs images the nodes can pull (kind: `kind load docker-image`) and a
+# default StorageClass. Build the images with docker/broker.Dockerfile and
+# docker/operator.Dockerfile.
 #
 # Exec transport: the archive goes over stdin with a known length (`head -c`),
 # and the suite's exit status comes back as a marker line, so the script does
@@ -54,6 +56,10 @@ done
 [[ -n $OPERATOR_IMAGE && -n $BROKER_IMAGE ]] || { echo "cluster-e2e: --operator-image and --broker-image are required" >&2; exit 2; }
 [[ -x $KUBECTL ]] || { echo "cluster-e2e: kubectl not found (PATH or KUBECTL=)" >&2; exit 2; }
 [[ -x $HELM ]] || { echo "cluster-e2e: helm not found (PATH or HELM=)" >&2; exit 2; }
+if ((!FROM_HERE)) && [[ $(uname -s)/$(uname -m) != Linux/* && -z ${POD_KUBECTL:-} ]]; then
+  echo "cluster-e2e: this is not Linux: set POD_KUBECTL and POD_HELM to linux builds for the runner pod" >&2
+  exit 2
+fi
 K() { "$KUBECTL" "$@"; }
 K version >/dev/null || { echo "cluster-e2e: the cluster does not answer (kubeconfig?)" >&2; exit 2; }
 
@@ -114,10 +120,12 @@ cp "$HERE/test_operator.py" "$stage/e2e/k8s/"
 cp "$ROOT/e2e/tests/util.py" "$ROOT/e2e/tests/brokers.py" "$stage/e2e/tests/"
 cp "$ROOT/e2e/requirements.txt" "$stage/e2e/"
 cp -r "$ROOT/charts/skein" "$stage/charts/"
-cp "$KUBECTL" "$stage/bin/kubectl"
-cp "$HELM" "$stage/bin/helm"
+# The pod needs Linux builds of both: yours, or POD_KUBECTL/POD_HELM (for
+# example when this machine is a Mac, or the nodes are arm64).
+cp "${POD_KUBECTL:-$KUBECTL}" "$stage/bin/kubectl"
+cp "${POD_HELM:-$HELM}" "$stage/bin/helm"
 tar -C "$stage" -czf "$stage.tgz" .
-size=$(stat -c %s "$stage.tgz")
+size=$(wc -c <"$stage.tgz" | tr -d " ")
 K -n "$RNS" exec -i "$POD" -- sh -c "mkdir -p $DIR && head -c $size | tar -xzf - -C $DIR && echo unpacked" <"$stage.tgz"
 rm -f "$stage.tgz"
 
