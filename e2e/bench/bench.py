@@ -707,19 +707,21 @@ def fmt(v):
     return f"{v:.2f}"
 
 
-def cpu_ceiling(results: dict, key: str) -> float | None:
+def cpu_ceiling(results: dict, key: str, free_broker: bool = False) -> float | None:
     """The Skein/Kafka ratio a throughput row would show if both systems were
     bound by this machine's CPUs: Kafka's CPU seconds (broker + client tool)
     over Skein's for the same work (medians over repetitions). A measured ratio
     near it means the row is CPU-bound and the client's share sets the limit;
-    far below it, something else (latency, I/O) does."""
+    far below it, something else (latency, I/O) does. With `free_broker`,
+    Skein's broker CPU counts as zero: the most any broker could show."""
     totals = {}
     for sysname in ("kafka", "skein"):
         vals = []
         for r in results["runs"][sysname]:
             c = r.get("cpu_s", {}).get(key)
             if c and c.get("client") is not None:
-                vals.append(c["broker"] + c["client"])
+                broker = 0.0 if (free_broker and sysname == "skein") else c["broker"]
+                vals.append(broker + c["client"])
         if not vals:
             return None
         totals[sysname] = statistics.median(vals)
@@ -742,6 +744,7 @@ def summarize(results: dict) -> list[dict]:
         row["ratio"] = (s / k) if (k and s is not None) else None
         if better == "higher" and target is not None:
             row["cpu_ceiling"] = cpu_ceiling(results, key)
+            row["free_broker_bound"] = cpu_ceiling(results, key, free_broker=True)
         if target is not None and row["ratio"] is not None:
             row["target_met"] = row["ratio"] >= target if better == "higher" else row["ratio"] <= target
         rows.append(row)
@@ -757,8 +760,8 @@ def render_markdown(results: dict, rows: list[dict]) -> str:
                f"Machine: {env['cpus']} CPUs, {env['mem_gib']:.0f} GiB RAM, {env['kernel']}; "
                f"load average at start {results['load_start']}, at end {results['load_end']}.")
     out.append("")
-    out.append("| workload | unit | Kafka | Skein | Skein/Kafka | target | met | CPU ceiling |")
-    out.append("| --- | --- | ---: | ---: | ---: | ---: | :---: | ---: |")
+    out.append("| workload | unit | Kafka | Skein | Skein/Kafka | target | met | CPU ceiling | free-broker bound |")
+    out.append("| --- | --- | ---: | ---: | ---: | ---: | :---: | ---: | ---: |")
     for r in rows:
         k = fmt(r["kafka"]) if r["kafka"] is not None else ("n/a" if r.get("kafka_note") else "–")
         s = fmt(r["skein"]) if r["skein"] is not None else ("**not available yet**" if r.get("skein_note") else "–")
@@ -769,12 +772,16 @@ def render_markdown(results: dict, rows: list[dict]) -> str:
         met = {True: "yes", False: "**no**"}.get(r.get("target_met"), "")
         better = "↑" if r["better"] == "higher" else "↓"
         ceil = f"{r['cpu_ceiling']:.2f}×" if r.get("cpu_ceiling") else ""
-        out.append(f"| {r['label']} | {r['unit']} {better} | {k} | {s} | {ratio} | {tgt} | {met} | {ceil} |")
+        free = f"{r['free_broker_bound']:.2f}×" if r.get("free_broker_bound") else ""
+        out.append(f"| {r['label']} | {r['unit']} {better} | {k} | {s} | {ratio} | {tgt} | {met} | {ceil} "
+                   f"| {free} |")
     out.append("")
     out.append("CPU ceiling: the Skein/Kafka ratio a throughput row would show if both systems were bound "
                "by this machine's CPUs — Kafka's CPU seconds for the work (broker processes + the client "
                "tool's JVM, medians) over Skein's. Where the measured ratio is near it, the row is CPU-bound "
-               "and the client tool's share of the CPU, which no broker can reduce, sets the limit.")
+               "and the client tool's share of the CPU, which no broker can reduce, sets the limit. "
+               "Free-broker bound: the same with Skein's broker CPU counted as zero — the most any broker "
+               "could show against Kafka on this machine with these client tools.")
     out.append("")
     by_reason: dict[str, list[str]] = {}
     for k, v in sorted(results["unavailable"].items()):
