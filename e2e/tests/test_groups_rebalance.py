@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 import signal
 import time
 import uuid
@@ -40,16 +41,25 @@ def _member(bootstrap, topic, group, conf_extra, q, name, log_path):
             q.put((name, now))
 
 
-def _wait_for(view, pred, timeout, q):
+def _wait_for(view, pred, timeout, queues):
+    """Collects the members' reports until `pred(view)` holds. One queue per
+    member: a multiprocessing.Queue's writers share a lock, and a member
+    SIGKILLed right after a put (its feeder thread still holding that lock)
+    would silence every other member of a shared queue."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            name, parts = q.get(timeout=0.5)
-            view[name] = parts
-        except Exception:
-            pass
+        for q in queues.values():
+            try:
+                while True:
+                    name, parts = q.get_nowait()
+                    view[name] = parts
+            except queue.Empty:
+                pass
+            except (EOFError, OSError):
+                pass  # the killed member's queue
         if pred(view):
             return True
+        time.sleep(0.1)
     return False
 
 
@@ -87,23 +97,24 @@ def test_confluent_three_members_one_killed(new_broker, case, tmp_path):
     admin.create_topics([NewTopic(topic, PARTS, 1)])[topic].result(30)
     group = f"e2e-{case}-{uuid.uuid4().hex[:6]}"
     ctx = mp.get_context("spawn")
-    q = ctx.Queue()
     names = ["m0", "m1", "m2"]
+    queues = {n: ctx.Queue() for n in names}
     logs = {n: tmp_path / f"{n}.rdkafka.log" for n in names}
-    procs = {n: ctx.Process(target=_member, args=(broker.bootstrap, topic, group, CASES[case], q, n, str(logs[n])),
-                            daemon=True)
+    procs = {n: ctx.Process(target=_member, daemon=True,
+                            args=(broker.bootstrap, topic, group, CASES[case], queues[n], n, str(logs[n])))
              for n in names}
     for p in procs.values():
         p.start()
     view: dict[str, list[int]] = {}
     try:
-        ok = _wait_for(view, lambda v: _covers(v, names) and all(len(v[n]) == 2 for n in names), 60, q)
+        ok = _wait_for(view, lambda v: _covers(v, names) and all(len(v[n]) == 2 for n in names), 60,
+                       queues)
         assert ok, f"three members never shared {PARTS} partitions 2/2/2: {view}"
         os.kill(procs["m1"].pid, signal.SIGKILL)
         procs["m1"].join(5)
         view.pop("m1", None)
         ok = _wait_for(view, lambda v: _covers(v, ["m0", "m2"]) and all(len(v[n]) == 3 for n in ["m0", "m2"]),
-                       60, q)
+                       60, {n: queues[n] for n in ("m0", "m2")})
         if not ok:
             clients = "\n".join(f"--- {n} (librdkafka cgrp debug, last 60 lines)\n" + "\n".join(
                 logs[n].read_text(errors="replace").splitlines()[-60:]) for n in ("m0", "m2"))
