@@ -538,3 +538,16 @@ def test_operator_failover_keeps_the_cluster_state(env):
     from confluent_kafka.admin import AdminClient
     md = AdminClient({"bootstrap.servers": bootstrap(env)}).list_topics(timeout=10)
     assert {"orders", "after-restart"} <= set(md.topics) and len(md.brokers) == 3
+
+
+def test_deleting_the_cluster_stops_its_controller(env):
+    """The operator runs a controller per KafkaCluster; deleting the cluster
+    ends it (sessions, tasks, and its per-cluster metrics)."""
+    def reported() -> bool:
+        return any(line.startswith("skein_operator_brokers_alive{") and f'cluster="{CLUSTER}"' in line
+                   and f'namespace="{NS}"' in line for line in env.operator_metrics().splitlines())
+    wait_until(reported, 60, "the cluster's controller reporting its brokers")
+    env.k("-n", NS, "delete", "kafkacluster", CLUSTER, "--wait=false")
+    wait_until(lambda: not reported(), 60, "the deleted cluster's controller stopped (its metrics gone)")
+    wait_until(lambda: env.k("-n", NS, "get", "statefulset", CLUSTER, "--ignore-not-found").strip() == "", 60,
+               "the StatefulSet garbage-collected with the cluster")

@@ -63,14 +63,44 @@ fn cluster_controller(
         .owns(api::<PodDisruptionBudget>(client, ns), owned.clone())
         .owns(api::<StatefulSet>(client, ns), owned)
         .shutdown_on_signal()
-        .run(kafka_cluster::reconcile, kafka_cluster::error_policy, ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(cluster = %obj.name, "reconciled"),
-                Err(e) => warn!(error = %e, "KafkaCluster controller"),
+        .run(
+            kafka_cluster::reconcile,
+            kafka_cluster::error_policy,
+            ctx.clone(),
+        )
+        .for_each(move |res| {
+            let ctx = ctx.clone();
+            async move {
+                match res {
+                    Ok((obj, _)) => debug!(cluster = %obj.name, "reconciled"),
+                    // A deleted KafkaCluster (or an object it owned, going with
+                    // it): stop its controller once the API confirms it is gone.
+                    Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
+                        forget_deleted_cluster(&ctx, obj.namespace.as_deref(), &obj.name).await
+                    }
+                    Err(e) => warn!(error = %e, "KafkaCluster controller"),
+                }
             }
         })
         .boxed()
+}
+
+/// Stops the controller of a KafkaCluster the API server no longer has.
+async fn forget_deleted_cluster(ctx: &Context, namespace: Option<&str>, name: &str) {
+    let (Some(runtimes), Some(ns)) = (&ctx.runtimes, namespace) else {
+        return;
+    };
+    if runtimes.get(ns, name).is_none() {
+        return;
+    }
+    let api: Api<KafkaCluster> = Api::namespaced(ctx.client.clone(), ns);
+    match api.get_opt(name).await {
+        Ok(None) => {
+            runtimes.remove(ns, name);
+        }
+        Ok(Some(_)) => {}
+        Err(e) => warn!(error = %e, cluster = name, "checking whether a KafkaCluster is gone"),
+    }
 }
 
 fn topic_controller(

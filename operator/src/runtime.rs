@@ -409,6 +409,39 @@ impl Runtimes {
             .cloned()
     }
 
+    /// Stops and forgets the runtime of a KafkaCluster that is gone (its
+    /// sessions end, its tasks stop, its per-cluster gauges are dropped).
+    /// The image stays in its ConfigMap until garbage collection removes
+    /// that with the cluster. Returns whether a runtime was running.
+    pub fn remove(&self, namespace: &str, name: &str) -> bool {
+        let rt = self
+            .clusters
+            .lock()
+            .expect("runtimes lock")
+            .remove(&(namespace.to_string(), name.to_string()));
+        let Some(rt) = rt else {
+            return false;
+        };
+        rt.stop();
+        let labels = [namespace, name];
+        for g in [
+            &self.metrics.offline,
+            &self.metrics.under_replicated,
+            &self.metrics.reassigning,
+            &self.metrics.brokers_alive,
+        ] {
+            let _ = g.remove_label_values(&labels);
+        }
+        for kind in ["clean", "unclean", "preferred"] {
+            let _ = self
+                .metrics
+                .elections
+                .remove_label_values(&[namespace, name, kind]);
+        }
+        info!(%namespace, cluster = %name, "controller stopped (KafkaCluster deleted)");
+        true
+    }
+
     /// The runtime of `kc`, started (image loaded from its ConfigMap, in
     /// session with its `spec.replicas` brokers) when missing.
     pub async fn ensure(&self, kc: &KafkaCluster) -> Result<Arc<ClusterRuntime>, String> {
