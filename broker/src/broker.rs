@@ -494,28 +494,17 @@ impl Broker {
             let deadline = tokio::time::Instant::now() + timeout;
             loop {
                 let b = b.clone();
-                // Bounded as a whole: a controller that is gone (its cluster
-                // deleted) may never answer, and SIGTERM must still stop us.
-                let attempt = tokio::time::timeout_at(
-                    deadline,
-                    tokio::task::spawn_blocking(move || b.metadata.controlled_shutdown()),
-                )
-                .await;
-                match attempt {
-                    Ok(Ok(Ok(()))) => {
+                match tokio::task::spawn_blocking(move || b.metadata.controlled_shutdown()).await {
+                    Ok(Ok(())) => {
                         info!("controlled shutdown: this broker leads nothing now");
                         break;
                     }
-                    Ok(Ok(Err(e))) if tokio::time::Instant::now() < deadline => {
+                    Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
                         info!(error = %e, "controlled shutdown not complete yet");
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
-                    Ok(other) => {
+                    other => {
                         warn!(result = ?other.map(|r| r.err()), "controlled shutdown gave up");
-                        break;
-                    }
-                    Err(_) => {
-                        warn!("controlled shutdown gave up: no answer from the controller in time");
                         break;
                     }
                 }
@@ -524,11 +513,7 @@ impl Broker {
         self.metadata.controller().detach(id);
         if how == Stop::Graceful && !self.combined {
             let b = self.clone();
-            let _ = tokio::time::timeout(
-                Duration::from_secs(2),
-                tokio::task::spawn_blocking(move || b.metadata.leave()),
-            )
-            .await;
+            let _ = tokio::task::spawn_blocking(move || b.metadata.leave()).await;
         }
         let _ = self.stopped.send(true);
         for t in self.tasks.lock().expect("tasks lock").drain(..) {

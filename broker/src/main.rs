@@ -41,9 +41,6 @@ fn main() {
         );
         skein_broker::run_until(config, listener, shutdown_signal()).await
     });
-    // The logs are closed by now; do not wait for a blocking call to a
-    // controller that no longer answers.
-    rt.shutdown_timeout(std::time::Duration::from_secs(2));
     if let Err(e) = result {
         eprintln!("skein-broker: {e:#}");
         std::process::exit(1);

@@ -70,13 +70,6 @@ class PodRunner:
         self._thread.join(10)
         for uid in list(self.procs):
             self._terminate(self.procs.pop(uid), grace=10)
-        # Pods deleted earlier whose processes are still stopping: their
-        # threads die with this process, so end them here (no orphans).
-        for pid in list(self.terminating):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def _loop(self):
         while not self._stop.is_set():
