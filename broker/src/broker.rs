@@ -13,6 +13,7 @@ use tracing::{info, warn};
 use crate::config::BrokerConfig;
 use crate::control::{BrokerLink, Controller, ControllerService, PartitionChange};
 use crate::error::ApiError;
+use crate::meta_properties::MetaProperties;
 use crate::metadata::{MetadataStore, TopicMeta};
 use crate::metrics::Metrics;
 use crate::partition::IsrProposal;
@@ -34,6 +35,9 @@ pub struct Broker {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Set when the broker stops; open connections close on it.
     stopped: watch::Sender<bool>,
+    /// The `directory.id` of its log directory (meta.properties), sent with
+    /// every registration.
+    pub directory_id: skein_controller::DirectoryId,
 }
 
 /// How a broker stops.
@@ -76,12 +80,15 @@ impl Broker {
     /// A single-node cluster: runs its own controller with the image in
     /// `<data-dir>/cluster-metadata.json`, opens and recovers its logs.
     pub async fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
-        std::fs::create_dir_all(&config.data_dir)?;
+        let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
         let controller = ControllerService::open(
             Some(&config.data_dir.join("cluster-metadata.json")),
-            ControllerConfig::default(),
+            ControllerConfig {
+                min_insync_replicas: config.min_insync_replicas.max(1) as usize,
+                ..ControllerConfig::default()
+            },
         )?;
-        Self::start(config, controller, true).await
+        Self::start(config, controller, true, meta).await
     }
 
     /// A broker of a cluster whose controller runs in another process: it
@@ -91,25 +98,27 @@ impl Broker {
         let addr = config
             .control_listen
             .ok_or_else(|| anyhow::anyhow!("control.listen is not set"))?;
-        std::fs::create_dir_all(&config.data_dir)?;
+        let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
         let remote = crate::control::grpc::RemoteController::new(config.node_id);
+        remote.set_cluster_id(meta.cluster_id.clone());
         let server = remote.serve(addr).await?;
         tracing::info!(%addr, "waiting for the controller's session");
-        let broker = Self::start(config, remote, false).await?;
+        let broker = Self::start(config, remote, false, meta).await?;
         broker.spawn(server);
         Ok(broker)
     }
 
     /// A broker of a cluster whose controller is `controller`.
     pub async fn join(config: BrokerConfig, controller: Controller) -> anyhow::Result<Arc<Self>> {
-        std::fs::create_dir_all(&config.data_dir)?;
-        Self::start(config, controller, false).await
+        let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
+        Self::start(config, controller, false, meta).await
     }
 
     async fn start(
         config: BrokerConfig,
         controller: Controller,
         combined: bool,
+        mut meta: MetaProperties,
     ) -> anyhow::Result<Arc<Self>> {
         let (isr_tx, isr_rx) = mpsc::unbounded_channel();
         let view_source = controller.clone();
@@ -148,6 +157,7 @@ impl Broker {
             combined,
             tasks: Mutex::new(Vec::new()),
             stopped: watch::channel(false).0,
+            directory_id: meta.directory_id,
         });
         controller.attach(
             broker.config.node_id,
@@ -156,15 +166,18 @@ impl Broker {
         // Registration makes the controller send this broker its roles,
         // which opens (and recovers) the logs.
         let b = broker.clone();
+        let directory_id = meta.directory_id;
         tokio::task::spawn_blocking(move || {
             b.metadata.register(
                 &b.config.advertised_host,
                 b.config.advertised_port as u16,
                 b.config.rack.clone(),
+                directory_id,
             )
         })
         .await??;
         let image = broker.metadata.image();
+        meta.join_cluster(&broker.config.data_dir, &image.cluster_id)?;
         if combined {
             broker.replicas.remove_orphans(&image.topics);
         }
@@ -172,6 +185,7 @@ impl Broker {
             topics = image.topics.len(),
             partitions = broker.replicas.all().len(),
             cluster_id = %image.cluster_id,
+            directory_id = %meta.directory_id,
             "logs loaded"
         );
         broker.spawn_isr_sender(isr_rx);
@@ -363,6 +377,7 @@ impl Broker {
                                 &b.config.advertised_host,
                                 b.config.advertised_port as u16,
                                 b.config.rack.clone(),
+                                b.directory_id,
                             )
                             .map(|_| ())
                     } else {

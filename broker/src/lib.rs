@@ -8,6 +8,7 @@ pub mod control;
 pub mod error;
 pub mod group;
 pub mod handlers;
+pub mod meta_properties;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;

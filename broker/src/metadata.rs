@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use kafka_protocol::error::ResponseError;
 use serde::{Deserialize, Serialize};
-use skein_controller::{AlterPartitionRequest, Event, NewTopic, PartitionState, Reply, TopicId};
+use skein_controller::{
+    AlterPartitionRequest, DirectoryId, Event, NewTopic, PartitionState, Reply, TopicId,
+};
 use uuid::Uuid;
 
 use crate::control::{request, Controller};
@@ -71,6 +73,9 @@ pub struct BrokerMeta {
     pub rack: Option<String>,
     /// Registered and not fenced.
     pub alive: bool,
+    /// Came back with an empty log directory; some of its replicas are
+    /// still being copied back.
+    pub storage_lost: bool,
 }
 
 /// What handlers read: a snapshot of the cluster as this broker knows it.
@@ -139,7 +144,13 @@ impl MetadataStore {
 
     /// Registers this broker; the controller fences its previous
     /// incarnation and makes it leader or follower of its partitions.
-    pub fn register(&self, host: &str, port: u16, rack: Option<String>) -> Result<u64, ApiError> {
+    pub fn register(
+        &self,
+        host: &str,
+        port: u16,
+        rack: Option<String>,
+        directory_id: DirectoryId,
+    ) -> Result<u64, ApiError> {
         let epoch = request(
             self.controller.as_ref(),
             Event::BrokerRegistered {
@@ -147,6 +158,7 @@ impl MetadataStore {
                 host: host.to_string(),
                 port,
                 rack,
+                directory_id: Some(directory_id),
             },
             |r| match r {
                 Reply::BrokerRegistered { result, .. } => Some(result),
@@ -214,6 +226,7 @@ impl MetadataStore {
                 leader_epoch: p.leader_epoch,
                 partition_epoch: p.partition_epoch,
                 new_isr: p.new_isr.clone(),
+                new_isr_broker_epochs: Default::default(),
             }),
             |r| match r {
                 Reply::AlterPartition { result, .. } => Some(result),
@@ -446,7 +459,9 @@ mod tests {
         )
         .unwrap();
         let store = MetadataStore::new(1, controller);
-        store.register("127.0.0.1", 9092, None).unwrap();
+        store
+            .register("127.0.0.1", 9092, None, DirectoryId(1))
+            .unwrap();
         store
     }
 

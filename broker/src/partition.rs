@@ -535,9 +535,17 @@ impl Partition {
         self.changed.notify_waiters();
     }
 
-    /// High watermark = min LEO over the (maximal) ISR; it never goes back.
+    /// High watermark = min LEO over the (maximal) ISR; it never goes back,
+    /// and it stands still while the committed ISR is smaller than
+    /// `min.insync.replicas` (KIP-966's strict rule, Kafka 4.1's default):
+    /// the replicas that left such an ISR wait in the ELR as replicas that
+    /// hold everything committed, so nothing may be committed without them.
     fn maybe_advance_hw(&self, st: &mut State, leo: i64) {
         if st.role != Role::Leader {
+            return;
+        }
+        let effective_min_isr = st.min_isr.min(st.replicas.len()).max(1);
+        if st.isr.len() < effective_min_isr {
             return;
         }
         let mut min = leo;

@@ -5,7 +5,8 @@
 
 use crate::error::ControllerError;
 use crate::model::{
-    BrokerId, BrokerInfo, ClusterState, PartitionState, ProducerIdBlock, TopicId, TopicSpec,
+    BrokerId, BrokerInfo, ClusterState, DirectoryId, PartitionState, ProducerIdBlock, TopicId,
+    TopicSpec,
 };
 
 /// Something the caller must do.
@@ -71,6 +72,16 @@ pub enum Command {
         leader_epoch: i32,
         /// The ISR before the election (replicas holding the lost data).
         previous_isr: Vec<BrokerId>,
+    },
+    /// A broker registered with another log directory than before: every
+    /// replica it held is gone and is being copied back. For the caller to
+    /// log, count and report.
+    BrokerStorageLost {
+        broker: BrokerId,
+        previous: DirectoryId,
+        current: DirectoryId,
+        /// Its replicas, which left every ISR and ELR.
+        replicas: u32,
     },
     /// The answer to the request in the event.
     Reply(Reply),

@@ -17,6 +17,9 @@ pub struct ControllerConfig {
     pub leader_imbalance_check_interval_ms: u64,
     /// Producer ids per `AllocateProducerIds` block.
     pub producer_id_block_size: i32,
+    /// Cluster default for `min.insync.replicas`; topics override it. The
+    /// controller needs it for the eligible leader replicas (KIP-966).
+    pub min_insync_replicas: usize,
 }
 
 impl Default for ControllerConfig {
@@ -27,6 +30,7 @@ impl Default for ControllerConfig {
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_ms: 300_000,
             producer_id_block_size: crate::producer_ids::PRODUCER_ID_BLOCK_SIZE,
+            min_insync_replicas: 1,
         }
     }
 }

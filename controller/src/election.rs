@@ -1,11 +1,14 @@
-//! Leader elections: pure functions over one partition's state.
+//! Leader elections and the eligible-leader-replica set (KIP-966): pure
+//! functions over one partition's state.
 //!
 //! A clean election takes the first assigned replica that is in the ISR and
-//! eligible (alive, not shutting down). Only when none is and unclean
-//! election is allowed for the topic does an out-of-sync replica win; the
-//! ISR then restarts from it alone. Otherwise the partition goes offline
-//! with its ISR untouched, so the last in-sync replica is elected cleanly
-//! when it comes back.
+//! eligible (alive, not shutting down); failing that, the first eligible
+//! member of the ELR, which holds every committed record although it left
+//! the ISR. Only when neither has one and unclean election is allowed for
+//! the topic does an out-of-sync replica win; the ISR then restarts from it
+//! alone. Otherwise the partition goes offline with its ISR and ELR
+//! untouched, so a replica that holds the data is elected cleanly when it
+//! comes back.
 
 use crate::error::ControllerError;
 use crate::model::{BrokerId, PartitionState, NO_LEADER};
@@ -13,14 +16,18 @@ use crate::model::{BrokerId, PartitionState, NO_LEADER};
 /// The topic config that allows electing an out-of-sync replica.
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 
+/// The topic config (and cluster default) for the smallest ISR that may
+/// acknowledge `acks=all` writes and advance the high watermark.
+pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+
 /// What [`elect_leader`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ElectionOutcome {
     /// The current leader is still valid; nothing changed.
     Unchanged,
-    /// A new leader was taken from the ISR.
+    /// A new leader was taken from the ISR or the ELR.
     Clean(BrokerId),
-    /// A replica outside the ISR was made leader: data may be lost.
+    /// A replica outside the ISR and ELR was made leader: data may be lost.
     Unclean(BrokerId),
     /// No eligible leader; the partition has no leader.
     Offline,
@@ -51,6 +58,19 @@ pub fn elect_leader(
         state.leader = b;
         return ElectionOutcome::Clean(b);
     }
+    // The ISR has no one to offer: an ELR member holds every record below
+    // the high watermark, so it leads cleanly and restarts the ISR.
+    if let Some(b) = state
+        .replicas
+        .iter()
+        .copied()
+        .find(|b| state.elr.contains(b) && eligible(*b))
+    {
+        state.leader = b;
+        state.elr.retain(|x| *x != b);
+        state.isr.push(b);
+        return ElectionOutcome::Clean(b);
+    }
     if allow_unclean {
         // Replicas a reassignment is still adding may hold nothing at all;
         // the others were in sync once, so they go first.
@@ -63,6 +83,8 @@ pub fn elect_leader(
         if let Some(b) = established.chain(adding).find(|b| eligible(*b)) {
             state.leader = b;
             state.isr = vec![b];
+            // What the ELR held may now diverge from the new leader's log.
+            state.elr.clear();
             return ElectionOutcome::Unclean(b);
         }
     }
@@ -87,13 +109,39 @@ pub fn elect_preferred_leader(
     Ok(preferred)
 }
 
-/// `isr` without `broker`, unless `broker` is its only member: an ISR is
-/// never emptied, so the last in-sync replica is remembered.
-pub fn remove_from_isr(isr: &[BrokerId], broker: BrokerId) -> Vec<BrokerId> {
-    if isr == [broker] {
-        return isr.to_vec();
+/// The ISR size below which the leader's high watermark stops and leaving
+/// ISR members join the ELR: `min.insync.replicas`, capped by the
+/// replication factor so a topic with fewer replicas than the cluster
+/// default still commits.
+pub fn effective_min_isr(state: &PartitionState, min_insync_replicas: usize) -> usize {
+    min_insync_replicas
+        .min(state.target_replicas().len())
+        .max(1)
+}
+
+/// Recomputes the ELR after the ISR changed from `old_isr` to `state.isr`
+/// (Kafka's `PartitionChangeBuilder` rule): while the ISR is smaller than
+/// `min_isr`, members that left it join the ELR; once it is large enough
+/// again the ELR is empty. `lost` are brokers known to hold no data (an
+/// empty disk): they never join.
+pub fn update_elr(
+    state: &mut PartitionState,
+    old_isr: &[BrokerId],
+    min_isr: usize,
+    lost: &[BrokerId],
+) {
+    if state.isr.len() >= effective_min_isr(state, min_isr) {
+        state.elr.clear();
+        return;
     }
-    isr.iter().copied().filter(|b| *b != broker).collect()
+    let candidates: Vec<BrokerId> = state
+        .replicas
+        .iter()
+        .copied()
+        .filter(|b| state.elr.contains(b) || old_isr.contains(b))
+        .filter(|b| !state.isr.contains(b) && !lost.contains(b))
+        .collect();
+    state.elr = candidates;
 }
 
 /// Reads `unclean.leader.election.enable` from topic configs, falling back
@@ -106,6 +154,19 @@ pub fn unclean_enabled(
         Some(v) => v.trim().eq_ignore_ascii_case("true"),
         None => cluster_default,
     }
+}
+
+/// Reads `min.insync.replicas` from topic configs, falling back to the
+/// cluster default when unset or not a positive number.
+pub fn min_insync_replicas(
+    configs: &std::collections::BTreeMap<String, String>,
+    cluster_default: usize,
+) -> usize {
+    configs
+        .get(MIN_INSYNC_REPLICAS)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(cluster_default.max(1))
 }
 
 #[cfg(test)]
@@ -138,10 +199,12 @@ mod tests {
     #[test]
     fn no_eligible_isr_member_and_unclean_off_goes_offline() {
         let mut s = state(&[1, 2, 3], &[1], 1);
-        let outcome = elect_leader(&mut s, |b| b != 1, false);
+        s.elr = vec![2];
+        let outcome = elect_leader(&mut s, |b| b == 3, false);
         assert_eq!(outcome, ElectionOutcome::Offline);
         assert_eq!(s.leader, NO_LEADER);
-        assert_eq!(s.isr, vec![1], "last ISR member kept");
+        assert_eq!(s.isr, vec![1], "ISR kept");
+        assert_eq!(s.elr, vec![2], "ELR kept");
     }
 
     #[test]
@@ -200,10 +263,80 @@ mod tests {
     }
 
     #[test]
-    fn isr_is_never_emptied() {
-        assert_eq!(remove_from_isr(&[1, 2], 1), vec![2]);
-        assert_eq!(remove_from_isr(&[2], 2), vec![2]);
-        assert_eq!(remove_from_isr(&[2], 3), vec![2]);
+    fn an_elr_member_leads_cleanly_when_the_isr_has_no_one() {
+        let mut s = state(&[1, 2, 3], &[], NO_LEADER);
+        s.elr = vec![3, 2];
+        assert_eq!(
+            elect_leader(&mut s, |b| b == 3, false),
+            ElectionOutcome::Clean(3)
+        );
+        assert_eq!(s.isr, vec![3]);
+        assert_eq!(s.elr, vec![2]);
+    }
+
+    #[test]
+    fn the_isr_goes_before_the_elr() {
+        let mut s = state(&[1, 2, 3], &[2], NO_LEADER);
+        s.elr = vec![1];
+        assert_eq!(
+            elect_leader(&mut s, |_| true, false),
+            ElectionOutcome::Clean(2)
+        );
+        assert_eq!(s.elr, vec![1]);
+    }
+
+    #[test]
+    fn unclean_election_clears_the_elr() {
+        let mut s = state(&[1, 2, 3], &[], NO_LEADER);
+        s.elr = vec![1];
+        assert_eq!(
+            elect_leader(&mut s, |b| b == 2, true),
+            ElectionOutcome::Unclean(2)
+        );
+        assert!(s.elr.is_empty());
+    }
+
+    #[test]
+    fn members_leaving_an_isr_below_min_join_the_elr() {
+        // min ISR 2: 3 leaves an ISR of three, nothing to remember; 2 leaves
+        // an ISR of two, it holds everything committed.
+        let mut s = state(&[1, 2, 3], &[1, 2], 1);
+        update_elr(&mut s, &[1, 2, 3], 2, &[]);
+        assert!(s.elr.is_empty());
+        s.isr = vec![1];
+        update_elr(&mut s, &[1, 2], 2, &[]);
+        assert_eq!(s.elr, vec![2]);
+        // The last member leaves: the ISR is empty, both wait in the ELR.
+        s.isr = vec![];
+        s.leader = NO_LEADER;
+        update_elr(&mut s, &[1], 2, &[]);
+        assert_eq!(s.elr, vec![1, 2]);
+        // A broker back with an empty disk is never eligible.
+        update_elr(&mut s, &[], 2, &[1]);
+        assert_eq!(s.elr, vec![2]);
+        // Back to min ISR: the ELR is no longer needed.
+        s.isr = vec![2, 3];
+        s.leader = 2;
+        update_elr(&mut s, &[2], 2, &[]);
+        assert!(s.elr.is_empty());
+    }
+
+    #[test]
+    fn min_isr_is_capped_by_the_replication_factor() {
+        let s = state(&[1], &[1], 1);
+        assert_eq!(effective_min_isr(&s, 2), 1);
+        let s = state(&[1, 2, 3], &[1], 1);
+        assert_eq!(effective_min_isr(&s, 2), 2);
+    }
+
+    #[test]
+    fn min_isr_config_parsing() {
+        let mut configs = std::collections::BTreeMap::new();
+        assert_eq!(min_insync_replicas(&configs, 2), 2);
+        configs.insert(MIN_INSYNC_REPLICAS.into(), "3".into());
+        assert_eq!(min_insync_replicas(&configs, 2), 3);
+        configs.insert(MIN_INSYNC_REPLICAS.into(), "zero".into());
+        assert_eq!(min_insync_replicas(&configs, 2), 2);
     }
 
     #[test]

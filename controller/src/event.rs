@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{BrokerId, TopicId, TopicPartition};
+use crate::model::{BrokerId, DirectoryId, TopicId, TopicPartition};
 
 /// Something the controller must react to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,12 +11,17 @@ pub enum Event {
     /// A broker started (or restarted) and registered. A broker the
     /// controller still believes alive is treated as having restarted: it is
     /// fenced first, then re-joins as a follower of its partitions.
+    /// A broker that comes back with another log directory id than it had
+    /// (an empty disk) has lost every replica: they leave the ISR and ELR
+    /// and must catch up from the leader before they count again.
     /// Answered with [`crate::Reply::BrokerRegistered`] (the new broker epoch).
     BrokerRegistered {
         broker: BrokerId,
         host: String,
         port: u16,
         rack: Option<String>,
+        /// The `directory.id` of its log directory (`None`: not known).
+        directory_id: Option<DirectoryId>,
     },
     /// A broker is alive. Brokers whose last heartbeat is older than the
     /// session timeout are fenced on the next [`Event::Tick`].
@@ -121,6 +126,10 @@ pub struct AlterPartitionRequest {
     /// The partition epoch the proposal is based on.
     pub partition_epoch: i32,
     pub new_isr: Vec<BrokerId>,
+    /// The broker epoch each member joining the ISR fetched with (KIP-841).
+    /// A member registered since with a newer epoch has restarted, maybe
+    /// with an empty disk, and is refused. Members not listed are not checked.
+    pub new_isr_broker_epochs: BTreeMap<BrokerId, u64>,
 }
 
 /// Kafka's `ElectLeaders` election type.

@@ -48,8 +48,9 @@ fn distinct(list: &[BrokerId]) -> bool {
     list.iter().collect::<BTreeSet<_>>().len() == list.len()
 }
 
-/// Invariants of one partition: leader ∈ ISR ⊆ replicas, nothing repeated,
-/// ISR never empty, reassignment sets consistent.
+/// Invariants of one partition: leader ∈ ISR ⊆ replicas, ELR ⊆ replicas and
+/// apart from the ISR, nothing repeated, an empty ISR only without a leader,
+/// reassignment sets consistent.
 pub fn check_partition(s: &PartitionState) -> Result<(), String> {
     if s.replicas.is_empty() {
         return Err("no replicas".into());
@@ -57,8 +58,14 @@ pub fn check_partition(s: &PartitionState) -> Result<(), String> {
     if !distinct(&s.replicas) {
         return Err("replicas not on distinct brokers".into());
     }
-    if s.isr.is_empty() {
-        return Err("empty ISR".into());
+    if s.isr.is_empty() && s.leader != NO_LEADER {
+        return Err("empty ISR with a leader".into());
+    }
+    if !distinct(&s.elr) || !s.elr.iter().all(|b| s.replicas.contains(b)) {
+        return Err("ELR has duplicates or non-replicas".into());
+    }
+    if s.elr.iter().any(|b| s.isr.contains(b)) {
+        return Err("ELR overlaps the ISR".into());
     }
     if !distinct(&s.isr) {
         return Err("ISR has duplicates".into());
@@ -95,7 +102,7 @@ pub fn check_partition(s: &PartitionState) -> Result<(), String> {
 /// What the controller maintains after handling any event, beyond the
 /// structural invariants: leaders are eligible brokers, a led partition's
 /// ISR holds only eligible brokers, and a partition is offline only when no
-/// ISR member could lead it.
+/// ISR or ELR member could lead it.
 pub fn check_settled(image: &MetadataImage) -> Result<(), String> {
     check_image(image)?;
     let eligible = |b: BrokerId| image.brokers.get(&b).is_some_and(|i| i.is_eligible());
@@ -108,9 +115,9 @@ pub fn check_settled(image: &MetadataImage) -> Result<(), String> {
                 if let Some(b) = s.isr.iter().find(|b| !eligible(**b)) {
                     return Err(format!("{name}-{p}: ISR member {b} not eligible in {s:?}"));
                 }
-            } else if let Some(b) = s.isr.iter().find(|b| eligible(**b)) {
+            } else if let Some(b) = s.isr.iter().chain(&s.elr).find(|b| eligible(**b)) {
                 return Err(format!(
-                    "{name}-{p}: offline although ISR member {b} is eligible"
+                    "{name}-{p}: offline although ISR/ELR member {b} is eligible"
                 ));
             }
             if s.is_reassigning() && s.target_replicas().iter().all(|b| s.isr.contains(b)) {
@@ -136,7 +143,13 @@ mod tests {
         assert!(check_partition(&state(&[1, 2], &[1, 2], 1)).is_ok());
         assert!(check_partition(&state(&[1, 2], &[2], NO_LEADER)).is_ok());
         assert!(check_partition(&state(&[1, 1], &[1], 1)).is_err());
-        assert!(check_partition(&state(&[1, 2], &[], NO_LEADER)).is_err());
+        assert!(check_partition(&state(&[1, 2], &[], NO_LEADER)).is_ok());
+        assert!(check_partition(&state(&[1, 2], &[], 1)).is_err());
+        let mut s = state(&[1, 2], &[1], 1);
+        s.elr = vec![1];
+        assert!(check_partition(&s).is_err(), "ELR overlapping the ISR");
+        s.elr = vec![3];
+        assert!(check_partition(&s).is_err(), "ELR member not a replica");
         assert!(check_partition(&state(&[1, 2], &[1, 3], 1)).is_err());
         assert!(check_partition(&state(&[1, 2], &[2], 1)).is_err());
         let mut s = state(&[1, 2], &[1, 2], 1);

@@ -9,7 +9,13 @@
 //!
 //! let mut core = ControllerCore::new(ControllerConfig::default());
 //! core.handle(
-//!     Event::BrokerRegistered { broker: 1, host: "localhost".into(), port: 9092, rack: None },
+//!     Event::BrokerRegistered {
+//!         broker: 1,
+//!         host: "localhost".into(),
+//!         port: 9092,
+//!         rack: None,
+//!         directory_id: None,
+//!     },
 //!     0,
 //! );
 //! let commands = core.handle(Event::CreateTopic(NewTopic::new("orders", TopicId(7), 3, 1)), 1);
@@ -42,6 +48,6 @@ pub use crate::core::ControllerCore;
 pub use crate::error::ControllerError;
 pub use crate::event::{AlterPartitionRequest, ElectionType, Event, NewTopic};
 pub use crate::model::{
-    BrokerId, BrokerInfo, ClusterState, MetadataImage, OngoingReassignment, PartitionState,
-    ProducerIdBlock, TopicId, TopicImage, TopicPartition, TopicSpec, NO_LEADER,
+    BrokerId, BrokerInfo, ClusterState, DirectoryId, MetadataImage, OngoingReassignment,
+    PartitionState, ProducerIdBlock, TopicId, TopicImage, TopicPartition, TopicSpec, NO_LEADER,
 };

@@ -46,23 +46,63 @@ impl fmt::Debug for TopicId {
 
 impl Serialize for TopicId {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // A string, because JSON readers (and Kubernetes) lose precision on
-        // 128-bit numbers.
-        serializer.serialize_str(&self.to_string())
+        serialize_hex(self.0, serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for TopicId {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        if text.len() != 32 {
-            return Err(serde::de::Error::custom(format!(
-                "topic id must be 32 hex digits, got {text:?}"
-            )));
-        }
-        u128::from_str_radix(&text, 16)
-            .map(TopicId)
-            .map_err(|e| serde::de::Error::custom(format!("topic id {text:?}: {e}")))
+        deserialize_hex(deserializer, "topic id").map(TopicId)
+    }
+}
+
+/// A 128-bit id as 32 lowercase hex digits: a string, because JSON readers
+/// (and Kubernetes) lose precision on 128-bit numbers.
+fn serialize_hex<S: Serializer>(id: u128, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format!("{id:032x}"))
+}
+
+fn deserialize_hex<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    what: &str,
+) -> Result<u128, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    if text.len() != 32 {
+        return Err(serde::de::Error::custom(format!(
+            "{what} must be 32 hex digits, got {text:?}"
+        )));
+    }
+    u128::from_str_radix(&text, 16)
+        .map_err(|e| serde::de::Error::custom(format!("{what} {text:?}: {e}")))
+}
+
+/// The id of a broker's log directory (Kafka's `directory.id` in
+/// `meta.properties`), drawn when the directory is formatted. A broker that
+/// comes back with another one has lost every replica it held.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct DirectoryId(pub u128);
+
+impl fmt::Display for DirectoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for DirectoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DirectoryId({self})")
+    }
+}
+
+impl Serialize for DirectoryId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serialize_hex(self.0, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for DirectoryId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserialize_hex(deserializer, "directory id").map(DirectoryId)
     }
 }
 
@@ -82,6 +122,14 @@ pub struct BrokerInfo {
     pub fenced: bool,
     /// Asked to shut down: alive, but it leads nothing and joins no ISR.
     pub in_controlled_shutdown: bool,
+    /// The log directory its replicas live on, as of its last registration
+    /// (`None`: registered before directory ids existed, or never said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory_id: Option<DirectoryId>,
+    /// It came back with an empty disk and some of its replicas are not in
+    /// sync yet (cleared when the last one rejoins its ISR).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub storage_lost: bool,
 }
 
 impl BrokerInfo {
@@ -116,9 +164,18 @@ pub struct PartitionState {
     /// Assigned replicas, preferred leader first. While a reassignment runs
     /// this is the target followed by the replicas being removed.
     pub replicas: Vec<BrokerId>,
-    /// In-sync replicas; never empty. When the partition is offline it keeps
-    /// the last member so that replica can be elected cleanly on return.
+    /// In-sync replicas. Empty only when the partition has no leader: the
+    /// last members then wait in `elr` (or, if their disks were lost, nowhere).
     pub isr: Vec<BrokerId>,
+    /// Eligible leader replicas (KIP-966): replicas outside the ISR that
+    /// hold every record below the high watermark, so one of them may lead
+    /// cleanly when no ISR member can. A replica joins when it leaves an
+    /// ISR that is then smaller than `min.insync.replicas` (the leader's
+    /// high watermark cannot advance while that is so); it leaves when it
+    /// rejoins the ISR, when the ISR reaches `min.insync.replicas` again,
+    /// and when its broker comes back with an empty disk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elr: Vec<BrokerId>,
     /// The leader, or [`NO_LEADER`] when the partition is offline.
     pub leader: BrokerId,
     /// Grows whenever the leader changes (and when replicas are removed).
@@ -137,6 +194,7 @@ impl PartitionState {
         PartitionState {
             replicas,
             isr,
+            elr: Vec::new(),
             leader,
             leader_epoch: 0,
             partition_epoch: 0,
@@ -179,6 +237,7 @@ impl PartitionState {
     pub(crate) fn same_assignment_and_leadership(&self, other: &PartitionState) -> bool {
         self.replicas == other.replicas
             && self.isr == other.isr
+            && self.elr == other.elr
             && self.leader == other.leader
             && self.adding_replicas == other.adding_replicas
             && self.removing_replicas == other.removing_replicas

@@ -295,7 +295,12 @@ fn out_of_sync_replica_is_not_elected_and_partition_goes_offline() {
     let commands = lose(&mut core, 1);
     let s = core.partition("t", 0).unwrap().clone();
     assert_eq!(s.leader, NO_LEADER);
-    assert_eq!(s.isr, vec![1], "the last in-sync replica is remembered");
+    assert!(s.isr.is_empty());
+    assert_eq!(
+        s.elr,
+        vec![1],
+        "the last in-sync replica is remembered as eligible"
+    );
     assert!(leaders_told(&commands, "t", 0).is_empty());
     assert!(commands.iter().any(|c| matches!(
         c,
@@ -586,6 +591,7 @@ fn invalid_isr_proposals_are_rejected() {
         leader_epoch: 0,
         partition_epoch: 1,
         new_isr: vec![2],
+        new_isr_broker_epochs: Default::default(),
     };
     assert_eq!(
         alter_result(&core.handle(Event::AlterPartition(from_follower), 0)),
@@ -804,7 +810,7 @@ fn controlled_shutdown_moves_leadership_first() {
 }
 
 #[test]
-fn controlled_shutdown_of_single_node_takes_partitions_offline_keeping_isr() {
+fn controlled_shutdown_of_single_node_takes_partitions_offline_keeping_it_eligible() {
     let mut core = cluster(1);
     create(&mut core, "t", 1, 1, 1);
     let epoch = core.broker(1).unwrap().broker_epoch;
@@ -820,7 +826,10 @@ fn controlled_shutdown_of_single_node_takes_partitions_offline_keeping_isr() {
         Reply::ControlledShutdown { result: Ok(()), .. }
     ));
     let s = core.partition("t", 0).unwrap();
-    assert_eq!((s.leader, s.isr.clone()), (NO_LEADER, vec![1]));
+    assert_eq!(
+        (s.leader, s.isr.clone(), s.elr.clone()),
+        (NO_LEADER, vec![], vec![1])
+    );
     lose(&mut core, 1);
     let commands = core.handle(register(1, None), 0);
     assert_eq!(leaders_told(&commands, "t", 0), vec![1]);
@@ -1075,7 +1084,9 @@ fn commands_come_out_persist_first_publish_last() {
         Command::BecomeLeader { .. }
         | Command::BecomeFollower { .. }
         | Command::StopReplica { .. } => 1,
-        Command::UncleanLeaderElection { .. } | Command::Reply(_) => 2,
+        Command::UncleanLeaderElection { .. }
+        | Command::BrokerStorageLost { .. }
+        | Command::Reply(_) => 2,
         Command::PublishMetadata => 3,
     };
     let ranks: Vec<u8> = commands.iter().map(rank).collect();

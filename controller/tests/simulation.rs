@@ -15,8 +15,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use common::{register, test_config};
 use skein_controller::invariants;
 use skein_controller::{
-    AlterPartitionRequest, BrokerId, Command, ControllerCore, ControllerError, ElectionType, Event,
-    MetadataImage, NewTopic, PartitionState, Reply, TopicId, TopicImage, TopicPartition, NO_LEADER,
+    AlterPartitionRequest, BrokerId, Command, ControllerCore, ControllerError, DirectoryId,
+    ElectionType, Event, MetadataImage, NewTopic, PartitionState, Reply, TopicId, TopicImage,
+    TopicPartition, NO_LEADER,
 };
 
 const DEFAULT_RUNS: u64 = 1000;
@@ -80,6 +81,11 @@ struct Sim {
     /// The store a platform would keep, built only from `Persist*`
     /// commands; controller restarts rebuild from it.
     store: MetadataImage,
+    /// Each broker's current disk (directory id); a lost disk gets a new one.
+    disks: BTreeMap<BrokerId, u128>,
+    next_disk: u128,
+    /// The directory id each broker last registered with.
+    previous_dirs: BTreeMap<BrokerId, DirectoryId>,
 }
 
 /// How often the hard paths were reached, so a test can insist they are.
@@ -91,6 +97,7 @@ struct Stats {
     stale_proposals_refused: u64,
     controller_restarts: u64,
     fenced_by_tick: u64,
+    disks_lost: u64,
 }
 
 /// What an event is about, so the checks know what it may change.
@@ -144,6 +151,9 @@ impl Sim {
             recent: VecDeque::new(),
             stats: Stats::default(),
             store: MetadataImage::default(),
+            disks: BTreeMap::new(),
+            next_disk: 0,
+            previous_dirs: BTreeMap::new(),
         }
     }
 
@@ -172,7 +182,12 @@ impl Sim {
             .1
             .clone();
         self.running.insert(id);
-        let commands = self.apply(register(id, rack.as_deref()), Intent::Other)?;
+        let disk = *self.disks.entry(id).or_insert(id as u128);
+        let mut event = register(id, rack.as_deref());
+        if let Event::BrokerRegistered { directory_id, .. } = &mut event {
+            *directory_id = Some(DirectoryId(disk));
+        }
+        let commands = self.apply(event, Intent::Other)?;
         match expect_reply(&commands)? {
             Reply::BrokerRegistered { result: Ok(_), .. } => {
                 self.last_contact.insert(id, self.now);
@@ -223,7 +238,16 @@ impl Sim {
                 None => Ok(()),
             },
             41..=48 => match self.rng.pick(&stopped) {
-                Some(b) => self.start_broker(b),
+                Some(b) => {
+                    // Sometimes it comes back on an empty disk.
+                    if self.rng.chance(20) {
+                        self.next_disk += 1;
+                        self.disks.insert(b, 1000 + self.next_disk);
+                        self.stats.disks_lost += 1;
+                        self.log(format!("broker {b} lost its disk"));
+                    }
+                    self.start_broker(b)
+                }
                 None => Ok(()),
             },
             49..=51 => match self.rng.pick(&running) {
@@ -355,6 +379,7 @@ impl Sim {
             leader_epoch: state.leader_epoch,
             partition_epoch: state.partition_epoch,
             new_isr: isr.clone(),
+            new_isr_broker_epochs: Default::default(),
         };
         let mut stale = true;
         match self.rng.below(10) {
@@ -724,6 +749,40 @@ impl Sim {
             *last = (leader_epoch, partition_epoch);
         }
 
+        // A broker back on an empty disk holds nothing: it is in no ISR or
+        // ELR right after registering, so nothing can be elected onto it.
+        if let Event::BrokerRegistered {
+            broker,
+            directory_id: Some(dir),
+            ..
+        } = event
+        {
+            let lost = commands
+                .iter()
+                .any(|c| matches!(c, Command::BrokerStorageLost { broker: b, .. } if b == broker));
+            let was = self.previous_dirs.insert(*broker, *dir);
+            if was.is_some_and(|d| d != *dir) {
+                if !lost {
+                    return Err(format!("broker {broker} changed disks unnoticed"));
+                }
+                for (name, t) in &image.topics {
+                    for (p, s) in t.partitions.iter().enumerate() {
+                        // An unclean election may pick it (nothing else left).
+                        if unclean_notices.contains(&(t.spec.topic_id, p as u32)) {
+                            continue;
+                        }
+                        if s.isr.contains(broker) || s.elr.contains(broker) {
+                            return Err(format!(
+                                "{name}-{p}: broker {broker} back on an empty disk is still in ISR/ELR: {s:?}"
+                            ));
+                        }
+                    }
+                }
+            } else if lost {
+                return Err(format!("broker {broker} reported a lost disk it still has"));
+            }
+        }
+
         // Ticks fence only brokers that really went quiet.
         if matches!(intent, Intent::Tick) {
             let timeout = self.core.config().broker_session_timeout_ms;
@@ -816,7 +875,9 @@ impl Sim {
             }
             // A leader from outside the ISR only when unclean election is on.
             if s.leader != NO_LEADER && s.leader != prev.leader {
-                let mut in_sync: BTreeSet<BrokerId> = prev.isr.iter().copied().collect();
+                // ELR members hold everything committed: electing one is clean.
+                let mut in_sync: BTreeSet<BrokerId> =
+                    prev.isr.iter().chain(&prev.elr).copied().collect();
                 if let Intent::Alter { request, .. } = intent {
                     if request.topic_id == key.0 && request.partition == key.1 {
                         in_sync.extend(request.new_isr.iter().copied());
@@ -1028,7 +1089,9 @@ fn simulation_reaches_the_hard_paths() {
         total.stale_proposals_refused += s.stale_proposals_refused;
         total.controller_restarts += s.controller_restarts;
         total.fenced_by_tick += s.fenced_by_tick;
+        total.disks_lost += s.disks_lost;
     }
+    assert!(total.disks_lost > 0, "{total:?}");
     assert!(total.unclean_elections > 0, "{total:?}");
     assert!(total.went_offline > 0, "{total:?}");
     assert!(total.reassignments_completed > 0, "{total:?}");

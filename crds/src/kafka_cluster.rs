@@ -279,6 +279,12 @@ pub struct BrokerStatus {
     /// `broker.rack`, when rack awareness is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rack: Option<String>,
+    /// Set while the broker, back with an empty log directory (a lost disk
+    /// or a new PersistentVolumeClaim), copies its replicas back from their
+    /// leaders: how many are not in sync yet. They lead nothing and count
+    /// for nothing until they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_to_recover: Option<i32>,
 }
 
 /// Producer ids handed out so far, persisted so a new controller never reuses one.

@@ -187,6 +187,16 @@ impl ControllerMetrics {
     }
 }
 
+/// The value of the last `--override KEY=VALUE` for `key`.
+fn override_value<'a>(overrides: &'a [String], key: &str) -> Option<&'a str> {
+    overrides
+        .iter()
+        .rev()
+        .filter_map(|o| o.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim())
+}
+
 /// Runs the local cluster until `shutdown` completes.
 pub async fn run_local(
     opts: LocalOptions,
@@ -196,6 +206,11 @@ pub async fn run_local(
     std::fs::create_dir_all(opts.data_dir.join("controller"))?;
     let config = ControllerConfig {
         broker_session_timeout_ms: opts.session_timeout_ms,
+        // The brokers' cluster default, which the controller needs for the
+        // eligible leader replicas.
+        min_insync_replicas: override_value(&opts.overrides, "min.insync.replicas")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1),
         ..Default::default()
     };
     let controller = ControllerService::open(
@@ -211,6 +226,7 @@ pub async fn run_local(
     let registry = Registry::new();
     let metrics = Arc::new(ControllerMetrics::new(&registry)?);
     registry.register(Box::new(controller.elections.clone()))?;
+    registry.register(Box::new(controller.storage_lost.clone()))?;
     #[cfg(target_os = "linux")]
     registry.register(Box::new(
         prometheus::process_collector::ProcessCollector::for_self(),

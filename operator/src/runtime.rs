@@ -465,6 +465,14 @@ impl Runtimes {
         .map_err(|e| format!("reading ConfigMap {cm_name}: {e}"))?;
         let config = ControllerConfig {
             broker_session_timeout_ms: self.session_timeout_ms,
+            // The brokers' cluster default (spec.config), which the
+            // controller needs for the eligible leader replicas.
+            min_insync_replicas: kc
+                .spec
+                .config
+                .get("min.insync.replicas")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(1),
             ..ControllerConfig::default()
         };
         let controller = ControllerService::open_store(Some(Box::new(store)), config)

@@ -68,6 +68,15 @@ pub fn set_progress(
     ));
 }
 
+/// Replicas on `broker` that are not in their partition's ISR.
+fn replicas_to_recover(view: &skein_broker::control::View, broker: i32) -> i32 {
+    view.topics
+        .values()
+        .flat_map(|t| &t.partitions)
+        .filter(|p| p.replicas.contains(&broker) && !p.isr.contains(&broker))
+        .count() as i32
+}
+
 /// Adds what the cluster's controller knows: its brokers and their
 /// sessions, under-replicated and offline partitions (offline ones make the
 /// cluster `Degraded`).
@@ -86,6 +95,7 @@ pub fn add_controller_view(
                 host: format!("{}:{}", b.host, b.port),
                 ready: b.alive,
                 rack: b.rack.clone(),
+                replicas_to_recover: b.storage_lost.then(|| replicas_to_recover(view, b.id)),
             })
             .collect(),
     );

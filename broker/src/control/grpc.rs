@@ -24,8 +24,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use kafka_protocol::error::ResponseError;
 use skein_controller::{
-    AlterPartitionRequest, ControllerError, Event, NewTopic, PartitionState, ProducerIdBlock,
-    Reply, TopicId,
+    AlterPartitionRequest, ControllerError, DirectoryId, Event, NewTopic, PartitionState,
+    ProducerIdBlock, Reply, TopicId,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -64,6 +64,7 @@ fn view_to_pb(v: &ClusterImage) -> pb::MetadataView {
                 port: b.port as u32,
                 rack: b.rack.clone(),
                 alive: b.alive,
+                storage_lost: b.storage_lost,
             })
             .collect(),
         topics: v
@@ -107,6 +108,7 @@ fn view_from_pb(v: pb::MetadataView) -> ClusterImage {
                         port: b.port as u16,
                         rack: b.rack,
                         alive: b.alive,
+                        storage_lost: b.storage_lost,
                     },
                 )
             })
@@ -241,6 +243,7 @@ fn state_to_pb(p: &PartitionState) -> pb::PartitionView {
         partition_epoch: p.partition_epoch,
         adding_replicas: p.adding_replicas.clone(),
         removing_replicas: p.removing_replicas.clone(),
+        elr: p.elr.clone(),
     }
 }
 
@@ -248,6 +251,7 @@ fn state_from_pb(p: pb::PartitionView) -> PartitionState {
     PartitionState {
         replicas: p.replicas,
         isr: p.isr,
+        elr: p.elr,
         leader: p.leader,
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
@@ -264,11 +268,16 @@ fn event_to_pb(event: &Event) -> Option<request::Kind> {
             host,
             port,
             rack,
+            directory_id,
         } => request::Kind::Register(pb::Register {
             broker_id: *broker,
             host: host.clone(),
             port: *port as u32,
             rack: rack.clone(),
+            directory_id: directory_id
+                .map(|d| d.0.to_be_bytes().to_vec())
+                .unwrap_or_default(),
+            cluster_id: None,
         }),
         Event::BrokerHeartbeat { broker_epoch, .. } => request::Kind::Heartbeat(pb::Heartbeat {
             broker_epoch: *broker_epoch,
@@ -309,6 +318,11 @@ fn event_to_pb(event: &Event) -> Option<request::Kind> {
             leader_epoch: a.leader_epoch,
             partition_epoch: a.partition_epoch,
             new_isr: a.new_isr.clone(),
+            new_isr_broker_epochs: a
+                .new_isr_broker_epochs
+                .iter()
+                .map(|(b, e)| (*b, *e))
+                .collect(),
         }),
         Event::AllocateProducerIds { broker_epoch, .. } => {
             request::Kind::AllocateProducerIds(pb::AllocateProducerIds {
@@ -337,6 +351,9 @@ fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             host: r.host,
             port: r.port as u16,
             rack: r.rack,
+            directory_id: <[u8; 16]>::try_from(r.directory_id.as_slice())
+                .ok()
+                .map(|b| DirectoryId(u128::from_be_bytes(b))),
         },
         request::Kind::Heartbeat(h) => Event::BrokerHeartbeat {
             broker,
@@ -374,6 +391,7 @@ fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             leader_epoch: a.leader_epoch,
             partition_epoch: a.partition_epoch,
             new_isr: a.new_isr,
+            new_isr_broker_epochs: a.new_isr_broker_epochs.into_iter().collect(),
         }),
         request::Kind::AllocateProducerIds(a) => Event::AllocateProducerIds {
             broker,
@@ -566,6 +584,9 @@ pub struct RemoteController {
     link: Mutex<Option<Arc<dyn BrokerLink>>>,
     /// Who this broker says it is when a session starts.
     registration: Mutex<Option<pb::Register>>,
+    /// The cluster its log directory belongs to (meta.properties), sent
+    /// with every registration so another cluster's controller refuses it.
+    cluster_id: Mutex<Option<String>>,
 }
 
 /// Blocks on `f` without starving the async runtime this thread may belong to.
@@ -596,7 +617,14 @@ impl RemoteController {
             next_id: AtomicU64::new(1),
             link: Mutex::new(None),
             registration: Mutex::new(None),
+            cluster_id: Mutex::new(None),
         })
+    }
+
+    /// The cluster id this broker's log directory belongs to; registrations
+    /// carry it from now on.
+    pub fn set_cluster_id(&self, cluster_id: Option<String>) {
+        *self.cluster_id.lock().expect("cluster id lock") = cluster_id;
     }
 
     /// Serves `BrokerControl` on `addr` until the returned task is aborted.
@@ -782,9 +810,10 @@ impl ControlPlane for RemoteController {
     fn handle(&self, event: Event) -> Result<Vec<Reply>, ApiError> {
         match &event {
             Event::BrokerRegistered { .. } => {
-                let Some(request::Kind::Register(reg)) = event_to_pb(&event) else {
+                let Some(request::Kind::Register(mut reg)) = event_to_pb(&event) else {
                     unreachable!("register event")
                 };
+                reg.cluster_id = self.cluster_id.lock().expect("cluster id lock").clone();
                 *self.registration.lock().expect("registration lock") = Some(reg);
                 let epoch = blocking(|| self.ensure_registered())?;
                 return Ok(vec![Reply::BrokerRegistered {
@@ -1003,6 +1032,21 @@ pub async fn drive_session(
                             })),
                         });
                         return SessionEnd::Unreachable(format!("broker {} answered", r.broker_id));
+                    }
+                    let ours = controller.view().cluster_id.clone();
+                    if let Some(theirs) = r.cluster_id.as_ref().filter(|c| **c != ours) {
+                        // Its disk belongs to another cluster: joining would
+                        // mix two clusters' logs.
+                        tracing::error!(endpoint, broker = r.broker_id, cluster_id = %theirs, ours = %ours, "a broker of another cluster tried to register; refused");
+                        let _ = tx.send(ControllerMessage {
+                            kind: Some(controller_message::Kind::Reply(pb::Reply {
+                                id: req.id,
+                                error_code: ResponseError::InconsistentClusterId.code() as i32,
+                                error_message: format!("the broker's log directory belongs to cluster {theirs}, this is cluster {ours}"),
+                                result: None,
+                            })),
+                        });
+                        return SessionEnd::Unreachable(format!("broker {} belongs to cluster {theirs}", r.broker_id));
                     }
                     if broker.is_some_and(|b| b != r.broker_id) {
                         tracing::warn!(endpoint, "a broker changed its id within a session");

@@ -80,6 +80,9 @@ pub struct ControllerService {
     /// `skein_controller_leader_elections_total{kind}`: clean, unclean,
     /// preferred (registered by whoever exports the controller's metrics).
     pub elections: prometheus::IntCounterVec,
+    /// `skein_controller_broker_storage_lost_total`: brokers that came back
+    /// with another log directory (registered like `elections`).
+    pub storage_lost: prometheus::IntCounter,
 }
 
 pub(crate) fn controller_error(e: ControllerError) -> ApiError {
@@ -158,11 +161,17 @@ impl ControllerService {
         for kind in ["clean", "unclean", "preferred"] {
             elections.with_label_values(&[kind]);
         }
+        let storage_lost = prometheus::IntCounter::new(
+            "skein_controller_broker_storage_lost_total",
+            "Registrations of a broker with another log directory id than before (a lost disk or a new volume): its replicas had to be copied again.",
+        )
+        .expect("metric");
         Ok(Arc::new(Self {
             state: Mutex::new(state),
             view,
             published: tokio::sync::watch::channel(0).0,
             elections,
+            storage_lost,
         }))
     }
 
@@ -211,6 +220,21 @@ impl ControllerService {
                 | Command::PersistPartition { .. }
                 | Command::DeleteTopic { .. }
                 | Command::PersistCluster(_) => persist = true,
+                Command::BrokerStorageLost {
+                    broker,
+                    previous,
+                    current,
+                    replicas,
+                } => {
+                    self.storage_lost.inc();
+                    tracing::warn!(
+                        broker,
+                        previous_directory = %previous,
+                        directory = %current,
+                        replicas,
+                        "broker came back with an empty log directory: its replicas left every ISR and ELR and are copied back from the leaders"
+                    )
+                }
                 Command::UncleanLeaderElection {
                     topic,
                     partition,
@@ -411,6 +435,7 @@ fn build_view(st: &State) -> ClusterImage {
                     port: b.port,
                     rack: b.rack.clone(),
                     alive: b.is_alive(),
+                    storage_lost: b.storage_lost,
                 },
             )
         })

@@ -3,9 +3,8 @@
 
 use super::{ControllerCore, Origin};
 use crate::command::{Command, Reply};
-use crate::election;
 use crate::error::ControllerError;
-use crate::model::{BrokerId, BrokerInfo};
+use crate::model::{BrokerId, BrokerInfo, DirectoryId};
 use crate::producer_ids;
 
 impl ControllerCore {
@@ -15,6 +14,7 @@ impl ControllerCore {
         host: String,
         port: u16,
         rack: Option<String>,
+        directory_id: Option<DirectoryId>,
     ) {
         if broker < 0 {
             self.reply(Reply::BrokerRegistered {
@@ -31,6 +31,12 @@ impl ControllerCore {
         if self.is_alive(broker) {
             self.fence_broker(broker);
         }
+        let previous = self.image.brokers.get(&broker).cloned();
+        let previous_dir = previous.as_ref().and_then(|i| i.directory_id);
+        let lost = match (previous_dir, directory_id) {
+            (Some(before), Some(now)) if before != now => Some((before, now)),
+            _ => None,
+        };
         let broker_epoch = self.image.cluster.next_broker_epoch;
         self.image.cluster.next_broker_epoch += 1;
         self.out
@@ -44,11 +50,35 @@ impl ControllerCore {
             broker_epoch,
             fenced: false,
             in_controlled_shutdown: false,
+            directory_id: directory_id.or(previous_dir),
+            storage_lost: lost.is_some() || previous.is_some_and(|i| i.storage_lost),
         };
         self.image.brokers.insert(broker, info.clone());
         self.out.persist.push(Command::PersistBroker(info));
         self.sessions.insert(broker, self.now_ms);
         self.out.publish = true;
+
+        // Another directory: every replica it had is gone, whatever the ISR
+        // and ELR said. It leaves both (even as their last member: electing
+        // it would make the replicas with data truncate to nothing) and
+        // earns its way back by catching up from a leader.
+        if let Some((previous, current)) = lost {
+            self.lost_storage.push(broker);
+            let held = self.partitions_where(|s| s.replicas.contains(&broker));
+            self.out.notices.push(Command::BrokerStorageLost {
+                broker,
+                previous,
+                current,
+                replicas: held.len() as u32,
+            });
+            for (topic, p) in held {
+                let mut next = self.state(&topic, p).clone();
+                next.isr.retain(|b| *b != broker);
+                next.elr.retain(|b| *b != broker);
+                let unclean = self.unclean_enabled(&topic);
+                self.commit_partition(&topic, p, next, unclean, Origin::Controller);
+            }
+        }
 
         // Re-join every assigned partition as a follower. An offline
         // partition may now get a leader: this broker if it was the last
@@ -124,9 +154,9 @@ impl ControllerCore {
             self.partitions_where(|s| fenced.iter().any(|b| s.isr.contains(b) || s.leader == *b));
         for (topic, p) in touched {
             let mut next = self.state(&topic, p).clone();
-            for b in &fenced {
-                next.isr = election::remove_from_isr(&next.isr, *b);
-            }
+            // Leaving an ISR that is then below min.insync.replicas puts
+            // them in the ELR (commit_partition), so they stay electable.
+            next.isr.retain(|b| !fenced.contains(b));
             let unclean = self.unclean_enabled(&topic);
             self.commit_partition(&topic, p, next, unclean, Origin::Controller);
         }
@@ -148,12 +178,12 @@ impl ControllerCore {
             self.out.publish = true;
         }
         // Leadership moves to another in-sync replica; the broker leaves the
-        // ISRs (unless it is the last member, which keeps its data
-        // electable) and stops serving its replicas.
+        // ISRs (into the ELR when the ISR is then below min.insync.replicas,
+        // which keeps its data electable) and stops serving its replicas.
         for (topic, p) in self.partitions_where(|s| s.replicas.contains(&broker)) {
             let mut next = self.state(&topic, p).clone();
             let before = next.partition_epoch;
-            next.isr = election::remove_from_isr(&next.isr, broker);
+            next.isr.retain(|b| *b != broker);
             let unclean = self.unclean_enabled(&topic);
             let after = self.commit_partition(&topic, p, next, unclean, Origin::Controller);
             if after.partition_epoch == before {

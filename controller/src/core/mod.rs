@@ -32,6 +32,9 @@ pub struct ControllerCore {
     sessions: BTreeMap<BrokerId, u64>,
     now_ms: u64,
     last_rebalance_ms: Option<u64>,
+    /// Brokers found in this event to have lost their disks: whatever ISR
+    /// they were in, they never join an ELR.
+    lost_storage: Vec<BrokerId>,
     out: Output,
 }
 
@@ -76,6 +79,7 @@ impl ControllerCore {
             sessions: BTreeMap::new(),
             now_ms: 0,
             last_rebalance_ms: None,
+            lost_storage: Vec::new(),
             out: Output::default(),
         }
     }
@@ -105,7 +109,8 @@ impl ControllerCore {
                 host,
                 port,
                 rack,
-            } => self.on_broker_registered(broker, host, port, rack),
+                directory_id,
+            } => self.on_broker_registered(broker, host, port, rack, directory_id),
             Event::BrokerHeartbeat {
                 broker,
                 broker_epoch,
@@ -141,6 +146,8 @@ impl ControllerCore {
             } => self.on_allocate_producer_ids(broker, broker_epoch),
             Event::Tick => self.on_tick(),
         }
+        self.lost_storage.clear();
+        self.clear_recovered_brokers();
         self.out.take()
     }
 
@@ -261,6 +268,37 @@ impl ControllerCore {
         self.image.brokers.get(&b).is_some_and(BrokerInfo::is_alive)
     }
 
+    /// `min.insync.replicas` of a topic (its config, else the cluster's).
+    fn min_isr(&self, topic: &str) -> usize {
+        self.image.topics.get(topic).map_or(1, |t| {
+            election::min_insync_replicas(&t.spec.configs, self.config.min_insync_replicas)
+        })
+    }
+
+    /// Brokers that came back with an empty disk stop being reported as
+    /// such once every replica they hold is in sync again.
+    fn clear_recovered_brokers(&mut self) {
+        let recovering: Vec<BrokerId> = self
+            .image
+            .brokers
+            .values()
+            .filter(|b| b.storage_lost)
+            .map(|b| b.id)
+            .collect();
+        for b in recovering {
+            let behind = self
+                .all_partitions()
+                .any(|(_, _, s)| s.replicas.contains(&b) && !s.isr.contains(&b));
+            if !behind {
+                let info = self.image.brokers.get_mut(&b).expect("listed above");
+                info.storage_lost = false;
+                let info = info.clone();
+                self.out.persist.push(Command::PersistBroker(info));
+                self.out.publish = true;
+            }
+        }
+    }
+
     fn unclean_enabled(&self, topic: &str) -> bool {
         self.image.topics.get(topic).is_some_and(|t| {
             election::unclean_enabled(&t.spec.configs, self.config.unclean_leader_election_enable)
@@ -294,7 +332,13 @@ impl ControllerCore {
         origin: Origin,
     ) -> PartitionState {
         let old = self.state(topic, partition).clone();
+        let min_isr = self.min_isr(topic);
         reassignment::maybe_complete(&mut next);
+        // Members that just left an ISR now below min.insync.replicas hold
+        // everything committed: they join the ELR before the election so
+        // the partition remembers them.
+        election::update_elr(&mut next, &old.isr, min_isr, &self.lost_storage);
+        let isr_before_election = next.isr.clone();
         let mut outcome = election::elect_leader(&mut next, |b| self.is_eligible(b), allow_unclean);
         // An unclean election resets the ISR, which can put the whole
         // reassignment target in sync; then the new leader may be removed.
@@ -303,6 +347,10 @@ impl ControllerCore {
             if again != ElectionOutcome::Unchanged {
                 outcome = again;
             }
+        }
+        if !matches!(outcome, ElectionOutcome::Unclean(_)) {
+            // An ELR member elected rejoined the ISR; the ELR may be moot.
+            election::update_elr(&mut next, &isr_before_election, min_isr, &self.lost_storage);
         }
         if next.same_assignment_and_leadership(&old) {
             return old;

@@ -91,6 +91,20 @@ impl ControllerCore {
         {
             return Err(ControllerError::IneligibleReplica(*b));
         }
+        // KIP-841: a joining member must still be the incarnation the leader
+        // saw catch up; one that registered again since (a restart, perhaps
+        // on an empty disk) has to catch up again first.
+        if let Some(b) = proposed.iter().find(|b| {
+            !current.isr.contains(b)
+                && req.new_isr_broker_epochs.get(b).is_some_and(|epoch| {
+                    self.image
+                        .brokers
+                        .get(b)
+                        .is_none_or(|info| info.broker_epoch != *epoch)
+                })
+        }) {
+            return Err(ControllerError::IneligibleReplica(*b));
+        }
         if proposed == current.isr.iter().copied().collect() {
             return Ok(current.clone());
         }

@@ -20,6 +20,7 @@ pub fn register(id: BrokerId, rack: Option<&str>) -> Event {
         host: format!("broker-{id}"),
         port: 9092,
         rack: rack.map(str::to_owned),
+        directory_id: Some(skein_controller::DirectoryId(id as u128)),
     }
 }
 
@@ -60,6 +61,7 @@ pub fn propose_isr(core: &ControllerCore, topic: &str, partition: u32, isr: &[Br
         leader_epoch: state.leader_epoch,
         partition_epoch: state.partition_epoch,
         new_isr: isr.to_vec(),
+        new_isr_broker_epochs: Default::default(),
     })
 }
 

@@ -162,6 +162,42 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     let all_ready = new_status.ready_replicas >= kc.spec.replicas && progress.is_none();
     patch_status(&clusters, &name, &new_status).await?;
 
+    // Events for brokers that came back on an empty disk, and when they
+    // have copied everything back.
+    let recovering = |brokers: Option<&Vec<skein_crds::BrokerStatus>>| {
+        brokers
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b.replicas_to_recover.map(|n| (b.id, n)))
+            .collect::<std::collections::BTreeMap<i32, i32>>()
+    };
+    let before = recovering(kc.status.as_ref().map(|s| &s.brokers));
+    let after = recovering(new_status.brokers.as_ref());
+    for (id, n) in &after {
+        if !before.contains_key(id) {
+            publish(
+                ctx,
+                kc,
+                EventType::Warning,
+                "BrokerStorageLost",
+                "Recover",
+                format!("broker {id} came back with an empty log directory (lost disk or new volume): {n} replicas left their ISRs and are copied back from the leaders"),
+            )
+            .await;
+        }
+    }
+    for id in before.keys().filter(|id| !after.contains_key(id)) {
+        publish(
+            ctx,
+            kc,
+            EventType::Normal,
+            "BrokerStorageRecovered",
+            "Recover",
+            format!("broker {id} has copied every replica back and is in sync again"),
+        )
+        .await;
+    }
+
     // Events: one per new generation, saying what was done.
     if observed_generation(kc) != kc.metadata.generation {
         let previous = kc.status.as_ref().map(|s| s.replicas);
