@@ -474,6 +474,7 @@ impl Broker {
             let cleaner_every: i64 = 15_000;
             let mut last_retention = now_ms();
             let mut last_clean = now_ms();
+            let mut last_hw_checkpoint = now_ms();
             loop {
                 tokio::time::sleep(tick).await;
                 let now = now_ms();
@@ -486,10 +487,18 @@ impl Broker {
                 if compaction {
                     last_clean = now;
                 }
+                // Kafka's replica.high.watermark.checkpoint.interval.ms default.
+                let hw_checkpoint = now - last_hw_checkpoint >= 5_000;
+                if hw_checkpoint {
+                    last_hw_checkpoint = now;
+                }
                 let replicas = broker.replicas.clone();
                 let expiry = broker.config.producer_id_expiration_ms;
                 if let Err(e) = tokio::task::spawn_blocking(move || {
-                    replicas.maintain(now, retention, compaction, expiry)
+                    replicas.maintain(now, retention, compaction, expiry);
+                    if hw_checkpoint {
+                        replicas.checkpoint_high_watermarks();
+                    }
                 })
                 .await
                 {

@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use kafka_protocol::error::ResponseError;
 use serde::{Deserialize, Serialize};
 use skein_controller::{
-    AlterPartitionRequest, DirectoryId, Event, NewTopic, PartitionState, Reply, TopicId,
+    AlterPartitionRequest, DirectoryId, ElectionType, Event, NewTopic, PartitionState, Reply,
+    TopicId,
 };
 use uuid::Uuid;
 
@@ -384,6 +385,35 @@ impl MetadataStore {
             },
             |r| match r {
                 Reply::ReassignPartition { result, .. } => Some(result),
+                _ => None,
+            },
+        )
+    }
+
+    /// ElectLeaders for one partition: the preferred replica if it is in
+    /// sync, or (`unclean`) any live replica of an offline partition.
+    /// Returns the new leader.
+    pub fn elect_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        unclean: bool,
+    ) -> Result<i32, ApiError> {
+        request(
+            self.controller.as_ref(),
+            Event::ElectLeaders {
+                election: if unclean {
+                    ElectionType::Unclean
+                } else {
+                    ElectionType::Preferred
+                },
+                partitions: vec![skein_controller::TopicPartition::new(
+                    topic,
+                    partition.max(0) as u32,
+                )],
+            },
+            |r| match r {
+                Reply::ElectLeader { result, .. } => Some(result),
                 _ => None,
             },
         )

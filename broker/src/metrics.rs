@@ -40,6 +40,7 @@ pub struct Metrics {
     pub partition_leaders: IntGauge,
     pub under_replicated: IntGauge,
     pub under_min_isr: IntGauge,
+    pub bytes_to_copy: IntGauge,
     pub isr_shrinks: prometheus::IntCounter,
     pub isr_expands: prometheus::IntCounter,
     pub purgatory: IntGaugeVec,
@@ -159,6 +160,10 @@ impl Metrics {
             "skein_partitions_under_min_isr",
             "Partitions this broker leads whose ISR is smaller than min.insync.replicas.",
         );
+        let bytes_to_copy = simple(
+            "skein_replication_bytes_to_copy",
+            "Bytes the replicas outside the ISR of the partitions this broker leads still have to copy to catch up (a broker back on an empty disk starts from the whole log).",
+        );
         let count = |name: &str, help: &str| {
             let c = prometheus::IntCounter::new(name, help).expect("metric");
             registry.register(Box::new(c.clone())).expect("register");
@@ -197,6 +202,7 @@ impl Metrics {
             partition_leaders,
             under_replicated,
             under_min_isr,
+            bytes_to_copy,
             isr_shrinks,
             isr_expands,
             purgatory,
@@ -228,6 +234,7 @@ impl Metrics {
     /// Refreshes the per-partition gauges and renders the text exposition.
     pub fn render(&self, replicas: &ReplicaManager) -> String {
         let (mut hosted, mut leaders, mut under, mut under_min) = (0, 0, 0, 0);
+        let mut to_copy = 0u64;
         for p in replicas.all() {
             hosted += 1;
             let (leader, isr, replicas, min_isr) = p.replication_summary();
@@ -235,8 +242,12 @@ impl Metrics {
                 leaders += 1;
                 under += (isr < replicas) as i64;
                 under_min += (isr < min_isr) as i64;
+                if isr < replicas {
+                    to_copy += p.bytes_to_copy();
+                }
             }
         }
+        self.bytes_to_copy.set(to_copy as i64);
         self.partitions.set(hosted);
         self.partition_leaders.set(leaders);
         self.under_replicated.set(under);

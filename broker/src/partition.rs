@@ -130,6 +130,17 @@ impl Partition {
         }
     }
 
+    /// Starts from the high watermark checkpointed before a restart (capped
+    /// by what the log holds): what was committed then is served at once.
+    pub fn restore_high_watermark(&self, hw: i64) {
+        let (lso, leo) = {
+            let log = self.log.read().expect("log lock");
+            (log.log_start_offset(), log.log_end_offset())
+        };
+        let mut st = self.state();
+        st.high_watermark = st.high_watermark.max(hw.clamp(lso, leo));
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("partition state lock")
     }
@@ -655,6 +666,30 @@ impl Partition {
             st.replicas.len(),
             st.min_isr,
         )
+    }
+
+    /// As leader: the bytes its replicas outside the ISR still have to copy
+    /// (from each one's last fetch offset, or the whole log for one that has
+    /// not fetched, such as a broker back on an empty disk).
+    pub fn bytes_to_copy(&self) -> u64 {
+        let st = self.state();
+        if st.role != Role::Leader {
+            return 0;
+        }
+        let log = self.log.read().expect("log lock");
+        st.replicas
+            .iter()
+            .filter(|r| **r != self.local_id && !st.isr.contains(r))
+            .map(|r| {
+                let from = st
+                    .followers
+                    .get(r)
+                    .map(|p| p.log_end_offset)
+                    .filter(|o| *o >= 0)
+                    .unwrap_or_else(|| log.log_start_offset());
+                log.bytes_from(from)
+            })
+            .sum()
     }
 
     /// Whether the ISR is smaller than the replica set (leader's view).

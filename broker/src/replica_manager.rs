@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use kafka_protocol::error::ResponseError;
 use skein_storage::{Log, LogConfig};
@@ -30,6 +30,44 @@ pub struct ReplicaManager {
     /// ISR proposals of the partitions this broker leads, for the control
     /// layer to send to the controller.
     isr_proposals: mpsc::UnboundedSender<IsrProposal>,
+    /// High watermarks read from `replication-offset-checkpoint` at start,
+    /// handed to each partition when it is opened.
+    hw_checkpoint: Mutex<HashMap<TopicPartition, i64>>,
+    /// What was last written there, so an unchanged file is not rewritten.
+    hw_written: Mutex<String>,
+}
+
+/// Kafka's file of every hosted partition's high watermark, in the data
+/// directory. A broker that restarts serves what was committed before at
+/// once, instead of waiting for its ISR to move the high watermark again
+/// (which, below `min.insync.replicas`, it may not do for a long time).
+pub const HW_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
+
+/// Parses Kafka's checkpoint format: a version line `0`, a count, then
+/// `topic partition offset` lines. A bad file is ignored (it costs
+/// availability after a restart, never correctness).
+pub fn parse_hw_checkpoint(text: &str) -> HashMap<TopicPartition, i64> {
+    let mut lines = text.lines();
+    if lines.next().map(str::trim) != Some("0") {
+        return HashMap::new();
+    }
+    let Some(count) = lines.next().and_then(|l| l.trim().parse::<usize>().ok()) else {
+        return HashMap::new();
+    };
+    let entries: HashMap<TopicPartition, i64> = lines
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            let topic = parts.next()?.to_string();
+            let partition = parts.next()?.parse().ok()?;
+            let hw = parts.next()?.parse().ok()?;
+            Some(((topic, partition), hw))
+        })
+        .collect();
+    if entries.len() == count {
+        entries
+    } else {
+        HashMap::new()
+    }
 }
 
 impl ReplicaManager {
@@ -45,6 +83,36 @@ impl ReplicaManager {
             partitions: RwLock::new(HashMap::new()),
             fetchers,
             isr_proposals,
+            hw_checkpoint: Mutex::new(
+                std::fs::read_to_string(data_dir.join(HW_CHECKPOINT_FILE))
+                    .map(|t| parse_hw_checkpoint(&t))
+                    .unwrap_or_default(),
+            ),
+            hw_written: Mutex::new(String::new()),
+        }
+    }
+
+    /// Writes every hosted partition's high watermark to
+    /// `replication-offset-checkpoint` (write, fsync, rename) if it changed.
+    pub fn checkpoint_high_watermarks(&self) {
+        let mut entries: Vec<(String, i32, i64)> = self
+            .all()
+            .iter()
+            .map(|p| (p.topic.clone(), p.index, p.high_watermark()))
+            .collect();
+        entries.sort();
+        let mut text = format!("0\n{}\n", entries.len());
+        for (t, p, hw) in &entries {
+            text.push_str(&format!("{t} {p} {hw}\n"));
+        }
+        let mut written = self.hw_written.lock().expect("hw checkpoint lock");
+        if *written == text {
+            return;
+        }
+        match crate::control::write_atomic(&self.data_dir.join(HW_CHECKPOINT_FILE), text.as_bytes())
+        {
+            Ok(()) => *written = text,
+            Err(e) => warn!(error = %e, "writing {HW_CHECKPOINT_FILE} failed"),
         }
     }
 
@@ -100,6 +168,14 @@ impl ReplicaManager {
             self.local_id,
             log,
         ));
+        if let Some(hw) = self
+            .hw_checkpoint
+            .lock()
+            .expect("hw checkpoint lock")
+            .remove(&(topic.name.clone(), index))
+        {
+            part.restore_high_watermark(hw);
+        }
         Ok(self
             .partitions
             .write()
@@ -290,6 +366,7 @@ impl ReplicaManager {
     /// Stops the fetchers, flushes and closes every log (clean shutdown).
     pub fn shutdown(&self) {
         self.fetchers.shutdown();
+        self.checkpoint_high_watermarks();
         let parts: Vec<Arc<Partition>> = {
             let mut map = self.partitions.write().expect("partitions lock");
             map.drain().map(|(_, p)| p).collect()
@@ -309,5 +386,22 @@ impl ReplicaManager {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hw_checkpoint_format_is_kafkas() {
+        let text = "0\n2\norders 0 120\n__consumer_offsets 7 3\n";
+        let hw = parse_hw_checkpoint(text);
+        assert_eq!(hw.get(&("orders".to_string(), 0)), Some(&120));
+        assert_eq!(hw.get(&("__consumer_offsets".to_string(), 7)), Some(&3));
+        // A torn or foreign file is ignored rather than half believed.
+        assert!(parse_hw_checkpoint("0\n3\norders 0 120\n").is_empty());
+        assert!(parse_hw_checkpoint("1\n1\norders 0 120\n").is_empty());
+        assert!(parse_hw_checkpoint("").is_empty());
     }
 }

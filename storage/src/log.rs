@@ -183,6 +183,22 @@ impl Log {
         self.segments.iter().map(|s| s.size()).sum()
     }
 
+    /// Bytes of the log from `offset` to its end: what a replica that has
+    /// everything below `offset` still has to copy.
+    pub fn bytes_from(&self, offset: i64) -> u64 {
+        if offset >= self.log_end_offset {
+            return 0;
+        }
+        let offset = offset.max(self.log_start_offset);
+        let i = self.segment_index_for(offset);
+        let first = &self.segments[i];
+        let in_first = match first.find_batch(offset) {
+            Ok(Some((position, _))) => first.size().saturating_sub(position),
+            _ => first.size(),
+        };
+        in_first + self.segments[i + 1..].iter().map(|s| s.size()).sum::<u64>()
+    }
+
     /// Number of segments, the active one included.
     pub fn num_segments(&self) -> usize {
         self.segments.len()

@@ -24,8 +24,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use kafka_protocol::error::ResponseError;
 use skein_controller::{
-    AlterPartitionRequest, ControllerError, DirectoryId, Event, NewTopic, PartitionState,
-    ProducerIdBlock, Reply, TopicId,
+    AlterPartitionRequest, ControllerError, DirectoryId, ElectionType, Event, NewTopic,
+    PartitionState, ProducerIdBlock, Reply, TopicId, TopicPartition,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -329,6 +329,14 @@ fn event_to_pb(event: &Event) -> Option<request::Kind> {
                 broker_epoch: *broker_epoch,
             })
         }
+        Event::ElectLeaders {
+            election,
+            partitions,
+        } if partitions.len() == 1 => request::Kind::ElectLeader(pb::ElectLeader {
+            topic: partitions[0].topic.clone(),
+            partition: partitions[0].partition,
+            unclean: *election == ElectionType::Unclean,
+        }),
         Event::ReassignPartition {
             topic,
             partition,
@@ -396,6 +404,14 @@ fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
         request::Kind::AllocateProducerIds(a) => Event::AllocateProducerIds {
             broker,
             broker_epoch: a.broker_epoch,
+        },
+        request::Kind::ElectLeader(e) => Event::ElectLeaders {
+            election: if e.unclean {
+                ElectionType::Unclean
+            } else {
+                ElectionType::Preferred
+            },
+            partitions: vec![TopicPartition::new(e.topic, e.partition)],
         },
         request::Kind::ReassignPartition(r) => Event::ReassignPartition {
             topic: r.topic,
@@ -469,12 +485,13 @@ fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
             }
             None
         }
-        Some(Reply::ElectLeader { result, .. }) => {
-            if let Err(e) = result {
+        Some(Reply::ElectLeader { result, .. }) => match result {
+            Ok(leader) => Some(reply::Result::Leader(leader)),
+            Err(e) => {
                 fail(&e);
+                None
             }
-            None
-        }
+        },
     };
     out.result = result;
     out
@@ -550,6 +567,14 @@ fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
             topic: topic.clone(),
             partition: *partition,
             result: unit(),
+        },
+        Event::ElectLeaders { partitions, .. } if partitions.len() == 1 => Reply::ElectLeader {
+            topic: partitions[0].topic.clone(),
+            partition: partitions[0].partition,
+            result: match (&r.result, r.error_code) {
+                (Some(reply::Result::Leader(l)), 0) => Ok(*l),
+                _ => Err(err()),
+            },
         },
         // Not sent by brokers (see `event_to_pb`).
         _ => Reply::Heartbeat {

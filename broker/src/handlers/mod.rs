@@ -12,6 +12,7 @@ pub mod admin;
 pub mod api_versions;
 pub mod configs;
 pub mod consumer_group;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod groups;
 pub mod list_offsets;
@@ -53,6 +54,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::ElectLeaders, 0, 2),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -91,6 +93,9 @@ pub async fn handle(
         RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
             admin::alter_partition_reassignments(broker, r),
         ),
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(elect_leaders::handle(broker, r))
+        }
         RequestKind::ListPartitionReassignments(r) => {
             ResponseKind::ListPartitionReassignments(admin::list_partition_reassignments(broker, r))
         }

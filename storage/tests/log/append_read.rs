@@ -536,3 +536,23 @@ fn leader_epochs_are_tracked_truncated_and_persisted() {
     log.truncate_fully_and_start_at(100).unwrap();
     assert_eq!(log.end_offset_for_epoch(5), None);
 }
+
+#[test]
+fn bytes_from_counts_what_a_replica_still_has_to_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config(), 0).unwrap();
+    let first = batch(5, 0, 10);
+    let second = batch(5, 0, 10);
+    let (a, b) = (first.len() as u64, second.len() as u64);
+    append(&mut log, first, 0);
+    append(&mut log, second, 0);
+    assert_eq!(
+        log.bytes_from(0),
+        a + b,
+        "an empty replica copies everything"
+    );
+    assert_eq!(log.bytes_from(5), b, "from the second batch");
+    assert_eq!(log.bytes_from(7), b, "a whole batch is copied again");
+    assert_eq!(log.bytes_from(10), 0, "caught up");
+    assert_eq!(log.bytes_from(99), 0);
+}
