@@ -243,11 +243,8 @@ def test_java_idempotent_acks_all_survives_leader_kills(cluster, topic, tmp_path
     verify_acked(acked, consume_all(cluster, topic, partitions))
 
 
-def test_isr_below_min_insync_refuses_acks_all_then_offline_without_unclean_election(cluster, topic):
-    from confluent_kafka import KafkaException, Producer
-    create_topic(cluster, topic, 1)
-    leader = leader_of(cluster, topic, 0)
-    others = [b for b in (1, 2, 3) if b != leader]
+def _leader_only_producer(cluster, topic, leader):
+    from confluent_kafka import Producer
 
     def produce(acks: str, value: bytes, timeout: float = 15):
         # only the leader: the hung followers would stall metadata requests sent to them
@@ -258,6 +255,27 @@ def test_isr_below_min_insync_refuses_acks_all_then_offline_without_unclean_elec
         p.produce(topic, value, partition=0, on_delivery=lambda e, m: res.update(err=e, msg=m))
         p.flush(timeout + 5)
         return res
+    return produce
+
+
+def _high_watermark(cluster, topic, via):
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": cluster.addr(via), "group.id": f"hw-{time.time_ns()}", "log_level": 3})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def test_isr_below_min_insync_refuses_acks_all_then_offline_without_unclean_election(cluster, topic):
+    """min.insync.replicas=1: the ISR shrinks to the leader alone without anyone becoming an
+    eligible leader replica (the ISR is still at min ISR, the followers may lack what it commits);
+    when that last in-sync replica hangs too, no clean leader exists and the partition goes
+    offline instead of electing a stale replica; it leads again on return, losing nothing."""
+    create_topic(cluster, topic, 1, min_isr=1)
+    leader = leader_of(cluster, topic, 0)
+    others = [b for b in (1, 2, 3) if b != leader]
+    produce = _leader_only_producer(cluster, topic, leader)
 
     r = produce("all", b"before")
     assert r["err"] is None, r
@@ -266,10 +284,8 @@ def test_isr_below_min_insync_refuses_acks_all_then_offline_without_unclean_elec
         cluster.signal_broker(b, signal.SIGSTOP)
     util.wait_until(lambda: describe(cluster, topic, [leader])[0]["isr"] == [leader], 60,
                     "ISR shrunk to the leader")
-    r = produce("all", b"refused")
-    assert r["err"] is not None and r["err"].code() in (19, 20), f"expected NOT_ENOUGH_REPLICAS, got {r}"
-    r = produce("1", b"only-on-leader")
-    assert r["err"] is None, r
+    r = produce("all", b"alone")
+    assert r["err"] is None, f"min ISR 1: the leader alone acknowledges acks=all, got {r}"
     acked_offset = r["msg"].offset()
     # now the only in-sync replica hangs and the out-of-sync ones come back: no clean leader exists
     cluster.signal_broker(leader, signal.SIGSTOP)
@@ -282,10 +298,41 @@ def test_isr_below_min_insync_refuses_acks_all_then_offline_without_unclean_elec
     cluster.signal_broker(leader, signal.SIGCONT)
     wait_in_sync(cluster, topic)
     got = consume_all(cluster, topic, 1)[0]
-    values = [v for _, v in got]
-    assert values[:1] == [b"before"] and b"only-on-leader" in values, values
-    assert (acked_offset, b"only-on-leader") in got
-    assert b"refused" not in values
+    assert [v for _, v in got] == [b"before", b"alone"], got
+    assert (acked_offset, b"alone") in got
+
+
+def test_below_min_insync_nothing_is_committed_and_an_eligible_replica_takes_over(cluster, topic):
+    """min.insync.replicas=2, Kafka 4.1's semantics (KIP-966, eligible leader replicas): once the
+    ISR is the leader alone, acks=all is refused and the high watermark stands still, so an
+    acks=1 write is stored but not committed; the followers that left the ISR hold everything
+    committed and may lead cleanly. When the leader hangs, one of them takes over; the leader
+    returns as a follower and drops the uncommitted write."""
+    create_topic(cluster, topic, 1, min_isr=2)
+    leader = leader_of(cluster, topic, 0)
+    others = [b for b in (1, 2, 3) if b != leader]
+    produce = _leader_only_producer(cluster, topic, leader)
+
+    r = produce("all", b"before")
+    assert r["err"] is None, r
+    for b in others:
+        cluster.signal_broker(b, signal.SIGSTOP)
+    util.wait_until(lambda: describe(cluster, topic, [leader])[0]["isr"] == [leader], 60,
+                    "ISR shrunk to the leader")
+    r = produce("all", b"refused")
+    assert r["err"] is not None and r["err"].code() in (19, 20), f"expected NOT_ENOUGH_REPLICAS, got {r}"
+    r = produce("1", b"uncommitted")
+    assert r["err"] is None, r
+    assert _high_watermark(cluster, topic, leader) == 1, "the high watermark moved below min ISR"
+    cluster.signal_broker(leader, signal.SIGSTOP)
+    for b in others:
+        cluster.signal_broker(b, signal.SIGCONT)
+    util.wait_until(lambda: describe(cluster, topic, others)[0]["leader"] in others, 60,
+                    "an eligible leader replica leads")
+    cluster.signal_broker(leader, signal.SIGCONT)
+    wait_in_sync(cluster, topic)
+    values = [v for _, v in consume_all(cluster, topic, 1)[0]]
+    assert values == [b"before"], values
 
 
 def test_group_offsets_survive_coordinator_kill(cluster, topic):
