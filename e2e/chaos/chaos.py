@@ -588,6 +588,8 @@ class Chaos:
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGUSR1)  # Python stacks into its .out file
+                time.sleep(1)
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(10)
                 killed.append(name)
