@@ -242,6 +242,7 @@ def check(d: Path) -> dict:
                 back.append(f"partition {p}: committed offset went back from {hi} to {o} at {t:.3f}")
             if o >= 0:
                 hi = o if hi is None else max(hi, o)
+    counts["commit_regressions"] = len(back)
     # the members' acknowledged commits, in the order the coordinator acknowledged them
     all_commits = sorted((t, p, o, m) for m, lst in commits_by_member.items() for t, p, o in lst)
     hi_c: dict[int, tuple[int, str]] = {}
@@ -258,9 +259,9 @@ def check(d: Path) -> dict:
     for p, seq in polled.items():
         for t, o in seq:
             if p in ends and o > ends[p]:
-                back.append(f"partition {p}: committed offset {o} beyond the end offset {ends[p]}")
+                counts["commit_beyond_end"] += 1
+                back.append(f"partition {p}: committed offset {o} beyond the end offset {ends[p]} at {t:.3f}")
                 break
-    counts["commit_regressions"] = len([b for b in back if "went back" in b or "gone" in b])
     counts["member_commit_regressions"] = n_commit_back
     problems["commits"] = back[:20]
     final = json.loads((d / "final-offsets.json").read_text()) if (d / "final-offsets.json").exists() else {}
@@ -292,7 +293,8 @@ def check(d: Path) -> dict:
     skipped = Counter(f["kind"] for f in faults if f.get("skipped"))
 
     violations = {k: counts[k] for k in ("lost", "duplicated", "moved", "order", "foreign", "unconsumed",
-                                         "dirty_reads", "commit_regressions", "member_commit_regressions")
+                                         "dirty_reads", "commit_regressions", "member_commit_regressions",
+                                         "commit_beyond_end")
                   if counts[k]}
     if problems["group-done"]:
         violations["group_not_done"] = len(problems["group-done"])
@@ -346,6 +348,7 @@ def markdown(r: dict) -> str:
             f"| consumed records not in the final log at that offset | {c.get('dirty_reads', 0)} |",
             f"| committed offset went backwards (OffsetFetch polls) | {c.get('commit_regressions', 0)} |",
             f"| a member's acknowledged commit below an earlier one | {c.get('member_commit_regressions', 0)} |",
+            f"| committed offset beyond the end offset | {c.get('commit_beyond_end', 0)} |",
             f"| group at the end offsets when done | {'yes' if 'group-done' not in r['examples'] else 'no'} |",
             "", "## Workload", "",
             f"sent {c.get('sent', 0)}, acknowledged {c.get('acked', 0)}, delivery errors "
