@@ -270,13 +270,15 @@ def check(d: Path) -> dict:
     problems["group-done"] = behind
 
     # -- unavailability ----------------------------------------------------------------------------
-    t0 = run.meta.get("workload_start", first_ack or 0)
+    t0 = first_ack or run.meta.get("workload_start", 0)  # not the clients' start-up
     t1 = run.meta.get("producers_stopped", last_ack or 0)
     unavail = {}
+    stretches = []  # (length, start, partition)
     for p in range(P):
         ts = sorted(t for t in ack_times.get(p, []) if t0 <= t <= t1)
         pts = [t0] + ts + [t1]
         gaps = [b - a for a, b in zip(pts, pts[1:]) if b - a >= GAP]
+        stretches += [(b - a, a, p) for a, b in zip(pts, pts[1:]) if b - a >= GAP]
         # leaderless time as the monitor saw it
         ev = leader_events.get(p, [])
         nl = 0.0
@@ -290,6 +292,18 @@ def check(d: Path) -> dict:
     # -- faults ----------------------------------------------------------------------------------
     faults = [json.loads(ln) for ln in open(d / "faults.jsonl")] if (d / "faults.jsonl").exists() else []
     by_kind = Counter(f["kind"] for f in faults)
+    # the longest write stalls (merged across partitions) and the faults around them
+    stalls = []
+    for length, start, p in sorted(stretches, reverse=True):
+        if len(stalls) >= 5:
+            break
+        if any(abs(start - s0) < 1.0 for _, s0, _, _ in stalls):
+            stalls = [(max(l0, length), s0, ps + [p], fs) if abs(start - s0) < 1.0 else (l0, s0, ps, fs)
+                      for l0, s0, ps, fs in stalls]
+            continue
+        near = [f"{f['kind']} {f['target']} at {f['start'] - start:+.1f}s..{f['end'] - start:+.1f}s"
+                for f in faults if f["end"] >= start - 10 and f["start"] <= start + length]
+        stalls.append((length, start, [p], near))
     skipped = Counter(f["kind"] for f in faults if f.get("skipped"))
 
     violations = {k: counts[k] for k in ("lost", "duplicated", "moved", "order", "foreign", "unconsumed",
@@ -315,6 +329,8 @@ def check(d: Path) -> dict:
         "consumer_errors": dict(consumer_errors),
         "rebalances_seen": rebalances,
         "unavailability": unavail,
+        "longest_stalls": [{"seconds": round(l, 1), "start": round(s0, 3), "partitions": sorted(ps),
+                            "faults_around": fs} for l, s0, ps, fs in stalls],
         "violations": violations,
         "examples": {k: v for k, v in problems.items() if v},
         "ok": not violations,
@@ -365,6 +381,12 @@ def markdown(r: dict) -> str:
     for p, u in sorted(r["unavailability"].items(), key=lambda x: int(x[0])):
         out.append(f"| {p} | {u['write_unavailable_s']} | {u['stretches']} | {u['longest_s']} | "
                    f"{u['leaderless_s']} |")
+    if r.get("longest_stalls"):
+        out += ["", "Longest write stalls (time 0 = the last acknowledged write before it) and the faults "
+                "active from 10 s before:", ""]
+        for st in r["longest_stalls"]:
+            out.append(f"- {st['seconds']} s from {st['start']:.3f}, partitions {st['partitions']}: "
+                       + ("; ".join(st["faults_around"]) or "no fault"))
     if r["examples"]:
         out += ["", "## Examples", ""]
         for k, v in r["examples"].items():
