@@ -212,10 +212,18 @@ class Disks:
 
     def teardown(self) -> None:
         for b, mnt in self.mounts.items():
-            if sh("umount", str(mnt), check=False).returncode:
+            for _ in range(10):  # a broker process that just died may still hold it
+                if sh("umount", str(mnt), check=False).returncode == 0:
+                    break
+                time.sleep(0.5)
+            else:
                 sh("umount", "-l", str(mnt), check=False)
         for loop in self.loops.values():
-            sh("losetup", "-d", loop, check=False)
+            for _ in range(10):
+                sh("losetup", "-d", loop, check=False)
+                if str(self.workdir) not in sh("losetup", loop, check=False).stdout:
+                    break
+                time.sleep(0.5)
         for cg in self.cgroups.values():
             for _ in range(3):
                 try:
@@ -721,6 +729,7 @@ class Chaos:
                 self.cluster.signal(b, signal.SIGKILL)
             if self.cluster.proc is not None and self.cluster.proc.poll() is None:
                 os.killpg(self.cluster.proc.pid, signal.SIGKILL)
+            _wait(lambda: all(self.cluster.pid(b) is None for b in BROKERS), 15)
         time.sleep(0.5)
         if self.disks is not None:
             self.disks.teardown()
