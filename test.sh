@@ -4,6 +4,7 @@
 #
 #   ./test.sh            everything: format, lint, unit + integration tests, Helm chart checks,
 #                        real-client e2e suite (single broker and a 3-broker cluster),
+#                        a short fault-injection run (e2e/chaos),
 #                        the operator against a real Kubernetes API server (e2e/k8s),
 #                        observability (promtool, real Prometheus), benchmark smoke
 #   ./test.sh --rust     only the Rust workspace (fmt, clippy, cargo test)
@@ -38,6 +39,10 @@ cargo build --release -p skein-broker -p skein-operator
 step "e2e: real Kafka clients against skein-broker and a 3-broker local cluster (skein-operator local)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
     e2e/run.sh
+
+step "chaos: ~2 minutes of random faults (kill -9, pauses, network partitions, disk full, slow disk, controller restarts) under idempotent acks=all producers and a consumer group, then a Jepsen-style check (e2e/chaos)"
+SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
+    e2e/chaos/run.sh --duration 75 --report "${TMPDIR:-/tmp}/skein-chaos-smoke-$$/report.md"
 
 step "operator on a real Kubernetes API server (e2e/k8s: built from the Go module proxy, cached; kwok nodes; a skein-broker process behind every broker pod)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \

@@ -1,0 +1,325 @@
+"""The clients of a chaos run, each a process of its own inside the clients' network namespace
+(chaos.py starts them with `ip netns exec`). They only write logs; checker.py judges.
+
+    workload.py create-topic BOOTSTRAP TOPIC PARTITIONS KEY=VALUE...
+    workload.py producer  --id N ...   idempotent acks=all confluent-kafka producer, values "pN-SEQ"
+    workload.py consumer  --id N ...   a member of the consumer group, commits what it processed
+    workload.py monitor   ...          metadata, group offsets and end offsets, polled
+    workload.py dump      ...          the whole topic, read back without a group
+
+Log lines (space separated, times are time.time()):
+    producer-N.log  A seq partition offset t_ack | E seq partition error-name t | F error-name t
+                    (fatal: a new producer instance follows) | S sent acked t (final)
+    consumer-N.log  M partition offset value | C t partition offset (a commit acknowledged) |
+                    X t error | R t assigned|revoked partitions...
+    monitor.log     T t partition leader isr(comma) | B t brokers(comma) | G t partition offset |
+                    H t partition high-watermark | X t error
+    state.json      the monitor's latest view, for the nemesis and the final phase
+    dump.log        partition offset value, in offset order per partition
+A process stops when the file named by --stop appears. Every loop is bounded by --max-seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def now() -> float:
+    return time.time()
+
+
+class Log:
+    """A line log flushed at most every 0.5 s (and on close)."""
+
+    def __init__(self, path: str):
+        self.f = open(path, "a", buffering=1 << 16)
+        self.last = 0.0
+
+    def w(self, line: str):
+        self.f.write(line + "\n")
+        t = time.monotonic()
+        if t - self.last > 0.5:
+            self.f.flush()
+            self.last = t
+
+    def close(self):
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, configs: list[str]) -> int:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    cfg = dict(c.split("=", 1) for c in configs)
+    fs = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3, config=cfg)],
+                             operation_timeout=30)
+    fs[topic].result(timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=10).topics[topic]
+        if md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values()):
+            print(f"topic {topic}: {partitions} partitions, RF 3, in sync")
+            return 0
+        time.sleep(0.5)
+    print(f"topic {topic} not in sync within 60 s", file=sys.stderr)
+    return 1
+
+
+# ---------------------------------------------------------------------------------------------
+def producer(a) -> int:
+    from confluent_kafka import KafkaException, Producer
+    log = Log(f"{a.dir}/producer-{a.id}.log")
+    fatal: list = []
+    conf = {"bootstrap.servers": a.bootstrap, "enable.idempotence": True, "acks": "all",
+            "linger.ms": 5, "message.timeout.ms": a.message_timeout_ms, "request.timeout.ms": 10000,
+            "log_level": 3, "error_cb": lambda e: fatal.append(e) if e.fatal() else None}
+    p = Producer(conf)
+    seq = acked = 0
+    state = {"acked": 0}
+
+    def cb(err, msg, s):
+        if err is None:
+            state["acked"] += 1
+            log.w(f"A {s} {msg.partition()} {msg.offset()} {now():.3f}")
+        else:
+            log.w(f"E {s} {msg.partition()} {err.name()} {now():.3f}")
+
+    start = time.monotonic()
+    interval = 1.0 / a.rate
+    next_at = start
+    while not os.path.exists(a.stop) and time.monotonic() - start < a.max_seconds:
+        if fatal:
+            e = fatal[0]
+            log.w(f"F {e.name()} {now():.3f} {str(e).replace(' ', '_')[:200]}")
+            try:
+                p.flush(10)  # delivery reports of what the dead instance held
+            except KafkaException:
+                pass
+            fatal.clear()
+            p = Producer(conf)
+            continue
+        t = time.monotonic()
+        if t < next_at:
+            p.poll(min(next_at - t, 0.05))
+            continue
+        part = seq % a.partitions
+        try:
+            p.produce(a.topic, f"p{a.id}-{seq}".encode(), partition=part,
+                      on_delivery=lambda e, m, s=seq: cb(e, m, s))
+            seq += 1
+            next_at += interval
+            if next_at < t - 1.0:  # after a blocked stretch, do not burst to catch up
+                next_at = t
+        except BufferError:
+            p.poll(0.1)
+        p.poll(0)
+    left = p.flush(a.flush_seconds)
+    acked = state["acked"]
+    log.w(f"S {seq} {acked} {now():.3f} unresolved={left}")
+    log.close()
+    print(f"producer {a.id}: sent {seq}, acknowledged {acked}, unresolved {left}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+def consumer(a) -> int:
+    from confluent_kafka import Consumer, KafkaException
+    log = Log(f"{a.dir}/consumer-{a.id}.log")
+
+    def logged_commit(c) -> None:
+        try:
+            res = c.commit(asynchronous=False)
+        except KafkaException as e:
+            log.w(f"X {now():.3f} commit:{e.args[0].name()}")
+            return
+        t = now()
+        for tp in res or []:
+            if tp.error is None and tp.offset >= 0:
+                log.w(f"C {t:.3f} {tp.partition} {tp.offset}")
+            elif tp.error is not None:
+                log.w(f"X {t:.3f} commit:{tp.partition}:{tp.error.name()}")
+
+    def on_assign(c, parts):
+        log.w(f"R {now():.3f} assigned " + " ".join(str(tp.partition) for tp in parts))
+
+    def on_revoke(c, parts):
+        log.w(f"R {now():.3f} revoked " + " ".join(str(tp.partition) for tp in parts))
+        logged_commit(c)  # commit what was processed before handing the partitions over
+
+    c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": a.group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                  "heartbeat.interval.ms": 1000, "log_level": 3,
+                  "error_cb": lambda e: log.w(f"X {now():.3f} {e.name()}")})
+    c.subscribe([a.topic], on_assign=on_assign, on_revoke=on_revoke)
+    start = time.monotonic()
+    last_commit = start
+    n = fresh = 0
+    while not os.path.exists(a.stop) and time.monotonic() - start < a.max_seconds:
+        msgs = c.consume(500, 0.2)
+        for m in msgs:
+            if m.error():
+                log.w(f"X {now():.3f} {m.error().name()}")
+                continue
+            log.w(f"M {m.partition()} {m.offset()} {m.value().decode(errors='replace')}")
+            n += 1
+            fresh += 1
+        if time.monotonic() - last_commit >= a.commit_interval:
+            last_commit = time.monotonic()
+            if fresh:  # commit what was processed since the last commit
+                fresh = 0
+                logged_commit(c)
+    if fresh:
+        logged_commit(c)
+    c.close()
+    log.close()
+    print(f"consumer {a.id}: consumed {n}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+def monitor(a) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+    log = Log(f"{a.dir}/monitor.log")
+    admin = AdminClient({"bootstrap.servers": a.bootstrap, "log_level": 0})
+    # The group's committed offsets through OffsetFetch from a consumer that never joins the
+    # group. AdminClient.list_consumer_group_offsets sends the same request, but crashed this
+    # process (SIGSEGV inside confluent-kafka 2.16.1) when called while the members joined.
+    offsets = Consumer({"bootstrap.servers": a.bootstrap, "group.id": a.group, "enable.auto.commit": False,
+                        "log_level": 0})
+    parts = list(range(a.partitions))
+    meta: dict[int, tuple[int, tuple]] = {}
+    brokers: tuple = ()
+    committed: dict[int, int] = {}
+    hw: dict[int, int] = {}
+    state_path = Path(a.dir) / "state.json"
+    start = time.monotonic()
+    last_slow = 0.0
+    while not os.path.exists(a.stop) and time.monotonic() - start < a.max_seconds:
+        t0 = time.monotonic()
+        t = now()
+        ok_meta = False
+        try:
+            md = admin.list_topics(a.topic, timeout=2)
+            tm = md.topics[a.topic]
+            b = tuple(sorted(md.brokers))
+            if b != brokers:
+                brokers = b
+                log.w(f"B {t:.3f} {','.join(map(str, b))}")
+            if tm.error is None:
+                ok_meta = True
+                for p in tm.partitions.values():
+                    v = (p.leader, tuple(sorted(p.isrs)))
+                    if meta.get(p.id) != v:
+                        meta[p.id] = v
+                        log.w(f"T {t:.3f} {p.id} {p.leader} {','.join(map(str, v[1])) or '-'}")
+        except Exception as e:  # noqa: BLE001
+            log.w(f"X {t:.3f} metadata:{type(e).__name__}")
+        if t0 - last_slow >= 1.0:
+            last_slow = t0
+            try:
+                res = offsets.committed([TopicPartition(a.topic, p) for p in parts], timeout=3)
+                t = now()
+                for tp in res:
+                    if tp.error is None and committed.get(tp.partition) != tp.offset:
+                        committed[tp.partition] = tp.offset
+                        log.w(f"G {t:.3f} {tp.partition} {tp.offset}")
+            except Exception as e:  # noqa: BLE001
+                log.w(f"X {now():.3f} committed:{type(e).__name__}")
+            try:
+                fs = admin.list_offsets({TopicPartition(a.topic, p): OffsetSpec.latest() for p in parts},
+                                        request_timeout=3)
+                t = now()
+                for tp, fut in fs.items():
+                    r = fut.result(timeout=5)
+                    if hw.get(tp.partition) != r.offset:
+                        hw[tp.partition] = r.offset
+                        log.w(f"H {t:.3f} {tp.partition} {r.offset}")
+            except Exception as e:  # noqa: BLE001
+                log.w(f"X {now():.3f} end-offsets:{type(e).__name__}")
+        whole = ok_meta and len(meta) == a.partitions and all(
+            v[0] >= 0 and len(v[1]) == 3 for v in meta.values()) and len(brokers) == 3
+        st = {"t": now(), "whole": whole, "brokers": list(brokers),
+              "leaders": {str(p): v[0] for p, v in meta.items()},
+              "isr": {str(p): list(v[1]) for p, v in meta.items()},
+              "committed": {str(p): o for p, o in committed.items()},
+              "hw": {str(p): o for p, o in hw.items()}}
+        tmp = state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(st))
+        tmp.replace(state_path)
+        time.sleep(max(0.0, a.interval - (time.monotonic() - t0)))
+    offsets.close()
+    log.close()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+def dump(a) -> int:
+    """Every partition from its log start to its high watermark, without a group."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": f"chaos-dump-{time.time_ns()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3,
+                  "enable.partition.eof": False})
+    ends, starts = {}, {}
+    for p in range(a.partitions):
+        lo, hi = c.get_watermark_offsets(TopicPartition(a.topic, p), timeout=30)
+        starts[p], ends[p] = lo, hi
+    next_off = dict(starts)
+    c.assign([TopicPartition(a.topic, p, starts[p]) for p in range(a.partitions)])
+    n = 0
+    deadline = time.monotonic() + a.max_seconds
+    with open(f"{a.dir}/dump.log", "w", buffering=1 << 20) as f:
+        while any(next_off[p] < ends[p] for p in ends):
+            if time.monotonic() > deadline:
+                print("dump: timed out reading the topic back", file=sys.stderr)
+                return 1
+            for m in c.consume(5000, 1.0):
+                if m.error():
+                    continue
+                p, o = m.partition(), m.offset()
+                if o >= ends[p]:
+                    continue
+                f.write(f"{p} {o} {m.value().decode(errors='replace')}\n")
+                next_off[p] = o + 1
+                n += 1
+    c.close()
+    Path(f"{a.dir}/dump.json").write_text(json.dumps({"start": starts, "end": ends, "records": n}))
+    print(f"dump: {n} records, end offsets {ends}")
+    return 0
+
+
+def main(argv=None) -> int:
+    import faulthandler
+    import signal
+    faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1)  # the harness asks for stacks before killing a stuck client
+    if len(sys.argv) > 1 and sys.argv[1] == "create-topic":
+        return create_topic(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("role", choices=["producer", "consumer", "monitor", "dump"])
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--partitions", type=int, required=True)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--stop", default="/nonexistent")
+    ap.add_argument("--id", type=int, default=0)
+    ap.add_argument("--group", default="chaos")
+    ap.add_argument("--rate", type=float, default=300.0)
+    ap.add_argument("--message-timeout-ms", type=int, default=120000)
+    ap.add_argument("--flush-seconds", type=float, default=90.0)
+    ap.add_argument("--commit-interval", type=float, default=1.0)
+    ap.add_argument("--interval", type=float, default=0.5)
+    ap.add_argument("--max-seconds", type=float, default=4 * 3600)
+    a = ap.parse_args(argv)
+    return {"producer": producer, "consumer": consumer, "monitor": monitor, "dump": dump}[a.role](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
