@@ -514,7 +514,11 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
     ) -> Result<()> {
-        records.reserve(batch_decode_info.record_count as usize);
+        // SKEIN PATCH: the record count is untrusted; every record takes at
+        // least one byte, and memory is reserved only for what can decode.
+        let record_count = batch_decode_info.record_count as usize;
+        types::check_remaining(buf, record_count, "Record batch")?;
+        records.reserve(types::bounded_capacity::<Record, B>(buf, record_count));
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }
@@ -893,7 +897,12 @@ impl Record {
         }
         let num_headers = num_headers as usize;
 
-        let mut headers = IndexMap::with_capacity(num_headers);
+        // SKEIN PATCH: the header count is untrusted (see decode_new_records).
+        types::check_remaining(buf, num_headers, "Record headers")?;
+        let mut headers = IndexMap::with_capacity(types::bounded_capacity::<
+            (StrBytes, Option<Bytes>),
+            Bytes,
+        >(buf, num_headers));
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;

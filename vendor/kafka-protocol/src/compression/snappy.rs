@@ -55,6 +55,20 @@ impl<B: ByteBufMut> Compressor<B> for Snappy {
     }
 }
 
+// SKEIN PATCH (see SKEIN-PATCH.md): the uncompressed length in a snappy
+// header is untrusted and was allocated as given (up to 4 GiB from 5 bytes).
+// Snappy expands at most 64 bytes per 3-byte copy element (about 21x), so a
+// header claiming more than 32x its input cannot be honest.
+fn check_claimed_len(compressed: usize, claimed: usize) -> Result<()> {
+    let plausible = compressed.saturating_mul(32).saturating_add(64);
+    if claimed > plausible {
+        anyhow::bail!(
+            "snappy header claims {claimed} uncompressed bytes from {compressed} compressed bytes"
+        );
+    }
+    Ok(())
+}
+
 const MAGIC_HEADER: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
 
 impl<B: ByteBuf> Decompressor<B> for Snappy {
@@ -81,6 +95,7 @@ impl<B: ByteBuf> Decompressor<B> for Snappy {
         {
             let compressed = compressed.copy_to_bytes(compressed.remaining());
             let actual_len = decompress_len(&compressed).context("failed to read snappy header")?;
+            check_claimed_len(compressed.len(), actual_len)?;
             let mut tmp = BytesMut::zeroed(actual_len);
             Decoder::new()
                 .decompress(&compressed, &mut tmp)
@@ -104,6 +119,7 @@ impl<B: ByteBuf> Decompressor<B> for Snappy {
 
             let uncompressed_block_length = decompress_len(&compressed_block)
                 .context("failed to get snappy uncompressed length")?;
+            check_claimed_len(compressed_block.len(), uncompressed_block_length)?;
             let uncompressed_block_start = uncompressed.len();
             uncompressed.resize(
                 uncompressed_block_start.saturating_add(uncompressed_block_length),

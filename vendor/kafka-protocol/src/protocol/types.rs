@@ -10,6 +10,32 @@ use anyhow::{bail, Result};
 use std::convert::TryFrom;
 use std::string::String as StdString;
 
+// SKEIN PATCH (see SKEIN-PATCH.md): lengths and counts read from the wire are
+// untrusted. Nothing is allocated for them before checking that the bytes
+// still in the buffer could hold them, as Kafka's generated Java code does
+// ("Tried to allocate a collection of size N, but there are only M bytes
+// remaining").
+
+/// Fails unless `n` items of at least one byte each fit in what remains.
+pub(crate) fn check_remaining<B: ByteBuf>(buf: &B, n: usize, what: &str) -> Result<()> {
+    if n > buf.remaining() {
+        bail!(
+            "{what} of length {n} does not fit in the {} bytes remaining",
+            buf.remaining()
+        );
+    }
+    Ok(())
+}
+
+/// Capacity to reserve for `n` decoded `T`s read from `buf`: never more
+/// elements than bytes remain, nor more memory than the bytes that remain
+/// (the vector grows as elements actually decode).
+pub(crate) fn bounded_capacity<T, B: ByteBuf>(buf: &B, n: usize) -> usize {
+    let remaining = buf.remaining();
+    n.min(remaining)
+        .min(remaining / std::mem::size_of::<T>().max(1))
+}
+
 macro_rules! define_copy_impl {
     ($e:ident, $t:ty) => (
         impl Encoder<$t> for $e {
@@ -359,6 +385,7 @@ impl Decoder<Option<StdString>> for String {
         match Int16.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
+                check_remaining(buf, n as usize, "String")?;
                 let mut strbuf = vec![0; n as usize];
                 buf.try_copy_to_slice(&mut strbuf)?;
                 Ok(Some(std::string::String::from_utf8(strbuf)?))
@@ -511,6 +538,7 @@ impl Decoder<Option<StdString>> for CompactString {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
+                check_remaining(buf, (n - 1) as usize, "CompactString")?;
                 let mut strbuf = vec![0; (n - 1) as usize];
                 buf.try_copy_to_slice(&mut strbuf)?;
                 Ok(Some(std::string::String::from_utf8(strbuf)?))
@@ -655,6 +683,7 @@ impl Decoder<Option<Vec<u8>>> for Bytes {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
+                check_remaining(buf, n as usize, "Bytes")?;
                 let mut data = vec![0; n as usize];
                 buf.try_copy_to_slice(&mut data)?;
                 Ok(Some(data))
@@ -804,6 +833,7 @@ impl Decoder<Option<Vec<u8>>> for CompactBytes {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
+                check_remaining(buf, (n - 1) as usize, "CompactBytes")?;
                 let mut data = vec![0; (n - 1) as usize];
                 buf.try_copy_to_slice(&mut data)?;
                 Ok(Some(data))
@@ -985,7 +1015,8 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                let mut result = Vec::with_capacity(n as usize);
+                check_remaining(buf, n as usize, "Array")?;
+                let mut result = Vec::with_capacity(bounded_capacity::<T, B>(buf, n as usize));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1093,7 +1124,9 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut result = Vec::with_capacity((n - 1) as usize);
+                check_remaining(buf, (n - 1) as usize, "CompactArray")?;
+                let mut result =
+                    Vec::with_capacity(bounded_capacity::<T, B>(buf, (n - 1) as usize));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }
