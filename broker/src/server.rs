@@ -45,7 +45,7 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener) -> std::io::Resul
 
 /// Why a connection is closed instead of answered.
 #[derive(Debug, thiserror::Error)]
-enum ConnectionError {
+pub enum ConnectionError {
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("{0}")]
@@ -73,15 +73,7 @@ async fn handle_connection(broker: &Arc<Broker>, stream: TcpStream) -> Result<()
             warn!(%peer, size, limit = max, "closing connection: request size out of bounds (socket.request.max.bytes)");
             return Err(ConnectionError::Protocol(format!("bad frame size {size}")));
         }
-        // Read into uninitialised capacity: no zero-fill of a buffer that is
-        // about to be overwritten (produce requests are up to 1 MiB+).
-        let mut frame = BytesMut::with_capacity(size as usize);
-        while frame.len() < size as usize {
-            let left = (size as usize - frame.len()) as u64;
-            if (&mut rd).take(left).read_buf(&mut frame).await? == 0 {
-                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
-            }
-        }
+        let frame = read_frame(&mut rd, size as usize).await?;
         let started = Instant::now();
         let frame = frame.freeze();
         match process_frame(broker, frame, peer).await {
@@ -96,6 +88,31 @@ async fn handle_connection(broker: &Arc<Broker>, stream: TcpStream) -> Result<()
             }
         }
     }
+}
+
+/// Buffer the first read of a frame gets; later reads double it.
+const FRAME_CHUNK: usize = 64 * 1024;
+
+/// Reads a frame body of `size` bytes. The size is the peer's claim: memory
+/// is reserved as bytes arrive (doubling, from 64 KiB), not up front, so a
+/// 4-byte prefix claiming `socket.request.max.bytes` costs nothing until the
+/// bytes are actually sent. Reads go into uninitialised capacity: no
+/// zero-fill of a buffer that is about to be overwritten.
+async fn read_frame(
+    rd: &mut (impl tokio::io::AsyncRead + Unpin),
+    size: usize,
+) -> std::io::Result<BytesMut> {
+    let mut frame = BytesMut::with_capacity(size.min(FRAME_CHUNK));
+    while frame.len() < size {
+        let left = size - frame.len();
+        if frame.capacity() == frame.len() {
+            frame.reserve(left.min(frame.len().max(FRAME_CHUNK)));
+        }
+        if (&mut *rd).take(left as u64).read_buf(&mut frame).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(frame)
 }
 
 /// Writes a response made of several chunks with vectored writes, so record
@@ -169,9 +186,11 @@ pub fn api_name(api: ApiKey) -> &'static str {
     s
 }
 
-/// Decodes one request frame, runs its handler and encodes the response
-/// frame. `Ok(None)` means no response is due (acks=0 produce).
-async fn process_frame(
+/// Decodes one request frame (the bytes after the size prefix), runs its
+/// handler and encodes the response frame. `Ok(None)` means no response is
+/// due (acks=0 produce); an error means the connection is to be closed.
+/// Public for the fuzz targets, which feed it arbitrary frames.
+pub async fn process_frame(
     broker: &Arc<Broker>,
     mut frame: Bytes,
     peer: std::net::SocketAddr,

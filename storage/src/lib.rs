@@ -19,6 +19,7 @@ mod log;
 mod offset_index;
 pub mod producer_state;
 mod read_pool;
+mod record_decode;
 mod recovery;
 mod retention;
 mod segment;

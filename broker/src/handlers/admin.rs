@@ -31,6 +31,37 @@ pub const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 pub const SOURCE_STATIC_BROKER: i8 = 4;
 pub const SOURCE_DEFAULT: i8 = 5;
 
+/// Kafka's `MAX_PARTITIONS_PER_BATCH`: the most partitions one CreateTopics
+/// or CreatePartitions request may add. A count is a 4-byte field; without a
+/// cap one small request could make the controller allocate, and the broker
+/// create, billions of partitions.
+pub const MAX_PARTITIONS_PER_REQUEST: u64 = 10_000;
+
+fn too_many_partitions() -> ApiError {
+    ApiError::new(
+        ResponseError::PolicyViolation,
+        format!(
+            "Excessively large number of partitions per request (at most {MAX_PARTITIONS_PER_REQUEST})."
+        ),
+    )
+}
+
+/// Partitions a CreateTopics request asks for in total (as Kafka counts them).
+fn requested_partitions(broker: &Broker, req: &CreateTopicsRequest) -> u64 {
+    req.topics
+        .iter()
+        .map(|t| {
+            if !t.assignments.is_empty() {
+                t.assignments.len() as u64
+            } else if t.num_partitions == -1 {
+                broker.config.num_partitions.max(0) as u64
+            } else {
+                t.num_partitions.max(0) as u64
+            }
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
 pub fn create_topics(
     broker: &Arc<Broker>,
     req: CreateTopicsRequest,
@@ -38,13 +69,17 @@ pub fn create_topics(
 ) -> CreateTopicsResponse {
     let mut resp = CreateTopicsResponse::default();
     let mut seen = std::collections::HashSet::new();
+    // Like Kafka, an oversized request fails as a whole, before anything else.
+    let oversized = requested_partitions(broker, &req) > MAX_PARTITIONS_PER_REQUEST;
     for t in req.topics {
         let name = t.name.0.to_string();
         let mut r = CreatableTopicResult::default();
         r.name = t.name.clone();
         r.num_partitions = -1;
         r.replication_factor = -1;
-        let outcome = if !seen.insert(name.clone()) {
+        let outcome = if oversized {
+            Err(too_many_partitions())
+        } else if !seen.insert(name.clone()) {
             Err(ApiError::new(
                 ResponseError::InvalidRequest,
                 format!("topic '{name}' appears twice in the request"),
@@ -226,6 +261,7 @@ pub fn create_partitions(
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut resp = CreatePartitionsResponse::default();
+    let mut added = 0u64;
     for t in req.topics {
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
@@ -245,6 +281,10 @@ pub fn create_partitions(
                         t.count
                     ),
                 ));
+            }
+            added = added.saturating_add((t.count - current) as u64);
+            if added > MAX_PARTITIONS_PER_REQUEST {
+                return Err(too_many_partitions());
             }
             if let Some(a) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
                 if a.len() as i32 != t.count - current

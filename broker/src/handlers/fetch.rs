@@ -38,21 +38,34 @@ struct Wanted {
     part: Result<Arc<Partition>, ApiError>,
 }
 
+/// Kafka's `fetch.max.bytes` default: the most one fetch response carries,
+/// whatever the request asks (KIP-74: a larger first batch still goes out).
+/// Without it a small request naming one partition many times could make
+/// the broker read gigabytes of copies into memory.
+pub const FETCH_MAX_BYTES: usize = 57_671_680;
+
 pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> FetchResponse {
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let deadline = Instant::now() + max_wait;
     let min_bytes = req.min_bytes.max(0) as usize;
-    let max_bytes = if req.max_bytes <= 0 {
-        i32::MAX as usize
-    } else {
-        req.max_bytes as usize
-    };
     let read_committed = req.isolation_level == 1;
     // v15 moved the replica id into `replica_state`.
     let replica_id = if version >= 15 {
         req.replica_state.replica_id.0
     } else {
         req.replica_id.0
+    };
+    // As Kafka: min(request, fetch.max.bytes), or for a follower
+    // min(request, replica.fetch.response.max.bytes).
+    let limit = if replica_id >= 0 {
+        broker.config.replica_fetch_response_max_bytes.max(0) as usize
+    } else {
+        FETCH_MAX_BYTES
+    };
+    let max_bytes = if req.max_bytes <= 0 {
+        limit
+    } else {
+        (req.max_bytes as usize).min(limit)
     };
 
     // Resolve topics (by id from v13, by name before) and partitions once.
