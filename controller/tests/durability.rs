@@ -664,7 +664,7 @@ impl Sim {
                 continue; // NOT_ENOUGH_REPLICAS_AFTER_APPEND
             }
             let leader_log = r.log.clone();
-            for offset in 0..w.end {
+            for (offset, &epoch) in leader_log.iter().enumerate().take(w.end) {
                 if self
                     .acked
                     .iter()
@@ -672,7 +672,6 @@ impl Sim {
                 {
                     continue;
                 }
-                let epoch = leader_log[offset];
                 let holders = self
                     .brokers
                     .iter()
