@@ -35,6 +35,7 @@ from pathlib import Path
 GAP = 1.0  # seconds without an acknowledgement that count as unavailable
 VALUE = re.compile(r"^p(\d+)-(\d+)$")
 SHIFT = 40  # position = partition << SHIFT | offset
+NO_OFFSET = -2
 
 
 def pos(p: int, o: int) -> int:
@@ -81,12 +82,19 @@ def check(d: Path) -> dict:
             if not f:
                 continue
             if f[0] == "A":
-                s, p, o, t = int(f[1]), int(f[2]), int(f[3]), float(f[4])
+                s, p, t = int(f[1]), int(f[2]), float(f[4])
+                # acknowledged without an offset (librdkafka reports None when the answer had
+                # none, e.g. DUPLICATE_SEQUENCE_NUMBER): checked for loss, not for position
+                o = int(f[3]) if f[3].lstrip("-").isdigit() else NO_OFFSET
+                if o == NO_OFFSET:
+                    counts["acked_without_offset"] += 1
+                    if len(problems["acked-without-offset"]) < 10:
+                        problems["acked-without-offset"].append(f"p{k}-{s} partition {p} at {t:.3f}")
                 if s >= len(arr):
                     arr.extend([-1] * (s + 1 - len(arr) + 1024))
                 if arr[s] != -1:
                     problems["producer"].append(f"p{k}-{s} acknowledged twice")
-                arr[s] = pos(p, o)
+                arr[s] = pos(p, o) if o != NO_OFFSET else NO_OFFSET
                 ack_times[p].append(t)
                 acked_total += 1
                 first_ack = t if first_ack is None else min(first_ack, t)
@@ -161,8 +169,9 @@ def check(d: Path) -> dict:
             if y == -1:
                 counts["lost"] += 1
                 if len(lost) < 20:
-                    lost.append(f"p{k}-{s} acknowledged at {'/'.join(map(str, unpos(x)))}")
-            elif y != x:
+                    at = "without an offset" if x == NO_OFFSET else f"at {'/'.join(map(str, unpos(x)))}"
+                    lost.append(f"p{k}-{s} acknowledged {at}")
+            elif x != NO_OFFSET and y != x:
                 counts["moved"] += 1
                 if len(moved) < 20:
                     moved.append(f"p{k}-{s} acknowledged at {'/'.join(map(str, unpos(x)))}, "
@@ -215,7 +224,7 @@ def check(d: Path) -> dict:
             if x != -1 and (s >= len(c) or not c[s]):
                 counts["unconsumed"] += 1
                 if len(unconsumed) < 10:
-                    unconsumed.append(f"p{k}-{s} at {'/'.join(map(str, unpos(x)))}")
+                    unconsumed.append(f"p{k}-{s} at {'/'.join(map(str, unpos(found[k][s])))}")
     problems["consumed"] = unconsumed
 
     # committed offsets: the monitor's polls (the coordinator's answer to OffsetFetch)
@@ -367,7 +376,7 @@ def markdown(r: dict) -> str:
             f"| committed offset beyond the end offset | {c.get('commit_beyond_end', 0)} |",
             f"| group at the end offsets when done | {'yes' if 'group-done' not in r['examples'] else 'no'} |",
             "", "## Workload", "",
-            f"sent {c.get('sent', 0)}, acknowledged {c.get('acked', 0)}, delivery errors "
+            f"sent {c.get('sent', 0)}, acknowledged {c.get('acked', 0)} ({c.get('acked_without_offset', 0)} without an offset), delivery errors "
             f"{c.get('delivery_errors', 0)} {r['delivery_errors'] or ''}, unresolved at exit {c.get('unresolved', 0)}, "
             f"fatal producer errors {c.get('fatal_producer_errors', 0)} {r['fatal_producer_errors'] or ''}; "
             f"given up but written anyway (once): {c.get('indeterminate_written', 0)}; final log "
