@@ -198,6 +198,12 @@ impl Broker {
 
     /// Carries out the controller's partition instructions, in order.
     pub fn apply_changes(&self, changes: Vec<PartitionChange>) {
+        // A stopped broker takes no role any more: a change delivered while
+        // it was stopping would otherwise start a fetcher on a dead broker
+        // (which then writes into a log directory a new process owns).
+        if *self.stopped.borrow() {
+            return;
+        }
         let now = now_ms();
         for change in changes {
             let result = match change {
@@ -512,6 +518,10 @@ impl Broker {
     /// first (controlled shutdown) and closes the logs cleanly.
     pub async fn stop(self: &Arc<Self>, how: Stop) {
         let id = self.config.node_id;
+        if how == Stop::Crash {
+            // Dead at once: no role change, request or fetcher from now on.
+            self.stopped.send_replace(true);
+        }
         if how == Stop::Graceful && !self.combined {
             let b = self.clone();
             let timeout = Duration::from_millis(self.config.controlled_shutdown_timeout_ms);
@@ -539,7 +549,7 @@ impl Broker {
             let b = self.clone();
             let _ = tokio::task::spawn_blocking(move || b.metadata.leave()).await;
         }
-        let _ = self.stopped.send(true);
+        self.stopped.send_replace(true);
         for t in self.tasks.lock().expect("tasks lock").drain(..) {
             t.abort();
         }

@@ -55,6 +55,9 @@ pub struct FetcherManager {
     config: FetcherConfig,
     addresses: AddressBook,
     fetchers: Mutex<HashMap<i32, Fetcher>>,
+    /// Set by `shutdown`: a stopped (or crashed) broker starts no fetcher
+    /// again, even if a role change still reaches it.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl FetcherManager {
@@ -63,6 +66,7 @@ impl FetcherManager {
             config,
             addresses,
             fetchers: Mutex::new(HashMap::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -70,6 +74,9 @@ impl FetcherManager {
     pub fn add(&self, leader: i32, part: Arc<Partition>, leader_epoch: i32) {
         let tp = (part.topic.clone(), part.index);
         let mut fetchers = self.fetchers.lock().expect("fetchers lock");
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         remove_from(&mut fetchers, &tp, Some(leader));
         let f = fetchers.entry(leader).or_insert_with(|| {
             let partitions: Assigned = Arc::default();
@@ -102,7 +109,9 @@ impl FetcherManager {
 
     /// Stops every fetcher.
     pub fn shutdown(&self) {
-        for (_, f) in self.fetchers.lock().expect("fetchers lock").drain() {
+        let mut fetchers = self.fetchers.lock().expect("fetchers lock");
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        for (_, f) in fetchers.drain() {
             f.task.abort();
         }
     }

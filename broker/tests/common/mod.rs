@@ -23,6 +23,18 @@ pub struct TestBroker {
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
+/// Broker logs go to the test's captured output (shown when it fails);
+/// `SKEIN_LOG` filters them (default `info`).
+pub fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
 impl TestBroker {
     pub async fn start(overrides: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
@@ -30,14 +42,7 @@ impl TestBroker {
     }
 
     pub async fn start_in(dir: tempfile::TempDir, overrides: &[&str]) -> Self {
-        // Broker logs go to the test's captured output (shown when it fails).
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG")
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-            )
-            .with_test_writer()
-            .try_init();
+        init_logs();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let mut args = vec![
@@ -307,6 +312,7 @@ pub const SESSION_TIMEOUT_MS: u64 = 1_500;
 impl TestCluster {
     /// Starts brokers 1..=n. `overrides` are broker configs for all of them.
     pub async fn start(n: i32, overrides: &[&str]) -> Self {
+        init_logs();
         let config = skein_controller::ControllerConfig {
             broker_session_timeout_ms: SESSION_TIMEOUT_MS,
             ..Default::default()
@@ -386,11 +392,14 @@ impl TestCluster {
         let cfg = BrokerConfig::from_cli(&Cli::parse_from(args)).unwrap();
         let (tx, rx) = oneshot::channel();
         node.stop = Some(tx);
-        node.task = Some(tokio::spawn(skein_broker::run_in_cluster(
-            cfg,
-            listener,
-            self.controller.clone(),
-            async move { rx.await.unwrap_or(skein_broker::Stop::Crash) },
+        node.task = Some(tokio::spawn(tracing::Instrument::instrument(
+            skein_broker::run_in_cluster(
+                cfg,
+                listener,
+                self.controller.clone(),
+                async move { rx.await.unwrap_or(skein_broker::Stop::Crash) },
+            ),
+            tracing::info_span!("broker", node = node.id),
         )));
     }
 
