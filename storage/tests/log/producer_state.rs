@@ -352,3 +352,59 @@ fn pair(logs: &mut [Option<Log>], leader: usize) -> (&Log, &mut Log) {
         (b, a)
     }
 }
+
+/// A batch written to the segment is in the producer state even when what
+/// comes after the write fails (here the flush policy's checkpoint): the
+/// producer retries after the error and must get the original offsets.
+#[test]
+fn a_batch_written_before_a_failing_flush_is_still_known_to_the_producer_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        flush_interval_messages: 1,
+        ..config()
+    };
+    let mut log = Log::open(dir.path(), cfg, 0).unwrap();
+    log.append_as_leader(&mut idem_batch(3, 0, 0, 2), 0, 1)
+        .unwrap();
+    // The recovery-point checkpoint cannot be written: the flush fails.
+    let blocker = dir.path().join("recovery-point.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    let failed = log.append_as_leader(&mut idem_batch(3, 0, 2, 2), 0, 2);
+    assert!(failed.is_err(), "the flush should have failed");
+    assert_eq!(log.log_end_offset(), 4, "the batch itself was written");
+    std::fs::remove_dir(&blocker).unwrap();
+    let retry = log
+        .append_as_leader(&mut idem_batch(3, 0, 2, 2), 0, 3)
+        .unwrap();
+    assert!(retry.duplicate, "the retry was appended a second time");
+    assert_eq!((retry.first_offset, log.log_end_offset()), (2, 4));
+    assert_state_matches_log(&log, "after the failed flush");
+}
+
+/// Truncation rebuilds the state from the log; producers that are still
+/// active must keep their last activity time, or the next expiry pass
+/// (`producer.id.expiration.ms`) forgets them and a retry is appended twice.
+#[test]
+fn truncation_does_not_make_active_producers_look_idle() {
+    const DAY: i64 = 86_400_000;
+    let dir = tempfile::tempdir().unwrap();
+    // Opened long ago; the producer writes now.
+    let mut log = Log::open(dir.path(), config(), 0).unwrap();
+    let now = 30 * DAY;
+    for i in 0..4 {
+        log.append_as_leader(&mut idem_batch(4, 0, i * 2, 2), 1, now)
+            .unwrap();
+    }
+    // A divergent tail goes (the last batch).
+    log.truncate_to(6).unwrap();
+    assert_eq!(
+        log.expire_producers(now + 1_000, DAY),
+        0,
+        "an active producer expired"
+    );
+    let retry = log
+        .append_as_leader(&mut idem_batch(4, 0, 4, 2), 1, now + 2_000)
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(retry.first_offset, 4);
+}
