@@ -28,6 +28,8 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     /// The consumer-group coordinator.
     pub groups: crate::group::GroupCoordinator,
+    /// Idempotent batches refused with a retriable error (see the module).
+    pub refused_batches: crate::handlers::refused_batches::RefusedBatches,
     /// Runs its own controller (a single-node cluster, Kafka's combined
     /// mode) rather than sharing one with other brokers.
     combined: bool,
@@ -154,6 +156,7 @@ impl Broker {
             replicas,
             metrics,
             groups,
+            refused_batches: Default::default(),
             combined,
             tasks: Mutex::new(Vec::new()),
             stopped: watch::channel(false).0,

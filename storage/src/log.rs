@@ -274,10 +274,13 @@ impl Log {
             next = h.next_offset();
         }
         self.append_validated(records, &headers, now_ms)?;
-        self.epochs.assign(leader_epoch, headers[0].0.base_offset)?;
+        // The batches are in the log now: the producer state must say so
+        // before anything else can fail, or a retry would be appended twice.
         for (h, _) in &headers {
             self.producer_state.update(h, now_ms);
         }
+        self.epochs.assign(leader_epoch, headers[0].0.base_offset)?;
+        self.maybe_flush(now_ms)?;
         Ok(AppendInfo {
             first_offset: headers[0].0.base_offset,
             last_offset: next - 1,
@@ -381,10 +384,13 @@ impl Log {
         }
         self.append_validated(records, &headers, now_ms)?;
         for (h, _) in &headers {
-            self.epochs
-                .assign(h.partition_leader_epoch, h.base_offset)?;
             self.producer_state.update(h, now_ms);
         }
+        for (h, _) in &headers {
+            self.epochs
+                .assign(h.partition_leader_epoch, h.base_offset)?;
+        }
+        self.maybe_flush(now_ms)?;
         let last = headers.last().expect("non-empty").0;
         Ok(AppendInfo {
             first_offset: first.base_offset,
@@ -417,7 +423,8 @@ impl Log {
         }
     }
 
-    /// Rolls if needed, writes, and advances the log end offset.
+    /// Rolls if needed, writes, and advances the log end offset. The caller
+    /// records the batches in the producer state, then applies the flush policy.
     fn append_validated(
         &mut self,
         records: &[u8],
@@ -435,7 +442,7 @@ impl Log {
             .iter()
             .map(|(h, _)| h.records_count.max(0) as u64)
             .sum::<u64>();
-        self.maybe_flush(now_ms)
+        Ok(())
     }
 
     /// Kafka's `shouldRoll`: size, age, full indexes, or offsets that no
@@ -616,7 +623,12 @@ impl Log {
             self.set_log_start_offset(offset)?;
         }
         ProducerStateManager::delete_snapshots_after(&self.dir, offset)?;
-        self.rebuild_producer_state(self.last_flush_ms)
+        // Producers still in the log keep their last activity time: the
+        // rebuild must not make them look idle (and expire them).
+        let before = std::mem::take(&mut self.producer_state);
+        self.rebuild_producer_state(self.last_flush_ms)?;
+        self.producer_state.keep_activity_of(&before);
+        Ok(())
     }
 
     /// Deletes every segment and starts an empty log at `offset` (a follower

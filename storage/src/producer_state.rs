@@ -68,7 +68,18 @@ pub struct ProducerStateManager {
 
 /// Whether `next` directly follows `last` (sequences wrap at i32::MAX).
 fn in_sequence(last: i32, next: i32) -> bool {
-    next == last.wrapping_add(1) || (last == i32::MAX && next == 0)
+    next as i64 == last as i64 + 1 || (last == i32::MAX && next == 0)
+}
+
+/// The sequence of the last record of a batch: sequences wrap from
+/// i32::MAX to 0 (Kafka's `DefaultRecordBatch.incrementSequence`).
+pub fn last_sequence(h: &BatchHeader) -> i32 {
+    let (base, delta) = (h.base_sequence, h.last_offset_delta.max(0));
+    if base > i32::MAX - delta {
+        delta - (i32::MAX - base) - 1
+    } else {
+        base + delta
+    }
 }
 
 impl ProducerStateManager {
@@ -91,7 +102,7 @@ impl ProducerStateManager {
         if h.producer_id < 0 || h.is_control() {
             return Ok(SequenceCheck::Append);
         }
-        let last_seq = h.base_sequence.wrapping_add(h.last_offset_delta.max(0));
+        let last_seq = last_sequence(h);
         let Some(entry) = self.producers.get(&h.producer_id) else {
             // Unknown producer (new, or its state was removed with old
             // segments): any sequence is accepted, as in Kafka.
@@ -142,7 +153,7 @@ impl ProducerStateManager {
         }
         entry.batches.push_back(BatchMetadata {
             first_seq: h.base_sequence,
-            last_seq: h.base_sequence.wrapping_add(h.last_offset_delta.max(0)),
+            last_seq: last_sequence(h),
             first_offset: h.base_offset,
             last_offset: h.last_offset(),
             max_timestamp: h.max_timestamp,
@@ -151,6 +162,16 @@ impl ProducerStateManager {
             entry.batches.pop_front();
         }
         entry.last_update_ms = entry.last_update_ms.max(now_ms);
+    }
+
+    /// Carries the last activity time of every producer over from `earlier`
+    /// (the state before a rebuild from the log).
+    pub(crate) fn keep_activity_of(&mut self, earlier: &ProducerStateManager) {
+        for (id, e) in self.producers.iter_mut() {
+            if let Some(old) = earlier.producers.get(id) {
+                e.last_update_ms = e.last_update_ms.max(old.last_update_ms);
+            }
+        }
     }
 
     /// Forgets producers idle for longer than `expiration_ms`
@@ -416,6 +437,20 @@ mod tests {
         assert!(in_sequence(i32::MAX, 0));
         assert!(in_sequence(4, 5));
         assert!(!in_sequence(4, 6));
+        // A batch across the wrap ends at a small sequence, as in Kafka, and
+        // the next batch continues from there.
+        let mut s = ProducerStateManager::new();
+        let across = header(9, 0, i32::MAX - 1, 4, 100);
+        assert_eq!(last_sequence(&across), 1);
+        s.update(&across, 0);
+        assert_eq!(
+            s.check(&header(9, 0, 2, 1, -1)).unwrap(),
+            SequenceCheck::Append
+        );
+        match s.check(&header(9, 0, i32::MAX - 1, 4, -1)).unwrap() {
+            SequenceCheck::Duplicate(m) => assert_eq!(m.first_offset, 100),
+            other => panic!("expected duplicate, got {other:?}"),
+        }
     }
 
     #[test]

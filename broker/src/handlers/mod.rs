@@ -19,6 +19,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod refused_batches;
 
 /// APIs and the version ranges we implement. Versions are capped where a
 /// newer version would change semantics we do not implement yet.

@@ -2,14 +2,19 @@
 //! CRC checked, never re-encoded) and answers per partition. With acks=all
 //! the answer waits until the ISR has the records (the high watermark passed
 //! them) or the request's `timeout_ms` ends (Kafka's produce purgatory).
+//! Batches an idempotent producer pipelined behind one this broker refused
+//! are refused the same way (`refused_batches` says why).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use skein_storage::batch::BatchHeader;
 
+use super::refused_batches::Verdict;
 use super::strb;
 use crate::broker::{now_ms, Broker};
 use crate::error::ApiError;
@@ -25,7 +30,7 @@ pub async fn handle(
         + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
     let mut resp = ProduceResponse::default();
     // acks=all appends, waited for once every partition is written.
-    let mut pending: Vec<(usize, usize, Arc<Partition>, i64, i32)> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
     for td in req.topic_data {
         // v13+ names topics by id; older versions by name.
         let topic = if td.name.0.is_empty() {
@@ -67,15 +72,16 @@ pub async fn handle(
                 }
             };
             match result {
-                Ok((info, part, epoch)) => {
+                Ok((info, part, epoch, idem)) => {
                     if acks == -1 && !info.duplicate {
-                        pending.push((
-                            resp.responses.len(),
-                            tr.partition_responses.len(),
+                        pending.push(Pending {
+                            topic: resp.responses.len(),
+                            partition: tr.partition_responses.len(),
                             part,
-                            info.last_offset + 1,
-                            epoch,
-                        ));
+                            required: info.last_offset + 1,
+                            leader_epoch: epoch,
+                            idem,
+                        });
                     }
                     pr.base_offset = info.first_offset;
                     pr.log_append_time_ms = info.log_append_time;
@@ -99,9 +105,15 @@ pub async fn handle(
         resp.responses.push(tr);
     }
     let _parked = (!pending.is_empty()).then(|| broker.metrics.park("produce"));
-    for (t, p, part, required, epoch) in pending {
-        if let Err(e) = wait_replicated(&part, required, epoch, deadline).await {
-            let pr = &mut resp.responses[t].partition_responses[p];
+    for p in pending {
+        if let Err(e) = wait_replicated(&p.part, p.required, p.leader_epoch, deadline).await {
+            if let Some(h) = &p.idem {
+                let key = (p.part.topic.clone(), p.part.index, h.producer_id);
+                broker
+                    .refused_batches
+                    .record(key, h, e.code, Instant::now());
+            }
+            let pr = &mut resp.responses[p.topic].partition_responses[p.partition];
             pr.error_code = e.code();
             pr.error_message = e.message();
         }
@@ -140,7 +152,26 @@ pub(crate) async fn wait_replicated(
     }
 }
 
-type Appended = (skein_storage::AppendInfo, Arc<Partition>, i32);
+/// An acks=all append waiting for the ISR: where its answer goes, the
+/// partition, the offset the high watermark must reach, the leader epoch it
+/// was written in, and the batch header when an idempotent producer sent it.
+struct Pending {
+    topic: usize,
+    partition: usize,
+    part: Arc<Partition>,
+    required: i64,
+    leader_epoch: i32,
+    idem: Option<BatchHeader>,
+}
+
+/// The append's result, the partition, the leader epoch it was written in,
+/// and the header of an idempotent producer's batch.
+type Appended = (
+    skein_storage::AppendInfo,
+    Arc<Partition>,
+    i32,
+    Option<BatchHeader>,
+);
 
 fn append(
     broker: &Broker,
@@ -149,8 +180,6 @@ fn append(
     records: Option<bytes::Bytes>,
     acks_all: bool,
 ) -> Result<Appended, ApiError> {
-    let part = broker.replicas.get_or_err(topic, partition)?;
-    let epoch = part.leader_epoch();
     let records =
         records.ok_or_else(|| ApiError::new(ResponseError::InvalidRecord, "no records"))?;
     if records.is_empty() {
@@ -159,9 +188,10 @@ fn append(
             "empty record set",
         ));
     }
+    let header = BatchHeader::parse(&records).ok();
     // Produce v3+ carries exactly one batch per partition (Kafka enforces the
     // same); it is what makes a retried batch recognisable as a duplicate.
-    if let Ok(h) = skein_storage::batch::BatchHeader::parse(&records) {
+    if let Some(h) = &header {
         if h.total_size() < records.len() {
             return Err(ApiError::new(
                 ResponseError::InvalidRecord,
@@ -169,6 +199,64 @@ fn append(
             ));
         }
     }
+    let idem = header.filter(|h| h.producer_id >= 0 && !h.is_control());
+    let Some(h) = idem else {
+        return append_batch(broker, topic, partition, records, acks_all)
+            .map(|(info, part, epoch)| (info, part, epoch, None));
+    };
+    // An idempotent producer's batch: keep its pipeline in order when an
+    // earlier batch of it was refused (see `refused_batches`).
+    let key = (topic.to_string(), partition, h.producer_id);
+    let refusals = &broker.refused_batches;
+    let verdict = match broker.replicas.get(topic, partition) {
+        Some(part) => part.with_log(|log| {
+            refusals.check(
+                &key,
+                &h,
+                log.producer_state().producers().get(&h.producer_id),
+                Instant::now(),
+            )
+        }),
+        None => Verdict::Proceed,
+    };
+    if let Verdict::Refuse(code) = verdict {
+        tracing::debug!(
+            topic,
+            partition,
+            producer_id = h.producer_id,
+            sequence = h.base_sequence,
+            "refusing a batch behind a refused one of the same producer"
+        );
+        return Err(ApiError::new(
+            code,
+            format!(
+                "an earlier batch of producer {} was refused and is not written; \
+                 it must be resent before sequence {}",
+                h.producer_id, h.base_sequence
+            ),
+        ));
+    }
+    match append_batch(broker, topic, partition, records, acks_all) {
+        Ok((info, part, epoch)) => {
+            refusals.clear(&key, &h);
+            Ok((info, part, epoch, Some(h)))
+        }
+        Err(e) => {
+            refusals.record(key, &h, e.code, Instant::now());
+            Err(e)
+        }
+    }
+}
+
+fn append_batch(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    records: bytes::Bytes,
+    acks_all: bool,
+) -> Result<(skein_storage::AppendInfo, Arc<Partition>, i32), ApiError> {
+    let part = broker.replicas.get_or_err(topic, partition)?;
+    let epoch = part.leader_epoch();
     // The offsets are written into the batch headers, so the batches need a
     // private mutable copy; everything else stays byte-for-byte as sent.
     let mut buf = BytesMut::from(&records[..]);

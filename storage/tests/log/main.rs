@@ -5,5 +5,6 @@ mod append_read;
 mod common;
 mod compaction;
 mod idempotence;
+mod producer_state;
 mod recovery;
 mod retention;
