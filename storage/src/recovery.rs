@@ -265,6 +265,21 @@ mod tests {
         }
     }
 
+    /// A batch whose base offset (not covered by the CRC) is near i64::MAX
+    /// overflowed `last_offset()` during the scan (a panic with overflow
+    /// checks on, wrapped offsets in release); it is corrupt and truncated.
+    #[test]
+    fn batch_with_overflowing_offsets_is_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log_bytes = crate::test_util::batch(2, 1_000);
+        let mut bad = crate::test_util::batch(3, 2_000);
+        bad[0..8].copy_from_slice(&(i64::MAX - 1).to_be_bytes());
+        log_bytes.extend_from_slice(&bad);
+        fs::write(dir.path().join("00000000000000000000.log"), &log_bytes).unwrap();
+        let log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 2));
+    }
+
     #[test]
     fn completes_log_swap_and_discards_partial_work() {
         let dir = tempfile::tempdir().unwrap();
