@@ -2,7 +2,8 @@
 # Runs every Skein test. Installs what the tests need on the way (Python venv,
 # npm packages, Maven jars, kcat from Debian) — see e2e/setup.sh.
 #
-#   ./test.sh            everything: format, lint, unit + integration tests, Helm chart checks,
+#   ./test.sh            everything: format, lint, unit + integration tests, a short fuzz run
+#                        of each cargo-fuzz target (SKEIN_FUZZ_SECONDS, default 30), Helm chart checks,
 #                        real-client e2e suite (single broker and a 3-broker cluster),
 #                        a short fault-injection run (e2e/chaos),
 #                        the operator against a real Kubernetes API server (e2e/k8s),
@@ -29,6 +30,9 @@ cargo test --workspace
 if [[ "${1:-}" == "--rust" ]]; then
     exit 0
 fi
+
+step "fuzzing: a short run of each cargo-fuzz target (fuzz/run.sh: request decoding + dispatch, record batches, log recovery; installs nightly and cargo-fuzz if missing)"
+fuzz/run.sh --seconds "${SKEIN_FUZZ_SECONDS:-30}"
 
 step "Helm chart: lint, template, CRDs equal the generated ones (installs helm if missing)"
 bash charts/test.sh

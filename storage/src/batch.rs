@@ -122,6 +122,18 @@ impl BatchHeader {
                 header.last_offset_delta
             )));
         }
+        // The base offset is outside the CRC: one near i64::MAX must not make
+        // `next_offset()` overflow.
+        if header
+            .base_offset
+            .checked_add(header.last_offset_delta as i64 + 1)
+            .is_none()
+        {
+            return Err(StorageError::CorruptRecord(format!(
+                "offsets {} + {} overflow",
+                header.base_offset, header.last_offset_delta
+            )));
+        }
         Ok(header)
     }
 
@@ -337,6 +349,18 @@ mod tests {
             BatchHeader::parse(&b[..40]),
             Err(StorageError::CorruptRecord(_))
         ));
+    }
+
+    #[test]
+    fn rejects_offsets_that_would_overflow() {
+        let mut b = batch(3, 0);
+        set_base_offset(&mut b, i64::MAX - 2);
+        assert!(matches!(
+            BatchHeader::parse(&b),
+            Err(StorageError::CorruptRecord(_))
+        ));
+        set_base_offset(&mut b, i64::MAX - 3);
+        assert_eq!(BatchHeader::parse(&b).unwrap().next_offset(), i64::MAX);
     }
 
     #[test]

@@ -65,6 +65,12 @@ impl LeaderEpochCache {
                 Vec::new()
             }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            // Not UTF-8: as malformed as a bad line (found by fuzzing; it
+            // used to fail Log::open and keep the partition from loading).
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                tracing::warn!(path = %path.display(), "ignoring malformed leader epoch checkpoint");
+                Vec::new()
+            }
             Err(e) => return Err(e),
         };
         Ok(LeaderEpochCache { path, entries })
@@ -153,7 +159,8 @@ fn parse(text: &str) -> Option<Vec<EpochEntry>> {
         return None;
     }
     let count: usize = lines.next()?.trim().parse().ok()?;
-    let mut entries = Vec::with_capacity(count);
+    // `count` comes from the file: reserve no more than its lines can hold.
+    let mut entries = Vec::with_capacity(count.min(text.len() / 4));
     for line in lines.take(count) {
         let (epoch, offset) = line.trim().split_once(' ')?;
         entries.push(EpochEntry {

@@ -239,6 +239,47 @@ mod tests {
         assert_eq!(parse_name("00000000000000000042.snapshot"), None);
     }
 
+    /// Found by the `log_recovery` fuzz target: a leader-epoch-checkpoint
+    /// that is not UTF-8 (here the 24 bytes of a time index) made `Log::open`
+    /// fail, so the partition never loaded; one claiming 10^15 entries made
+    /// it reserve memory for all of them. The cache is advisory: both are
+    /// now ignored like any malformed checkpoint.
+    #[test]
+    fn garbage_leader_epoch_checkpoint_does_not_stop_recovery() {
+        let crash_input_checkpoint: &[u8] = &[
+            0x00, 0x00, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,
+            0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x02, 0x00, 0x00, 0x00, 0x05,
+        ];
+        let huge_count: &[u8] = b"0\n1000000000000000\n1 0\n";
+        for checkpoint in [crash_input_checkpoint, huge_count] {
+            let dir = tempfile::tempdir().unwrap();
+            let config = LogConfig::default();
+            let mut log = Log::open(dir.path(), config.clone(), 0).unwrap();
+            let mut b = crate::test_util::batch(3, 1_000);
+            log.append_as_leader(&mut b, 1, 0).unwrap();
+            drop(log);
+            fs::write(dir.path().join(LEADER_EPOCH_FILE), checkpoint).unwrap();
+            let log = Log::open(dir.path(), config, 0).unwrap();
+            assert_eq!(log.log_end_offset(), 3);
+            assert_eq!(log.latest_epoch(), None);
+        }
+    }
+
+    /// A batch whose base offset (not covered by the CRC) is near i64::MAX
+    /// overflowed `last_offset()` during the scan (a panic with overflow
+    /// checks on, wrapped offsets in release); it is corrupt and truncated.
+    #[test]
+    fn batch_with_overflowing_offsets_is_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log_bytes = crate::test_util::batch(2, 1_000);
+        let mut bad = crate::test_util::batch(3, 2_000);
+        bad[0..8].copy_from_slice(&(i64::MAX - 1).to_be_bytes());
+        log_bytes.extend_from_slice(&bad);
+        fs::write(dir.path().join("00000000000000000000.log"), &log_bytes).unwrap();
+        let log = Log::open(dir.path(), LogConfig::default(), 0).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 2));
+    }
+
     #[test]
     fn completes_log_swap_and_discards_partial_work() {
         let dir = tempfile::tempdir().unwrap();
