@@ -393,12 +393,9 @@ impl TestCluster {
         let (tx, rx) = oneshot::channel();
         node.stop = Some(tx);
         node.task = Some(tokio::spawn(tracing::Instrument::instrument(
-            skein_broker::run_in_cluster(
-                cfg,
-                listener,
-                self.controller.clone(),
-                async move { rx.await.unwrap_or(skein_broker::Stop::Crash) },
-            ),
+            skein_broker::run_in_cluster(cfg, listener, self.controller.clone(), async move {
+                rx.await.unwrap_or(skein_broker::Stop::Crash)
+            }),
             tracing::info_span!("broker", node = node.id),
         )));
     }
