@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use skein_controller::ControllerConfig;
@@ -11,14 +11,14 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::config::BrokerConfig;
-use crate::control::{BrokerLink, Controller, ControllerService, PartitionChange};
 use crate::error::ApiError;
 use crate::meta_properties::MetaProperties;
-use crate::metadata::{MetadataStore, TopicMeta};
+use crate::metadata::{MetadataStore, TopicView};
 use crate::metrics::Metrics;
 use crate::partition::IsrProposal;
 use crate::replica_manager::ReplicaManager;
 use crate::replication::fetcher::{AddressBook, FetcherConfig, FetcherManager};
+use skein_controller::{BrokerLink, ControlPlane, ControllerService, PartitionChange};
 
 /// Everything request handlers share.
 pub struct Broker {
@@ -51,13 +51,7 @@ pub enum Stop {
     Crash,
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::system::now_ms;
 
 /// The controller's way into one in-process broker.
 struct LocalLink(Weak<Broker>);
@@ -101,7 +95,7 @@ impl Broker {
             .control_listen
             .ok_or_else(|| anyhow::anyhow!("control.listen is not set"))?;
         let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
-        let remote = crate::control::grpc::RemoteController::new(config.node_id);
+        let remote = crate::remote_controller::RemoteController::new(config.node_id);
         remote.set_cluster_id(meta.cluster_id.clone());
         let server = remote.serve(addr).await?;
         tracing::info!(%addr, "waiting for the controller's session");
@@ -111,14 +105,17 @@ impl Broker {
     }
 
     /// A broker of a cluster whose controller is `controller`.
-    pub async fn join(config: BrokerConfig, controller: Controller) -> anyhow::Result<Arc<Self>> {
+    pub async fn join(
+        config: BrokerConfig,
+        controller: Arc<dyn ControlPlane>,
+    ) -> anyhow::Result<Arc<Self>> {
         let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
         Self::start(config, controller, false, meta).await
     }
 
     async fn start(
         config: BrokerConfig,
-        controller: Controller,
+        controller: Arc<dyn ControlPlane>,
         combined: bool,
         mut meta: MetaProperties,
     ) -> anyhow::Result<Arc<Self>> {
@@ -301,7 +298,7 @@ impl Broker {
         }
     }
 
-    pub fn min_insync_replicas(&self, topic: &TopicMeta) -> usize {
+    pub fn min_insync_replicas(&self, topic: &TopicView) -> usize {
         topic
             .configs
             .get("min.insync.replicas")
@@ -413,7 +410,7 @@ impl Broker {
         partitions: i32,
         replication_factor: i16,
         configs: BTreeMap<String, String>,
-    ) -> Result<TopicMeta, ApiError> {
+    ) -> Result<TopicView, ApiError> {
         self.config
             .topic_log_config(&configs)
             .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
@@ -436,7 +433,7 @@ impl Broker {
 
     /// Auto-creates `name` with the broker defaults when allowed; returns the
     /// topic if it exists afterwards.
-    pub fn auto_create(&self, name: &str) -> Result<TopicMeta, ApiError> {
+    pub fn auto_create(&self, name: &str) -> Result<TopicView, ApiError> {
         if let Some(t) = self.metadata.topic(name) {
             return Ok(t);
         }
@@ -462,7 +459,7 @@ impl Broker {
     }
 
     /// Deletes a topic: metadata first, then its data.
-    pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ApiError> {
+    pub fn delete_topic(&self, name: &str) -> Result<TopicView, ApiError> {
         let t = self.metadata.delete_topic(name)?;
         self.replicas.delete_topic(name);
         info!(topic = name, "topic deleted");

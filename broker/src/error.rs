@@ -32,6 +32,22 @@ impl ApiError {
     }
 }
 
+/// The controller's refusals and control-plane failures, by the Kafka code
+/// each stands for (mapped here, at the broker's edge).
+impl From<skein_controller::ControlPlaneError> for ApiError {
+    fn from(e: skein_controller::ControlPlaneError) -> Self {
+        let code = ResponseError::try_from_code(e.kafka_code())
+            .unwrap_or(ResponseError::UnknownServerError);
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<skein_controller::ControllerError> for ApiError {
+    fn from(e: skein_controller::ControllerError) -> Self {
+        skein_controller::ControlPlaneError::Controller(e).into()
+    }
+}
+
 impl From<StorageError> for ApiError {
     fn from(e: StorageError) -> Self {
         let code = match &e {

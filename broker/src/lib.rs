@@ -4,7 +4,6 @@
 
 pub mod broker;
 pub mod config;
-pub mod control;
 pub mod error;
 pub mod group;
 pub mod handlers;
@@ -12,13 +11,16 @@ pub mod meta_properties;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
+pub mod remote_controller;
 pub mod replica_manager;
 pub mod replication;
 pub mod server;
+pub mod system;
 
 pub use broker::{Broker, Stop};
 pub use config::{BrokerConfig, Cli};
-pub use control::{ControlPlane, Controller, ControllerService, MetadataStore};
+pub use metadata::MetadataStore;
+pub use skein_controller::{ControlPlane, ControllerService};
 
 use std::sync::Arc;
 
@@ -49,7 +51,7 @@ pub async fn run_until(
 pub async fn run_in_cluster(
     config: BrokerConfig,
     listener: tokio::net::TcpListener,
-    controller: Controller,
+    controller: Arc<dyn ControlPlane>,
     shutdown: impl std::future::Future<Output = Stop>,
 ) -> anyhow::Result<()> {
     let broker = Broker::join(config, controller).await?;

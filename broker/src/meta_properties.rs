@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use skein_controller::DirectoryId;
 
-use crate::control::{kafka_base64, write_atomic};
+use skein_controller::kafka_base64;
+use skein_storage::write_atomic;
 
 /// The file's name in the log directory, as Kafka names it.
 pub const FILE_NAME: &str = "meta.properties";

@@ -3,134 +3,51 @@
 //! requests a broker makes to the controller (register, heartbeat, topic
 //! admin, ISR changes, producer-id blocks).
 //!
-//! The controller is a [`ControllerService`]: a single broker runs its own
-//! (Kafka's combined mode, image in `<data-dir>/cluster-metadata.json`);
-//! brokers of an in-process test cluster share one.
+//! The controller is a [`skein_controller::ControllerService`]: a single
+//! broker runs its own (Kafka's combined mode, image in
+//! `<data-dir>/cluster-metadata.json`); brokers of an in-process test
+//! cluster share one; brokers of a multi-process cluster reach it through
+//! [`crate::remote_controller::RemoteController`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kafka_protocol::error::ResponseError;
-use serde::{Deserialize, Serialize};
 use skein_controller::{
-    AlterPartitionRequest, DirectoryId, ElectionType, Event, NewTopic, PartitionState, Reply,
-    TopicId,
+    AlterPartitionRequest, ControlPlane, ControllerError, DirectoryId, ElectionType, Event,
+    NewTopic, PartitionState, Reply, TopicId,
 };
 use uuid::Uuid;
 
-use crate::control::{request, Controller};
 use crate::error::ApiError;
 use crate::partition::IsrProposal;
 
-pub use crate::control::write_atomic;
+pub use skein_controller::{
+    BrokerView, ClusterView, PartitionHealth, PartitionView, TopicView, CONSUMER_OFFSETS,
+};
 
-/// Name of the internal topic that stores group metadata and committed offsets.
-pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
-
-/// One partition's replica assignment and leadership.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PartitionMeta {
-    pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
-    pub leader: i32,
-    pub leader_epoch: i32,
-    /// Replicas a running reassignment adds (not yet in sync).
-    #[serde(default)]
-    pub adding_replicas: Vec<i32>,
-    /// Replicas a running reassignment drops once the target is in sync.
-    #[serde(default)]
-    pub removing_replicas: Vec<i32>,
-}
-
-/// One topic.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TopicMeta {
-    pub name: String,
-    pub id: Uuid,
-    pub partitions: Vec<PartitionMeta>,
-    pub configs: BTreeMap<String, String>,
-}
-
-impl TopicMeta {
-    /// Whether this is one of Kafka's internal topics.
-    pub fn is_internal(&self) -> bool {
-        self.name == CONSUMER_OFFSETS || self.name == "__transaction_state"
-    }
-    pub fn replication_factor(&self) -> i16 {
-        self.partitions
-            .first()
-            .map(|p| p.replicas.len() as i16)
-            .unwrap_or(1)
-    }
-}
-
-/// A broker as the controller knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrokerMeta {
-    pub id: i32,
-    pub host: String,
-    pub port: u16,
-    pub rack: Option<String>,
-    /// Registered and not fenced.
-    pub alive: bool,
-    /// Came back with an empty log directory; some of its replicas are
-    /// still being copied back.
-    pub storage_lost: bool,
-}
-
-/// What handlers read: a snapshot of the cluster as this broker knows it.
-#[derive(Debug, Clone, Default)]
-pub struct ClusterImage {
-    pub cluster_id: String,
-    pub topics: BTreeMap<String, TopicMeta>,
-    pub brokers: BTreeMap<i32, BrokerMeta>,
-    /// The broker clients should send controller requests to (-1: none).
-    pub controller_id: i32,
-}
-
-/// Partitions of an image by health, as status, metrics and the operator's
-/// decisions count them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PartitionHealth {
-    /// No leader.
-    pub offline: usize,
-    /// ISR smaller than the replica set.
-    pub under_replicated: usize,
-    /// Replicas being moved.
-    pub reassigning: usize,
-}
-
-impl ClusterImage {
-    /// Counts offline, under-replicated and reassigning partitions.
-    pub fn partition_health(&self) -> PartitionHealth {
-        let mut h = PartitionHealth::default();
-        for p in self.topics.values().flat_map(|t| t.partitions.iter()) {
-            h.offline += usize::from(p.leader < 0);
-            h.under_replicated += usize::from(p.isr.len() < p.replicas.len());
-            h.reassigning +=
-                usize::from(!p.adding_replicas.is_empty() || !p.removing_replicas.is_empty());
-        }
-        h
-    }
-
-    /// Live brokers, in id order.
-    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerMeta> {
-        self.brokers.values().filter(|b| b.alive)
-    }
+/// Sends `event` to the controller and returns the reply `pick` selects,
+/// with the controller's errors as Kafka's.
+fn request<T>(
+    control: &(impl ControlPlane + ?Sized),
+    event: Event,
+    pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
+) -> Result<T, ApiError> {
+    Ok(skein_controller::request(control, event, pick)?)
 }
 
 /// This broker's handle on the cluster metadata and the controller.
 pub struct MetadataStore {
     node_id: i32,
-    controller: Controller,
+    controller: Arc<dyn ControlPlane>,
     broker_epoch: AtomicU64,
     /// Next producer id to hand out and the end (exclusive) of the block.
     producer_ids: Mutex<(i64, i64)>,
 }
 
 impl MetadataStore {
-    pub fn new(node_id: i32, controller: Controller) -> Self {
+    pub fn new(node_id: i32, controller: Arc<dyn ControlPlane>) -> Self {
         Self {
             node_id,
             controller,
@@ -139,7 +56,7 @@ impl MetadataStore {
         }
     }
 
-    pub fn controller(&self) -> &Controller {
+    pub fn controller(&self) -> &Arc<dyn ControlPlane> {
         &self.controller
     }
 
@@ -237,15 +154,15 @@ impl MetadataStore {
     }
 
     /// A consistent snapshot of the whole image.
-    pub fn image(&self) -> Arc<ClusterImage> {
+    pub fn image(&self) -> Arc<ClusterView> {
         self.controller.view()
     }
 
-    pub fn topic(&self, name: &str) -> Option<TopicMeta> {
+    pub fn topic(&self, name: &str) -> Option<TopicView> {
         self.image().topics.get(name).cloned()
     }
 
-    pub fn topic_by_id(&self, id: Uuid) -> Option<TopicMeta> {
+    pub fn topic_by_id(&self, id: Uuid) -> Option<TopicView> {
         self.image().topics.values().find(|t| t.id == id).cloned()
     }
 
@@ -263,7 +180,7 @@ impl MetadataStore {
         partitions: i32,
         replication_factor: i16,
         configs: BTreeMap<String, String>,
-    ) -> Result<TopicMeta, ApiError> {
+    ) -> Result<TopicView, ApiError> {
         validate_topic_name(name)?;
         if partitions < 1 {
             return Err(ApiError::new(
@@ -302,7 +219,7 @@ impl MetadataStore {
     }
 
     /// Removes a topic from the image (replicas delete their logs).
-    pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ApiError> {
+    pub fn delete_topic(&self, name: &str) -> Result<TopicView, ApiError> {
         let meta = self.topic(name).ok_or_else(|| Self::unknown(name))?;
         request(
             self.controller.as_ref(),
@@ -318,7 +235,7 @@ impl MetadataStore {
     }
 
     /// Grows a topic to `count` partitions.
-    pub fn create_partitions(&self, name: &str, count: i32) -> Result<TopicMeta, ApiError> {
+    pub fn create_partitions(&self, name: &str, count: i32) -> Result<TopicView, ApiError> {
         let current = self
             .topic(name)
             .ok_or_else(|| Self::unknown(name))?
@@ -350,7 +267,7 @@ impl MetadataStore {
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
-    ) -> Result<TopicMeta, ApiError> {
+    ) -> Result<TopicView, ApiError> {
         if self.topic(name).is_none() {
             return Err(Self::unknown(name));
         }
@@ -483,7 +400,7 @@ mod tests {
 
     /// A combined-mode store: its own controller, image under `dir`.
     fn open_store(dir: &std::path::Path) -> MetadataStore {
-        let controller = crate::control::ControllerService::open(
+        let controller = skein_controller::ControllerService::open(
             Some(&dir.join("cluster-metadata.json")),
             Default::default(),
         )

@@ -14,6 +14,9 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 
+/// A topic-partition key: the name and the index.
+pub type TopicPartition = (String, i32);
+
 /// Which side of replication this replica is on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {

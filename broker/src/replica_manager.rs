@@ -14,12 +14,11 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::error::ApiError;
-use crate::metadata::TopicMeta;
+use crate::metadata::TopicView;
 use crate::partition::{IsrProposal, Partition};
 use crate::replication::fetcher::FetcherManager;
 
-/// Key of a hosted partition.
-pub type TopicPartition = (String, i32);
+pub use crate::partition::TopicPartition;
 
 /// Every partition replica on this broker.
 pub struct ReplicaManager {
@@ -109,7 +108,7 @@ impl ReplicaManager {
         if *written == text {
             return;
         }
-        match crate::control::write_atomic(&self.data_dir.join(HW_CHECKPOINT_FILE), text.as_bytes())
+        match skein_storage::write_atomic(&self.data_dir.join(HW_CHECKPOINT_FILE), text.as_bytes())
         {
             Ok(()) => *written = text,
             Err(e) => warn!(error = %e, "writing {HW_CHECKPOINT_FILE} failed"),
@@ -148,7 +147,7 @@ impl ReplicaManager {
     /// earlier topic of the same name is deleted first.
     pub fn open_partition(
         &self,
-        topic: &TopicMeta,
+        topic: &TopicView,
         index: i32,
         config: &LogConfig,
         now_ms: i64,
@@ -284,7 +283,7 @@ impl ReplicaManager {
 
     /// Removes partition directories that no topic in the metadata owns, e.g.
     /// left by a crash between deleting a topic and deleting its data.
-    pub fn remove_orphans(&self, topics: &std::collections::BTreeMap<String, TopicMeta>) {
+    pub fn remove_orphans(&self, topics: &std::collections::BTreeMap<String, TopicView>) {
         let Ok(entries) = std::fs::read_dir(&self.data_dir) else {
             return;
         };
@@ -385,6 +384,33 @@ impl ReplicaManager {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The produce purgatory (Kafka's `DelayedProduce`): waits until the high
+/// watermark of `part` reaches `required` (the ISR has the records), the partition fails the request, or `deadline` passes.
+pub async fn wait_replicated(
+    part: &Partition,
+    required: i64,
+    leader_epoch: i32,
+    deadline: tokio::time::Instant,
+) -> Result<(), ApiError> {
+    loop {
+        let changed = part.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if part.check_replicated(required, leader_epoch)? {
+            return Ok(());
+        }
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            return Err(ApiError::new(
+                kafka_protocol::error::ResponseError::RequestTimedOut,
+                format!(
+                    "{}-{}: the ISR did not acknowledge the records within the request timeout",
+                    part.topic, part.index
+                ),
+            ));
         }
     }
 }

@@ -232,7 +232,7 @@ fn patched_record_decoder_refuses_counts_beyond_the_batch() {
     let lying = with_record_count(&ok, i32::MAX);
     let err = RecordBatchDecoder::decode(&mut lying.clone()).unwrap_err();
     assert!(err.to_string().contains("remaining"), "{err}");
-    assert!(skein_storage::batch::decode_records(&lying).is_err());
+    assert!(skein_storage::record_decode::decode_records(&lying).is_err());
 
     // One record whose header count is 2^31-1 (zigzag varint).
     let mut rec = BytesMut::new();
@@ -252,7 +252,7 @@ fn patched_record_decoder_refuses_counts_beyond_the_batch() {
     let b = with_record_count(&Bytes::from(b), 1);
     let err = RecordBatchDecoder::decode(&mut b.clone()).unwrap_err();
     assert!(err.to_string().contains("remaining"), "{err}");
-    assert!(skein_storage::batch::decode_records(&b).is_err());
+    assert!(skein_storage::record_decode::decode_records(&b).is_err());
 }
 
 /// A snappy stream whose header claims 4 GiB was allocated as claimed.

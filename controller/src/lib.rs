@@ -1,8 +1,19 @@
-//! Skein's controller core: a pure state machine (events in, commands out)
-//! that places replicas, elects leaders and tracks ISRs. No I/O lives here.
+//! Skein's controller.
 //!
-//! The broker embeds it for a single-node cluster; the operator drives it
-//! for Kubernetes and the `local` platform. A single-node broker does:
+//! * The **core** ([`ControllerCore`] and the modules `command`, `config`,
+//!   `election`, `error`, `event`, `invariants`, `model`, `placement`,
+//!   `producer_ids`, `reassignment`, `scaling`): a pure state machine
+//!   (events in, commands out) that places replicas, elects leaders, tracks
+//!   ISRs and plans scaling. No I/O, no clock, no randomness: the
+//!   deterministic simulation drives it.
+//! * The **shell** around it: [`ControllerService`] (the core with its
+//!   persisted image, its published [`ClusterView`] and delivery of
+//!   instructions to brokers), the [`ControlPlane`] trait brokers talk to,
+//!   the control-plane gRPC sessions ([`rpc`]), and the metrics endpoint.
+//!
+//! A single `skein-broker` embeds a service for itself; the operator runs
+//! one per cluster for Kubernetes and the `local` platform. The core alone,
+//! for a single-node cluster:
 //!
 //! ```
 //! use skein_controller::{Command, ControllerConfig, ControllerCore, Event, NewTopic, TopicId};
@@ -37,10 +48,16 @@ pub mod election;
 pub mod error;
 pub mod event;
 pub mod invariants;
+pub mod metrics_endpoint;
 pub mod model;
 pub mod placement;
+pub mod plane;
 pub mod producer_ids;
 pub mod reassignment;
+pub mod rpc;
+pub mod scaling;
+pub mod service;
+pub mod view;
 
 pub use crate::command::{Command, Reply};
 pub use crate::config::ControllerConfig;
@@ -50,4 +67,10 @@ pub use crate::event::{AlterPartitionRequest, ElectionType, Event, NewTopic};
 pub use crate::model::{
     BrokerId, BrokerInfo, ClusterState, DirectoryId, MetadataImage, OngoingReassignment,
     PartitionState, ProducerIdBlock, TopicId, TopicImage, TopicPartition, TopicSpec, NO_LEADER,
+};
+pub use crate::plane::{request, BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};
+pub use crate::service::{ControllerService, FileImageStore, ImageStore};
+pub use crate::view::{
+    kafka_base64, BrokerView, ClusterView, PartitionHealth, PartitionView, TopicView,
+    CONSUMER_OFFSETS,
 };

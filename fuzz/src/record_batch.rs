@@ -36,7 +36,7 @@ fn check_batches(data: &[u8]) {
         let Ok((h, bytes)) = item else { break };
         assert_eq!(bytes.len(), h.total_size());
         let crc_ok = batch::validate_crc(bytes).is_ok();
-        match batch::decode_records(bytes) {
+        match skein_storage::record_decode::decode_records(bytes) {
             Ok(records) => {
                 assert!(crc_ok, "a batch failing its CRC decoded");
                 assert_eq!(records.len(), h.records_count as usize);

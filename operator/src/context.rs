@@ -41,7 +41,7 @@ pub struct Context {
     pub topic_cleanup_grace: Duration,
     /// The clusters' controllers (the `kubernetes` platform); `None` where
     /// no controller runs (reconcile tests against a mocked API server).
-    pub runtimes: Option<Arc<crate::runtime::Runtimes>>,
+    pub controllers: Option<Arc<crate::cluster_controllers::ClusterControllers>>,
 }
 
 impl Context {
@@ -64,7 +64,7 @@ impl Context {
             options,
             topic_remover,
             topic_cleanup_grace: Duration::from_secs(120),
-            runtimes: None,
+            controllers: None,
         }
     }
 }

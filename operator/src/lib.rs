@@ -1,6 +1,6 @@
 //! Skein's operator: the platforms that drive the controller core.
 //!
-//! - `kubernetes` ([`run`]): kube-runtime controllers for `KafkaCluster`
+//! - `kubernetes` ([`kubernetes::run`]): kube-runtime controllers for `KafkaCluster`
 //!   (owning a StatefulSet, Services, ConfigMap, PodDisruptionBudget and
 //!   ServiceAccount, all built by the pure functions in [`build`]) and for
 //!   `Topic` (with a finalizer that removes its data), behind Lease-based
@@ -10,17 +10,16 @@
 //!   control plane.
 
 pub mod build;
+pub mod cluster_controllers;
 pub mod context;
 pub mod error;
 pub mod http;
 pub mod kafka_admin;
+pub mod kubernetes;
 pub mod leader;
 pub mod local;
 pub mod metrics;
-pub mod placement;
 pub mod reconcile;
-pub mod run;
-pub mod runtime;
 pub mod status;
 pub mod validate;
 

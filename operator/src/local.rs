@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{IntGauge, IntGaugeVec, Opts, Registry};
-use skein_broker::control::grpc::maintain_session;
-use skein_broker::ControllerService;
+use skein_controller::rpc::maintain_session;
 use skein_controller::ControllerConfig;
+use skein_controller::ControllerService;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use tracing::{error, info, warn};

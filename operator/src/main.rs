@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use skein_operator::build::BuildOptions;
+use skein_operator::kubernetes::{run, KubernetesOptions};
 use skein_operator::leader::LeaseConfig;
-use skein_operator::run::{run, KubernetesOptions};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]

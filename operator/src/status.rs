@@ -69,7 +69,7 @@ pub fn set_progress(
 }
 
 /// Replicas on `broker` that are not in their partition's ISR.
-fn replicas_to_recover(view: &skein_broker::control::View, broker: i32) -> i32 {
+fn replicas_to_recover(view: &skein_controller::ClusterView, broker: i32) -> i32 {
     view.topics
         .values()
         .flat_map(|t| &t.partitions)
@@ -83,7 +83,7 @@ fn replicas_to_recover(view: &skein_broker::control::View, broker: i32) -> i32 {
 pub fn add_controller_view(
     patch: &mut ClusterStatusPatch,
     kc: &KafkaCluster,
-    view: &skein_broker::control::View,
+    view: &skein_controller::ClusterView,
     now: Time,
 ) {
     patch.brokers = Some(

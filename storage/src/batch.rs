@@ -234,19 +234,6 @@ impl<'a> Iterator for BatchIter<'a> {
     }
 }
 
-/// Most memory the records of one batch may take once decoded: the
-/// decompressed bytes plus the `Record`s and headers built from them. Kafka
-/// streams records; we hold a batch in memory, so a small compressed batch
-/// must not be allowed to expand without limit (a decompression bomb).
-pub const MAX_DECODED_BATCH_BYTES: usize = 128 << 20;
-
-/// Decodes (and decompresses) the records of one batch. Only compaction,
-/// key checks on compacted topics and timestamp lookups need this. A batch
-/// that would take more than [`MAX_DECODED_BATCH_BYTES`] is refused as corrupt.
-pub fn decode_records(batch: &[u8]) -> Result<Vec<kafka_protocol::records::Record>, StorageError> {
-    crate::record_decode::decode_records_within(batch, MAX_DECODED_BATCH_BYTES)
-}
-
 /// Overwrites `baseOffset` (not covered by the CRC).
 pub(crate) fn set_base_offset(batch: &mut [u8], base_offset: i64) {
     batch[BASE_OFFSET_POS..BASE_OFFSET_POS + 8].copy_from_slice(&base_offset.to_be_bytes());

@@ -29,10 +29,17 @@ pub(crate) fn read(path: &Path) -> io::Result<Option<i64>> {
 
 /// Atomically replaces `path` with `value`.
 pub(crate) fn write(path: &Path, value: i64) -> io::Result<()> {
+    write_atomic(path, format!("{VERSION}\n{value}\n").as_bytes())
+}
+
+/// Writes `bytes` to `path` so that a crash leaves the old or the new
+/// file: a temporary file, fsynced, renamed over `path`, then the
+/// directory fsynced.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
         let mut f = File::create(&tmp)?;
-        write!(f, "{VERSION}\n{value}\n")?;
+        f.write_all(bytes)?;
         f.sync_all()?;
     }
     fs::rename(&tmp, path)?;

@@ -37,18 +37,6 @@ use crate::log::{CleanStats, Log, CLEANER_CHECKPOINT_FILE};
 use crate::recovery::{CLEANED, SWAP};
 use crate::segment::LogSegment;
 
-/// Rejects a batch with a keyless record (Kafka: "Compacted topic cannot
-/// accept message without key").
-pub(crate) fn check_keys(batch_bytes: &[u8]) -> Result<(), StorageError> {
-    let records = batch::decode_records(batch_bytes)?;
-    if records.iter().any(|r| r.key.is_none()) {
-        return Err(StorageError::InvalidRecord(
-            "compacted topic cannot accept a record without a key".into(),
-        ));
-    }
-    Ok(())
-}
-
 fn compression_of(header: &BatchHeader) -> Result<Compression, StorageError> {
     Ok(match header.compression() {
         0 => Compression::None,
@@ -166,7 +154,7 @@ impl Log {
                 if h.is_control() || h.last_offset() < first_dirty {
                     return Ok(true);
                 }
-                match batch::decode_records(bytes) {
+                match crate::record_decode::decode_records(bytes) {
                     Ok(records) => {
                         for r in records {
                             if let (Some(k), true) = (r.key, r.offset >= first_dirty) {
@@ -197,7 +185,7 @@ impl Log {
                 let kept = if h.is_control() {
                     Ok(Some(bytes.to_vec()))
                 } else {
-                    batch::decode_records(bytes).and_then(|records| {
+                    crate::record_decode::decode_records(bytes).and_then(|records| {
                         let total = records.len();
                         let survivors: Vec<Record> = records
                             .into_iter()

@@ -11,8 +11,6 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use crate::checkpoint::sync_dir;
-use crate::error::StorageError;
-use crate::log::Log;
 
 /// File name inside the partition directory.
 pub(crate) const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
@@ -172,41 +170,6 @@ fn parse(text: &str) -> Option<Vec<EpochEntry>> {
         .windows(2)
         .all(|p| p[0].epoch < p[1].epoch && p[0].start_offset <= p[1].start_offset);
     (entries.len() == count && ordered).then_some(entries)
-}
-
-impl Log {
-    /// The latest leader epoch that wrote to (or was assigned on) this log.
-    pub fn latest_epoch(&self) -> Option<i32> {
-        self.epochs.entries().last().map(|e| e.epoch)
-    }
-
-    /// OffsetForLeaderEpoch: `(epoch, end offset)` where `epoch` is the largest
-    /// known epoch <= `requested` and the end offset is where the next epoch
-    /// starts (the log end offset for the latest epoch). `None` is Kafka's
-    /// UNDEFINED_EPOCH_OFFSET (requested epoch newer than any known, or no epochs).
-    pub fn end_offset_for_epoch(&self, requested: i32) -> Option<(i32, i64)> {
-        end_offset_for(self.epochs.entries(), requested, self.log_end_offset)
-    }
-
-    /// Records that `epoch` starts at `start_offset`; a new leader calls this
-    /// with the log end offset on election (Kafka's `maybeAssignEpochStartOffset`).
-    pub fn assign_leader_epoch(
-        &mut self,
-        epoch: i32,
-        start_offset: i64,
-    ) -> Result<(), StorageError> {
-        self.epochs.assign(epoch, start_offset)?;
-        Ok(())
-    }
-
-    /// `(epoch, start offset)` pairs, ascending (for diagnostics and tests).
-    pub fn leader_epoch_entries(&self) -> Vec<(i32, i64)> {
-        self.epochs
-            .entries()
-            .iter()
-            .map(|e| (e.epoch, e.start_offset))
-            .collect()
-    }
 }
 
 #[cfg(test)]

@@ -16,10 +16,11 @@ mod index_file;
 mod leader_epoch;
 mod list_offsets;
 mod log;
+mod log_epochs;
 mod offset_index;
 pub mod producer_state;
 mod read_pool;
-mod record_decode;
+pub mod record_decode;
 mod recovery;
 mod retention;
 mod segment;
@@ -28,6 +29,7 @@ mod time_index;
 #[cfg(test)]
 mod test_util;
 
+pub use checkpoint::write_atomic;
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use error::StorageError;
 pub use log::{AppendInfo, CleanStats, Log, ReadResult};

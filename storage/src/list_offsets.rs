@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::batch::{self, BatchHeader};
+use crate::batch::BatchHeader;
 use crate::error::StorageError;
 use crate::log::Log;
 use crate::segment::LogSegment;
@@ -81,7 +81,7 @@ fn first_record_at_or_after(
         // Every record carries the batch's append time.
         return fallback;
     }
-    match batch::decode_records(bytes) {
+    match crate::record_decode::decode_records(bytes) {
         Ok(records) => records
             .iter()
             .find(|r| r.timestamp >= ts && r.offset >= min_offset)

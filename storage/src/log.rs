@@ -239,7 +239,7 @@ impl Log {
         for (h, pos) in &headers {
             check_producer_batch(h)?;
             if self.config.cleanup_policy.compact && !h.is_control() {
-                crate::cleaner::check_keys(&records[*pos..*pos + h.total_size()])?;
+                crate::record_decode::check_keys(&records[*pos..*pos + h.total_size()])?;
             }
         }
         if headers.is_empty() {

@@ -262,6 +262,31 @@ fn skip(buf: &mut &[u8], len: usize, what: &str) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// Most memory the records of one batch may take once decoded: the
+/// decompressed bytes plus the `Record`s and headers built from them. Kafka
+/// streams records; we hold a batch in memory, so a small compressed batch
+/// must not be allowed to expand without limit (a decompression bomb).
+pub const MAX_DECODED_BATCH_BYTES: usize = 128 << 20;
+
+/// Decodes (and decompresses) the records of one batch. Only compaction,
+/// key checks on compacted topics and timestamp lookups need this. A batch
+/// that would take more than [`MAX_DECODED_BATCH_BYTES`] is refused as corrupt.
+pub fn decode_records(batch: &[u8]) -> Result<Vec<kafka_protocol::records::Record>, StorageError> {
+    decode_records_within(batch, MAX_DECODED_BATCH_BYTES)
+}
+
+/// Rejects a batch with a keyless record (Kafka: "Compacted topic cannot
+/// accept message without key").
+pub fn check_keys(batch_bytes: &[u8]) -> Result<(), StorageError> {
+    let records = decode_records(batch_bytes)?;
+    if records.iter().any(|r| r.key.is_none()) {
+        return Err(StorageError::InvalidRecord(
+            "compacted topic cannot accept a record without a key".into(),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,7 +365,7 @@ mod tests {
         b[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
         crate::batch::update_crc(&mut b);
         assert!(decode_records_within(&b, 128 << 20).is_err());
-        assert!(crate::batch::decode_records(&b).is_err());
+        assert!(crate::record_decode::decode_records(&b).is_err());
     }
 
     /// A snappy block whose header claims 4 GiB is refused before allocating.
@@ -374,7 +399,7 @@ mod tests {
         // The first batch is 0x5b + 12 bytes; three stray bytes follow.
         let size = BatchHeader::parse(&crash).unwrap().total_size();
         crate::batch::update_crc(&mut crash[..size]);
-        let records = crate::batch::decode_records(&crash).unwrap();
+        let records = crate::record_decode::decode_records(&crash).unwrap();
         assert_eq!(records.len(), 2);
         assert_eq!(records[0].offset, i64::MIN);
     }

@@ -17,7 +17,6 @@ use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
 use super::assignor::{self, Assignment, MemberSpec, ASSIGNORS};
-use super::log_format::{ConsumerRecord, CurrentAssignment, MemberMetadata};
 use super::GroupConfig;
 
 /// Topics the assignor may use: name → (topic id, partition count).
@@ -116,7 +115,7 @@ pub struct ConsumerGroup {
     /// The assignor that computed the current target.
     pub assignor_name: String,
     /// Subscribed topics as last seen, to notice created/grown/deleted ones.
-    subscribed_topics: Topics,
+    pub(super) subscribed_topics: Topics,
 }
 
 fn is_subset(a: &Assignment, b: &Assignment) -> bool {
@@ -442,7 +441,7 @@ impl ConsumerGroup {
     }
 
     /// The assignor most members ask for (ties: the first name).
-    fn preferred_assignor(&self) -> String {
+    pub(super) fn preferred_assignor(&self) -> String {
         let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
         for m in self.members.values() {
             if let Some(a) = &m.server_assignor {
@@ -641,108 +640,6 @@ impl ConsumerGroup {
     /// Number of members.
     pub fn member_count(&self) -> usize {
         self.members.len()
-    }
-}
-
-/// A consumer group as its `__consumer_offsets` records are read back
-/// (latest value per key; tombstones remove parts).
-#[derive(Debug, Clone, Default)]
-pub struct StoredConsumerGroup {
-    epoch: Option<i32>,
-    topics: Topics,
-    assignment_epoch: i32,
-    members: BTreeMap<String, MemberMetadata>,
-    current: BTreeMap<String, CurrentAssignment>,
-    target: BTreeMap<String, Assignment>,
-}
-
-impl StoredConsumerGroup {
-    pub fn apply(&mut self, rec: ConsumerRecord) {
-        match rec {
-            ConsumerRecord::Metadata(e) => self.epoch = e,
-            ConsumerRecord::PartitionMetadata(t) => self.topics = t.unwrap_or_default(),
-            ConsumerRecord::TargetMetadata(e) => self.assignment_epoch = e.unwrap_or(0),
-            ConsumerRecord::Member(id, Some(m)) => {
-                self.members.insert(id, m);
-            }
-            ConsumerRecord::Member(id, None) => {
-                self.members.remove(&id);
-            }
-            ConsumerRecord::Current(id, Some(c)) => {
-                self.current.insert(id, c);
-            }
-            ConsumerRecord::Current(id, None) => {
-                self.current.remove(&id);
-            }
-            ConsumerRecord::TargetMember(id, Some(a)) => {
-                self.target.insert(id, a);
-            }
-            ConsumerRecord::TargetMember(id, None) => {
-                self.target.remove(&id);
-            }
-        }
-    }
-
-    /// The group these records describe (`None`: deleted), with every
-    /// member's session restarting at `now_ms`.
-    pub fn build(self, id: &str, now_ms: i64) -> Option<ConsumerGroup> {
-        let epoch = self.epoch?;
-        let mut g = ConsumerGroup::new(id, now_ms);
-        g.group_epoch = epoch;
-        g.assignment_epoch = self.assignment_epoch;
-        g.subscribed_topics = self.topics;
-        for (mid, meta) in self.members {
-            let cur = self
-                .current
-                .get(&mid)
-                .cloned()
-                .unwrap_or(CurrentAssignment {
-                    member_epoch: 0,
-                    previous_member_epoch: 0,
-                    state: MemberState::Stable,
-                    assigned: Assignment::new(),
-                    pending_revocation: Assignment::new(),
-                });
-            // The member presumably still owns what it was given.
-            let mut owned = cur.assigned.clone();
-            for (t, ps) in &cur.pending_revocation {
-                owned.entry(*t).or_default().extend(ps.iter().copied());
-            }
-            let revoke_deadline_ms = (cur.state == MemberState::UnrevokedPartitions)
-                .then_some(now_ms + meta.rebalance_timeout_ms.max(0) as i64);
-            if let Some(i) = &meta.instance_id {
-                g.static_members.insert(i.clone(), mid.clone());
-            }
-            g.members.insert(
-                mid.clone(),
-                ConsumerMember {
-                    id: mid,
-                    instance_id: meta.instance_id,
-                    rack_id: meta.rack_id,
-                    client_id: meta.client_id,
-                    client_host: meta.client_host,
-                    rebalance_timeout_ms: meta.rebalance_timeout_ms,
-                    subscribed_topic_names: meta.subscribed_topic_names,
-                    subscribed_topic_regex: meta.subscribed_topic_regex,
-                    server_assignor: meta.server_assignor,
-                    member_epoch: cur.member_epoch,
-                    previous_member_epoch: cur.previous_member_epoch,
-                    state: cur.state,
-                    assigned: cur.assigned,
-                    pending_revocation: cur.pending_revocation,
-                    owned,
-                    last_heartbeat_ms: now_ms,
-                    revoke_deadline_ms,
-                },
-            );
-        }
-        g.target = self
-            .target
-            .into_iter()
-            .filter(|(m, _)| g.members.contains_key(m))
-            .collect();
-        g.assignor_name = g.preferred_assignor();
-        Some(g)
     }
 }
 

@@ -15,20 +15,20 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use super::consumer_group::{
-    ConsumerGroup, Heartbeat, HeartbeatError, HeartbeatReply, StoredConsumerGroup, Topics,
-};
-use super::group::{
+use super::classic_group::{
     ClassicGroup, Effect, GroupState, JoinOutcome, JoinRequest, JoinResponse, SyncOutcome,
     SyncResponse,
 };
-use super::log_format::{self, OffsetsRecord};
+use super::consumer_group::{ConsumerGroup, Heartbeat, HeartbeatError, HeartbeatReply, Topics};
+use super::consumer_group_records::{self, StoredConsumerGroup};
+use super::log_format;
 use super::metrics::GroupMetrics;
 use super::offsets::{expired_offsets, CommittedOffset, OffsetStore, Retention, TopicPartition};
 use super::{partition_for, GroupConfig};
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::metadata::CONSUMER_OFFSETS;
+use crate::system::now_ms;
 
 /// A group as ListGroups shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,21 +42,21 @@ pub struct ListedGroup {
 
 /// Everything the coordinator owns.
 #[derive(Default)]
-struct State {
-    classic: HashMap<String, ClassicGroup>,
-    consumer: HashMap<String, ConsumerGroup>,
-    offsets: OffsetStore,
-    join_waiters: HashMap<(String, String), oneshot::Sender<JoinResponse>>,
-    sync_waiters: HashMap<(String, String), oneshot::Sender<SyncResponse>>,
-    last_retention_ms: i64,
+pub(super) struct State {
+    pub(super) classic: HashMap<String, ClassicGroup>,
+    pub(super) consumer: HashMap<String, ConsumerGroup>,
+    pub(super) offsets: OffsetStore,
+    pub(super) join_waiters: HashMap<(String, String), oneshot::Sender<JoinResponse>>,
+    pub(super) sync_waiters: HashMap<(String, String), oneshot::Sender<SyncResponse>>,
+    pub(super) last_retention_ms: i64,
     /// Consumer-group records read so far (only while loading).
-    loading: HashMap<String, StoredConsumerGroup>,
+    pub(super) loading: HashMap<String, StoredConsumerGroup>,
     /// The leader epoch at which each `__consumer_offsets` partition's
     /// groups were last read from its log. A partition whose leadership
     /// came (back) to this broker at another epoch is read again before its
     /// groups are served: followers replicate the records but do not apply
     /// them.
-    loaded_epochs: HashMap<i32, i32>,
+    pub(super) loaded_epochs: HashMap<i32, i32>,
 }
 
 /// A write to `__consumer_offsets` that counts once the ISR has it.
@@ -71,7 +71,7 @@ impl Pending {
     /// Waits until the write is replicated to the ISR (or fails with the
     /// Kafka error the client should see).
     pub async fn replicated(self, deadline: tokio::time::Instant) -> Result<(), ApiError> {
-        crate::handlers::produce::wait_replicated(
+        crate::replica_manager::wait_replicated(
             &self.partition,
             self.required,
             self.leader_epoch,
@@ -105,7 +105,7 @@ impl GroupCoordinator {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("group coordinator lock")
     }
 
@@ -152,75 +152,7 @@ impl GroupCoordinator {
         }
     }
 
-    /// Reads the groups of partition `p` from its log again when this
-    /// broker's leadership of it is newer than what is loaded.
-    fn ensure_loaded(&self, broker: &Broker, p: i32) {
-        let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
-            return;
-        };
-        let Some(topic) = broker.metadata.topic(CONSUMER_OFFSETS) else {
-            return;
-        };
-        let epoch = part.leader_epoch();
-        let n = topic.partitions.len() as i32;
-        let mut st = self.lock();
-        if st.loaded_epochs.get(&p) == Some(&epoch) {
-            return;
-        }
-        let now = now_ms();
-        // What is in memory for this partition is replaced by what its log
-        // says. Requests parked in a join or sync barrier of those groups
-        // would wait on state that no longer exists: answer them
-        // NOT_COORDINATOR (as Kafka does when it unloads a group) so their
-        // clients look the coordinator up again and rejoin at once.
-        let joins = Self::drain_partition(&mut st.join_waiters, n, p);
-        let syncs = Self::drain_partition(&mut st.sync_waiters, n, p);
-        let unloaded = joins.len() + syncs.len();
-        for ((_, member), tx) in joins {
-            let _ = tx.send(JoinResponse {
-                error: Some(ResponseError::NotCoordinator),
-                generation: -1,
-                member_id: member,
-                ..Default::default()
-            });
-        }
-        for (_, tx) in syncs {
-            let _ = tx.send(SyncResponse {
-                error: Some(ResponseError::NotCoordinator),
-                ..Default::default()
-            });
-        }
-        if unloaded > 0 {
-            warn!(
-                partition = p,
-                leader_epoch = epoch,
-                parked = unloaded,
-                "groups reloaded at a new leader epoch; parked requests answered NOT_COORDINATOR"
-            );
-        }
-        st.classic.retain(|g, _| partition_for(g, n) != p);
-        st.consumer.retain(|g, _| partition_for(g, n) != p);
-        let stale: Vec<String> = st
-            .offsets
-            .group_ids()
-            .filter(|g| partition_for(g, n) == p)
-            .cloned()
-            .collect();
-        for g in stale {
-            st.offsets.remove_group(&g);
-        }
-        let records = self.replay(&mut st, broker, p, part.log_end_offset(), now);
-        Self::finish_loading(&mut st, now);
-        st.loaded_epochs.insert(p, epoch);
-        info!(
-            partition = p,
-            leader_epoch = epoch,
-            records,
-            "groups of a __consumer_offsets partition loaded"
-        );
-    }
-
-    fn offsets_topic(&self, broker: &Broker) -> Result<crate::metadata::TopicMeta, ApiError> {
+    fn offsets_topic(&self, broker: &Broker) -> Result<crate::metadata::TopicView, ApiError> {
         Ok(match broker.metadata.topic(CONSUMER_OFFSETS) {
             Some(t) => t,
             None => {
@@ -294,111 +226,6 @@ impl GroupCoordinator {
         }))
     }
 
-    /// Removes and returns the waiters of the groups on partition `p` of `n`.
-    fn drain_partition<T>(
-        waiters: &mut HashMap<(String, String), T>,
-        n: i32,
-        p: i32,
-    ) -> Vec<((String, String), T)> {
-        let keys: Vec<(String, String)> = waiters
-            .keys()
-            .filter(|(g, _)| partition_for(g, n) == p)
-            .cloned()
-            .collect();
-        keys.into_iter()
-            .filter_map(|k| waiters.remove(&k).map(|w| (k, w)))
-            .collect()
-    }
-
-    /// Reads every partition of `__consumer_offsets` from its start.
-    fn load(&self, broker: &Broker) {
-        let Some(topic) = broker.metadata.topic(CONSUMER_OFFSETS) else {
-            return;
-        };
-        let now = now_ms();
-        let mut st = self.lock();
-        let mut records = 0usize;
-        for p in 0..topic.partitions.len() as i32 {
-            if let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) {
-                records += self.replay(&mut st, broker, p, part.high_watermark(), now);
-            }
-        }
-        Self::finish_loading(&mut st, now);
-        info!(
-            records,
-            groups = st.classic.len(),
-            consumer_groups = st.consumer.len(),
-            "group metadata and offsets loaded"
-        );
-    }
-
-    /// Applies partition `p` of `__consumer_offsets` from its start up to
-    /// `end`; returns the number of group records read.
-    fn replay(&self, st: &mut State, broker: &Broker, p: i32, end: i64, now: i64) -> usize {
-        let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
-            return 0;
-        };
-        let mut records = 0usize;
-        let mut offset = part.log_start_offset();
-        while offset < end {
-            let read = match part.read_local(offset, 1 << 20) {
-                Ok(r) if !r.records.is_empty() => r,
-                Ok(_) => break,
-                Err(e) => {
-                    warn!(partition = p, offset, error = %e, "cannot read __consumer_offsets");
-                    break;
-                }
-            };
-            let before = offset;
-            for b in skein_storage::batch::iter_batches(&read.records) {
-                let Ok((header, bytes)) = b else { break };
-                if header.base_offset >= end {
-                    break;
-                }
-                offset = header.next_offset();
-                if header.is_control() {
-                    continue;
-                }
-                let Ok(recs) = skein_storage::batch::decode_records(bytes) else {
-                    continue;
-                };
-                for r in recs {
-                    let Some(key) = r.key else { continue };
-                    match log_format::decode(&key, r.value.as_ref()) {
-                        Ok(Some(rec)) => {
-                            records += 1;
-                            apply_record(st, rec, now);
-                        }
-                        Ok(None) => {}
-                        Err(e) => warn!(partition = p, error = %e, "skipping record"),
-                    }
-                }
-            }
-            if offset <= before {
-                break;
-            }
-        }
-        records
-    }
-
-    /// Turns what loading read into groups.
-    fn finish_loading(st: &mut State, now: i64) {
-        for (id, stored) in std::mem::take(&mut st.loading) {
-            if let Some(g) = stored.build(&id, now) {
-                st.classic.remove(&id);
-                st.consumer.insert(id, g);
-            }
-        }
-        let offset_groups: Vec<String> = st.offsets.group_ids().cloned().collect();
-        for g in offset_groups {
-            if !st.consumer.contains_key(&g) {
-                st.classic
-                    .entry(g.clone())
-                    .or_insert_with(|| ClassicGroup::new(&g, now));
-            }
-        }
-    }
-
     /// Delivers effects of a classic group: persists it, then answers
     /// parked requests (with an error if persisting failed).
     fn apply(&self, st: &mut State, broker: &Broker, group: &str, effects: Vec<Effect>) {
@@ -457,7 +284,7 @@ impl GroupCoordinator {
             let now = now_ms();
             let mut st = self.lock();
             if let Some(cg) = st.consumer.get(group).filter(|g| g.is_empty()) {
-                let tombstones = log_format::consumer_group_tombstones(cg);
+                let tombstones = consumer_group_records::consumer_group_tombstones(cg);
                 if let Err(e) = self.append(broker, group, &tombstones) {
                     return JoinResponse {
                         error: Some(e.code),
@@ -744,7 +571,7 @@ impl GroupCoordinator {
             })
             .unwrap_or_default();
         if let Some(cg) = st.consumer.get(group) {
-            records.extend(log_format::consumer_group_tombstones(cg));
+            records.extend(consumer_group_records::consumer_group_tombstones(cg));
         }
         records.push((log_format::group_key(group), None));
         self.append(broker, group, &records)?;
@@ -836,9 +663,12 @@ impl GroupCoordinator {
         // Persist what changed; answer only once it is in the log.
         let old = before
             .as_ref()
-            .map(log_format::consumer_group_records)
+            .map(consumer_group_records::consumer_group_records)
             .unwrap_or_default();
-        let records = log_format::diff_records(&old, &log_format::consumer_group_records(g));
+        let records = consumer_group_records::diff_records(
+            &old,
+            &consumer_group_records::consumer_group_records(g),
+        );
         if let Err(e) = self.append(broker, group, &records) {
             match before {
                 Some(b) => st.consumer.insert(group.to_string(), b),
@@ -876,9 +706,12 @@ impl GroupCoordinator {
             let Some(g) = st.consumer.get_mut(&id) else {
                 continue;
             };
-            let old = log_format::consumer_group_records(g);
+            let old = consumer_group_records::consumer_group_records(g);
             g.tick(&self.cfg, now);
-            let records = log_format::diff_records(&old, &log_format::consumer_group_records(g));
+            let records = consumer_group_records::diff_records(
+                &old,
+                &consumer_group_records::consumer_group_records(g),
+            );
             if let Err(e) = self.append(broker, &id, &records) {
                 warn!(group = %id, error = %e.message, "cannot persist expired members");
             }
@@ -973,38 +806,6 @@ impl GroupCoordinator {
                 .unwrap_or_default()
         };
         self.metrics.update(&groups, lag);
-    }
-}
-
-/// Applies one loaded record.
-fn apply_record(st: &mut State, rec: OffsetsRecord, now: i64) {
-    match rec {
-        OffsetsRecord::Offset {
-            group,
-            topic,
-            partition,
-            value: Some(o),
-        } => st.offsets.commit(&group, (topic, partition), o),
-        OffsetsRecord::Offset {
-            group,
-            topic,
-            partition,
-            value: None,
-        } => {
-            st.offsets.delete(&group, &(topic, partition));
-        }
-        OffsetsRecord::Group {
-            group,
-            value: Some(g),
-        } => {
-            st.classic.insert(group, g.restore(now));
-        }
-        OffsetsRecord::Group { group, value: None } => {
-            st.classic.remove(&group);
-        }
-        OffsetsRecord::Consumer { group, rec } => {
-            st.loading.entry(group).or_default().apply(rec);
-        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! (ConsumerGroupHeartbeat) and committed offsets, persisted as records of
 //! the compacted `__consumer_offsets` topic.
 //!
-//! Layout: the state machines are pure (`group.rs`/`member.rs` for classic
+//! Layout: the state machines are pure (`classic_group.rs`/`member.rs` for classic
 //! groups, `consumer_group.rs`/`assignor.rs` for KIP-848, `offsets.rs` for
 //! committed offsets and their retention); they take `now_ms` explicitly and
 //! return what to answer and what to persist. `coordinator.rs` is the thin
@@ -11,14 +11,16 @@
 //! appends to `__consumer_offsets` in the record format of `log_format.rs`.
 
 pub mod assignor;
+pub mod classic_group;
 pub mod consumer_group;
+pub mod consumer_group_records;
 pub mod coordinator;
-#[allow(clippy::module_inception)]
-pub mod group;
+mod loading;
 pub mod log_format;
 pub mod member;
 pub mod metrics;
 pub mod offsets;
+mod record_codec;
 
 pub use coordinator::GroupCoordinator;
 

@@ -2,8 +2,7 @@
 
 use std::collections::BTreeMap;
 
-/// A topic-partition as offsets are keyed.
-pub type TopicPartition = (String, i32);
+pub use crate::partition::TopicPartition;
 
 /// One committed offset.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -383,7 +383,7 @@ pub fn describe_log_dirs(
 ) -> DescribeLogDirsResponse {
     let mut result = DescribeLogDirsResult::default();
     result.log_dir = strb(broker.config.data_dir.display().to_string());
-    let (total, usable) = disk_space(&broker.config.data_dir);
+    let (total, usable) = crate::system::disk_space(&broker.config.data_dir);
     result.total_bytes = total;
     result.usable_bytes = usable;
     let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
@@ -416,21 +416,6 @@ pub fn describe_log_dirs(
     let mut resp = DescribeLogDirsResponse::default();
     resp.results = vec![result];
     resp
-}
-
-/// Total and available bytes of the filesystem holding `dir` (-1 if unknown).
-pub(crate) fn disk_space(dir: &std::path::Path) -> (i64, i64) {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return (-1, -1);
-    };
-    // SAFETY: statvfs only writes into the zeroed struct we own; `c` is a valid C string.
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
-        return (-1, -1);
-    }
-    let frsize = s.f_frsize as i64;
-    (s.f_blocks as i64 * frsize, s.f_bavail as i64 * frsize)
 }
 
 pub fn init_producer_id(

@@ -161,7 +161,7 @@ fn read_pass(
     topics: &[(TopicName, Uuid, Option<String>)],
     replica_id: i32,
 ) -> (Vec<PartResult>, usize, bool) {
-    let now = crate::broker::now_ms();
+    let now = crate::system::now_ms();
     let mut total = 0usize;
     let mut errored = false;
     let mut out = Vec::with_capacity(wanted.len());

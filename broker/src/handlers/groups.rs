@@ -10,9 +10,10 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use super::{client_host, str_opt, strb};
-use crate::broker::{now_ms, Broker};
-use crate::group::group::{GroupState, JoinRequest};
+use crate::broker::Broker;
+use crate::group::classic_group::{GroupState, JoinRequest};
 use crate::group::offsets::CommittedOffset;
+use crate::system::now_ms;
 
 fn code(e: Option<ResponseError>) -> i16 {
     e.map(|e| e.code()).unwrap_or(0)

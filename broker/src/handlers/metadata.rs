@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::strb;
 use crate::broker::Broker;
-use crate::metadata::{validate_topic_name, TopicMeta};
+use crate::metadata::{validate_topic_name, TopicView};
 
 pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> MetadataResponse {
     let cfg = &broker.config;
@@ -97,7 +97,7 @@ fn error_entry(name: Option<String>, id: Uuid, code: ResponseError) -> MetadataR
     t
 }
 
-fn topic_entry(t: &TopicMeta) -> MetadataResponseTopic {
+fn topic_entry(t: &TopicView) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(strb(t.name.clone())));
     out.topic_id = t.id;

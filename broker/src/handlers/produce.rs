@@ -16,9 +16,10 @@ use skein_storage::batch::BatchHeader;
 
 use super::refused_batches::Verdict;
 use super::strb;
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::partition::Partition;
+use crate::system::now_ms;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -106,7 +107,10 @@ pub async fn handle(
     }
     let _parked = (!pending.is_empty()).then(|| broker.metrics.park("produce"));
     for p in pending {
-        if let Err(e) = wait_replicated(&p.part, p.required, p.leader_epoch, deadline).await {
+        if let Err(e) =
+            crate::replica_manager::wait_replicated(&p.part, p.required, p.leader_epoch, deadline)
+                .await
+        {
             if let Some(h) = &p.idem {
                 let key = (p.part.topic.clone(), p.part.index, h.producer_id);
                 broker
@@ -122,33 +126,6 @@ pub async fn handle(
         None
     } else {
         Some(resp)
-    }
-}
-
-/// Waits until the high watermark reaches `required` (the ISR has the
-/// records), the partition fails the request, or `deadline` passes.
-pub(crate) async fn wait_replicated(
-    part: &Partition,
-    required: i64,
-    leader_epoch: i32,
-    deadline: tokio::time::Instant,
-) -> Result<(), ApiError> {
-    loop {
-        let changed = part.changed();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        if part.check_replicated(required, leader_epoch)? {
-            return Ok(());
-        }
-        if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            return Err(ApiError::new(
-                ResponseError::RequestTimedOut,
-                format!(
-                    "{}-{}: the ISR did not acknowledge the records within the request timeout",
-                    part.topic, part.index
-                ),
-            ));
-        }
     }
 }
 

@@ -17,8 +17,8 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::client::BrokerClient;
+use crate::partition::TopicPartition;
 use crate::partition::{Partition, TruncateTo};
-use crate::replica_manager::TopicPartition;
 
 /// Fetch v12: the first version with diverging epochs; topics by name.
 const FETCH_VERSION: i16 = 12;
@@ -270,7 +270,7 @@ async fn apply(
     epoch: i32,
     pd: kafka_protocol::messages::fetch_response::PartitionData,
 ) -> Result<(), ApplyError> {
-    let now = crate::broker::now_ms();
+    let now = crate::system::now_ms();
     if pd.error_code != 0 {
         let code = ResponseError::try_from_code(pd.error_code)
             .unwrap_or(ResponseError::UnknownServerError);

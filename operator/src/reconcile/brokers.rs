@@ -22,9 +22,9 @@ use skein_crds::KafkaCluster;
 use tracing::{info, warn};
 
 use crate::build::{selector_string, ClusterNames};
+use crate::cluster_controllers::{ClusterController, Restart};
 use crate::error::{Error, Result};
-use crate::placement::{assignment, plan_per_topic, uses_any_outside, Assignment};
-use crate::runtime::{ClusterRuntime, Restart};
+use skein_controller::scaling::{assignment, plan_per_topic, uses_any_outside, Assignment};
 
 /// Why the cluster is still converging, for the `Reconciling` condition.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,11 +39,11 @@ pub struct ScaleStep {
     pub progress: Option<Progress>,
 }
 
-fn reassigning(rt: &ClusterRuntime) -> usize {
+fn reassigning(rt: &ClusterController) -> usize {
     rt.controller.view().partition_health().reassigning
 }
 
-fn reassign(rt: &ClusterRuntime, moves: &Assignment) -> usize {
+fn reassign(rt: &ClusterController, moves: &Assignment) -> usize {
     let mut started = 0;
     for ((topic, partition), target) in moves {
         let r = rt.controller.request(
@@ -59,7 +59,7 @@ fn reassign(rt: &ClusterRuntime, moves: &Assignment) -> usize {
         );
         match r {
             Ok(()) => started += 1,
-            Err(e) => warn!(topic, partition, error = %e.message, "reassignment refused"),
+            Err(e) => warn!(topic, partition, error = %e, "reassignment refused"),
         }
     }
     started
@@ -67,7 +67,7 @@ fn reassign(rt: &ClusterRuntime, moves: &Assignment) -> usize {
 
 /// Decides the StatefulSet size: the spec's, except while a scale-down is
 /// still moving replicas off the leaving brokers.
-pub fn scale_step(rt: &ClusterRuntime, kc: &KafkaCluster, current: Option<i32>) -> ScaleStep {
+pub fn scale_step(rt: &ClusterController, kc: &KafkaCluster, current: Option<i32>) -> ScaleStep {
     let want = kc.spec.replicas;
     let cur = current.unwrap_or(want);
     let view = rt.controller.view();
@@ -141,7 +141,7 @@ fn is_ready(pod: &Pod) -> bool {
 /// One step of a rolling restart: deletes at most one outdated pod.
 pub async fn rolling_restart_step(
     client: &kube::Client,
-    rt: &ClusterRuntime,
+    rt: &ClusterController,
     kc: &KafkaCluster,
     sts: &StatefulSet,
 ) -> Result<Option<Progress>> {

@@ -84,13 +84,13 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     // The cluster's controller (kubernetes platform): started on first
     // sight, then kept in session with every broker of the spec. It decides
     // how far the StatefulSet may shrink (leaving brokers are drained first).
-    let runtime = match &ctx.runtimes {
-        Some(runtimes) => Some(runtimes.ensure(kc).await.map_err(Error::Controller)?),
+    let controller = match &ctx.controllers {
+        Some(controllers) => Some(controllers.ensure(kc).await.map_err(Error::Controller)?),
         None => None,
     };
     let mut progress = None;
     let mut objects = cluster_objects(kc, &ctx.options);
-    if let Some(rt) = &runtime {
+    if let Some(rt) = &controller {
         let sts_api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
         let current = sts_api
             .get_opt(&objects.statefulset.name_any())
@@ -117,7 +117,7 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     apply(client, &ns, &objects.pdb).await?;
     let sts = apply(client, &ns, &objects.statefulset).await?;
 
-    if let Some(rt) = &runtime {
+    if let Some(rt) = &controller {
         if progress.is_none() {
             progress = brokers::rolling_restart_step(client, rt, kc, &sts).await?;
             if let Some(p) = progress
@@ -136,7 +136,7 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
             }
         }
     }
-    let view = runtime.as_ref().map(|rt| rt.controller.view());
+    let view = controller.as_ref().map(|rt| rt.controller.view());
 
     // Rolling restart progress: pods not yet on the newest revision.
     let pending = sts.status.as_ref().map_or(0, |s| {

@@ -125,7 +125,11 @@ async fn apply(
 
     // The cluster's controller creates the topic, adds partitions and
     // applies configs; its placement comes back into status.partitions.
-    if let Some(rt) = ctx.runtimes.as_ref().and_then(|r| r.get(&ns, cluster_name)) {
+    if let Some(rt) = ctx
+        .controllers
+        .as_ref()
+        .and_then(|r| r.get(&ns, cluster_name))
+    {
         if let Err(message) = rt.ensure_topic(&topic.spec, topic.kafka_name()) {
             warn!(topic = %name, namespace = %ns, "{message}");
             return Err(Error::Controller(format!(
@@ -179,7 +183,7 @@ async fn cleanup(topic: &Topic, ctx: &Context, now: Timestamp) -> Result<Action>
     let names = ClusterNames::of(&cluster);
     let bootstrap = names.bootstrap_address(cluster.spec.listeners.kafka_port);
     let removed = match ctx
-        .runtimes
+        .controllers
         .as_ref()
         .and_then(|r| r.get(&names.namespace, &names.cluster))
     {

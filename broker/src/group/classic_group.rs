@@ -913,5 +913,5 @@ impl ClassicGroup {
 }
 
 #[cfg(test)]
-#[path = "group_tests.rs"]
+#[path = "classic_group_tests.rs"]
 mod tests;

@@ -19,12 +19,12 @@ use skein_crds::{KafkaCluster, Topic};
 use tracing::{debug, error, info, warn};
 
 use crate::build::{labels, BuildOptions};
+use crate::cluster_controllers::ClusterControllers;
 use crate::context::Context;
 use crate::kafka_admin::KafkaTopicRemover;
 use crate::leader::{LeaderElector, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::reconcile::{kafka_cluster, topic};
-use crate::runtime::Runtimes;
 
 /// Settings of `skein-operator kubernetes`.
 #[derive(Clone, Debug)]
@@ -87,16 +87,16 @@ fn cluster_controller(
 
 /// Stops the controller of a KafkaCluster the API server no longer has.
 async fn forget_deleted_cluster(ctx: &Context, namespace: Option<&str>, name: &str) {
-    let (Some(runtimes), Some(ns)) = (&ctx.runtimes, namespace) else {
+    let (Some(controllers), Some(ns)) = (&ctx.controllers, namespace) else {
         return;
     };
-    if runtimes.get(ns, name).is_none() {
+    if controllers.get(ns, name).is_none() {
         return;
     }
     let api: Api<KafkaCluster> = Api::namespaced(ctx.client.clone(), ns);
     match api.get_opt(name).await {
         Ok(None) => {
-            runtimes.remove(ns, name);
+            controllers.remove(ns, name);
         }
         Ok(Some(_)) => {}
         Err(e) => warn!(error = %e, cluster = name, "checking whether a KafkaCluster is gone"),
@@ -161,7 +161,7 @@ pub async fn run(opts: KubernetesOptions) -> Result<(), Box<dyn std::error::Erro
         Arc::new(KafkaTopicRemover::default()),
         identity,
     );
-    ctx.runtimes = Some(Arc::new(Runtimes::new(
+    ctx.controllers = Some(Arc::new(ClusterControllers::new(
         config,
         client.clone(),
         metrics.clone(),

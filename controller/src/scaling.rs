@@ -1,4 +1,6 @@
-//! Replica moves for scaling: pure functions over the controller's view.
+//! Replica moves for scaling a cluster up or down: pure functions over an
+//! assignment (the operator plans with them when brokers are added or
+//! removed; the deterministic simulation checks them with broker loss).
 //!
 //! - Scale-down drains: every replica on a leaving broker is replaced, in
 //!   place (so the preferred-leader order is kept), by the least-loaded
@@ -12,9 +14,9 @@ use std::collections::BTreeMap;
 /// Replicas of every partition, by (topic, partition).
 pub type Assignment = BTreeMap<(String, i32), Vec<i32>>;
 
-/// The assignment in the controller's view (internal topics included: they
+/// The assignment in a published view (internal topics included: they
 /// must leave a drained broker too).
-pub fn assignment(view: &skein_broker::control::View) -> Assignment {
+pub fn assignment(view: &crate::ClusterView) -> Assignment {
     view.topics
         .iter()
         .flat_map(|(name, t)| {
@@ -22,6 +24,21 @@ pub fn assignment(view: &skein_broker::control::View) -> Assignment {
                 .iter()
                 .enumerate()
                 .map(move |(i, p)| ((name.clone(), i as i32), p.replicas.clone()))
+        })
+        .collect()
+}
+
+/// The assignment in the controller's image: the target replicas of a
+/// partition being reassigned, where the replicas end up.
+pub fn assignment_of_image(image: &crate::MetadataImage) -> Assignment {
+    image
+        .topics
+        .iter()
+        .flat_map(|(name, t)| {
+            t.partitions
+                .iter()
+                .enumerate()
+                .map(move |(i, p)| ((name.clone(), i as i32), p.target_replicas()))
         })
         .collect()
 }

@@ -2,7 +2,7 @@
 //! the proto in Rust, so no `protoc` is needed on the build machine.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = "../controller/proto";
+    let root = "proto";
     let proto = "skein/control/v1/control.proto";
     println!("cargo:rerun-if-changed={root}/{proto}");
     let descriptors = protox::compile([proto], [root])?;

@@ -1,28 +1,28 @@
 //! [`ControllerService`]: the controller core with its I/O around it —
-//! the persisted image, the published metadata view, and delivery of
-//! partition instructions to the brokers attached to it.
+//! the persisted image ([`ImageStore`]), the published [`ClusterView`], and
+//! delivery of partition instructions to the brokers attached to it.
 //!
 //! A single `skein-broker` runs one for itself (combined mode, image in
-//! `<data-dir>/cluster-metadata.json`); tests run one for several in-process
-//! brokers. Events are handled one at a time under a lock, and the
-//! instructions they produce are delivered before the lock is released, so
-//! every broker sees them in the controller's order.
+//! `<data-dir>/cluster-metadata.json`); the operator runs one per cluster
+//! (image in a file for the `local` platform, in a ConfigMap on
+//! Kubernetes); tests run one for several in-process brokers. Events are
+//! handled one at a time under a lock, and the instructions they produce are
+//! delivered before the lock is released, so every broker sees them in the
+//! controller's order.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use kafka_protocol::error::ResponseError;
 use serde::{Deserialize, Serialize};
-use skein_controller::{
-    Command, ControllerConfig, ControllerCore, ControllerError, Event, MetadataImage, Reply,
-};
 use uuid::Uuid;
 
-use super::{BrokerLink, ControlPlane, PartitionChange, View};
-use crate::error::ApiError;
-use crate::metadata::{BrokerMeta, ClusterImage, PartitionMeta, TopicMeta};
+use crate::plane::{BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};
+use crate::view::{kafka_base64, BrokerView, ClusterView, PartitionView, TopicView};
+use crate::{
+    Command, ControllerConfig, ControllerCore, ControllerError, Event, MetadataImage, Reply,
+};
 
 /// The file the image is kept in.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -35,7 +35,7 @@ struct PersistedMetadata {
 /// platform, a ConfigMap on Kubernetes. `save` is called under the
 /// controller's lock before any instruction derived from the change goes out,
 /// so it must be durable when it returns.
-pub trait MetadataStore: Send + Sync {
+pub trait ImageStore: Send + Sync {
     /// The bytes last saved, `None` when nothing was ever saved.
     fn load(&self) -> std::io::Result<Option<Vec<u8>>>;
     fn save(&self, bytes: &[u8]) -> std::io::Result<()>;
@@ -43,10 +43,10 @@ pub trait MetadataStore: Send + Sync {
     fn describe(&self) -> String;
 }
 
-/// [`MetadataStore`] in one file, replaced atomically.
-pub struct FileStore(pub PathBuf);
+/// [`ImageStore`] in one file, replaced atomically.
+pub struct FileImageStore(pub PathBuf);
 
-impl MetadataStore for FileStore {
+impl ImageStore for FileImageStore {
     fn load(&self) -> std::io::Result<Option<Vec<u8>>> {
         match std::fs::read(&self.0) {
             Ok(bytes) => Ok(Some(bytes)),
@@ -65,7 +65,7 @@ impl MetadataStore for FileStore {
 struct State {
     core: ControllerCore,
     cluster_id: String,
-    store: Option<Box<dyn MetadataStore>>,
+    store: Option<Box<dyn ImageStore>>,
     links: BTreeMap<i32, Arc<dyn BrokerLink>>,
 }
 
@@ -75,7 +75,7 @@ pub struct ControllerService {
     /// Published before instructions are delivered, so a broker applying
     /// one finds the topic it refers to. Separate from `state` so a broker
     /// can read it while the controller is delivering.
-    view: RwLock<View>,
+    view: RwLock<Arc<ClusterView>>,
     published: tokio::sync::watch::Sender<u64>,
     /// `skein_controller_leader_elections_total{kind}`: clean, unclean,
     /// preferred (registered by whoever exports the controller's metrics).
@@ -83,23 +83,27 @@ pub struct ControllerService {
     /// `skein_controller_broker_storage_lost_total`: brokers that came back
     /// with another log directory (registered like `elections`).
     pub storage_lost: prometheus::IntCounter,
+    /// Milliseconds for the core (it only compares them).
+    clock: Clock,
 }
 
-pub(crate) fn controller_error(e: ControllerError) -> ApiError {
-    let code =
-        ResponseError::try_from_code(e.kafka_code()).unwrap_or(ResponseError::UnknownServerError);
-    ApiError::new(code, e.to_string())
-}
+/// Where the service reads the time it passes to the core.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-/// Milliseconds for the controller core (it only compares them).
-fn core_now() -> u64 {
-    crate::broker::now_ms().max(0) as u64
+/// Milliseconds since the Unix epoch.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    })
 }
 
 impl ControllerService {
     /// Bumped whenever a new view is published (sessions push it to their
     /// brokers).
-    fn publish_view(&self, view: ClusterImage) {
+    fn publish_view(&self, view: ClusterView) {
         *self.view.write().expect("view lock") = Arc::new(view);
         self.published.send_modify(|n| *n += 1);
     }
@@ -112,15 +116,24 @@ impl ControllerService {
     /// A controller whose image lives in `path` (created when missing), or
     /// only in memory when `path` is `None`.
     pub fn open(path: Option<&Path>, config: ControllerConfig) -> std::io::Result<Arc<Self>> {
-        let store = path.map(|p| Box::new(FileStore(p.to_path_buf())) as Box<dyn MetadataStore>);
+        let store = path.map(|p| Box::new(FileImageStore(p.to_path_buf())) as Box<dyn ImageStore>);
         Self::open_store(store, config)
     }
 
     /// A controller whose image lives in `store` (an empty cluster with a
     /// new cluster id when the store holds nothing yet).
     pub fn open_store(
-        store: Option<Box<dyn MetadataStore>>,
+        store: Option<Box<dyn ImageStore>>,
         config: ControllerConfig,
+    ) -> std::io::Result<Arc<Self>> {
+        Self::open_with_clock(store, config, system_clock())
+    }
+
+    /// [`Self::open_store`] with the time the core sees coming from `clock`.
+    pub fn open_with_clock(
+        store: Option<Box<dyn ImageStore>>,
+        config: ControllerConfig,
+        clock: Clock,
     ) -> std::io::Result<Arc<Self>> {
         let loaded = match &store {
             Some(store) => match store.load()? {
@@ -172,11 +185,12 @@ impl ControllerService {
             published: tokio::sync::watch::channel(0).0,
             elections,
             storage_lost,
+            clock,
         }))
     }
 
     /// The latest published metadata.
-    pub fn view(&self) -> View {
+    pub fn view(&self) -> Arc<ClusterView> {
         self.view.read().expect("view lock").clone()
     }
 
@@ -201,14 +215,14 @@ impl ControllerService {
     /// Runs one event through the core: persists the new image before
     /// anyone sees it, publishes the view, delivers instructions, and
     /// returns the replies.
-    pub fn handle(&self, event: Event) -> Result<Vec<Reply>, ApiError> {
+    pub fn handle(&self, event: Event) -> Result<Vec<Reply>, ControlPlaneError> {
         let mut st = self.state.lock().expect("controller lock");
         let rebalancing = matches!(event, Event::Tick | Event::ElectLeaders { .. });
         let config_topic = match &event {
             Event::TopicConfigChanged { topic, .. } => Some(topic.clone()),
             _ => None,
         };
-        let commands = st.core.handle(event, core_now());
+        let commands = st.core.handle(event, (self.clock)());
         let mut replies = Vec::new();
         let mut persist = false;
         let mut publish = false;
@@ -319,12 +333,9 @@ impl ControllerService {
                     image: st.core.image().clone(),
                 })
                 .expect("serializable");
-                store.save(&bytes).map_err(|e| {
-                    ApiError::new(
-                        ResponseError::KafkaStorageError,
-                        format!("cannot persist metadata: {e}"),
-                    )
-                })?;
+                store
+                    .save(&bytes)
+                    .map_err(|e| ControlPlaneError::Storage(e.to_string()))?;
             }
         }
         if persist || publish || !changes.is_empty() {
@@ -348,8 +359,8 @@ impl ControllerService {
         &self,
         event: Event,
         pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
-    ) -> Result<T, ApiError> {
-        super::request(self, event, pick)
+    ) -> Result<T, ControlPlaneError> {
+        crate::plane::request(self, event, pick)
     }
 
     /// Sends `Tick` every `every` so brokers that stop heartbeating are
@@ -379,10 +390,10 @@ impl ControllerService {
 }
 
 impl ControlPlane for ControllerService {
-    fn view(&self) -> View {
+    fn view(&self) -> Arc<ClusterView> {
         ControllerService::view(self)
     }
-    fn handle(&self, event: Event) -> Result<Vec<Reply>, ApiError> {
+    fn handle(&self, event: Event) -> Result<Vec<Reply>, ControlPlaneError> {
         ControllerService::handle(self, event)
     }
     fn attach(&self, broker: i32, link: Arc<dyn BrokerLink>) {
@@ -396,20 +407,20 @@ impl ControlPlane for ControllerService {
     }
 }
 
-/// The handlers' view of the controller's image.
-fn build_view(st: &State) -> ClusterImage {
+/// The view of the controller's image brokers and platforms read.
+fn build_view(st: &State) -> ClusterView {
     let core = &st.core;
     let topics = core
         .topics()
         .iter()
         .map(|(name, t)| {
-            let meta = TopicMeta {
+            let meta = TopicView {
                 name: name.clone(),
                 id: Uuid::from_u128(t.spec.topic_id.0),
                 partitions: t
                     .partitions
                     .iter()
-                    .map(|p| PartitionMeta {
+                    .map(|p| PartitionView {
                         replicas: p.replicas.clone(),
                         isr: p.isr.clone(),
                         leader: p.leader,
@@ -423,13 +434,13 @@ fn build_view(st: &State) -> ClusterImage {
             (name.clone(), meta)
         })
         .collect();
-    let brokers: BTreeMap<i32, BrokerMeta> = core
+    let brokers: BTreeMap<i32, BrokerView> = core
         .brokers()
         .values()
         .map(|b| {
             (
                 b.id,
-                BrokerMeta {
+                BrokerView {
                     id: b.id,
                     host: b.host.clone(),
                     port: b.port,
@@ -447,7 +458,7 @@ fn build_view(st: &State) -> ClusterImage {
         .find(|b| b.alive)
         .map(|b| b.id)
         .unwrap_or(-1);
-    ClusterImage {
+    ClusterView {
         cluster_id: st.cluster_id.clone(),
         topics,
         brokers,
@@ -460,29 +471,8 @@ fn new_cluster_id() -> String {
     kafka_base64(Uuid::new_v4().into_bytes())
 }
 
-/// 16 bytes as Kafka prints cluster and topic ids: URL-safe base64 without
-/// padding.
-pub fn kafka_base64(bytes: [u8; 16]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(22);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for b in bytes {
-        acc = (acc << 8) | b as u32;
-        bits += 8;
-        while bits >= 6 {
-            bits -= 6;
-            out.push(ALPHABET[((acc >> bits) & 63) as usize] as char);
-        }
-    }
-    if bits > 0 {
-        out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
-    }
-    out
-}
-
 /// Writes `bytes` to `path` so that a crash leaves the old or the new file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
     {

@@ -24,8 +24,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
-use skein_broker::control::grpc::maintain_session;
-use skein_broker::{ControllerService, MetadataStore};
+use skein_controller::rpc::maintain_session;
+use skein_controller::{ControlPlaneError, ControllerError, ControllerService, ImageStore};
 use skein_controller::{ControllerConfig, Event, NewTopic, Reply, TopicId};
 use skein_crds::{KafkaCluster, PartitionStatus, Topic, TopicSpec};
 use tokio::sync::watch;
@@ -52,17 +52,17 @@ struct SaveRequest {
     reply: std::sync::mpsc::Sender<std::io::Result<()>>,
 }
 
-/// [`MetadataStore`] in a ConfigMap. Saves run on a thread of their own with
+/// [`ImageStore`] in a ConfigMap. Saves run on a thread of their own with
 /// its own client, so the controller's synchronous `save` never waits on the
 /// runtime it is called from.
-pub struct ConfigMapStore {
+pub struct ConfigMapImageStore {
     name: String,
     namespace: String,
     initial: Option<Vec<u8>>,
     tx: tokio::sync::mpsc::UnboundedSender<SaveRequest>,
 }
 
-impl ConfigMapStore {
+impl ConfigMapImageStore {
     /// Reads the ConfigMap (if any) and starts the writer thread.
     pub async fn open(
         config: kube::Config,
@@ -158,7 +158,7 @@ async fn save(
     }
 }
 
-impl MetadataStore for ConfigMapStore {
+impl ImageStore for ConfigMapImageStore {
     fn load(&self) -> std::io::Result<Option<Vec<u8>>> {
         Ok(self.initial.clone())
     }
@@ -179,7 +179,7 @@ impl MetadataStore for ConfigMapStore {
 }
 
 /// The controller of one KafkaCluster and its broker sessions.
-pub struct ClusterRuntime {
+pub struct ClusterController {
     pub controller: Arc<ControllerService>,
     names: ClusterNames,
     control_port: i32,
@@ -199,7 +199,7 @@ pub struct Restart {
     pub broker_epoch: u64,
 }
 
-impl ClusterRuntime {
+impl ClusterController {
     /// `http://<pod>.<headless service>.<namespace>.svc:<control port>`.
     pub fn broker_endpoint(&self, id: i32) -> String {
         format!(
@@ -270,7 +270,7 @@ impl ClusterRuntime {
                         Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
                         _ => None,
                     })
-                    .map_err(|e| e.message)?;
+                    .map_err(|e| e.to_string())?;
                 info!(topic = kafka_name, "topic created by the controller");
             }
             Some(meta) => {
@@ -287,7 +287,7 @@ impl ClusterRuntime {
                                 _ => None,
                             },
                         )
-                        .map_err(|e| e.message)?;
+                        .map_err(|e| e.to_string())?;
                     info!(
                         topic = kafka_name,
                         partitions = spec.partitions,
@@ -306,7 +306,7 @@ impl ClusterRuntime {
                                 _ => None,
                             },
                         )
-                        .map_err(|e| e.message)?;
+                        .map_err(|e| e.to_string())?;
                     info!(topic = kafka_name, "topic configs changed");
                 }
             }
@@ -331,22 +331,20 @@ impl ClusterRuntime {
         );
         match r {
             Ok(()) => Ok(()),
-            Err(e) if e.code == kafka_protocol::error::ResponseError::UnknownTopicOrPartition => {
-                Ok(())
-            }
-            Err(e) => Err(e.message),
+            Err(ControlPlaneError::Controller(ControllerError::UnknownTopicOrPartition)) => Ok(()),
+            Err(e) => Err(e.to_string()),
         }
     }
 }
 
-impl Drop for ClusterRuntime {
+impl Drop for ClusterController {
     fn drop(&mut self) {
         self.stop();
     }
 }
 
 /// The partition list of a topic as Topic status shows it.
-pub fn partition_status(meta: &skein_broker::metadata::TopicMeta) -> Vec<PartitionStatus> {
+pub fn partition_status(meta: &skein_controller::TopicView) -> Vec<PartitionStatus> {
     meta.partitions
         .iter()
         .enumerate()
@@ -376,16 +374,16 @@ pub fn resource_name(kafka_name: &str) -> String {
     s.chars().take(253).collect()
 }
 
-/// Every cluster's [`ClusterRuntime`], by namespace and name.
-pub struct Runtimes {
+/// Every cluster's [`ClusterController`], by namespace and name.
+pub struct ClusterControllers {
     config: kube::Config,
     client: Client,
     metrics: crate::metrics::Metrics,
     session_timeout_ms: u64,
-    clusters: Mutex<HashMap<(String, String), Arc<ClusterRuntime>>>,
+    clusters: Mutex<HashMap<(String, String), Arc<ClusterController>>>,
 }
 
-impl Runtimes {
+impl ClusterControllers {
     pub fn new(
         config: kube::Config,
         client: Client,
@@ -401,10 +399,10 @@ impl Runtimes {
         }
     }
 
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ClusterRuntime>> {
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ClusterController>> {
         self.clusters
             .lock()
-            .expect("runtimes lock")
+            .expect("controllers lock")
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
     }
@@ -417,7 +415,7 @@ impl Runtimes {
         let rt = self
             .clusters
             .lock()
-            .expect("runtimes lock")
+            .expect("controllers lock")
             .remove(&(namespace.to_string(), name.to_string()));
         let Some(rt) = rt else {
             return false;
@@ -444,7 +442,7 @@ impl Runtimes {
 
     /// The runtime of `kc`, started (image loaded from its ConfigMap, in
     /// session with its `spec.replicas` brokers) when missing.
-    pub async fn ensure(&self, kc: &KafkaCluster) -> Result<Arc<ClusterRuntime>, String> {
+    pub async fn ensure(&self, kc: &KafkaCluster) -> Result<Arc<ClusterController>, String> {
         let names = ClusterNames::of(kc);
         if let Some(rt) = self.get(&names.namespace, &names.cluster) {
             return Ok(rt);
@@ -454,7 +452,7 @@ impl Runtimes {
             o
         });
         let cm_name = metadata_config_map(&names.cluster);
-        let store = ConfigMapStore::open(
+        let store = ConfigMapImageStore::open(
             self.config.clone(),
             &self.client,
             &names.namespace,
@@ -477,7 +475,7 @@ impl Runtimes {
         };
         let controller = ControllerService::open_store(Some(Box::new(store)), config)
             .map_err(|e| format!("controller metadata: {e}"))?;
-        let rt = Arc::new(ClusterRuntime {
+        let rt = Arc::new(ClusterController {
             controller: controller.clone(),
             names: names.clone(),
             control_port: kc.spec.listeners.control_port,
@@ -498,7 +496,7 @@ impl Runtimes {
         rt.set_brokers(kc.spec.replicas);
         info!(namespace = %names.namespace, cluster = %names.cluster, "controller started");
         // Two reconciles racing: keep the first runtime.
-        let mut clusters = self.clusters.lock().expect("runtimes lock");
+        let mut clusters = self.clusters.lock().expect("controllers lock");
         let kept = clusters
             .entry((names.namespace.clone(), names.cluster.clone()))
             .or_insert(rt)
@@ -511,7 +509,7 @@ impl Runtimes {
 fn observe(
     metrics: &crate::metrics::Metrics,
     names: &ClusterNames,
-    view: &skein_broker::control::View,
+    view: &skein_controller::ClusterView,
 ) {
     let labels = [names.namespace.as_str(), names.cluster.as_str()];
     let health = view.partition_health();
@@ -591,7 +589,7 @@ async fn mirror_topics(
                 .filter(|p| p.isr.len() < p.replicas.len())
                 .count() as i32;
             let status = json!({
-                "topicId": skein_broker::control::kafka_base64(meta.id.into_bytes()),
+                "topicId": skein_controller::kafka_base64(meta.id.into_bytes()),
                 "partitions": partitions,
                 "underReplicatedPartitions": under,
             });

@@ -1,0 +1,224 @@
+//! Loading groups and committed offsets from `__consumer_offsets`: every
+//! partition at start-up, and a partition again whenever this broker's
+//! leadership of it is newer than what is in memory (followers replicate
+//! the records but do not apply them).
+
+use std::collections::HashMap;
+
+use kafka_protocol::error::ResponseError;
+use tracing::{info, warn};
+
+use super::classic_group::{ClassicGroup, JoinResponse, SyncResponse};
+use super::coordinator::{GroupCoordinator, State};
+use super::log_format::{self, OffsetsRecord};
+use super::partition_for;
+use crate::broker::Broker;
+use crate::metadata::CONSUMER_OFFSETS;
+use crate::system::now_ms;
+
+impl GroupCoordinator {
+    /// Reads the groups of partition `p` from its log again when this
+    /// broker's leadership of it is newer than what is loaded.
+    pub(super) fn ensure_loaded(&self, broker: &Broker, p: i32) {
+        let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
+            return;
+        };
+        let Some(topic) = broker.metadata.topic(CONSUMER_OFFSETS) else {
+            return;
+        };
+        let epoch = part.leader_epoch();
+        let n = topic.partitions.len() as i32;
+        let mut st = self.lock();
+        if st.loaded_epochs.get(&p) == Some(&epoch) {
+            return;
+        }
+        let now = now_ms();
+        // What is in memory for this partition is replaced by what its log
+        // says. Requests parked in a join or sync barrier of those groups
+        // would wait on state that no longer exists: answer them
+        // NOT_COORDINATOR (as Kafka does when it unloads a group) so their
+        // clients look the coordinator up again and rejoin at once.
+        let joins = Self::drain_partition(&mut st.join_waiters, n, p);
+        let syncs = Self::drain_partition(&mut st.sync_waiters, n, p);
+        let unloaded = joins.len() + syncs.len();
+        for ((_, member), tx) in joins {
+            let _ = tx.send(JoinResponse {
+                error: Some(ResponseError::NotCoordinator),
+                generation: -1,
+                member_id: member,
+                ..Default::default()
+            });
+        }
+        for (_, tx) in syncs {
+            let _ = tx.send(SyncResponse {
+                error: Some(ResponseError::NotCoordinator),
+                ..Default::default()
+            });
+        }
+        if unloaded > 0 {
+            warn!(
+                partition = p,
+                leader_epoch = epoch,
+                parked = unloaded,
+                "groups reloaded at a new leader epoch; parked requests answered NOT_COORDINATOR"
+            );
+        }
+        st.classic.retain(|g, _| partition_for(g, n) != p);
+        st.consumer.retain(|g, _| partition_for(g, n) != p);
+        let stale: Vec<String> = st
+            .offsets
+            .group_ids()
+            .filter(|g| partition_for(g, n) == p)
+            .cloned()
+            .collect();
+        for g in stale {
+            st.offsets.remove_group(&g);
+        }
+        let records = self.replay(&mut st, broker, p, part.log_end_offset(), now);
+        Self::finish_loading(&mut st, now);
+        st.loaded_epochs.insert(p, epoch);
+        info!(
+            partition = p,
+            leader_epoch = epoch,
+            records,
+            "groups of a __consumer_offsets partition loaded"
+        );
+    }
+
+    /// Removes and returns the waiters of the groups on partition `p` of `n`.
+    fn drain_partition<T>(
+        waiters: &mut HashMap<(String, String), T>,
+        n: i32,
+        p: i32,
+    ) -> Vec<((String, String), T)> {
+        let keys: Vec<(String, String)> = waiters
+            .keys()
+            .filter(|(g, _)| partition_for(g, n) == p)
+            .cloned()
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| waiters.remove(&k).map(|w| (k, w)))
+            .collect()
+    }
+
+    /// Reads every partition of `__consumer_offsets` from its start.
+    pub(super) fn load(&self, broker: &Broker) {
+        let Some(topic) = broker.metadata.topic(CONSUMER_OFFSETS) else {
+            return;
+        };
+        let now = now_ms();
+        let mut st = self.lock();
+        let mut records = 0usize;
+        for p in 0..topic.partitions.len() as i32 {
+            if let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) {
+                records += self.replay(&mut st, broker, p, part.high_watermark(), now);
+            }
+        }
+        Self::finish_loading(&mut st, now);
+        info!(
+            records,
+            groups = st.classic.len(),
+            consumer_groups = st.consumer.len(),
+            "group metadata and offsets loaded"
+        );
+    }
+
+    /// Applies partition `p` of `__consumer_offsets` from its start up to
+    /// `end`; returns the number of group records read.
+    fn replay(&self, st: &mut State, broker: &Broker, p: i32, end: i64, now: i64) -> usize {
+        let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
+            return 0;
+        };
+        let mut records = 0usize;
+        let mut offset = part.log_start_offset();
+        while offset < end {
+            let read = match part.read_local(offset, 1 << 20) {
+                Ok(r) if !r.records.is_empty() => r,
+                Ok(_) => break,
+                Err(e) => {
+                    warn!(partition = p, offset, error = %e, "cannot read __consumer_offsets");
+                    break;
+                }
+            };
+            let before = offset;
+            for b in skein_storage::batch::iter_batches(&read.records) {
+                let Ok((header, bytes)) = b else { break };
+                if header.base_offset >= end {
+                    break;
+                }
+                offset = header.next_offset();
+                if header.is_control() {
+                    continue;
+                }
+                let Ok(recs) = skein_storage::record_decode::decode_records(bytes) else {
+                    continue;
+                };
+                for r in recs {
+                    let Some(key) = r.key else { continue };
+                    match log_format::decode(&key, r.value.as_ref()) {
+                        Ok(Some(rec)) => {
+                            records += 1;
+                            apply_record(st, rec, now);
+                        }
+                        Ok(None) => {}
+                        Err(e) => warn!(partition = p, error = %e, "skipping record"),
+                    }
+                }
+            }
+            if offset <= before {
+                break;
+            }
+        }
+        records
+    }
+
+    /// Turns what loading read into groups.
+    fn finish_loading(st: &mut State, now: i64) {
+        for (id, stored) in std::mem::take(&mut st.loading) {
+            if let Some(g) = stored.build(&id, now) {
+                st.classic.remove(&id);
+                st.consumer.insert(id, g);
+            }
+        }
+        let offset_groups: Vec<String> = st.offsets.group_ids().cloned().collect();
+        for g in offset_groups {
+            if !st.consumer.contains_key(&g) {
+                st.classic
+                    .entry(g.clone())
+                    .or_insert_with(|| ClassicGroup::new(&g, now));
+            }
+        }
+    }
+}
+
+/// Applies one loaded record.
+fn apply_record(st: &mut State, rec: OffsetsRecord, now: i64) {
+    match rec {
+        OffsetsRecord::Offset {
+            group,
+            topic,
+            partition,
+            value: Some(o),
+        } => st.offsets.commit(&group, (topic, partition), o),
+        OffsetsRecord::Offset {
+            group,
+            topic,
+            partition,
+            value: None,
+        } => {
+            st.offsets.delete(&group, &(topic, partition));
+        }
+        OffsetsRecord::Group {
+            group,
+            value: Some(g),
+        } => {
+            st.classic.insert(group, g.restore(now));
+        }
+        OffsetsRecord::Group { group, value: None } => {
+            st.classic.remove(&group);
+        }
+        OffsetsRecord::Consumer { group, rec } => {
+            st.loading.entry(group).or_default().apply(rec);
+        }
+    }
+}

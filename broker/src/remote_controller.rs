@@ -1,0 +1,393 @@
+//! The broker's end of the control plane (`control.proto`): the controller
+//! opens one long-lived gRPC session per broker on the broker's
+//! `control.listen` address. [`RemoteController`] is the broker's
+//! [`ControlPlane`] then. It serves `BrokerControl.Session`; on every new
+//! session it registers the broker, applies the cluster views and
+//! partition instructions the controller sends, in order, and carries the
+//! broker's requests (heartbeats, ISR changes, topic admin, producer-id
+//! blocks, controlled shutdown) up with an id the reply names. The
+//! controller's end is `skein_controller::rpc::session`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
+
+use skein_controller::rpc::pb::broker_control_server::{BrokerControl, BrokerControlServer};
+use skein_controller::rpc::pb::{
+    self, controller_message, reply, request, BrokerMessage, ControllerMessage,
+};
+use skein_controller::rpc::wire::{changes_from_pb, event_to_pb, reply_from_pb, view_from_pb};
+use skein_controller::{
+    BrokerLink, ClusterView, ControlPlane, ControlPlaneError, ControllerError, Event,
+    PartitionChange, Reply,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+/// How long a broker request waits for the controller's answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Kafka's STALE_BROKER_EPOCH and BROKER_ID_NOT_REGISTERED: the heartbeat
+/// answers after which the broker registers again.
+const STALE_BROKER_EPOCH: i16 = 77;
+const BROKER_ID_NOT_REGISTERED: i16 = 102;
+
+/// The current session with the controller, as the broker sees it.
+struct Session {
+    generation: u64,
+    outbound: mpsc::UnboundedSender<Result<BrokerMessage, tonic::Status>>,
+    /// The epoch of this session's registration (`None` until registered,
+    /// or after the controller refused a heartbeat).
+    broker_epoch: Option<u64>,
+    /// A registration request is in flight.
+    registering: bool,
+}
+
+/// A broker's control plane when the controller runs elsewhere.
+pub struct RemoteController {
+    node_id: i32,
+    view: RwLock<Arc<ClusterView>>,
+    session: Mutex<Option<Session>>,
+    session_changed: Condvar,
+    pending: Mutex<HashMap<u64, std_mpsc::Sender<pb::Reply>>>,
+    next_id: AtomicU64,
+    link: Mutex<Option<Arc<dyn BrokerLink>>>,
+    /// Who this broker says it is when a session starts.
+    registration: Mutex<Option<pb::Register>>,
+    /// The cluster its log directory belongs to (meta.properties), sent
+    /// with every registration so another cluster's controller refuses it.
+    cluster_id: Mutex<Option<String>>,
+}
+
+/// Blocks on `f` without starving the async runtime this thread may belong to.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+fn not_controller(why: &str) -> ControlPlaneError {
+    ControlPlaneError::NoController(why.to_string())
+}
+
+impl RemoteController {
+    pub fn new(node_id: i32) -> Arc<Self> {
+        Arc::new(Self {
+            node_id,
+            view: RwLock::new(Arc::new(ClusterView {
+                controller_id: -1,
+                ..Default::default()
+            })),
+            session: Mutex::new(None),
+            session_changed: Condvar::new(),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            link: Mutex::new(None),
+            registration: Mutex::new(None),
+            cluster_id: Mutex::new(None),
+        })
+    }
+
+    /// The cluster id this broker's log directory belongs to; registrations
+    /// carry it from now on.
+    pub fn set_cluster_id(&self, cluster_id: Option<String>) {
+        *self.cluster_id.lock().expect("cluster id lock") = cluster_id;
+    }
+
+    /// Serves `BrokerControl` on `addr` until the returned task is aborted.
+    pub async fn serve(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+    ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen for the controller on {addr}: {e}"))?;
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let svc = BrokerControlServer::new(ControlService(self.clone()));
+        Ok(tokio::spawn(async move {
+            if let Err(e) = tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(Duration::from_secs(5)))
+                .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+                .serve_with_incoming(svc, incoming)
+                .await
+            {
+                tracing::error!(error = %e, "control endpoint failed");
+            }
+        }))
+    }
+
+    /// Sends `kind` on the current session and waits for its reply.
+    fn call(
+        &self,
+        kind: request::Kind,
+        wait_for_session: Duration,
+    ) -> Result<pb::Reply, ControlPlaneError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = std_mpsc::channel();
+        self.pending.lock().expect("pending lock").insert(id, tx);
+        let sent = {
+            let guard = self.session.lock().expect("session lock");
+            let (guard, _) = self
+                .session_changed
+                .wait_timeout_while(guard, wait_for_session, |s| s.is_none())
+                .expect("session lock");
+            match guard.as_ref() {
+                Some(s) => s
+                    .outbound
+                    .send(Ok(BrokerMessage {
+                        kind: Some(pb::broker_message::Kind::Request(pb::Request {
+                            id,
+                            kind: Some(kind),
+                        })),
+                    }))
+                    .is_ok(),
+                None => false,
+            }
+        };
+        let result = if sent {
+            rx.recv_timeout(REQUEST_TIMEOUT)
+                .map_err(|_| ControlPlaneError::Timeout)
+        } else {
+            Err(not_controller("no session with the controller"))
+        };
+        self.pending.lock().expect("pending lock").remove(&id);
+        result
+    }
+
+    /// Waits (indefinitely) for a controller session and registers on it,
+    /// unless this session is registered already. One registration at a
+    /// time per session.
+    fn ensure_registered(&self) -> Result<u64, ControlPlaneError> {
+        let Some(reg) = self.registration.lock().expect("registration lock").clone() else {
+            return Err(not_controller("the broker has not started registering"));
+        };
+        loop {
+            let generation = {
+                let guard = self.session.lock().expect("session lock");
+                let mut guard = self
+                    .session_changed
+                    .wait_while(guard, |s| s.as_ref().is_none_or(|s| s.registering))
+                    .expect("session lock");
+                let s = guard.as_mut().expect("a session");
+                if let Some(epoch) = s.broker_epoch {
+                    return Ok(epoch);
+                }
+                s.registering = true;
+                s.generation
+            };
+            let result = self.call(request::Kind::Register(reg.clone()), Duration::ZERO);
+            {
+                let mut guard = self.session.lock().expect("session lock");
+                if let Some(s) = guard.as_mut().filter(|s| s.generation == generation) {
+                    s.registering = false;
+                    if let Ok(r) = &result {
+                        if let (0, Some(reply::Result::BrokerEpoch(epoch))) =
+                            (r.error_code, &r.result)
+                        {
+                            s.broker_epoch = Some(*epoch);
+                        }
+                    }
+                }
+                self.session_changed.notify_all();
+            }
+            match result {
+                Ok(r) if r.error_code == 0 => {
+                    if let Some(reply::Result::BrokerEpoch(epoch)) = r.result {
+                        tracing::info!(broker_epoch = epoch, "registered with the controller");
+                        return Ok(epoch);
+                    }
+                }
+                Ok(r) => {
+                    return Err(ControlPlaneError::Controller(ControllerError::Remote {
+                        code: r.error_code as i16,
+                        message: r.error_message,
+                    }))
+                }
+                Err(e) => tracing::info!(error = %e, "waiting for the controller"),
+            }
+        }
+    }
+
+    /// A new session replaces the old one (whose outbound stream ends).
+    fn open_session(
+        &self,
+        outbound: mpsc::UnboundedSender<Result<BrokerMessage, tonic::Status>>,
+    ) -> u64 {
+        static GENERATION: AtomicU64 = AtomicU64::new(1);
+        let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+        *self.session.lock().expect("session lock") = Some(Session {
+            generation,
+            outbound,
+            broker_epoch: None,
+            registering: false,
+        });
+        self.session_changed.notify_all();
+        generation
+    }
+
+    fn close_session(&self, generation: u64) {
+        let mut s = self.session.lock().expect("session lock");
+        if s.as_ref().map(|s| s.generation) == Some(generation) {
+            *s = None;
+        }
+        self.session_changed.notify_all();
+    }
+
+    fn set_view(&self, view: ClusterView) {
+        let old = std::mem::replace(&mut *self.view.write().expect("view lock"), Arc::new(view));
+        let new = self.view.read().expect("view lock").clone();
+        let changed: Vec<String> = new
+            .topics
+            .iter()
+            .filter(|(name, t)| {
+                old.topics
+                    .get(*name)
+                    .is_some_and(|o| o.configs != t.configs)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !changed.is_empty() {
+            let link = self.link.lock().expect("link lock").clone();
+            if let Some(link) = link {
+                link.topic_configs_changed(changed);
+            }
+        }
+    }
+
+    fn deliver(&self, changes: Vec<PartitionChange>) {
+        let link = self.link.lock().expect("link lock").clone();
+        if let Some(link) = link {
+            link.deliver(changes);
+        }
+    }
+
+    fn complete(&self, r: pb::Reply) {
+        if let Some(tx) = self.pending.lock().expect("pending lock").remove(&r.id) {
+            let _ = tx.send(r);
+        }
+    }
+}
+
+impl ControlPlane for RemoteController {
+    fn view(&self) -> Arc<ClusterView> {
+        self.view.read().expect("view lock").clone()
+    }
+
+    fn handle(&self, event: Event) -> Result<Vec<Reply>, ControlPlaneError> {
+        match &event {
+            Event::BrokerRegistered { .. } => {
+                let Some(request::Kind::Register(mut reg)) = event_to_pb(&event) else {
+                    unreachable!("register event")
+                };
+                reg.cluster_id = self.cluster_id.lock().expect("cluster id lock").clone();
+                *self.registration.lock().expect("registration lock") = Some(reg);
+                let epoch = blocking(|| self.ensure_registered())?;
+                return Ok(vec![Reply::BrokerRegistered {
+                    broker: self.node_id,
+                    result: Ok(epoch),
+                }]);
+            }
+            // The session's end tells the controller.
+            Event::BrokerLost { .. } => return Ok(Vec::new()),
+            _ => {}
+        }
+        let Some(kind) = event_to_pb(&event) else {
+            return Err(ControlPlaneError::NotCarried);
+        };
+        let r = blocking(|| self.call(kind, Duration::from_secs(5)))?;
+        let reply = reply_from_pb(&event, r);
+        if let Reply::Heartbeat {
+            result: Err(ControllerError::Remote { code, .. }),
+            ..
+        } = &reply
+        {
+            // Fenced or unknown: the next `register` makes a new registration.
+            if *code == STALE_BROKER_EPOCH || *code == BROKER_ID_NOT_REGISTERED {
+                if let Some(s) = self.session.lock().expect("session lock").as_mut() {
+                    s.broker_epoch = None;
+                }
+            }
+        }
+        Ok(vec![reply])
+    }
+
+    fn attach(&self, _broker: i32, link: Arc<dyn BrokerLink>) {
+        *self.link.lock().expect("link lock") = Some(link);
+    }
+
+    fn detach(&self, _broker: i32) {
+        *self.link.lock().expect("link lock") = None;
+    }
+
+    fn broker_epoch(&self) -> Option<u64> {
+        Some(
+            self.session
+                .lock()
+                .expect("session lock")
+                .as_ref()
+                .and_then(|s| s.broker_epoch)
+                .unwrap_or(0),
+        )
+    }
+}
+
+struct ControlService(Arc<RemoteController>);
+
+#[tonic::async_trait]
+impl BrokerControl for ControlService {
+    type SessionStream = UnboundedReceiverStream<Result<BrokerMessage, tonic::Status>>;
+
+    async fn session(
+        &self,
+        request: tonic::Request<tonic::Streaming<ControllerMessage>>,
+    ) -> Result<tonic::Response<Self::SessionStream>, tonic::Status> {
+        let me = self.0.clone();
+        let mut inbound = request.into_inner();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let generation = me.open_session(tx);
+        tracing::info!(generation, "controller session opened");
+        tokio::spawn(async move {
+            // A broker that registered before does so again on every new
+            // session (the first registration comes from its start-up).
+            let registered = me.registration.lock().expect("registration lock").is_some();
+            if registered {
+                let m = me.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = m.ensure_registered() {
+                        tracing::warn!(error = %e, "the controller refused registration");
+                    }
+                });
+            }
+            loop {
+                let msg = match inbound.message().await {
+                    Ok(Some(m)) => m,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "controller session failed");
+                        break;
+                    }
+                };
+                match msg.kind {
+                    Some(controller_message::Kind::Metadata(v)) => me.set_view(view_from_pb(v)),
+                    Some(controller_message::Kind::Changes(c)) => {
+                        // In order, and off the async threads (opening a log
+                        // may recover it).
+                        let m = me.clone();
+                        let changes = changes_from_pb(c);
+                        let _ = tokio::task::spawn_blocking(move || m.deliver(changes)).await;
+                    }
+                    Some(controller_message::Kind::Reply(r)) => me.complete(r),
+                    None => {}
+                }
+            }
+            me.close_session(generation);
+            tracing::info!(generation, "controller session closed");
+        });
+        Ok(tonic::Response::new(UnboundedReceiverStream::new(rx)))
+    }
+}

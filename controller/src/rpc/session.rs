@@ -1,0 +1,245 @@
+//! The controller's end of the control plane (`control.proto`): it opens
+//! one long-lived gRPC session per broker on the broker's `control.listen`
+//! address ([`maintain_session`]), forwards the broker's requests to the
+//! [`ControllerService`] and sends it what the controller publishes. When
+//! the session breaks (the broker process died: its sockets close), the
+//! controller treats the broker as lost at once; a broker that hangs
+//! without closing its sockets is fenced when its heartbeats stop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use super::pb::{self, broker_control_client::BrokerControlClient, controller_message, request};
+use super::pb::{BrokerMessage, ControllerMessage};
+use super::wire::{changes_to_pb, event_from_pb, reply_to_pb, view_to_pb};
+use crate::plane::{BrokerLink, PartitionChange};
+use crate::{ControllerService, Event};
+
+/// Kafka's INCONSISTENT_CLUSTER_ID.
+const INCONSISTENT_CLUSTER_ID: i32 = 104;
+/// Kafka's BROKER_ID_NOT_REGISTERED.
+const BROKER_ID_NOT_REGISTERED: i32 = 102;
+
+/// The controller's way into a broker over its session.
+struct SessionLink {
+    controller: std::sync::Weak<ControllerService>,
+    outbound: mpsc::UnboundedSender<ControllerMessage>,
+}
+
+impl SessionLink {
+    fn send_view(&self) {
+        if let Some(c) = self.controller.upgrade() {
+            let _ = self.outbound.send(ControllerMessage {
+                kind: Some(controller_message::Kind::Metadata(view_to_pb(&c.view()))),
+            });
+        }
+    }
+}
+
+impl BrokerLink for SessionLink {
+    fn deliver(&self, changes: Vec<PartitionChange>) {
+        // The view the instructions refer to goes first.
+        self.send_view();
+        let _ = self.outbound.send(ControllerMessage {
+            kind: Some(controller_message::Kind::Changes(changes_to_pb(changes))),
+        });
+    }
+}
+
+/// What became of one session.
+#[derive(Debug)]
+pub enum SessionEnd {
+    /// The broker could not be reached.
+    Unreachable(String),
+    /// The session ran and ended (the broker went away).
+    Ended { broker: Option<i32> },
+}
+
+/// Opens one session with the broker at `endpoint` (`http://host:port`)
+/// and runs it until it breaks or `stop` turns true.
+pub async fn drive_session(
+    controller: Arc<ControllerService>,
+    endpoint: String,
+    expect: Option<i32>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    sessions: Option<prometheus::IntGaugeVec>,
+) -> SessionEnd {
+    let channel = match tonic::transport::Endpoint::from_shared(endpoint.clone()) {
+        Ok(e) => e
+            .connect_timeout(Duration::from_secs(2))
+            .http2_keep_alive_interval(Duration::from_secs(5))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true),
+        Err(e) => return SessionEnd::Unreachable(e.to_string()),
+    };
+    let channel = match channel.connect().await {
+        Ok(c) => c,
+        Err(e) => return SessionEnd::Unreachable(e.to_string()),
+    };
+    let mut client = BrokerControlClient::new(channel);
+    let (tx, rx) = mpsc::unbounded_channel::<ControllerMessage>();
+    let mut inbound = match client.session(UnboundedReceiverStream::new(rx)).await {
+        Ok(r) => r.into_inner(),
+        Err(e) => return SessionEnd::Unreachable(e.to_string()),
+    };
+    let mut broker: Option<i32> = None;
+    let mut published = controller.subscribe();
+    let link = Arc::new(SessionLink {
+        controller: Arc::downgrade(&controller),
+        outbound: tx.clone(),
+    });
+    loop {
+        tokio::select! {
+            _ = stop.changed() => {
+                if *stop.borrow() { break; }
+            }
+            changed = published.changed(), if broker.is_some() => {
+                if changed.is_err() { break; }
+                link.send_view();
+            }
+            msg = inbound.next() => {
+                let req = match msg {
+                    Some(Ok(BrokerMessage { kind: Some(pb::broker_message::Kind::Request(r)) })) => r,
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => {
+                        tracing::info!(endpoint, ?broker, error = %e, "broker session failed");
+                        break;
+                    }
+                    None => break,
+                };
+                let Some(kind) = req.kind else { continue };
+                if let request::Kind::Register(r) = &kind {
+                    if expect.is_some_and(|want| want != r.broker_id) {
+                        // Another broker than the one this address belongs
+                        // to (a process that outlived its pod, an address
+                        // handed out again): it must not register here.
+                        tracing::warn!(endpoint, expected = ?expect, answered = r.broker_id, "a different broker answered at this address; session refused");
+                        let _ = tx.send(ControllerMessage {
+                            kind: Some(controller_message::Kind::Reply(pb::Reply {
+                                id: req.id,
+                                error_code: INCONSISTENT_CLUSTER_ID,
+                                error_message: format!("this address belongs to broker {}", expect.unwrap_or(-1)),
+                                result: None,
+                            })),
+                        });
+                        return SessionEnd::Unreachable(format!("broker {} answered", r.broker_id));
+                    }
+                    let ours = controller.view().cluster_id.clone();
+                    if let Some(theirs) = r.cluster_id.as_ref().filter(|c| **c != ours) {
+                        // Its disk belongs to another cluster: joining would
+                        // mix two clusters' logs.
+                        tracing::error!(endpoint, broker = r.broker_id, cluster_id = %theirs, ours = %ours, "a broker of another cluster tried to register; refused");
+                        let _ = tx.send(ControllerMessage {
+                            kind: Some(controller_message::Kind::Reply(pb::Reply {
+                                id: req.id,
+                                error_code: INCONSISTENT_CLUSTER_ID,
+                                error_message: format!("the broker's log directory belongs to cluster {theirs}, this is cluster {ours}"),
+                                result: None,
+                            })),
+                        });
+                        return SessionEnd::Unreachable(format!("broker {} belongs to cluster {theirs}", r.broker_id));
+                    }
+                    if broker.is_some_and(|b| b != r.broker_id) {
+                        tracing::warn!(endpoint, "a broker changed its id within a session");
+                        break;
+                    }
+                    if broker.is_none() {
+                        tracing::info!(endpoint, broker = r.broker_id, "broker session opened");
+                        if let Some(g) = &sessions {
+                            g.with_label_values(&[&r.broker_id.to_string()]).set(1);
+                        }
+                    }
+                    broker = Some(r.broker_id);
+                    controller.attach(r.broker_id, link.clone());
+                    link.send_view();
+                }
+                let Some(id) = broker else {
+                    // A request left over from the broker's previous session.
+                    let _ = tx.send(ControllerMessage {
+                        kind: Some(controller_message::Kind::Reply(pb::Reply {
+                            id: req.id,
+                            error_code: BROKER_ID_NOT_REGISTERED,
+                            error_message: "register first".into(),
+                            result: None,
+                        })),
+                    });
+                    continue;
+                };
+                let event = event_from_pb(id, kind);
+                let c = controller.clone();
+                let out = tx.clone();
+                // Requests are answered in parallel (a controlled shutdown
+                // may wait on leadership moves); instructions are still
+                // delivered in the controller's order by the link.
+                tokio::task::spawn_blocking(move || {
+                    let reply = match c.handle(event) {
+                        Ok(replies) => reply_to_pb(req.id, replies.into_iter().next()),
+                        Err(e) => pb::Reply {
+                            id: req.id,
+                            error_code: e.kafka_code() as i32,
+                            error_message: e.to_string(),
+                            result: None,
+                        },
+                    };
+                    let _ = out.send(ControllerMessage {
+                        kind: Some(controller_message::Kind::Reply(reply)),
+                    });
+                });
+            }
+        }
+    }
+    if let Some(id) = broker {
+        controller.detach(id);
+        if let Some(g) = &sessions {
+            g.with_label_values(&[&id.to_string()]).set(0);
+        }
+        let c = controller.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || c.handle(Event::BrokerLost { broker: id })).await;
+        tracing::info!(
+            endpoint,
+            broker = id,
+            "broker session ended; broker treated as lost"
+        );
+    }
+    SessionEnd::Ended { broker }
+}
+
+/// Keeps a session with the broker at `endpoint` open until `stop`:
+/// reconnects whenever it breaks.
+pub async fn maintain_session(
+    controller: Arc<ControllerService>,
+    endpoint: String,
+    expect: Option<i32>,
+    stop: tokio::sync::watch::Receiver<bool>,
+    sessions: Option<prometheus::IntGaugeVec>,
+) {
+    let mut quiet = false;
+    while !*stop.borrow() {
+        match drive_session(
+            controller.clone(),
+            endpoint.clone(),
+            expect,
+            stop.clone(),
+            sessions.clone(),
+        )
+        .await
+        {
+            SessionEnd::Unreachable(e) => {
+                if !quiet {
+                    tracing::debug!(endpoint, error = e, "broker not reachable yet");
+                    quiet = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            SessionEnd::Ended { .. } => {
+                quiet = false;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,545 @@
+//! Conversions between the controller's types and the control-plane
+//! protobuf messages (`control.proto`), used by both ends of a session.
+
+use uuid::Uuid;
+
+use super::pb::{self, reply, request};
+use crate::plane::PartitionChange;
+use crate::view::{BrokerView, ClusterView, PartitionView, TopicView};
+use crate::{
+    AlterPartitionRequest, ControllerError, DirectoryId, ElectionType, Event, NewTopic,
+    PartitionState, ProducerIdBlock, Reply, TopicId, TopicPartition,
+};
+
+pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
+    pb::MetadataView {
+        cluster_id: v.cluster_id.clone(),
+        controller_id: v.controller_id,
+        brokers: v
+            .brokers
+            .values()
+            .map(|b| pb::BrokerView {
+                id: b.id,
+                host: b.host.clone(),
+                port: b.port as u32,
+                rack: b.rack.clone(),
+                alive: b.alive,
+                storage_lost: b.storage_lost,
+            })
+            .collect(),
+        topics: v
+            .topics
+            .values()
+            .map(|t| pb::TopicView {
+                name: t.name.clone(),
+                topic_id: t.id.as_bytes().to_vec(),
+                configs: t.configs.clone().into_iter().collect(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| pb::PartitionView {
+                        replicas: p.replicas.clone(),
+                        isr: p.isr.clone(),
+                        leader: p.leader,
+                        leader_epoch: p.leader_epoch,
+                        adding_replicas: p.adding_replicas.clone(),
+                        removing_replicas: p.removing_replicas.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
+    ClusterView {
+        cluster_id: v.cluster_id,
+        controller_id: v.controller_id,
+        brokers: v
+            .brokers
+            .into_iter()
+            .map(|b| {
+                (
+                    b.id,
+                    BrokerView {
+                        id: b.id,
+                        host: b.host,
+                        port: b.port as u16,
+                        rack: b.rack,
+                        alive: b.alive,
+                        storage_lost: b.storage_lost,
+                    },
+                )
+            })
+            .collect(),
+        topics: v
+            .topics
+            .into_iter()
+            .map(|t| {
+                let meta = TopicView {
+                    name: t.name.clone(),
+                    id: uuid_from(&t.topic_id),
+                    configs: t.configs.into_iter().collect(),
+                    partitions: t
+                        .partitions
+                        .into_iter()
+                        .map(|p| PartitionView {
+                            replicas: p.replicas,
+                            isr: p.isr,
+                            leader: p.leader,
+                            leader_epoch: p.leader_epoch,
+                            adding_replicas: p.adding_replicas,
+                            removing_replicas: p.removing_replicas,
+                        })
+                        .collect(),
+                };
+                (t.name, meta)
+            })
+            .collect(),
+    }
+}
+
+fn uuid_from(bytes: &[u8]) -> Uuid {
+    Uuid::from_slice(bytes).unwrap_or(Uuid::nil())
+}
+
+fn topic_id_from(bytes: &[u8]) -> TopicId {
+    TopicId(uuid_from(bytes).as_u128())
+}
+
+pub fn changes_to_pb(changes: Vec<PartitionChange>) -> pb::PartitionChanges {
+    use pb::partition_change::Role;
+    let changes = changes
+        .into_iter()
+        .map(|c| match c {
+            PartitionChange::Leader {
+                topic,
+                partition,
+                leader_epoch,
+                partition_epoch,
+                replicas,
+                isr,
+            } => pb::PartitionChange {
+                topic,
+                partition,
+                role: Some(Role::Leader(pb::BecomeLeader {
+                    leader_epoch,
+                    partition_epoch,
+                    replicas,
+                    isr,
+                })),
+            },
+            PartitionChange::Follower {
+                topic,
+                partition,
+                leader,
+                leader_epoch,
+                partition_epoch,
+                replicas,
+            } => pb::PartitionChange {
+                topic,
+                partition,
+                role: Some(Role::Follower(pb::BecomeFollower {
+                    leader,
+                    leader_epoch,
+                    partition_epoch,
+                    replicas,
+                })),
+            },
+            PartitionChange::Stop {
+                topic,
+                partition,
+                delete,
+            } => pb::PartitionChange {
+                topic,
+                partition,
+                role: Some(Role::Stop(pb::StopReplica { delete })),
+            },
+        })
+        .collect();
+    pb::PartitionChanges { changes }
+}
+
+pub fn changes_from_pb(changes: pb::PartitionChanges) -> Vec<PartitionChange> {
+    use pb::partition_change::Role;
+    changes
+        .changes
+        .into_iter()
+        .filter_map(|c| {
+            Some(match c.role? {
+                Role::Leader(l) => PartitionChange::Leader {
+                    topic: c.topic,
+                    partition: c.partition,
+                    leader_epoch: l.leader_epoch,
+                    partition_epoch: l.partition_epoch,
+                    replicas: l.replicas,
+                    isr: l.isr,
+                },
+                Role::Follower(f) => PartitionChange::Follower {
+                    topic: c.topic,
+                    partition: c.partition,
+                    leader: f.leader,
+                    leader_epoch: f.leader_epoch,
+                    partition_epoch: f.partition_epoch,
+                    replicas: f.replicas,
+                },
+                Role::Stop(s) => PartitionChange::Stop {
+                    topic: c.topic,
+                    partition: c.partition,
+                    delete: s.delete,
+                },
+            })
+        })
+        .collect()
+}
+
+pub fn state_to_pb(p: &PartitionState) -> pb::PartitionView {
+    pb::PartitionView {
+        replicas: p.replicas.clone(),
+        isr: p.isr.clone(),
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        adding_replicas: p.adding_replicas.clone(),
+        removing_replicas: p.removing_replicas.clone(),
+        elr: p.elr.clone(),
+    }
+}
+
+pub fn state_from_pb(p: pb::PartitionView) -> PartitionState {
+    PartitionState {
+        replicas: p.replicas,
+        isr: p.isr,
+        elr: p.elr,
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        adding_replicas: p.adding_replicas,
+        removing_replicas: p.removing_replicas,
+    }
+}
+
+/// The request kind for a broker's event (`None`: not carried over the wire).
+pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
+    Some(match event {
+        Event::BrokerRegistered {
+            broker,
+            host,
+            port,
+            rack,
+            directory_id,
+        } => request::Kind::Register(pb::Register {
+            broker_id: *broker,
+            host: host.clone(),
+            port: *port as u32,
+            rack: rack.clone(),
+            directory_id: directory_id
+                .map(|d| d.0.to_be_bytes().to_vec())
+                .unwrap_or_default(),
+            cluster_id: None,
+        }),
+        Event::BrokerHeartbeat { broker_epoch, .. } => request::Kind::Heartbeat(pb::Heartbeat {
+            broker_epoch: *broker_epoch,
+        }),
+        Event::ControlledShutdownRequested { broker_epoch, .. } => {
+            request::Kind::ControlledShutdown(pb::ControlledShutdown {
+                broker_epoch: *broker_epoch,
+            })
+        }
+        Event::CreateTopic(t) => request::Kind::CreateTopic(pb::CreateTopic {
+            name: t.name.clone(),
+            topic_id: Uuid::from_u128(t.topic_id.0).as_bytes().to_vec(),
+            partitions: t.partitions,
+            replication_factor: t.replication_factor as u32,
+            configs: t.configs.clone().into_iter().collect(),
+            validate_only: t.validate_only,
+        }),
+        Event::CreatePartitions { topic, count, .. } => {
+            request::Kind::CreatePartitions(pb::CreatePartitions {
+                topic: topic.clone(),
+                count: *count,
+            })
+        }
+        Event::TopicConfigChanged { topic, configs } => {
+            request::Kind::AlterConfigs(pb::AlterConfigs {
+                topic: topic.clone(),
+                configs: configs.clone().into_iter().collect(),
+            })
+        }
+        Event::DeleteTopic { topic } => request::Kind::DeleteTopic(pb::DeleteTopic {
+            name: topic.clone(),
+        }),
+        Event::AlterPartition(a) => request::Kind::AlterPartition(pb::AlterPartition {
+            broker_epoch: a.broker_epoch,
+            topic: a.topic.clone(),
+            topic_id: Uuid::from_u128(a.topic_id.0).as_bytes().to_vec(),
+            partition: a.partition,
+            leader_epoch: a.leader_epoch,
+            partition_epoch: a.partition_epoch,
+            new_isr: a.new_isr.clone(),
+            new_isr_broker_epochs: a
+                .new_isr_broker_epochs
+                .iter()
+                .map(|(b, e)| (*b, *e))
+                .collect(),
+        }),
+        Event::AllocateProducerIds { broker_epoch, .. } => {
+            request::Kind::AllocateProducerIds(pb::AllocateProducerIds {
+                broker_epoch: *broker_epoch,
+            })
+        }
+        Event::ElectLeaders {
+            election,
+            partitions,
+        } if partitions.len() == 1 => request::Kind::ElectLeader(pb::ElectLeader {
+            topic: partitions[0].topic.clone(),
+            partition: partitions[0].partition,
+            unclean: *election == ElectionType::Unclean,
+        }),
+        Event::ReassignPartition {
+            topic,
+            partition,
+            target,
+        } => request::Kind::ReassignPartition(pb::ReassignPartition {
+            topic: topic.clone(),
+            partition: *partition,
+            target: target.clone().unwrap_or_default(),
+            cancel: target.is_none(),
+        }),
+        _ => return None,
+    })
+}
+
+/// The controller's event for a request from broker `broker`.
+pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
+    match kind {
+        request::Kind::Register(r) => Event::BrokerRegistered {
+            broker,
+            host: r.host,
+            port: r.port as u16,
+            rack: r.rack,
+            directory_id: <[u8; 16]>::try_from(r.directory_id.as_slice())
+                .ok()
+                .map(|b| DirectoryId(u128::from_be_bytes(b))),
+        },
+        request::Kind::Heartbeat(h) => Event::BrokerHeartbeat {
+            broker,
+            broker_epoch: h.broker_epoch,
+        },
+        request::Kind::ControlledShutdown(c) => Event::ControlledShutdownRequested {
+            broker,
+            broker_epoch: c.broker_epoch,
+        },
+        request::Kind::CreateTopic(t) => Event::CreateTopic(NewTopic {
+            name: t.name,
+            topic_id: topic_id_from(&t.topic_id),
+            partitions: t.partitions,
+            replication_factor: t.replication_factor as u16,
+            configs: t.configs.into_iter().collect(),
+            assignment: None,
+            validate_only: t.validate_only,
+        }),
+        request::Kind::CreatePartitions(c) => Event::CreatePartitions {
+            topic: c.topic,
+            count: c.count,
+            assignment: None,
+        },
+        request::Kind::AlterConfigs(a) => Event::TopicConfigChanged {
+            topic: a.topic,
+            configs: a.configs.into_iter().collect(),
+        },
+        request::Kind::DeleteTopic(d) => Event::DeleteTopic { topic: d.name },
+        request::Kind::AlterPartition(a) => Event::AlterPartition(AlterPartitionRequest {
+            broker,
+            broker_epoch: a.broker_epoch,
+            topic: a.topic,
+            topic_id: topic_id_from(&a.topic_id),
+            partition: a.partition,
+            leader_epoch: a.leader_epoch,
+            partition_epoch: a.partition_epoch,
+            new_isr: a.new_isr,
+            new_isr_broker_epochs: a.new_isr_broker_epochs.into_iter().collect(),
+        }),
+        request::Kind::AllocateProducerIds(a) => Event::AllocateProducerIds {
+            broker,
+            broker_epoch: a.broker_epoch,
+        },
+        request::Kind::ElectLeader(e) => Event::ElectLeaders {
+            election: if e.unclean {
+                ElectionType::Unclean
+            } else {
+                ElectionType::Preferred
+            },
+            partitions: vec![TopicPartition::new(e.topic, e.partition)],
+        },
+        request::Kind::ReassignPartition(r) => Event::ReassignPartition {
+            topic: r.topic,
+            partition: r.partition,
+            target: (!r.cancel).then_some(r.target),
+        },
+    }
+}
+
+fn error_parts(e: &ControllerError) -> (i32, String) {
+    (e.kafka_code() as i32, e.to_string())
+}
+
+/// The wire reply for the controller's answer to one request.
+pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
+    let mut out = pb::Reply {
+        id,
+        ..Default::default()
+    };
+    let mut fail = |e: &ControllerError| {
+        let (code, message) = error_parts(e);
+        out.error_code = code;
+        out.error_message = message;
+    };
+    let result = match reply {
+        None => {
+            out.error_code = -1; // UNKNOWN_SERVER_ERROR
+            out.error_message = "the controller gave no answer".into();
+            None
+        }
+        Some(Reply::BrokerRegistered { result, .. }) => match result {
+            Ok(epoch) => Some(reply::Result::BrokerEpoch(epoch)),
+            Err(e) => {
+                fail(&e);
+                None
+            }
+        },
+        Some(Reply::AlterPartition { result, .. }) => match result {
+            Ok(state) => Some(reply::Result::Partition(state_to_pb(&state))),
+            Err(e) => {
+                fail(&e);
+                None
+            }
+        },
+        Some(Reply::AllocateProducerIds { result, .. }) => match result {
+            Ok(block) => Some(reply::Result::ProducerIds(pb::ProducerIdBlock {
+                first_producer_id: block.first_producer_id,
+                size: block.size,
+            })),
+            Err(e) => {
+                fail(&e);
+                None
+            }
+        },
+        Some(Reply::CreateTopic { result, .. }) => {
+            if let Err(e) = result {
+                fail(&e);
+            }
+            None
+        }
+        Some(
+            Reply::Heartbeat { result, .. }
+            | Reply::ControlledShutdown { result, .. }
+            | Reply::CreatePartitions { result, .. }
+            | Reply::AlterConfigs { result, .. }
+            | Reply::DeleteTopic { result, .. }
+            | Reply::ReassignPartition { result, .. },
+        ) => {
+            if let Err(e) = result {
+                fail(&e);
+            }
+            None
+        }
+        Some(Reply::ElectLeader { result, .. }) => match result {
+            Ok(leader) => Some(reply::Result::Leader(leader)),
+            Err(e) => {
+                fail(&e);
+                None
+            }
+        },
+    };
+    out.result = result;
+    out
+}
+
+/// The controller-core reply a wire reply stands for, given the event it answers.
+pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
+    let err = || ControllerError::Remote {
+        code: r.error_code as i16,
+        message: r.error_message.clone(),
+    };
+    let unit = || {
+        if r.error_code == 0 {
+            Ok(())
+        } else {
+            Err(err())
+        }
+    };
+    match event {
+        Event::BrokerRegistered { broker, .. } => Reply::BrokerRegistered {
+            broker: *broker,
+            result: match (&r.result, r.error_code) {
+                (Some(reply::Result::BrokerEpoch(e)), 0) => Ok(*e),
+                _ => Err(err()),
+            },
+        },
+        Event::BrokerHeartbeat { broker, .. } => Reply::Heartbeat {
+            broker: *broker,
+            result: unit(),
+        },
+        Event::ControlledShutdownRequested { broker, .. } => Reply::ControlledShutdown {
+            broker: *broker,
+            result: unit(),
+        },
+        Event::CreateTopic(t) => Reply::CreateTopic {
+            topic: t.name.clone(),
+            result: unit().map(|_| t.topic_id),
+        },
+        Event::CreatePartitions { topic, .. } => Reply::CreatePartitions {
+            topic: topic.clone(),
+            result: unit(),
+        },
+        Event::TopicConfigChanged { topic, .. } => Reply::AlterConfigs {
+            topic: topic.clone(),
+            result: unit(),
+        },
+        Event::DeleteTopic { topic } => Reply::DeleteTopic {
+            topic: topic.clone(),
+            result: unit(),
+        },
+        Event::AlterPartition(a) => Reply::AlterPartition {
+            broker: a.broker,
+            topic: a.topic.clone(),
+            partition: a.partition,
+            result: match (r.result.clone(), r.error_code) {
+                (Some(reply::Result::Partition(p)), 0) => Ok(state_from_pb(p)),
+                _ => Err(err()),
+            },
+        },
+        Event::AllocateProducerIds { broker, .. } => Reply::AllocateProducerIds {
+            broker: *broker,
+            result: match (&r.result, r.error_code) {
+                (Some(reply::Result::ProducerIds(b)), 0) => Ok(ProducerIdBlock {
+                    first_producer_id: b.first_producer_id,
+                    size: b.size,
+                }),
+                _ => Err(err()),
+            },
+        },
+        Event::ReassignPartition {
+            topic, partition, ..
+        } => Reply::ReassignPartition {
+            topic: topic.clone(),
+            partition: *partition,
+            result: unit(),
+        },
+        Event::ElectLeaders { partitions, .. } if partitions.len() == 1 => Reply::ElectLeader {
+            topic: partitions[0].topic.clone(),
+            partition: partitions[0].partition,
+            result: match (&r.result, r.error_code) {
+                (Some(reply::Result::Leader(l)), 0) => Ok(*l),
+                _ => Err(err()),
+            },
+        },
+        // Not sent by brokers (see `event_to_pb`).
+        _ => Reply::Heartbeat {
+            broker: -1,
+            result: Err(err()),
+        },
+    }
+}

@@ -1,0 +1,127 @@
+//! The cluster view: what the controller publishes to brokers and
+//! platforms after every change of its image — topics with their ids,
+//! partitions (replicas, ISR, leader), configs, and the brokers. The image
+//! ([`crate::MetadataImage`]) is the controller's own, complete state; the
+//! view is the part the data path reads.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Name of the internal topic that stores group metadata and committed offsets.
+pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
+
+/// One partition's replica assignment and leadership.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PartitionView {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    /// Replicas a running reassignment adds (not yet in sync).
+    #[serde(default)]
+    pub adding_replicas: Vec<i32>,
+    /// Replicas a running reassignment drops once the target is in sync.
+    #[serde(default)]
+    pub removing_replicas: Vec<i32>,
+}
+
+/// One topic.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TopicView {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: Vec<PartitionView>,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicView {
+    /// Whether this is one of Kafka's internal topics.
+    pub fn is_internal(&self) -> bool {
+        self.name == CONSUMER_OFFSETS || self.name == "__transaction_state"
+    }
+
+    pub fn replication_factor(&self) -> i16 {
+        self.partitions
+            .first()
+            .map(|p| p.replicas.len() as i16)
+            .unwrap_or(1)
+    }
+}
+
+/// A broker as the controller knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerView {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+    /// Registered and not fenced.
+    pub alive: bool,
+    /// Came back with an empty log directory; some of its replicas are
+    /// still being copied back.
+    pub storage_lost: bool,
+}
+
+/// A snapshot of the cluster as the controller published it.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterView {
+    pub cluster_id: String,
+    pub topics: BTreeMap<String, TopicView>,
+    pub brokers: BTreeMap<i32, BrokerView>,
+    /// The broker clients should send controller requests to (-1: none).
+    pub controller_id: i32,
+}
+
+/// Partitions of a view by health, as status, metrics and the operator's
+/// decisions count them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionHealth {
+    /// No leader.
+    pub offline: usize,
+    /// ISR smaller than the replica set.
+    pub under_replicated: usize,
+    /// Replicas being moved.
+    pub reassigning: usize,
+}
+
+impl ClusterView {
+    /// Counts offline, under-replicated and reassigning partitions.
+    pub fn partition_health(&self) -> PartitionHealth {
+        let mut h = PartitionHealth::default();
+        for p in self.topics.values().flat_map(|t| t.partitions.iter()) {
+            h.offline += usize::from(p.leader < 0);
+            h.under_replicated += usize::from(p.isr.len() < p.replicas.len());
+            h.reassigning +=
+                usize::from(!p.adding_replicas.is_empty() || !p.removing_replicas.is_empty());
+        }
+        h
+    }
+
+    /// Live brokers, in id order.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerView> {
+        self.brokers.values().filter(|b| b.alive)
+    }
+}
+
+/// 16 bytes as Kafka prints cluster, topic and directory ids: URL-safe
+/// base64 without padding.
+pub fn kafka_base64(bytes: [u8; 16]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(22);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for b in bytes {
+        acc = (acc << 8) | b as u32;
+        bits += 8;
+        while bits >= 6 {
+            bits -= 6;
+            out.push(ALPHABET[((acc >> bits) & 63) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
+    }
+    out
+}
