@@ -293,72 +293,23 @@ fn group_config(raw: &BTreeMap<String, String>) -> Result<crate::group::GroupCon
     Ok(cfg)
 }
 
-/// Topic-level config keys Skein accepts, with the broker key that sets their default.
-pub const TOPIC_CONFIGS: &[(&str, &str)] = &[
-    ("cleanup.policy", "log.cleanup.policy"),
-    ("compression.type", "compression.type"),
-    ("delete.retention.ms", "log.cleaner.delete.retention.ms"),
-    ("file.delete.delay.ms", "log.segment.delete.delay.ms"),
-    ("flush.messages", "log.flush.interval.messages"),
-    ("flush.ms", "log.flush.interval.ms"),
-    ("index.interval.bytes", "log.index.interval.bytes"),
-    ("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
-    ("max.message.bytes", "message.max.bytes"),
-    ("message.timestamp.type", "log.message.timestamp.type"),
-    (
-        "min.cleanable.dirty.ratio",
-        "log.cleaner.min.cleanable.ratio",
-    ),
-    ("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
-    ("min.insync.replicas", "min.insync.replicas"),
-    ("preallocate", "log.preallocate"),
-    ("retention.bytes", "log.retention.bytes"),
-    ("retention.ms", "log.retention.ms"),
-    ("segment.bytes", "log.segment.bytes"),
-    ("segment.index.bytes", "log.index.size.max.bytes"),
-    ("segment.jitter.ms", "log.roll.jitter.ms"),
-    ("segment.ms", "log.roll.ms"),
-    (
-        "unclean.leader.election.enable",
-        "unclean.leader.election.enable",
-    ),
-];
+pub use skein_controller::topic_config::{
+    topic_config, TopicConfigDef, TopicConfigError, TOPIC_CONFIGS,
+};
 
-/// Whether `key` is a topic-level config Skein knows.
-pub fn is_topic_config(key: &str) -> bool {
-    TOPIC_CONFIGS.iter().any(|(k, _)| *k == key)
-}
-
-/// Checks the value of a topic-level config (used by CreateTopics and AlterConfigs).
-pub fn validate_topic_config(key: &str, value: &str) -> Result<(), String> {
-    if !is_topic_config(key) {
-        return Err(format!("unknown topic config {key}"));
-    }
-    let mut m = BTreeMap::new();
-    m.insert(key.to_string(), value.to_string());
+/// Checks the value of a topic-level config (CreateTopics, AlterConfigs):
+/// its type and range from the one table (`skein_controller::topic_config`),
+/// then that the log accepts it.
+pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicConfigError> {
+    skein_controller::topic_config::validate_topic_config(key, value)?;
+    let m = BTreeMap::from([(key.to_string(), value.to_string())]);
     log_config_from(&m, &LogConfig::default(), false)
         .map(|_| ())
-        .map_err(|e| e.to_string())?;
-    match key {
-        "min.insync.replicas" => parse_val::<i32>(key, value)
-            .map_err(|e| e.to_string())
-            .and_then(|v| {
-                if v >= 1 {
-                    Ok(())
-                } else {
-                    Err("min.insync.replicas must be at least 1".into())
-                }
-            }),
-        "unclean.leader.election.enable" | "preallocate" => value
-            .parse::<bool>()
-            .map(|_| ())
-            .map_err(|_| format!("{key} must be true or false")),
-        "compression.type" => match value {
-            "producer" | "uncompressed" | "none" | "gzip" | "snappy" | "lz4" | "zstd" => Ok(()),
-            _ => Err(format!("unknown compression.type {value}")),
-        },
-        _ => Ok(()),
-    }
+        .map_err(|e| TopicConfigError::Invalid {
+            key: key.to_string(),
+            value: value.to_string(),
+            why: e.to_string(),
+        })
 }
 
 /// The effective value of a topic-level config for DescribeConfigs: the
@@ -382,6 +333,8 @@ pub fn effective_topic_config(
         "index.interval.bytes" => d.index_interval_bytes.to_string(),
         "max.compaction.lag.ms" => i64::MAX.to_string(),
         "max.message.bytes" => d.max_message_bytes.to_string(),
+        "message.timestamp.after.max.ms" => d.message_timestamp_after_max_ms.to_string(),
+        "message.timestamp.before.max.ms" => d.message_timestamp_before_max_ms.to_string(),
         "message.timestamp.type" => match d.message_timestamp_type {
             TimestampType::CreateTime => "CreateTime".into(),
             TimestampType::LogAppendTime => "LogAppendTime".into(),
@@ -487,6 +440,30 @@ fn log_config_from(
             key(
                 "min.cleanable.dirty.ratio",
                 "log.cleaner.min.cleanable.ratio",
+            ),
+            v,
+        )?;
+    }
+    if let Some(v) = get(key(
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+    )) {
+        c.message_timestamp_before_max_ms = parse_val(
+            key(
+                "message.timestamp.before.max.ms",
+                "log.message.timestamp.before.max.ms",
+            ),
+            v,
+        )?;
+    }
+    if let Some(v) = get(key(
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+    )) {
+        c.message_timestamp_after_max_ms = parse_val(
+            key(
+                "message.timestamp.after.max.ms",
+                "log.message.timestamp.after.max.ms",
             ),
             v,
         )?;

@@ -53,6 +53,7 @@ impl From<StorageError> for ApiError {
         let code = match &e {
             StorageError::CorruptRecord(_) => ResponseError::CorruptMessage,
             StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
+            StorageError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
             StorageError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
             StorageError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
             StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,

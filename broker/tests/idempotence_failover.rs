@@ -7,12 +7,9 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::*;
 use kafka_protocol::messages::*;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use skein_broker::Stop;
 
 async fn init_producer_id(c: &mut Client) -> (i64, i16) {
@@ -28,34 +25,14 @@ async fn init_producer_id(c: &mut Client) -> (i64, i16) {
 
 /// One batch of `n` records `rec-<seq>` from producer `pid`, first sequence `seq`.
 fn idem_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(format!("rec-{}", seq + i as i32))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    Bytes::from(skein_storage::testing::producer_batch(
+        pid,
+        epoch,
+        seq,
+        n,
+        1_700_000_000_000,
+        |i| format!("rec-{}", seq + i as i32),
+    ))
 }
 
 /// Produces with acks=all until the partition's leader takes it (a new

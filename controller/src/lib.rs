@@ -57,6 +57,7 @@ pub mod reassignment;
 pub mod rpc;
 pub mod scaling;
 pub mod service;
+pub mod topic_config;
 pub mod view;
 
 pub use crate::command::{Command, Reply};

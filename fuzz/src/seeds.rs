@@ -8,9 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, Request, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, TimestampType};
 
 /// Writes `seeds` into `$SKEIN_FUZZ_SEEDS/<name>-<i>` when that is set.
 pub fn write_if_asked(seeds: impl FnOnce() -> Vec<Vec<u8>>) {
@@ -75,17 +73,7 @@ pub fn records(n: usize, keyed: bool, pid: i64, compression: Compression) -> Byt
             }
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .expect("encode batch");
-    buf.freeze()
+    Bytes::from(skein_storage::testing::encode(&records, compression))
 }
 
 const CODECS: [Compression; 5] = [

@@ -1,6 +1,7 @@
 //! Validation the CRD schema cannot express. Pure: no client, no clock.
 //! Each failure maps to one condition reason the user sees.
 
+use skein_controller::topic_config::{validate_topic_config, TopicConfigError};
 use skein_crds::{KafkaCluster, Topic};
 
 /// Broker config keys the operator sets itself (per pod, as flags).
@@ -13,54 +14,6 @@ const RESERVED_BROKER_KEYS: &[(&str, &str)] = &[
     ("log.dir", "it is the broker's volume"),
     ("metrics.listen", "set from spec.listeners.metricsPort"),
     ("broker.rack", "set from spec.rack"),
-];
-
-/// Topic-level configs Kafka defines (and Skein accepts on a Topic).
-const TOPIC_CONFIG_KEYS: &[&str] = &[
-    "cleanup.policy",
-    "compression.type",
-    "delete.retention.ms",
-    "file.delete.delay.ms",
-    "flush.messages",
-    "flush.ms",
-    "index.interval.bytes",
-    "max.compaction.lag.ms",
-    "max.message.bytes",
-    "message.timestamp.after.max.ms",
-    "message.timestamp.before.max.ms",
-    "message.timestamp.type",
-    "min.cleanable.dirty.ratio",
-    "min.compaction.lag.ms",
-    "min.insync.replicas",
-    "preallocate",
-    "retention.bytes",
-    "retention.ms",
-    "segment.bytes",
-    "segment.index.bytes",
-    "segment.jitter.ms",
-    "segment.ms",
-    "unclean.leader.election.enable",
-];
-
-/// Topic configs whose value is an integer.
-const INTEGER_TOPIC_KEYS: &[&str] = &[
-    "delete.retention.ms",
-    "file.delete.delay.ms",
-    "flush.messages",
-    "flush.ms",
-    "index.interval.bytes",
-    "max.compaction.lag.ms",
-    "max.message.bytes",
-    "message.timestamp.after.max.ms",
-    "message.timestamp.before.max.ms",
-    "min.compaction.lag.ms",
-    "min.insync.replicas",
-    "retention.bytes",
-    "retention.ms",
-    "segment.bytes",
-    "segment.index.bytes",
-    "segment.jitter.ms",
-    "segment.ms",
 ];
 
 /// Why a spec cannot be applied.
@@ -159,52 +112,30 @@ pub fn validate_topic(topic: &Topic, cluster: &KafkaCluster) -> Result<(), Inval
         });
     }
     for (key, value) in &topic.spec.config {
-        if !TOPIC_CONFIG_KEYS.contains(&key.as_str()) {
-            return Err(InvalidSpec::UnknownTopicConfig { key: key.clone() });
+        // Kafka's own topic configs, checked against the table the broker
+        // uses (skein_controller::topic_config), so both accept the same.
+        match validate_topic_config(key, value) {
+            Err(TopicConfigError::Unknown(_)) => {
+                return Err(InvalidSpec::UnknownTopicConfig { key: key.clone() })
+            }
+            Err(TopicConfigError::Invalid { why, .. }) => {
+                return Err(InvalidSpec::InvalidTopicConfig {
+                    key: key.clone(),
+                    value: value.clone(),
+                    why,
+                })
+            }
+            Ok(()) => {}
         }
-        let invalid = |why: &str| InvalidSpec::InvalidTopicConfig {
-            key: key.clone(),
-            value: value.clone(),
-            why: why.to_string(),
-        };
-        if INTEGER_TOPIC_KEYS.contains(&key.as_str()) && value.trim().parse::<i64>().is_err() {
-            return Err(invalid("must be an integer"));
-        }
-        match key.as_str() {
-            "cleanup.policy" => {
-                let ok = value
-                    .split(',')
-                    .all(|p| matches!(p.trim(), "delete" | "compact"));
-                if !ok {
-                    return Err(invalid("must be delete, compact or delete,compact"));
-                }
+        if key == "min.insync.replicas" {
+            let n: i64 = value.trim().parse().unwrap_or(0);
+            if n > i64::from(topic.spec.replication_factor) {
+                return Err(InvalidSpec::InvalidTopicConfig {
+                    key: key.clone(),
+                    value: value.clone(),
+                    why: "must be between 1 and the replication factor".into(),
+                });
             }
-            "min.insync.replicas" => {
-                let n: i64 = value.trim().parse().unwrap_or(0);
-                if n < 1 || n > i64::from(topic.spec.replication_factor) {
-                    return Err(invalid("must be between 1 and the replication factor"));
-                }
-            }
-            "unclean.leader.election.enable" | "preallocate"
-                if !matches!(value.trim(), "true" | "false") =>
-            {
-                return Err(invalid("must be true or false"));
-            }
-            "compression.type" => {
-                let ok = matches!(
-                    value.trim(),
-                    "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"
-                );
-                if !ok {
-                    return Err(invalid(
-                        "must be producer, uncompressed, gzip, snappy, lz4 or zstd",
-                    ));
-                }
-            }
-            "message.timestamp.type" if !matches!(value.trim(), "CreateTime" | "LogAppendTime") => {
-                return Err(invalid("must be CreateTime or LogAppendTime"));
-            }
-            _ => {}
         }
     }
     Ok(())

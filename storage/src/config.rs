@@ -30,6 +30,11 @@ pub struct LogConfig {
     pub min_cleanable_dirty_ratio: f64,
     /// `message.timestamp.type`: whether the broker overwrites batch timestamps on append.
     pub message_timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms`: how far in the past a CreateTime
+    /// timestamp may be from the append time (KIP-937).
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: how far in the future it may be.
+    pub message_timestamp_after_max_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -50,6 +55,8 @@ impl Default for LogConfig {
             delete_retention_ms: DAY_MS,
             min_cleanable_dirty_ratio: 0.5,
             message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: i64::MAX,
         }
     }
 }

@@ -16,6 +16,10 @@ pub enum StorageError {
     /// Only record batch format v2 is stored (`UNSUPPORTED_VERSION` / `CORRUPT_MESSAGE`).
     #[error("unsupported record batch magic {0}")]
     UnsupportedMagic(i8),
+    /// A CreateTime timestamp outside `message.timestamp.before.max.ms` /
+    /// `message.timestamp.after.max.ms` of the append time (`INVALID_TIMESTAMP`).
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
     /// A batch is larger than `max.message.bytes` (`MESSAGE_TOO_LARGE`).
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge {

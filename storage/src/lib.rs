@@ -24,6 +24,7 @@ pub mod record_decode;
 mod recovery;
 mod retention;
 mod segment;
+pub mod testing;
 mod time_index;
 
 #[cfg(test)]

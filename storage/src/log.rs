@@ -219,6 +219,27 @@ impl Log {
             .expect("a log always has a segment")
     }
 
+    /// KIP-937: a CreateTime batch whose first or largest timestamp lies
+    /// more than `message.timestamp.before.max.ms` before or
+    /// `message.timestamp.after.max.ms` after `now_ms` is refused.
+    fn check_timestamps(&self, h: &BatchHeader, now_ms: i64) -> Result<(), StorageError> {
+        let before = self.config.message_timestamp_before_max_ms;
+        let after = self.config.message_timestamp_after_max_ms;
+        for t in [h.base_timestamp, h.max_timestamp] {
+            if now_ms.saturating_sub(t) > before {
+                return Err(StorageError::InvalidTimestamp(format!(
+                    "timestamp {t} is more than message.timestamp.before.max.ms={before} before the broker time {now_ms}"
+                )));
+            }
+            if t.saturating_sub(now_ms) > after {
+                return Err(StorageError::InvalidTimestamp(format!(
+                    "timestamp {t} is more than message.timestamp.after.max.ms={after} after the broker time {now_ms}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Leader append: `records` is one or more magic-v2 batches as a producer
     /// sent them. Every batch is validated (magic, length, CRC, size against
     /// `max.message.bytes`, dense offsets, keys on compacted topics) before
@@ -236,8 +257,12 @@ impl Log {
             mut headers,
             num_records,
         } = analyse(records, Some(self.config.max_message_bytes))?;
+        let create_time = self.config.message_timestamp_type == TimestampType::CreateTime;
         for (h, pos) in &headers {
             check_producer_batch(h)?;
+            if create_time && !h.is_control() {
+                self.check_timestamps(h, now_ms)?;
+            }
             if self.config.cleanup_policy.compact && !h.is_control() {
                 crate::record_decode::check_keys(&records[*pos..*pos + h.total_size()])?;
             }

@@ -1,70 +1,27 @@
-//! Builders for real magic-v2 batches in tests, via kafka-protocol's encoder.
+//! Shorthands over [`crate::testing`] for this crate's unit tests.
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record};
 
-/// A record with the given key/value at `offset` and `timestamp`.
+/// A record with the given key/value and `timestamp` (the offset is
+/// assigned by [`encode`]).
 pub(crate) fn record(
     key: Option<&str>,
     value: Option<&str>,
-    offset: i64,
+    _relative_offset: i64,
     timestamp: i64,
 ) -> Record {
-    Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset,
-        sequence: -1,
-        timestamp,
-        key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
-        value: value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
-        headers: IndexMap::new(),
-    }
+    crate::testing::record(key, value, timestamp)
 }
 
-/// Encodes `records` as one batch (records must share producer fields).
-pub(crate) fn encode(records: &[Record], compression: Compression) -> Vec<u8> {
-    // The encoder starts a new batch whenever `offset - sequence` changes, so
-    // non-idempotent records get sequences -1, 0, 1, ... (base sequence -1).
-    let mut records = records.to_vec();
-    let first = records.first().map_or(0, |r| r.offset);
-    for r in records.iter_mut().filter(|r| r.producer_id < 0) {
-        r.sequence = (r.offset - first) as i32 - 1;
-    }
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .unwrap();
-    buf.to_vec()
-}
+pub(crate) use crate::testing::encode;
 
-/// One batch of (key, value) records with timestamps `ts, ts+1, ...`,
-/// relative offsets 0.., as a producer would send it.
+/// One batch of (key, value) records with timestamps `ts, ts+1, ...`.
 pub(crate) fn batch_with(
     kvs: &[(&str, Option<&str>)],
     ts: i64,
     compression: Compression,
 ) -> Vec<u8> {
-    let records: Vec<Record> = kvs
-        .iter()
-        .enumerate()
-        .map(|(i, (k, v))| record(Some(k), *v, i as i64, ts + i as i64))
-        .collect();
-    encode(&records, compression)
+    crate::testing::kv_batch(kvs, ts, compression)
 }
 
 /// One uncompressed batch of `n` records `k{i}` = `v{i}`, timestamps from `ts`.

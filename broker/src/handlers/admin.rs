@@ -96,7 +96,8 @@ pub fn create_topics(
                     r.configs = Some(
                         TOPIC_CONFIGS
                             .iter()
-                            .map(|(k, _)| {
+                            .map(|d| &d.name)
+                            .map(|k| {
                                 let (value, set) =
                                     effective_topic_config(&broker.config, &configs, k);
                                 let mut c = CreatableTopicConfigs::default();
@@ -146,7 +147,7 @@ fn create_one(
             continue;
         };
         validate_topic_config(&key, &value)
-            .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
+            .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
         configs.insert(key, value);
     }
     let (partitions, rf) = if !t.assignments.is_empty() {

@@ -64,7 +64,8 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                     )));
                 }
                 Some(t) => {
-                    for (key, broker_key) in TOPIC_CONFIGS.iter().filter(|(k, _)| wanted(k)) {
+                    for def in TOPIC_CONFIGS.iter().filter(|d| wanted(d.name)) {
+                        let (key, broker_key) = (&def.name, &def.broker_default);
                         let (value, set) = effective_topic_config(&broker.config, &t.configs, key);
                         let broker_source = if broker.config.raw.contains_key(*broker_key) {
                             SOURCE_STATIC_BROKER
@@ -142,7 +143,8 @@ fn apply_topic_configs(
         ));
     }
     for (k, v) in &configs {
-        validate_topic_config(k, v).map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
+        validate_topic_config(k, v)
+            .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
     }
     // Checks the combination (e.g. segment sizes) before anything changes.
     broker

@@ -8,9 +8,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use clap::Parser;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record};
 use skein_broker::{BrokerConfig, Cli};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -154,34 +152,19 @@ pub fn batch(n: usize, compression: Compression) -> Bytes {
 /// A batch of `n` records from producer `pid` at `epoch`, first sequence `seq`.
 pub fn producer_batch(n: usize, compression: Compression, pid: i64, epoch: i16, seq: i32) -> Bytes {
     let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder starts a new batch whenever offset - sequence changes.
-            sequence: seq + i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("key-{i}"))),
-            value: Some(Bytes::from(format!("value-{i}"))),
-            headers: Default::default(),
+        .map(|i| {
+            let mut r = skein_storage::testing::record(
+                Some(&format!("key-{i}")),
+                Some(&format!("value-{i}")),
+                1_700_000_000_000 + i as i64,
+            );
+            r.producer_id = pid;
+            r.producer_epoch = epoch;
+            r.sequence = seq;
+            r
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    Bytes::from(skein_storage::testing::encode(&records, compression))
 }
 
 pub fn topic_name(s: &str) -> TopicName {
@@ -522,33 +505,12 @@ pub async fn read_all(c: &mut Client, topic: &str, partition: i32) -> Vec<(i64, 
 
 /// A batch of `n` records whose values are `prefix-i`.
 pub fn named_batch(prefix: &str, n: usize) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // One batch: the encoder splits where offset - sequence changes.
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(format!("{prefix}-{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    Bytes::from(skein_storage::testing::producer_batch(
+        -1,
+        -1,
+        -1,
+        n,
+        1_700_000_000_000,
+        |i| format!("{prefix}-{i}"),
+    ))
 }

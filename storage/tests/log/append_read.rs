@@ -556,3 +556,38 @@ fn bytes_from_counts_what_a_replica_still_has_to_copy() {
     assert_eq!(log.bytes_from(10), 0, "caught up");
     assert_eq!(log.bytes_from(99), 0);
 }
+
+#[test]
+fn create_time_timestamps_outside_the_allowed_window_are_refused() {
+    const HOUR: i64 = 3_600_000;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        message_timestamp_before_max_ms: HOUR,
+        message_timestamp_after_max_ms: HOUR,
+        ..config()
+    };
+    let now = 100 * HOUR;
+    let mut log = Log::open(dir.path(), cfg, now).unwrap();
+    // Inside the window on both sides: appended.
+    log.append_as_leader(&mut batch(2, now - HOUR, 10), 0, now)
+        .unwrap();
+    log.append_as_leader(&mut batch(2, now + HOUR, 10), 0, now)
+        .unwrap();
+    // Too old, too new: INVALID_TIMESTAMP, nothing written.
+    for ts in [now - HOUR - 1, now + HOUR + 1] {
+        let err = log
+            .append_as_leader(&mut batch(2, ts, 10), 0, now)
+            .unwrap_err();
+        assert!(matches!(err, StorageError::InvalidTimestamp(_)), "{err}");
+    }
+    assert_eq!(log.log_end_offset(), 4);
+    // LogAppendTime topics stamp the broker time instead: no check.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        message_timestamp_before_max_ms: HOUR,
+        message_timestamp_type: TimestampType::LogAppendTime,
+        ..config()
+    };
+    let mut log = Log::open(dir.path(), cfg, now).unwrap();
+    log.append_as_leader(&mut batch(1, 0, 10), 0, now).unwrap();
+}

@@ -2,73 +2,12 @@
 
 use std::path::Path;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 use skein_storage::batch::{iter_batches, BatchHeader};
 use skein_storage::{Log, LogConfig};
 
-/// A plain record as a non-idempotent producer sends it.
-pub fn record(key: Option<&str>, value: Option<&str>, timestamp: i64) -> Record {
-    Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp,
-        key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
-        value: value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
-        headers: IndexMap::new(),
-    }
-}
-
-/// Encodes `records` as one producer batch: relative offsets 0.., sequences
-/// consistent with the producer id (the encoder splits batches otherwise).
-pub fn encode(records: &[Record], compression: Compression) -> Vec<u8> {
-    let mut records = records.to_vec();
-    for (i, r) in records.iter_mut().enumerate() {
-        r.offset = i as i64;
-        if r.producer_id < 0 {
-            r.sequence = i as i32 - 1;
-        } else {
-            r.sequence += i as i32;
-        }
-    }
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .unwrap();
-    let out = buf.to_vec();
-    assert_eq!(
-        BatchHeader::parse(&out).unwrap().total_size(),
-        out.len(),
-        "test records must form one batch"
-    );
-    out
-}
-
-/// A batch of `(key, value)` records, timestamps `ts, ts + 1, ...`.
-pub fn kv_batch(kvs: &[(&str, Option<&str>)], ts: i64, compression: Compression) -> Vec<u8> {
-    let records: Vec<Record> = kvs
-        .iter()
-        .enumerate()
-        .map(|(i, (k, v))| record(Some(k), *v, ts + i as i64))
-        .collect();
-    encode(&records, compression)
-}
+pub use skein_storage::testing::{encode, kv_batch, record};
 
 /// A batch of `n` records with unique keys and values of `value_len` bytes,
 /// all with timestamp `ts`.

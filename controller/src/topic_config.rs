@@ -1,0 +1,299 @@
+//! The topic-level configs Skein knows: one table of names, types, valid
+//! values, the broker config that sets each default, and whether Skein acts
+//! on it. The broker (CreateTopics, AlterConfigs, DescribeConfigs), the
+//! controller and the operator's validation of `Topic` resources all read
+//! this table, so they cannot disagree.
+//!
+//! Types and lower bounds follow Apache Kafka's `TopicConfig`/`LogConfig`
+//! definitions. A config that is not honoured is accepted, stored and
+//! described (clients and tools set them), but changes nothing yet; the
+//! README lists them.
+
+/// The type and valid values of a config.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ConfigKind {
+    /// `true` or `false`.
+    Boolean,
+    /// A 32-bit integer of at least `min`.
+    Int { min: i32 },
+    /// A 64-bit integer of at least `min`.
+    Long { min: i64 },
+    /// A number between 0 and 1.
+    Ratio,
+    /// One of the given strings.
+    OneOf(&'static [&'static str]),
+    /// A non-empty comma-separated list of the given strings.
+    ListOf(&'static [&'static str]),
+}
+
+/// One topic-level config.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TopicConfigDef {
+    /// The topic config name (`retention.ms`).
+    pub name: &'static str,
+    /// The broker config that sets its default (`log.retention.ms`).
+    pub broker_default: &'static str,
+    pub kind: ConfigKind,
+    /// Whether Skein acts on it (others are stored and described only).
+    pub honoured: bool,
+}
+
+const fn def(
+    name: &'static str,
+    broker_default: &'static str,
+    kind: ConfigKind,
+    honoured: bool,
+) -> TopicConfigDef {
+    TopicConfigDef {
+        name,
+        broker_default,
+        kind,
+        honoured,
+    }
+}
+
+use ConfigKind::*;
+
+/// Every topic-level config Skein accepts, by name.
+pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def(
+        "cleanup.policy",
+        "log.cleanup.policy",
+        ListOf(&["delete", "compact"]),
+        true,
+    ),
+    def(
+        "compression.type",
+        "compression.type",
+        OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
+        false,
+    ),
+    def(
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+        Long { min: 0 },
+        true,
+    ),
+    def(
+        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
+        Long { min: 0 },
+        false,
+    ),
+    def(
+        "flush.messages",
+        "log.flush.interval.messages",
+        Long { min: 1 },
+        true,
+    ),
+    def("flush.ms", "log.flush.interval.ms", Long { min: 0 }, true),
+    def(
+        "index.interval.bytes",
+        "log.index.interval.bytes",
+        Int { min: 0 },
+        true,
+    ),
+    def(
+        "max.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        Long { min: 1 },
+        false,
+    ),
+    def(
+        "max.message.bytes",
+        "message.max.bytes",
+        Int { min: 1 },
+        true,
+    ),
+    def(
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+        Long { min: 0 },
+        true,
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+        Long { min: 0 },
+        true,
+    ),
+    def(
+        "message.timestamp.type",
+        "log.message.timestamp.type",
+        OneOf(&["CreateTime", "LogAppendTime"]),
+        true,
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+        Ratio,
+        true,
+    ),
+    def(
+        "min.compaction.lag.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        Long { min: 0 },
+        false,
+    ),
+    def(
+        "min.insync.replicas",
+        "min.insync.replicas",
+        Int { min: 1 },
+        true,
+    ),
+    def("preallocate", "log.preallocate", Boolean, false),
+    def(
+        "retention.bytes",
+        "log.retention.bytes",
+        Long { min: i64::MIN },
+        true,
+    ),
+    def("retention.ms", "log.retention.ms", Long { min: -1 }, true),
+    def("segment.bytes", "log.segment.bytes", Int { min: 14 }, true),
+    def(
+        "segment.index.bytes",
+        "log.index.size.max.bytes",
+        Int { min: 4 },
+        true,
+    ),
+    def(
+        "segment.jitter.ms",
+        "log.roll.jitter.ms",
+        Long { min: 0 },
+        false,
+    ),
+    def("segment.ms", "log.roll.ms", Long { min: 1 }, true),
+    def(
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+        Boolean,
+        true,
+    ),
+];
+
+/// Why a topic config was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopicConfigError {
+    #[error("unknown topic config {0}")]
+    Unknown(String),
+    #[error("invalid value {value:?} for topic config {key}: {why}")]
+    Invalid {
+        key: String,
+        value: String,
+        why: String,
+    },
+}
+
+/// The definition of topic config `name`.
+pub fn topic_config(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// Checks one topic config: a known name and a value of its type.
+pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicConfigError> {
+    let def = topic_config(key).ok_or_else(|| TopicConfigError::Unknown(key.to_string()))?;
+    let invalid = |why: String| TopicConfigError::Invalid {
+        key: key.to_string(),
+        value: value.to_string(),
+        why,
+    };
+    let v = value.trim();
+    match def.kind {
+        Boolean => match v {
+            "true" | "false" => Ok(()),
+            _ => Err(invalid("must be true or false".into())),
+        },
+        Int { min } => match v.parse::<i32>() {
+            Ok(n) if n >= min => Ok(()),
+            Ok(_) => Err(invalid(format!("must be at least {min}"))),
+            Err(_) => Err(invalid("must be a 32-bit integer".into())),
+        },
+        Long { min } => match v.parse::<i64>() {
+            Ok(n) if n >= min => Ok(()),
+            Ok(_) => Err(invalid(format!("must be at least {min}"))),
+            Err(_) => Err(invalid("must be an integer".into())),
+        },
+        Ratio => match v.parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => Ok(()),
+            _ => Err(invalid("must be a number between 0 and 1".into())),
+        },
+        OneOf(allowed) => {
+            if allowed.contains(&v) {
+                Ok(())
+            } else {
+                Err(invalid(format!("must be one of {}", allowed.join(", "))))
+            }
+        }
+        ListOf(allowed) => {
+            let items: Vec<&str> = v.split(',').map(str::trim).collect();
+            if !items.is_empty() && items.iter().all(|i| allowed.contains(i)) {
+                Ok(())
+            } else {
+                Err(invalid(format!(
+                    "must be a comma-separated list of {}",
+                    allowed.join(", ")
+                )))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_sorted() {
+        for pair in TOPIC_CONFIGS.windows(2) {
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} / {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+    }
+
+    #[test]
+    fn values_are_checked_against_their_kind() {
+        let ok = [
+            ("cleanup.policy", "compact,delete"),
+            ("compression.type", "zstd"),
+            ("retention.ms", "-1"),
+            ("retention.bytes", "-1"),
+            ("segment.bytes", "1048576"),
+            ("min.cleanable.dirty.ratio", "0.5"),
+            ("unclean.leader.election.enable", "true"),
+            ("message.timestamp.after.max.ms", "3600000"),
+            ("message.timestamp.type", "LogAppendTime"),
+        ];
+        for (k, v) in ok {
+            assert_eq!(validate_topic_config(k, v), Ok(()), "{k}={v}");
+        }
+        let bad = [
+            ("cleanup.policy", "forever"),
+            ("cleanup.policy", ""),
+            ("compression.type", "none"),
+            ("retention.ms", "-2"),
+            ("segment.bytes", "10"),
+            ("segment.bytes", "99999999999"),
+            ("min.insync.replicas", "0"),
+            ("min.cleanable.dirty.ratio", "1.5"),
+            ("preallocate", "yes"),
+            ("message.timestamp.type", "Now"),
+        ];
+        for (k, v) in bad {
+            assert!(
+                matches!(
+                    validate_topic_config(k, v),
+                    Err(TopicConfigError::Invalid { .. })
+                ),
+                "{k}={v} accepted"
+            );
+        }
+        assert_eq!(
+            validate_topic_config("retention.hours", "1"),
+            Err(TopicConfigError::Unknown("retention.hours".into()))
+        );
+    }
+}
