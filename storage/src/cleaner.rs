@@ -155,6 +155,7 @@ impl Log {
                     return Ok(true);
                 }
                 match crate::record_decode::decode_records(bytes) {
+                    Ok(records) if !crate::record_decode::offsets_in_order(&records, h) => Ok(true),
                     Ok(records) => {
                         for r in records {
                             if let (Some(k), true) = (r.key, r.offset >= first_dirty) {
@@ -186,6 +187,10 @@ impl Log {
                     Ok(Some(bytes.to_vec()))
                 } else {
                     crate::record_decode::decode_records(bytes).and_then(|records| {
+                        if !crate::record_decode::offsets_in_order(&records, h) {
+                            // Not compactable record by record: kept whole.
+                            return Ok(Some(bytes.to_vec()));
+                        }
                         let total = records.len();
                         let survivors: Vec<Record> = records
                             .into_iter()

@@ -277,6 +277,10 @@ pub fn decode_records(batch: &[u8]) -> Result<Vec<kafka_protocol::records::Recor
 
 /// Rejects a batch with a keyless record (Kafka: "Compacted topic cannot
 /// accept message without key").
+///
+/// The compaction of a topic works record by record, so a producer's batch
+/// for it must also number its records 0, 1, 2, ... (offset deltas); one
+/// that does not would be compacted into batches out of offset order.
 pub fn check_keys(batch_bytes: &[u8]) -> Result<(), StorageError> {
     let records = decode_records(batch_bytes)?;
     if records.iter().any(|r| r.key.is_none()) {
@@ -284,7 +288,27 @@ pub fn check_keys(batch_bytes: &[u8]) -> Result<(), StorageError> {
             "compacted topic cannot accept a record without a key".into(),
         ));
     }
+    let base = records.first().map_or(0, |r| r.offset);
+    if records
+        .iter()
+        .enumerate()
+        .any(|(i, r)| r.offset != base + i as i64)
+    {
+        return Err(StorageError::InvalidRecord(
+            "record offset deltas are not 0, 1, 2, ...".into(),
+        ));
+    }
     Ok(())
+}
+
+/// Whether the records decoded from a batch have offsets inside the batch's
+/// range and strictly increasing (a compacted batch may have gaps). The
+/// cleaner leaves a batch that fails this whole rather than reorder it.
+pub fn offsets_in_order(records: &[Record], h: &BatchHeader) -> bool {
+    records
+        .iter()
+        .all(|r| r.offset >= h.base_offset && r.offset <= h.last_offset())
+        && records.windows(2).all(|p| p[0].offset < p[1].offset)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use kafka_protocol::records::{Compression, Record};
 use skein_storage::batch::validate_crc;
-use skein_storage::{CleanupPolicy, Log, LogConfig};
+use skein_storage::{CleanupPolicy, Log, LogConfig, StorageError};
 
 use crate::common::*;
 
@@ -326,4 +326,71 @@ fn newer_values_in_later_passes_supersede_the_cleaned_part() {
     assert_eq!(stats.records_removed, 1);
     let got: Vec<(i64, String)> = read_all(&log).iter().map(|r| (r.offset, key(r))).collect();
     assert_eq!(got, vec![(1, "b".into()), (2, "a".into()), (3, "c".into())]);
+}
+
+/// The fuzzer's `record_batch` crash of 2026-12-01: one 3-record batch
+/// appended twice to a compacted log with 512-byte segments, rolled and
+/// compacted; a read then served a batch wholly below the offset asked for.
+#[test]
+fn reads_after_compaction_never_serve_a_batch_below_the_offset_asked() {
+    let hex = "00000000000000000000006effffbfff021d086fdf0900000000020000018bcfe50000012300cf688b6802ffffffffffffffffffffffffffff00000003240000020000000000ffff0003240000000a6b2c00020a0a6b65792d310e7b616c75652d310202680276240004040a6b65792d310e765f6c75652d7200";
+    let mut data: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let crc = crc32c::crc32c(&data[21..]);
+    data[17..21].copy_from_slice(&crc.to_be_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        cleanup_policy: CleanupPolicy::COMPACT,
+        segment_bytes: 512,
+        index_interval_bytes: 64,
+        ..LogConfig::default()
+    };
+    let now = 1_700_000_000_000;
+    let mut log = Log::open(dir.path(), config.clone(), now).unwrap();
+    // Its records' offset deltas are not 0, 1, 2: a compacted topic's
+    // leader refuses it.
+    let err = log.append_as_leader(&mut data.clone(), 0, now).unwrap_err();
+    assert!(matches!(err, StorageError::InvalidRecord(_)), "{err}");
+    assert_eq!(log.log_end_offset(), 0);
+    // Written anyway (a follower copies what its leader has, say from
+    // before the topic became compacted): the cleaner keeps it whole.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config, now).unwrap();
+    log.append_as_follower(&data, now).unwrap();
+    data[..8].copy_from_slice(&3i64.to_be_bytes());
+    let crc = crc32c::crc32c(&data[21..]);
+    data[17..21].copy_from_slice(&crc.to_be_bytes());
+    log.append_as_follower(&data, now + 1).unwrap();
+    assert_reads_progress(&log);
+    log.maybe_roll(now + 10_000_000_000).unwrap();
+    log.compact_up_to(now + 2, log.log_end_offset()).unwrap();
+    assert_reads_progress(&log);
+}
+
+/// Reads the log from its start: every batch served ends at or after the
+/// offset asked for.
+fn assert_reads_progress(log: &Log) {
+    let mut offset = log.log_start_offset();
+    let end = log.log_end_offset();
+    while offset < end {
+        let r = log.read(offset, 1 << 20, end, true).unwrap();
+        if r.records.is_empty() {
+            break;
+        }
+        let mut next = offset;
+        for item in skein_storage::batch::iter_batches(&r.records) {
+            let (h, _) = item.unwrap();
+            assert!(
+                h.last_offset() >= next,
+                "batch {}..={} served for offset {next} (log [{}, {end}))",
+                h.base_offset,
+                h.last_offset(),
+                log.log_start_offset()
+            );
+            next = h.next_offset();
+        }
+        offset = next;
+    }
 }
