@@ -2,7 +2,7 @@
 # Runs every Skein test. Installs what the tests need on the way (Python venv,
 # npm packages, Maven jars, kcat from Debian) — see e2e/setup.sh.
 #
-#   ./test.sh            everything: format, lint, unit + integration tests, a short fuzz run
+#   ./test.sh            everything: format, layout (import circles, long files), lint, unit + integration tests, a short fuzz run
 #                        of each cargo-fuzz target (SKEIN_FUZZ_SECONDS, default 30), Helm chart checks,
 #                        real-client e2e suite (single broker and a 3-broker cluster),
 #                        a short fault-injection run (e2e/chaos),
@@ -20,6 +20,10 @@ step() { printf '\n=== %s\n' "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+
+step "layout: no circle of imports inside a crate, no file over 700 lines without a reason (scripts/)"
+python3 scripts/import-cycles.py
+python3 scripts/long-files.py
 
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings

@@ -1,6 +1,11 @@
 //! Kafka's `UnifiedLog` for one partition: an ordered list of segments, the
 //! offsets that bound them, appends, reads, lookups, truncation, flushing and
 //! the checkpoints that make a restart cheap and safe.
+//!
+//! Size (over 700 lines): appends, reads, truncation and flushing share the
+//! invariants of the segment list; the rest of `Log` is already in files of
+//! its own (`recovery.rs` opens it, `cleaner.rs` compacts, `retention.rs`
+//! deletes, `log_epochs.rs` answers leader-epoch questions).
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,10 @@
 //! Kafka's `LogSegment`: one `.log` file of record batches plus its sparse
 //! `.index` and `.timeindex`, all named by the segment's 20-digit base offset.
+//!
+//! Size (over 700 lines): the segment and its three files stay in one file
+//! because every append, roll, truncation and recovery must change all three
+//! in step; the indexes' own formats are in `offset_index.rs`,
+//! `time_index.rs` and `index_file.rs`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;

@@ -10,6 +10,10 @@
 //! Every method takes `now_ms` and returns [`Effect`]s: responses due to
 //! members parked in a barrier, and requests to persist the group. Nothing
 //! here does I/O or reads a clock.
+//!
+//! Size (over 700 lines): one state machine whose transitions are read
+//! together (every state answers every request); its tests are in
+//! `classic_group_tests.rs`.
 
 use std::collections::BTreeMap;
 
