@@ -279,7 +279,7 @@ fn run_seed(seed: u64) {
         let partitions = 1 + sim.rng.below(6) as u32;
         let rf = 1 + sim.rng.below(3) as u16;
         sim.handle(Event::CreateTopic(NewTopic::new(
-            &format!("t{i}"),
+            format!("t{i}"),
             TopicId(i as u128 + 1),
             partitions,
             rf,
