@@ -26,6 +26,8 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use skein_controller::rpc::maintain_session;
 use skein_controller::{ControlPlaneError, ControllerError, ControllerService, ImageStore};
+
+use crate::error::ControllerStartError;
 use skein_controller::{ControllerConfig, Event, NewTopic, Reply, TopicId};
 use skein_crds::{KafkaCluster, PartitionStatus, Topic, TopicSpec};
 use tokio::sync::watch;
@@ -253,7 +255,11 @@ impl ClusterController {
     }
 
     /// Creates the topic, or grows it and updates its configs to the spec.
-    pub fn ensure_topic(&self, spec: &TopicSpec, kafka_name: &str) -> Result<(), String> {
+    pub fn ensure_topic(
+        &self,
+        spec: &TopicSpec,
+        kafka_name: &str,
+    ) -> Result<(), ControlPlaneError> {
         let view = self.controller.view();
         let configs: BTreeMap<String, String> = spec.config.clone();
         match view.topics.get(kafka_name) {
@@ -269,25 +275,22 @@ impl ClusterController {
                     .request(Event::CreateTopic(t), |r| match r {
                         Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
                         _ => None,
-                    })
-                    .map_err(|e| e.to_string())?;
+                    })?;
                 info!(topic = kafka_name, "topic created by the controller");
             }
             Some(meta) => {
                 if (meta.partitions.len() as i32) < spec.partitions {
-                    self.controller
-                        .request(
-                            Event::CreatePartitions {
-                                topic: kafka_name.to_string(),
-                                count: spec.partitions as u32,
-                                assignment: None,
-                            },
-                            |r| match r {
-                                Reply::CreatePartitions { result, .. } => Some(result),
-                                _ => None,
-                            },
-                        )
-                        .map_err(|e| e.to_string())?;
+                    self.controller.request(
+                        Event::CreatePartitions {
+                            topic: kafka_name.to_string(),
+                            count: spec.partitions as u32,
+                            assignment: None,
+                        },
+                        |r| match r {
+                            Reply::CreatePartitions { result, .. } => Some(result),
+                            _ => None,
+                        },
+                    )?;
                     info!(
                         topic = kafka_name,
                         partitions = spec.partitions,
@@ -295,18 +298,16 @@ impl ClusterController {
                     );
                 }
                 if meta.configs != configs {
-                    self.controller
-                        .request(
-                            Event::TopicConfigChanged {
-                                topic: kafka_name.to_string(),
-                                configs,
-                            },
-                            |r| match r {
-                                Reply::AlterConfigs { result, .. } => Some(result),
-                                _ => None,
-                            },
-                        )
-                        .map_err(|e| e.to_string())?;
+                    self.controller.request(
+                        Event::TopicConfigChanged {
+                            topic: kafka_name.to_string(),
+                            configs,
+                        },
+                        |r| match r {
+                            Reply::AlterConfigs { result, .. } => Some(result),
+                            _ => None,
+                        },
+                    )?;
                     info!(topic = kafka_name, "topic configs changed");
                 }
             }
@@ -316,7 +317,7 @@ impl ClusterController {
 
     /// Deletes the topic and its data; a topic the controller does not know
     /// counts as deleted.
-    pub fn delete_topic(&self, kafka_name: &str) -> Result<(), String> {
+    pub fn delete_topic(&self, kafka_name: &str) -> Result<(), ControlPlaneError> {
         if !self.controller.view().topics.contains_key(kafka_name) {
             return Ok(());
         }
@@ -332,7 +333,7 @@ impl ClusterController {
         match r {
             Ok(()) => Ok(()),
             Err(ControlPlaneError::Controller(ControllerError::UnknownTopicOrPartition)) => Ok(()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         }
     }
 }
@@ -442,7 +443,10 @@ impl ClusterControllers {
 
     /// The runtime of `kc`, started (image loaded from its ConfigMap, in
     /// session with its `spec.replicas` brokers) when missing.
-    pub async fn ensure(&self, kc: &KafkaCluster) -> Result<Arc<ClusterController>, String> {
+    pub async fn ensure(
+        &self,
+        kc: &KafkaCluster,
+    ) -> Result<Arc<ClusterController>, ControllerStartError> {
         let names = ClusterNames::of(kc);
         if let Some(rt) = self.get(&names.namespace, &names.cluster) {
             return Ok(rt);
@@ -460,7 +464,10 @@ impl ClusterControllers {
             owner,
         )
         .await
-        .map_err(|e| format!("reading ConfigMap {cm_name}: {e}"))?;
+        .map_err(|source| ControllerStartError::ConfigMap {
+            name: cm_name.clone(),
+            source,
+        })?;
         let config = ControllerConfig {
             broker_session_timeout_ms: self.session_timeout_ms,
             // The brokers' cluster default (spec.config), which the
@@ -474,7 +481,7 @@ impl ClusterControllers {
             ..ControllerConfig::default()
         };
         let controller = ControllerService::open_store(Some(Box::new(store)), config)
-            .map_err(|e| format!("controller metadata: {e}"))?;
+            .map_err(ControllerStartError::Image)?;
         let rt = Arc::new(ClusterController {
             controller: controller.clone(),
             names: names.clone(),

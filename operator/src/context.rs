@@ -26,7 +26,7 @@ pub trait TopicRemover: Send + Sync {
         &'a self,
         bootstrap: &'a str,
         topic: &'a str,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), crate::kafka_admin::AdminError>>;
 }
 
 /// Shared state of the reconcilers.

@@ -3,6 +3,35 @@
 
 use kube::runtime::finalizer;
 
+use crate::kafka_admin::AdminError;
+
+/// Why a cluster's controller could not be started in the operator.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerStartError {
+    #[error("reading ConfigMap {name}: {source}")]
+    ConfigMap {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("controller metadata: {0}")]
+    Image(#[source] std::io::Error),
+}
+
+/// Why a deleted Topic's data could not be removed (yet).
+#[derive(Debug, thiserror::Error)]
+pub enum TopicRemovalError {
+    /// The cluster's controller (in this operator) refused or failed.
+    #[error(transparent)]
+    Controller(#[from] skein_controller::ControlPlaneError),
+    /// The cluster's brokers, reached over Kafka's DeleteTopics.
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// The KafkaCluster itself could not be read.
+    #[error("reading the cluster: {0}")]
+    Cluster(#[source] Box<Error>),
+}
+
 /// A reconcile failure: the controller logs it, counts it and retries.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -23,10 +52,20 @@ pub enum Error {
     },
     #[error("writing status: {0}")]
     Status(#[source] kube::Error),
-    #[error("removing topic {topic} through the cluster: {message}")]
-    TopicRemoval { topic: String, message: String },
-    #[error("cluster controller: {0}")]
-    Controller(String),
+    #[error("removing topic {topic} through the cluster: {source}")]
+    TopicRemoval {
+        topic: String,
+        #[source]
+        source: TopicRemovalError,
+    },
+    #[error("starting the cluster's controller: {0}")]
+    ControllerStart(#[from] ControllerStartError),
+    #[error("topic {topic:?}: {source}")]
+    Controller {
+        topic: String,
+        #[source]
+        source: skein_controller::ControlPlaneError,
+    },
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
@@ -40,7 +79,7 @@ impl Error {
             Error::Apply { .. } => "apply",
             Error::Status(_) => "status",
             Error::TopicRemoval { .. } => "topic_removal",
-            Error::Controller(_) => "controller",
+            Error::ControllerStart(_) | Error::Controller { .. } => "controller",
             Error::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
                     inner.metric_label()

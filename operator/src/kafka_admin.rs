@@ -20,6 +20,42 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 /// Largest response accepted (a DeleteTopics answer is tiny).
 const MAX_RESPONSE: usize = 1 << 20;
 
+/// Why a `DeleteTopics` through a cluster's bootstrap address failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("no answer from {bootstrap} within {timeout:?}")]
+    Timeout {
+        bootstrap: String,
+        timeout: Duration,
+    },
+    #[error("{action} {bootstrap}: {source}")]
+    Io {
+        action: &'static str,
+        bootstrap: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Protocol(String),
+    #[error("broker refused to delete {topic:?}: error code {code}{}", message.as_ref().map(|m| format!(" ({m})")).unwrap_or_default())]
+    Refused {
+        topic: String,
+        code: i16,
+        message: Option<String>,
+    },
+}
+
+impl AdminError {
+    fn io(action: &'static str, bootstrap: &str) -> impl FnOnce(std::io::Error) -> Self {
+        let bootstrap = bootstrap.to_string();
+        move |source| AdminError::Io {
+            action,
+            bootstrap,
+            source,
+        }
+    }
+}
+
 /// Deletes topics with Kafka's `DeleteTopics` over a plain TCP connection.
 #[derive(Clone, Debug)]
 pub struct KafkaTopicRemover {
@@ -40,16 +76,16 @@ impl TopicRemover for KafkaTopicRemover {
         &'a self,
         bootstrap: &'a str,
         topic: &'a str,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), AdminError>> {
         Box::pin(async move {
             match tokio::time::timeout(self.timeout, delete_topic(bootstrap, topic, self.timeout))
                 .await
             {
                 Ok(r) => r,
-                Err(_) => Err(format!(
-                    "no answer from {bootstrap} within {:?}",
-                    self.timeout
-                )),
+                Err(_) => Err(AdminError::Timeout {
+                    bootstrap: bootstrap.to_string(),
+                    timeout: self.timeout,
+                }),
             }
         })
     }
@@ -60,7 +96,7 @@ pub fn encode_delete_topics(
     topic: &str,
     correlation_id: i32,
     timeout: Duration,
-) -> Result<BytesMut, String> {
+) -> Result<BytesMut, AdminError> {
     let v = DELETE_TOPICS_VERSION;
     let header = RequestHeader::default()
         .with_request_api_key(ApiKey::DeleteTopics as i16)
@@ -73,10 +109,10 @@ pub fn encode_delete_topics(
     let mut body = BytesMut::new();
     header
         .encode(&mut body, DeleteTopicsRequest::header_version(v))
-        .map_err(|e| format!("encoding request header: {e}"))?;
+        .map_err(|e| AdminError::Protocol(format!("encoding request header: {e}")))?;
     request
         .encode(&mut body, v)
-        .map_err(|e| format!("encoding DeleteTopics: {e}"))?;
+        .map_err(|e| AdminError::Protocol(format!("encoding DeleteTopics: {e}")))?;
     let mut framed = BytesMut::with_capacity(body.len() + 4);
     framed.extend_from_slice(&(body.len() as i32).to_be_bytes());
     framed.extend_from_slice(&body);
@@ -85,54 +121,55 @@ pub fn encode_delete_topics(
 
 /// Decodes a `DeleteTopics` response body (without the size prefix) and
 /// returns the outcome for `topic`.
-pub fn decode_delete_topics(mut body: bytes::Bytes, topic: &str) -> Result<(), String> {
+pub fn decode_delete_topics(mut body: bytes::Bytes, topic: &str) -> Result<(), AdminError> {
     let v = DELETE_TOPICS_VERSION;
     ResponseHeader::decode(&mut body, DeleteTopicsResponse::header_version(v))
-        .map_err(|e| format!("decoding response header: {e}"))?;
+        .map_err(|e| AdminError::Protocol(format!("decoding response header: {e}")))?;
     let response = DeleteTopicsResponse::decode(&mut body, v)
-        .map_err(|e| format!("decoding DeleteTopics: {e}"))?;
+        .map_err(|e| AdminError::Protocol(format!("decoding DeleteTopics: {e}")))?;
     let result = response
         .responses
         .iter()
         .find(|r| r.name.as_ref().map(|n| n.0.as_str()) == Some(topic))
-        .ok_or_else(|| format!("the broker did not answer for topic {topic:?}"))?;
+        .ok_or_else(|| {
+            AdminError::Protocol(format!("the broker did not answer for topic {topic:?}"))
+        })?;
     match result.error_code {
         0 | UNKNOWN_TOPIC_OR_PARTITION => Ok(()),
-        code => Err(format!(
-            "broker refused to delete {topic:?}: error code {code}{}",
-            result
-                .error_message
-                .as_ref()
-                .map(|m| format!(" ({})", m.as_str()))
-                .unwrap_or_default()
-        )),
+        code => Err(AdminError::Refused {
+            topic: topic.to_string(),
+            code,
+            message: result.error_message.as_ref().map(|m| m.to_string()),
+        }),
     }
 }
 
-async fn delete_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Result<(), String> {
+async fn delete_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Result<(), AdminError> {
     let mut stream = TcpStream::connect(bootstrap)
         .await
-        .map_err(|e| format!("connecting to {bootstrap}: {e}"))?;
+        .map_err(AdminError::io("connecting to", bootstrap))?;
     let request = encode_delete_topics(topic, 1, timeout)?;
     stream
         .write_all(&request)
         .await
-        .map_err(|e| format!("sending to {bootstrap}: {e}"))?;
+        .map_err(AdminError::io("sending to", bootstrap))?;
     let mut len = [0u8; 4];
     stream
         .read_exact(&mut len)
         .await
-        .map_err(|e| format!("reading from {bootstrap}: {e}"))?;
+        .map_err(AdminError::io("reading from", bootstrap))?;
     let len = usize::try_from(i32::from_be_bytes(len))
-        .map_err(|_| "negative response size".to_string())?;
+        .map_err(|_| AdminError::Protocol("negative response size".into()))?;
     if len > MAX_RESPONSE {
-        return Err(format!("response of {len} bytes is too large"));
+        return Err(AdminError::Protocol(format!(
+            "response of {len} bytes is too large"
+        )));
     }
     let mut body = BytesMut::zeroed(len);
     stream
         .read_exact(&mut body)
         .await
-        .map_err(|e| format!("reading from {bootstrap}: {e}"))?;
+        .map_err(AdminError::io("reading from", bootstrap))?;
     let body = body.freeze();
     debug_assert!(body.remaining() == len);
     decode_delete_topics(body, topic)
@@ -208,7 +245,8 @@ mod tests {
             .delete_topic(&addr, "orders")
             .await
             .unwrap_err();
-        assert!(err.contains("error code 41"), "{err}");
+        assert!(matches!(err, AdminError::Refused { code: 41, .. }), "{err}");
+        assert!(err.to_string().contains("error code 41"), "{err}");
     }
 
     #[tokio::test]
@@ -220,6 +258,15 @@ mod tests {
             .delete_topic(&addr, "orders")
             .await
             .unwrap_err();
-        assert!(err.contains("connecting"), "{err}");
+        assert!(
+            matches!(
+                err,
+                AdminError::Io {
+                    action: "connecting to",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }

@@ -85,7 +85,7 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     // sight, then kept in session with every broker of the spec. It decides
     // how far the StatefulSet may shrink (leaving brokers are drained first).
     let controller = match &ctx.controllers {
-        Some(controllers) => Some(controllers.ensure(kc).await.map_err(Error::Controller)?),
+        Some(controllers) => Some(controllers.ensure(kc).await?),
         None => None,
     };
     let mut progress = None;

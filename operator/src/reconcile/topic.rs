@@ -24,6 +24,7 @@ use tracing::{info, warn};
 use super::{patch_status, publish};
 use crate::build::ClusterNames;
 use crate::context::Context;
+use crate::error::TopicRemovalError;
 use crate::error::{Error, Result};
 use crate::{status, validate};
 
@@ -130,12 +131,12 @@ async fn apply(
         .as_ref()
         .and_then(|r| r.get(&ns, cluster_name))
     {
-        if let Err(message) = rt.ensure_topic(&topic.spec, topic.kafka_name()) {
-            warn!(topic = %name, namespace = %ns, "{message}");
-            return Err(Error::Controller(format!(
-                "topic {:?}: {message}",
-                topic.kafka_name()
-            )));
+        if let Err(source) = rt.ensure_topic(&topic.spec, topic.kafka_name()) {
+            warn!(topic = %name, namespace = %ns, error = %source, "the controller refused the topic");
+            return Err(Error::Controller {
+                topic: topic.kafka_name().to_string(),
+                source,
+            });
         }
     }
 
@@ -164,7 +165,8 @@ async fn cleanup(topic: &Topic, ctx: &Context, now: Timestamp) -> Result<Action>
         // Cannot even read the cluster: treat like an unreachable cluster below.
         Err(e) => {
             warn!(topic = %kafka_name, error = %e, "reading the cluster during topic cleanup");
-            return give_up_or_retry(topic, ctx, now, e.to_string()).await;
+            return give_up_or_retry(topic, ctx, now, TopicRemovalError::Cluster(Box::new(e)))
+                .await;
         }
     };
     let cluster = match cluster {
@@ -187,12 +189,14 @@ async fn cleanup(topic: &Topic, ctx: &Context, now: Timestamp) -> Result<Action>
         .as_ref()
         .and_then(|r| r.get(&names.namespace, &names.cluster))
     {
-        Some(rt) => rt.delete_topic(&kafka_name),
-        None => {
-            ctx.topic_remover
-                .delete_topic(&bootstrap, &kafka_name)
-                .await
-        }
+        Some(rt) => rt
+            .delete_topic(&kafka_name)
+            .map_err(TopicRemovalError::from),
+        None => ctx
+            .topic_remover
+            .delete_topic(&bootstrap, &kafka_name)
+            .await
+            .map_err(TopicRemovalError::from),
     };
     match removed {
         Ok(()) => {
@@ -211,7 +215,7 @@ async fn cleanup(topic: &Topic, ctx: &Context, now: Timestamp) -> Result<Action>
             .await;
             Ok(Action::await_change())
         }
-        Err(message) => give_up_or_retry(topic, ctx, now, message).await,
+        Err(e) => give_up_or_retry(topic, ctx, now, e).await,
     }
 }
 
@@ -221,7 +225,7 @@ async fn give_up_or_retry(
     topic: &Topic,
     ctx: &Context,
     now: Timestamp,
-    message: String,
+    error: TopicRemovalError,
 ) -> Result<Action> {
     let kafka_name = topic.kafka_name().to_string();
     let deleted_at = topic
@@ -233,7 +237,7 @@ async fn give_up_or_retry(
     let grace = SignedDuration::try_from(ctx.topic_cleanup_grace).unwrap_or(SignedDuration::ZERO);
     if now.duration_since(deleted_at) >= grace {
         let note = format!(
-            "gave up removing topic {kafka_name:?} after {}s: {message}; its data may remain on the brokers",
+            "gave up removing topic {kafka_name:?} after {}s: {error}; its data may remain on the brokers",
             grace.as_secs()
         );
         warn!(topic = %kafka_name, "{note}");
@@ -250,7 +254,7 @@ async fn give_up_or_retry(
     }
     Err(Error::TopicRemoval {
         topic: kafka_name,
-        message,
+        source: error,
     })
 }
 

@@ -169,13 +169,13 @@ impl TopicRemover for FakeRemover {
         &'a self,
         bootstrap: &'a str,
         topic: &'a str,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), skein_operator::kafka_admin::AdminError>> {
         self.calls
             .lock()
             .unwrap()
             .push((bootstrap.to_string(), topic.to_string()));
         let result = match self.fail_with.lock().unwrap().clone() {
-            Some(e) => Err(e),
+            Some(e) => Err(skein_operator::kafka_admin::AdminError::Protocol(e)),
             None => Ok(()),
         };
         Box::pin(async move { result })
