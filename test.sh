@@ -16,7 +16,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 ROOT=$PWD
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 
-step() { printf '\n=== %s\n' "$*"; }
+START=$SECONDS
+step() { printf '\n=== [%dm%02ds] %s\n' $(((SECONDS - START) / 60)) $(((SECONDS - START) % 60)) "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
