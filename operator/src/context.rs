@@ -1,8 +1,6 @@
 //! What every reconcile gets: the client, metrics, the event recorder, the
 //! builder options and the way topic data is removed through a cluster.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,19 +13,7 @@ use crate::metrics::Metrics;
 /// Field manager of every server-side apply the reconcilers make.
 pub const FIELD_MANAGER: &str = "skein-operator";
 
-/// A boxed future, for the object-safe [`TopicRemover`].
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Removes a topic's data from a running cluster (Kafka `DeleteTopics`
-/// through the bootstrap address). A topic the cluster does not know counts
-/// as removed.
-pub trait TopicRemover: Send + Sync {
-    fn delete_topic<'a>(
-        &'a self,
-        bootstrap: &'a str,
-        topic: &'a str,
-    ) -> BoxFuture<'a, Result<(), crate::kafka_admin::AdminError>>;
-}
+pub use crate::kafka_admin::{BoxFuture, TopicRemover};
 
 /// Shared state of the reconcilers.
 pub struct Context {

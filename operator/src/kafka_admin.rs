@@ -1,6 +1,8 @@
 //! A minimal Kafka admin client: just `DeleteTopics`, which the Topic
 //! finalizer sends to a cluster's bootstrap address.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -11,14 +13,26 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::context::{BoxFuture, TopicRemover};
-
 /// `DeleteTopics` version sent (flexible, topic names; brokers serve 1..=6).
 const DELETE_TOPICS_VERSION: i16 = 4;
 /// Kafka's UNKNOWN_TOPIC_OR_PARTITION: the topic is already gone.
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 /// Largest response accepted (a DeleteTopics answer is tiny).
 const MAX_RESPONSE: usize = 1 << 20;
+
+/// A boxed future, for the object-safe [`TopicRemover`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Removes a topic's data from a running cluster (Kafka `DeleteTopics`
+/// through the bootstrap address). A topic the cluster does not know counts
+/// as removed.
+pub trait TopicRemover: Send + Sync {
+    fn delete_topic<'a>(
+        &'a self,
+        bootstrap: &'a str,
+        topic: &'a str,
+    ) -> BoxFuture<'a, Result<(), AdminError>>;
+}
 
 /// Why a `DeleteTopics` through a cluster's bootstrap address failed.
 #[derive(Debug, thiserror::Error)]
