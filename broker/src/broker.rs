@@ -528,17 +528,29 @@ impl Broker {
             let deadline = tokio::time::Instant::now() + timeout;
             loop {
                 let b = b.clone();
-                match tokio::task::spawn_blocking(move || b.metadata.controlled_shutdown()).await {
-                    Ok(Ok(())) => {
+                // Each attempt is bounded by the deadline too: a controller
+                // that is gone (its cluster deleted, the operator down) may
+                // never answer, and SIGTERM must still stop the broker.
+                let attempt = tokio::time::timeout_at(
+                    deadline,
+                    tokio::task::spawn_blocking(move || b.metadata.controlled_shutdown()),
+                )
+                .await;
+                match attempt {
+                    Ok(Ok(Ok(()))) => {
                         info!("controlled shutdown: this broker leads nothing now");
                         break;
                     }
-                    Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
+                    Ok(Ok(Err(e))) if tokio::time::Instant::now() < deadline => {
                         info!(error = %e, "controlled shutdown not complete yet");
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
-                    other => {
+                    Ok(other) => {
                         warn!(result = ?other.map(|r| r.err()), "controlled shutdown gave up");
+                        break;
+                    }
+                    Err(_) => {
+                        warn!("controlled shutdown gave up: the controller did not answer in time");
                         break;
                     }
                 }
@@ -547,7 +559,11 @@ impl Broker {
         self.metadata.controller().detach(id);
         if how == Stop::Graceful && !self.combined {
             let b = self.clone();
-            let _ = tokio::task::spawn_blocking(move || b.metadata.leave()).await;
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                tokio::task::spawn_blocking(move || b.metadata.leave()),
+            )
+            .await;
         }
         self.stopped.send_replace(true);
         for t in self.tasks.lock().expect("tasks lock").drain(..) {

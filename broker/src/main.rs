@@ -41,6 +41,10 @@ fn main() {
         );
         skein_broker::run_until(config, listener, shutdown_signal()).await
     });
+    // The logs are closed by now. A blocking call still waiting for a
+    // controller session (a heartbeat's re-registration, say) must not keep
+    // the process alive: the runtime waits at most this long for it.
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
     if let Err(e) = result {
         eprintln!("skein-broker: {e:#}");
         std::process::exit(1);

@@ -70,6 +70,14 @@ class PodRunner:
         self._thread.join(10)
         for uid in list(self.procs):
             self._terminate(self.procs.pop(uid), grace=10)
+        # Processes of pods deleted earlier and still stopping: the threads
+        # waiting on them die with this process, so end them here rather
+        # than leave them running (on addresses the next run hands out).
+        for pid in list(self.terminating):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def _loop(self):
         while not self._stop.is_set():
