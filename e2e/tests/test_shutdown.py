@@ -15,6 +15,9 @@ import time
 import pytest
 
 from brokers import LocalCluster
+from conftest import TARGET
+
+pytestmark = pytest.mark.skipif(TARGET != "skein", reason="runs Skein's own local platform (skein-operator local)")
 
 SHUTDOWN_TIMEOUT_MS = 3000
 
