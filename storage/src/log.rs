@@ -630,6 +630,13 @@ impl Log {
             return Err(self.out_of_range(offset));
         }
         if offset >= self.log_end_offset {
+            // Nothing to cut from the log, but an epoch this replica assigned
+            // at its log end as a leader that then wrote nothing (leadership
+            // moved on at once) must go: the new leader never had it, and a
+            // follower fetching with it as its last epoch would be told to
+            // truncate again and again (Kafka's UnifiedLog.truncateTo does
+            // the same).
+            self.epochs.truncate_from_end(self.log_end_offset)?;
             return Ok(());
         }
         if self.segments[0].base_offset() > offset {

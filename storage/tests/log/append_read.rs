@@ -591,3 +591,22 @@ fn create_time_timestamps_outside_the_allowed_window_are_refused() {
     let mut log = Log::open(dir.path(), cfg, now).unwrap();
     log.append_as_leader(&mut batch(1, 0, 10), 0, now).unwrap();
 }
+
+#[test]
+fn truncating_at_the_log_end_drops_an_epoch_that_wrote_nothing() {
+    // A replica led epoch 5 for a moment (it assigned the epoch at its log
+    // end) and wrote nothing; the new leader never had epoch 5. The
+    // follower is told to truncate at its log end: the log keeps every
+    // record, and epoch 5 must go, or its next fetch would name epoch 5
+    // again and be told to truncate forever.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config(), 0).unwrap();
+    log.append_as_leader(&mut batch(3, 100, 10), 4, 1_000)
+        .unwrap();
+    log.assign_leader_epoch(5, log.log_end_offset()).unwrap();
+    assert_eq!(log.latest_epoch(), Some(5));
+    log.truncate_to(log.log_end_offset()).unwrap();
+    assert_eq!(log.log_end_offset(), 3);
+    assert_eq!(log.latest_epoch(), Some(4));
+    assert_eq!(log.end_offset_for_epoch(4), Some((4, 3)));
+}
