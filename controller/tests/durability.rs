@@ -19,7 +19,7 @@ mod common;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use common::test_config;
+use common::{test_config, Rng};
 use skein_controller::{
     AlterPartitionRequest, BrokerId, Command, ControllerCore, DirectoryId, Event, MetadataImage,
     NewTopic, Reply, TopicId, NO_LEADER,
@@ -29,28 +29,6 @@ const TOPIC: &str = "t";
 const TOPIC_ID: TopicId = TopicId(7);
 const DEFAULT_RUNS: u64 = 400;
 const STEPS: usize = 400;
-
-/// SplitMix64, as in the controller simulation.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<T: Clone>(&mut self, items: &[T]) -> Option<T> {
-        (!items.is_empty()).then(|| items[self.below(items.len() as u64) as usize].clone())
-    }
-}
 
 /// What a broker believes about one partition (its `Partition`).
 #[derive(Debug, Clone, Default)]

@@ -14,33 +14,12 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{register, test_config};
+use common::{register, test_config, Rng};
 use skein_controller::scaling::{assignment_of_image, plan_per_topic, uses_any_outside};
 use skein_controller::{
     invariants, AlterPartitionRequest, BrokerId, Command, ControllerCore, Event, NewTopic, TopicId,
     NO_LEADER,
 };
-
-/// SplitMix64, as in the other simulation.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 struct Sim {
     rng: Rng,

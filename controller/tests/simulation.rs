@@ -12,7 +12,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use common::{register, test_config};
+use common::{register, test_config, Rng};
 use skein_controller::invariants;
 use skein_controller::{
     AlterPartitionRequest, BrokerId, Command, ControllerCore, ControllerError, DirectoryId,
@@ -23,38 +23,6 @@ use skein_controller::{
 const DEFAULT_RUNS: u64 = 1000;
 const DEFAULT_STEPS: usize = 200;
 const UNCLEAN: &str = "unclean.leader.election.enable";
-
-/// SplitMix64: tiny, seedable, good enough for choosing events.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<T: Clone>(&mut self, items: &[T]) -> Option<T> {
-        (!items.is_empty()).then(|| items[self.below(items.len() as u64) as usize].clone())
-    }
-
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i as u64 + 1) as usize;
-            items.swap(i, j);
-        }
-    }
-}
 
 type Key = (TopicId, u32);
 
