@@ -30,6 +30,9 @@ pub struct Broker {
     pub groups: crate::group::GroupCoordinator,
     /// Idempotent batches refused with a retriable error (see the module).
     pub refused_batches: crate::handlers::refused_batches::RefusedBatches,
+    /// Repeated warnings (refused ISR changes, storage errors) are logged
+    /// once per partition every 10 s.
+    pub log_throttle: crate::log_throttle::LogThrottle,
     /// Runs its own controller (a single-node cluster, Kafka's combined
     /// mode) rather than sharing one with other brokers.
     combined: bool,
@@ -154,6 +157,7 @@ impl Broker {
             metrics,
             groups,
             refused_batches: Default::default(),
+            log_throttle: crate::log_throttle::LogThrottle::new(Duration::from_secs(10)),
             combined,
             tasks: Mutex::new(Vec::new()),
             stopped: watch::channel(false).0,
@@ -340,7 +344,10 @@ impl Broker {
                         );
                     }
                     Ok(Err(e)) => {
-                        warn!(topic = %p.topic, partition = p.partition, error = %e, "ISR change refused");
+                        let key = format!("isr {} {} {:?}", p.topic, p.partition, e.code);
+                        if let Some(left_out) = b.log_throttle.allow(&key) {
+                            warn!(topic = %p.topic, partition = p.partition, error = %e, left_out, "ISR change refused");
+                        }
                         part.complete_isr_change(p.leader_epoch, None);
                     }
                     Err(e) => {

@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod group;
 pub mod handlers;
+pub mod log_throttle;
 pub mod meta_properties;
 pub mod metadata;
 pub mod metrics;

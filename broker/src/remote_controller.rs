@@ -29,6 +29,10 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 /// How long a broker request waits for the controller's answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a heartbeat waits for its answer (the controller answers at
+/// once; a heartbeat lost with a dead session must not hold back the next).
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Kafka's STALE_BROKER_EPOCH and BROKER_ID_NOT_REGISTERED: the heartbeat
 /// answers after which the broker registers again.
 const STALE_BROKER_EPOCH: i16 = 77;
@@ -51,7 +55,10 @@ pub struct RemoteController {
     view: RwLock<Arc<ClusterView>>,
     session: Mutex<Option<Session>>,
     session_changed: Condvar,
-    pending: Mutex<HashMap<u64, std_mpsc::Sender<pb::Reply>>>,
+    /// Requests waiting for their reply, with the session they went out on:
+    /// when that session ends, they fail at once (its controller will never
+    /// answer) instead of waiting out [`REQUEST_TIMEOUT`].
+    pending: Mutex<HashMap<u64, (u64, std_mpsc::Sender<pb::Reply>)>>,
     next_id: AtomicU64,
     link: Mutex<Option<Arc<dyn BrokerLink>>>,
     /// Who this broker says it is when a session starts.
@@ -121,15 +128,16 @@ impl RemoteController {
         }))
     }
 
-    /// Sends `kind` on the current session and waits for its reply.
+    /// Sends `kind` on the current session and waits for its reply, at most
+    /// `timeout`. A session that ends first fails the call at once.
     fn call(
         &self,
         kind: request::Kind,
         wait_for_session: Duration,
+        timeout: Duration,
     ) -> Result<pb::Reply, ControlPlaneError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = std_mpsc::channel();
-        self.pending.lock().expect("pending lock").insert(id, tx);
         let sent = {
             let guard = self.session.lock().expect("session lock");
             let (guard, _) = self
@@ -137,26 +145,45 @@ impl RemoteController {
                 .wait_timeout_while(guard, wait_for_session, |s| s.is_none())
                 .expect("session lock");
             match guard.as_ref() {
-                Some(s) => s
-                    .outbound
-                    .send(Ok(BrokerMessage {
-                        kind: Some(pb::broker_message::Kind::Request(pb::Request {
-                            id,
-                            kind: Some(kind),
-                        })),
-                    }))
-                    .is_ok(),
+                Some(s) => {
+                    // Registered before the send, under the session lock:
+                    // the session cannot end (and forget it) in between.
+                    self.pending
+                        .lock()
+                        .expect("pending lock")
+                        .insert(id, (s.generation, tx));
+                    s.outbound
+                        .send(Ok(BrokerMessage {
+                            kind: Some(pb::broker_message::Kind::Request(pb::Request {
+                                id,
+                                kind: Some(kind),
+                            })),
+                        }))
+                        .is_ok()
+                }
                 None => false,
             }
         };
         let result = if sent {
-            rx.recv_timeout(REQUEST_TIMEOUT)
-                .map_err(|_| ControlPlaneError::Timeout)
+            rx.recv_timeout(timeout).map_err(|e| match e {
+                std_mpsc::RecvTimeoutError::Timeout => ControlPlaneError::Timeout,
+                std_mpsc::RecvTimeoutError::Disconnected => {
+                    not_controller("the controller session ended before the answer")
+                }
+            })
         } else {
             Err(not_controller("no session with the controller"))
         };
         self.pending.lock().expect("pending lock").remove(&id);
         result
+    }
+
+    /// Fails every request still waiting on the session `generation`.
+    fn fail_pending(&self, generation: u64) {
+        self.pending
+            .lock()
+            .expect("pending lock")
+            .retain(|_, (g, _)| *g != generation);
     }
 
     /// Waits (indefinitely) for a controller session and registers on it,
@@ -180,7 +207,11 @@ impl RemoteController {
                 s.registering = true;
                 s.generation
             };
-            let result = self.call(request::Kind::Register(reg.clone()), Duration::ZERO);
+            let result = self.call(
+                request::Kind::Register(reg.clone()),
+                Duration::ZERO,
+                REQUEST_TIMEOUT,
+            );
             {
                 let mut guard = self.session.lock().expect("session lock");
                 if let Some(s) = guard.as_mut().filter(|s| s.generation == generation) {
@@ -220,12 +251,16 @@ impl RemoteController {
     ) -> u64 {
         static GENERATION: AtomicU64 = AtomicU64::new(1);
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
-        *self.session.lock().expect("session lock") = Some(Session {
+        let replaced = self.session.lock().expect("session lock").replace(Session {
             generation,
             outbound,
             broker_epoch: None,
             registering: false,
         });
+        if let Some(old) = replaced {
+            // A new controller (or a reconnect): the old one will not answer.
+            self.fail_pending(old.generation);
+        }
         self.session_changed.notify_all();
         generation
     }
@@ -235,6 +270,7 @@ impl RemoteController {
         if s.as_ref().map(|s| s.generation) == Some(generation) {
             *s = None;
         }
+        self.fail_pending(generation);
         self.session_changed.notify_all();
     }
 
@@ -267,7 +303,7 @@ impl RemoteController {
     }
 
     fn complete(&self, r: pb::Reply) {
-        if let Some(tx) = self.pending.lock().expect("pending lock").remove(&r.id) {
+        if let Some((_, tx)) = self.pending.lock().expect("pending lock").remove(&r.id) {
             let _ = tx.send(r);
         }
     }
@@ -299,7 +335,13 @@ impl ControlPlane for RemoteController {
         let Some(kind) = event_to_pb(&event) else {
             return Err(ControlPlaneError::NotCarried);
         };
-        let r = blocking(|| self.call(kind, Duration::from_secs(5)))?;
+        // A heartbeat that is not answered soon is not waited for: the next
+        // one goes out on whatever session is current by then.
+        let timeout = match &event {
+            Event::BrokerHeartbeat { .. } => HEARTBEAT_TIMEOUT,
+            _ => REQUEST_TIMEOUT,
+        };
+        let r = blocking(|| self.call(kind, Duration::from_secs(5), timeout))?;
         let reply = reply_from_pb(&event, r);
         if let Reply::Heartbeat {
             result: Err(ControllerError::Remote { code, .. }),
@@ -389,5 +431,108 @@ impl BrokerControl for ControlService {
             tracing::info!(generation, "controller session closed");
         });
         Ok(tonic::Response::new(UnboundedReceiverStream::new(rx)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn heartbeat() -> request::Kind {
+        let Some(kind) = event_to_pb(&Event::BrokerHeartbeat {
+            broker: 1,
+            broker_epoch: 1,
+        }) else {
+            unreachable!("a heartbeat is carried")
+        };
+        kind
+    }
+
+    /// A request sent on a session whose controller died (SIGKILL: the
+    /// stream ends) fails at once, so the broker's next heartbeat goes to
+    /// the new controller instead of waiting out the request timeout while
+    /// the new controller fences it.
+    #[test]
+    fn a_request_fails_when_its_session_ends_not_after_the_timeout() {
+        let rc = RemoteController::new(1);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let generation = rc.open_session(tx);
+        let caller = {
+            let rc = rc.clone();
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                let r = rc.call(heartbeat(), Duration::ZERO, REQUEST_TIMEOUT);
+                (r, t0.elapsed())
+            })
+        };
+        // The request went out on the session...
+        let sent = rx.blocking_recv().expect("the request").expect("ok");
+        assert!(matches!(
+            sent.kind,
+            Some(pb::broker_message::Kind::Request(_))
+        ));
+        // ...and the session ends without an answer.
+        rc.close_session(generation);
+        let (r, took) = caller.join().expect("caller");
+        assert!(
+            matches!(r, Err(ControlPlaneError::NoController(_))),
+            "{r:?}"
+        );
+        assert!(took < Duration::from_secs(5), "waited {took:?}");
+    }
+
+    /// A new session replacing the old one (a new controller dialled in
+    /// before the old stream's end was seen) fails the old one's requests.
+    #[test]
+    fn a_replaced_session_fails_its_requests_and_the_new_one_answers() {
+        let rc = RemoteController::new(1);
+        let (old_tx, mut old_rx) = mpsc::unbounded_channel();
+        rc.open_session(old_tx);
+        let caller = {
+            let rc = rc.clone();
+            std::thread::spawn(move || rc.call(heartbeat(), Duration::ZERO, REQUEST_TIMEOUT))
+        };
+        old_rx.blocking_recv().expect("the request").expect("ok");
+        let (new_tx, mut new_rx) = mpsc::unbounded_channel();
+        rc.open_session(new_tx);
+        assert!(matches!(
+            caller.join().expect("caller"),
+            Err(ControlPlaneError::NoController(_))
+        ));
+        // The next request goes out on the new session and gets its answer.
+        let caller = {
+            let rc = rc.clone();
+            std::thread::spawn(move || rc.call(heartbeat(), Duration::ZERO, REQUEST_TIMEOUT))
+        };
+        let Some(pb::broker_message::Kind::Request(req)) = new_rx
+            .blocking_recv()
+            .expect("the request")
+            .expect("ok")
+            .kind
+        else {
+            panic!("not a request")
+        };
+        rc.complete(pb::Reply {
+            id: req.id,
+            error_code: 0,
+            error_message: String::new(),
+            result: None,
+        });
+        let r = caller.join().expect("caller").expect("answered");
+        assert_eq!(r.id, req.id);
+    }
+
+    /// A heartbeat nobody answers gives up after its own short timeout.
+    #[test]
+    fn an_unanswered_call_times_out() {
+        let rc = RemoteController::new(1);
+        let (tx, _rx) = mpsc::unbounded_channel();
+        rc.open_session(tx);
+        let t0 = Instant::now();
+        let r = rc.call(heartbeat(), Duration::ZERO, Duration::from_millis(200));
+        assert!(matches!(r, Err(ControlPlaneError::Timeout)), "{r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(rc.pending.lock().unwrap().is_empty());
     }
 }

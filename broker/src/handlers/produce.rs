@@ -225,6 +225,20 @@ fn append(
     }
 }
 
+/// A storage error (a full disk, an I/O error) is the operator's business,
+/// not only the client's: it is logged, once per partition every 10 s.
+pub(crate) fn log_storage_error(broker: &Broker, topic: &str, partition: i32, e: &ApiError) {
+    if e.code != ResponseError::KafkaStorageError {
+        return;
+    }
+    if let Some(left_out) = broker
+        .log_throttle
+        .allow(&format!("storage {topic} {partition}"))
+    {
+        tracing::error!(topic, partition, error = %e.message, left_out, "cannot write to the log");
+    }
+}
+
 fn append_batch(
     broker: &Broker,
     topic: &str,
@@ -237,7 +251,9 @@ fn append_batch(
     // The offsets are written into the batch headers, so the batches need a
     // private mutable copy; everything else stays byte-for-byte as sent.
     let mut buf = BytesMut::from(&records[..]);
-    let info = part.append_as_leader(&mut buf, acks_all, now_ms())?;
+    let info = part
+        .append_as_leader(&mut buf, acks_all, now_ms())
+        .inspect_err(|e| log_storage_error(broker, topic, partition, e))?;
     if info.duplicate {
         tracing::debug!(
             topic,

@@ -146,6 +146,7 @@ async fn run(
 ) {
     let backoff = Duration::from_millis(config.backoff_ms.max(10));
     let mut conn: Option<BrokerClient> = None;
+    let storage_errors = crate::log_throttle::LogThrottle::new(Duration::from_secs(10));
     loop {
         let assigned: Vec<(Arc<Partition>, i32)> = partitions
             .lock()
@@ -211,7 +212,19 @@ async fn run(
                     continue;
                 };
                 if let Err(e) = apply(part, *epoch, pd).await {
-                    debug!(leader, topic = %tp.0, partition = tp.1, error = %e, "replica fetch not applied");
+                    match &e {
+                        // A full disk or an I/O error: this replica falls
+                        // out of the ISR, and the operator must hear why.
+                        ApplyError::Local(a) if a.code == ResponseError::KafkaStorageError => {
+                            let key = format!("{} {}", tp.0, tp.1);
+                            if let Some(left_out) = storage_errors.allow(&key) {
+                                tracing::error!(leader, topic = %tp.0, partition = tp.1, error = %a.message, left_out, "cannot write replicated records to the log");
+                            }
+                        }
+                        _ => {
+                            debug!(leader, topic = %tp.0, partition = tp.1, error = %e, "replica fetch not applied")
+                        }
+                    }
                     failed = true;
                 }
             }
