@@ -165,6 +165,26 @@ impl Partition {
         self.state().role == Role::Leader
     }
 
+    /// Whether this leader has evidence that it still leads: it is the only
+    /// member of its ISR, or another member fetched from it within
+    /// `within_ms` (followers fetch only from the leader the controller
+    /// named). A leader the controller replaced while it was cut off keeps
+    /// believing it leads until the controller reaches it again; this is
+    /// false for it as soon as its followers have moved on.
+    pub fn leadership_confirmed(&self, now_ms: i64, within_ms: i64) -> bool {
+        let st = self.state();
+        if st.role != Role::Leader {
+            return false;
+        }
+        let mut others = st.isr.iter().filter(|b| **b != self.local_id).peekable();
+        others.peek().is_none()
+            || others.any(|b| {
+                st.followers
+                    .get(b)
+                    .is_some_and(|f| now_ms - f.last_fetch_ms <= within_ms)
+            })
+    }
+
     /// The committed ISR (as the controller last accepted it).
     pub fn isr(&self) -> Vec<i32> {
         self.state().isr.clone()
@@ -747,3 +767,7 @@ pub enum TruncateTo {
     /// Drop everything and start empty at this offset.
     FullyStartAt(i64),
 }
+
+#[cfg(test)]
+#[path = "partition_tests.rs"]
+mod tests;

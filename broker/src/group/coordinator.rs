@@ -192,14 +192,28 @@ impl GroupCoordinator {
     fn led_partition(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
         let topic = self.offsets_topic(broker)?;
         let p = partition_for(group, topic.partitions.len() as i32);
-        if !broker
+        let Some(part) = broker
             .replicas
             .get(CONSUMER_OFFSETS, p)
-            .is_some_and(|part| part.is_leader())
-        {
+            .filter(|part| part.is_leader())
+        else {
             return Err(api(
                 ResponseError::NotCoordinator,
                 format!("{CONSUMER_OFFSETS}-{p} is not led by this broker"),
+            ));
+        };
+        // A leader cut off from its followers may have been replaced (the
+        // controller moved the partition while this broker was unreachable):
+        // its groups' offsets may be older than the new coordinator's, and
+        // a client must not read them. Kafka's coordinator answers from
+        // such a stale cache until it hears of the change.
+        if !part.leadership_confirmed(now_ms(), broker.config.replica_lag_time_max_ms) {
+            return Err(api(
+                ResponseError::NotCoordinator,
+                format!(
+                    "no in-sync follower of {CONSUMER_OFFSETS}-{p} has fetched from this broker \
+                     within replica.lag.time.max.ms; it may have lost its leadership"
+                ),
             ));
         }
         Ok(p)

@@ -1,0 +1,55 @@
+//! Unit tests of `Partition` (in a file of their own: partition.rs is long).
+
+use super::*;
+
+fn partition(local_id: i32) -> (tempfile::TempDir, Partition) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(
+        dir.path().join("t-0"),
+        skein_storage::LogConfig::default(),
+        0,
+    )
+    .unwrap();
+    (dir, Partition::new("t", 0, Uuid::nil(), local_id, log))
+}
+
+fn follower_fetch(p: &Partition, replica: i32, now_ms: i64) {
+    let leo = p.fetch_position().0;
+    p.read_for_follower(replica, leo, -1, p.leader_epoch(), 1 << 20, true, now_ms)
+        .unwrap();
+}
+
+/// A leader whose in-sync followers stopped fetching from it (they follow
+/// the leader the controller elected while this one was cut off) cannot
+/// confirm it still leads; one fetch within the window confirms it.
+#[test]
+fn leadership_is_confirmed_only_by_recent_follower_fetches() {
+    let (_d, p) = partition(1);
+    assert!(!p.leadership_confirmed(0, 2_000), "not a leader");
+    p.make_leader(1, 1, vec![1, 2, 3], vec![1, 2, 3], 1_000)
+        .unwrap();
+    // A fresh leader gives its followers a full window.
+    assert!(p.leadership_confirmed(2_500, 2_000));
+    assert!(!p.leadership_confirmed(3_001, 2_000));
+    follower_fetch(&p, 3, 5_000);
+    assert!(p.leadership_confirmed(6_000, 2_000));
+    assert!(!p.leadership_confirmed(7_001, 2_000));
+    // A replica outside the ISR does not count.
+    p.make_leader(1, 2, vec![1, 2, 3], vec![1, 2], 7_000)
+        .unwrap();
+    follower_fetch(&p, 3, 8_000);
+    assert!(!p.leadership_confirmed(9_500, 2_000));
+    follower_fetch(&p, 2, 9_000);
+    assert!(p.leadership_confirmed(9_500, 2_000));
+}
+
+/// The only member of its ISR needs nobody's confirmation (RF 1, or the
+/// controller shrank the ISR to it).
+#[test]
+fn a_sole_isr_member_leads_without_followers() {
+    let (_d, p) = partition(1);
+    p.make_leader(1, 1, vec![1], vec![1], 0).unwrap();
+    assert!(p.leadership_confirmed(1_000_000, 2_000));
+    p.make_leader(1, 2, vec![1, 2, 3], vec![1], 0).unwrap();
+    assert!(p.leadership_confirmed(1_000_000, 2_000));
+}
