@@ -130,6 +130,14 @@ pub struct BrokerInfo {
     /// sync yet (cleared when the last one rejoins its ISR).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub storage_lost: bool,
+    /// How many times it registered with another log directory than the
+    /// one its replicas lived on (each a lost disk or a new volume).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub storage_losses: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl BrokerInfo {

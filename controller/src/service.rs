@@ -447,6 +447,7 @@ fn build_view(st: &State) -> ClusterView {
                     rack: b.rack.clone(),
                     alive: b.is_alive(),
                     storage_lost: b.storage_lost,
+                    storage_losses: b.storage_losses,
                 },
             )
         })

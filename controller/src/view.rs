@@ -62,6 +62,8 @@ pub struct BrokerView {
     /// Came back with an empty log directory; some of its replicas are
     /// still being copied back.
     pub storage_lost: bool,
+    /// How many times it came back with an empty log directory.
+    pub storage_losses: u32,
 }
 
 /// A snapshot of the cluster as the controller published it.

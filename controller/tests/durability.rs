@@ -813,6 +813,8 @@ fn a_wiped_last_replica_is_not_elected_and_the_intact_ones_are() {
     assert_eq!(s.leader, NO_LEADER, "an empty replica was elected: {s:?}");
     assert_eq!(s.elr, vec![2]);
     assert!(core.broker(1).unwrap().storage_lost);
+    assert_eq!(core.broker(1).unwrap().storage_losses, 1);
+    assert_eq!(core.broker(2).unwrap().storage_losses, 0);
     // Broker 2, which holds everything, returns and leads.
     core.handle(reg(2, 2), 3);
     let s = core.partition(TOPIC, 0).unwrap().clone();
@@ -838,6 +840,14 @@ fn a_wiped_last_replica_is_not_elected_and_the_intact_ones_are() {
     assert_eq!(s.isr, vec![2, 1]);
     assert!(s.elr.is_empty(), "ISR back at min.insync.replicas");
     assert!(!core.broker(1).unwrap().storage_lost, "recovered");
+    assert_eq!(
+        core.broker(1).unwrap().storage_losses,
+        1,
+        "the count outlives the recovery (the operator's Event relies on it)"
+    );
+    // Registering again on the same directory is no loss.
+    core.handle(reg(1, 99), 5);
+    assert_eq!(core.broker(1).unwrap().storage_losses, 1);
 }
 
 #[test]

@@ -285,6 +285,10 @@ pub struct BrokerStatus {
     /// for nothing until they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_to_recover: Option<i32>,
+    /// How many times this broker came back with an empty log directory
+    /// (each a lost disk or a new PersistentVolumeClaim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_losses: Option<i32>,
 }
 
 /// Producer ids handed out so far, persisted so a new controller never reuses one.

@@ -11,7 +11,8 @@ for every Running pod it starts the pod's own container command (`/bin/sh -c
   real cluster; run under e2e/k8s/netns.sh so the pod CIDR is local),
 - each configMap volume written to a directory and its mountPath replaced by it,
 - each persistentVolumeClaim volume backed by a directory named after the
-  claim, so a recreated pod finds its data again (what a PVC gives),
+  claim object (name and uid), so a recreated pod finds its data again (what a
+  PVC gives) and a replaced claim starts empty (what a new volume gives),
 - `HOSTNAME`, and the downward-API env vars (`fieldRef`) of the pod spec.
 
 A container without a shell command line (the operator's: the image's
@@ -188,7 +189,12 @@ class PodRunner:
                     for k, text in (cm.get("data") or {}).items():
                         (d / k).write_text(text)
                 elif "persistentVolumeClaim" in v:
-                    d = self.workdir / "volumes" / v["persistentVolumeClaim"]["claimName"]
+                    # One directory per claim object: a claim deleted and made
+                    # again (the StatefulSet recreates a missing one) starts
+                    # empty, as a newly provisioned volume would.
+                    claim = v["persistentVolumeClaim"]["claimName"]
+                    pvc = self._kubectl_json("-n", self.ns, "get", "pvc", claim)
+                    d = self.workdir / "volumes" / f"{claim}-{pvc['metadata']['uid'][:8]}"
                     d.mkdir(parents=True, exist_ok=True)
                 else:
                     continue

@@ -405,6 +405,90 @@ def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
                "every partition back to a full ISR")
 
 
+def test_a_broker_on_a_new_volume_loses_no_acknowledged_record(env):
+    """A pod whose PersistentVolumeClaim is deleted comes back on a new, empty
+    volume (what a lost disk looks like on Kubernetes). The broker formats it
+    with a new directory id; the controller sees another directory than the one
+    its replicas lived on, takes them out of every ISR and never elects them,
+    so the replicas with data are not truncated to nothing: every acknowledged
+    record is still there, the replacement copies them back, and the
+    KafkaCluster status and an Event say what happened."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    env.k("apply", "-f", "-", stdin=topic_yaml("durable", 3, 3))
+    wait_until(lambda: (lambda ps: len(ps) == 3 and all(p["leader"] >= 0 and len(p["isr"]) == 3 for p in ps))(
+        topic_partitions(env, "durable")), 90, "durable placed with a full ISR")
+    prod = Producer({"bootstrap.servers": bootstrap(env), "acks": "all", "enable.idempotence": True,
+                     "linger.ms": 5})
+    acked: list[bytes] = []
+    failed: list[str] = []
+
+    def report(err, msg):
+        (failed.append(str(err)) if err else acked.append(msg.value()))
+    for i in range(3000):
+        prod.produce("durable", f"d-{i}".encode() + b"x" * 200, partition=i % 3, on_delivery=report)
+        if i % 500 == 0:
+            prod.poll(0)
+    assert prod.flush(60) == 0 and not failed, failed[:3]
+    assert len(acked) == 3000
+
+    # The victim leads partition 0: the case in which an empty broker used to
+    # be elected again and the replicas with data truncated to its empty log.
+    parts = topic_partitions(env, "durable")
+    victim = parts[0]["leader"]
+    pod = f"{CLUSTER}-{victim}"
+    spec = env.get("-n", NS, "get", "pod", pod)["spec"]
+    claim = next(v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v)
+    old_claim_uid = env.get("-n", NS, "get", "pvc", claim)["metadata"]["uid"]
+    losses_before = next((b.get("storageLosses", 0) for b in env.get("-n", NS, "get", "kafkacluster", CLUSTER)
+                          ["status"]["brokers"] if b["id"] == victim), 0)
+    env.k("-n", NS, "delete", "pvc", claim, "--wait=false")  # held by pvc-protection until the pod is gone
+    env.k("-n", NS, "delete", "pod", pod, "--wait=false")
+
+    def new_claim():
+        c = env.get("-n", NS, "get", "pvc", "--field-selector", f"metadata.name={claim}")["items"]
+        if c and c[0]["metadata"]["uid"] != old_claim_uid and c[0]["status"].get("phase") == "Bound":
+            return c[0]
+        # A pod recreated before the old claim was gone waits for a claim that
+        # is being deleted; deleting it again lets the StatefulSet make both anew.
+        p = env.get("-n", NS, "get", "pods", "--field-selector", f"metadata.name={pod}")["items"]
+        if p and p[0]["status"].get("phase") == "Pending" and not c:
+            env.k("-n", NS, "delete", "pod", pod, "--wait=false")
+        return None
+    wait_until(new_claim, 120, f"a new claim {claim} bound for the recreated pod")
+
+    def status_broker():
+        kc = env.get("-n", NS, "get", "kafkacluster", CLUSTER)
+        return next((b for b in kc.get("status", {}).get("brokers", []) if b["id"] == victim), None)
+    wait_until(lambda: (lambda b: b if b and b.get("storageLosses", 0) > losses_before else None)(status_broker()),
+               120, f"KafkaCluster status counting broker {victim}'s lost storage")
+    events = wait_until(lambda: [e for e in env.get("-n", NS, "get", "events", "--field-selector",
+                                                   "reason=BrokerStorageLost")["items"]
+                                 if f"broker {victim} " in e.get("message", "")], 60, "a BrokerStorageLost Event")
+    print("event:", events[-1]["message"])
+    # Back to a full ISR: the replacement copied everything back.
+    wait_until(lambda: all(len(p["isr"]) == 3 for p in topic_partitions(env, "durable")), 180,
+               "every partition of durable back to a full ISR")
+    wait_until(lambda: (lambda b: b and b.get("replicasToRecover") is None)(status_broker()), 60,
+               "replicasToRecover cleared once the broker is in sync")
+
+    # Every acknowledged record is there once, read from the new leaders.
+    cons = Consumer({"bootstrap.servers": bootstrap(env), "group.id": f"d-{uuid.uuid4().hex[:6]}",
+                     "enable.auto.commit": False})
+    cons.assign([TopicPartition("durable", p, 0) for p in range(3)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 90
+    while len(got) < len(acked) and time.monotonic() < deadline:
+        m = cons.poll(1)
+        if m is not None and not m.error():
+            got.append(m.value())
+    cons.close()
+    assert len(got) == len(acked) and sorted(got) == sorted(acked), \
+        f"{len(got)} read back of {len(acked)} acknowledged"
+    after = topic_partitions(env, "durable")
+    print(f"broker {victim} on a new volume: {len(acked)} acknowledged records all read back; "
+          f"partition 0 led by {after[0]['leader']} (epoch {parts[0]['leaderEpoch']} -> {after[0]['leaderEpoch']})")
+
+
 def brokers_of_all_partitions(env) -> set[int]:
     """Every broker that holds a replica of an operator-visible topic."""
     out = set()

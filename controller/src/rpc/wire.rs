@@ -25,6 +25,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
                 rack: b.rack.clone(),
                 alive: b.alive,
                 storage_lost: b.storage_lost,
+                storage_losses: b.storage_losses,
             })
             .collect(),
         topics: v
@@ -69,6 +70,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
                         rack: b.rack,
                         alive: b.alive,
                         storage_lost: b.storage_lost,
+                        storage_losses: b.storage_losses,
                     },
                 )
             })

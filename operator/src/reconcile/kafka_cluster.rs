@@ -162,40 +162,52 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     let all_ready = new_status.ready_replicas >= kc.spec.replicas && progress.is_none();
     patch_status(&clusters, &name, &new_status).await?;
 
-    // Events for brokers that came back on an empty disk, and when they
-    // have copied everything back.
-    let recovering = |brokers: Option<&Vec<skein_crds::BrokerStatus>>| {
+    // Events for brokers that came back on an empty disk (counted by the
+    // controller, so a loss is reported even when the copy back finished
+    // before this reconcile), and when they have copied everything back.
+    let brokers_of = |brokers: Option<&Vec<skein_crds::BrokerStatus>>| {
         brokers
             .into_iter()
             .flatten()
-            .filter_map(|b| b.replicas_to_recover.map(|n| (b.id, n)))
-            .collect::<std::collections::BTreeMap<i32, i32>>()
+            .map(|b| (b.id, b.clone()))
+            .collect::<std::collections::BTreeMap<i32, skein_crds::BrokerStatus>>()
     };
-    let before = recovering(kc.status.as_ref().map(|s| &s.brokers));
-    let after = recovering(new_status.brokers.as_ref());
-    for (id, n) in &after {
-        if !before.contains_key(id) {
+    let before = brokers_of(kc.status.as_ref().map(|s| &s.brokers));
+    let after = brokers_of(new_status.brokers.as_ref());
+    for (id, b) in &after {
+        let was = before.get(id);
+        let losses = |b: Option<&skein_crds::BrokerStatus>| {
+            b.and_then(|b| b.storage_losses).unwrap_or(0)
+        };
+        if losses(Some(b)) > losses(was) {
+            let progress = match b.replicas_to_recover {
+                Some(0) | None => "every replica is in sync again".to_string(),
+                Some(n) => format!("{n} replicas are still being copied back from their leaders"),
+            };
             publish(
                 ctx,
                 kc,
                 EventType::Warning,
                 "BrokerStorageLost",
                 "Recover",
-                format!("broker {id} came back with an empty log directory (lost disk or new volume): {n} replicas left their ISRs and are copied back from the leaders"),
+                format!("broker {id} came back with an empty log directory (lost disk or new volume): its replicas left their ISRs, lead nothing, and are copied back; {progress}"),
             )
             .await;
         }
-    }
-    for id in before.keys().filter(|id| !after.contains_key(id)) {
-        publish(
-            ctx,
-            kc,
-            EventType::Normal,
-            "BrokerStorageRecovered",
-            "Recover",
-            format!("broker {id} has copied every replica back and is in sync again"),
-        )
-        .await;
+        let recovering = |b: Option<&skein_crds::BrokerStatus>| {
+            b.is_some_and(|b| b.replicas_to_recover.is_some())
+        };
+        if (recovering(was) || losses(Some(b)) > losses(was)) && !recovering(Some(b)) {
+            publish(
+                ctx,
+                kc,
+                EventType::Normal,
+                "BrokerStorageRecovered",
+                "Recover",
+                format!("broker {id} has copied every replica back and is in sync again"),
+            )
+            .await;
+        }
     }
 
     // Events: one per new generation, saying what was done.
