@@ -23,7 +23,7 @@ use skein_controller::{BrokerLink, ControlPlane, ControllerService, PartitionCha
 /// Everything request handlers share.
 pub struct Broker {
     pub config: BrokerConfig,
-    pub metadata: MetadataStore,
+    pub metadata: Arc<MetadataStore>,
     pub replicas: Arc<ReplicaManager>,
     pub metrics: Arc<Metrics>,
     /// The consumer-group coordinator.
@@ -131,6 +131,10 @@ impl Broker {
                 .get(&id)
                 .map(|b| format!("{}:{}", b.host, b.port))
         });
+        // The fetchers send this broker's current epoch (KIP-903); it is
+        // the remote controller's session epoch, else the one registered.
+        let metadata = Arc::new(MetadataStore::new(config.node_id, controller.clone()));
+        let epoch_of = metadata.clone();
         let fetchers = FetcherManager::new(
             FetcherConfig {
                 local_id: config.node_id,
@@ -140,6 +144,7 @@ impl Broker {
                 backoff_ms: config.replica_fetch_backoff_ms,
             },
             addresses,
+            Arc::new(move || epoch_of.broker_epoch()),
         );
         let replicas = Arc::new(ReplicaManager::new(
             &config.data_dir,
@@ -151,7 +156,7 @@ impl Broker {
         let _ = metrics.data_dir.set(config.data_dir.clone());
         let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
         let broker = Arc::new(Self {
-            metadata: MetadataStore::new(config.node_id, controller.clone()),
+            metadata,
             config,
             replicas,
             metrics,

@@ -144,7 +144,7 @@ impl MetadataStore {
                 leader_epoch: p.leader_epoch,
                 partition_epoch: p.partition_epoch,
                 new_isr: p.new_isr.clone(),
-                new_isr_broker_epochs: Default::default(),
+                new_isr_broker_epochs: p.new_isr_broker_epochs.clone(),
             }),
             |r| match r {
                 Reply::AlterPartition { result, .. } => Some(result),

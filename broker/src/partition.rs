@@ -76,6 +76,10 @@ pub struct IsrProposal {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<i32>,
+    /// The broker epochs of the members it adds, as their fetches carried
+    /// them (KIP-903): the controller refuses a member that re-registered
+    /// since, whose caught-up log may have been lost in a crash.
+    pub new_isr_broker_epochs: BTreeMap<i32, u64>,
 }
 
 /// What the leader tells a follower about its fetch.
@@ -415,6 +419,7 @@ impl Partition {
     pub fn read_for_follower(
         &self,
         replica_id: i32,
+        replica_epoch: i64,
         fetch_offset: i64,
         last_fetched_epoch: i32,
         current_leader_epoch: i32,
@@ -482,7 +487,7 @@ impl Partition {
             if st.high_watermark != old_hw {
                 self.changed.notify_waiters();
             }
-            proposal = self.maybe_expand_isr(&mut st, replica_id, fetch_offset);
+            proposal = self.maybe_expand_isr(&mut st, replica_id, replica_epoch, fetch_offset);
         }
         let read = log.read(fetch_offset, max_bytes, leo, min_one_batch)?;
         Ok(ReplicaRead {
@@ -500,6 +505,7 @@ impl Partition {
         &self,
         st: &mut State,
         replica: i32,
+        replica_epoch: i64,
         follower_leo: i64,
     ) -> Option<IsrProposal> {
         if st.pending_isr.is_some() || st.isr.contains(&replica) {
@@ -510,10 +516,19 @@ impl Partition {
         }
         let mut new_isr = st.isr.clone();
         new_isr.push(replica);
-        Some(self.propose(st, new_isr))
+        // -1: a follower fetching with v14 or older, which sends no epoch.
+        let epochs = u64::try_from(replica_epoch)
+            .map(|e| BTreeMap::from([(replica, e)]))
+            .unwrap_or_default();
+        Some(self.propose(st, new_isr, epochs))
     }
 
-    fn propose(&self, st: &mut State, new_isr: Vec<i32>) -> IsrProposal {
+    fn propose(
+        &self,
+        st: &mut State,
+        new_isr: Vec<i32>,
+        new_isr_broker_epochs: BTreeMap<i32, u64>,
+    ) -> IsrProposal {
         st.pending_isr = Some(new_isr.clone());
         IsrProposal {
             topic: self.topic.clone(),
@@ -522,6 +537,7 @@ impl Partition {
             leader_epoch: st.leader_epoch,
             partition_epoch: st.partition_epoch,
             new_isr,
+            new_isr_broker_epochs,
         }
     }
 
@@ -551,7 +567,7 @@ impl Partition {
             .copied()
             .filter(|id| !lagging.contains(id))
             .collect();
-        Some(self.propose(&mut st, new_isr))
+        Some(self.propose(&mut st, new_isr, BTreeMap::new()))
     }
 
     /// Adopts the controller's answer to an ISR proposal; `None` means the

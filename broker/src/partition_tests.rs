@@ -15,7 +15,7 @@ fn partition(local_id: i32) -> (tempfile::TempDir, Partition) {
 
 fn follower_fetch(p: &Partition, replica: i32, now_ms: i64) {
     let leo = p.fetch_position().0;
-    p.read_for_follower(replica, leo, -1, p.leader_epoch(), 1 << 20, true, now_ms)
+    p.read_for_follower(replica, 7, leo, -1, p.leader_epoch(), 1 << 20, true, now_ms)
         .unwrap();
 }
 
@@ -52,4 +52,31 @@ fn a_sole_isr_member_leads_without_followers() {
     assert!(p.leadership_confirmed(1_000_000, 2_000));
     p.make_leader(1, 2, vec![1, 2, 3], vec![1], 0).unwrap();
     assert!(p.leadership_confirmed(1_000_000, 2_000));
+}
+
+/// KIP-903: the ISR expansion names the incarnation of the follower that
+/// caught up (the broker epoch its fetch carried), so the controller can
+/// refuse it if that broker restarted since; a pre-v15 fetch names none.
+#[test]
+fn an_isr_expansion_carries_the_broker_epoch_of_the_fetch() {
+    let (_d, p) = partition(1);
+    p.make_leader(1, 1, vec![1, 2, 3], vec![1, 2], 0).unwrap();
+    let leo = p.fetch_position().0;
+    let r = p
+        .read_for_follower(3, 42, leo, -1, 1, 1 << 20, true, 10)
+        .unwrap();
+    let proposal = r.proposal.expect("a caught-up follower is proposed");
+    assert_eq!(proposal.new_isr, vec![1, 2, 3]);
+    assert_eq!(proposal.new_isr_broker_epochs, BTreeMap::from([(3, 42)]));
+
+    let (_d, p) = partition(1);
+    p.make_leader(1, 1, vec![1, 2, 3], vec![1, 2], 0).unwrap();
+    let r = p
+        .read_for_follower(3, -1, leo, -1, 1, 1 << 20, true, 10)
+        .unwrap();
+    assert!(r
+        .proposal
+        .expect("proposed")
+        .new_isr_broker_epochs
+        .is_empty());
 }

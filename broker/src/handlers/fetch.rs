@@ -50,10 +50,13 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     let min_bytes = req.min_bytes.max(0) as usize;
     let read_committed = req.isolation_level == 1;
     // v15 moved the replica id into `replica_state`.
-    let replica_id = if version >= 15 {
-        req.replica_state.replica_id.0
+    let (replica_id, replica_epoch) = if version >= 15 {
+        (
+            req.replica_state.replica_id.0,
+            req.replica_state.replica_epoch,
+        )
     } else {
-        req.replica_id.0
+        (req.replica_id.0, -1)
     };
     // As Kafka: min(request, fetch.max.bytes), or for a follower
     // min(request, replica.fetch.response.max.bytes).
@@ -124,7 +127,13 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         for w in waits.iter_mut() {
             w.as_mut().enable();
         }
-        let (results, total, errored) = read_pass(broker, &wanted, max_bytes, &topics, replica_id);
+        let (results, total, errored) = read_pass(
+            broker,
+            &wanted,
+            max_bytes,
+            &topics,
+            (replica_id, replica_epoch),
+        );
         let expired = Instant::now() >= deadline;
         if total >= min_bytes || errored || expired || waits.is_empty() {
             return build_response(results, &topics, &wanted, version, read_committed);
@@ -159,7 +168,7 @@ fn read_pass(
     wanted: &[Wanted],
     max_bytes: usize,
     topics: &[(TopicName, Uuid, Option<String>)],
-    replica_id: i32,
+    (replica_id, replica_epoch): (i32, i64),
 ) -> (Vec<PartResult>, usize, bool) {
     let now = crate::system::now_ms();
     let mut total = 0usize;
@@ -186,6 +195,7 @@ fn read_pass(
                     // than the limits, so a reader can always make progress.
                     p.read_for_follower(
                         replica_id,
+                        replica_epoch,
                         w.fetch_offset,
                         w.last_fetched_epoch,
                         w.current_leader_epoch,

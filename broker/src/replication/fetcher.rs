@@ -21,10 +21,16 @@ use crate::partition::TopicPartition;
 use crate::partition::{Partition, TruncateTo};
 
 /// Fetch v12: the first version with diverging epochs; topics by name.
-const FETCH_VERSION: i16 = 12;
+/// v15 (KIP-903): the follower's broker epoch rides along in
+/// `replica_state`, so the leader's ISR expansion names the incarnation that
+/// caught up and the controller refuses it if that broker restarted since.
+const FETCH_VERSION: i16 = 15;
 
 /// Finds the `host:port` of a broker id.
 pub type AddressBook = Arc<dyn Fn(i32) -> Option<String> + Send + Sync>;
+
+/// This broker's current broker epoch (it changes on every registration).
+pub type EpochSource = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 /// Settings of the fetchers (Kafka's `replica.fetch.*`).
 #[derive(Debug, Clone)]
@@ -54,6 +60,7 @@ struct Fetcher {
 pub struct FetcherManager {
     config: FetcherConfig,
     addresses: AddressBook,
+    epoch: EpochSource,
     fetchers: Mutex<HashMap<i32, Fetcher>>,
     /// Set by `shutdown`: a stopped (or crashed) broker starts no fetcher
     /// again, even if a role change still reaches it.
@@ -61,10 +68,11 @@ pub struct FetcherManager {
 }
 
 impl FetcherManager {
-    pub fn new(config: FetcherConfig, addresses: AddressBook) -> Self {
+    pub fn new(config: FetcherConfig, addresses: AddressBook, epoch: EpochSource) -> Self {
         Self {
             config,
             addresses,
+            epoch,
             fetchers: Mutex::new(HashMap::new()),
             closed: std::sync::atomic::AtomicBool::new(false),
         }
@@ -85,6 +93,7 @@ impl FetcherManager {
                 self.config.clone(),
                 leader,
                 self.addresses.clone(),
+                self.epoch.clone(),
                 partitions.clone(),
                 wake.clone(),
             ));
@@ -141,6 +150,7 @@ async fn run(
     config: FetcherConfig,
     leader: i32,
     addresses: AddressBook,
+    epoch: EpochSource,
     partitions: Assigned,
     wake: Arc<Notify>,
 ) {
@@ -178,7 +188,7 @@ async fn run(
                 }
             }
         }
-        let req = build_request(&config, &assigned);
+        let req = build_request(&config, epoch(), &assigned);
         let client = conn.as_mut().expect("connected above");
         let timeout = Duration::from_millis(config.max_wait_ms.max(0) as u64 + 10_000);
         let resp = match tokio::time::timeout(timeout, client.call(&req, FETCH_VERSION)).await {
@@ -201,13 +211,22 @@ async fn run(
             continue;
         }
         let mut failed = false;
+        // v13+ answers with topic ids only.
+        let names: HashMap<uuid::Uuid, String> = assigned
+            .iter()
+            .map(|(p, _)| (p.topic_id, p.topic.clone()))
+            .collect();
         let by_tp: HashMap<TopicPartition, (Arc<Partition>, i32)> = assigned
             .into_iter()
             .map(|(p, e)| ((p.topic.clone(), p.index), (p, e)))
             .collect();
         for t in resp.responses {
             for pd in t.partitions {
-                let tp = (t.topic.0.to_string(), pd.partition_index);
+                let name = match names.get(&t.topic_id) {
+                    Some(n) => n.clone(),
+                    None => t.topic.0.to_string(),
+                };
+                let tp = (name, pd.partition_index);
                 let Some((part, epoch)) = by_tp.get(&tp) else {
                     continue;
                 };
@@ -236,7 +255,11 @@ async fn run(
     }
 }
 
-fn build_request(config: &FetcherConfig, assigned: &[(Arc<Partition>, i32)]) -> FetchRequest {
+fn build_request(
+    config: &FetcherConfig,
+    broker_epoch: u64,
+    assigned: &[(Arc<Partition>, i32)],
+) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (part, epoch) in assigned {
         let (leo, last_epoch) = part.fetch_position();
@@ -252,13 +275,17 @@ fn build_request(config: &FetcherConfig, assigned: &[(Arc<Partition>, i32)]) -> 
             None => {
                 let mut t = FetchTopic::default();
                 t.topic = TopicName(StrBytes::from_string(part.topic.clone()));
+                t.topic_id = part.topic_id;
                 t.partitions = vec![fp];
                 topics.push(t);
             }
         }
     }
     let mut req = FetchRequest::default();
-    req.replica_id = BrokerId(config.local_id);
+    // v15 moved the replica id into `replica_state`; the old field is -1.
+    req.replica_id = BrokerId(-1);
+    req.replica_state.replica_id = BrokerId(config.local_id);
+    req.replica_state.replica_epoch = broker_epoch as i64;
     req.max_wait_ms = config.max_wait_ms;
     req.min_bytes = 1;
     req.max_bytes = config.response_max_bytes;

@@ -52,7 +52,8 @@ impl ControllerCore {
             in_controlled_shutdown: false,
             directory_id: directory_id.or(previous_dir),
             storage_lost: lost.is_some() || previous.as_ref().is_some_and(|i| i.storage_lost),
-            storage_losses: previous.as_ref().map_or(0, |i| i.storage_losses) + u32::from(lost.is_some()),
+            storage_losses: previous.as_ref().map_or(0, |i| i.storage_losses)
+                + u32::from(lost.is_some()),
         };
         self.image.brokers.insert(broker, info.clone());
         self.out.persist.push(Command::PersistBroker(info));

@@ -176,9 +176,8 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     let after = brokers_of(new_status.brokers.as_ref());
     for (id, b) in &after {
         let was = before.get(id);
-        let losses = |b: Option<&skein_crds::BrokerStatus>| {
-            b.and_then(|b| b.storage_losses).unwrap_or(0)
-        };
+        let losses =
+            |b: Option<&skein_crds::BrokerStatus>| b.and_then(|b| b.storage_losses).unwrap_or(0);
         if losses(Some(b)) > losses(was) {
             let progress = match b.replicas_to_recover {
                 Some(0) | None => "every replica is in sync again".to_string(),
