@@ -134,6 +134,7 @@ impl Broker {
         // The fetchers send this broker's current epoch (KIP-903); it is
         // the remote controller's session epoch, else the one registered.
         let metadata = Arc::new(MetadataStore::new(config.node_id, controller.clone()));
+        metadata.set_clean_shutdown_epoch(crate::clean_shutdown::take(&config.data_dir)?);
         let epoch_of = metadata.clone();
         let fetchers = FetcherManager::new(
             FetcherConfig {
@@ -594,5 +595,10 @@ impl Broker {
     pub fn shutdown(&self) {
         self.replicas.shutdown();
         info!("logs closed");
+        if let Err(e) =
+            crate::clean_shutdown::write(&self.config.data_dir, self.metadata.broker_epoch())
+        {
+            warn!(error = %e, "cannot write the clean-shutdown marker; the next start counts as unclean");
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! working cluster on its own; the log itself lives in `skein-storage`.
 
 pub mod broker;
+pub mod clean_shutdown;
 pub mod config;
 pub mod error;
 pub mod group;

@@ -42,6 +42,10 @@ pub struct MetadataStore {
     node_id: i32,
     controller: Arc<dyn ControlPlane>,
     broker_epoch: AtomicU64,
+    /// What the next registration says of the previous incarnation: the
+    /// epoch of a clean stop (from the marker) or of this running process's
+    /// last registration; `None` after an unclean stop.
+    previous_epoch: Mutex<Option<u64>>,
     /// Next producer id to hand out and the end (exclusive) of the block.
     producer_ids: Mutex<(i64, i64)>,
 }
@@ -52,8 +56,15 @@ impl MetadataStore {
             node_id,
             controller,
             broker_epoch: AtomicU64::new(0),
+            previous_epoch: Mutex::new(None),
             producer_ids: Mutex::new((0, 0)),
         }
+    }
+
+    /// The epoch this broker held when it last stopped cleanly (read from
+    /// the clean-shutdown marker at start), sent with the first registration.
+    pub fn set_clean_shutdown_epoch(&self, epoch: Option<u64>) {
+        *self.previous_epoch.lock().expect("previous epoch lock") = epoch;
     }
 
     pub fn controller(&self) -> &Arc<dyn ControlPlane> {
@@ -77,6 +88,7 @@ impl MetadataStore {
                 port,
                 rack,
                 directory_id: Some(directory_id),
+                previous_broker_epoch: *self.previous_epoch.lock().expect("previous epoch lock"),
             },
             |r| match r {
                 Reply::BrokerRegistered { result, .. } => Some(result),
@@ -84,6 +96,9 @@ impl MetadataStore {
             },
         )?;
         self.broker_epoch.store(epoch, Ordering::Release);
+        // This process keeps what it wrote: registering again (after being
+        // fenced, or with a new controller) is no unclean stop.
+        *self.previous_epoch.lock().expect("previous epoch lock") = Some(epoch);
         Ok(epoch)
     }
 

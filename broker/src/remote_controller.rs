@@ -230,6 +230,16 @@ impl RemoteController {
                 Ok(r) if r.error_code == 0 => {
                     if let Some(reply::Result::BrokerEpoch(epoch)) = r.result {
                         tracing::info!(broker_epoch = epoch, "registered with the controller");
+                        // The next session's registration (a new controller)
+                        // comes from this same running process: clean.
+                        if let Some(reg) = self
+                            .registration
+                            .lock()
+                            .expect("registration lock")
+                            .as_mut()
+                        {
+                            reg.previous_broker_epoch = Some(epoch);
+                        }
                         return Ok(epoch);
                     }
                 }

@@ -22,6 +22,12 @@ pub enum Event {
         rack: Option<String>,
         /// The `directory.id` of its log directory (`None`: not known).
         directory_id: Option<DirectoryId>,
+        /// The broker epoch it held when it last stopped cleanly, or the
+        /// one it holds now when a running broker registers again (Kafka's
+        /// `PreviousBrokerEpoch`). `None`, or another epoch than the last
+        /// one registered, means it stopped uncleanly: it may have lost
+        /// writes it had not flushed, so it leaves every ELR (KIP-966).
+        previous_broker_epoch: Option<u64>,
     },
     /// A broker is alive. Brokers whose last heartbeat is older than the
     /// session timeout are fenced on the next [`Event::Tick`].

@@ -26,6 +26,7 @@
 //!         port: 9092,
 //!         rack: None,
 //!         directory_id: None,
+//!         previous_broker_epoch: None,
 //!     },
 //!     0,
 //! );

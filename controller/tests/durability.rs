@@ -60,6 +60,9 @@ struct Broker {
     inbox: Vec<Command>,
     replicas: BTreeMap<u32, Replica>,
     epoch: u64,
+    /// The epoch it held when it last stopped cleanly (its clean-shutdown
+    /// marker); a kill leaves none.
+    clean_stop: Option<u64>,
 }
 
 /// A write the client is waiting on.
@@ -113,6 +116,7 @@ impl Sim {
                     inbox: Vec::new(),
                     replicas: BTreeMap::new(),
                     epoch: 0,
+                    clean_stop: None,
                 },
             );
         }
@@ -241,11 +245,12 @@ impl Sim {
             r.isr.clear();
             r.follower_leo.clear();
         }
-        self.register(id)
+        let previous = b.clean_stop.take();
+        self.register(id, previous)
     }
 
     /// Registers (at start, or again after the controller fenced it).
-    fn register(&mut self, id: BrokerId) -> Result<(), String> {
+    fn register(&mut self, id: BrokerId, previous: Option<u64>) -> Result<(), String> {
         let dir = self.brokers[&id].dir;
         let replies = self.handle(Event::BrokerRegistered {
             broker: id,
@@ -253,6 +258,7 @@ impl Sim {
             port: 9092,
             rack: None,
             directory_id: Some(DirectoryId(dir)),
+            previous_broker_epoch: previous,
         })?;
         match replies.first() {
             Some(Reply::BrokerRegistered {
@@ -356,8 +362,9 @@ impl Sim {
         })?;
         match replies.first() {
             Some(Reply::Heartbeat { result: Ok(()), .. }) => Ok(()),
-            // Fenced meanwhile: it registers again, as a broker does.
-            _ => self.register(b),
+            // Fenced meanwhile: it registers again, as a broker does (the
+            // same process: nothing lost).
+            _ => self.register(b, Some(epoch)),
         }
     }
 
@@ -368,6 +375,7 @@ impl Sim {
             broker.running = false;
             broker.paused = false;
             broker.inbox.clear();
+            broker.clean_stop = None;
         }
         if self.rng.chance(60) {
             self.handle(Event::BrokerLost { broker: b })?;
@@ -402,6 +410,7 @@ impl Sim {
         let broker = self.brokers.get_mut(&b).unwrap();
         broker.running = false;
         broker.inbox.clear();
+        broker.clean_stop = Some(epoch);
         self.handle(Event::BrokerLost { broker: b })?;
         Ok(())
     }
@@ -768,13 +777,15 @@ fn a_wiped_last_replica_is_not_elected_and_the_intact_ones_are() {
     // all three, brokers stopped cleanly one after the other (3, 2, then the
     // leader 1), broker 1's disk lost, everything started again.
     let mut core = ControllerCore::new(test_config());
-    let reg = |id: BrokerId, dir: u128| Event::BrokerRegistered {
+    let reg_after = |id: BrokerId, dir: u128, previous: Option<u64>| Event::BrokerRegistered {
         broker: id,
         host: format!("b{id}"),
         port: 9092,
         rack: None,
         directory_id: Some(DirectoryId(dir)),
+        previous_broker_epoch: previous,
     };
+    let reg = |id: BrokerId, dir: u128| reg_after(id, dir, None);
     for id in 1..=3 {
         core.handle(reg(id, id as u128), 0);
     }
@@ -815,8 +826,9 @@ fn a_wiped_last_replica_is_not_elected_and_the_intact_ones_are() {
     assert!(core.broker(1).unwrap().storage_lost);
     assert_eq!(core.broker(1).unwrap().storage_losses, 1);
     assert_eq!(core.broker(2).unwrap().storage_losses, 0);
-    // Broker 2, which holds everything, returns and leads.
-    core.handle(reg(2, 2), 3);
+    // Broker 2, which holds everything and stopped cleanly, returns and leads.
+    let clean_stop = core.broker(2).unwrap().broker_epoch;
+    core.handle(reg_after(2, 2, Some(clean_stop)), 3);
     let s = core.partition(TOPIC, 0).unwrap().clone();
     assert_eq!(s.leader, 2);
     assert_eq!(s.isr, vec![2]);
@@ -889,4 +901,55 @@ fn a_restarted_member_proposed_with_its_old_epoch_is_refused() {
         matches!(accepted, Reply::AlterPartition { result: Ok(_), .. }),
         "{accepted:?}"
     );
+}
+
+/// KIP-966: a broker that registers without the epoch of a clean stop (it
+/// was killed or crashed, and may have lost records it had not flushed) is
+/// no longer an eligible leader replica; one that stopped cleanly stays one,
+/// and so does a running broker that registers again.
+#[test]
+fn an_unclean_stop_leaves_the_elr_and_a_clean_one_does_not() {
+    let reg = |id: BrokerId, previous: Option<u64>| Event::BrokerRegistered {
+        broker: id,
+        host: format!("b{id}"),
+        port: 9092,
+        rack: None,
+        directory_id: Some(DirectoryId(id as u128)),
+        previous_broker_epoch: previous,
+    };
+    for (clean, expect_elr) in [(true, vec![1, 2]), (false, vec![1])] {
+        let mut core = ControllerCore::new(test_config());
+        for id in 1..=3 {
+            core.handle(reg(id, None), 0);
+        }
+        core.handle(
+            Event::CreateTopic(
+                NewTopic::new(TOPIC, TOPIC_ID, 1, 3).with_config("min.insync.replicas", "2"),
+            ),
+            0,
+        );
+        // 3, then 2 stop (2 cleanly or killed): the ISR falls below
+        // min.insync.replicas and 2 is remembered in the ELR.
+        core.handle(Event::BrokerLost { broker: 3 }, 1);
+        let epoch2 = core.broker(2).unwrap().broker_epoch;
+        core.handle(Event::BrokerLost { broker: 2 }, 2);
+        let s = core.partition(TOPIC, 0).unwrap().clone();
+        assert_eq!(s.isr, vec![1], "{s:?}");
+        assert_eq!(s.elr, vec![2], "{s:?}");
+        // 2 comes back.
+        core.handle(reg(2, clean.then_some(epoch2)), 3);
+        let mut elr = core.partition(TOPIC, 0).unwrap().elr.clone();
+        elr.extend(core.partition(TOPIC, 0).unwrap().isr.iter());
+        elr.sort();
+        assert_eq!(elr, expect_elr, "clean stop: {clean}");
+        // A running broker registering again (same process) keeps its place.
+        let s = core.partition(TOPIC, 0).unwrap().clone();
+        let epoch1 = core.broker(1).unwrap().broker_epoch;
+        core.handle(reg(1, Some(epoch1)), 4);
+        let after = core.partition(TOPIC, 0).unwrap().clone();
+        assert!(
+            after.isr.contains(&1) || after.elr.contains(&1),
+            "{s:?} -> {after:?}"
+        );
+    }
 }

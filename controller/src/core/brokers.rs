@@ -15,6 +15,7 @@ impl ControllerCore {
         port: u16,
         rack: Option<String>,
         directory_id: Option<DirectoryId>,
+        previous_broker_epoch: Option<u64>,
     ) {
         if broker < 0 {
             self.reply(Reply::BrokerRegistered {
@@ -37,6 +38,12 @@ impl ControllerCore {
             (Some(before), Some(now)) if before != now => Some((before, now)),
             _ => None,
         };
+        // KIP-966: a broker that did not stop cleanly (killed, crashed, the
+        // machine lost power) may have lost records it had not flushed; it
+        // is no longer known to hold everything committed.
+        let unclean_shutdown = previous
+            .as_ref()
+            .is_some_and(|i| previous_broker_epoch != Some(i.broker_epoch));
         let broker_epoch = self.image.cluster.next_broker_epoch;
         self.image.cluster.next_broker_epoch += 1;
         self.out
@@ -79,6 +86,22 @@ impl ControllerCore {
                 next.elr.retain(|b| *b != broker);
                 let unclean = self.unclean_enabled(&topic);
                 self.commit_partition(&topic, p, next, unclean, Origin::Controller);
+            }
+        } else if unclean_shutdown {
+            // Unless it is the last replica known to hold everything (no ISR,
+            // no other ELR member): then it stays electable, as Kafka's
+            // last-known-leader rule has it; without it the partition would
+            // stay offline for good (every RF 1 partition after a kill -9).
+            let others_eligible = |s: &crate::model::PartitionState| {
+                !s.isr.is_empty() || s.elr.iter().any(|b| *b != broker)
+            };
+            for (topic, p) in
+                self.partitions_where(|s| s.elr.contains(&broker) && others_eligible(s))
+            {
+                let mut next = self.state(&topic, p).clone();
+                next.elr.retain(|b| *b != broker);
+                let unclean_election = self.unclean_enabled(&topic);
+                self.commit_partition(&topic, p, next, unclean_election, Origin::Controller);
             }
         }
 

@@ -110,7 +110,15 @@ impl ControllerCore {
                 port,
                 rack,
                 directory_id,
-            } => self.on_broker_registered(broker, host, port, rack, directory_id),
+                previous_broker_epoch,
+            } => self.on_broker_registered(
+                broker,
+                host,
+                port,
+                rack,
+                directory_id,
+                previous_broker_epoch,
+            ),
             Event::BrokerHeartbeat {
                 broker,
                 broker_epoch,

@@ -231,6 +231,7 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             port,
             rack,
             directory_id,
+            previous_broker_epoch,
         } => request::Kind::Register(pb::Register {
             broker_id: *broker,
             host: host.clone(),
@@ -240,6 +241,7 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
                 .map(|d| d.0.to_be_bytes().to_vec())
                 .unwrap_or_default(),
             cluster_id: None,
+            previous_broker_epoch: *previous_broker_epoch,
         }),
         Event::BrokerHeartbeat { broker_epoch, .. } => request::Kind::Heartbeat(pb::Heartbeat {
             broker_epoch: *broker_epoch,
@@ -324,6 +326,7 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             directory_id: <[u8; 16]>::try_from(r.directory_id.as_slice())
                 .ok()
                 .map(|b| DirectoryId(u128::from_be_bytes(b))),
+            previous_broker_epoch: r.previous_broker_epoch,
         },
         request::Kind::Heartbeat(h) => Event::BrokerHeartbeat {
             broker,

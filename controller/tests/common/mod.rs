@@ -21,6 +21,7 @@ pub fn register(id: BrokerId, rack: Option<&str>) -> Event {
         port: 9092,
         rack: rack.map(str::to_owned),
         directory_id: Some(skein_controller::DirectoryId(id as u128)),
+        previous_broker_epoch: None,
     }
 }
 
