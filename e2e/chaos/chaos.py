@@ -613,10 +613,16 @@ class Chaos:
         for _ in range(1_000_000):
             if time.monotonic() >= t_end or (a.max_faults and self.nfaults >= a.max_faults):
                 break
-            if not self.wait_whole(a.settle_timeout):
+            whole = self.wait_whole(a.settle_timeout)
+            if not whole:
                 log(f"cluster not whole after {a.settle_timeout:.0f} s; injecting anyway")
             self.sleep(self.rnd.uniform(0.0, a.quiet))
             kind = self.rnd.choice(kinds)
+            if kind == "disk-loss" and not whole and len(kinds) > 1:
+                # A disk is wiped only while the other two replicas hold
+                # everything: wiping one while another is still copying back
+                # could destroy the last copy, which no RF 3 system survives.
+                kind = self.rnd.choice([k for k in kinds if k != "disk-loss"])
             try:
                 fns[kind]()
             except Exception as e:  # noqa: BLE001
