@@ -275,6 +275,19 @@ def topic_partitions(env, name: str) -> list[dict]:
     return env.get("-n", NS, "get", "topic", name).get("status", {}).get("partitions", [])
 
 
+def poll_values(cons, want: int, timeout: float) -> list[bytes]:
+    """The values a confluent-kafka consumer reads until it has `want` of them
+    or `timeout` seconds pass; the consumer is closed."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        m = cons.poll(1)
+        if m is not None and not m.error():
+            got.append(m.value())
+    cons.close()
+    return got
+
+
 def test_helm_chart_installs_and_its_rbac_is_enough(env):
     """The operator of every other test is the chart's Deployment, with the chart's ServiceAccount."""
     dep = env.get("-n", OP_NS, "get", "deployment")["items"]
@@ -331,13 +344,7 @@ def test_topic_gets_partitions_in_status_and_serves_clients(env):
     cons = Consumer({"bootstrap.servers": bootstrap(env), "group.id": f"g-{uuid.uuid4().hex[:6]}",
                      "auto.offset.reset": "earliest"})
     cons.subscribe(["orders"])
-    got = []
-    deadline = time.monotonic() + 60
-    while len(got) < len(sent) and time.monotonic() < deadline:
-        m = cons.poll(1)
-        if m is not None and not m.error():
-            got.append(m.value())
-    cons.close()
+    got = poll_values(cons, len(sent), 60)
     assert sorted(got) == sorted(sent)
 
 
@@ -475,13 +482,7 @@ def test_a_broker_on_a_new_volume_loses_no_acknowledged_record(env):
     cons = Consumer({"bootstrap.servers": bootstrap(env), "group.id": f"d-{uuid.uuid4().hex[:6]}",
                      "enable.auto.commit": False})
     cons.assign([TopicPartition("durable", p, 0) for p in range(3)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 90
-    while len(got) < len(acked) and time.monotonic() < deadline:
-        m = cons.poll(1)
-        if m is not None and not m.error():
-            got.append(m.value())
-    cons.close()
+    got = poll_values(cons, len(acked), 90)
     assert len(got) == len(acked) and sorted(got) == sorted(acked), \
         f"{len(got)} read back of {len(acked)} acknowledged"
     after = topic_partitions(env, "durable")
