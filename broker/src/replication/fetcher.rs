@@ -211,25 +211,17 @@ async fn run(
             continue;
         }
         let mut failed = false;
-        // v13+ answers with topic ids only.
-        let names: HashMap<uuid::Uuid, String> = assigned
-            .iter()
-            .map(|(p, _)| (p.topic_id, p.topic.clone()))
-            .collect();
-        let by_tp: HashMap<TopicPartition, (Arc<Partition>, i32)> = assigned
+        // v13+ names topics by id only.
+        let by_id: HashMap<(uuid::Uuid, i32), (Arc<Partition>, i32)> = assigned
             .into_iter()
-            .map(|(p, e)| ((p.topic.clone(), p.index), (p, e)))
+            .map(|(p, e)| ((p.topic_id, p.index), (p, e)))
             .collect();
         for t in resp.responses {
             for pd in t.partitions {
-                let name = match names.get(&t.topic_id) {
-                    Some(n) => n.clone(),
-                    None => t.topic.0.to_string(),
-                };
-                let tp = (name, pd.partition_index);
-                let Some((part, epoch)) = by_tp.get(&tp) else {
+                let Some((part, epoch)) = by_id.get(&(t.topic_id, pd.partition_index)) else {
                     continue;
                 };
+                let tp = (part.topic.as_str(), part.index);
                 if let Err(e) = apply(part, *epoch, pd).await {
                     match &e {
                         // A full disk or an I/O error: this replica falls
