@@ -174,10 +174,12 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     };
     let before = brokers_of(kc.status.as_ref().map(|s| &s.brokers));
     let after = brokers_of(new_status.brokers.as_ref());
+    let losses =
+        |b: Option<&skein_crds::BrokerStatus>| b.and_then(|b| b.storage_losses).unwrap_or(0);
+    let recovering =
+        |b: Option<&skein_crds::BrokerStatus>| b.is_some_and(|b| b.replicas_to_recover.is_some());
     for (id, b) in &after {
         let was = before.get(id);
-        let losses =
-            |b: Option<&skein_crds::BrokerStatus>| b.and_then(|b| b.storage_losses).unwrap_or(0);
         if losses(Some(b)) > losses(was) {
             let progress = match b.replicas_to_recover {
                 Some(0) | None => "every replica is in sync again".to_string(),
@@ -193,9 +195,6 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
             )
             .await;
         }
-        let recovering = |b: Option<&skein_crds::BrokerStatus>| {
-            b.is_some_and(|b| b.replicas_to_recover.is_some())
-        };
         if (recovering(was) || losses(Some(b)) > losses(was)) && !recovering(Some(b)) {
             publish(
                 ctx,
