@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use crate::config::BrokerConfig;
 use crate::error::ApiError;
 use crate::meta_properties::MetaProperties;
-use crate::metadata::{MetadataStore, TopicView};
+use crate::metadata::{ClusterView, MetadataStore, TopicView};
 use crate::metrics::Metrics;
 use crate::partition::IsrProposal;
 use crate::replica_manager::ReplicaManager;
@@ -73,6 +73,13 @@ impl BrokerLink for LocalLink {
             }
         }
     }
+}
+
+/// A topic as [`Broker::apply_changes`] needs it for each of its partitions.
+struct HostedTopic<'a> {
+    meta: &'a TopicView,
+    log_config: skein_storage::LogConfig,
+    min_isr: usize,
 }
 
 impl Broker {
@@ -215,6 +222,11 @@ impl Broker {
             return;
         }
         let now = now_ms();
+        // One batch can name thousands of partitions of one topic (a
+        // CreateTopics of 10 000): each topic is resolved once per batch, not
+        // once per partition, so applying it stays linear in its size.
+        let image = self.metadata.image();
+        let mut topics: BTreeMap<String, Result<HostedTopic<'_>, ApiError>> = BTreeMap::new();
         for change in changes {
             let result = match change {
                 PartitionChange::Leader {
@@ -224,16 +236,18 @@ impl Broker {
                     partition_epoch,
                     replicas,
                     isr,
-                } => self.hosted(&topic, partition, now).and_then(|p| {
-                    self.replicas.become_leader(
-                        &p,
-                        leader_epoch,
-                        partition_epoch,
-                        replicas,
-                        isr,
-                        now,
-                    )
-                }),
+                } => self
+                    .hosted(&image, &mut topics, &topic, partition, now)
+                    .and_then(|p| {
+                        self.replicas.become_leader(
+                            &p,
+                            leader_epoch,
+                            partition_epoch,
+                            replicas,
+                            isr,
+                            now,
+                        )
+                    }),
                 PartitionChange::Follower {
                     topic,
                     partition,
@@ -241,15 +255,17 @@ impl Broker {
                     leader_epoch,
                     partition_epoch,
                     replicas,
-                } => self.hosted(&topic, partition, now).map(|p| {
-                    self.replicas.become_follower(
-                        &p,
-                        leader,
-                        leader_epoch,
-                        partition_epoch,
-                        replicas,
-                    )
-                }),
+                } => self
+                    .hosted(&image, &mut topics, &topic, partition, now)
+                    .map(|p| {
+                        self.replicas.become_follower(
+                            &p,
+                            leader,
+                            leader_epoch,
+                            partition_epoch,
+                            replicas,
+                        )
+                    }),
                 PartitionChange::Stop {
                     topic,
                     partition,
@@ -265,29 +281,51 @@ impl Broker {
         }
     }
 
-    /// The replica of `topic`-`partition`, opened with the topic's configs.
-    fn hosted(
+    /// The replica of `topic`-`partition`, opened with the topic's configs;
+    /// `topics` keeps what was resolved of each topic for the rest of the
+    /// batch.
+    fn hosted<'a>(
         &self,
+        image: &'a ClusterView,
+        topics: &mut BTreeMap<String, Result<HostedTopic<'a>, ApiError>>,
         topic: &str,
         partition: i32,
         now: i64,
     ) -> Result<Arc<crate::partition::Partition>, ApiError> {
-        let meta = self.metadata.topic(topic).ok_or_else(|| {
+        if !topics.contains_key(topic) {
+            let resolved = self.resolve_topic(image, topic);
+            topics.insert(topic.to_string(), resolved);
+        }
+        let t = topics[topic].as_ref().map_err(Clone::clone)?;
+        let part = self
+            .replicas
+            .open_partition(t.meta, partition, &t.log_config, now)?;
+        part.set_min_isr(t.min_isr);
+        Ok(part)
+    }
+
+    fn resolve_topic<'a>(
+        &self,
+        image: &'a ClusterView,
+        topic: &str,
+    ) -> Result<HostedTopic<'a>, ApiError> {
+        let meta = image.topics.get(topic).ok_or_else(|| {
             ApiError::new(
                 ResponseError::UnknownTopicOrPartition,
                 format!("topic '{topic}' is not in the metadata"),
             )
         })?;
-        let lc = self
+        let log_config = self
             .config
             .topic_log_config(&meta.configs)
             .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
-        let part = self.replicas.open_partition(&meta, partition, &lc, now)?;
-        part.set_min_isr(self.min_insync_replicas(&meta));
-        Ok(part)
+        Ok(HostedTopic {
+            meta,
+            log_config,
+            min_isr: self.min_insync_replicas(meta),
+        })
     }
 
-    /// `min.insync.replicas` of a topic (its own, else the broker default).
     /// Applies `topic`'s configs from the metadata view to the logs and
     /// partitions this broker hosts (after AlterConfigs here or elsewhere).
     pub fn apply_topic_config(&self, topic: &str) {
@@ -308,6 +346,7 @@ impl Broker {
         }
     }
 
+    /// `min.insync.replicas` of a topic (its own, else the broker default).
     pub fn min_insync_replicas(&self, topic: &TopicView) -> usize {
         topic
             .configs

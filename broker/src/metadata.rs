@@ -28,12 +28,20 @@ pub use skein_controller::{
 };
 
 /// Sends `event` to the controller and returns the reply `pick` selects,
-/// with the controller's errors as Kafka's.
+/// with the controller's errors as Kafka's. A controller in this process
+/// applies the event's instructions to this broker's logs before it answers
+/// (a CreateTopics of thousands of partitions creates thousands of
+/// directories), so the call leaves the async runtime's worker free.
 fn request<T>(
     control: &(impl ControlPlane + ?Sized),
     event: Event,
     pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
 ) -> Result<T, ApiError> {
+    if control.is_local() {
+        return Ok(crate::system::blocking(|| {
+            skein_controller::request(control, event, pick)
+        })?);
+    }
     Ok(skein_controller::request(control, event, pick)?)
 }
 

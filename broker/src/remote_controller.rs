@@ -68,16 +68,6 @@ pub struct RemoteController {
     cluster_id: Mutex<Option<String>>,
 }
 
-/// Blocks on `f` without starving the async runtime this thread may belong to.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
-}
-
 fn not_controller(why: &str) -> ControlPlaneError {
     ControlPlaneError::NoController(why.to_string())
 }
@@ -332,7 +322,7 @@ impl ControlPlane for RemoteController {
                 };
                 reg.cluster_id = self.cluster_id.lock().expect("cluster id lock").clone();
                 *self.registration.lock().expect("registration lock") = Some(reg);
-                let epoch = blocking(|| self.ensure_registered())?;
+                let epoch = crate::system::blocking(|| self.ensure_registered())?;
                 return Ok(vec![Reply::BrokerRegistered {
                     broker: self.node_id,
                     result: Ok(epoch),
@@ -351,7 +341,7 @@ impl ControlPlane for RemoteController {
             Event::BrokerHeartbeat { .. } => HEARTBEAT_TIMEOUT,
             _ => REQUEST_TIMEOUT,
         };
-        let r = blocking(|| self.call(kind, Duration::from_secs(5), timeout))?;
+        let r = crate::system::blocking(|| self.call(kind, Duration::from_secs(5), timeout))?;
         let reply = reply_from_pb(&event, r);
         if let Reply::Heartbeat {
             result: Err(ControllerError::Remote { code, .. }),

@@ -1,5 +1,5 @@
 //! What the broker reads from the machine: the wall clock and the space on
-//! the filesystem of its data directory.
+//! the filesystem of its data directory; and how it blocks.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -9,6 +9,18 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Runs `f`, which may block (a controller call, disk I/O), without starving
+/// the async runtime this thread may belong to: on a multi-threaded runtime
+/// the worker's other tasks move elsewhere first.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
 }
 
 /// Total and available bytes of the filesystem holding `dir` (-1 if unknown).
