@@ -3,6 +3,7 @@
 # safe to run as root in CI on a fresh Debian 12 machine, from any clone location.
 #
 #   - kcat (Debian package)                          -> /usr/bin/kcat
+#   - openssl (Debian package; TLS test certificates) -> /usr/bin/openssl
 #   - Python venv with pinned requirements.txt      -> e2e/.venv
 #   - kafkajs + snappy/lz4 codecs (package-lock.json) -> e2e/js/node_modules
 #   - Java kafka-clients driver (Maven)             -> e2e/java/target (+ target/classpath.txt)
@@ -49,6 +50,15 @@ else
     say "installing iproute2 (apt-get install -y iproute2)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get install -y -q iproute2 || { apt-get update -q && apt-get install -y -q iproute2; }
+fi
+
+# 1c. openssl (the TLS tests make their certificates with it) -------------------------------
+if command -v openssl >/dev/null; then
+    say "openssl already installed"
+else
+    say "installing openssl (apt-get install -y openssl)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q openssl || { apt-get update -q && apt-get install -y -q openssl; }
 fi
 
 # 2. Python venv ----------------------------------------------------------------------------

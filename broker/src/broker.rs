@@ -190,6 +190,7 @@ impl Broker {
                 b.config.advertised_port as u16,
                 b.config.rack.clone(),
                 directory_id,
+                b.config.endpoints(),
             )
         })
         .await??;
@@ -436,6 +437,7 @@ impl Broker {
                                 b.config.advertised_port as u16,
                                 b.config.rack.clone(),
                                 b.directory_id,
+                                b.config.endpoints(),
                             )
                             .map(|_| ())
                     } else {

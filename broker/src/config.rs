@@ -70,9 +70,16 @@ pub enum ConfigError {
 pub struct BrokerConfig {
     pub node_id: i32,
     pub data_dir: PathBuf,
+    /// Bind address of the first listener (the one `run_until` is handed).
     pub listen: String,
+    /// The inter-broker listener's advertised address: what the broker
+    /// registers and followers fetch from.
     pub advertised_host: String,
     pub advertised_port: i32,
+    /// Every listener (`listeners`, `listener.security.protocol.map`, …).
+    pub listeners: Vec<crate::listeners::ListenerConfig>,
+    /// `inter.broker.listener.name`.
+    pub inter_broker_listener: String,
     pub metrics_listen: Option<SocketAddr>,
     /// `control.listen`: where the controller's session arrives (cluster
     /// mode); `None` runs a controller in this process (single node).
@@ -161,20 +168,23 @@ impl BrokerConfig {
     /// Builds the configuration from Kafka-named keys.
     pub fn from_map(raw: BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let get = |k: &str| raw.get(k).map(|s| s.as_str());
-        let listen = match get("listeners") {
-            Some(l) => strip_listener(l),
-            None => "127.0.0.1:9092".to_string(),
-        };
-        let advertised = match get("advertised.listeners") {
-            Some(l) => strip_listener(l),
-            None => listen.clone(),
-        };
-        let (adv_host, adv_port) =
-            split_host_port(&advertised).ok_or_else(|| ConfigError::Value {
-                key: "advertised.listeners".into(),
-                value: advertised.clone(),
-                reason: "expected HOST:PORT".into(),
-            })?;
+        let (listeners, inter_broker_listener) = crate::listeners::parse(&raw)?;
+        let listen = listeners[0].bind.clone();
+        let inter = listeners
+            .iter()
+            .find(|l| l.name == inter_broker_listener)
+            .expect("the inter-broker listener is one of the listeners");
+        if control_mode(&raw) && inter.protocol != crate::listeners::SecurityProtocol::Plaintext {
+            return Err(ConfigError::Value {
+                key: "inter.broker.listener.name".into(),
+                value: inter_broker_listener.clone(),
+                reason: format!(
+                    "replication over {} is not supported by this version of Skein; name a PLAINTEXT listener",
+                    inter.protocol.name()
+                ),
+            });
+        }
+        let (adv_host, adv_port) = (inter.advertised_host.clone(), inter.advertised_port);
         let metrics_listen = match get("metrics.listen") {
             Some("") => None,
             Some(m) => Some(parse_val::<SocketAddr>("metrics.listen", m)?),
@@ -191,6 +201,8 @@ impl BrokerConfig {
             listen,
             advertised_host: adv_host,
             advertised_port: adv_port,
+            listeners,
+            inter_broker_listener,
             metrics_listen,
             control_listen,
             rack: get("broker.rack").map(str::to_string),
@@ -232,6 +244,18 @@ impl BrokerConfig {
             cfg.default_replication_factor = 1;
         }
         Ok(cfg)
+    }
+
+    /// Every listener as clients reach it, for the registration.
+    pub fn endpoints(&self) -> Vec<skein_controller::Endpoint> {
+        self.listeners
+            .iter()
+            .map(|l| skein_controller::Endpoint {
+                name: l.name.clone(),
+                host: l.advertised_host.clone(),
+                port: l.advertised_port as u16,
+            })
+            .collect()
     }
 
     /// The log configuration of a topic: broker defaults overlaid with the
@@ -523,12 +547,11 @@ fn boolean(raw: &BTreeMap<String, String>, key: &str, default: bool) -> Result<b
 }
 
 /// `PLAINTEXT://host:port[,…]` → `host:port` of the first listener.
-fn strip_listener(l: &str) -> String {
-    let first = l.split(',').next().unwrap_or(l).trim();
-    match first.split_once("://") {
-        Some((_, rest)) => rest.to_string(),
-        None => first.to_string(),
-    }
+/// Whether the broker joins a cluster (`control.listen`) and so replicates
+/// over its inter-broker listener.
+fn control_mode(raw: &BTreeMap<String, String>) -> bool {
+    raw.get("control.listen")
+        .is_some_and(|c| !c.trim().is_empty())
 }
 
 /// Splits `host:port` (IPv6 in brackets allowed).
@@ -584,7 +607,7 @@ mod tests {
         let f = dir.path().join("server.properties");
         std::fs::write(
             &f,
-            "# comment\nnode.id=7\nlog.segment.bytes=1000\nlisteners=PLAINTEXT://0.0.0.0:1234\nnum.partitions=3\n",
+            "# comment\nnode.id=7\nlog.segment.bytes=1000\nlisteners=PLAINTEXT://0.0.0.0:1234\nadvertised.listeners=PLAINTEXT://h:1\nnum.partitions=3\n",
         )
         .unwrap();
         let c = BrokerConfig::from_cli(&cli(&[

@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod group;
 pub mod handlers;
+pub mod listeners;
 pub mod log_throttle;
 pub mod meta_properties;
 pub mod metadata;
@@ -18,6 +19,7 @@ pub mod replica_manager;
 pub mod replication;
 pub mod server;
 pub mod system;
+pub mod tls;
 
 pub use broker::{Broker, Stop};
 pub use config::{BrokerConfig, Cli};
@@ -36,12 +38,13 @@ pub async fn run_until(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let listeners = prepare_listeners(&config, listener).await?;
     let broker = if config.control_listen.is_some() {
         Broker::open_in_cluster(config).await?
     } else {
         Broker::open(config).await?
     };
-    serve_until(broker, listener, async move {
+    serve_until(broker, listeners, async move {
         shutdown.await;
         Stop::Graceful
     })
@@ -56,13 +59,37 @@ pub async fn run_in_cluster(
     controller: Arc<dyn ControlPlane>,
     shutdown: impl std::future::Future<Output = Stop>,
 ) -> anyhow::Result<()> {
+    let listeners = prepare_listeners(&config, listener).await?;
     let broker = Broker::join(config, controller).await?;
-    serve_until(broker, listener, shutdown).await
+    serve_until(broker, listeners, shutdown).await
+}
+
+/// Every configured listener with its socket: `first` is the first
+/// listener's (bound by the caller), the others are bound here. TLS
+/// material that cannot be loaded or a port that cannot be bound stops the
+/// broker before it opens its logs.
+async fn prepare_listeners(
+    config: &BrokerConfig,
+    first: tokio::net::TcpListener,
+) -> anyhow::Result<Vec<(Arc<server::Listener>, tokio::net::TcpListener)>> {
+    let mut first = Some(first);
+    let mut out = Vec::new();
+    for l in &config.listeners {
+        let spec = server::Listener::new(l)?;
+        let socket = match first.take() {
+            Some(s) => s,
+            None => tokio::net::TcpListener::bind(&l.bind).await.map_err(|e| {
+                anyhow::anyhow!("cannot listen on {} (listener {}): {e}", l.bind, l.name)
+            })?,
+        };
+        out.push((spec, socket));
+    }
+    Ok(out)
 }
 
 async fn serve_until(
     broker: Arc<Broker>,
-    listener: tokio::net::TcpListener,
+    listeners: Vec<(Arc<server::Listener>, tokio::net::TcpListener)>,
     shutdown: impl std::future::Future<Output = Stop>,
 ) -> anyhow::Result<()> {
     if let Some(addr) = broker.config.metrics_listen {
@@ -78,10 +105,15 @@ async fn serve_until(
     }
     broker.spawn_maintenance();
     group::GroupCoordinator::start(&broker);
-    let server = tokio::spawn(server::serve(broker.clone(), listener));
+    let servers: Vec<_> = listeners
+        .into_iter()
+        .map(|(spec, socket)| tokio::spawn(server::serve(broker.clone(), socket, spec)))
+        .collect();
     let how = shutdown.await;
     tracing::info!(?how, "shutting down");
-    server.abort();
+    for s in servers {
+        s.abort();
+    }
     broker.stop(how).await;
     Ok(())
 }

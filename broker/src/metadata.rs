@@ -87,6 +87,7 @@ impl MetadataStore {
         port: u16,
         rack: Option<String>,
         directory_id: DirectoryId,
+        endpoints: Vec<skein_controller::Endpoint>,
     ) -> Result<u64, ApiError> {
         let epoch = request(
             self.controller.as_ref(),
@@ -97,6 +98,7 @@ impl MetadataStore {
                 rack,
                 directory_id: Some(directory_id),
                 previous_broker_epoch: *self.previous_epoch.lock().expect("previous epoch lock"),
+                endpoints,
             },
             |r| match r {
                 Reply::BrokerRegistered { result, .. } => Some(result),
@@ -430,7 +432,7 @@ mod tests {
         .unwrap();
         let store = MetadataStore::new(1, controller);
         store
-            .register("127.0.0.1", 9092, None, DirectoryId(1))
+            .register("127.0.0.1", 9092, None, DirectoryId(1), vec![])
             .unwrap();
         store
     }

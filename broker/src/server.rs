@@ -11,17 +11,52 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::{Decodable, Encodable};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
 use crate::handlers;
+use crate::listeners::ListenerConfig;
+use crate::tls::TlsReloader;
+
+/// How long a client has to complete the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A listener as the accept loop serves it.
+pub struct Listener {
+    /// The listener's name (`PLAINTEXT`, `SSL`, `INTERNAL`, …): Metadata
+    /// answers with every broker's endpoint of this listener.
+    pub name: Arc<str>,
+    pub protocol: crate::listeners::SecurityProtocol,
+    pub tls: Option<TlsReloader>,
+}
+
+impl Listener {
+    /// Prepares a configured listener; TLS material that cannot be loaded
+    /// is an error here, at start-up.
+    pub fn new(config: &ListenerConfig) -> anyhow::Result<Arc<Self>> {
+        let tls = match &config.tls {
+            Some(settings) => Some(
+                TlsReloader::new(&config.name, settings.clone()).map_err(|e| anyhow::anyhow!(e))?,
+            ),
+            None => None,
+        };
+        Ok(Arc::new(Self {
+            name: config.name.as_str().into(),
+            protocol: config.protocol,
+            tls,
+        }))
+    }
+}
 
 /// Accepts connections until the listener fails.
-pub async fn serve(broker: Arc<Broker>, listener: TcpListener) -> std::io::Result<()> {
-    info!(addr = %listener.local_addr()?, "Kafka listener ready");
+pub async fn serve(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    spec: Arc<Listener>,
+) -> std::io::Result<()> {
+    info!(addr = %listener.local_addr()?, listener = %spec.name, protocol = spec.protocol.name(), "Kafka listener ready");
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -33,14 +68,48 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener) -> std::io::Resul
             }
         };
         let broker = broker.clone();
+        let spec = spec.clone();
         tokio::spawn(async move {
             broker.metrics.connections.inc();
-            if let Err(e) = handle_connection(&broker, stream).await {
-                debug!(%peer, error = %e, "connection closed with error");
+            let name = spec.name.clone();
+            let served =
+                handlers::LISTENER.scope(name, serve_connection(&broker, stream, peer, &spec));
+            if let Err(e) = served.await {
+                debug!(%peer, listener = %spec.name, error = %e, "connection closed with error");
             }
             broker.metrics.connections.dec();
         });
     }
+}
+
+async fn serve_connection(
+    broker: &Arc<Broker>,
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    spec: &Listener,
+) -> Result<(), ConnectionError> {
+    stream.set_nodelay(true)?;
+    let Some(tls) = &spec.tls else {
+        let (rd, wr) = stream.into_split();
+        return handle_connection(broker, rd, wr, peer).await;
+    };
+    // A plaintext client on a TLS port, an untrusted or expired client
+    // certificate: the handshake fails, the connection closes, nothing
+    // else is affected.
+    let stream =
+        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                info!(%peer, listener = %spec.name, error = %e, "TLS handshake failed");
+                return Ok(());
+            }
+            Err(_) => {
+                info!(%peer, listener = %spec.name, "TLS handshake timed out");
+                return Ok(());
+            }
+        };
+    let (rd, wr) = tokio::io::split(stream);
+    handle_connection(broker, rd, wr, peer).await
 }
 
 /// Why a connection is closed instead of answered.
@@ -52,10 +121,12 @@ pub enum ConnectionError {
     Protocol(String),
 }
 
-async fn handle_connection(broker: &Arc<Broker>, stream: TcpStream) -> Result<(), ConnectionError> {
-    stream.set_nodelay(true)?;
-    let peer = stream.peer_addr()?;
-    let (rd, mut wr) = stream.into_split();
+async fn handle_connection(
+    broker: &Arc<Broker>,
+    rd: impl AsyncRead + Unpin,
+    mut wr: impl AsyncWrite + Unpin,
+    peer: std::net::SocketAddr,
+) -> Result<(), ConnectionError> {
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
     let max = broker.config.socket_request_max_bytes;
     let mut stopped = broker.stopped();
@@ -117,7 +188,7 @@ async fn read_frame(
 
 /// Writes a response made of several chunks with vectored writes, so record
 /// bytes read from the log go to the socket without another copy.
-async fn write_chunks(wr: &mut OwnedWriteHalf, chunks: &[Bytes]) -> std::io::Result<()> {
+async fn write_chunks(wr: &mut (impl AsyncWrite + Unpin), chunks: &[Bytes]) -> std::io::Result<()> {
     if let [one] = chunks {
         return wr.write_all(one).await;
     }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{BrokerId, DirectoryId, TopicId, TopicPartition};
+use crate::model::{BrokerId, DirectoryId, Endpoint, TopicId, TopicPartition};
 
 /// Something the controller must react to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +28,9 @@ pub enum Event {
         /// one registered, means it stopped uncleanly: it may have lost
         /// writes it had not flushed, so it leaves every ELR (KIP-966).
         previous_broker_epoch: Option<u64>,
+        /// Its listeners (`advertised.listeners`); `host`/`port` are the
+        /// inter-broker one. Empty: only `host`/`port`.
+        endpoints: Vec<Endpoint>,
     },
     /// A broker is alive. Brokers whose last heartbeat is older than the
     /// session timeout are fenced on the next [`Event::Tick`].

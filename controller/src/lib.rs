@@ -27,6 +27,7 @@
 //!         rack: None,
 //!         directory_id: None,
 //!         previous_broker_epoch: None,
+//!         endpoints: vec![],
 //!     },
 //!     0,
 //! );
@@ -67,7 +68,7 @@ pub use crate::core::ControllerCore;
 pub use crate::error::ControllerError;
 pub use crate::event::{AlterPartitionRequest, ElectionType, Event, NewTopic};
 pub use crate::model::{
-    BrokerId, BrokerInfo, ClusterState, DirectoryId, MetadataImage, OngoingReassignment,
+    BrokerId, BrokerInfo, ClusterState, DirectoryId, Endpoint, MetadataImage, OngoingReassignment,
     PartitionState, ProducerIdBlock, TopicId, TopicImage, TopicPartition, TopicSpec, NO_LEADER,
 };
 pub use crate::plane::{request, BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};

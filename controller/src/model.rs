@@ -106,6 +106,16 @@ impl<'de> Deserialize<'de> for DirectoryId {
     }
 }
 
+/// One of a broker's named listeners as clients reach it (its entry in
+/// `advertised.listeners`): a Metadata request is answered with the
+/// brokers' endpoints of the listener it arrived on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
 /// A registered broker as the controller knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerInfo {
@@ -134,6 +144,10 @@ pub struct BrokerInfo {
     /// one its replicas lived on (each a lost disk or a new volume).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub storage_losses: u32,
+    /// Every listener it serves clients on (`host`/`port` are the
+    /// inter-broker one). Empty: it registered only `host`/`port`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<Endpoint>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -448,6 +448,7 @@ fn build_view(st: &State) -> ClusterView {
                     alive: b.is_alive(),
                     storage_lost: b.storage_lost,
                     storage_losses: b.storage_losses,
+                    endpoints: b.endpoints.clone(),
                 },
             )
         })

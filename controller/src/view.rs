@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::Endpoint;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -64,6 +65,26 @@ pub struct BrokerView {
     pub storage_lost: bool,
     /// How many times it came back with an empty log directory.
     pub storage_losses: u32,
+    /// Its listeners (`host`/`port` are the inter-broker one); empty when
+    /// it registered only `host`/`port`.
+    pub endpoints: Vec<Endpoint>,
+}
+
+impl BrokerView {
+    /// Where clients of listener `listener` reach this broker: its endpoint
+    /// of that name (`None` if it has no such listener; Kafka leaves such
+    /// brokers out of the answer), or `host`/`port` when it registered no
+    /// listener names or no listener is given.
+    pub fn endpoint(&self, listener: Option<&str>) -> Option<(&str, u16)> {
+        match listener {
+            Some(name) if !self.endpoints.is_empty() => self
+                .endpoints
+                .iter()
+                .find(|e| e.name == name)
+                .map(|e| (e.host.as_str(), e.port)),
+            _ => Some((self.host.as_str(), self.port)),
+        }
+    }
 }
 
 /// A snapshot of the cluster as the controller published it.

@@ -362,11 +362,15 @@ pub fn describe_cluster(broker: &Arc<Broker>) -> DescribeClusterResponse {
     });
     resp.endpoint_type = 1;
     resp.cluster_authorized_operations = i32::MIN;
+    let listener = super::listener_name();
     for m in image.live_brokers() {
+        let Some((host, port)) = m.endpoint(listener.as_deref()) else {
+            continue;
+        };
         let mut b = DescribeClusterBroker::default();
         b.broker_id = BrokerId(m.id);
-        b.host = strb(m.host.clone());
-        b.port = m.port as i32;
+        b.host = strb(host.to_string());
+        b.port = port as i32;
         b.rack = m.rack.clone().map(strb);
         resp.brokers.push(b);
     }

@@ -52,7 +52,17 @@ pub fn find_coordinator(
                         format!("broker {id} is not known"),
                     )
                 })?;
-                Ok((id, b.host.clone(), b.port as i32))
+                let listener = super::listener_name();
+                let (host, port) = b.endpoint(listener.as_deref()).ok_or_else(|| {
+                    (
+                        ResponseError::CoordinatorNotAvailable,
+                        format!(
+                            "coordinator {id} has no listener {}",
+                            listener.as_deref().unwrap_or("")
+                        ),
+                    )
+                })?;
+                Ok((id, host.to_string(), port as i32))
             }
             1 => Err((
                 ResponseError::CoordinatorNotAvailable,

@@ -18,20 +18,28 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Metad
     let cfg = &broker.config;
     let mut resp = MetadataResponse::default();
     let image = broker.metadata.image();
+    // Every broker as clients of this listener reach it.
+    let listener = super::listener_name();
     for m in image.live_brokers() {
+        let Some((host, port)) = m.endpoint(listener.as_deref()) else {
+            continue;
+        };
         let mut b = MetadataResponseBroker::default();
         b.node_id = BrokerId(m.id);
-        b.host = strb(m.host.clone());
-        b.port = m.port as i32;
+        b.host = strb(host.to_string());
+        b.port = port as i32;
         b.rack = m.rack.clone().map(strb);
         resp.brokers.push(b);
     }
     if resp.brokers.is_empty() {
         // Not registered yet: name ourselves so clients can retry here.
+        let own = listener
+            .as_deref()
+            .and_then(|name| cfg.listeners.iter().find(|l| l.name == name));
         let mut b = MetadataResponseBroker::default();
         b.node_id = BrokerId(cfg.node_id);
-        b.host = strb(cfg.advertised_host.clone());
-        b.port = cfg.advertised_port;
+        b.host = strb(own.map_or(cfg.advertised_host.clone(), |l| l.advertised_host.clone()));
+        b.port = own.map_or(cfg.advertised_port, |l| l.advertised_port);
         b.rack = cfg.rack.clone().map(strb);
         resp.brokers.push(b);
     }

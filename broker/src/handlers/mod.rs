@@ -166,6 +166,14 @@ pub async fn handle(
 tokio::task_local! {
     /// The peer address of the connection whose request is being handled.
     pub static CLIENT_ADDR: std::net::SocketAddr;
+    /// The name of the listener the connection arrived on.
+    pub static LISTENER: std::sync::Arc<str>;
+}
+
+/// The listener the request being handled arrived on (`None` outside a
+/// connection, as in the fuzz harness).
+pub fn listener_name() -> Option<std::sync::Arc<str>> {
+    LISTENER.try_with(|l| l.clone()).ok()
 }
 
 /// The requesting client's host as Kafka shows it (`/1.2.3.4`).

@@ -4,19 +4,25 @@
 use super::{ControllerCore, Origin};
 use crate::command::{Command, Reply};
 use crate::error::ControllerError;
-use crate::model::{BrokerId, BrokerInfo, DirectoryId};
+use crate::event::Event;
+use crate::model::{BrokerId, BrokerInfo};
 use crate::producer_ids;
 
 impl ControllerCore {
-    pub(super) fn on_broker_registered(
-        &mut self,
-        broker: BrokerId,
-        host: String,
-        port: u16,
-        rack: Option<String>,
-        directory_id: Option<DirectoryId>,
-        previous_broker_epoch: Option<u64>,
-    ) {
+    /// [`Event::BrokerRegistered`] (any other event is ignored).
+    pub(super) fn on_broker_registered(&mut self, event: Event) {
+        let Event::BrokerRegistered {
+            broker,
+            host,
+            port,
+            rack,
+            directory_id,
+            previous_broker_epoch,
+            endpoints,
+        } = event
+        else {
+            return;
+        };
         if broker < 0 {
             self.reply(Reply::BrokerRegistered {
                 broker,
@@ -61,6 +67,7 @@ impl ControllerCore {
             storage_lost: lost.is_some() || previous.as_ref().is_some_and(|i| i.storage_lost),
             storage_losses: previous.as_ref().map_or(0, |i| i.storage_losses)
                 + u32::from(lost.is_some()),
+            endpoints,
         };
         self.image.brokers.insert(broker, info.clone());
         self.out.persist.push(Command::PersistBroker(info));

@@ -104,21 +104,7 @@ impl ControllerCore {
         self.start_missing_sessions();
         self.last_rebalance_ms.get_or_insert(self.now_ms);
         match event {
-            Event::BrokerRegistered {
-                broker,
-                host,
-                port,
-                rack,
-                directory_id,
-                previous_broker_epoch,
-            } => self.on_broker_registered(
-                broker,
-                host,
-                port,
-                rack,
-                directory_id,
-                previous_broker_epoch,
-            ),
+            e @ Event::BrokerRegistered { .. } => self.on_broker_registered(e),
             Event::BrokerHeartbeat {
                 broker,
                 broker_epoch,

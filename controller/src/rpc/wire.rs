@@ -7,9 +7,34 @@ use super::pb::{self, reply, request};
 use crate::plane::PartitionChange;
 use crate::view::{BrokerView, ClusterView, PartitionView, TopicView};
 use crate::{
-    AlterPartitionRequest, ControllerError, DirectoryId, ElectionType, Event, NewTopic,
+    AlterPartitionRequest, ControllerError, DirectoryId, ElectionType, Endpoint, Event, NewTopic,
     PartitionState, ProducerIdBlock, Reply, TopicId, TopicPartition,
 };
+
+fn endpoints_to_pb(endpoints: &[Endpoint]) -> Vec<pb::Endpoint> {
+    endpoints
+        .iter()
+        .map(|e| pb::Endpoint {
+            name: e.name.clone(),
+            host: e.host.clone(),
+            port: e.port as u32,
+        })
+        .collect()
+}
+
+/// Endpoints from the wire; a port out of range drops the entry.
+fn endpoints_from_pb(endpoints: Vec<pb::Endpoint>) -> Vec<Endpoint> {
+    endpoints
+        .into_iter()
+        .filter_map(|e| {
+            Some(Endpoint {
+                name: e.name,
+                host: e.host,
+                port: u16::try_from(e.port).ok()?,
+            })
+        })
+        .collect()
+}
 
 pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
     pb::MetadataView {
@@ -26,6 +51,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
                 alive: b.alive,
                 storage_lost: b.storage_lost,
                 storage_losses: b.storage_losses,
+                endpoints: endpoints_to_pb(&b.endpoints),
             })
             .collect(),
         topics: v
@@ -71,6 +97,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
                         alive: b.alive,
                         storage_lost: b.storage_lost,
                         storage_losses: b.storage_losses,
+                        endpoints: endpoints_from_pb(b.endpoints),
                     },
                 )
             })
@@ -232,6 +259,7 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             rack,
             directory_id,
             previous_broker_epoch,
+            endpoints,
         } => request::Kind::Register(pb::Register {
             broker_id: *broker,
             host: host.clone(),
@@ -242,6 +270,7 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
                 .unwrap_or_default(),
             cluster_id: None,
             previous_broker_epoch: *previous_broker_epoch,
+            endpoints: endpoints_to_pb(endpoints),
         }),
         Event::BrokerHeartbeat { broker_epoch, .. } => request::Kind::Heartbeat(pb::Heartbeat {
             broker_epoch: *broker_epoch,
@@ -327,6 +356,7 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
                 .ok()
                 .map(|b| DirectoryId(u128::from_be_bytes(b))),
             previous_broker_epoch: r.previous_broker_epoch,
+            endpoints: endpoints_from_pb(r.endpoints),
         },
         request::Kind::Heartbeat(h) => Event::BrokerHeartbeat {
             broker,

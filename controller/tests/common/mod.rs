@@ -22,6 +22,7 @@ pub fn register(id: BrokerId, rack: Option<&str>) -> Event {
         rack: rack.map(str::to_owned),
         directory_id: Some(skein_controller::DirectoryId(id as u128)),
         previous_broker_epoch: None,
+        endpoints: vec![],
     }
 }
 

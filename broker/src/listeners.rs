@@ -1,0 +1,591 @@
+//! Named listeners, as Kafka configures them: `listeners`,
+//! `advertised.listeners`, `listener.security.protocol.map` and
+//! `inter.broker.listener.name` (or `security.inter.broker.protocol`), with
+//! per-listener settings under `listener.name.<name>.<key>`.
+//!
+//! A listener whose protocol Skein does not serve yet (SASL) or whose TLS
+//! material is missing is a start-up error: a listener is never served
+//! with less security than it was configured with.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use crate::config::{split_host_port, ConfigError};
+
+/// Kafka's security protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.trim().to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Self::Plaintext,
+            "SSL" => Self::Ssl,
+            "SASL_PLAINTEXT" => Self::SaslPlaintext,
+            "SASL_SSL" => Self::SaslSsl,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plaintext => "PLAINTEXT",
+            Self::Ssl => "SSL",
+            Self::SaslPlaintext => "SASL_PLAINTEXT",
+            Self::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+}
+
+/// `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Requested,
+    Required,
+}
+
+/// Where PEM material comes from: a file (re-read when it changes) or the
+/// config value itself (Kafka's inline `ssl.keystore.key` and friends).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pem {
+    File(PathBuf),
+    Inline(String),
+}
+
+/// A TLS listener's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// The private key (PKCS#8, PKCS#1 or SEC1) and certificate chain: one
+    /// file holding both, or `ssl.keystore.key` + `ssl.keystore.certificate.chain`.
+    pub key: Pem,
+    pub chain: Pem,
+    /// CA certificates client certificates are checked against.
+    pub truststore: Option<Pem>,
+    pub client_auth: ClientAuth,
+    /// `ssl.enabled.protocols`: TLSv1.2 and/or TLSv1.3.
+    pub tls12: bool,
+    pub tls13: bool,
+}
+
+/// One listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerConfig {
+    /// Upper case, as Kafka normalises listener names.
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    /// `host:port` to bind (an empty host binds every interface).
+    pub bind: String,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub tls: Option<TlsSettings>,
+}
+
+/// Kafka's default `listener.security.protocol.map`: each protocol's name
+/// is also a listener name.
+const DEFAULT_MAP: &str =
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
+
+fn bad(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Value {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// `NAME://host:port,...` in order.
+fn parse_list(key: &str, value: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, addr) = item
+            .split_once("://")
+            .ok_or_else(|| bad(key, value, format!("'{item}' is not NAME://HOST:PORT")))?;
+        let name = name.trim().to_ascii_uppercase();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(bad(key, value, format!("'{name}' is not a listener name")));
+        }
+        if split_host_port(addr).is_none() {
+            return Err(bad(key, value, format!("'{addr}' is not HOST:PORT")));
+        }
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(bad(
+                key,
+                value,
+                format!("listener name {name} appears twice"),
+            ));
+        }
+        out.push((name, addr.trim().to_string()));
+    }
+    if out.is_empty() {
+        return Err(bad(key, value, "no listener"));
+    }
+    Ok(out)
+}
+
+/// A setting of listener `name`: `listener.name.<name>.<key>` first, then
+/// `<key>`.
+pub fn listener_setting<'a>(
+    raw: &'a BTreeMap<String, String>,
+    name: &str,
+    key: &str,
+) -> Option<&'a str> {
+    raw.get(&format!(
+        "listener.name.{}.{key}",
+        name.to_ascii_lowercase()
+    ))
+    .or_else(|| raw.get(key))
+    .map(String::as_str)
+    .filter(|v| !v.trim().is_empty())
+}
+
+/// The listeners a broker serves and the name of the one replication uses.
+pub fn parse(raw: &BTreeMap<String, String>) -> Result<(Vec<ListenerConfig>, String), ConfigError> {
+    let listeners_value = raw
+        .get("listeners")
+        .map(String::as_str)
+        .unwrap_or("PLAINTEXT://127.0.0.1:9092");
+    let listeners = parse_list("listeners", listeners_value)?;
+
+    let map_value = raw
+        .get("listener.security.protocol.map")
+        .map(String::as_str)
+        .unwrap_or(DEFAULT_MAP);
+    let mut map = BTreeMap::new();
+    for item in map_value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let (name, proto) = item.split_once(':').ok_or_else(|| {
+            bad(
+                "listener.security.protocol.map",
+                map_value,
+                format!("'{item}' is not NAME:PROTOCOL"),
+            )
+        })?;
+        let protocol = SecurityProtocol::parse(proto).ok_or_else(|| {
+            bad(
+                "listener.security.protocol.map",
+                map_value,
+                format!("unknown security protocol '{proto}' (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
+            )
+        })?;
+        map.insert(name.trim().to_ascii_uppercase(), protocol);
+    }
+
+    let advertised = match raw
+        .get("advertised.listeners")
+        .filter(|v| !v.trim().is_empty())
+    {
+        Some(v) => parse_list("advertised.listeners", v)?,
+        None => listeners.clone(),
+    };
+    let names: BTreeSet<&str> = listeners.iter().map(|(n, _)| n.as_str()).collect();
+    for (n, _) in &advertised {
+        if !names.contains(n.as_str()) {
+            return Err(bad(
+                "advertised.listeners",
+                raw.get("advertised.listeners")
+                    .map(String::as_str)
+                    .unwrap_or(""),
+                format!("{n} is not one of the listeners ({})", listeners_value),
+            ));
+        }
+    }
+
+    let mut out = Vec::new();
+    let mut ports = BTreeSet::new();
+    for (name, bind) in &listeners {
+        let protocol = *map.get(name).ok_or_else(|| {
+            bad(
+                "listener.security.protocol.map",
+                map_value,
+                format!("listener {name} has no security protocol in the map"),
+            )
+        })?;
+        if matches!(
+            protocol,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        ) {
+            return Err(bad(
+                "listeners",
+                listeners_value,
+                format!(
+                    "listener {name} is {}: SASL is not supported by this version of Skein (use PLAINTEXT or SSL)",
+                    protocol.name()
+                ),
+            ));
+        }
+        let (_, port) = split_host_port(bind).expect("checked by parse_list");
+        if port != 0 && !ports.insert(port) {
+            return Err(bad(
+                "listeners",
+                listeners_value,
+                format!("port {port} is used twice"),
+            ));
+        }
+        let adv = advertised
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| a.as_str())
+            .unwrap_or(bind);
+        let (advertised_host, advertised_port) =
+            split_host_port(adv).expect("checked by parse_list");
+        if advertised_host == "0.0.0.0" || advertised_host == "::" {
+            return Err(bad(
+                "advertised.listeners",
+                adv,
+                format!("listener {name} would advertise the non-routable address {advertised_host}; set advertised.listeners"),
+            ));
+        }
+        let tls = if protocol.uses_tls() {
+            Some(tls_settings(raw, name)?)
+        } else {
+            None
+        };
+        out.push(ListenerConfig {
+            name: name.clone(),
+            protocol,
+            bind: bind.clone(),
+            advertised_host,
+            advertised_port,
+            tls,
+        });
+    }
+
+    let inter = match raw
+        .get("inter.broker.listener.name")
+        .filter(|v| !v.trim().is_empty())
+    {
+        Some(n) => {
+            let n = n.trim().to_ascii_uppercase();
+            if !names.contains(n.as_str()) {
+                return Err(bad(
+                    "inter.broker.listener.name",
+                    &n,
+                    format!("not one of the listeners ({listeners_value})"),
+                ));
+            }
+            n
+        }
+        None => {
+            let proto = raw
+                .get("security.inter.broker.protocol")
+                .map(String::as_str)
+                .unwrap_or("PLAINTEXT");
+            let wanted = SecurityProtocol::parse(proto).ok_or_else(|| {
+                bad(
+                    "security.inter.broker.protocol",
+                    proto,
+                    "unknown security protocol",
+                )
+            })?;
+            // Kafka looks for the listener named after the protocol; with a
+            // single listener there is no choice to make.
+            match out.iter().find(|l| l.name == wanted.name()) {
+                Some(l) => l.name.clone(),
+                None if out.len() == 1 => out[0].name.clone(),
+                None => {
+                    return Err(bad(
+                        "inter.broker.listener.name",
+                        "",
+                        format!(
+                            "not set, and no listener is named {} (security.inter.broker.protocol); name the replication listener",
+                            wanted.name()
+                        ),
+                    ))
+                }
+            }
+        }
+    };
+    Ok((out, inter))
+}
+
+fn tls_settings(raw: &BTreeMap<String, String>, name: &str) -> Result<TlsSettings, ConfigError> {
+    let get = |k: &str| listener_setting(raw, name, k);
+    let key_name = |k: &str| format!("listener.name.{}.{k} (or {k})", name.to_ascii_lowercase());
+    for (k, what) in [
+        ("ssl.keystore.type", "keystore"),
+        ("ssl.truststore.type", "truststore"),
+    ] {
+        if let Some(t) = get(k) {
+            if !t.eq_ignore_ascii_case("PEM") {
+                return Err(bad(
+                    &key_name(k),
+                    t,
+                    format!("only PEM {what}s are supported; convert a JKS or PKCS12 {what} to PEM (keytool -importkeystore, openssl pkcs12)"),
+                ));
+            }
+        }
+    }
+    if get("ssl.key.password").is_some() {
+        return Err(bad(
+            &key_name("ssl.key.password"),
+            "(hidden)",
+            "encrypted private keys are not supported yet; give the key unencrypted (PKCS#8) and protect the file",
+        ));
+    }
+    let (key, chain) = match (
+        get("ssl.keystore.location"),
+        get("ssl.keystore.key"),
+        get("ssl.keystore.certificate.chain"),
+    ) {
+        (Some(path), None, None) => {
+            let p = PathBuf::from(path.trim());
+            (Pem::File(p.clone()), Pem::File(p))
+        }
+        (None, Some(k), Some(c)) => (Pem::Inline(k.to_string()), Pem::Inline(c.to_string())),
+        (None, None, None) => {
+            return Err(bad(
+                &key_name("ssl.keystore.location"),
+                "",
+                format!(
+                    "listener {name} is SSL but has no certificate: set ssl.keystore.location (a PEM file with the private key and the certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain"
+                ),
+            ))
+        }
+        _ => {
+            return Err(bad(
+                &key_name("ssl.keystore.location"),
+                "",
+                "set either ssl.keystore.location or both ssl.keystore.key and ssl.keystore.certificate.chain",
+            ))
+        }
+    };
+    let truststore = match (
+        get("ssl.truststore.location"),
+        get("ssl.truststore.certificates"),
+    ) {
+        (Some(p), None) => Some(Pem::File(PathBuf::from(p.trim()))),
+        (None, Some(c)) => Some(Pem::Inline(c.to_string())),
+        (None, None) => None,
+        _ => {
+            return Err(bad(
+                &key_name("ssl.truststore.location"),
+                "",
+                "set either ssl.truststore.location or ssl.truststore.certificates, not both",
+            ))
+        }
+    };
+    let client_auth = match get("ssl.client.auth").map(|s| s.trim().to_ascii_lowercase()) {
+        None => ClientAuth::None,
+        Some(v) => match v.as_str() {
+            "none" => ClientAuth::None,
+            "requested" => ClientAuth::Requested,
+            "required" => ClientAuth::Required,
+            _ => {
+                return Err(bad(
+                    &key_name("ssl.client.auth"),
+                    &v,
+                    "expected none, requested or required",
+                ))
+            }
+        },
+    };
+    if client_auth != ClientAuth::None && truststore.is_none() {
+        return Err(bad(
+            &key_name("ssl.client.auth"),
+            get("ssl.client.auth").unwrap_or(""),
+            "client certificates need a truststore (ssl.truststore.location or ssl.truststore.certificates)",
+        ));
+    }
+    let protocols = get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3");
+    let (mut tls12, mut tls13) = (false, false);
+    for p in protocols
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        match p {
+            "TLSv1.2" => tls12 = true,
+            "TLSv1.3" => tls13 = true,
+            other => {
+                return Err(bad(
+                    &key_name("ssl.enabled.protocols"),
+                    protocols,
+                    format!("{other} is not supported (TLSv1.2, TLSv1.3)"),
+                ))
+            }
+        }
+    }
+    if !tls12 && !tls13 {
+        return Err(bad(
+            &key_name("ssl.enabled.protocols"),
+            protocols,
+            "no protocol enabled",
+        ));
+    }
+    Ok(TlsSettings {
+        key,
+        chain,
+        truststore,
+        client_auth,
+        tls12,
+        tls13,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn err(pairs: &[(&str, &str)]) -> String {
+        parse(&raw(pairs)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn one_plaintext_listener_by_default() {
+        let (l, inter) = parse(&raw(&[])).unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].name, "PLAINTEXT");
+        assert_eq!(l[0].protocol, SecurityProtocol::Plaintext);
+        assert_eq!(l[0].bind, "127.0.0.1:9092");
+        assert_eq!(inter, "PLAINTEXT");
+    }
+
+    #[test]
+    fn named_listeners_with_a_map_and_advertised_addresses() {
+        let (l, inter) = parse(&raw(&[
+            ("listeners", "INTERNAL://0.0.0.0:9092,EXTERNAL://:9094"),
+            (
+                "advertised.listeners",
+                "INTERNAL://broker-0.svc:9092,EXTERNAL://kafka.example.com:30094",
+            ),
+            (
+                "listener.security.protocol.map",
+                "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+            ),
+            ("inter.broker.listener.name", "internal"),
+            (
+                "listener.name.external.ssl.keystore.location",
+                "/certs/server.pem",
+            ),
+            ("listener.name.external.ssl.client.auth", "required"),
+            ("ssl.truststore.location", "/certs/ca.pem"),
+        ]))
+        .unwrap();
+        assert_eq!(inter, "INTERNAL");
+        assert_eq!(l[0].advertised_host, "broker-0.svc");
+        assert!(l[0].tls.is_none());
+        assert_eq!(l[1].protocol, SecurityProtocol::Ssl);
+        assert_eq!(
+            (l[1].advertised_host.as_str(), l[1].advertised_port),
+            ("kafka.example.com", 30094)
+        );
+        let tls = l[1].tls.as_ref().unwrap();
+        assert_eq!(tls.key, Pem::File("/certs/server.pem".into()));
+        assert_eq!(tls.truststore, Some(Pem::File("/certs/ca.pem".into())));
+        assert_eq!(tls.client_auth, ClientAuth::Required);
+        assert!(tls.tls12 && tls.tls13);
+    }
+
+    #[test]
+    fn an_ssl_listener_without_a_certificate_is_an_error_not_plaintext() {
+        let e = err(&[("listeners", "SSL://127.0.0.1:9093")]);
+        assert!(e.contains("has no certificate"), "{e}");
+    }
+
+    #[test]
+    fn sasl_and_unknown_protocols_are_refused() {
+        let e = err(&[("listeners", "SASL_SSL://127.0.0.1:9093")]);
+        assert!(e.contains("SASL is not supported"), "{e}");
+        let e = err(&[
+            ("listeners", "A://127.0.0.1:9093"),
+            ("listener.security.protocol.map", "A:TLS"),
+        ]);
+        assert!(e.contains("unknown security protocol 'TLS'"), "{e}");
+        let e = err(&[("listeners", "CLIENT://127.0.0.1:9093")]);
+        assert!(e.contains("no security protocol"), "{e}");
+    }
+
+    #[test]
+    fn mistakes_in_the_lists_are_named() {
+        assert!(err(&[("listeners", "PLAINTEXT://a:1,PLAINTEXT://b:2")]).contains("appears twice"));
+        assert!(err(&[
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9092"
+            ),
+            ("ssl.keystore.location", "/x")
+        ])
+        .contains("used twice"));
+        assert!(err(&[("listeners", "PLAINTEXT://0.0.0.0:9092")]).contains("non-routable"));
+        assert!(err(&[
+            ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+            ("advertised.listeners", "SSL://x:1")
+        ])
+        .contains("not one of the listeners"));
+        assert!(err(&[
+            ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+            ("inter.broker.listener.name", "REPLICATION")
+        ])
+        .contains("not one of the listeners"));
+        assert!(err(&[
+            ("listeners", "A://127.0.0.1:1,B://127.0.0.1:2"),
+            ("listener.security.protocol.map", "A:PLAINTEXT,B:PLAINTEXT"),
+        ])
+        .contains("name the replication listener"));
+    }
+
+    #[test]
+    fn tls_settings_are_checked() {
+        let base = [("listeners", "SSL://127.0.0.1:9093")];
+        let with = |extra: &[(&str, &str)]| {
+            let mut v: Vec<(&str, &str)> = base.to_vec();
+            v.extend_from_slice(extra);
+            err(&v)
+        };
+        assert!(with(&[
+            ("ssl.keystore.location", "/k"),
+            ("ssl.keystore.type", "JKS")
+        ])
+        .contains("only PEM"));
+        assert!(with(&[
+            ("ssl.keystore.location", "/k"),
+            ("ssl.client.auth", "required")
+        ])
+        .contains("need a truststore"));
+        assert!(with(&[
+            ("ssl.keystore.location", "/k"),
+            ("ssl.enabled.protocols", "TLSv1.1")
+        ])
+        .contains("TLSv1.1 is not supported"));
+        assert!(with(&[
+            ("ssl.keystore.location", "/k"),
+            ("ssl.key.password", "secret")
+        ])
+        .contains("encrypted private keys"));
+        assert!(with(&[("ssl.keystore.key", "k")]).contains("either ssl.keystore.location"));
+        let (l, _) = parse(&raw(&[
+            ("listeners", "SSL://127.0.0.1:9093"),
+            ("ssl.keystore.key", "KEY"),
+            ("ssl.keystore.certificate.chain", "CHAIN"),
+            ("ssl.enabled.protocols", "TLSv1.3"),
+        ]))
+        .unwrap();
+        let tls = l[0].tls.as_ref().unwrap();
+        assert_eq!(tls.key, Pem::Inline("KEY".into()));
+        assert!(!tls.tls12 && tls.tls13);
+    }
+}

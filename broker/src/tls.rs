@@ -1,0 +1,180 @@
+//! TLS for SSL listeners (rustls, no OpenSSL): the server configuration
+//! built from a listener's PEM material, re-read when its files change
+//! (Kubernetes rotates a mounted Secret in place), so certificates can be
+//! renewed without a restart.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use tracing::{info, warn};
+
+use crate::listeners::{ClientAuth, Pem, TlsSettings};
+
+/// How often the files are looked at for a change (at most once per this
+/// long, on a new connection).
+const RELOAD_CHECK: Duration = Duration::from_secs(5);
+
+/// A listener's TLS server configuration, reloaded when its files change.
+pub struct TlsReloader {
+    listener: String,
+    settings: TlsSettings,
+    current: RwLock<Arc<ServerConfig>>,
+    /// When the files were last looked at, and what they looked like then.
+    checked: Mutex<(Instant, Vec<FileStamp>)>,
+}
+
+/// A file's modification time and size (`None`: cannot be read).
+type FileStamp = Option<(SystemTime, u64)>;
+
+impl TlsReloader {
+    /// Loads the material now: a listener that cannot serve TLS must not
+    /// start at all.
+    pub fn new(listener: &str, settings: TlsSettings) -> Result<Self, String> {
+        let stamps = stamps(&settings);
+        let config = build(&settings).map_err(|e| format!("listener {listener}: {e}"))?;
+        Ok(Self {
+            listener: listener.to_string(),
+            settings,
+            current: RwLock::new(Arc::new(config)),
+            checked: Mutex::new((Instant::now(), stamps)),
+        })
+    }
+
+    /// The acceptor for a new connection, with the newest valid material.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        self.reload_if_changed();
+        tokio_rustls::TlsAcceptor::from(self.current.read().expect("tls config lock").clone())
+    }
+
+    fn reload_if_changed(&self) {
+        let mut checked = self.checked.lock().expect("tls check lock");
+        if checked.0.elapsed() < RELOAD_CHECK {
+            return;
+        }
+        checked.0 = Instant::now();
+        let now = stamps(&self.settings);
+        if now == checked.1 {
+            return;
+        }
+        match build(&self.settings) {
+            Ok(config) => {
+                *self.current.write().expect("tls config lock") = Arc::new(config);
+                checked.1 = now;
+                info!(listener = %self.listener, "TLS material changed on disk: reloaded");
+            }
+            // A half-written rotation: keep serving with the old material
+            // and look again next time.
+            Err(e) => {
+                warn!(listener = %self.listener, error = %e, "TLS material changed but cannot be loaded; keeping the previous one")
+            }
+        }
+    }
+}
+
+/// Modification time and size of every file the settings read.
+fn stamps(s: &TlsSettings) -> Vec<FileStamp> {
+    [Some(&s.key), Some(&s.chain), s.truststore.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| match p {
+            Pem::File(path) => Some(
+                std::fs::metadata(path)
+                    .ok()
+                    .and_then(|m| Some((m.modified().ok()?, m.len()))),
+            ),
+            Pem::Inline(_) => None,
+        })
+        .collect()
+}
+
+fn read(p: &Pem, what: &str) -> Result<Vec<u8>, String> {
+    match p {
+        Pem::Inline(s) => Ok(s.as_bytes().to_vec()),
+        Pem::File(path) => {
+            std::fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
+        }
+    }
+}
+
+fn describe(p: &Pem) -> String {
+    match p {
+        Pem::File(path) => path.display().to_string(),
+        Pem::Inline(_) => "the inline value".to_string(),
+    }
+}
+
+fn certificates(p: &Pem, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let bytes = read(p, what)?;
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("bad PEM in {what} {}: {e}", describe(p)))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "no certificate (-----BEGIN CERTIFICATE-----) in {what} {}",
+            describe(p)
+        ));
+    }
+    Ok(certs)
+}
+
+/// Builds the server configuration a listener's settings describe.
+pub fn build(s: &TlsSettings) -> Result<ServerConfig, String> {
+    let key_bytes = read(&s.key, "keystore")?;
+    if String::from_utf8_lossy(&key_bytes).contains("ENCRYPTED PRIVATE KEY") {
+        return Err(format!(
+            "the private key in {} is encrypted; encrypted keys are not supported yet",
+            describe(&s.key)
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|e| {
+        format!(
+            "no usable private key (PKCS#8, PKCS#1 or SEC1 PEM) in {}: {e}",
+            describe(&s.key)
+        )
+    })?;
+    let chain = certificates(&s.chain, "keystore")?;
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut versions = Vec::new();
+    if s.tls13 {
+        versions.push(&rustls::version::TLS13);
+    }
+    if s.tls12 {
+        versions.push(&rustls::version::TLS12);
+    }
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("TLS versions: {e}"))?;
+    let builder = match (&s.truststore, s.client_auth) {
+        (Some(trust), auth) if auth != ClientAuth::None => {
+            let mut roots = RootCertStore::empty();
+            for c in certificates(trust, "truststore")? {
+                roots.add(c).map_err(|e| {
+                    format!("bad CA certificate in truststore {}: {e}", describe(trust))
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if auth == ClientAuth::Requested {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            builder.with_client_cert_verifier(
+                verifier
+                    .build()
+                    .map_err(|e| format!("client certificate verifier: {e}"))?,
+            )
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    builder.with_single_cert(chain, key).map_err(|e| {
+        format!(
+            "the private key does not go with the certificate in {}: {e}",
+            describe(&s.chain)
+        )
+    })
+}
