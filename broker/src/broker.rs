@@ -464,7 +464,7 @@ impl Broker {
         partitions: i32,
         replication_factor: i16,
         configs: BTreeMap<String, String>,
-    ) -> Result<TopicView, ApiError> {
+    ) -> Result<Arc<TopicView>, ApiError> {
         self.config
             .topic_log_config(&configs)
             .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
@@ -487,7 +487,7 @@ impl Broker {
 
     /// Auto-creates `name` with the broker defaults when allowed; returns the
     /// topic if it exists afterwards.
-    pub fn auto_create(&self, name: &str) -> Result<TopicView, ApiError> {
+    pub fn auto_create(&self, name: &str) -> Result<Arc<TopicView>, ApiError> {
         if let Some(t) = self.metadata.topic(name) {
             return Ok(t);
         }
@@ -513,7 +513,7 @@ impl Broker {
     }
 
     /// Deletes a topic: metadata first, then its data.
-    pub fn delete_topic(&self, name: &str) -> Result<TopicView, ApiError> {
+    pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicView>, ApiError> {
         let t = self.metadata.delete_topic(name)?;
         self.replicas.delete_topic(name);
         info!(topic = name, "topic deleted");

@@ -183,12 +183,13 @@ impl MetadataStore {
         self.controller.view()
     }
 
-    pub fn topic(&self, name: &str) -> Option<TopicView> {
+    /// The topic named `name` (shared with the published view, not copied).
+    pub fn topic(&self, name: &str) -> Option<Arc<TopicView>> {
         self.image().topics.get(name).cloned()
     }
 
-    pub fn topic_by_id(&self, id: Uuid) -> Option<TopicView> {
-        self.image().topics.values().find(|t| t.id == id).cloned()
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<TopicView>> {
+        self.image().topic_by_id(id).cloned()
     }
 
     fn unknown(name: &str) -> ApiError {
@@ -205,7 +206,7 @@ impl MetadataStore {
         partitions: i32,
         replication_factor: i16,
         configs: BTreeMap<String, String>,
-    ) -> Result<TopicView, ApiError> {
+    ) -> Result<Arc<TopicView>, ApiError> {
         validate_topic_name(name)?;
         if partitions < 1 {
             return Err(ApiError::new(
@@ -244,7 +245,7 @@ impl MetadataStore {
     }
 
     /// Removes a topic from the image (replicas delete their logs).
-    pub fn delete_topic(&self, name: &str) -> Result<TopicView, ApiError> {
+    pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicView>, ApiError> {
         let meta = self.topic(name).ok_or_else(|| Self::unknown(name))?;
         request(
             self.controller.as_ref(),
@@ -260,7 +261,7 @@ impl MetadataStore {
     }
 
     /// Grows a topic to `count` partitions.
-    pub fn create_partitions(&self, name: &str, count: i32) -> Result<TopicView, ApiError> {
+    pub fn create_partitions(&self, name: &str, count: i32) -> Result<Arc<TopicView>, ApiError> {
         let current = self
             .topic(name)
             .ok_or_else(|| Self::unknown(name))?
@@ -292,7 +293,7 @@ impl MetadataStore {
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
-    ) -> Result<TopicView, ApiError> {
+    ) -> Result<Arc<TopicView>, ApiError> {
         if self.topic(name).is_none() {
             return Err(Self::unknown(name));
         }

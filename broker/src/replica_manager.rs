@@ -283,7 +283,7 @@ impl ReplicaManager {
 
     /// Removes partition directories that no topic in the metadata owns, e.g.
     /// left by a crash between deleting a topic and deleting its data.
-    pub fn remove_orphans(&self, topics: &std::collections::BTreeMap<String, TopicView>) {
+    pub fn remove_orphans(&self, topics: &std::collections::BTreeMap<String, Arc<TopicView>>) {
         let Ok(entries) = std::fs::read_dir(&self.data_dir) else {
             return;
         };

@@ -431,7 +431,7 @@ fn build_view(st: &State) -> ClusterView {
                     .collect(),
                 configs: t.spec.configs.clone(),
             };
-            (name.clone(), meta)
+            (name.clone(), Arc::new(meta))
         })
         .collect();
     let brokers: BTreeMap<i32, BrokerView> = core
@@ -463,9 +463,11 @@ fn build_view(st: &State) -> ClusterView {
     ClusterView {
         cluster_id: st.cluster_id.clone(),
         topics,
+        topic_names_by_id: Default::default(),
         brokers,
         controller_id,
     }
+    .index_ids()
 }
 
 fn new_cluster_id() -> String {

@@ -5,6 +5,7 @@
 //! view is the part the data path reads.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::model::Endpoint;
 use serde::{Deserialize, Serialize};
@@ -91,7 +92,12 @@ impl BrokerView {
 #[derive(Debug, Clone, Default)]
 pub struct ClusterView {
     pub cluster_id: String,
-    pub topics: BTreeMap<String, TopicView>,
+    /// Shared, so a request handler can hold a topic without copying its
+    /// partitions.
+    pub topics: BTreeMap<String, Arc<TopicView>>,
+    /// Topic id → name, for requests that name topics by id (Fetch v13+,
+    /// Produce v13+, Metadata by id); filled by [`ClusterView::index_ids`].
+    pub topic_names_by_id: std::collections::HashMap<Uuid, String>,
     pub brokers: BTreeMap<i32, BrokerView>,
     /// The broker clients should send controller requests to (-1: none).
     pub controller_id: i32,
@@ -110,6 +116,21 @@ pub struct PartitionHealth {
 }
 
 impl ClusterView {
+    /// Builds `topic_names_by_id` from `topics`.
+    pub fn index_ids(mut self) -> Self {
+        self.topic_names_by_id = self
+            .topics
+            .values()
+            .map(|t| (t.id, t.name.clone()))
+            .collect();
+        self
+    }
+
+    /// The topic with id `id`.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<&Arc<TopicView>> {
+        self.topics.get(self.topic_names_by_id.get(&id)?)
+    }
+
     /// Counts offline, under-replicated and reassigning partitions.
     pub fn partition_health(&self) -> PartitionHealth {
         let mut h = PartitionHealth::default();

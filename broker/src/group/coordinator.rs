@@ -158,7 +158,7 @@ impl GroupCoordinator {
         }
     }
 
-    fn offsets_topic(&self, broker: &Broker) -> Result<crate::metadata::TopicView, ApiError> {
+    fn offsets_topic(&self, broker: &Broker) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
         Ok(match broker.metadata.topic(CONSUMER_OFFSETS) {
             Some(t) => t,
             None => {

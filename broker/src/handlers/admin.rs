@@ -208,7 +208,7 @@ fn create_one(
         return Ok((Uuid::nil(), partitions, rf, configs));
     }
     let topic = broker.create_topic(name, partitions, rf, configs)?;
-    Ok((topic.id, partitions, rf, topic.configs))
+    Ok((topic.id, partitions, rf, topic.configs.clone()))
 }
 
 pub fn delete_topics(
@@ -237,7 +237,7 @@ pub fn delete_topics(
             None => broker
                 .metadata
                 .topic_by_id(id)
-                .map(|t| t.name)
+                .map(|t| t.name.clone())
                 .ok_or_else(|| ApiError::new(ResponseError::UnknownTopicId, "unknown topic id")),
         };
         r.name = resolved

@@ -123,10 +123,12 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
                         })
                         .collect(),
                 };
-                (t.name, meta)
+                (t.name, std::sync::Arc::new(meta))
             })
             .collect(),
+        topic_names_by_id: Default::default(),
     }
+    .index_ids()
 }
 
 fn uuid_from(bytes: &[u8]) -> Uuid {
