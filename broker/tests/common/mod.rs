@@ -52,9 +52,10 @@ impl TestBroker {
             "--metrics-listen".into(),
             "".into(),
         ];
+        // `{addr}` in an override is the address of the first listener.
         for o in overrides {
             args.push("--override".into());
-            args.push(o.to_string());
+            args.push(o.replace("{addr}", &addr.to_string()));
         }
         let cfg = BrokerConfig::from_cli(&Cli::parse_from(args)).unwrap();
         let (tx, rx) = oneshot::channel();
@@ -90,6 +91,15 @@ pub struct Client {
 }
 
 impl Client {
+    /// A connection to `addr` (another listener than the broker's first).
+    #[allow(dead_code)]
+    pub async fn connect(addr: SocketAddr) -> Client {
+        Client {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            correlation: 0,
+        }
+    }
+
     /// Sends a request and decodes the response.
     pub async fn call<Req>(&mut self, req: &Req, version: i16) -> std::io::Result<Req::Response>
     where

@@ -580,3 +580,81 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::BrokerView;
+
+    fn broker(endpoints: Vec<Endpoint>) -> BrokerView {
+        BrokerView {
+            id: 1,
+            host: "10.0.0.1".into(),
+            port: 9092,
+            rack: None,
+            alive: true,
+            storage_lost: false,
+            storage_losses: 0,
+            endpoints,
+        }
+    }
+
+    fn ep(name: &str, host: &str, port: u16) -> Endpoint {
+        Endpoint {
+            name: name.into(),
+            host: host.into(),
+            port,
+        }
+    }
+
+    #[test]
+    fn registrations_and_views_carry_every_listener() {
+        let endpoints = vec![
+            ep("INTERNAL", "10.0.0.1", 9092),
+            ep("EXTERNAL", "kafka.example.com", 30094),
+        ];
+        let reg = Event::BrokerRegistered {
+            broker: 1,
+            host: "10.0.0.1".into(),
+            port: 9092,
+            rack: None,
+            directory_id: None,
+            previous_broker_epoch: None,
+            endpoints: endpoints.clone(),
+        };
+        let Some(request::Kind::Register(r)) = event_to_pb(&reg) else {
+            panic!("a registration goes over the wire");
+        };
+        assert_eq!(
+            event_from_pb(1, request::Kind::Register(r)),
+            reg,
+            "registration round trip"
+        );
+
+        let mut view = ClusterView::default();
+        view.brokers.insert(1, broker(endpoints.clone()));
+        let back = view_from_pb(view_to_pb(&view));
+        assert_eq!(back.brokers[&1].endpoints, endpoints);
+    }
+
+    #[test]
+    fn a_broker_is_reached_through_the_listener_asked_on() {
+        let b = broker(vec![
+            ep("INTERNAL", "10.0.0.1", 9092),
+            ep("EXTERNAL", "kafka.example.com", 30094),
+        ]);
+        assert_eq!(
+            b.endpoint(Some("EXTERNAL")),
+            Some(("kafka.example.com", 30094))
+        );
+        assert_eq!(b.endpoint(Some("INTERNAL")), Some(("10.0.0.1", 9092)));
+        // Kafka leaves a broker without the listener out of the answer.
+        assert_eq!(b.endpoint(Some("SSL")), None);
+        // No listener given, or a broker that registered no names: host/port.
+        assert_eq!(b.endpoint(None), Some(("10.0.0.1", 9092)));
+        assert_eq!(
+            broker(vec![]).endpoint(Some("SSL")),
+            Some(("10.0.0.1", 9092))
+        );
+    }
+}
