@@ -65,6 +65,16 @@ pub enum ConfigError {
     },
 }
 
+impl From<crate::listeners::InvalidListener> for ConfigError {
+    fn from(e: crate::listeners::InvalidListener) -> Self {
+        ConfigError::Value {
+            key: e.key,
+            value: e.value,
+            reason: e.reason,
+        }
+    }
+}
+
 /// The resolved broker configuration.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -552,15 +562,6 @@ fn boolean(raw: &BTreeMap<String, String>, key: &str, default: bool) -> Result<b
 fn control_mode(raw: &BTreeMap<String, String>) -> bool {
     raw.get("control.listen")
         .is_some_and(|c| !c.trim().is_empty())
-}
-
-/// Splits `host:port` (IPv6 in brackets allowed).
-pub fn split_host_port(s: &str) -> Option<(String, i32)> {
-    let (h, p) = s.rsplit_once(':')?;
-    let port = p.parse().ok()?;
-    let host = h.trim_start_matches('[').trim_end_matches(']');
-    let host = if host.is_empty() { "127.0.0.1" } else { host };
-    Some((host.to_string(), port))
 }
 
 /// Parses Java-properties-style `key=value` lines; returns the bad line number on error.

@@ -10,8 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use crate::config::{split_host_port, ConfigError};
-
 /// Kafka's security protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecurityProtocol {
@@ -95,16 +93,34 @@ pub struct ListenerConfig {
 const DEFAULT_MAP: &str =
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
 
-fn bad(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Value {
+/// A listener setting that cannot be served as written.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid value {value:?} for {key}: {reason}")]
+pub struct InvalidListener {
+    pub key: String,
+    pub value: String,
+    pub reason: String,
+}
+
+fn bad(key: &str, value: &str, reason: impl Into<String>) -> InvalidListener {
+    InvalidListener {
         key: key.to_string(),
         value: value.to_string(),
         reason: reason.into(),
     }
 }
 
+/// Splits `host:port` (IPv6 in brackets allowed).
+pub fn split_host_port(s: &str) -> Option<(String, i32)> {
+    let (h, p) = s.rsplit_once(':')?;
+    let port = p.parse().ok()?;
+    let host = h.trim_start_matches('[').trim_end_matches(']');
+    let host = if host.is_empty() { "127.0.0.1" } else { host };
+    Some((host.to_string(), port))
+}
+
 /// `NAME://host:port,...` in order.
-fn parse_list(key: &str, value: &str) -> Result<Vec<(String, String)>, ConfigError> {
+fn parse_list(key: &str, value: &str) -> Result<Vec<(String, String)>, InvalidListener> {
     let mut out = Vec::new();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (name, addr) = item
@@ -153,7 +169,9 @@ pub fn listener_setting<'a>(
 }
 
 /// The listeners a broker serves and the name of the one replication uses.
-pub fn parse(raw: &BTreeMap<String, String>) -> Result<(Vec<ListenerConfig>, String), ConfigError> {
+pub fn parse(
+    raw: &BTreeMap<String, String>,
+) -> Result<(Vec<ListenerConfig>, String), InvalidListener> {
     let listeners_value = raw
         .get("listeners")
         .map(String::as_str)
@@ -315,7 +333,10 @@ pub fn parse(raw: &BTreeMap<String, String>) -> Result<(Vec<ListenerConfig>, Str
     Ok((out, inter))
 }
 
-fn tls_settings(raw: &BTreeMap<String, String>, name: &str) -> Result<TlsSettings, ConfigError> {
+fn tls_settings(
+    raw: &BTreeMap<String, String>,
+    name: &str,
+) -> Result<TlsSettings, InvalidListener> {
     let get = |k: &str| listener_setting(raw, name, k);
     let key_name = |k: &str| format!("listener.name.{}.{k} (or {k})", name.to_ascii_lowercase());
     for (k, what) in [
