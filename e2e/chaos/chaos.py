@@ -374,10 +374,13 @@ class Chaos:
             return {}
         return st if time.time() - st.get("t", 0) < 5 else {}
 
-    def wait_whole(self, timeout: float) -> bool:
+    def wait_whole(self, timeout: float, settled: float = 1.0) -> bool:
+        """Whether the monitor sees every partition whole in a sample taken after the last fault
+        ended (an older sample may show the cluster as it was before that fault took effect)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.view().get("whole"):
+            v = self.view()
+            if v.get("whole") and v.get("t", 0) > getattr(self, "last_fault_end", 0.0) + settled:
                 return True
             time.sleep(0.25)
         return False
@@ -387,6 +390,7 @@ class Chaos:
              "end": round(end if end is not None else time.time(), 3), **detail}
         self.faults_f.write(json.dumps(d) + "\n")
         self.faults_f.flush()
+        self.last_fault_end = max(getattr(self, "last_fault_end", 0.0), d["end"])
         self.nfaults += 0 if d.get("skipped") else 1
         log(f"fault #{self.nfaults} {kind} {target} {detail if detail else ''}")
 
@@ -618,10 +622,11 @@ class Chaos:
                 log(f"cluster not whole after {a.settle_timeout:.0f} s; injecting anyway")
             self.sleep(self.rnd.uniform(0.0, a.quiet))
             kind = self.rnd.choice(kinds)
-            if kind == "disk-loss" and not whole and len(kinds) > 1:
-                # A disk is wiped only while the other two replicas hold
-                # everything: wiping one while another is still copying back
-                # could destroy the last copy, which no RF 3 system survives.
+            # A disk is wiped only while the other two replicas hold everything, as seen in a
+            # fresh sample after the quiet pause: wiping one while another is still copying back,
+            # or right after a controller restart that fenced the others, could destroy the last
+            # in-sync copy, which no RF 3 system survives (the third long run did exactly that).
+            if kind == "disk-loss" and len(kinds) > 1 and not (whole and self.wait_whole(4.0, settled=3.0)):
                 kind = self.rnd.choice([k for k in kinds if k != "disk-loss"])
             try:
                 fns[kind]()
