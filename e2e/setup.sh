@@ -43,23 +43,19 @@ else
     apt-get install -y -q kcat
 fi
 
-# 1b. iproute2 (ip netns: the network-partition test) ------------------------------------------
-if command -v ip >/dev/null; then
-    say "iproute2 already installed"
-else
-    say "installing iproute2 (apt-get install -y iproute2)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q iproute2 || { apt-get update -q && apt-get install -y -q iproute2; }
-fi
-
-# 1c. openssl (the TLS tests make their certificates with it) -------------------------------
-if command -v openssl >/dev/null; then
-    say "openssl already installed"
-else
-    say "installing openssl (apt-get install -y openssl)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q openssl || { apt-get update -q && apt-get install -y -q openssl; }
-fi
+# 1b/1c. Debian tools: iproute2 (ip netns: the network-partition test), openssl (the TLS tests
+# make their certificates with it) ------------------------------------------------------------
+ensure_tool() { # COMMAND PACKAGE
+    if command -v "$1" >/dev/null; then
+        say "$2 already installed"
+    else
+        say "installing $2 (apt-get install -y $2)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q "$2" || { apt-get update -q && apt-get install -y -q "$2"; }
+    fi
+}
+ensure_tool ip iproute2
+ensure_tool openssl openssl
 
 # 2. Python venv ----------------------------------------------------------------------------
 VENV="$E2E_DIR/.venv"
