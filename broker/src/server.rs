@@ -95,19 +95,23 @@ async fn serve_connection(
     };
     // A plaintext client on a TLS port, an untrusted or expired client
     // certificate: the handshake fails, the connection closes, nothing
-    // else is affected.
-    let stream =
-        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                info!(%peer, listener = %spec.name, error = %e, "TLS handshake failed");
-                return Ok(());
+    // else is affected. Logged once per listener every 10 s (a client
+    // retrying in a loop would otherwise fill the log).
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream))
+        .await
+    {
+        Ok(Ok(s)) => s,
+        failed => {
+            let why = match failed {
+                Ok(Err(e)) => e.to_string(),
+                _ => "timed out".to_string(),
+            };
+            if let Some(left_out) = broker.log_throttle.allow(&format!("tls {}", spec.name)) {
+                info!(%peer, listener = %spec.name, error = %why, left_out, "TLS handshake failed");
             }
-            Err(_) => {
-                info!(%peer, listener = %spec.name, "TLS handshake timed out");
-                return Ok(());
-            }
-        };
+            return Ok(());
+        }
+    };
     let (rd, wr) = tokio::io::split(stream);
     handle_connection(broker, rd, wr, peer).await
 }
