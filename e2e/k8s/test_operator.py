@@ -564,26 +564,11 @@ def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
 
     t = threading.Thread(target=produce, daemon=True)
     t.start()
-    # The order in which pods come back as new pods (new UID), seen through the API.
+    # Which pods come back as new pods (new UID), and in which order: their
+    # creationTimestamp, read once the roll is over (a polling watcher missed
+    # restarts when one kubectl call stalled on a loaded machine).
     first_uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in
                   env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]}
-    restarted: list[str] = []
-    watch_errors: list[str] = []
-
-    def watch_restarts():
-        while not stop.is_set() and len(restarted) < len(first_uids):
-            time.sleep(0.3)
-            try:
-                pods = env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]
-            except Exception as e:  # noqa: BLE001 - a kubectl timeout or a torn answer: ask again
-                watch_errors.append(repr(e))
-                continue
-            for p in pods:
-                name = p["metadata"]["name"]
-                if p["metadata"]["uid"] != first_uids.get(name) and name not in restarted:
-                    restarted.append(name)
-    watcher = threading.Thread(target=watch_restarts, daemon=True)
-    watcher.start()
     env.k("-n", NS, "patch", "kafkacluster", CLUSTER, "--type=merge", "-p",
           json.dumps({"spec": {"config": {"min.insync.replicas": "2", "log.retention.ms": "3600000"}}}))
 
@@ -597,10 +582,15 @@ def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
     wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
                "KafkaCluster Ready=True after the roll")
     wait_until(lambda: all_in_sync(env), 120, "every partition in sync after the roll")
-    watcher.join(30)
     stop.set()
     t.join(150)
-    assert restarted == [f"{CLUSTER}-2", f"{CLUSTER}-1", f"{CLUSTER}-0"], (restarted, watch_errors[-3:])
+    pods = env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]
+    recreated = sorted((p["metadata"]["creationTimestamp"], p["metadata"]["name"]) for p in pods
+                       if p["metadata"]["uid"] != first_uids.get(p["metadata"]["name"]))
+    # One at a time, highest ordinal first: each pod is created (a second or
+    # more) after the previous one, since the next waits for it to rejoin.
+    assert [n for _, n in recreated] == [f"{CLUSTER}-2", f"{CLUSTER}-1", f"{CLUSTER}-0"], recreated
+    assert len({ts for ts, _ in recreated}) == 3, f"two pods recreated in the same second: {recreated}"
     assert acked[0] > 0 and not errors, f"{acked[0]} acked, errors: {errors[:5]}"
     print(f"rolling restart: {acked[0]} records acked (acks=all) during the roll, 0 errors")
 
