@@ -2,12 +2,14 @@
 //! what the Rust types generate. Regenerate with
 //! `SKEIN_UPDATE_CRDS=1 cargo test -p skein-crds`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use skein_crds::{crd_file_name, crd_to_yaml, crds};
 
 fn committed_dirs() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Read at run time: a test binary reused from a build in another
+    // checkout (a shared target directory) must still look at this one.
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo test"));
     vec![root.join("yaml"), root.join("../charts/skein/crds")]
 }
 

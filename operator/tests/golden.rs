@@ -3,14 +3,17 @@
 //! `kafkacluster.yaml`; the other files are the expected objects.
 //! Regenerate with `SKEIN_UPDATE_GOLDEN=1 cargo test -p skein-operator --test golden`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 use skein_crds::KafkaCluster;
 use skein_operator::build::{cluster_objects, BuildOptions};
 
 fn cases() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    // Read at run time: a test binary reused from a build in another
+    // checkout (a shared target directory) must still look at this one.
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo test"))
+        .join("tests/golden");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path())
