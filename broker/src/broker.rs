@@ -30,6 +30,8 @@ pub struct Broker {
     pub groups: crate::group::GroupCoordinator,
     /// Idempotent batches refused with a retriable error (see the module).
     pub refused_batches: crate::handlers::refused_batches::RefusedBatches,
+    /// Client quota usage (produce and fetch byte rates).
+    pub quotas: crate::quotas::QuotaManager,
     /// Repeated warnings (refused ISR changes, storage errors) are logged
     /// once per partition every 10 s.
     pub log_throttle: crate::log_throttle::LogThrottle,
@@ -170,6 +172,7 @@ impl Broker {
             metrics,
             groups,
             refused_batches: Default::default(),
+            quotas: Default::default(),
             log_throttle: crate::log_throttle::LogThrottle::new(Duration::from_secs(10)),
             combined,
             tasks: Mutex::new(Vec::new()),

@@ -3,12 +3,15 @@
 //! `inter.broker.listener.name` (or `security.inter.broker.protocol`), with
 //! per-listener settings under `listener.name.<name>.<key>`.
 //!
-//! A listener whose protocol Skein does not serve yet (SASL) or whose TLS
-//! material is missing is a start-up error: a listener is never served
-//! with less security than it was configured with.
+//! A listener whose TLS material is missing, or a SASL listener without a
+//! mechanism Skein serves (GSSAPI, Kafka's default, is not one), is a
+//! start-up error: a listener is never served with less security than it
+//! was configured with.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+
+use skein_controller::ScramMechanism;
 
 /// Kafka's security protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +44,58 @@ impl SecurityProtocol {
 
     pub fn uses_tls(self) -> bool {
         matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+}
+
+/// A SASL mechanism Skein serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    Plain,
+    Scram(ScramMechanism),
+}
+
+impl SaslMechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "PLAIN",
+            Self::Scram(m) => m.name(),
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "PLAIN" => Some(Self::Plain),
+            other => ScramMechanism::from_name(other).map(Self::Scram),
+        }
+    }
+}
+
+/// A SASL listener's settings.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaslSettings {
+    /// `sasl.enabled.mechanisms`, in the configured order.
+    pub mechanisms: Vec<SaslMechanism>,
+    /// PLAIN's users and passwords: the `user_<name>="<password>"` options
+    /// of `listener.name.<listener>.plain.sasl.jaas.config`.
+    pub plain_users: BTreeMap<String, String>,
+    /// `connections.max.reauth.ms` (KIP-368): an authenticated session
+    /// lasts this long, then the client must authenticate again on the
+    /// same connection or it is closed. 0: sessions do not expire.
+    pub max_reauth_ms: u64,
+}
+
+impl std::fmt::Debug for SaslSettings {
+    /// Passwords are left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslSettings")
+            .field("mechanisms", &self.mechanisms)
+            .field("plain_users", &self.plain_users.keys().collect::<Vec<_>>())
+            .field("max_reauth_ms", &self.max_reauth_ms)
+            .finish()
     }
 }
 
@@ -86,6 +141,7 @@ pub struct ListenerConfig {
     pub advertised_host: String,
     pub advertised_port: i32,
     pub tls: Option<TlsSettings>,
+    pub sasl: Option<SaslSettings>,
 }
 
 /// Kafka's default `listener.security.protocol.map`: each protocol's name
@@ -235,19 +291,6 @@ pub fn parse(
                 format!("listener {name} has no security protocol in the map"),
             )
         })?;
-        if matches!(
-            protocol,
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-        ) {
-            return Err(bad(
-                "listeners",
-                listeners_value,
-                format!(
-                    "listener {name} is {}: SASL is not supported by this version of Skein (use PLAINTEXT or SSL)",
-                    protocol.name()
-                ),
-            ));
-        }
         let (_, port) = split_host_port(bind).expect("checked by parse_list");
         if port != 0 && !ports.insert(port) {
             return Err(bad(
@@ -275,6 +318,11 @@ pub fn parse(
         } else {
             None
         };
+        let sasl = if protocol.uses_sasl() {
+            Some(sasl_settings(raw, name)?)
+        } else {
+            None
+        };
         out.push(ListenerConfig {
             name: name.clone(),
             protocol,
@@ -282,6 +330,7 @@ pub fn parse(
             advertised_host,
             advertised_port,
             tls,
+            sasl,
         });
     }
 
@@ -331,6 +380,81 @@ pub fn parse(
         }
     };
     Ok((out, inter))
+}
+
+fn sasl_settings(
+    raw: &BTreeMap<String, String>,
+    name: &str,
+) -> Result<SaslSettings, InvalidListener> {
+    let lower = name.to_ascii_lowercase();
+    let key = match raw.contains_key(&format!("listener.name.{lower}.sasl.enabled.mechanisms")) {
+        true => format!("listener.name.{lower}.sasl.enabled.mechanisms"),
+        false => "sasl.enabled.mechanisms".to_string(),
+    };
+    // Kafka's default is GSSAPI, which Skein does not serve: saying so
+    // beats a listener that accepts nobody.
+    let value = listener_setting(raw, name, "sasl.enabled.mechanisms").unwrap_or("GSSAPI");
+    let mut mechanisms = Vec::new();
+    for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        let mechanism = match (m, SaslMechanism::parse(m)) {
+            (_, Some(mechanism)) => mechanism,
+            ("GSSAPI", None) => return Err(bad(&key, value, format!(
+                "listener {name}: GSSAPI (Kerberos, Kafka's default) is not supported; enable PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512"
+            ))),
+            ("OAUTHBEARER", None) => return Err(bad(&key, value, format!(
+                "listener {name}: OAUTHBEARER is not supported by this version of Skein; enable PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512"
+            ))),
+            (other, None) => return Err(bad(&key, value, format!(
+                "listener {name}: unknown SASL mechanism '{other}' (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+            ))),
+        };
+        if !mechanisms.contains(&mechanism) {
+            mechanisms.push(mechanism);
+        }
+    }
+    if mechanisms.is_empty() {
+        return Err(bad(
+            &key,
+            value,
+            format!("listener {name}: no SASL mechanism"),
+        ));
+    }
+    let mut plain_users = BTreeMap::new();
+    if mechanisms.contains(&SaslMechanism::Plain) {
+        let jaas_key = format!("listener.name.{lower}.plain.sasl.jaas.config");
+        let Some(text) = raw.get(&jaas_key).filter(|v| !v.trim().is_empty()) else {
+            return Err(bad(&jaas_key, "", format!(
+                "listener {name} enables PLAIN but has no users: set {jaas_key} to a PlainLoginModule entry with user_<name>=\"<password>\" options"
+            )));
+        };
+        let entry = crate::jaas::parse(text).map_err(|e| bad(&jaas_key, "(hidden)", e))?;
+        plain_users = entry
+            .options
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("user_")?.to_string(), v)))
+            .filter(|(user, _)| !user.is_empty())
+            .collect();
+        if plain_users.is_empty() {
+            return Err(bad(&jaas_key, "(hidden)", format!(
+                "listener {name}: no user_<name>=\"<password>\" option, so no PLAIN user could log in"
+            )));
+        }
+    }
+    let max_reauth_ms = match listener_setting(raw, name, "connections.max.reauth.ms") {
+        None => 0,
+        Some(v) => v.trim().parse::<u64>().map_err(|_| {
+            bad(
+                "connections.max.reauth.ms",
+                v,
+                "not a number of milliseconds",
+            )
+        })?,
+    };
+    Ok(SaslSettings {
+        mechanisms,
+        plain_users,
+        max_reauth_ms,
+    })
 }
 
 fn tls_settings(
@@ -528,9 +652,70 @@ mod tests {
     }
 
     #[test]
-    fn sasl_and_unknown_protocols_are_refused() {
-        let e = err(&[("listeners", "SASL_SSL://127.0.0.1:9093")]);
-        assert!(e.contains("SASL is not supported"), "{e}");
+    fn sasl_listeners_need_a_served_mechanism_and_plain_users() {
+        let e = err(&[("listeners", "SASL_PLAINTEXT://127.0.0.1:9093")]);
+        assert!(
+            e.contains("GSSAPI (Kerberos, Kafka's default) is not supported"),
+            "{e}"
+        );
+        let e = err(&[
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:9093"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-1"),
+        ]);
+        assert!(e.contains("unknown SASL mechanism 'SCRAM-SHA-1'"), "{e}");
+        let e = err(&[
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:9093"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+        ]);
+        assert!(e.contains("enables PLAIN but has no users"), "{e}");
+        let e = err(&[
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:9093"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            (
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"a\" password=\"b\";",
+            ),
+        ]);
+        assert!(e.contains("no user_<name>"), "{e}");
+        assert!(!e.contains("\"b\""), "the password is not echoed: {e}");
+        // An SSL listener needs its TLS material as well.
+        let e = err(&[
+            ("listeners", "SASL_SSL://127.0.0.1:9093"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+        ]);
+        assert!(e.contains("has no certificate"), "{e}");
+
+        let (l, _) = parse(&raw(&[
+            ("listeners", "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093"),
+            (
+                "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
+                "SCRAM-SHA-512, PLAIN,SCRAM-SHA-256",
+            ),
+            (
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                "org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\";",
+            ),
+            ("connections.max.reauth.ms", "60000"),
+            ("inter.broker.listener.name", "PLAINTEXT"),
+        ]))
+        .unwrap();
+        assert!(l[0].sasl.is_none());
+        let sasl = l[1].sasl.as_ref().unwrap();
+        assert_eq!(
+            sasl.mechanisms,
+            vec![
+                SaslMechanism::Scram(ScramMechanism::Sha512),
+                SaslMechanism::Plain,
+                SaslMechanism::Scram(ScramMechanism::Sha256)
+            ]
+        );
+        assert_eq!(sasl.plain_users["alice"], "alice-secret");
+        assert_eq!(sasl.max_reauth_ms, 60000);
+        assert!(!format!("{sasl:?}").contains("alice-secret"));
+    }
+
+    #[test]
+    fn unknown_protocols_are_refused() {
         let e = err(&[
             ("listeners", "A://127.0.0.1:9093"),
             ("listener.security.protocol.map", "A:TLS"),

@@ -311,6 +311,40 @@ impl MetadataStore {
         self.topic(name).ok_or_else(|| Self::unknown(name))
     }
 
+    /// `AlterClientQuotas`, checked changes only: applied whole.
+    pub fn alter_client_quotas(
+        &self,
+        changes: Vec<skein_controller::quotas::QuotaChange>,
+    ) -> Result<(), ApiError> {
+        request(
+            self.controller.as_ref(),
+            Event::AlterClientQuotas { changes },
+            |r| match r {
+                Reply::AlterClientQuotas { result } => Some(result),
+                _ => None,
+            },
+        )
+    }
+
+    /// `AlterUserScramCredentials`, checked entries only: applied whole.
+    pub fn alter_scram_credentials(
+        &self,
+        upsertions: Vec<skein_controller::ScramUpsertion>,
+        deletions: Vec<(String, skein_controller::ScramMechanism)>,
+    ) -> Result<(), ApiError> {
+        request(
+            self.controller.as_ref(),
+            Event::AlterScramCredentials {
+                upsertions,
+                deletions,
+            },
+            |r| match r {
+                Reply::AlterScramCredentials { result } => Some(result),
+                _ => None,
+            },
+        )
+    }
+
     /// Moves a partition to `target` replicas (preferred leader first), or
     /// cancels its running reassignment (`None`).
     pub fn reassign_partition(

@@ -25,6 +25,9 @@ pub struct Metrics {
     pub request_errors: IntCounterVec,
     pub request_latency: HistogramVec,
     pub connections: IntGauge,
+    /// SASL authentications by listener, mechanism and result
+    /// (`success`, `failure`).
+    pub sasl_authentications: IntCounterVec,
     pub log_size: IntGaugeVec,
     pub log_segments: IntGaugeVec,
     pub log_start_offset: IntGaugeVec,
@@ -121,6 +124,11 @@ impl Metrics {
         registry
             .register(Box::new(connections.clone()))
             .expect("register");
+        let sasl_authentications = counter(
+            "skein_sasl_authentications_total",
+            "SASL authentications by listener, mechanism and result (success, failure).",
+            &["listener", "mechanism", "result"],
+        );
         let pl = &["topic", "partition"];
         let log_size = gauge(
             "skein_log_size_bytes",
@@ -210,6 +218,7 @@ impl Metrics {
             request_errors,
             request_latency,
             connections,
+            sasl_authentications,
             log_size,
             log_segments,
             log_start_offset,

@@ -30,6 +30,8 @@ pub struct Listener {
     pub name: Arc<str>,
     pub protocol: crate::listeners::SecurityProtocol,
     pub tls: Option<TlsReloader>,
+    /// SASL listeners: the mechanisms and PLAIN users.
+    pub sasl: Option<Arc<crate::listeners::SaslSettings>>,
 }
 
 impl Listener {
@@ -46,6 +48,7 @@ impl Listener {
             name: config.name.as_str().into(),
             protocol: config.protocol,
             tls,
+            sasl: config.sasl.clone().map(Arc::new),
         }))
     }
 }
@@ -91,7 +94,7 @@ async fn serve_connection(
     stream.set_nodelay(true)?;
     let Some(tls) = &spec.tls else {
         let (rd, wr) = stream.into_split();
-        return handle_connection(broker, rd, wr, peer).await;
+        return handle_connection(broker, rd, wr, peer, spec).await;
     };
     // A plaintext client on a TLS port, an untrusted or expired client
     // certificate: the handshake fails, the connection closes, nothing
@@ -113,7 +116,7 @@ async fn serve_connection(
         }
     };
     let (rd, wr) = tokio::io::split(stream);
-    handle_connection(broker, rd, wr, peer).await
+    handle_connection(broker, rd, wr, peer, spec).await
 }
 
 /// Why a connection is closed instead of answered.
@@ -123,6 +126,10 @@ pub enum ConnectionError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Protocol(String),
+    /// A well-formed request the connection's state does not allow (before
+    /// SASL authentication completes).
+    #[error("{0}")]
+    Refused(String),
 }
 
 async fn handle_connection(
@@ -130,8 +137,10 @@ async fn handle_connection(
     rd: impl AsyncRead + Unpin,
     mut wr: impl AsyncWrite + Unpin,
     peer: std::net::SocketAddr,
+    spec: &Listener,
 ) -> Result<(), ConnectionError> {
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
+    let mut session = crate::sasl::Session::new(spec.name.clone(), spec.sasl.clone(), Some(peer));
     let max = broker.config.socket_request_max_bytes;
     let mut stopped = broker.stopped();
     loop {
@@ -144,23 +153,67 @@ async fn handle_connection(
             // The broker stopped: close instead of serving from a dead broker.
             _ = stopped.wait_for(|s| *s) => return Ok(()),
         };
-        if size < 8 || size as usize > max {
+        // A bare SASL token (after a v0 handshake) may be shorter than a
+        // request header.
+        let min = if session.expects_raw_token() { 0 } else { 8 };
+        if size < min || size as usize > max {
             warn!(%peer, size, limit = max, "closing connection: request size out of bounds (socket.request.max.bytes)");
             return Err(ConnectionError::Protocol(format!("bad frame size {size}")));
         }
         let frame = read_frame(&mut rd, size as usize).await?;
         let started = Instant::now();
         let frame = frame.freeze();
-        match process_frame(broker, frame, peer).await {
+        if session.expects_raw_token() {
+            // After a v0 SaslHandshake: a bare token, answered bare.
+            let reply = session.raw_token(broker, &frame);
+            match reply {
+                Some(bytes) => {
+                    let mut out = BytesMut::with_capacity(4 + bytes.len());
+                    out.put_i32(bytes.len() as i32);
+                    out.put_slice(&bytes);
+                    wr.write_all(&out).await?;
+                    continue;
+                }
+                None => {
+                    tokio::time::sleep(crate::sasl::FAILED_AUTHENTICATION_DELAY).await;
+                    return Ok(());
+                }
+            }
+        }
+        match process_frame(broker, frame, peer, &mut session).await {
             Ok(Some((api, out))) => {
                 write_chunks(&mut wr, &out).await?;
                 record_latency(broker, api, started);
             }
             Ok(None) => {}
+            Err(ConnectionError::Refused(why)) => {
+                // A request out of the SASL sequence: closed, as Kafka does.
+                if let Some(left_out) = broker.log_throttle.allow(&format!("sasl {}", spec.name)) {
+                    info!(%peer, listener = %spec.name, reason = %why, left_out, "closing connection");
+                }
+                return Ok(());
+            }
             Err(e) => {
                 warn!(%peer, error = %e, "closing connection: malformed request");
                 return Err(e);
             }
+        }
+        let mute = session.take_mute();
+        if !mute.is_zero() {
+            // Throttled by a quota: read nothing more from this client
+            // until the time is served (the response already says how long).
+            wr.flush().await?;
+            tokio::select! {
+                _ = tokio::time::sleep(mute) => {}
+                _ = stopped.wait_for(|s| *s) => return Ok(()),
+            }
+        }
+        if session.close_after_response() {
+            // A failed authentication or an unsupported mechanism: the
+            // answer is out; close after a pause that slows guessing.
+            wr.flush().await?;
+            tokio::time::sleep(crate::sasl::FAILED_AUTHENTICATION_DELAY).await;
+            return Ok(());
         }
     }
 }
@@ -255,6 +308,13 @@ pub fn api_name(api: ApiKey) -> &'static str {
         ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
         ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
         ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
+        ApiKey::ElectLeaders => "ElectLeaders",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+        ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+        ApiKey::AlterClientQuotas => "AlterClientQuotas",
         // Not served (the connection is closed): one bounded label.
         _ => "Other",
     };
@@ -269,6 +329,7 @@ pub async fn process_frame(
     broker: &Arc<Broker>,
     mut frame: Bytes,
     peer: std::net::SocketAddr,
+    session: &mut crate::sasl::Session,
 ) -> Result<Option<(ApiKey, Vec<Bytes>)>, ConnectionError> {
     if frame.len() < 8 {
         return Err(ConnectionError::Protocol(
@@ -285,6 +346,7 @@ pub async fn process_frame(
             "API {api:?} (key {raw_key}) is not supported"
         )));
     };
+    session.admit(api).map_err(ConnectionError::Refused)?;
     if version < range.0 || version > range.1 {
         if api == ApiKey::ApiVersions {
             // KIP-511: answer with UNSUPPORTED_VERSION in a v0 body so the
@@ -298,6 +360,7 @@ pub async fn process_frame(
             range.0, range.1
         )));
     }
+    let request_size = frame.len();
     let header_version = api.request_header_version(version);
     let header = RequestHeader::decode(&mut frame, header_version)
         .map_err(|e| ConnectionError::Protocol(format!("bad request header: {e}")))?;
@@ -306,9 +369,28 @@ pub async fn process_frame(
     if frame.has_remaining() && api != ApiKey::ApiVersions {
         debug!(%peer, ?api, trailing = frame.remaining(), "request has trailing bytes");
     }
-    let response = handlers::CLIENT_ADDR
-        .scope(peer, handlers::handle(broker, &header, request))
+    // Quotas count what producers send and what consumers (not followers)
+    // fetch.
+    let quota = match &request {
+        RequestKind::Produce(_) => Some(crate::quotas::QuotaKind::Produce),
+        RequestKind::Fetch(f) if f.replica_id.0 < 0 && f.replica_state.replica_id.0 < 0 => {
+            Some(crate::quotas::QuotaKind::Fetch)
+        }
+        _ => None,
+    };
+    let mut response = handlers::CLIENT_ADDR
+        .scope(peer, handlers::handle(broker, &header, request, session))
         .await;
+    if let Some(kind) = quota {
+        throttle(
+            broker,
+            session,
+            &header,
+            kind,
+            request_size,
+            response.as_mut(),
+        );
+    }
     match response {
         Some(resp) => {
             count_errors(broker, api, &resp);
@@ -320,6 +402,47 @@ pub async fn process_frame(
             Ok(None)
         }
     }
+}
+
+/// Counts a produce request or a consumer's fetch response against the
+/// client's quota; over it, the response says how long the client is
+/// throttled and the connection is muted for that long (KIP-219).
+fn throttle(
+    broker: &Broker,
+    session: &mut crate::sasl::Session,
+    header: &RequestHeader,
+    kind: crate::quotas::QuotaKind,
+    request_size: usize,
+    response: Option<&mut kafka_protocol::messages::ResponseKind>,
+) {
+    use kafka_protocol::messages::ResponseKind;
+    let quotas = broker.metadata.image().client_quotas.clone();
+    if quotas.is_empty() {
+        return;
+    }
+    let bytes = match (&kind, &response) {
+        (crate::quotas::QuotaKind::Fetch, Some(ResponseKind::Fetch(f))) => f
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .filter_map(|p| p.records.as_ref().map(|r| r.len()))
+            .sum(),
+        _ => request_size,
+    };
+    let client_id = header.client_id.as_ref().map(|c| c.as_str()).unwrap_or("");
+    let delay = broker
+        .quotas
+        .record(&quotas, kind, &session.principal().name, client_id, bytes);
+    if delay.is_zero() {
+        return;
+    }
+    let ms = delay.as_millis().min(i32::MAX as u128) as i32;
+    match response {
+        Some(ResponseKind::Produce(r)) => r.throttle_time_ms = r.throttle_time_ms.max(ms),
+        Some(ResponseKind::Fetch(r)) => r.throttle_time_ms = r.throttle_time_ms.max(ms),
+        _ => {}
+    }
+    session.mute_for(delay);
 }
 
 /// Encodes a response frame (size, header, body) as chunks to be written in

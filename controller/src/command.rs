@@ -3,11 +3,15 @@
 //! acting on the rest), then broker instructions, then notices and
 //! replies, then at most one `PublishMetadata`.
 
+use std::collections::BTreeMap;
+
 use crate::error::ControllerError;
 use crate::model::{
     BrokerId, BrokerInfo, ClusterState, DirectoryId, PartitionState, ProducerIdBlock, TopicId,
     TopicSpec,
 };
+use crate::quotas::ClientQuotas;
+use crate::scram::{ScramCredential, ScramMechanism};
 
 /// Something the caller must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +31,13 @@ pub enum Command {
     DeleteTopic { topic: String, topic_id: TopicId },
     /// Store the cluster counters (producer ids, broker epochs).
     PersistCluster(ClusterState),
+    /// Store the client quotas (all of them: they are few).
+    PersistClientQuotas(ClientQuotas),
+    /// Store one user's SCRAM credentials (none left: remove the user).
+    PersistScramCredentials {
+        user: String,
+        credentials: BTreeMap<ScramMechanism, ScramCredential>,
+    },
     /// Tell `broker` it leads the partition at `leader_epoch`.
     BecomeLeader {
         broker: BrokerId,
@@ -143,5 +154,11 @@ pub enum Reply {
     AllocateProducerIds {
         broker: BrokerId,
         result: Result<ProducerIdBlock, ControllerError>,
+    },
+    AlterScramCredentials {
+        result: Result<(), ControllerError>,
+    },
+    AlterClientQuotas {
+        result: Result<(), ControllerError>,
     },
 }

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 
 use crate::model::{BrokerId, DirectoryId, Endpoint, TopicId, TopicPartition};
+use crate::quotas::QuotaChange;
+use crate::scram::{ScramMechanism, ScramUpsertion};
 
 /// Something the controller must react to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +74,15 @@ pub enum Event {
     },
     /// `AllocateProducerIds` from a broker.
     AllocateProducerIds { broker: BrokerId, broker_epoch: u64 },
+    /// `AlterUserScramCredentials`: add or replace credentials, delete
+    /// others (deleting one that does not exist changes nothing). Applied
+    /// whole or not at all.
+    AlterScramCredentials {
+        upsertions: Vec<ScramUpsertion>,
+        deletions: Vec<(String, ScramMechanism)>,
+    },
+    /// `AlterClientQuotas`: set or remove quota values, applied whole.
+    AlterClientQuotas { changes: Vec<QuotaChange> },
     /// Time passed: expire broker sessions, rebalance leaders.
     Tick,
 }

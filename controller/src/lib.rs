@@ -55,9 +55,11 @@ pub mod model;
 pub mod placement;
 pub mod plane;
 pub mod producer_ids;
+pub mod quotas;
 pub mod reassignment;
 pub mod rpc;
 pub mod scaling;
+pub mod scram;
 pub mod service;
 pub mod topic_config;
 pub mod view;
@@ -72,6 +74,8 @@ pub use crate::model::{
     PartitionState, ProducerIdBlock, TopicId, TopicImage, TopicPartition, TopicSpec, NO_LEADER,
 };
 pub use crate::plane::{request, BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};
+pub use crate::quotas::{ClientQuotas, QuotaEntity, QuotaEntityType, QuotaValue};
+pub use crate::scram::{ScramCredential, ScramCredentials, ScramMechanism, ScramUpsertion};
 pub use crate::service::{ControllerService, FileImageStore, ImageStore};
 pub use crate::view::{
     kafka_base64, BrokerView, ClusterView, PartitionHealth, PartitionView, TopicView,

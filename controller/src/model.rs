@@ -340,6 +340,12 @@ pub struct MetadataImage {
     pub brokers: BTreeMap<BrokerId, BrokerInfo>,
     pub topics: BTreeMap<String, TopicImage>,
     pub cluster: ClusterState,
+    /// SCRAM credentials by user and mechanism (salted, never passwords).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scram_credentials: crate::scram::ScramCredentials,
+    /// Client quotas by entity.
+    #[serde(default, skip_serializing_if = "crate::quotas::ClientQuotas::is_empty")]
+    pub client_quotas: crate::quotas::ClientQuotas,
 }
 
 /// A running reassignment, as `ListPartitionReassignments` reports it.

@@ -233,7 +233,9 @@ impl ControllerService {
                 | Command::PersistTopic(_)
                 | Command::PersistPartition { .. }
                 | Command::DeleteTopic { .. }
-                | Command::PersistCluster(_) => persist = true,
+                | Command::PersistCluster(_)
+                | Command::PersistScramCredentials { .. }
+                | Command::PersistClientQuotas(_) => persist = true,
                 Command::BrokerStorageLost {
                     broker,
                     previous,
@@ -466,6 +468,8 @@ fn build_view(st: &State) -> ClusterView {
         topic_names_by_id: Default::default(),
         brokers,
         controller_id,
+        scram_credentials: Arc::new(core.scram_credentials().clone()),
+        client_quotas: Arc::new(core.client_quotas().clone()),
     }
     .index_ids()
 }

@@ -101,6 +101,11 @@ pub struct ClusterView {
     pub brokers: BTreeMap<i32, BrokerView>,
     /// The broker clients should send controller requests to (-1: none).
     pub controller_id: i32,
+    /// SCRAM credentials (salted) by user and mechanism, for brokers to
+    /// authenticate SASL/SCRAM clients.
+    pub scram_credentials: Arc<crate::scram::ScramCredentials>,
+    /// Client quotas by entity, for brokers to enforce.
+    pub client_quotas: Arc<crate::quotas::ClientQuotas>,
 }
 
 /// Partitions of a view by health, as status, metrics and the operator's

@@ -1080,7 +1080,9 @@ fn commands_come_out_persist_first_publish_last() {
         | Command::PersistTopic(_)
         | Command::PersistPartition { .. }
         | Command::DeleteTopic { .. }
-        | Command::PersistCluster(_) => 0,
+        | Command::PersistCluster(_)
+        | Command::PersistScramCredentials { .. }
+        | Command::PersistClientQuotas(_) => 0,
         Command::BecomeLeader { .. }
         | Command::BecomeFollower { .. }
         | Command::StopReplica { .. } => 1,

@@ -56,14 +56,25 @@ function req(opt, k) {
 }
 
 function kafka(opt) {
-  return new Kafka({
+  const config = {
     clientId: 'skein-e2e-js',
     brokers: [req(opt, 'bootstrap')],
     logLevel: logLevel.WARN,
     connectionTimeout: 10000,
     requestTimeout: 30000,
     retry: { retries: 5 },
-  });
+  };
+  // Every subcommand takes [--sasl-mechanism plain|scram-sha-256|scram-sha-512 --sasl-username U
+  // --sasl-password P] and [--ssl-ca PEM] (TLS, the server checked against that CA).
+  if (opt['sasl-mechanism'] !== undefined) {
+    config.sasl = {
+      mechanism: opt['sasl-mechanism'],
+      username: req(opt, 'sasl-username'),
+      password: req(opt, 'sasl-password'),
+    };
+  }
+  if (opt['ssl-ca'] !== undefined) config.ssl = { ca: [fs.readFileSync(opt['ssl-ca'], 'utf8')] };
+  return new Kafka(config);
 }
 
 const hex = (b) => (b === null || b === undefined ? null : Buffer.from(b).toString('hex'));

@@ -21,29 +21,10 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import SkeinBroker, free_port
+from pki import make_ca, make_cert
 from util import kafka_tool, run, wait_until
 
 pytestmark = pytest.mark.tls
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def make_ca(d: Path, name: str) -> None:
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
-            "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=d)
-
-
-def make_cert(d: Path, name: str, ca: str, cn: str, san: str | None) -> None:
-    """`name`.key (PKCS#8) and `name`.pem signed by `ca`; `name`-keystore.pem holds both."""
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout", f"{name}.key",
-            "-out", f"{name}.csr", cwd=d)
-    ext = d / f"{name}.ext"
-    ext.write_text(f"subjectAltName={san}\n" if san else "basicConstraints=CA:FALSE\n")
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
-            "-CAcreateserial", "-days", "2", "-extfile", ext.name, "-out", f"{name}.pem", cwd=d)
-    (d / f"{name}-keystore.pem").write_text((d / f"{name}.key").read_text() + (d / f"{name}.pem").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -256,7 +237,8 @@ def test_certificates_are_reloaded_when_the_file_changes(tls_broker, pki):
 
 @pytest.mark.parametrize("overrides,message", [
     ({"listeners": "SSL://127.0.0.1:{p}"}, "has no certificate"),
-    ({"listeners": "SASL_SSL://127.0.0.1:{p}"}, "SASL is not supported"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{p}"}, "GSSAPI (Kerberos, Kafka's default) is not supported"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{p}", "sasl.enabled.mechanisms": "PLAIN"}, "has no users"),
     ({"listeners": "X://127.0.0.1:{p}", "listener.security.protocol.map": "X:TLS"}, "unknown security protocol"),
     ({"listeners": "SSL://127.0.0.1:{p}", "ssl.keystore.location": "/nonexistent/keystore.pem"},
      "cannot read keystore"),

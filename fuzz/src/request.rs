@@ -154,7 +154,12 @@ async fn serve(broker: &Arc<Broker>, frame: &[u8]) -> bool {
     let request = Bytes::copy_from_slice(frame);
     let done = tokio::time::timeout(
         FRAME_WAIT,
-        skein_broker::server::process_frame(broker, request, peer),
+        skein_broker::server::process_frame(
+            broker,
+            request,
+            peer,
+            &mut skein_broker::sasl::Session::unauthenticated(),
+        ),
     )
     .await;
     match done {

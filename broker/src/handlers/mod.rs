@@ -19,7 +19,9 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod quotas;
 pub mod refused_batches;
+pub mod scram;
 
 /// APIs and the version ranges we implement. Versions are capped where a
 /// newer version would change semantics we do not implement yet.
@@ -56,6 +58,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::ElectLeaders, 0, 2),
+    // v0: the tokens follow as bare frames (before KIP-152); librdkafka
+    // looks for v0 to know the broker speaks SASL at all.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -71,9 +81,26 @@ pub async fn handle(
     broker: &Arc<Broker>,
     header: &RequestHeader,
     request: RequestKind,
+    session: &mut crate::sasl::Session,
 ) -> Option<ResponseKind> {
     let v = header.request_api_version;
     Some(match request {
+        RequestKind::SaslHandshake(r) => ResponseKind::SaslHandshake(session.handshake(r, v)),
+        RequestKind::SaslAuthenticate(r) => {
+            ResponseKind::SaslAuthenticate(session.authenticate(broker, r))
+        }
+        RequestKind::DescribeUserScramCredentials(r) => {
+            ResponseKind::DescribeUserScramCredentials(scram::describe(broker, r))
+        }
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(quotas::describe(broker, r))
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(quotas::alter(broker, r))
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            ResponseKind::AlterUserScramCredentials(scram::alter(broker, r))
+        }
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v)),
         RequestKind::Produce(r) => {

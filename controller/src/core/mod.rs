@@ -3,6 +3,8 @@
 
 mod brokers;
 mod partitions;
+mod quotas;
+mod scram;
 mod topics;
 
 use std::collections::BTreeMap;
@@ -138,6 +140,11 @@ impl ControllerCore {
                 broker,
                 broker_epoch,
             } => self.on_allocate_producer_ids(broker, broker_epoch),
+            Event::AlterScramCredentials {
+                upsertions,
+                deletions,
+            } => self.on_alter_scram_credentials(upsertions, deletions),
+            Event::AlterClientQuotas { changes } => self.on_alter_client_quotas(changes),
             Event::Tick => self.on_tick(),
         }
         self.lost_storage.clear();
