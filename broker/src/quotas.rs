@@ -131,20 +131,9 @@ pub struct QuotaManager {
 }
 
 impl QuotaManager {
-    /// Counts `bytes` for (user, client id) and returns how long to
-    /// throttle (zero when within quota or without one).
+    /// Counts `bytes` for (user, client id) at `now` and returns how long
+    /// to throttle (zero when within quota or without one).
     pub fn record(
-        &self,
-        quotas: &ClientQuotas,
-        kind: QuotaKind,
-        user: &str,
-        client_id: &str,
-        bytes: usize,
-    ) -> Duration {
-        self.record_at(quotas, kind, user, client_id, bytes, Instant::now())
-    }
-
-    fn record_at(
         &self,
         quotas: &ClientQuotas,
         kind: QuotaKind,
@@ -253,7 +242,7 @@ mod tests {
             if t >= late {
                 sent_late += 200;
             }
-            let throttle = m.record_at(&q, QuotaKind::Produce, "u", "c", 200, t);
+            let throttle = m.record(&q, QuotaKind::Produce, "u", "c", 200, t);
             t += throttle.max(Duration::from_millis(1));
         }
         let rate = sent_late as f64 / t.duration_since(late).as_secs_f64();
@@ -264,7 +253,7 @@ mod tests {
         // No quota, no throttle.
         let none = ClientQuotas::default();
         assert_eq!(
-            m.record(&none, QuotaKind::Produce, "u", "c", 1 << 30),
+            m.record(&none, QuotaKind::Produce, "u", "c", 1 << 30, Instant::now()),
             Duration::ZERO
         );
     }

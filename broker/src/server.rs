@@ -430,9 +430,14 @@ fn throttle(
         _ => request_size,
     };
     let client_id = header.client_id.as_ref().map(|c| c.as_str()).unwrap_or("");
-    let delay = broker
-        .quotas
-        .record(&quotas, kind, &session.principal().name, client_id, bytes);
+    let delay = broker.quotas.record(
+        &quotas,
+        kind,
+        &session.principal().name,
+        client_id,
+        bytes,
+        Instant::now(),
+    );
     if delay.is_zero() {
         return;
     }

@@ -14,13 +14,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
 from brokers import SkeinBroker, free_port
 from pki import make_ca, make_cert
-from util import js, kafka_tool, run, wait_until
+from util import consume_group, js, kafka_tool, produce_numbered as produce, run, wait_until
 
 pytestmark = pytest.mark.sasl
 
@@ -115,37 +115,6 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 3) -> None:
     a = AdminClient({"bootstrap.servers": bootstrap})
     for f in a.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30).values():
         f.result(30)
-
-
-def produce(c: dict, topic: str, n: int, timeout: float = 30.0) -> list[str]:
-    errors: list[str] = []
-    p = Producer({**c, "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
-    for i in range(n):
-        p.produce(topic, key=str(i).encode(), value=f"value-{i}".encode(),
-                  on_delivery=lambda err, msg: errors.append(str(err)) if err else None)
-        p.poll(0)
-    left = p.flush(timeout + 10)
-    if left:
-        errors.append(f"{left} records not delivered")
-    return errors
-
-
-def consume_group(c: dict, topic: str, n: int, group: str, timeout: float = 60.0) -> list[bytes]:
-    cons = Consumer({**c, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    cons.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.time() + timeout
-    try:
-        while len(got) < n and time.time() < deadline:
-            m = cons.poll(0.5)
-            if m is None:
-                continue
-            assert m.error() is None, m.error()
-            got.append(m.value())
-        cons.commit(asynchronous=False)
-    finally:
-        cons.close()
-    return got
 
 
 def sasl_metric(broker: SaslBroker, listener: str, mechanism: str, result: str) -> float:

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import SkeinBroker, free_port
 from pki import make_ca, make_cert
-from util import kafka_tool, run, wait_until
+from util import consume_group, kafka_tool, produce_numbered as produce, run, wait_until
 
 pytestmark = pytest.mark.tls
 
@@ -85,38 +85,6 @@ def ssl_conf(pki: Path, port: int, client: str | None = None, ca: str = "ca") ->
         c["ssl.certificate.location"] = str(pki / f"{client}.pem")
         c["ssl.key.location"] = str(pki / f"{client}.key")
     return c
-
-
-def produce(conf: dict, topic: str, n: int, timeout: float = 30.0) -> list[str]:
-    """Produces n records with acks=all and idempotence; returns the delivery errors."""
-    errors: list[str] = []
-    p = Producer({**conf, "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
-    for i in range(n):
-        p.produce(topic, key=str(i).encode(), value=f"value-{i}".encode(),
-                  on_delivery=lambda err, msg: errors.append(str(err)) if err else None)
-        p.poll(0)
-    left = p.flush(timeout + 10)
-    if left:
-        errors.append(f"{left} records not delivered")
-    return errors
-
-
-def consume_group(conf: dict, topic: str, n: int, group: str, timeout: float = 60.0) -> list[bytes]:
-    c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.time() + timeout
-    try:
-        while len(got) < n and time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            assert m.error() is None, m.error()
-            got.append(m.value())
-        c.commit(asynchronous=False)
-    finally:
-        c.close()
-    return got
 
 
 def create_topic(conf: dict, topic: str, partitions: int = 3) -> None:

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka import Consumer, Producer
+
 from brokers import E2E_DIR, kafka_classpath
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -294,3 +296,41 @@ def kcat_query(bootstrap: str, topic: str, partition: int, ts: int) -> int:
 def kcat_topics(bootstrap: str) -> list[str]:
     r = run(["kcat", "-L", "-J", "-b", bootstrap], timeout=60, what="kcat -L")
     return [t["topic"] for t in json.loads(r.stdout)["topics"]]
+
+
+# ------------------------------------------------------------------------------------------
+# confluent-kafka with any security settings (TLS, SASL tests)
+
+
+def produce_numbered(c: dict, topic: str, n: int, timeout: float = 30.0) -> list[str]:
+    """Produces records value-0..value-(n-1) with confluent-kafka, idempotent acks=all, with the
+    client settings `c` (security ones included); returns the delivery errors."""
+    errors: list[str] = []
+    p = Producer({**c, "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
+    for i in range(n):
+        p.produce(topic, key=str(i).encode(), value=f"value-{i}".encode(),
+                  on_delivery=lambda err, msg: errors.append(str(err)) if err else None)
+        p.poll(0)
+    left = p.flush(timeout + 10)
+    if left:
+        errors.append(f"{left} records not delivered")
+    return errors
+
+
+def consume_group(c: dict, topic: str, n: int, group: str, timeout: float = 60.0) -> list[bytes]:
+    """Reads up to n values of `topic` as a member of `group` (confluent-kafka), commits, leaves."""
+    cons = Consumer({**c, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    cons.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.time() + timeout
+    try:
+        while len(got) < n and time.time() < deadline:
+            m = cons.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got.append(m.value())
+        cons.commit(asynchronous=False)
+    finally:
+        cons.close()
+    return got

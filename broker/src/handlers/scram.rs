@@ -82,6 +82,22 @@ pub fn describe(
     resp
 }
 
+/// The user name and mechanism of one entry, as Kafka checks them first.
+fn user_mechanism(user: &str, code: i8) -> Result<ScramMechanism, ApiError> {
+    if user.is_empty() {
+        return Err(ApiError::new(
+            ResponseError::UnacceptableCredential,
+            "Username must not be empty",
+        ));
+    }
+    ScramMechanism::from_code(code).ok_or_else(|| {
+        ApiError::new(
+            ResponseError::UnsupportedSaslMechanism,
+            "Unknown SCRAM mechanism",
+        )
+    })
+}
+
 fn fail(errors: &mut BTreeMap<String, ApiError>, user: &str, code: ResponseError, message: String) {
     errors
         .entry(user.to_string())
@@ -124,106 +140,58 @@ pub fn alter(
     let mut deletions = Vec::new();
     for d in &req.deletions {
         let user = d.name.to_string();
-        if user.is_empty() {
-            fail(
-                &mut errors,
-                &user,
-                ResponseError::UnacceptableCredential,
-                "Username must not be empty".into(),
-            );
-            continue;
+        let checked = user_mechanism(&user, d.mechanism).and_then(|mechanism| {
+            match existing.get(&user).is_some_and(|c| c.contains_key(&mechanism)) {
+                true => Ok(mechanism),
+                false => Err(ApiError::new(
+                    ResponseError::ResourceNotFound,
+                    format!("Attempt to delete a user credential that does not exist: {user} ({mechanism})"),
+                )),
+            }
+        });
+        match checked {
+            Ok(mechanism) => deletions.push((user, mechanism)),
+            Err(e) => fail(&mut errors, &user, e.code, e.message),
         }
-        let Some(mechanism) = ScramMechanism::from_code(d.mechanism) else {
-            fail(
-                &mut errors,
-                &user,
-                ResponseError::UnsupportedSaslMechanism,
-                "Unknown SCRAM mechanism".into(),
-            );
-            continue;
-        };
-        if existing
-            .get(&user)
-            .is_none_or(|c| !c.contains_key(&mechanism))
-        {
-            fail(
-                &mut errors,
-                &user,
-                ResponseError::ResourceNotFound,
-                format!(
-                    "Attempt to delete a user credential that does not exist: {user} ({mechanism})"
-                ),
-            );
-            continue;
-        }
-        deletions.push((user, mechanism));
     }
     let mut upsertions = Vec::new();
     for u in &req.upsertions {
         let user = u.name.to_string();
-        if user.is_empty() {
-            fail(
-                &mut errors,
-                &user,
-                ResponseError::UnacceptableCredential,
-                "Username must not be empty".into(),
-            );
-            continue;
-        }
-        let Some(mechanism) = ScramMechanism::from_code(u.mechanism) else {
-            fail(
-                &mut errors,
-                &user,
-                ResponseError::UnsupportedSaslMechanism,
-                "Unknown SCRAM mechanism".into(),
-            );
-            continue;
-        };
-        if u.iterations < ScramMechanism::MIN_ITERATIONS as i32 {
-            fail(
-                &mut errors,
-                &user,
-                ResponseError::UnacceptableCredential,
-                format!(
+        let checked = user_mechanism(&user, u.mechanism).and_then(|mechanism| {
+            let unacceptable =
+                |m: String| Err(ApiError::new(ResponseError::UnacceptableCredential, m));
+            if u.iterations < ScramMechanism::MIN_ITERATIONS as i32 {
+                return unacceptable(format!(
                     "Too few iterations: {} (at least {})",
                     u.iterations,
                     ScramMechanism::MIN_ITERATIONS
-                ),
-            );
-            continue;
-        }
-        if u.iterations > ScramMechanism::MAX_ITERATIONS as i32 {
-            fail(
-                &mut errors,
-                &user,
-                ResponseError::UnacceptableCredential,
-                format!(
+                ));
+            }
+            if u.iterations > ScramMechanism::MAX_ITERATIONS as i32 {
+                return unacceptable(format!(
                     "Too many iterations: {} (at most {})",
                     u.iterations,
                     ScramMechanism::MAX_ITERATIONS
-                ),
-            );
-            continue;
-        }
-        if u.salt.is_empty() || u.salted_password.is_empty() {
-            fail(
-                &mut errors,
-                &user,
-                ResponseError::UnacceptableCredential,
-                "Salt and salted password must not be empty".into(),
-            );
-            continue;
-        }
-        upsertions.push(ScramUpsertion {
-            credential: credential_from_salted_password(
-                mechanism,
-                &u.salted_password,
-                &u.salt,
-                u.iterations as u32,
-            ),
-            user,
-            mechanism,
+                ));
+            }
+            if u.salt.is_empty() || u.salted_password.is_empty() {
+                return unacceptable("Salt and salted password must not be empty".into());
+            }
+            Ok(mechanism)
         });
+        match checked {
+            Ok(mechanism) => upsertions.push(ScramUpsertion {
+                credential: credential_from_salted_password(
+                    mechanism,
+                    &u.salted_password,
+                    &u.salt,
+                    u.iterations as u32,
+                ),
+                user,
+                mechanism,
+            }),
+            Err(e) => fail(&mut errors, &user, e.code, e.message),
+        }
     }
     deletions.retain(|(user, _)| !errors.contains_key(user));
     upsertions.retain(|u| !errors.contains_key(&u.user));
