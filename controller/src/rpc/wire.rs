@@ -4,67 +4,13 @@
 use uuid::Uuid;
 
 use super::pb::{self, reply, request};
+use super::security_wire as sw;
 use crate::plane::PartitionChange;
-use crate::quotas::{ClientQuotas, QuotaChange, QuotaEntity, QuotaEntityType, QuotaValue};
-use crate::scram::{ScramCredential, ScramCredentials, ScramMechanism, ScramUpsertion};
 use crate::view::{BrokerView, ClusterView, PartitionView, TopicView};
 use crate::{
     AlterPartitionRequest, ControllerError, DirectoryId, ElectionType, Endpoint, Event, NewTopic,
     PartitionState, ProducerIdBlock, Reply, TopicId, TopicPartition,
 };
-
-fn scram_to_pb(user: &str, mechanism: ScramMechanism, c: &ScramCredential) -> pb::ScramCredential {
-    pb::ScramCredential {
-        user: user.to_owned(),
-        mechanism: mechanism.code() as i32,
-        salt: c.salt.clone(),
-        stored_key: c.stored_key.clone(),
-        server_key: c.server_key.clone(),
-        iterations: c.iterations,
-    }
-}
-
-/// A credential from the wire; an unknown mechanism drops the entry.
-fn scram_from_pb(c: pb::ScramCredential) -> Option<ScramUpsertion> {
-    Some(ScramUpsertion {
-        user: c.user,
-        mechanism: ScramMechanism::from_code(i8::try_from(c.mechanism).ok()?)?,
-        credential: ScramCredential {
-            salt: c.salt,
-            stored_key: c.stored_key,
-            server_key: c.server_key,
-            iterations: c.iterations,
-        },
-    })
-}
-
-fn entity_to_pb(entity: &QuotaEntity) -> Vec<pb::QuotaEntityPart> {
-    entity
-        .iter()
-        .map(|(t, n)| pb::QuotaEntityPart {
-            entity_type: t.name().to_string(),
-            name: n.clone(),
-        })
-        .collect()
-}
-
-/// An entity from the wire; `None` if a part has a type this end does not know.
-fn entity_from_pb(parts: Vec<pb::QuotaEntityPart>) -> Option<QuotaEntity> {
-    parts
-        .into_iter()
-        .map(|p| Some((QuotaEntityType::parse(&p.entity_type)?, p.name)))
-        .collect()
-}
-
-fn scram_credentials_from_pb(all: Vec<pb::ScramCredential>) -> ScramCredentials {
-    let mut out = ScramCredentials::new();
-    for u in all.into_iter().filter_map(scram_from_pb) {
-        out.entry(u.user)
-            .or_default()
-            .insert(u.mechanism, u.credential);
-    }
-    out
-}
 
 fn endpoints_to_pb(endpoints: &[Endpoint]) -> Vec<pb::Endpoint> {
     endpoints
@@ -131,20 +77,8 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
                     .collect(),
             })
             .collect(),
-        scram_credentials: v
-            .scram_credentials
-            .iter()
-            .flat_map(|(user, creds)| creds.iter().map(move |(m, c)| scram_to_pb(user, *m, c)))
-            .collect(),
-        client_quotas: v
-            .client_quotas
-            .0
-            .iter()
-            .map(|(entity, values)| pb::ClientQuota {
-                entity: entity_to_pb(entity),
-                values: values.iter().map(|(k, v)| (k.clone(), v.0)).collect(),
-            })
-            .collect(),
+        scram_credentials: sw::scram_credentials_to_pb(&v.scram_credentials),
+        client_quotas: sw::client_quotas_to_pb(&v.client_quotas),
     }
 }
 
@@ -196,20 +130,8 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
             })
             .collect(),
         topic_names_by_id: Default::default(),
-        scram_credentials: std::sync::Arc::new(scram_credentials_from_pb(v.scram_credentials)),
-        client_quotas: std::sync::Arc::new(ClientQuotas(
-            v.client_quotas
-                .into_iter()
-                .filter_map(|q| {
-                    let values = q
-                        .values
-                        .into_iter()
-                        .map(|(k, v)| (k, QuotaValue(v)))
-                        .collect();
-                    Some((entity_from_pb(q.entity)?, values))
-                })
-                .collect(),
-        )),
+        scram_credentials: std::sync::Arc::new(sw::scram_credentials_from_pb(v.scram_credentials)),
+        client_quotas: std::sync::Arc::new(sw::client_quotas_from_pb(v.client_quotas)),
     }
     .index_ids()
 }
@@ -428,31 +350,8 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
         Event::AlterScramCredentials {
             upsertions,
             deletions,
-        } => request::Kind::AlterScramCredentials(pb::AlterScramCredentials {
-            upsertions: upsertions
-                .iter()
-                .map(|u| scram_to_pb(&u.user, u.mechanism, &u.credential))
-                .collect(),
-            deletions: deletions
-                .iter()
-                .map(|(user, m)| pb::ScramDeletion {
-                    user: user.clone(),
-                    mechanism: m.code() as i32,
-                })
-                .collect(),
-        }),
-        Event::AlterClientQuotas { changes } => {
-            request::Kind::AlterClientQuotas(pb::AlterClientQuotas {
-                changes: changes
-                    .iter()
-                    .map(|c| pb::QuotaChange {
-                        entity: entity_to_pb(&c.entity),
-                        key: c.key.clone(),
-                        value: c.value,
-                    })
-                    .collect(),
-            })
-        }
+        } => sw::alter_scram_to_pb(upsertions, deletions),
+        Event::AlterClientQuotas { changes } => sw::alter_quotas_to_pb(changes),
         _ => return None,
     })
 }
@@ -526,44 +425,8 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             partition: r.partition,
             target: (!r.cancel).then_some(r.target),
         },
-        // A mechanism this controller does not know is not dropped
-        // silently: the whole request is refused (mechanism 0 is no
-        // mechanism, so the deletion of user "" fails the check).
-        request::Kind::AlterScramCredentials(a) => {
-            let known = a.upsertions.len() + a.deletions.len();
-            let upsertions: Vec<ScramUpsertion> =
-                a.upsertions.into_iter().filter_map(scram_from_pb).collect();
-            let mut deletions: Vec<(String, ScramMechanism)> = a
-                .deletions
-                .into_iter()
-                .filter_map(|d| {
-                    Some((
-                        d.user,
-                        ScramMechanism::from_code(i8::try_from(d.mechanism).ok()?)?,
-                    ))
-                })
-                .collect();
-            if upsertions.len() + deletions.len() != known {
-                deletions.push((String::new(), ScramMechanism::Sha256));
-            }
-            Event::AlterScramCredentials {
-                upsertions,
-                deletions,
-            }
-        }
-        // An entity type this controller does not know becomes an empty
-        // entity, which the core refuses (the request fails whole).
-        request::Kind::AlterClientQuotas(a) => Event::AlterClientQuotas {
-            changes: a
-                .changes
-                .into_iter()
-                .map(|c| QuotaChange {
-                    entity: entity_from_pb(c.entity).unwrap_or_default(),
-                    key: c.key,
-                    value: c.value,
-                })
-                .collect(),
-        },
+        request::Kind::AlterScramCredentials(a) => sw::alter_scram_from_pb(a),
+        request::Kind::AlterClientQuotas(a) => sw::alter_quotas_from_pb(a),
     }
 }
 
@@ -809,47 +672,5 @@ mod tests {
             broker(vec![]).endpoint(Some("SSL")),
             Some(("10.0.0.1", 9092))
         );
-    }
-
-    #[test]
-    fn scram_credentials_cross_the_wire_in_requests_and_views() {
-        let cred = ScramCredential {
-            salt: vec![9; 16],
-            stored_key: vec![1; 32],
-            server_key: vec![2; 32],
-            iterations: 4096,
-        };
-        let event = Event::AlterScramCredentials {
-            upsertions: vec![ScramUpsertion {
-                user: "alice".into(),
-                mechanism: ScramMechanism::Sha512,
-                credential: cred.clone(),
-            }],
-            deletions: vec![("bob".into(), ScramMechanism::Sha256)],
-        };
-        let kind = event_to_pb(&event).expect("sent over the wire");
-        assert_eq!(event_from_pb(1, kind), event);
-
-        // A mechanism code this end does not know refuses the request
-        // instead of dropping the entry.
-        let unknown = request::Kind::AlterScramCredentials(pb::AlterScramCredentials {
-            upsertions: vec![],
-            deletions: vec![pb::ScramDeletion {
-                user: "bob".into(),
-                mechanism: 7,
-            }],
-        });
-        let Event::AlterScramCredentials { deletions, .. } = event_from_pb(1, unknown) else {
-            panic!("an AlterScramCredentials event");
-        };
-        assert!(deletions.iter().any(|(u, _)| u.is_empty()));
-
-        let mut view = ClusterView::default();
-        std::sync::Arc::make_mut(&mut view.scram_credentials)
-            .entry("alice".into())
-            .or_default()
-            .insert(ScramMechanism::Sha256, cred.clone());
-        let back = view_from_pb(view_to_pb(&view));
-        assert_eq!(back.scram_credentials, view.scram_credentials);
     }
 }
