@@ -52,10 +52,9 @@ pub fn describe(
         r
     };
     let mut resp = DescribeUserScramCredentialsResponse::default();
-    resp.results = match req.users {
+    resp.results = match req.users.filter(|u| !u.is_empty()) {
         // No list, or an empty one: every user.
         None => all.keys().map(|u| result(u)).collect(),
-        Some(users) if users.is_empty() => all.keys().map(|u| result(u)).collect(),
         Some(users) => {
             let mut count: BTreeMap<&str, usize> = BTreeMap::new();
             for u in &users {
