@@ -930,6 +930,113 @@ fn re_registering_live_broker_is_treated_as_restart() {
     )));
 }
 
+/// A registration from the same running broker (it names its current epoch
+/// as the previous one, same directory) after a controller restart.
+fn reattach(core: &ControllerCore, id: i32) -> Event {
+    let info = core.broker(id).unwrap();
+    Event::BrokerRegistered {
+        broker: id,
+        host: info.host.clone(),
+        port: info.port,
+        rack: info.rack.clone(),
+        directory_id: info.directory_id,
+        previous_broker_epoch: Some(info.broker_epoch),
+        endpoints: info.endpoints.clone(),
+    }
+}
+
+#[test]
+fn controller_restart_moves_no_leader_when_running_brokers_reattach() {
+    let mut core = cluster(3);
+    create(&mut core, "t", 1, 6, 3);
+    let before = core.image().clone();
+    let mut restarted = ControllerCore::from_image(before.clone(), test_config()).unwrap();
+    for id in [3, 1, 2] {
+        let epoch = before.brokers[&id].broker_epoch;
+        let commands = restarted.handle(reattach(&restarted, id), 10);
+        assert!(
+            matches!(reply(&commands), Reply::BrokerRegistered { result: Ok(e), .. } if e == epoch),
+            "broker {id} keeps epoch {epoch}: {commands:?}"
+        );
+        // It is told its role in every partition it holds.
+        for p in 0..6 {
+            let s = restarted.partition("t", p).unwrap().clone();
+            let told = commands.iter().any(|c| match c {
+                Command::BecomeLeader {
+                    broker,
+                    topic,
+                    partition,
+                    ..
+                } => *broker == id && topic == "t" && *partition == p,
+                Command::BecomeFollower {
+                    broker,
+                    topic,
+                    partition,
+                    ..
+                } => *broker == id && topic == "t" && *partition == p,
+                _ => false,
+            });
+            assert!(told, "broker {id} not told its role in t-{p} ({s:?})");
+        }
+    }
+    assert_eq!(
+        restarted.image().topics,
+        before.topics,
+        "no leader, ISR or epoch changed"
+    );
+    assert_eq!(restarted.image().brokers, before.brokers);
+    // The reattached brokers have sessions: heartbeats keep them alive.
+    for now in [600, 1_200, 1_800] {
+        for id in 1..=3 {
+            let epoch = before.brokers[&id].broker_epoch;
+            let c = restarted.handle(
+                Event::BrokerHeartbeat {
+                    broker: id,
+                    broker_epoch: epoch,
+                },
+                now,
+            );
+            assert!(matches!(reply(&c), Reply::Heartbeat { result: Ok(()), .. }));
+        }
+    }
+    assert!((1..=3).all(|id| restarted.broker(id).unwrap().is_alive()));
+}
+
+#[test]
+fn reattaching_with_another_directory_or_an_older_epoch_is_a_restart() {
+    let mut core = cluster(2);
+    create(&mut core, "t", 1, 1, 2);
+    // Broker 1 leads t-0; it comes back with the right epoch but another
+    // directory (its disk was replaced under it): fenced, out of the ISR.
+    let leader = core.partition("t", 0).unwrap().leader;
+    let mut event = reattach(&core, leader);
+    if let Event::BrokerRegistered { directory_id, .. } = &mut event {
+        *directory_id = Some(skein_controller::DirectoryId(999));
+    }
+    let epoch = core.broker(leader).unwrap().broker_epoch;
+    let c = core.handle(event, 0);
+    assert!(matches!(reply(&c), Reply::BrokerRegistered { result: Ok(e), .. } if e > epoch));
+    let s = core.partition("t", 0).unwrap().clone();
+    assert_ne!(s.leader, leader);
+    assert!(!s.isr.contains(&leader));
+
+    // The other one names an epoch older than its current one: a process
+    // that died and was started again, so it is fenced and re-joins.
+    let other = s.leader;
+    let mut event = reattach(&core, other);
+    let epoch = core.broker(other).unwrap().broker_epoch;
+    if let Event::BrokerRegistered {
+        previous_broker_epoch,
+        ..
+    } = &mut event
+    {
+        *previous_broker_epoch = Some(epoch - 1);
+    }
+    let c = core.handle(event, 0);
+    assert!(matches!(reply(&c), Reply::BrokerRegistered { result: Ok(e), .. } if e > epoch));
+    assert!(core.partition("t", 0).unwrap().leader_epoch > s.leader_epoch);
+}
+
 #[test]
 fn assignments_stay_put_when_brokers_come_and_go() {
     let mut core = cluster(4);

@@ -432,6 +432,19 @@ impl Sim {
         let json = serde_json::to_string(self.core.image()).map_err(|e| e.to_string())?;
         let image: MetadataImage = serde_json::from_str(&json).map_err(|e| e.to_string())?;
         self.core = ControllerCore::from_image(image, test_config()).map_err(|e| e.to_string())?;
+        // Running brokers open a session with the new controller and
+        // register again from the same process (their epoch as the
+        // previous one). A paused one only heartbeats when it wakes: in
+        // time, or it is fenced when the grace period ends.
+        let reattaching: Vec<(BrokerId, u64)> = self
+            .brokers
+            .iter()
+            .filter(|(id, _)| self.usable(**id))
+            .map(|(id, b)| (*id, b.epoch))
+            .collect();
+        for (id, epoch) in reattaching {
+            self.register(id, Some(epoch))?;
+        }
         Ok(())
     }
 

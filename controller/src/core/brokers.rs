@@ -32,6 +32,25 @@ impl ControllerCore {
             });
             return;
         }
+        // The same running process opening a new session (this controller
+        // restarted, or took over): it lost nothing and keeps its epoch,
+        // its leaderships and its ISR places. Fencing it here would move
+        // every leader of the cluster on each controller restart, and the
+        // brokers that learn of the moves late act as zombie leaders.
+        if let Some(info) = self.image.brokers.get(&broker).filter(|i| {
+            i.is_alive()
+                && !i.in_controlled_shutdown
+                && previous_broker_epoch == Some(i.broker_epoch)
+                && directory_id.is_none_or(|d| i.directory_id == Some(d))
+        }) {
+            let epoch = info.broker_epoch;
+            self.on_session_resumed(broker, host, port, rack, endpoints);
+            self.reply(Reply::BrokerRegistered {
+                broker,
+                result: Ok(epoch),
+            });
+            return;
+        }
         // Registering again while we think it alive means it restarted: its
         // old incarnation may have lost unflushed data, so it leaves every
         // ISR and leadership first, like any lost broker.
@@ -128,6 +147,37 @@ impl ControllerCore {
             broker,
             result: Ok(broker_epoch),
         });
+    }
+
+    /// A live broker's new session: its address may have changed; its
+    /// session starts again and it is told its role in each partition.
+    fn on_session_resumed(
+        &mut self,
+        broker: BrokerId,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+        endpoints: Vec<crate::model::Endpoint>,
+    ) {
+        let info = self
+            .image
+            .brokers
+            .get_mut(&broker)
+            .expect("checked by caller");
+        if (&info.host, info.port, &info.rack, &info.endpoints) != (&host, port, &rack, &endpoints)
+        {
+            info.host = host;
+            info.port = port;
+            info.rack = rack;
+            info.endpoints = endpoints;
+            let info = info.clone();
+            self.out.persist.push(Command::PersistBroker(info));
+            self.out.publish = true;
+        }
+        self.sessions.insert(broker, self.now_ms);
+        for (topic, p) in self.partitions_where(|s| s.replicas.contains(&broker)) {
+            self.notify_replica(&topic, p, broker);
+        }
     }
 
     /// Checks that a request comes from the current, live incarnation.
