@@ -699,3 +699,66 @@ async fn describe_cg(
     d.group_ids = vec![gid(group)];
     c.call(&d, 1).await.unwrap().groups.remove(0)
 }
+
+/// Like Kafka, an offset commit is visible to OffsetFetch only once the ISR
+/// of `__consumer_offsets` has it: a commit a leader change could still
+/// undo is never shown, so the committed offset a consumer reads never goes
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn offset_commit_is_visible_only_once_replicated() {
+    let mut cluster = TestCluster::start(
+        2,
+        &[
+            "group.initial.rebalance.delay.ms=0",
+            "offsets.topic.num.partitions=1",
+            "offsets.topic.replication.factor=2",
+            "min.insync.replicas=1",
+            "replica.lag.time.max.ms=30000",
+        ],
+    )
+    .await;
+    let mut c = cluster.client(1).await;
+    assert_eq!(create_topic(&mut c, "t", 1).await.topics[0].error_code, 0);
+    let mut r = FindCoordinatorRequest::default();
+    r.key_type = 0;
+    r.coordinator_keys = vec![s("g")];
+    let co = c.call(&r, 4).await.unwrap().coordinators.remove(0);
+    assert_eq!(co.error_code, 0);
+    let (leader, _, _) = cluster
+        .wait_for("full ISR", "__consumer_offsets", 0, |l, _, isr| {
+            l > 0 && isr.len() == 2
+        })
+        .await;
+    let follower = 3 - leader;
+    let mut a = cluster.client(leader).await;
+    let mut b = cluster.client(leader).await;
+    assert_eq!(commit(&mut a, "g", "", -1, "t", &[(0, 5)]).await, vec![0]);
+    type Rows = Vec<(String, i16, Vec<(String, i32, i64)>)>;
+    let offsets = |rows: Rows| rows[0].2.clone();
+    assert_eq!(
+        offsets(fetch_all(&mut b, &["g"]).await),
+        vec![("t".into(), 0, 5)]
+    );
+
+    // The follower dies: the next commit waits for it (until the
+    // controller fences it and the ISR shrinks) and must not show meanwhile.
+    cluster.stop(follower, skein_broker::Stop::Crash).await;
+    let pending = tokio::spawn(async move { commit(&mut a, "g", "", -1, "t", &[(0, 10)]).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !pending.is_finished(),
+        "the commit cannot be replicated yet"
+    );
+    assert_eq!(
+        offsets(fetch_all(&mut b, &["g"]).await),
+        vec![("t".into(), 0, 5)],
+        "an unreplicated commit is visible"
+    );
+    let codes = pending.await.unwrap();
+    let expected = if codes == vec![0] { 10 } else { 5 };
+    assert_eq!(
+        offsets(fetch_all(&mut b, &["g"]).await),
+        vec![("t".into(), 0, expected)],
+        "commit answered {codes:?}"
+    );
+}

@@ -87,6 +87,13 @@ impl Pending {
     }
 }
 
+/// Offsets appended to `__consumer_offsets`, not yet visible.
+pub struct PendingCommit {
+    write: Pending,
+    group: String,
+    offsets: Vec<(TopicPartition, CommittedOffset)>,
+}
+
 /// The broker's group coordinator.
 pub struct GroupCoordinator {
     pub cfg: GroupConfig,
@@ -431,9 +438,11 @@ impl GroupCoordinator {
     }
 
     /// Commits offsets after validating the committer against the group.
-    /// `Err` is a group-level error for every partition. The commit is
-    /// visible at once; answer the client only after the returned write is
-    /// replicated (Kafka appends offset commits with acks=all).
+    /// `Err` is a group-level error for every partition. The offsets are
+    /// appended to `__consumer_offsets` now and become visible (OffsetFetch)
+    /// through [`GroupCoordinator::complete_commit`], once the ISR has them:
+    /// like Kafka, a commit that a leader change may still undo is never
+    /// shown, so a committed offset never goes back.
     pub fn commit_offsets(
         &self,
         broker: &Broker,
@@ -442,7 +451,7 @@ impl GroupCoordinator {
         instance: Option<&str>,
         generation: i32,
         offsets: Vec<(TopicPartition, CommittedOffset)>,
-    ) -> Result<Option<Pending>, ApiError> {
+    ) -> Result<Option<PendingCommit>, ApiError> {
         let now = now_ms();
         let mut st = self.lock();
         let check = if let Some(cg) = st.consumer.get(group) {
@@ -476,10 +485,28 @@ impl GroupCoordinator {
                 .entry(group.to_string())
                 .or_insert_with(|| ClassicGroup::new(group, now));
         }
-        for (tp, o) in offsets {
-            st.offsets.commit(group, tp, o);
+        Ok(pending.map(|write| PendingCommit {
+            write,
+            group: group.to_string(),
+            offsets,
+        }))
+    }
+
+    /// Waits until the ISR has a commit, then makes its offsets visible.
+    /// On error (leadership lost, timeout) they are not applied: the
+    /// committer is told the commit failed.
+    pub async fn complete_commit(
+        &self,
+        commit: PendingCommit,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), ApiError> {
+        let at = (commit.write.leader_epoch, commit.write.required);
+        commit.write.replicated(deadline).await?;
+        let mut st = self.lock();
+        for (tp, o) in commit.offsets {
+            st.offsets.commit_replicated(&commit.group, tp, o, at);
         }
-        Ok(pending)
+        Ok(())
     }
 
     /// Committed offsets of `group`: of the given partitions, or all.

@@ -1,6 +1,6 @@
 //! Committed offsets per group, and their retention (`offsets.retention.minutes`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 pub use crate::partition::TopicPartition;
 
@@ -13,18 +13,49 @@ pub struct CommittedOffset {
     pub commit_timestamp_ms: i64,
 }
 
+/// Where an offset commit's record is in `__consumer_offsets`: the leader
+/// epoch it was appended at and the offset after it. Positions order the
+/// commits of one partition whatever order their replication is noticed in.
+pub type LogPosition = (i32, i64);
+
 /// Every group's committed offsets.
 #[derive(Debug, Default, Clone)]
 pub struct OffsetStore {
     groups: BTreeMap<String, BTreeMap<TopicPartition, CommittedOffset>>,
+    /// The position of the commit each offset came from (commits made
+    /// through this coordinator; offsets read from the log have none).
+    positions: HashMap<(String, TopicPartition), LogPosition>,
 }
 
 impl OffsetStore {
+    /// An offset read from the log (loading): it replaces what was there.
     pub fn commit(&mut self, group: &str, tp: TopicPartition, o: CommittedOffset) {
+        self.positions.remove(&(group.to_string(), tp.clone()));
         self.groups
             .entry(group.to_string())
             .or_default()
             .insert(tp, o);
+    }
+
+    /// An offset whose commit record the ISR now has, written at `at`.
+    /// A commit written later that was applied first wins; false then.
+    pub fn commit_replicated(
+        &mut self,
+        group: &str,
+        tp: TopicPartition,
+        o: CommittedOffset,
+        at: LogPosition,
+    ) -> bool {
+        let key = (group.to_string(), tp);
+        if self.positions.get(&key).is_some_and(|p| *p > at) {
+            return false;
+        }
+        self.groups
+            .entry(key.0.clone())
+            .or_default()
+            .insert(key.1.clone(), o);
+        self.positions.insert(key, at);
+        true
     }
 
     /// Removes one offset; true if it existed.
@@ -33,6 +64,7 @@ impl OffsetStore {
             return false;
         };
         let found = g.remove(tp).is_some();
+        self.positions.remove(&(group.to_string(), tp.clone()));
         if g.is_empty() {
             self.groups.remove(group);
         }
@@ -52,10 +84,15 @@ impl OffsetStore {
 
     /// Removes every offset of `group`, returning their keys.
     pub fn remove_group(&mut self, group: &str) -> Vec<TopicPartition> {
-        self.groups
+        let removed: Vec<TopicPartition> = self
+            .groups
             .remove(group)
             .map(|g| g.into_keys().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        for tp in &removed {
+            self.positions.remove(&(group.to_string(), tp.clone()));
+        }
+        removed
     }
 
     pub fn group_ids(&self) -> impl Iterator<Item = &String> {
@@ -138,5 +175,25 @@ mod tests {
         assert!(s.delete("g", &("t".into(), 0)));
         assert!(s.group("g").is_none(), "a group without offsets is gone");
         assert!(!s.delete("g", &("t".into(), 0)));
+    }
+
+    #[test]
+    fn replicated_commits_apply_in_log_order() {
+        let mut s = OffsetStore::default();
+        let tp = || ("t".to_string(), 0);
+        // Written at (epoch 3, 20) and (3, 30); the later one is noticed first.
+        assert!(s.commit_replicated("g", tp(), off(30), (3, 30)));
+        assert!(!s.commit_replicated("g", tp(), off(20), (3, 20)));
+        assert_eq!(s.get("g", "t", 0).unwrap().commit_timestamp_ms, 30);
+        // A new leader epoch orders after any offset of an older one.
+        assert!(s.commit_replicated("g", tp(), off(5), (4, 5)));
+        assert_eq!(s.get("g", "t", 0).unwrap().commit_timestamp_ms, 5);
+        // Deleting forgets the position too; a value read from the log has none.
+        assert!(s.delete("g", &tp()));
+        assert!(s.commit_replicated("g", tp(), off(1), (1, 1)));
+        s.commit("g", tp(), off(7));
+        assert!(s.commit_replicated("g", tp(), off(2), (0, 2)));
+        assert!(!s.remove_group("g").is_empty());
+        assert!(s.positions.is_empty());
     }
 }

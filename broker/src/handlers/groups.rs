@@ -346,7 +346,12 @@ pub async fn offset_commit(
         Some(p) if group_error.is_none() => {
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
             // Kafka's mapping of a failed offsets append to group errors.
-            match p.replicated(deadline).await.map_err(|e| e.code) {
+            match broker
+                .groups
+                .complete_commit(p, deadline)
+                .await
+                .map_err(|e| e.code)
+            {
                 Ok(()) => None,
                 Err(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
                     Some(ResponseError::NotCoordinator)
