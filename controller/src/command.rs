@@ -33,6 +33,8 @@ pub enum Command {
     PersistCluster(ClusterState),
     /// Store the client quotas (all of them: they are few).
     PersistClientQuotas(ClientQuotas),
+    /// Store the ACLs (all of them).
+    PersistAcls(crate::acls::Acls),
     /// Store one user's SCRAM credentials (none left: remove the user).
     PersistScramCredentials {
         user: String,
@@ -160,5 +162,12 @@ pub enum Reply {
     },
     AlterClientQuotas {
         result: Result<(), ControllerError>,
+    },
+    CreateAcls {
+        result: Result<(), ControllerError>,
+    },
+    /// Per filter, the bindings it matched (all are deleted).
+    DeleteAcls {
+        result: Result<Vec<Vec<crate::acls::AclBinding>>, ControllerError>,
     },
 }

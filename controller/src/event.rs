@@ -83,6 +83,14 @@ pub enum Event {
     },
     /// `AlterClientQuotas`: set or remove quota values, applied whole.
     AlterClientQuotas { changes: Vec<QuotaChange> },
+    /// `CreateAcls`: add bindings, applied whole.
+    CreateAcls {
+        bindings: Vec<crate::acls::AclBinding>,
+    },
+    /// `DeleteAcls`: remove every binding a filter matches.
+    DeleteAcls {
+        filters: Vec<crate::acls::AclFilter>,
+    },
     /// Time passed: expire broker sessions, rebalance leaders.
     Tick,
 }

@@ -43,6 +43,7 @@
 //! [`ControllerCore::image`]) before acting on the rest. After a restart,
 //! rebuild with [`ControllerCore::from_image`].
 
+pub mod acls;
 pub mod command;
 pub mod config;
 mod core;
@@ -64,6 +65,7 @@ pub mod service;
 pub mod topic_config;
 pub mod view;
 
+pub use crate::acls::{AclBinding, AclFilter, Acls};
 pub use crate::command::{Command, Reply};
 pub use crate::config::ControllerConfig;
 pub use crate::core::ControllerCore;

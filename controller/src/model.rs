@@ -346,6 +346,9 @@ pub struct MetadataImage {
     /// Client quotas by entity.
     #[serde(default, skip_serializing_if = "crate::quotas::ClientQuotas::is_empty")]
     pub client_quotas: crate::quotas::ClientQuotas,
+    /// The cluster's ACLs.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub acls: crate::acls::Acls,
 }
 
 /// A running reassignment, as `ListPartitionReassignments` reports it.

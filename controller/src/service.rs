@@ -235,7 +235,8 @@ impl ControllerService {
                 | Command::DeleteTopic { .. }
                 | Command::PersistCluster(_)
                 | Command::PersistScramCredentials { .. }
-                | Command::PersistClientQuotas(_) => persist = true,
+                | Command::PersistClientQuotas(_)
+                | Command::PersistAcls(_) => persist = true,
                 Command::BrokerStorageLost {
                     broker,
                     previous,
@@ -470,6 +471,7 @@ fn build_view(st: &State) -> ClusterView {
         controller_id,
         scram_credentials: Arc::new(core.scram_credentials().clone()),
         client_quotas: Arc::new(core.client_quotas().clone()),
+        acls: Arc::new(core.acls().clone()),
     }
     .index_ids()
 }

@@ -106,6 +106,8 @@ pub struct ClusterView {
     pub scram_credentials: Arc<crate::scram::ScramCredentials>,
     /// Client quotas by entity, for brokers to enforce.
     pub client_quotas: Arc<crate::quotas::ClientQuotas>,
+    /// The cluster's ACLs.
+    pub acls: Arc<crate::acls::Acls>,
 }
 
 /// Partitions of a view by health, as status, metrics and the operator's

@@ -1,6 +1,7 @@
 //! [`ControllerCore`]: the controller state machine. Events in, commands
 //! out; no I/O, no clock (time comes with each event).
 
+mod acls;
 mod brokers;
 mod partitions;
 mod quotas;
@@ -145,6 +146,8 @@ impl ControllerCore {
                 deletions,
             } => self.on_alter_scram_credentials(upsertions, deletions),
             Event::AlterClientQuotas { changes } => self.on_alter_client_quotas(changes),
+            Event::CreateAcls { bindings } => self.on_create_acls(bindings),
+            Event::DeleteAcls { filters } => self.on_delete_acls(filters),
             Event::Tick => self.on_tick(),
         }
         self.lost_storage.clear();

@@ -10,6 +10,7 @@ pub mod pb {
     tonic::include_proto!("skein.control.v1");
 }
 
+mod acl_wire;
 mod security_wire;
 pub mod session;
 pub mod wire;

@@ -3,6 +3,7 @@
 
 use uuid::Uuid;
 
+use super::acl_wire as aw;
 use super::pb::{self, reply, request};
 use super::security_wire as sw;
 use crate::plane::PartitionChange;
@@ -79,6 +80,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
             .collect(),
         scram_credentials: sw::scram_credentials_to_pb(&v.scram_credentials),
         client_quotas: sw::client_quotas_to_pb(&v.client_quotas),
+        acls: v.acls.iter().map(aw::binding_to_pb).collect(),
     }
 }
 
@@ -132,6 +134,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
         topic_names_by_id: Default::default(),
         scram_credentials: std::sync::Arc::new(sw::scram_credentials_from_pb(v.scram_credentials)),
         client_quotas: std::sync::Arc::new(sw::client_quotas_from_pb(v.client_quotas)),
+        acls: std::sync::Arc::new(aw::bindings_from_pb(v.acls).into_iter().collect()),
     }
     .index_ids()
 }
@@ -352,6 +355,8 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             deletions,
         } => sw::alter_scram_to_pb(upsertions, deletions),
         Event::AlterClientQuotas { changes } => sw::alter_quotas_to_pb(changes),
+        Event::CreateAcls { bindings } => aw::create_acls_to_pb(bindings),
+        Event::DeleteAcls { filters } => aw::delete_acls_to_pb(filters),
         _ => return None,
     })
 }
@@ -427,6 +432,8 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
         },
         request::Kind::AlterScramCredentials(a) => sw::alter_scram_from_pb(a),
         request::Kind::AlterClientQuotas(a) => sw::alter_quotas_from_pb(a),
+        request::Kind::CreateAcls(c) => aw::create_acls_from_pb(c),
+        request::Kind::DeleteAcls(d) => aw::delete_acls_from_pb(d),
     }
 }
 
@@ -489,7 +496,8 @@ pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
             | Reply::DeleteTopic { result, .. }
             | Reply::ReassignPartition { result, .. }
             | Reply::AlterScramCredentials { result }
-            | Reply::AlterClientQuotas { result },
+            | Reply::AlterClientQuotas { result }
+            | Reply::CreateAcls { result },
         ) => {
             if let Err(e) = result {
                 fail(&e);
@@ -498,6 +506,13 @@ pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
         }
         Some(Reply::ElectLeader { result, .. }) => match result {
             Ok(leader) => Some(reply::Result::Leader(leader)),
+            Err(e) => {
+                fail(&e);
+                None
+            }
+        },
+        Some(Reply::DeleteAcls { result }) => match result {
+            Ok(matched) => Some(reply::Result::DeletedAcls(aw::matches_to_pb(&matched))),
             Err(e) => {
                 fail(&e);
                 None
@@ -589,6 +604,13 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
         },
         Event::AlterScramCredentials { .. } => Reply::AlterScramCredentials { result: unit() },
         Event::AlterClientQuotas { .. } => Reply::AlterClientQuotas { result: unit() },
+        Event::CreateAcls { .. } => Reply::CreateAcls { result: unit() },
+        Event::DeleteAcls { .. } => Reply::DeleteAcls {
+            result: match (r.result.clone(), r.error_code) {
+                (Some(reply::Result::DeletedAcls(m)), 0) => Ok(aw::matches_from_pb(m)),
+                _ => Err(err()),
+            },
+        },
         // Not sent by brokers (see `event_to_pb`).
         _ => Reply::Heartbeat {
             broker: -1,
