@@ -1189,7 +1189,8 @@ fn commands_come_out_persist_first_publish_last() {
         | Command::DeleteTopic { .. }
         | Command::PersistCluster(_)
         | Command::PersistScramCredentials { .. }
-        | Command::PersistClientQuotas(_) => 0,
+        | Command::PersistClientQuotas(_)
+        | Command::PersistAcls(_) => 0,
         Command::BecomeLeader { .. }
         | Command::BecomeFollower { .. }
         | Command::StopReplica { .. } => 1,
