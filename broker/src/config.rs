@@ -65,6 +65,16 @@ pub enum ConfigError {
     },
 }
 
+impl From<crate::authorizer_config::InvalidAuthorizerConfig> for ConfigError {
+    fn from(e: crate::authorizer_config::InvalidAuthorizerConfig) -> Self {
+        ConfigError::Value {
+            key: e.key,
+            value: e.value,
+            reason: e.reason,
+        }
+    }
+}
+
 impl From<crate::listeners::InvalidListener> for ConfigError {
     fn from(e: crate::listeners::InvalidListener) -> Self {
         ConfigError::Value {
@@ -122,6 +132,8 @@ pub struct BrokerConfig {
     pub offsets_topic_num_partitions: i32,
     /// Group coordinator settings (`offsets.*`, `group.*`).
     pub groups: crate::group::GroupConfig,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
+    pub authorizer: crate::authorizer_config::AuthorizerConfig,
     /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
     pub producer_id_expiration_ms: i64,
     pub log_format: String,
@@ -238,6 +250,7 @@ impl BrokerConfig {
             controlled_shutdown_timeout_ms: num(&raw, "controlled.shutdown.timeout.ms", 30_000u64)?,
             offsets_topic_num_partitions: num(&raw, "offsets.topic.num.partitions", 50)?,
             groups: group_config(&raw)?,
+            authorizer: crate::authorizer_config::AuthorizerConfig::from_raw(&raw)?,
             producer_id_expiration_ms: num(&raw, "producer.id.expiration.ms", 86_400_000)?,
             log_format: "text".into(),
             log_defaults,

@@ -2,6 +2,8 @@
 //! handlers, the partitions it hosts and its metrics. A single broker is a
 //! working cluster on its own; the log itself lives in `skein-storage`.
 
+pub mod authorizer;
+pub mod authorizer_config;
 pub mod broker;
 pub mod clean_shutdown;
 pub mod config;
@@ -20,6 +22,7 @@ pub mod quotas;
 pub mod remote_controller;
 pub mod replica_manager;
 pub mod replication;
+pub mod request_context;
 pub mod sasl;
 pub mod server;
 pub mod system;

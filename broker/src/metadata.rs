@@ -326,6 +326,33 @@ impl MetadataStore {
         )
     }
 
+    /// `CreateAcls`, checked bindings only: applied whole.
+    pub fn create_acls(&self, bindings: Vec<skein_controller::AclBinding>) -> Result<(), ApiError> {
+        request(
+            self.controller.as_ref(),
+            Event::CreateAcls { bindings },
+            |r| match r {
+                Reply::CreateAcls { result } => Some(result),
+                _ => None,
+            },
+        )
+    }
+
+    /// `DeleteAcls`: per filter, the bindings it matched (all deleted).
+    pub fn delete_acls(
+        &self,
+        filters: Vec<skein_controller::AclFilter>,
+    ) -> Result<Vec<Vec<skein_controller::AclBinding>>, ApiError> {
+        request(
+            self.controller.as_ref(),
+            Event::DeleteAcls { filters },
+            |r| match r {
+                Reply::DeleteAcls { result } => Some(result),
+                _ => None,
+            },
+        )
+    }
+
     /// `AlterUserScramCredentials`, checked entries only: applied whole.
     pub fn alter_scram_credentials(
         &self,

@@ -315,6 +315,9 @@ pub fn api_name(api: ApiKey) -> &'static str {
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
         ApiKey::AlterClientQuotas => "AlterClientQuotas",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         // Not served (the connection is closed): one bounded label.
         _ => "Other",
     };

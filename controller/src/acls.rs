@@ -312,6 +312,53 @@ pub fn authorize(
     }
 }
 
+/// Kafka's `authorizeByResourceType`: whether `principal` may do `op` on
+/// at least one resource of the type (InitProducerId without a
+/// transactional id asks it for Write on topics, KIP-679). An ALLOW on
+/// `*` or on a name or prefix that no DENY covers is enough; with no ACL
+/// at all, [`Decision::NoAcl`].
+pub fn authorize_any(
+    acls: &Acls,
+    principal: &str,
+    host: &str,
+    op: AclOperation,
+    resource_type: ResourceType,
+) -> Decision {
+    let first = authorize(acls, principal, host, op, resource_type, "hardcode");
+    if first == Decision::Allowed {
+        return first;
+    }
+    let relevant: Vec<&AclBinding> = acls
+        .iter()
+        .filter(|b| {
+            b.resource_type == resource_type
+                && (b.principal == principal || b.principal == WILDCARD_PRINCIPAL)
+                && (b.host == host || b.host == WILDCARD)
+                && (b.operation == op || b.operation == AclOperation::All)
+        })
+        .collect();
+    let with = |perm: AclPermission, pattern: PatternType| {
+        relevant
+            .iter()
+            .filter(move |b| b.permission == perm && b.pattern_type == pattern)
+            .map(|b| b.resource_name.as_str())
+    };
+    let denied_literals: BTreeSet<&str> = with(AclPermission::Deny, PatternType::Literal).collect();
+    let denied_prefixes: Vec<&str> = with(AclPermission::Deny, PatternType::Prefixed).collect();
+    if denied_literals.contains(WILDCARD) {
+        return Decision::Denied;
+    }
+    let covered = |name: &str| denied_prefixes.iter().any(|d| name.starts_with(d));
+    let allowed = with(AclPermission::Allow, PatternType::Literal)
+        .any(|n| n == WILDCARD || (!denied_literals.contains(n) && !covered(n)))
+        || with(AclPermission::Allow, PatternType::Prefixed).any(|p| !covered(p));
+    match (allowed, first) {
+        (true, _) => Decision::Allowed,
+        (false, Decision::NoAcl) if relevant.is_empty() => Decision::NoAcl,
+        _ => Decision::Denied,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,6 +459,51 @@ mod tests {
         assert_eq!(
             authorize(&acls, "User:alice", "h", Read, ResourceType::Group, "g"),
             Decision::NoAcl
+        );
+    }
+
+    #[test]
+    fn write_on_any_topic() {
+        use AclPermission::*;
+        use PatternType::*;
+        let any = |acls: &[AclBinding]| {
+            let acls: Acls = acls.iter().cloned().collect();
+            authorize_any(&acls, "User:a", "h", Write, ResourceType::Topic)
+        };
+        assert_eq!(any(&[]), Decision::NoAcl);
+        assert_eq!(
+            any(&[topic("t", Literal, "User:a", Write, Allow)]),
+            Decision::Allowed
+        );
+        // Nothing names "any topic": allow.everyone.if.no.acl.found decides.
+        assert_eq!(
+            any(&[topic("t", Literal, "User:a", Read, Allow)]),
+            Decision::NoAcl
+        );
+        assert_eq!(
+            any(&[
+                topic("t", Literal, "User:a", Write, Allow),
+                topic("t", Prefixed, "User:a", Write, Deny)
+            ]),
+            Decision::Denied
+        );
+        assert_eq!(
+            any(&[
+                topic("pay", Prefixed, "User:a", All, Allow),
+                topic("p", Prefixed, "User:*", Write, Deny)
+            ]),
+            Decision::Denied
+        );
+        assert_eq!(
+            any(&[topic("pay", Prefixed, "User:a", All, Allow)]),
+            Decision::Allowed
+        );
+        assert_eq!(
+            any(&[
+                topic("*", Literal, "User:a", Write, Allow),
+                topic("x", Literal, "User:a", Write, Deny)
+            ]),
+            Decision::Allowed
         );
     }
 

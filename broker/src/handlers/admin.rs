@@ -20,7 +20,10 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 use kafka_protocol::messages::*;
 use uuid::Uuid;
 
+use skein_controller::acls::{AclOperation, ResourceType, CLUSTER_NAME};
+
 use super::strb;
+use crate::authorizer::{may_create, Authz};
 use crate::broker::Broker;
 use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
 use crate::error::ApiError;
@@ -71,6 +74,7 @@ pub fn create_topics(
     let mut seen = std::collections::HashSet::new();
     // Like Kafka, an oversized request fails as a whole, before anything else.
     let oversized = requested_partitions(broker, &req) > MAX_PARTITIONS_PER_REQUEST;
+    let authz = Authz::current(broker);
     for t in req.topics {
         let name = t.name.0.to_string();
         let mut r = CreatableTopicResult::default();
@@ -84,10 +88,23 @@ pub fn create_topics(
                 ResponseError::InvalidRequest,
                 format!("topic '{name}' appears twice in the request"),
             ))
+        } else if !may_create(&authz, &name) {
+            // Before existence: no TOPIC_ALREADY_EXISTS leaks.
+            Err(ApiError::new(
+                ResponseError::TopicAuthorizationFailed,
+                "Authorization failed.",
+            ))
         } else {
             create_one(broker, &name, &t, req.validate_only)
         };
         match outcome {
+            Ok((id, _, _, _))
+                if version >= 5 && !authz.topic(AclOperation::DescribeConfigs, &name) =>
+            {
+                // Created; its configs are not for this principal to see.
+                r.topic_id = id;
+                r.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
+            }
             Ok((id, partitions, rf, configs)) => {
                 r.topic_id = id;
                 r.num_partitions = partitions;
@@ -229,6 +246,16 @@ pub fn delete_topics(
             .map(|n| (Some(n.0.to_string()), Uuid::nil()))
             .collect()
     };
+    // Delete on the cluster covers every topic; otherwise Describe (or the
+    // topic's existence is not revealed) and Delete on each.
+    let authz = Authz::current(broker);
+    let delete_all = authz.cluster(AclOperation::Delete);
+    let auth_failed = || {
+        ApiError::new(
+            ResponseError::TopicAuthorizationFailed,
+            "Authorization failed.",
+        )
+    };
     for (name, id) in targets {
         let mut r = DeletableTopicResult::default();
         r.topic_id = id;
@@ -240,11 +267,29 @@ pub fn delete_topics(
                 .map(|t| t.name.clone())
                 .ok_or_else(|| ApiError::new(ResponseError::UnknownTopicId, "unknown topic id")),
         };
+        let describable = resolved
+            .as_ref()
+            .is_ok_and(|n| delete_all || authz.topic(AclOperation::Describe, n));
         r.name = resolved
             .as_ref()
             .ok()
+            .filter(|_| describable || name.is_some())
             .or(name.as_ref())
             .map(|n| TopicName(strb(n.clone())));
+        let resolved = resolved.and_then(|n| {
+            if !describable {
+                Err(auth_failed())
+            } else if broker.metadata.topic(&n).is_none() {
+                Err(ApiError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("topic '{n}' does not exist"),
+                ))
+            } else if !delete_all && !authz.topic(AclOperation::Delete, &n) {
+                Err(auth_failed())
+            } else {
+                Ok(n)
+            }
+        });
         match resolved.and_then(|n| broker.delete_topic(&n)) {
             Ok(t) => r.topic_id = t.id,
             Err(e) => {
@@ -263,10 +308,18 @@ pub fn create_partitions(
 ) -> CreatePartitionsResponse {
     let mut resp = CreatePartitionsResponse::default();
     let mut added = 0u64;
+    let authz = Authz::current(broker);
     for t in req.topics {
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
         let outcome = (|| -> Result<(), ApiError> {
+            // Alter on the topic (not the cluster), before existence.
+            if !authz.topic(AclOperation::Alter, &t.name.0) {
+                return Err(ApiError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Authorization failed.",
+                ));
+            }
             let meta = broker.metadata.topic(&t.name.0).ok_or_else(|| {
                 ApiError::new(
                     ResponseError::UnknownTopicOrPartition,
@@ -317,28 +370,35 @@ pub fn create_partitions(
 
 pub fn delete_records(broker: &Arc<Broker>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut resp = DeleteRecordsResponse::default();
+    let authz = Authz::current(broker);
     for t in req.topics {
         let mut tr = DeleteRecordsTopicResult::default();
         tr.name = t.name.clone();
+        let denied = !authz.topic(AclOperation::Delete, &t.name.0);
         for p in t.partitions {
             let mut pr = DeleteRecordsPartitionResult::default();
             pr.partition_index = p.partition_index;
             pr.low_watermark = -1;
-            let res = broker
-                .replicas
-                .get_or_err(&t.name.0, p.partition_index)
-                .and_then(|part| {
-                    let hw = part.high_watermark();
-                    // -1 means "up to the high watermark".
-                    let target = if p.offset == -1 { hw } else { p.offset };
-                    if target < 0 || target > hw {
-                        return Err(ApiError::new(
-                            ResponseError::OffsetOutOfRange,
-                            format!("offset {target} is beyond the high watermark {hw}"),
-                        ));
-                    }
-                    Ok(part.with_log_mut(|l| l.delete_records_before(target))?)
-                });
+            let res = if denied {
+                Err(ApiError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Topic authorization failed.",
+                ))
+            } else {
+                broker.replicas.get_or_err(&t.name.0, p.partition_index)
+            }
+            .and_then(|part| {
+                let hw = part.high_watermark();
+                // -1 means "up to the high watermark".
+                let target = if p.offset == -1 { hw } else { p.offset };
+                if target < 0 || target > hw {
+                    return Err(ApiError::new(
+                        ResponseError::OffsetOutOfRange,
+                        format!("offset {target} is beyond the high watermark {hw}"),
+                    ));
+                }
+                Ok(part.with_log_mut(|l| l.delete_records_before(target))?)
+            });
             match res {
                 Ok(low) => pr.low_watermark = low,
                 Err(e) => pr.error_code = e.code(),
@@ -350,7 +410,10 @@ pub fn delete_records(broker: &Arc<Broker>, req: DeleteRecordsRequest) -> Delete
     resp
 }
 
-pub fn describe_cluster(broker: &Arc<Broker>) -> DescribeClusterResponse {
+pub fn describe_cluster(
+    broker: &Arc<Broker>,
+    req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
     let cfg = &broker.config;
     let image = broker.metadata.image();
     let mut resp = DescribeClusterResponse::default();
@@ -361,7 +424,16 @@ pub fn describe_cluster(broker: &Arc<Broker>) -> DescribeClusterResponse {
         cfg.node_id
     });
     resp.endpoint_type = 1;
-    resp.cluster_authorized_operations = i32::MIN;
+    resp.cluster_authorized_operations = if req.include_cluster_authorized_operations {
+        let authz = Authz::current(broker);
+        if authz.cluster(AclOperation::Describe) {
+            authz.authorized_operations(ResourceType::Cluster, CLUSTER_NAME)
+        } else {
+            0
+        }
+    } else {
+        i32::MIN
+    };
     let listener = super::listener_name();
     for m in image.live_brokers() {
         let Some((host, port)) = m.endpoint(listener.as_deref()) else {
@@ -385,7 +457,16 @@ fn is_broker(broker: &Broker, id: i32) -> bool {
 pub fn describe_log_dirs(
     broker: &Arc<Broker>,
     req: DescribeLogDirsRequest,
+    version: i16,
 ) -> DescribeLogDirsResponse {
+    if !Authz::current(broker).cluster(AclOperation::Describe) {
+        // v3+ say why; older versions just get nothing.
+        let mut resp = DescribeLogDirsResponse::default();
+        if version >= 3 {
+            resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        }
+        return resp;
+    }
     let mut result = DescribeLogDirsResult::default();
     result.log_dir = strb(broker.config.data_dir.display().to_string());
     let (total, usable) = crate::system::disk_space(&broker.config.data_dir);
@@ -437,6 +518,14 @@ pub fn init_producer_id(
         resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
         return resp;
     }
+    // KIP-679: IdempotentWrite on the cluster, or Write on some topic.
+    let authz = Authz::current(broker);
+    if !authz.cluster(AclOperation::IdempotentWrite)
+        && !authz.allowed_any(AclOperation::Write, ResourceType::Topic)
+    {
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        return resp;
+    }
     match broker.metadata.allocate_producer_id() {
         Ok(id) => {
             resp.producer_id = ProducerId(id);
@@ -460,6 +549,11 @@ pub fn alter_partition_reassignments(
     };
     let mut resp = AlterPartitionReassignmentsResponse::default();
     resp.allow_replication_factor_change = req.allow_replication_factor_change;
+    // Alter on the cluster: refused, the request and each partition say so.
+    let denied = !Authz::current(broker).cluster(AclOperation::Alter);
+    if denied {
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+    }
     for t in req.topics {
         let mut rt = ReassignableTopicResponse::default();
         rt.name = t.name.clone();
@@ -470,6 +564,12 @@ pub fn alter_partition_reassignments(
                 .replicas
                 .map(|r| r.into_iter().map(|b| b.0).collect::<Vec<i32>>());
             let outcome = (|| -> Result<(), ApiError> {
+                if denied {
+                    return Err(ApiError::new(
+                        ResponseError::ClusterAuthorizationFailed,
+                        "Cluster authorization failed.",
+                    ));
+                }
                 let meta = broker.metadata.topic(&t.name.0).ok_or_else(|| {
                     ApiError::new(
                         ResponseError::UnknownTopicOrPartition,
@@ -529,6 +629,12 @@ pub fn list_partition_reassignments(
     use list_partition_reassignments_response::{
         OngoingPartitionReassignment, OngoingTopicReassignment,
     };
+    if !Authz::current(broker).cluster(AclOperation::Describe) {
+        let mut resp = ListPartitionReassignmentsResponse::default();
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        resp.error_message = Some(strb("Cluster authorization failed."));
+        return resp;
+    }
     let image = broker.metadata.image();
     let wanted: Option<BTreeMap<String, Vec<i32>>> = req.topics.map(|ts| {
         ts.into_iter()

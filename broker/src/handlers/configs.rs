@@ -10,8 +10,11 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::*;
 
+use skein_controller::acls::AclOperation;
+
 use super::admin::{SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER};
 use super::strb;
+use crate::authorizer::Authz;
 use crate::broker::Broker;
 use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
 use crate::error::ApiError;
@@ -41,12 +44,46 @@ fn config_type(key: &str) -> i8 {
     }
 }
 
+/// The authorization error for `op` (DescribeConfigs or AlterConfigs) on
+/// a config resource: a topic's own ACLs, the cluster's for broker ones.
+fn config_denied(
+    authz: &Authz,
+    resource_type: i8,
+    name: &str,
+    op: AclOperation,
+) -> Option<ApiError> {
+    match resource_type {
+        RESOURCE_TOPIC if !authz.topic(op, name) => Some(ApiError::new(
+            ResponseError::TopicAuthorizationFailed,
+            "Topic authorization failed.",
+        )),
+        RESOURCE_TOPIC => None,
+        _ if !authz.cluster(op) => Some(ApiError::new(
+            ResponseError::ClusterAuthorizationFailed,
+            "Cluster authorization failed.",
+        )),
+        _ => None,
+    }
+}
+
 pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let mut resp = DescribeConfigsResponse::default();
+    let authz = Authz::current(broker);
     for res in req.resources {
         let mut r = DescribeConfigsResult::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
+        if let Some(e) = config_denied(
+            &authz,
+            res.resource_type,
+            &res.resource_name,
+            AclOperation::DescribeConfigs,
+        ) {
+            r.error_code = e.code();
+            r.error_message = e.message();
+            resp.results.push(r);
+            continue;
+        }
         let wanted = |k: &str| {
             res.configuration_keys
                 .as_ref()
@@ -177,11 +214,20 @@ fn not_alterable(resource_type: i8) -> ApiError {
 
 pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResponse {
     let mut resp = AlterConfigsResponse::default();
+    let authz = Authz::current(broker);
     for res in req.resources {
         let mut r = alter_configs_response::AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
-        let outcome = if res.resource_type == RESOURCE_TOPIC {
+        let denied = config_denied(
+            &authz,
+            res.resource_type,
+            &res.resource_name,
+            AclOperation::AlterConfigs,
+        );
+        let outcome = if let Some(e) = denied {
+            Err(e)
+        } else if res.resource_type == RESOURCE_TOPIC {
             // AlterConfigs replaces the whole set.
             let configs = res
                 .configs
@@ -215,11 +261,20 @@ pub fn incremental_alter(
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut resp = IncrementalAlterConfigsResponse::default();
+    let authz = Authz::current(broker);
     for res in req.resources {
         let mut r = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
-        let outcome = if res.resource_type == RESOURCE_TOPIC {
+        let denied = config_denied(
+            &authz,
+            res.resource_type,
+            &res.resource_name,
+            AclOperation::AlterConfigs,
+        );
+        let outcome = if let Some(e) = denied {
+            Err(e)
+        } else if res.resource_type == RESOURCE_TOPIC {
             incremental_topic(
                 broker,
                 res.resource_name.as_str(),

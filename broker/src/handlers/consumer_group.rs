@@ -2,9 +2,12 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
+use skein_controller::acls::{AclOperation, ResourceType};
 
 use super::{client_host, str_opt, strb};
+use crate::authorizer::Authz;
 use crate::broker::Broker;
 use crate::group::assignor::Assignment;
 use crate::group::consumer_group::Heartbeat;
@@ -25,8 +28,26 @@ pub fn heartbeat(
     resp.member_epoch = -1;
     let group = req.group_id.0.to_string();
     if group.is_empty() {
-        resp.error_code = kafka_protocol::error::ResponseError::InvalidRequest.code();
+        resp.error_code = ResponseError::InvalidRequest.code();
         resp.error_message = str_opt("group id must not be empty");
+        return resp;
+    }
+    // Read on the group, then Describe on every subscribed topic (Kafka
+    // 4.0's rule), before the coordinator is looked at.
+    let authz = Authz::current(broker);
+    if !authz.group(AclOperation::Read, &group) {
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
+        resp.error_message = str_opt("Group authorization failed.");
+        return resp;
+    }
+    if let Some(t) = req
+        .subscribed_topic_names
+        .iter()
+        .flatten()
+        .find(|t| !authz.topic(AclOperation::Describe, t))
+    {
+        resp.error_code = ResponseError::TopicAuthorizationFailed.code();
+        resp.error_message = str_opt(format!("Topic authorization failed for {}.", &**t));
         return resp;
     }
     if let Err(e) = broker.groups.ensure_coordinator(broker, &group) {
@@ -110,11 +131,19 @@ pub fn describe(
         let mut d = consumer_group_describe_response::DescribedGroup::default();
         d.group_id = gid.clone();
         d.authorized_operations = i32::MIN;
-        let found = broker
-            .groups
-            .ensure_coordinator(broker, &gid)
-            .map_err(|e| e.code)
-            .and_then(|_| broker.groups.describe_consumer(&gid));
+        let authz = Authz::current(broker);
+        let found = if authz.group(AclOperation::Describe, &gid) {
+            broker
+                .groups
+                .ensure_coordinator(broker, &gid)
+                .map_err(|e| e.code)
+                .and_then(|_| broker.groups.describe_consumer(&gid))
+        } else {
+            Err(ResponseError::GroupAuthorizationFailed)
+        };
+        if found.is_ok() && req.include_authorized_operations {
+            d.authorized_operations = authz.authorized_operations(ResourceType::Group, &gid);
+        }
         match found {
             Err(e) => {
                 d.error_code = e.code();

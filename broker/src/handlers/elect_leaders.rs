@@ -9,7 +9,10 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 
+use skein_controller::acls::AclOperation;
+
 use super::strb;
+use crate::authorizer::Authz;
 use crate::broker::Broker;
 
 /// Kafka's `ElectionType` codes.
@@ -35,11 +38,20 @@ pub fn handle(broker: &Arc<Broker>, req: ElectLeadersRequest) -> ElectLeadersRes
             .collect(),
     };
     let mut resp = ElectLeadersResponse::default();
+    // Alter on the cluster: refused, the request and each partition say so.
+    let denied = !Authz::current(broker).cluster(AclOperation::Alter);
+    if denied {
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+    }
     for (topic, partitions) in wanted {
         let mut result = ReplicaElectionResult::default();
         result.topic = topic.clone();
         for partition in partitions {
             let outcome = match req.election_type {
+                _ if denied => Err(crate::error::ApiError::new(
+                    ResponseError::ClusterAuthorizationFailed,
+                    "Cluster authorization failed.",
+                )),
                 PREFERRED | UNCLEAN => broker
                     .metadata
                     .elect_leader(&topic.0, partition, req.election_type == UNCLEAN)

@@ -22,7 +22,10 @@ use skein_storage::batch::iter_batches;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use skein_controller::acls::AclOperation;
+
 use super::strb;
+use crate::authorizer::Authz;
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::partition::Partition;
@@ -74,6 +77,10 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     // Resolve topics (by id from v13, by name before) and partitions once.
     let mut topics: Vec<(TopicName, Uuid, Option<String>)> = Vec::new();
     let mut wanted: Vec<Wanted> = Vec::new();
+    // Followers need ClusterAction; consumers Read on each topic, checked
+    // before existence (by name) or after the id is resolved (by id).
+    let authz = Authz::current(broker);
+    let follower_denied = replica_id >= 0 && !authz.cluster(AclOperation::ClusterAction);
     for ft in &req.topics {
         let meta = if version >= 13 {
             broker.metadata.topic_by_id(ft.topic_id)
@@ -86,8 +93,19 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             ft.topic_id,
             meta.as_ref().map(|m| m.name.clone()),
         ));
+        let denied = follower_denied
+            || (replica_id < 0
+                && match (&meta, version >= 13) {
+                    (Some(m), _) => !authz.topic(AclOperation::Read, &m.name),
+                    (None, true) => false,
+                    (None, false) => !authz.topic(AclOperation::Read, &ft.topic.0),
+                });
         for fp in &ft.partitions {
             let part = match &meta {
+                _ if denied => Err(ApiError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Topic authorization failed.",
+                )),
                 Some(m) => broker.replicas.get_or_err(&m.name, fp.partition),
                 None if version >= 13 => Err(ApiError::new(
                     ResponseError::UnknownTopicId,

@@ -1,7 +1,7 @@
 //! Classic group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-//! LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-//! DeleteGroups and OffsetDelete. Decoding and encoding only; the rules live
-//! in `crate::group`.
+//! LeaveGroup, DescribeGroups, ListGroups and DeleteGroups (the offset APIs
+//! are in `offsets.rs`). Decoding and encoding only; the rules live in
+//! `crate::group`.
 
 use std::sync::Arc;
 
@@ -9,13 +9,14 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
+use skein_controller::acls::{AclOperation, ResourceType};
+
 use super::{client_host, str_opt, strb};
+use crate::authorizer::Authz;
 use crate::broker::Broker;
 use crate::group::classic_group::{GroupState, JoinRequest};
-use crate::group::offsets::CommittedOffset;
-use crate::system::now_ms;
 
-fn code(e: Option<ResponseError>) -> i16 {
+pub(super) fn code(e: Option<ResponseError>) -> i16 {
     e.map(|e| e.code()).unwrap_or(0)
 }
 
@@ -38,8 +39,19 @@ pub fn find_coordinator(
     };
     // Any broker answers: the coordinator is the leader of the group's
     // partition of `__consumer_offsets`.
+    let authz = Authz::current(broker);
     let lookup = |key: &str| -> Result<(i32, String, i32), (ResponseError, String)> {
         match req.key_type {
+            0 if !authz.group(AclOperation::Describe, key) => Err((
+                ResponseError::GroupAuthorizationFailed,
+                "Group authorization failed.".into(),
+            )),
+            1 if !authz.allowed(AclOperation::Describe, ResourceType::TransactionalId, key) => {
+                Err((
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "Transactional Id authorization failed.".into(),
+                ))
+            }
             0 => {
                 let id = broker
                     .groups
@@ -114,8 +126,19 @@ pub fn find_coordinator(
     resp
 }
 
+/// GROUP_AUTHORIZATION_FAILED unless the principal may do `op` on the group.
+pub(super) fn denied(broker: &Broker, group: &str, op: AclOperation) -> Option<ResponseError> {
+    (!Authz::current(broker).group(op, group)).then_some(ResponseError::GroupAuthorizationFailed)
+}
+
+/// The group-level error when the principal may not do `op` on `group`
+/// (checked first, as Kafka does) or this broker cannot coordinate it.
+pub(super) fn refused(broker: &Broker, group: &str, op: AclOperation) -> Option<ResponseError> {
+    denied(broker, group, op).or_else(|| not_here(broker, group))
+}
+
 /// The group-level error when this broker cannot coordinate `group`.
-fn not_here(broker: &Broker, group: &str) -> Option<ResponseError> {
+pub(super) fn not_here(broker: &Broker, group: &str) -> Option<ResponseError> {
     if group.is_empty() {
         return Some(ResponseError::InvalidGroupId);
     }
@@ -134,7 +157,7 @@ pub async fn join_group(
 ) -> JoinGroupResponse {
     let mut resp = JoinGroupResponse::default();
     let group = req.group_id.0.to_string();
-    if let Some(e) = not_here(broker, &group) {
+    if let Some(e) = refused(broker, &group, AclOperation::Read) {
         resp.error_code = e.code();
         resp.generation_id = -1;
         resp.member_id = req.member_id;
@@ -202,7 +225,7 @@ pub async fn sync_group(
 ) -> SyncGroupResponse {
     let mut resp = SyncGroupResponse::default();
     let group = req.group_id.0.to_string();
-    if let Some(e) = not_here(broker, &group) {
+    if let Some(e) = refused(broker, &group, AclOperation::Read) {
         resp.error_code = e.code();
         return resp;
     }
@@ -236,7 +259,7 @@ pub async fn sync_group(
 pub fn heartbeat(broker: &Arc<Broker>, req: HeartbeatRequest) -> HeartbeatResponse {
     let mut resp = HeartbeatResponse::default();
     let group = req.group_id.0.to_string();
-    let e = not_here(broker, &group).or_else(|| {
+    let e = refused(broker, &group, AclOperation::Read).or_else(|| {
         broker.groups.heartbeat(
             &group,
             &req.member_id,
@@ -255,7 +278,7 @@ pub fn leave_group(
 ) -> LeaveGroupResponse {
     let mut resp = LeaveGroupResponse::default();
     let group = req.group_id.0.to_string();
-    if let Some(e) = not_here(broker, &group) {
+    if let Some(e) = refused(broker, &group, AclOperation::Read) {
         resp.error_code = e.code();
         return resp;
     }
@@ -287,216 +310,6 @@ pub fn leave_group(
     resp
 }
 
-pub async fn offset_commit(
-    broker: &Arc<Broker>,
-    req: OffsetCommitRequest,
-    version: i16,
-) -> OffsetCommitResponse {
-    let group = req.group_id.0.to_string();
-    let now = now_ms();
-    let mut offsets = Vec::new();
-    let mut errors = std::collections::HashMap::new();
-    for t in &req.topics {
-        for p in &t.partitions {
-            let tp = (t.name.0.to_string(), p.partition_index);
-            let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
-            if metadata.len() > 4096 {
-                errors.insert(tp, ResponseError::OffsetMetadataTooLarge);
-                continue;
-            }
-            if broker.metadata.topic(&tp.0).is_none() {
-                errors.insert(tp, ResponseError::UnknownTopicOrPartition);
-                continue;
-            }
-            offsets.push((
-                tp,
-                CommittedOffset {
-                    offset: p.committed_offset,
-                    leader_epoch: if version >= 6 {
-                        p.committed_leader_epoch
-                    } else {
-                        -1
-                    },
-                    metadata,
-                    commit_timestamp_ms: now,
-                },
-            ));
-        }
-    }
-    let mut pending = None;
-    let group_error = not_here(broker, &group).or_else(|| {
-        match broker.groups.commit_offsets(
-            broker,
-            &group,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-            req.generation_id_or_member_epoch,
-            offsets,
-        ) {
-            Ok(p) => {
-                pending = p;
-                None
-            }
-            Err(e) => Some(e.code),
-        }
-    });
-    // Answer once the commit is on the ISR: a coordinator that dies right
-    // after must not lose an acknowledged commit.
-    let group_error = match pending {
-        Some(p) if group_error.is_none() => {
-            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-            // Kafka's mapping of a failed offsets append to group errors.
-            match broker
-                .groups
-                .complete_commit(p, deadline)
-                .await
-                .map_err(|e| e.code)
-            {
-                Ok(()) => None,
-                Err(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
-                    Some(ResponseError::NotCoordinator)
-                }
-                Err(_) => Some(ResponseError::CoordinatorNotAvailable),
-            }
-        }
-        _ => group_error,
-    };
-    let group_error = match group_error {
-        // Old clients only know ILLEGAL_GENERATION.
-        Some(ResponseError::StaleMemberEpoch) if version < 9 => {
-            Some(ResponseError::IllegalGeneration)
-        }
-        e => e,
-    };
-    let mut resp = OffsetCommitResponse::default();
-    for t in req.topics {
-        let mut rt = offset_commit_response::OffsetCommitResponseTopic::default();
-        rt.name = t.name.clone();
-        for p in t.partitions {
-            let mut rp = offset_commit_response::OffsetCommitResponsePartition::default();
-            rp.partition_index = p.partition_index;
-            let tp = (t.name.0.to_string(), p.partition_index);
-            rp.error_code = code(errors.get(&tp).copied().or(group_error));
-            rt.partitions.push(rp);
-        }
-        resp.topics.push(rt);
-    }
-    resp
-}
-
-type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, String, i16)>)>;
-
-/// Offsets of one group as (topic, [(partition, offset, epoch, metadata, error)]).
-fn fetch_group(
-    broker: &Arc<Broker>,
-    group: &str,
-    topics: Option<Vec<(String, Vec<i32>)>>,
-    member: Option<(&str, i32)>,
-) -> Result<FetchedTopics, ResponseError> {
-    if let Some(e) = not_here(broker, group) {
-        return Err(e);
-    }
-    let rows = broker.groups.fetch_offsets(group, topics, member)?;
-    let mut out: FetchedTopics = Vec::new();
-    for (t, p, o) in rows {
-        let row = match o {
-            Some(o) => (p, o.offset, o.leader_epoch, o.metadata, 0),
-            None => (p, -1, -1, String::new(), 0),
-        };
-        match out.last_mut() {
-            Some((name, rows)) if *name == t => rows.push(row),
-            _ => out.push((t, vec![row])),
-        }
-    }
-    Ok(out)
-}
-
-pub fn offset_fetch(
-    broker: &Arc<Broker>,
-    req: OffsetFetchRequest,
-    version: i16,
-) -> OffsetFetchResponse {
-    let mut resp = OffsetFetchResponse::default();
-    if version >= 8 {
-        for g in req.groups {
-            let topics = g.topics.map(|ts| {
-                ts.into_iter()
-                    .map(|t| (t.name.0.to_string(), t.partition_indexes))
-                    .collect()
-            });
-            let member = g.member_id.as_deref().map(|m| (m, g.member_epoch));
-            let mut rg = offset_fetch_response::OffsetFetchResponseGroup::default();
-            rg.group_id = g.group_id.clone();
-            match fetch_group(broker, &g.group_id, topics, member) {
-                Err(e) => rg.error_code = e.code(),
-                Ok(topics) => {
-                    for (t, rows) in topics {
-                        let mut rt = offset_fetch_response::OffsetFetchResponseTopics::default();
-                        rt.name = TopicName(strb(t));
-                        for (p, off, epoch, meta, err) in rows {
-                            let mut rp =
-                                offset_fetch_response::OffsetFetchResponsePartitions::default();
-                            rp.partition_index = p;
-                            rp.committed_offset = off;
-                            rp.committed_leader_epoch = epoch;
-                            rp.metadata = Some(strb(meta));
-                            rp.error_code = err;
-                            rt.partitions.push(rp);
-                        }
-                        rg.topics.push(rt);
-                    }
-                }
-            }
-            resp.groups.push(rg);
-        }
-        return resp;
-    }
-    let topics = req.topics.map(|ts| {
-        ts.into_iter()
-            .map(|t| (t.name.0.to_string(), t.partition_indexes))
-            .collect::<Vec<_>>()
-    });
-    let requested = topics.clone();
-    match fetch_group(broker, &req.group_id, topics, None) {
-        Err(e) => {
-            if version >= 2 {
-                resp.error_code = e.code();
-            }
-            // v1 has no top-level error: report it on every partition asked.
-            for (t, ps) in requested.unwrap_or_default() {
-                let mut rt = offset_fetch_response::OffsetFetchResponseTopic::default();
-                rt.name = TopicName(strb(t));
-                for p in ps {
-                    let mut rp = offset_fetch_response::OffsetFetchResponsePartition::default();
-                    rp.partition_index = p;
-                    rp.committed_offset = -1;
-                    rp.committed_leader_epoch = -1;
-                    rp.error_code = e.code();
-                    rt.partitions.push(rp);
-                }
-                resp.topics.push(rt);
-            }
-        }
-        Ok(topics) => {
-            for (t, rows) in topics {
-                let mut rt = offset_fetch_response::OffsetFetchResponseTopic::default();
-                rt.name = TopicName(strb(t));
-                for (p, off, epoch, meta, err) in rows {
-                    let mut rp = offset_fetch_response::OffsetFetchResponsePartition::default();
-                    rp.partition_index = p;
-                    rp.committed_offset = off;
-                    rp.committed_leader_epoch = if version >= 5 { epoch } else { -1 };
-                    rp.metadata = Some(strb(meta));
-                    rp.error_code = err;
-                    rt.partitions.push(rp);
-                }
-                resp.topics.push(rt);
-            }
-        }
-    }
-    resp
-}
-
 pub fn describe_groups(
     broker: &Arc<Broker>,
     req: DescribeGroupsRequest,
@@ -507,7 +320,7 @@ pub fn describe_groups(
         let mut d = describe_groups_response::DescribedGroup::default();
         d.group_id = gid.clone();
         d.authorized_operations = OPS_OMITTED;
-        let result = match not_here(broker, &gid) {
+        let result = match refused(broker, &gid, AclOperation::Describe) {
             Some(e) => Err(e),
             None => broker.groups.describe_classic(&gid),
         };
@@ -522,6 +335,10 @@ pub fn describe_groups(
                 d.group_state = strb(GroupState::Dead.name());
             }
             Ok(Some(g)) => {
+                if version >= 3 && req.include_authorized_operations {
+                    d.authorized_operations =
+                        Authz::current(broker).authorized_operations(ResourceType::Group, &gid);
+                }
                 d.group_state = strb(g.state.name());
                 d.protocol_type = strb(g.protocol_type.clone().unwrap_or_default());
                 let stable = g.state == GroupState::Stable;
@@ -572,7 +389,14 @@ pub fn list_groups(
         .iter()
         .map(|s| s.to_ascii_lowercase())
         .collect();
+    // Describe on the cluster lists every group; without it, the groups
+    // one may describe (never an error).
+    let authz = Authz::current(broker);
+    let all = authz.cluster(AclOperation::Describe);
     for g in broker.groups.list() {
+        if !all && !authz.group(AclOperation::Describe, &g.id) {
+            continue;
+        }
         if !states.is_empty() && !states.contains(&g.state.to_ascii_lowercase()) {
             continue;
         }
@@ -598,7 +422,7 @@ pub fn delete_groups(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGr
     for gid in req.groups_names {
         let mut r = delete_groups_response::DeletableGroupResult::default();
         r.group_id = gid.clone();
-        let e = not_here(broker, &gid).or_else(|| {
+        let e = refused(broker, &gid, AclOperation::Delete).or_else(|| {
             broker
                 .groups
                 .delete_group(broker, &gid)
@@ -607,45 +431,6 @@ pub fn delete_groups(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGr
         });
         r.error_code = code(e);
         resp.results.push(r);
-    }
-    resp
-}
-
-pub fn offset_delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
-    let mut resp = OffsetDeleteResponse::default();
-    let group = req.group_id.0.to_string();
-    let tps: Vec<(String, i32)> = req
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| (t.name.0.to_string(), p.partition_index))
-        })
-        .collect();
-    let result = match not_here(broker, &group) {
-        Some(e) => Err(e),
-        None => broker.groups.delete_offsets(broker, &group, tps),
-    };
-    match result {
-        Err(e) => resp.error_code = e.code(),
-        Ok(rows) => {
-            for t in req.topics {
-                let mut rt = offset_delete_response::OffsetDeleteResponseTopic::default();
-                rt.name = t.name.clone();
-                for p in t.partitions {
-                    let mut rp = offset_delete_response::OffsetDeleteResponsePartition::default();
-                    rp.partition_index = p.partition_index;
-                    rp.error_code = code(
-                        rows.iter()
-                            .find(|((tn, pi), _)| *tn == *t.name.0 && *pi == p.partition_index)
-                            .and_then(|(_, e)| *e),
-                    );
-                    rt.partitions.push(rp);
-                }
-                resp.topics.push(rt);
-            }
-        }
     }
     resp
 }

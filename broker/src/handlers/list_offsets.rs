@@ -8,6 +8,10 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
+use kafka_protocol::error::ResponseError;
+use skein_controller::acls::AclOperation;
+
+use crate::authorizer::Authz;
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::partition::Partition;
@@ -20,29 +24,37 @@ pub const LATEST_TIERED: i64 = -5;
 
 pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
+    let authz = Authz::current(broker);
     for t in req.topics {
         let mut tr = ListOffsetsTopicResponse::default();
         tr.name = t.name.clone();
+        // Describe on the topic, before existence.
+        let denied = !authz.topic(AclOperation::Describe, &t.name.0);
         for p in t.partitions {
             let mut pr = ListOffsetsPartitionResponse::default();
             pr.partition_index = p.partition_index;
             pr.timestamp = -1;
             pr.offset = -1;
             pr.leader_epoch = -1;
-            let result = broker
-                .replicas
-                .get_or_err(&t.name.0, p.partition_index)
-                .and_then(|part| {
-                    // Only the leader answers, and only for the epoch the
-                    // client believes in (KIP-320); -1 skips the check.
-                    let epoch = if version >= 4 {
-                        p.current_leader_epoch
-                    } else {
-                        -1
-                    };
-                    part.check_leader(epoch)?;
-                    lookup(&part, p.timestamp).map(|r| (r, part.leader_epoch()))
-                });
+            let result = if denied {
+                Err(ApiError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Topic authorization failed.",
+                ))
+            } else {
+                broker.replicas.get_or_err(&t.name.0, p.partition_index)
+            }
+            .and_then(|part| {
+                // Only the leader answers, and only for the epoch the
+                // client believes in (KIP-320); -1 skips the check.
+                let epoch = if version >= 4 {
+                    p.current_leader_epoch
+                } else {
+                    -1
+                };
+                part.check_leader(epoch)?;
+                lookup(&part, p.timestamp).map(|r| (r, part.leader_epoch()))
+            });
             match result {
                 Ok((Some((offset, ts)), epoch)) => {
                     pr.offset = offset;

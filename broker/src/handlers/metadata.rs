@@ -10,7 +10,10 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use uuid::Uuid;
 
+use skein_controller::acls::{AclOperation, ResourceType, CLUSTER_NAME};
+
 use super::strb;
+use crate::authorizer::{may_create, Authz};
 use crate::broker::Broker;
 use crate::metadata::{validate_topic_name, TopicView};
 
@@ -49,7 +52,28 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Metad
     } else {
         cfg.node_id
     });
-    resp.cluster_authorized_operations = i32::MIN;
+    let authz = Authz::current(broker);
+    resp.cluster_authorized_operations =
+        if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
+            if authz.cluster(AclOperation::Describe) {
+                authz.authorized_operations(ResourceType::Cluster, CLUSTER_NAME)
+            } else {
+                0
+            }
+        } else {
+            i32::MIN
+        };
+    let with_ops = version >= 8 && req.include_topic_authorized_operations;
+    let entry = |t: &TopicView| {
+        let mut e = topic_entry(t);
+        if with_ops {
+            e.topic_authorized_operations =
+                authz.authorized_operations(ResourceType::Topic, &t.name);
+        }
+        e
+    };
+    let describable = |name: &str| authz.topic(AclOperation::Describe, name);
+    let denied = || ResponseError::TopicAuthorizationFailed;
 
     // v0: an empty list means "all topics"; v1+: null means all.
     let requested = match req.topics {
@@ -59,22 +83,32 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Metad
     };
     let allow_auto = version < 4 || req.allow_auto_topic_creation;
     match requested {
+        // All topics: those one may not describe are left out.
         None => {
             for t in broker.metadata.image().topics.values() {
-                resp.topics.push(topic_entry(t));
+                if describable(&t.name) {
+                    resp.topics.push(entry(t));
+                }
             }
         }
         Some(list) => {
             for rt in list {
                 let entry = match rt.name {
+                    // Authorization before existence.
+                    Some(name) if !describable(&name.0) => {
+                        error_entry(Some(name.0.to_string()), Uuid::nil(), denied())
+                    }
                     Some(name) => {
                         let name = name.0.to_string();
                         match broker.metadata.topic(&name) {
-                            Some(t) => topic_entry(&t),
+                            Some(t) => entry(&t),
+                            None if allow_auto && !may_create(&authz, &name) => {
+                                error_entry(Some(name), Uuid::nil(), denied())
+                            }
                             None if allow_auto => match validate_topic_name(&name)
                                 .and_then(|_| broker.auto_create(&name))
                             {
-                                Ok(t) => topic_entry(&t),
+                                Ok(t) => entry(&t),
                                 Err(e) => error_entry(Some(name), Uuid::nil(), e.code),
                             },
                             None => error_entry(
@@ -85,7 +119,10 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Metad
                         }
                     }
                     None => match broker.metadata.topic_by_id(rt.topic_id) {
-                        Some(t) => topic_entry(&t),
+                        Some(t) if !describable(&t.name) => {
+                            error_entry(None, rt.topic_id, denied())
+                        }
+                        Some(t) => entry(&t),
                         None => error_entry(None, rt.topic_id, ResponseError::UnknownTopicId),
                     },
                 };

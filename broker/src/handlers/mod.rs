@@ -8,6 +8,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
 
+pub mod acls;
 pub mod admin;
 pub mod api_versions;
 pub mod configs;
@@ -18,6 +19,7 @@ pub mod groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
+pub mod offsets;
 pub mod produce;
 pub mod quotas;
 pub mod refused_batches;
@@ -66,6 +68,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -78,6 +83,18 @@ pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
 
 /// Runs the handler of a decoded request. `None`: no response (acks=0).
 pub async fn handle(
+    broker: &Arc<Broker>,
+    header: &RequestHeader,
+    request: RequestKind,
+    session: &mut crate::sasl::Session,
+) -> Option<ResponseKind> {
+    let principal = session.principal().clone();
+    crate::request_context::PRINCIPAL
+        .scope(principal, dispatch(broker, header, request, session))
+        .await
+}
+
+async fn dispatch(
     broker: &Arc<Broker>,
     header: &RequestHeader,
     request: RequestKind,
@@ -101,6 +118,9 @@ pub async fn handle(
         RequestKind::AlterUserScramCredentials(r) => {
             ResponseKind::AlterUserScramCredentials(scram::alter(broker, r))
         }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(broker, r)),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(broker, r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(broker, r)),
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v)),
         RequestKind::Produce(r) => {
@@ -130,11 +150,11 @@ pub async fn handle(
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(admin::create_partitions(broker, r))
         }
-        RequestKind::DescribeCluster(_) => {
-            ResponseKind::DescribeCluster(admin::describe_cluster(broker))
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(admin::describe_cluster(broker, r))
         }
         RequestKind::DescribeLogDirs(r) => {
-            ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r))
+            ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r, v))
         }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(admin::init_producer_id(broker, r))
@@ -164,10 +184,10 @@ pub async fn handle(
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, r)),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(broker, r, v)),
         RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(groups::offset_commit(broker, r, v).await)
+            ResponseKind::OffsetCommit(offsets::offset_commit(broker, r, v).await)
         }
         RequestKind::OffsetFetch(r) => {
-            ResponseKind::OffsetFetch(groups::offset_fetch(broker, r, v))
+            ResponseKind::OffsetFetch(offsets::offset_fetch(broker, r, v))
         }
         RequestKind::DescribeGroups(r) => {
             ResponseKind::DescribeGroups(groups::describe_groups(broker, r, v))
@@ -177,7 +197,7 @@ pub async fn handle(
             ResponseKind::DeleteGroups(groups::delete_groups(broker, r))
         }
         RequestKind::OffsetDelete(r) => {
-            ResponseKind::OffsetDelete(groups::offset_delete(broker, r))
+            ResponseKind::OffsetDelete(offsets::offset_delete(broker, r))
         }
         RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
             consumer_group::heartbeat(broker, r, &client_id(header)),
@@ -190,25 +210,7 @@ pub async fn handle(
     })
 }
 
-tokio::task_local! {
-    /// The peer address of the connection whose request is being handled.
-    pub static CLIENT_ADDR: std::net::SocketAddr;
-    /// The name of the listener the connection arrived on.
-    pub static LISTENER: std::sync::Arc<str>;
-}
-
-/// The listener the request being handled arrived on (`None` outside a
-/// connection, as in the fuzz harness).
-pub fn listener_name() -> Option<std::sync::Arc<str>> {
-    LISTENER.try_with(|l| l.clone()).ok()
-}
-
-/// The requesting client's host as Kafka shows it (`/1.2.3.4`).
-pub fn client_host() -> String {
-    CLIENT_ADDR
-        .try_with(|a| format!("/{}", a.ip()))
-        .unwrap_or_else(|_| "/unknown".into())
-}
+pub use crate::request_context::{client_host, listener_name, CLIENT_ADDR, LISTENER};
 
 fn client_id(header: &RequestHeader) -> String {
     header

@@ -9,14 +9,24 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
+use kafka_protocol::error::ResponseError;
+use skein_controller::acls::AclOperation;
+
+use crate::authorizer::Authz;
 use crate::broker::Broker;
+use crate::error::ApiError;
 
 pub fn handle(
     broker: &Arc<Broker>,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let mut resp = OffsetForLeaderEpochResponse::default();
+    // Followers may ask for any topic (ClusterAction); clients need
+    // Describe on the topic.
+    let authz = Authz::current(broker);
+    let replica = authz.cluster(AclOperation::ClusterAction);
     for t in req.topics {
+        let denied = !replica && !authz.topic(AclOperation::Describe, &t.topic.0);
         let mut tr = OffsetForLeaderTopicResult::default();
         tr.topic = t.topic.clone();
         for p in t.partitions {
@@ -24,13 +34,18 @@ pub fn handle(
             out.partition = p.partition;
             out.leader_epoch = -1;
             out.end_offset = -1;
-            let result = broker
-                .replicas
-                .get_or_err(&t.topic.0, p.partition)
-                .and_then(|part| {
-                    part.check_leader(p.current_leader_epoch)?;
-                    Ok(part.with_log(|l| l.end_offset_for_epoch(p.leader_epoch)))
-                });
+            let result = if denied {
+                Err(ApiError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Topic authorization failed.",
+                ))
+            } else {
+                broker.replicas.get_or_err(&t.topic.0, p.partition)
+            }
+            .and_then(|part| {
+                part.check_leader(p.current_leader_epoch)?;
+                Ok(part.with_log(|l| l.end_offset_for_epoch(p.leader_epoch)))
+            });
             match result {
                 Ok(Some((epoch, end))) => {
                     out.leader_epoch = epoch;

@@ -14,8 +14,11 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use skein_storage::batch::BatchHeader;
 
+use skein_controller::acls::AclOperation;
+
 use super::refused_batches::Verdict;
 use super::strb;
+use crate::authorizer::{may_create, Authz};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::partition::Partition;
@@ -32,19 +35,29 @@ pub async fn handle(
     let mut resp = ProduceResponse::default();
     // acks=all appends, waited for once every partition is written.
     let mut pending: Vec<Pending> = Vec::new();
+    let authz = Authz::current(broker);
     for td in req.topic_data {
+        // Authorization comes before existence (Write on the topic): a
+        // topic one may not write to is not revealed to exist.
+        let denied_by_name = !td.name.0.is_empty() && !authz.topic(AclOperation::Write, &td.name.0);
         // v13+ names topics by id; older versions by name.
         let topic = if td.name.0.is_empty() {
             broker.metadata.topic_by_id(td.topic_id)
+        } else if denied_by_name {
+            None
         } else {
             broker.metadata.topic(&td.name.0).or_else(|| {
-                if broker.config.auto_create_topics_enable {
+                if broker.config.auto_create_topics_enable && may_create(&authz, &td.name.0) {
                     broker.auto_create(&td.name.0).ok()
                 } else {
                     None
                 }
             })
         };
+        let denied = denied_by_name
+            || topic
+                .as_ref()
+                .is_some_and(|t| !authz.topic(AclOperation::Write, &t.name));
         let mut tr = TopicProduceResponse::default();
         tr.name = td.name.clone();
         tr.topic_id = td.topic_id;
@@ -58,6 +71,11 @@ pub async fn handle(
                 Err(ApiError::new(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, got {acks}"),
+                ))
+            } else if denied {
+                Err(ApiError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Topic authorization failed.",
                 ))
             } else {
                 match &topic {

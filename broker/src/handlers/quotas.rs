@@ -10,10 +10,12 @@ use kafka_protocol::messages::{
     AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use skein_controller::acls::AclOperation;
 use skein_controller::quotas::{check_change, QuotaChange};
 use skein_controller::{QuotaEntity, QuotaEntityType};
 
 use super::str_opt;
+use crate::authorizer::Authz;
 use crate::broker::Broker;
 
 /// A filter component: the entity must have the type, with this name
@@ -26,6 +28,11 @@ enum Match {
 
 pub fn describe(broker: &Broker, req: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse {
     let mut resp = DescribeClientQuotasResponse::default();
+    if !Authz::current(broker).cluster(AclOperation::DescribeConfigs) {
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        resp.error_message = str_opt("Cluster authorization failed.");
+        return resp;
+    }
     let mut filter = Vec::new();
     let mut seen = BTreeSet::new();
     for c in &req.components {
@@ -106,6 +113,7 @@ pub fn alter(broker: &Broker, req: AlterClientQuotasRequest) -> AlterClientQuota
     let mut resp = AlterClientQuotasResponse::default();
     let mut changes = Vec::new();
     let mut applied = Vec::new();
+    let denied = !Authz::current(broker).cluster(AclOperation::AlterConfigs);
     for entry in &req.entries {
         let mut out = alter_client_quotas_response::EntryData::default();
         out.entity = entry
@@ -119,6 +127,10 @@ pub fn alter(broker: &Broker, req: AlterClientQuotasRequest) -> AlterClientQuota
             })
             .collect();
         match entry_changes(entry) {
+            _ if denied => {
+                out.error_code = ResponseError::ClusterAuthorizationFailed.code();
+                out.error_message = str_opt("Cluster authorization failed.");
+            }
             Ok(c) => {
                 applied.push(resp.entries.len());
                 changes.extend(c);

@@ -17,7 +17,10 @@ use kafka_protocol::messages::{
 };
 use skein_controller::{ScramMechanism, ScramUpsertion};
 
+use skein_controller::acls::AclOperation;
+
 use super::{str_opt, strb};
+use crate::authorizer::Authz;
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::sasl::scram::credential_from_salted_password;
@@ -26,6 +29,26 @@ pub fn describe(
     broker: &Broker,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    if !Authz::current(broker).cluster(AclOperation::Describe) {
+        let mut resp = DescribeUserScramCredentialsResponse::default();
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        resp.error_message = str_opt("Cluster authorization failed.");
+        resp.results = req
+            .users
+            .iter()
+            .flatten()
+            .map(|u| {
+                let mut r = DescribeUserScramCredentialsResult::default();
+                r.user = u.name.clone();
+                r.error_code = ResponseError::ClusterAuthorizationFailed.code();
+                // As Kafka: the message on each result too (librdkafka
+                // reads it unconditionally).
+                r.error_message = str_opt("Cluster authorization failed.");
+                r
+            })
+            .collect();
+        return resp;
+    }
     let all = broker.metadata.image().scram_credentials.clone();
     let result = |user: &str| {
         let mut r = DescribeUserScramCredentialsResult::default();
@@ -125,6 +148,16 @@ pub fn alter(
     {
         users.insert(user.clone());
         *seen.entry((user, mechanism)).or_default() += 1;
+    }
+    if !Authz::current(broker).cluster(AclOperation::Alter) {
+        for user in &users {
+            fail(
+                &mut errors,
+                user,
+                ResponseError::ClusterAuthorizationFailed,
+                "Cluster authorization failed.".into(),
+            );
+        }
     }
     for ((user, _), n) in &seen {
         if *n > 1 {

@@ -1,0 +1,322 @@
+//! The offset APIs of groups: OffsetCommit, OffsetFetch and OffsetDelete.
+//! Decoding, authorization and encoding; the rules live in `crate::group`.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::*;
+use skein_controller::acls::AclOperation;
+
+use super::groups::{code, denied, not_here, refused};
+use super::strb;
+use crate::authorizer::Authz;
+use crate::broker::Broker;
+use crate::group::offsets::CommittedOffset;
+use crate::system::now_ms;
+
+pub async fn offset_commit(
+    broker: &Arc<Broker>,
+    req: OffsetCommitRequest,
+    version: i16,
+) -> OffsetCommitResponse {
+    let group = req.group_id.0.to_string();
+    let now = now_ms();
+    let mut offsets = Vec::new();
+    let mut errors = std::collections::HashMap::new();
+    let authz = Authz::current(broker);
+    for t in &req.topics {
+        // Read on each topic, before its existence.
+        let topic_denied = !authz.topic(AclOperation::Read, &t.name.0);
+        for p in &t.partitions {
+            let tp = (t.name.0.to_string(), p.partition_index);
+            if topic_denied {
+                errors.insert(tp, ResponseError::TopicAuthorizationFailed);
+                continue;
+            }
+            let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
+            if metadata.len() > 4096 {
+                errors.insert(tp, ResponseError::OffsetMetadataTooLarge);
+                continue;
+            }
+            if broker.metadata.topic(&tp.0).is_none() {
+                errors.insert(tp, ResponseError::UnknownTopicOrPartition);
+                continue;
+            }
+            offsets.push((
+                tp,
+                CommittedOffset {
+                    offset: p.committed_offset,
+                    leader_epoch: if version >= 6 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    metadata,
+                    commit_timestamp_ms: now,
+                },
+            ));
+        }
+    }
+    let mut pending = None;
+    // Read on the group: refused, every partition carries the error.
+    let group_denied = denied(broker, &group, AclOperation::Read);
+    if group_denied.is_some() {
+        errors.clear();
+    }
+    let group_error = group_denied
+        .or_else(|| not_here(broker, &group))
+        .or_else(|| {
+            match broker.groups.commit_offsets(
+                broker,
+                &group,
+                &req.member_id,
+                req.group_instance_id.as_deref(),
+                req.generation_id_or_member_epoch,
+                offsets,
+            ) {
+                Ok(p) => {
+                    pending = p;
+                    None
+                }
+                Err(e) => Some(e.code),
+            }
+        });
+    // Answer once the commit is on the ISR: a coordinator that dies right
+    // after must not lose an acknowledged commit.
+    let group_error = match pending {
+        Some(p) if group_error.is_none() => {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+            // Kafka's mapping of a failed offsets append to group errors.
+            match broker
+                .groups
+                .complete_commit(p, deadline)
+                .await
+                .map_err(|e| e.code)
+            {
+                Ok(()) => None,
+                Err(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
+                    Some(ResponseError::NotCoordinator)
+                }
+                Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+            }
+        }
+        _ => group_error,
+    };
+    let group_error = match group_error {
+        // Old clients only know ILLEGAL_GENERATION.
+        Some(ResponseError::StaleMemberEpoch) if version < 9 => {
+            Some(ResponseError::IllegalGeneration)
+        }
+        e => e,
+    };
+    let mut resp = OffsetCommitResponse::default();
+    for t in req.topics {
+        let mut rt = offset_commit_response::OffsetCommitResponseTopic::default();
+        rt.name = t.name.clone();
+        for p in t.partitions {
+            let mut rp = offset_commit_response::OffsetCommitResponsePartition::default();
+            rp.partition_index = p.partition_index;
+            let tp = (t.name.0.to_string(), p.partition_index);
+            rp.error_code = code(errors.get(&tp).copied().or(group_error));
+            rt.partitions.push(rp);
+        }
+        resp.topics.push(rt);
+    }
+    resp
+}
+
+type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, String, i16)>)>;
+
+/// Offsets of one group as (topic, [(partition, offset, epoch, metadata, error)]).
+fn fetch_group(
+    broker: &Arc<Broker>,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    member: Option<(&str, i32)>,
+) -> Result<FetchedTopics, ResponseError> {
+    if let Some(e) = refused(broker, group, AclOperation::Describe) {
+        return Err(e);
+    }
+    // Describe on each topic: asked for by name, a refused topic gets the
+    // error per partition; asked for all, the refused ones are left out.
+    let authz = Authz::current(broker);
+    let may = |t: &str| authz.topic(AclOperation::Describe, t);
+    let mut refused_rows = Vec::new();
+    let topics = topics.map(|ts| {
+        ts.into_iter()
+            .filter(|(t, ps)| {
+                if !may(t) {
+                    refused_rows.extend(ps.iter().map(|p| (t.clone(), *p)));
+                }
+                may(t)
+            })
+            .collect::<Vec<_>>()
+    });
+    let rows = broker.groups.fetch_offsets(group, topics, member)?;
+    let mut out: FetchedTopics = Vec::new();
+    for (t, p, o) in rows.into_iter().filter(|(t, _, _)| may(t)) {
+        let row = match o {
+            Some(o) => (p, o.offset, o.leader_epoch, o.metadata, 0),
+            None => (p, -1, -1, String::new(), 0),
+        };
+        match out.last_mut() {
+            Some((name, rows)) if *name == t => rows.push(row),
+            _ => out.push((t, vec![row])),
+        }
+    }
+    for (t, p) in refused_rows {
+        let row = (
+            p,
+            -1,
+            -1,
+            String::new(),
+            ResponseError::TopicAuthorizationFailed.code(),
+        );
+        match out.iter_mut().find(|(name, _)| *name == t) {
+            Some((_, rows)) => rows.push(row),
+            None => out.push((t, vec![row])),
+        }
+    }
+    Ok(out)
+}
+
+pub fn offset_fetch(
+    broker: &Arc<Broker>,
+    req: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    let mut resp = OffsetFetchResponse::default();
+    if version >= 8 {
+        for g in req.groups {
+            let topics = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let member = g.member_id.as_deref().map(|m| (m, g.member_epoch));
+            let mut rg = offset_fetch_response::OffsetFetchResponseGroup::default();
+            rg.group_id = g.group_id.clone();
+            match fetch_group(broker, &g.group_id, topics, member) {
+                Err(e) => rg.error_code = e.code(),
+                Ok(topics) => {
+                    for (t, rows) in topics {
+                        let mut rt = offset_fetch_response::OffsetFetchResponseTopics::default();
+                        rt.name = TopicName(strb(t));
+                        for (p, off, epoch, meta, err) in rows {
+                            let mut rp =
+                                offset_fetch_response::OffsetFetchResponsePartitions::default();
+                            rp.partition_index = p;
+                            rp.committed_offset = off;
+                            rp.committed_leader_epoch = epoch;
+                            rp.metadata = Some(strb(meta));
+                            rp.error_code = err;
+                            rt.partitions.push(rp);
+                        }
+                        rg.topics.push(rt);
+                    }
+                }
+            }
+            resp.groups.push(rg);
+        }
+        return resp;
+    }
+    let topics = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect::<Vec<_>>()
+    });
+    let requested = topics.clone();
+    match fetch_group(broker, &req.group_id, topics, None) {
+        Err(e) => {
+            if version >= 2 {
+                resp.error_code = e.code();
+            }
+            // v1 has no top-level error: report it on every partition asked.
+            for (t, ps) in requested.unwrap_or_default() {
+                let mut rt = offset_fetch_response::OffsetFetchResponseTopic::default();
+                rt.name = TopicName(strb(t));
+                for p in ps {
+                    let mut rp = offset_fetch_response::OffsetFetchResponsePartition::default();
+                    rp.partition_index = p;
+                    rp.committed_offset = -1;
+                    rp.committed_leader_epoch = -1;
+                    rp.error_code = e.code();
+                    rt.partitions.push(rp);
+                }
+                resp.topics.push(rt);
+            }
+        }
+        Ok(topics) => {
+            for (t, rows) in topics {
+                let mut rt = offset_fetch_response::OffsetFetchResponseTopic::default();
+                rt.name = TopicName(strb(t));
+                for (p, off, epoch, meta, err) in rows {
+                    let mut rp = offset_fetch_response::OffsetFetchResponsePartition::default();
+                    rp.partition_index = p;
+                    rp.committed_offset = off;
+                    rp.committed_leader_epoch = if version >= 5 { epoch } else { -1 };
+                    rp.metadata = Some(strb(meta));
+                    rp.error_code = err;
+                    rt.partitions.push(rp);
+                }
+                resp.topics.push(rt);
+            }
+        }
+    }
+    resp
+}
+
+pub fn offset_delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let mut resp = OffsetDeleteResponse::default();
+    let group = req.group_id.0.to_string();
+    let tps: Vec<(String, i32)> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.0.to_string(), p.partition_index))
+        })
+        .collect();
+    // Delete on the group, then Read on each topic (refused partitions are
+    // left alone and carry the error).
+    let authz = Authz::current(broker);
+    let (tps, unreadable): (Vec<_>, Vec<_>) = tps
+        .into_iter()
+        .partition(|(t, _)| authz.topic(AclOperation::Read, t));
+    let result = match refused(broker, &group, AclOperation::Delete) {
+        Some(e) => Err(e),
+        None => broker
+            .groups
+            .delete_offsets(broker, &group, tps)
+            .map(|mut rows| {
+                rows.extend(
+                    unreadable
+                        .into_iter()
+                        .map(|tp| (tp, Some(ResponseError::TopicAuthorizationFailed))),
+                );
+                rows
+            }),
+    };
+    match result {
+        Err(e) => resp.error_code = e.code(),
+        Ok(rows) => {
+            for t in req.topics {
+                let mut rt = offset_delete_response::OffsetDeleteResponseTopic::default();
+                rt.name = t.name.clone();
+                for p in t.partitions {
+                    let mut rp = offset_delete_response::OffsetDeleteResponsePartition::default();
+                    rp.partition_index = p.partition_index;
+                    rp.error_code = code(
+                        rows.iter()
+                            .find(|((tn, pi), _)| *tn == *t.name.0 && *pi == p.partition_index)
+                            .and_then(|(_, e)| *e),
+                    );
+                    rt.partitions.push(rp);
+                }
+                resp.topics.push(rt);
+            }
+        }
+    }
+    resp
+}
