@@ -66,6 +66,7 @@ def broker(tmp_path_factory):
     b = AclBroker(tmp_path_factory.mktemp("acl-broker"))
     b.start()
     yield b
+    forget_admins(b)
     b.stop()
 
 
@@ -79,6 +80,12 @@ def admin(b: AclBroker, user: str = "admin") -> AdminClient:
     if key not in _ADMINS:
         _ADMINS[key] = AdminClient(b.conf(user))
     return _ADMINS[key]
+
+
+def forget_admins(b: AclBroker) -> None:
+    """Drops the broker's admin clients (before it stops: they would retry it forever)."""
+    for key in [k for k in _ADMINS if k[0] == b.sasl_port]:
+        del _ADMINS[key]
 
 
 def allow(b: AclBroker, *bindings: AclBinding) -> None:
@@ -315,6 +322,7 @@ def test_acls_survive_a_broker_restart(tmp_path):
         errors = produce_errors(b.conf("bob"), "kept")
         assert errors and all("AUTHORIZATION_FAILED" in e for e in errors), errors
     finally:
+        forget_admins(b)
         b.stop()
 
 
@@ -334,6 +342,7 @@ def test_allow_everyone_if_no_acl_found(tmp_path):
             "an ACL for someone else on the topic: no default allowance"
         assert produce_errors(b.conf("alice"), "guarded") == []
     finally:
+        forget_admins(b)
         b.stop()
 
 
