@@ -7,10 +7,12 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::error::ResponseError;
 use skein_controller::acls::{self, AclOperation, Acls, Decision, ResourceType};
 
 pub use crate::authorizer_config::{AuthorizerConfig, STANDARD_AUTHORIZER};
 use crate::broker::Broker;
+use crate::error::ApiError;
 use crate::principal::Principal;
 
 /// The authorization context of one request: its principal and host, and
@@ -99,6 +101,22 @@ impl Authz {
             .filter(|op| self.allowed(**op, resource_type, name))
             .fold(0, |bits, op| bits | (1 << op.code()))
     }
+}
+
+/// TOPIC_AUTHORIZATION_FAILED, with Kafka's message.
+pub fn topic_denied() -> ApiError {
+    ApiError::new(
+        ResponseError::TopicAuthorizationFailed,
+        "Topic authorization failed.",
+    )
+}
+
+/// CLUSTER_AUTHORIZATION_FAILED, with Kafka's message.
+pub fn cluster_denied() -> ApiError {
+    ApiError::new(
+        ResponseError::ClusterAuthorizationFailed,
+        "Cluster authorization failed.",
+    )
 }
 
 /// Whether a topic may be created (automatically or by CreateTopics):

@@ -15,6 +15,9 @@ pub const CLUSTER_NAME: &str = "kafka-cluster";
 pub const WILDCARD: &str = "*";
 /// The principal that matches every user.
 pub const WILDCARD_PRINCIPAL: &str = "User:*";
+/// Kafka's code for ANY in filters (resource type, pattern, operation,
+/// permission).
+pub const ANY_CODE: i8 = 1;
 
 macro_rules! coded_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident = $code:literal, $text:literal;)* }) => {
@@ -184,6 +187,35 @@ impl AclFilter {
             operation: None,
             permission: None,
         }
+    }
+
+    /// A filter from Kafka's wire codes (1 is ANY for the resource type,
+    /// operation and permission); `None` when a code is unknown.
+    pub fn from_codes(
+        resource_type: i8,
+        resource_name: Option<String>,
+        pattern: i8,
+        principal: Option<String>,
+        host: Option<String>,
+        operation: i8,
+        permission: i8,
+    ) -> Option<Self> {
+        fn any_or<T>(code: i8, from: impl Fn(i8) -> Option<T>) -> Option<Option<T>> {
+            if code == ANY_CODE {
+                Some(None)
+            } else {
+                from(code).map(Some)
+            }
+        }
+        Some(AclFilter {
+            resource_type: any_or(resource_type, ResourceType::from_code)?,
+            resource_name,
+            pattern: PatternFilter::from_code(pattern)?,
+            principal,
+            host,
+            operation: any_or(operation, AclOperation::from_code)?,
+            permission: any_or(permission, AclPermission::from_code)?,
+        })
     }
 
     /// Kafka's `AclBindingFilter.matches`.

@@ -18,17 +18,14 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use skein_controller::acls::{
-    self, AclBinding, AclFilter, AclOperation, AclPermission, PatternFilter, PatternType,
-    ResourceType,
+    self, AclBinding, AclFilter, AclOperation, AclPermission, PatternType, ResourceType,
 };
 
 use super::{str_opt, strb};
-use crate::authorizer::Authz;
+use crate::authorizer::{cluster_denied, Authz};
 use crate::broker::Broker;
 
 const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
-/// Kafka's ANY code in filters.
-const ANY: i8 = 1;
 
 /// A binding from a `CreateAcls` entry; `Err` is the INVALID_REQUEST message.
 fn binding_of(
@@ -53,7 +50,6 @@ fn binding_of(
 
 /// A filter from its wire fields; `None` when a code is unknown (it then
 /// matches nothing when listing, and is refused when deleting).
-#[allow(clippy::too_many_arguments)]
 fn filter_of(
     resource_type: i8,
     name: &Option<StrBytes>,
@@ -63,22 +59,29 @@ fn filter_of(
     operation: i8,
     permission: i8,
 ) -> Option<AclFilter> {
-    fn any_or<T>(code: i8, from: impl Fn(i8) -> Option<T>) -> Option<Option<T>> {
-        if code == ANY {
-            Some(None)
-        } else {
-            from(code).map(Some)
-        }
+    let text = |s: &Option<StrBytes>| s.as_ref().map(|s| s.to_string());
+    AclFilter::from_codes(
+        resource_type,
+        text(name),
+        pattern,
+        text(principal),
+        text(host),
+        operation,
+        permission,
+    )
+}
+
+/// Why every entry of a CreateAcls or DeleteAcls is refused: no authorizer,
+/// or no Alter on the cluster.
+fn refused_whole(authz: &Authz) -> Option<(ResponseError, String)> {
+    if !authz.enabled() {
+        Some((ResponseError::SecurityDisabled, NO_AUTHORIZER.to_string()))
+    } else if !authz.cluster(AclOperation::Alter) {
+        let e = cluster_denied();
+        Some((e.code, e.message))
+    } else {
+        None
     }
-    Some(AclFilter {
-        resource_type: any_or(resource_type, ResourceType::from_code)?,
-        resource_name: name.as_ref().map(|s| s.to_string()),
-        pattern: PatternFilter::from_code(pattern)?,
-        principal: principal.as_ref().map(|s| s.to_string()),
-        host: host.as_ref().map(|s| s.to_string()),
-        operation: any_or(operation, AclOperation::from_code)?,
-        permission: any_or(permission, AclPermission::from_code)?,
-    })
 }
 
 /// Waits (briefly) until this broker's view shows a change the controller
@@ -99,17 +102,7 @@ pub fn create(broker: &Broker, req: CreateAclsRequest) -> CreateAclsResponse {
         r
     };
     let mut resp = CreateAclsResponse::default();
-    let refuse_all = if !authz.enabled() {
-        Some((ResponseError::SecurityDisabled, NO_AUTHORIZER.to_string()))
-    } else if !authz.cluster(AclOperation::Alter) {
-        Some((
-            ResponseError::ClusterAuthorizationFailed,
-            "Cluster authorization failed.".to_string(),
-        ))
-    } else {
-        None
-    };
-    if let Some((code, message)) = refuse_all {
+    if let Some((code, message)) = refused_whole(&authz) {
         resp.results = req
             .creations
             .iter()
@@ -147,8 +140,9 @@ pub fn describe(broker: &Broker, req: DescribeAclsRequest) -> DescribeAclsRespon
         return resp;
     }
     if !authz.cluster(AclOperation::Describe) {
-        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
-        resp.error_message = str_opt("Cluster authorization failed.");
+        let e = cluster_denied();
+        resp.error_code = e.code();
+        resp.error_message = e.message();
         return resp;
     }
     let Some(filter) = filter_of(
@@ -204,17 +198,7 @@ pub fn delete(broker: &Broker, req: DeleteAclsRequest) -> DeleteAclsResponse {
         r
     };
     let mut resp = DeleteAclsResponse::default();
-    let refuse_all = if !authz.enabled() {
-        Some((ResponseError::SecurityDisabled, NO_AUTHORIZER.to_string()))
-    } else if !authz.cluster(AclOperation::Alter) {
-        Some((
-            ResponseError::ClusterAuthorizationFailed,
-            "Cluster authorization failed.".to_string(),
-        ))
-    } else {
-        None
-    };
-    if let Some((code, message)) = refuse_all {
+    if let Some((code, message)) = refused_whole(&authz) {
         resp.filter_results = req
             .filters
             .iter()

@@ -23,7 +23,7 @@ use uuid::Uuid;
 use skein_controller::acls::{AclOperation, ResourceType, CLUSTER_NAME};
 
 use super::strb;
-use crate::authorizer::{may_create, Authz};
+use crate::authorizer::{cluster_denied, may_create, topic_denied, Authz};
 use crate::broker::Broker;
 use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
 use crate::error::ApiError;
@@ -90,10 +90,7 @@ pub fn create_topics(
             ))
         } else if !may_create(&authz, &name) {
             // Before existence: no TOPIC_ALREADY_EXISTS leaks.
-            Err(ApiError::new(
-                ResponseError::TopicAuthorizationFailed,
-                "Authorization failed.",
-            ))
+            Err(forwarded_denied())
         } else {
             create_one(broker, &name, &t, req.validate_only)
         };
@@ -142,6 +139,15 @@ pub fn create_topics(
 }
 
 type Created = (Uuid, i32, i16, BTreeMap<String, String>);
+
+/// TOPIC_AUTHORIZATION_FAILED as Kafka's controller words it for the topic
+/// admin APIs it serves (CreateTopics, DeleteTopics, CreatePartitions).
+fn forwarded_denied() -> ApiError {
+    ApiError::new(
+        ResponseError::TopicAuthorizationFailed,
+        "Authorization failed.",
+    )
+}
 
 fn create_one(
     broker: &Broker,
@@ -250,12 +256,6 @@ pub fn delete_topics(
     // topic's existence is not revealed) and Delete on each.
     let authz = Authz::current(broker);
     let delete_all = authz.cluster(AclOperation::Delete);
-    let auth_failed = || {
-        ApiError::new(
-            ResponseError::TopicAuthorizationFailed,
-            "Authorization failed.",
-        )
-    };
     for (name, id) in targets {
         let mut r = DeletableTopicResult::default();
         r.topic_id = id;
@@ -278,14 +278,14 @@ pub fn delete_topics(
             .map(|n| TopicName(strb(n.clone())));
         let resolved = resolved.and_then(|n| {
             if !describable {
-                Err(auth_failed())
+                Err(forwarded_denied())
             } else if broker.metadata.topic(&n).is_none() {
                 Err(ApiError::new(
                     ResponseError::UnknownTopicOrPartition,
                     format!("topic '{n}' does not exist"),
                 ))
             } else if !delete_all && !authz.topic(AclOperation::Delete, &n) {
-                Err(auth_failed())
+                Err(forwarded_denied())
             } else {
                 Ok(n)
             }
@@ -315,10 +315,7 @@ pub fn create_partitions(
         let outcome = (|| -> Result<(), ApiError> {
             // Alter on the topic (not the cluster), before existence.
             if !authz.topic(AclOperation::Alter, &t.name.0) {
-                return Err(ApiError::new(
-                    ResponseError::TopicAuthorizationFailed,
-                    "Authorization failed.",
-                ));
+                return Err(forwarded_denied());
             }
             let meta = broker.metadata.topic(&t.name.0).ok_or_else(|| {
                 ApiError::new(
@@ -380,10 +377,7 @@ pub fn delete_records(broker: &Arc<Broker>, req: DeleteRecordsRequest) -> Delete
             pr.partition_index = p.partition_index;
             pr.low_watermark = -1;
             let res = if denied {
-                Err(ApiError::new(
-                    ResponseError::TopicAuthorizationFailed,
-                    "Topic authorization failed.",
-                ))
+                Err(topic_denied())
             } else {
                 broker.replicas.get_or_err(&t.name.0, p.partition_index)
             }
@@ -565,10 +559,7 @@ pub fn alter_partition_reassignments(
                 .map(|r| r.into_iter().map(|b| b.0).collect::<Vec<i32>>());
             let outcome = (|| -> Result<(), ApiError> {
                 if denied {
-                    return Err(ApiError::new(
-                        ResponseError::ClusterAuthorizationFailed,
-                        "Cluster authorization failed.",
-                    ));
+                    return Err(cluster_denied());
                 }
                 let meta = broker.metadata.topic(&t.name.0).ok_or_else(|| {
                     ApiError::new(

@@ -14,7 +14,7 @@ use skein_controller::acls::AclOperation;
 
 use super::admin::{SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER};
 use super::strb;
-use crate::authorizer::Authz;
+use crate::authorizer::{cluster_denied, topic_denied, Authz};
 use crate::broker::Broker;
 use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
 use crate::error::ApiError;
@@ -53,15 +53,9 @@ fn config_denied(
     op: AclOperation,
 ) -> Option<ApiError> {
     match resource_type {
-        RESOURCE_TOPIC if !authz.topic(op, name) => Some(ApiError::new(
-            ResponseError::TopicAuthorizationFailed,
-            "Topic authorization failed.",
-        )),
+        RESOURCE_TOPIC if !authz.topic(op, name) => Some(topic_denied()),
         RESOURCE_TOPIC => None,
-        _ if !authz.cluster(op) => Some(ApiError::new(
-            ResponseError::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        )),
+        _ if !authz.cluster(op) => Some(cluster_denied()),
         _ => None,
     }
 }

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicN
 use skein_controller::acls::AclOperation;
 
 use super::strb;
-use crate::authorizer::Authz;
+use crate::authorizer::{cluster_denied, Authz};
 use crate::broker::Broker;
 
 /// Kafka's `ElectionType` codes.
@@ -48,10 +48,7 @@ pub fn handle(broker: &Arc<Broker>, req: ElectLeadersRequest) -> ElectLeadersRes
         result.topic = topic.clone();
         for partition in partitions {
             let outcome = match req.election_type {
-                _ if denied => Err(crate::error::ApiError::new(
-                    ResponseError::ClusterAuthorizationFailed,
-                    "Cluster authorization failed.",
-                )),
+                _ if denied => Err(cluster_denied()),
                 PREFERRED | UNCLEAN => broker
                     .metadata
                     .elect_leader(&topic.0, partition, req.election_type == UNCLEAN)

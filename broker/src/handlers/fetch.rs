@@ -25,7 +25,7 @@ use uuid::Uuid;
 use skein_controller::acls::AclOperation;
 
 use super::strb;
-use crate::authorizer::Authz;
+use crate::authorizer::{topic_denied, Authz};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::partition::Partition;
@@ -102,10 +102,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
                 });
         for fp in &ft.partitions {
             let part = match &meta {
-                _ if denied => Err(ApiError::new(
-                    ResponseError::TopicAuthorizationFailed,
-                    "Topic authorization failed.",
-                )),
+                _ if denied => Err(topic_denied()),
                 Some(m) => broker.replicas.get_or_err(&m.name, fp.partition),
                 None if version >= 13 => Err(ApiError::new(
                     ResponseError::UnknownTopicId,

@@ -8,10 +8,9 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
-use kafka_protocol::error::ResponseError;
 use skein_controller::acls::AclOperation;
 
-use crate::authorizer::Authz;
+use crate::authorizer::{topic_denied, Authz};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::partition::Partition;
@@ -37,10 +36,7 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
             pr.offset = -1;
             pr.leader_epoch = -1;
             let result = if denied {
-                Err(ApiError::new(
-                    ResponseError::TopicAuthorizationFailed,
-                    "Topic authorization failed.",
-                ))
+                Err(topic_denied())
             } else {
                 broker.replicas.get_or_err(&t.name.0, p.partition_index)
             }

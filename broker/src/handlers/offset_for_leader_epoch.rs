@@ -9,12 +9,10 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-use kafka_protocol::error::ResponseError;
 use skein_controller::acls::AclOperation;
 
-use crate::authorizer::Authz;
+use crate::authorizer::{topic_denied, Authz};
 use crate::broker::Broker;
-use crate::error::ApiError;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -35,10 +33,7 @@ pub fn handle(
             out.leader_epoch = -1;
             out.end_offset = -1;
             let result = if denied {
-                Err(ApiError::new(
-                    ResponseError::TopicAuthorizationFailed,
-                    "Topic authorization failed.",
-                ))
+                Err(topic_denied())
             } else {
                 broker.replicas.get_or_err(&t.topic.0, p.partition)
             }

@@ -18,7 +18,7 @@ use skein_controller::acls::AclOperation;
 
 use super::refused_batches::Verdict;
 use super::strb;
-use crate::authorizer::{may_create, Authz};
+use crate::authorizer::{may_create, topic_denied, Authz};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::partition::Partition;
@@ -73,10 +73,7 @@ pub async fn handle(
                     format!("acks must be -1, 0 or 1, got {acks}"),
                 ))
             } else if denied {
-                Err(ApiError::new(
-                    ResponseError::TopicAuthorizationFailed,
-                    "Topic authorization failed.",
-                ))
+                Err(topic_denied())
             } else {
                 match &topic {
                     None if td.name.0.is_empty() => Err(ApiError::new(

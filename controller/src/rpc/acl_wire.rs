@@ -4,11 +4,12 @@
 use super::pb::{self, request};
 use crate::acls::{
     AclBinding, AclFilter, AclOperation, AclPermission, PatternFilter, PatternType, ResourceType,
+    ANY_CODE,
 };
 use crate::event::Event;
 
 /// Kafka's ANY code in filters.
-const ANY: i32 = 1;
+const ANY: i32 = ANY_CODE as i32;
 
 pub fn binding_to_pb(b: &AclBinding) -> pb::AclBinding {
     pb::AclBinding {
@@ -57,22 +58,15 @@ fn filter_to_pb(f: &AclFilter) -> pb::AclFilter {
 
 /// `None` for a code this controller does not know.
 fn filter_from_pb(f: pb::AclFilter) -> Option<AclFilter> {
-    fn any_or<T>(c: i32, from: impl Fn(i8) -> Option<T>) -> Option<Option<T>> {
-        if c == ANY {
-            Some(None)
-        } else {
-            from(code(c)).map(Some)
-        }
-    }
-    Some(AclFilter {
-        resource_type: any_or(f.resource_type, ResourceType::from_code)?,
-        resource_name: f.resource_name,
-        pattern: PatternFilter::from_code(code(f.pattern_type))?,
-        principal: f.principal,
-        host: f.host,
-        operation: any_or(f.operation, AclOperation::from_code)?,
-        permission: any_or(f.permission, AclPermission::from_code)?,
-    })
+    AclFilter::from_codes(
+        code(f.resource_type),
+        f.resource_name,
+        code(f.pattern_type),
+        f.principal,
+        f.host,
+        code(f.operation),
+        code(f.permission),
+    )
 }
 
 pub fn create_acls_to_pb(bindings: &[AclBinding]) -> request::Kind {
