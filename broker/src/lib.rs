@@ -25,6 +25,7 @@ pub mod replication;
 pub mod request_context;
 pub mod sasl;
 pub mod server;
+pub mod ssl_principal;
 pub mod system;
 pub mod tls;
 

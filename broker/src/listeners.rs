@@ -128,6 +128,9 @@ pub struct TlsSettings {
     /// `ssl.enabled.protocols`: TLSv1.2 and/or TLSv1.3.
     pub tls12: bool,
     pub tls13: bool,
+    /// `ssl.principal.mapping.rules` (checked): how a client certificate's
+    /// subject becomes a principal.
+    pub principal_mapping_rules: String,
 }
 
 /// One listener.
@@ -574,6 +577,16 @@ fn tls_settings(
             "no protocol enabled",
         ));
     }
+    let principal_mapping_rules = get("ssl.principal.mapping.rules")
+        .unwrap_or("DEFAULT")
+        .to_string();
+    if let Err(e) = crate::ssl_principal::PrincipalMapper::parse(&principal_mapping_rules) {
+        return Err(bad(
+            &key_name("ssl.principal.mapping.rules"),
+            &principal_mapping_rules,
+            e,
+        ));
+    }
     Ok(TlsSettings {
         key,
         chain,
@@ -581,6 +594,7 @@ fn tls_settings(
         client_auth,
         tls12,
         tls13,
+        principal_mapping_rules,
     })
 }
 

@@ -28,6 +28,8 @@ pub struct Metrics {
     /// SASL authentications by listener, mechanism and result
     /// (`success`, `failure`).
     pub sasl_authentications: IntCounterVec,
+    /// TLS clients turned away (failed handshake, certificate refused) by listener
+    pub ssl_authentication_failures: IntCounterVec,
     pub log_size: IntGaugeVec,
     pub log_segments: IntGaugeVec,
     pub log_start_offset: IntGaugeVec,
@@ -129,6 +131,11 @@ impl Metrics {
             "SASL authentications by listener, mechanism and result (success, failure).",
             &["listener", "mechanism", "result"],
         );
+        let ssl_authentication_failures = counter(
+            "skein_ssl_authentication_failures_total",
+            "TLS clients turned away by listener: a failed handshake (untrusted, expired or missing certificate, a plaintext client) or a certificate subject no ssl.principal.mapping.rules rule applies to.",
+            &["listener"],
+        );
         let pl = &["topic", "partition"];
         let log_size = gauge(
             "skein_log_size_bytes",
@@ -219,6 +226,7 @@ impl Metrics {
             request_latency,
             connections,
             sasl_authentications,
+            ssl_authentication_failures,
             log_size,
             log_segments,
             log_start_offset,

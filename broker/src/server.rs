@@ -20,9 +20,6 @@ use crate::handlers;
 use crate::listeners::ListenerConfig;
 use crate::tls::TlsReloader;
 
-/// How long a client has to complete the TLS handshake.
-const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// A listener as the accept loop serves it.
 pub struct Listener {
     /// The listener's name (`PLAINTEXT`, `SSL`, `INTERNAL`, …): Metadata
@@ -94,29 +91,30 @@ async fn serve_connection(
     stream.set_nodelay(true)?;
     let Some(tls) = &spec.tls else {
         let (rd, wr) = stream.into_split();
-        return handle_connection(broker, rd, wr, peer, spec).await;
+        return handle_connection(broker, rd, wr, peer, spec, None).await;
     };
     // A plaintext client on a TLS port, an untrusted or expired client
-    // certificate: the handshake fails, the connection closes, nothing
-    // else is affected. Logged once per listener every 10 s (a client
-    // retrying in a loop would otherwise fill the log).
-    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream))
-        .await
-    {
-        Ok(Ok(s)) => s,
-        failed => {
-            let why = match failed {
-                Ok(Err(e)) => e.to_string(),
-                _ => "timed out".to_string(),
-            };
+    // certificate, a subject no mapping rule applies to: the connection
+    // closes, nothing else is affected. Logged once per listener every
+    // 10 s (a client retrying in a loop would otherwise fill the log).
+    let (stream, principal) = match tls.accept(stream).await {
+        Ok(accepted) => accepted,
+        Err(why) => {
+            broker
+                .metrics
+                .ssl_authentication_failures
+                .with_label_values(&[&*spec.name])
+                .inc();
             if let Some(left_out) = broker.log_throttle.allow(&format!("tls {}", spec.name)) {
-                info!(%peer, listener = %spec.name, error = %why, left_out, "TLS handshake failed");
+                info!(%peer, listener = %spec.name, error = %why, left_out, "TLS client turned away");
             }
             return Ok(());
         }
     };
+    // SASL_SSL: the SASL login is the principal, not the certificate.
+    let principal = principal.filter(|_| spec.sasl.is_none());
     let (rd, wr) = tokio::io::split(stream);
-    handle_connection(broker, rd, wr, peer, spec).await
+    handle_connection(broker, rd, wr, peer, spec, principal).await
 }
 
 /// Why a connection is closed instead of answered.
@@ -138,9 +136,13 @@ async fn handle_connection(
     mut wr: impl AsyncWrite + Unpin,
     peer: std::net::SocketAddr,
     spec: &Listener,
+    principal: Option<crate::principal::Principal>,
 ) -> Result<(), ConnectionError> {
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
     let mut session = crate::sasl::Session::new(spec.name.clone(), spec.sasl.clone(), Some(peer));
+    if let Some(p) = principal {
+        session.set_principal(p);
+    }
     let max = broker.config.socket_request_max_bytes;
     let mut stopped = broker.stopped();
     loop {

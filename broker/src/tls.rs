@@ -10,9 +10,16 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
 use tracing::{info, warn};
 
 use crate::listeners::{ClientAuth, Pem, TlsSettings};
+use crate::principal::Principal;
+use crate::ssl_principal::{subject_name, PrincipalMapper};
+
+/// How long a client has to complete the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often the files are looked at for a change (at most once per this
 /// long, on a new connection).
@@ -25,6 +32,8 @@ pub struct TlsReloader {
     current: RwLock<Arc<ServerConfig>>,
     /// When the files were last looked at, and what they looked like then.
     checked: Mutex<(Instant, Vec<FileStamp>)>,
+    /// `ssl.principal.mapping.rules`.
+    mapper: PrincipalMapper,
 }
 
 /// A file's modification time and size (`None`: cannot be read).
@@ -36,7 +45,10 @@ impl TlsReloader {
     pub fn new(listener: &str, settings: TlsSettings) -> Result<Self, String> {
         let stamps = stamps(&settings);
         let config = build(&settings).map_err(|e| format!("listener {listener}: {e}"))?;
+        let mapper = PrincipalMapper::parse(&settings.principal_mapping_rules)
+            .map_err(|e| format!("listener {listener}: ssl.principal.mapping.rules: {e}"))?;
         Ok(Self {
+            mapper,
             listener: listener.to_string(),
             settings,
             current: RwLock::new(Arc::new(config)),
@@ -48,6 +60,36 @@ impl TlsReloader {
     pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
         self.reload_if_changed();
         tokio_rustls::TlsAcceptor::from(self.current.read().expect("tls config lock").clone())
+    }
+
+    /// The TLS handshake with a new client (within
+    /// [`TLS_HANDSHAKE_TIMEOUT`]) and who the client is. Err: why it is
+    /// turned away.
+    pub async fn accept(
+        &self,
+        stream: TcpStream,
+    ) -> Result<(TlsStream<TcpStream>, Option<Principal>), String> {
+        let stream =
+            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, self.acceptor().accept(stream)).await
+            {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(format!("TLS handshake failed: {e}")),
+                Err(_) => return Err("TLS handshake timed out".to_string()),
+            };
+        let principal = self.principal(stream.get_ref().1)?;
+        Ok((stream, principal))
+    }
+
+    /// Who a client that completed the handshake is: `User:<mapped subject>`
+    /// of its certificate, `None` without one (`User:ANONYMOUS`, as in
+    /// Kafka). A subject no mapping rule applies to is an error: the
+    /// client is not authenticated.
+    fn principal(&self, conn: &rustls::ServerConnection) -> Result<Option<Principal>, String> {
+        let Some(cert) = conn.peer_certificates().and_then(|c| c.first()) else {
+            return Ok(None);
+        };
+        let dn = subject_name(cert)?;
+        Ok(Some(Principal::user(self.mapper.map(&dn)?)))
     }
 
     fn reload_if_changed(&self) {

@@ -69,7 +69,7 @@ class Member:
         self.proc.wait(10)
 
     def diag(self) -> str:
-        def tail(p, n=25):
+        def tail(p, n=40):
             try:
                 return "\n".join(p.read_text(errors="replace").splitlines()[-n:])
             except FileNotFoundError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -27,6 +28,13 @@ def main() -> int:
     ap.add_argument("--timeout-ms", type=int, default=120000)
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     args = ap.parse_args()
+
+    # The coordinator's join/sync/heartbeat steps go to stderr, which a failing
+    # test prints (the tail of it): enough to tell a lost response from a
+    # client that never sent its request.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
 
     from kafka import KafkaConsumer
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor

@@ -17,8 +17,10 @@ def make_ca(d: Path, name: str) -> None:
 
 
 def make_cert(d: Path, name: str, ca: str, cn: str, san: str | None) -> None:
-    """`name`.key (PKCS#8) and `name`.pem signed by `ca`; `name`-keystore.pem holds both."""
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout", f"{name}.key",
+    """`name`.key (PKCS#8) and `name`.pem signed by `ca`; `name`-keystore.pem holds both. `cn` is the
+    common name, or a whole subject in openssl's form when it starts with '/'."""
+    subject = cn if cn.startswith("/") else f"/CN={cn}"
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", f"{name}.key",
             "-out", f"{name}.csr", cwd=d)
     ext = d / f"{name}.ext"
     ext.write_text(f"subjectAltName={san}\n" if san else "basicConstraints=CA:FALSE\n")

@@ -149,6 +149,64 @@ def test_wrong_protocol_on_a_port_fails_and_the_broker_keeps_serving(tls_broker,
     assert tls_broker.running()
 
 
+def test_certificate_subjects_are_principals_mapped_by_kafkas_rules(pki, tmp_path, topic):
+    """mTLS principals as Kafka makes them: the subject in RFC 2253 form, mapped by
+    ssl.principal.mapping.rules, authorized by ACLs; super.users names a certificate principal
+    (a ';'-separated list, since names hold commas); a subject no rule maps is turned away."""
+    if __import__("os").environ.get("E2E_TARGET", "skein") != "skein":
+        pytest.skip("configures skein-broker's listeners")
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType)
+    # openssl writes the subject in the order given; Java (and Kafka) print it the other way round.
+    make_cert(pki, "app-alice", "ca", "/O=skein/OU=apps/CN=Alice", None)
+    make_cert(pki, "ops-admin", "ca", "/O=skein/CN=admin", None)
+    make_cert(pki, "stranger", "ca", "/O=elsewhere/CN=stranger", None)
+    b = SkeinBroker(tmp_path / "broker", {})
+    mtls_port = free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{b.port},MTLS://127.0.0.1:{mtls_port}"
+    b.overrides.update({
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki / "server-keystore.pem"),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki / "ca.pem"),
+        "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules":
+            "RULE:^CN=([A-Za-z]+),OU=apps,O=skein$/$1/L, RULE:^(CN=[a-z]+,O=skein)$/$1/",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:CN=admin,O=skein;User:nobody",
+    })
+    b.start()
+    try:
+        admin_conf = ssl_conf(pki, mtls_port, client="ops-admin")
+        alice_conf = ssl_conf(pki, mtls_port, client="app-alice")
+        create_topic(admin_conf, topic, 1)  # a super user by its certificate's name
+        errors = produce(alice_conf, topic, 5, timeout=10)
+        assert errors and any("AUTHORIZATION" in e for e in errors), errors
+        a = AdminClient(admin_conf)
+        acl = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW)
+        for f in a.create_acls([acl]).values():
+            f.result(30)
+        # The rule lower-cased CN=Alice: the ACL for User:alice applies.
+        assert produce(alice_conf, topic, 20) == []
+        # A certificate the truststore accepts but no rule maps: the client is not authenticated.
+        errors = produce({**ssl_conf(pki, mtls_port, client="stranger"), "socket.timeout.ms": 5000}, topic, 1,
+                         timeout=6)
+        assert errors, "a certificate no mapping rule applies to was served"
+        assert produce(alice_conf, topic, 5) == []
+        text = __import__("urllib.request").request.urlopen(
+            f"http://127.0.0.1:{b.metrics_port}/metrics", timeout=10).read().decode()
+        failures = [line for line in text.splitlines()
+                    if line.startswith('skein_ssl_authentication_failures_total{listener="MTLS"}')]
+        assert failures and float(failures[0].split()[-1]) >= 1, failures
+    finally:
+        b.stop()
+
+
 def test_kcat_over_ssl(tls_broker, pki, topic):
     tls = ["-X", "security.protocol=ssl", "-X", f"ssl.ca.location={pki / 'ca.pem'}"]
     b = f"127.0.0.1:{tls_broker.ssl_port}"

@@ -19,7 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::classic_group::{
     ClassicGroup, Effect, GroupState, JoinOutcome, JoinRequest, JoinResponse, SyncOutcome,
@@ -269,8 +269,16 @@ impl GroupCoordinator {
                     }
                 }
                 Effect::Join(m, r) => {
-                    if let Some(tx) = st.join_waiters.remove(&(group.to_string(), m)) {
-                        let _ = tx.send(r);
+                    let generation = r.generation;
+                    match st.join_waiters.remove(&(group.to_string(), m.clone())) {
+                        Some(tx) => {
+                            if tx.send(r).is_err() {
+                                debug!(group, member = %m, generation, "JoinGroup response not delivered: the request was dropped");
+                            }
+                        }
+                        None => {
+                            warn!(group, member = %m, generation, "JoinGroup response for a member with no request waiting")
+                        }
                     }
                 }
                 Effect::Sync(m, mut r) => {
@@ -278,8 +286,15 @@ impl GroupCoordinator {
                         r.error = Some(ResponseError::CoordinatorNotAvailable);
                         r.assignment = Bytes::new();
                     }
-                    if let Some(tx) = st.sync_waiters.remove(&(group.to_string(), m)) {
-                        let _ = tx.send(r);
+                    match st.sync_waiters.remove(&(group.to_string(), m.clone())) {
+                        Some(tx) => {
+                            if tx.send(r).is_err() {
+                                debug!(group, member = %m, "SyncGroup response not delivered: the request was dropped");
+                            }
+                        }
+                        None => {
+                            warn!(group, member = %m, "SyncGroup response for a member with no request waiting")
+                        }
                     }
                 }
             }
@@ -341,7 +356,15 @@ impl GroupCoordinator {
                 }
                 JoinOutcome::Wait(id) => {
                     let (tx, rx) = oneshot::channel();
-                    st.join_waiters.insert((group.to_string(), id), tx);
+                    if st
+                        .join_waiters
+                        .insert((group.to_string(), id.clone()), tx)
+                        .is_some()
+                    {
+                        // The earlier request (dropped sender) is answered
+                        // UNKNOWN_MEMBER_ID.
+                        debug!(group, member = %id, "a second JoinGroup replaces the one waiting");
+                    }
                     self.apply(&mut st, broker, group, effects);
                     rx
                 }

@@ -112,6 +112,11 @@ impl Session {
         Self::new("PLAINTEXT".into(), None, None)
     }
 
+    /// The principal the transport established (a client certificate).
+    pub fn set_principal(&mut self, principal: Principal) {
+        self.principal = principal;
+    }
+
     pub fn principal(&self) -> &Principal {
         &self.principal
     }
