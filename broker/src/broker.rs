@@ -152,6 +152,7 @@ impl Broker {
                 partition_max_bytes: config.replica_fetch_max_bytes,
                 response_max_bytes: config.replica_fetch_response_max_bytes,
                 backoff_ms: config.replica_fetch_backoff_ms,
+                security: config.inter_broker_security.clone(),
             },
             addresses,
             Arc::new(move || epoch_of.broker_epoch()),

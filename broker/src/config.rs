@@ -98,6 +98,8 @@ pub struct BrokerConfig {
     pub advertised_port: i32,
     /// Every listener (`listeners`, `listener.security.protocol.map`, …).
     pub listeners: Vec<crate::listeners::ListenerConfig>,
+    /// The client side of the inter-broker listener (replication).
+    pub inter_broker_security: crate::inter_broker::InterBrokerSecurity,
     /// `inter.broker.listener.name`.
     pub inter_broker_listener: String,
     pub metrics_listen: Option<SocketAddr>,
@@ -196,16 +198,17 @@ impl BrokerConfig {
             .iter()
             .find(|l| l.name == inter_broker_listener)
             .expect("the inter-broker listener is one of the listeners");
-        if control_mode(&raw) && inter.protocol != crate::listeners::SecurityProtocol::Plaintext {
-            return Err(ConfigError::Value {
-                key: "inter.broker.listener.name".into(),
-                value: inter_broker_listener.clone(),
-                reason: format!(
-                    "replication over {} is not supported by this version of Skein; name a PLAINTEXT listener",
-                    inter.protocol.name()
-                ),
-            });
-        }
+        // How this broker connects to the others' inter-broker listener.
+        let inter_broker_security = match control_mode(&raw) {
+            true => crate::inter_broker::InterBrokerSecurity::from_config(&raw, inter).map_err(
+                |(key, reason)| ConfigError::Value {
+                    value: raw.get(&key).cloned().unwrap_or_default(),
+                    key,
+                    reason,
+                },
+            )?,
+            false => Default::default(),
+        };
         let (adv_host, adv_port) = (inter.advertised_host.clone(), inter.advertised_port);
         let metrics_listen = match get("metrics.listen") {
             Some("") => None,
@@ -225,6 +228,7 @@ impl BrokerConfig {
             advertised_port: adv_port,
             listeners,
             inter_broker_listener,
+            inter_broker_security,
             metrics_listen,
             control_listen,
             rack: get("broker.rack").map(str::to_string),

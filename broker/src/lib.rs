@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod group;
 pub mod handlers;
+pub mod inter_broker;
 pub mod jaas;
 pub mod listeners;
 pub mod log_throttle;

@@ -209,7 +209,7 @@ class KafkaBroker(Broker):
         # The port accepts before the broker is unfenced: wait until metadata lists broker 1.
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        admin = AdminClient({**self.client_conf(), "log_level": 3})
         last = None
         while time.monotonic() < deadline:
             try:
@@ -285,7 +285,12 @@ class LocalCluster:
     name = "skein-local"
 
     def __init__(self, workdir: Path, brokers: int = 3, overrides: dict[str, str] | None = None,
-                 host_template: str | None = None, launcher: str | None = None):
+                 host_template: str | None = None, launcher: str | None = None, tls: bool = False,
+                 client_conf: dict[str, str] | None = None):
+        """`tls`: `skein-operator local --tls`; `client_conf`: the security settings clients need
+        (with `tls`, the client settings the operator writes are added)."""
+        self.tls = tls
+        self.security = dict(client_conf or {})
         self.host_template = host_template
         self.launcher = launcher
         self.workdir = Path(workdir)
@@ -326,6 +331,8 @@ class LocalCluster:
             cmd += ["--broker-host-template", self.host_template]
         if self.launcher:
             cmd += ["--launcher", self.launcher]
+        if self.tls:
+            cmd += ["--tls"]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         return cmd
@@ -349,7 +356,7 @@ class LocalCluster:
             time.sleep(0.1)
         # listening is not enough: every broker must have registered with the controller
         from confluent_kafka.admin import AdminClient
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        admin = AdminClient({**self.client_conf(), "log_level": 3})
         while len(admin.list_topics(timeout=10).brokers) < self.n:
             if time.monotonic() > deadline:
                 raise RuntimeError("brokers not registered in time:\n" + self.log_tail(80))
@@ -365,6 +372,14 @@ class LocalCluster:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
             return None
+
+    def client_conf(self) -> dict[str, str]:
+        """confluent-kafka settings for this cluster: bootstrap and security."""
+        conf = {"bootstrap.servers": self.bootstrap, **self.security}
+        if self.tls:
+            text = (self.data_dir / "tls" / "client-librdkafka.properties").read_text()
+            conf.update(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        return conf
 
     def broker_pid(self, broker_id: int) -> int | None:
         """The pid of broker `broker_id`'s current process."""

@@ -18,6 +18,7 @@ pub mod kafka_admin;
 pub mod kubernetes;
 pub mod leader;
 pub mod local;
+pub mod local_tls;
 pub mod metrics;
 pub mod reconcile;
 pub mod status;

@@ -48,6 +48,9 @@ pub struct LocalOptions {
     /// A command line that runs each broker, `{id}` replaced
     /// (e.g. `ip netns exec skein-{id}`); the broker's own command follows it.
     pub launcher: Option<String>,
+    /// Kafka ports over TLS (client certificates required), replication
+    /// too, with a throwaway CA under `<data_dir>/tls`.
+    pub tls: bool,
 }
 
 /// One broker this process supervises.
@@ -60,6 +63,8 @@ struct BrokerProcess {
     log: PathBuf,
     child: Option<Child>,
     restarts: u32,
+    /// This broker's own configs (its TLS listener).
+    own: Vec<String>,
 }
 
 impl BrokerProcess {
@@ -89,7 +94,7 @@ impl BrokerProcess {
             .arg(&self.control)
             .arg("--metrics-listen")
             .arg(&self.metrics);
-        for o in extra.iter().chain(&opts.overrides) {
+        for o in extra.iter().chain(&self.own).chain(&opts.overrides) {
             cmd.arg("--override").arg(o);
         }
         cmd.stdin(Stdio::null())
@@ -275,9 +280,32 @@ pub async fn run_local(
                 log: opts.data_dir.join(format!("broker-{id}.log")),
                 child: None,
                 restarts: 0,
+                own: Vec::new(),
             }
         })
         .collect();
+    let pki = match opts.tls {
+        true => {
+            let hosts: Vec<(i32, String)> = brokers
+                .iter()
+                .map(|b| {
+                    (
+                        b.id,
+                        b.kafka
+                            .rsplit_once(':')
+                            .map(|(h, _)| h.to_string())
+                            .unwrap_or_default(),
+                    )
+                })
+                .collect();
+            let pki = crate::local_tls::make(&opts.data_dir.join("tls"), &hosts)?;
+            for b in &mut brokers {
+                b.own = pki.broker_overrides(b.id, &b.kafka);
+            }
+            Some(pki)
+        }
+        false => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions = Vec::new();
     for b in &mut brokers {
@@ -307,6 +335,17 @@ pub async fn run_local(
         opts.metrics_listen,
         opts.data_dir.join("controller").display()
     );
+    if let Some(pki) = &pki {
+        println!(
+            "  TLS (client certificates required), CA and certificates in {}",
+            pki.dir.display()
+        );
+        println!(
+            "  client settings: {} (confluent-kafka, kcat -F), {} (Java tools --command-config)",
+            pki.librdkafka_properties.display(),
+            pki.java_properties.display()
+        );
+    }
     println!("Ctrl-C stops the cluster.");
 
     tokio::pin!(shutdown);

@@ -72,6 +72,11 @@ struct LocalArgs {
     /// (e.g. `ip netns exec skein-{id}`).
     #[arg(long, value_name = "COMMAND")]
     launcher: Option<String>,
+    /// Serve the Kafka ports over TLS with client certificates required
+    /// and replicate over TLS: a throwaway CA and certificates are made
+    /// under <data-dir>/tls, and the client settings are printed.
+    #[arg(long)]
+    tls: bool,
 }
 
 #[derive(clap::Args)]
@@ -144,6 +149,7 @@ fn main() -> ExitCode {
                 session_timeout_ms: args.session_timeout_ms,
                 broker_host_template: args.broker_host_template,
                 launcher: args.launcher,
+                tls: args.tls,
             };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(r) => r,

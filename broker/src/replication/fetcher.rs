@@ -16,7 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
-use super::client::BrokerClient;
+use super::client::{BrokerClient, ClientError};
 use crate::partition::TopicPartition;
 use crate::partition::{Partition, TruncateTo};
 
@@ -44,6 +44,8 @@ pub struct FetcherConfig {
     pub response_max_bytes: i32,
     /// `replica.fetch.backoff.ms`
     pub backoff_ms: u64,
+    /// The inter-broker listener's protocol, client side.
+    pub security: crate::inter_broker::InterBrokerSecurity,
 }
 
 /// The partitions one fetcher task fetches, with the leader epoch each was
@@ -156,6 +158,7 @@ async fn run(
 ) {
     let backoff = Duration::from_millis(config.backoff_ms.max(10));
     let mut conn: Option<BrokerClient> = None;
+    // Storage and authentication errors: logged once per key every 10 s.
     let storage_errors = crate::log_throttle::LogThrottle::new(Duration::from_secs(10));
     loop {
         let assigned: Vec<(Arc<Partition>, i32)> = partitions
@@ -174,9 +177,21 @@ async fn run(
                 tokio::time::sleep(backoff).await;
                 continue;
             };
-            let connect = BrokerClient::connect(&addr, format!("replica-{}", config.local_id));
+            let connect = BrokerClient::connect(
+                &addr,
+                format!("replica-{}", config.local_id),
+                &config.security,
+            );
             match tokio::time::timeout(Duration::from_secs(5), connect).await {
                 Ok(Ok(c)) => conn = Some(c),
+                Ok(Err(e @ ClientError::Auth(_))) => {
+                    // A configuration problem, not a passing one: say so.
+                    if storage_errors.allow(&format!("auth {leader}")).is_some() {
+                        warn!(leader, %addr, error = %e, "cannot authenticate to the leader");
+                    }
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
                 Ok(Err(e)) => {
                     debug!(leader, %addr, error = %e, "cannot connect to leader");
                     tokio::time::sleep(backoff).await;

@@ -13,6 +13,9 @@
 //! against the controller's salted credentials ([`scram`]).
 
 pub mod scram;
+pub mod scram_client;
+
+pub use scram::constant_time_eq;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,11 +45,6 @@ fn strb(s: &str) -> StrBytes {
 
 fn str_opt(s: impl Into<String>) -> Option<StrBytes> {
     Some(StrBytes::from_string(s.into()))
-}
-
-/// Equality that takes as long for every pair of equal-length inputs.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A connection's authentication state and principal.

@@ -1,0 +1,179 @@
+//! `skein-operator local --tls`: a throwaway certificate authority, a
+//! certificate per broker (its host as the subject alternative name, used
+//! for both serving clients and replicating from the other brokers) and a
+//! client certificate, written under `<data-dir>/tls/` with the client
+//! settings a user needs. Made anew on every start: it is for trying TLS
+//! and mutual TLS on a laptop, not for production.
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+
+/// What was written.
+pub struct LocalPki {
+    pub dir: PathBuf,
+    pub ca: PathBuf,
+    /// Per broker id: one PEM file with the private key and the chain.
+    pub broker_keystores: Vec<(i32, PathBuf)>,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    pub client_keystore: PathBuf,
+    /// confluent-kafka / librdkafka and Java client properties.
+    pub librdkafka_properties: PathBuf,
+    pub java_properties: PathBuf,
+}
+
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    std::io::Write::write_all(&mut f, text.as_bytes())?;
+    Ok(())
+}
+
+fn leaf(
+    cn: &str,
+    sans: Vec<String>,
+    issuer: &CertifiedIssuer<'_, KeyPair>,
+) -> anyhow::Result<(String, String)> {
+    let mut params = CertificateParams::new(sans)?;
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "skein-local");
+    params.distinguished_name.push(DnType::CommonName, cn);
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Makes the CA and certificates for `brokers` (id, host) under `dir`.
+pub fn make(dir: &Path, brokers: &[(i32, String)]) -> anyhow::Result<LocalPki> {
+    std::fs::create_dir_all(dir)?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "skein local CA");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    let ca_path = dir.join("ca.pem");
+    std::fs::write(&ca_path, ca.pem())?;
+
+    let mut broker_keystores = Vec::new();
+    for (id, host) in brokers {
+        let mut sans = vec![host.clone()];
+        if host != "localhost" {
+            sans.push("localhost".into());
+        }
+        let (cert, key) = leaf(&format!("skein-broker-{id}"), sans, &ca)?;
+        let path = dir.join(format!("broker-{id}-keystore.pem"));
+        write_private(&path, &format!("{key}{cert}"))?;
+        broker_keystores.push((*id, path));
+    }
+
+    let (cert, key) = leaf("skein-client", Vec::new(), &ca)?;
+    let client_cert = dir.join("client.pem");
+    let client_key = dir.join("client.key");
+    let client_keystore = dir.join("client-keystore.pem");
+    std::fs::write(&client_cert, &cert)?;
+    write_private(&client_key, &key)?;
+    write_private(&client_keystore, &format!("{key}{cert}"))?;
+
+    let librdkafka_properties = dir.join("client-librdkafka.properties");
+    std::fs::write(
+        &librdkafka_properties,
+        format!(
+            "security.protocol=ssl\nssl.ca.location={}\nssl.certificate.location={}\nssl.key.location={}\n",
+            ca_path.display(),
+            client_cert.display(),
+            client_key.display()
+        ),
+    )?;
+    let java_properties = dir.join("client.properties");
+    std::fs::write(
+        &java_properties,
+        format!(
+            "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\nssl.keystore.type=PEM\nssl.keystore.location={}\n",
+            ca_path.display(),
+            client_keystore.display()
+        ),
+    )?;
+    Ok(LocalPki {
+        dir: dir.to_path_buf(),
+        ca: ca_path,
+        broker_keystores,
+        client_cert,
+        client_key,
+        client_keystore,
+        librdkafka_properties,
+        java_properties,
+    })
+}
+
+impl LocalPki {
+    /// The broker configs that serve its Kafka port over TLS with client
+    /// certificates required, and replicate over it.
+    pub fn broker_overrides(&self, id: i32, kafka: &str) -> Vec<String> {
+        let keystore = self
+            .broker_keystores
+            .iter()
+            .find(|(b, _)| *b == id)
+            .map(|(_, p)| p.display().to_string())
+            .unwrap_or_default();
+        vec![
+            format!("listeners=SSL://{kafka}"),
+            format!("advertised.listeners=SSL://{kafka}"),
+            "listener.security.protocol.map=SSL:SSL".into(),
+            "inter.broker.listener.name=SSL".into(),
+            "ssl.keystore.type=PEM".into(),
+            format!("ssl.keystore.location={keystore}"),
+            "ssl.truststore.type=PEM".into(),
+            format!("ssl.truststore.location={}", self.ca.display()),
+            "ssl.client.auth=required".into(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_a_ca_broker_keystores_and_client_settings() {
+        let d = tempfile::tempdir().unwrap();
+        let pki = make(
+            d.path(),
+            &[(1, "127.0.0.1".into()), (2, "broker-2.local".into())],
+        )
+        .unwrap();
+        let ks = std::fs::read_to_string(&pki.broker_keystores[0].1).unwrap();
+        assert!(ks.contains("BEGIN PRIVATE KEY") && ks.contains("BEGIN CERTIFICATE"));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&pki.client_key)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "the client key is readable by others");
+        let o = pki.broker_overrides(2, "broker-2.local:9093");
+        assert!(o.contains(&"listeners=SSL://broker-2.local:9093".to_string()));
+        assert!(o.iter().any(|l| l.ends_with("broker-2-keystore.pem")));
+        let props = std::fs::read_to_string(&pki.librdkafka_properties).unwrap();
+        assert!(props.contains("security.protocol=ssl"));
+    }
+}
