@@ -109,7 +109,7 @@ impl Broker {
         let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
         let remote = crate::remote_controller::RemoteController::new(config.node_id);
         remote.set_cluster_id(meta.cluster_id.clone());
-        let server = remote.serve(addr).await?;
+        let server = remote.serve(addr, config.control_tls.as_ref()).await?;
         tracing::info!(%addr, "waiting for the controller's session");
         let broker = Self::start(config, remote, false, meta).await?;
         broker.spawn(server);

@@ -106,6 +106,8 @@ pub struct BrokerConfig {
     /// `control.listen`: where the controller's session arrives (cluster
     /// mode); `None` runs a controller in this process (single node).
     pub control_listen: Option<SocketAddr>,
+    /// Mutual TLS on the control port (`control.ssl.*`).
+    pub control_tls: Option<ControlTls>,
     pub rack: Option<String>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -219,6 +221,7 @@ impl BrokerConfig {
             None | Some("") => None,
             Some(c) => Some(parse_val::<SocketAddr>("control.listen", c)?),
         };
+        let control_tls = control_tls(&raw)?;
         let log_defaults = log_config_from(&raw, &LogConfig::default(), true)?;
         let mut cfg = BrokerConfig {
             node_id: num(&raw, "node.id", 1)?,
@@ -231,6 +234,7 @@ impl BrokerConfig {
             inter_broker_security,
             metrics_listen,
             control_listen,
+            control_tls,
             rack: get("broker.rack").map(str::to_string),
             num_partitions: num(&raw, "num.partitions", 1)?,
             default_replication_factor: num(&raw, "default.replication.factor", 1)?,
@@ -571,6 +575,37 @@ fn num<T: std::str::FromStr>(
 
 fn boolean(raw: &BTreeMap<String, String>, key: &str, default: bool) -> Result<bool, ConfigError> {
     num(raw, key, default)
+}
+
+/// The control port's TLS: the broker's certificate, the CA the
+/// controller's certificate must chain to, and optionally the controller
+/// certificate's exact subject (RFC 2253, as Java prints it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlTls {
+    pub files: skein_controller::rpc::tls::ControlTlsFiles,
+    pub controller_subject: Option<String>,
+}
+
+fn control_tls(raw: &BTreeMap<String, String>) -> Result<Option<ControlTls>, ConfigError> {
+    let get = |k: &str| raw.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
+    let keystore = get("control.ssl.keystore.location");
+    let truststore = get("control.ssl.truststore.location");
+    let subject = get("control.ssl.controller.subject").map(str::to_string);
+    match (keystore, truststore) {
+        (None, None) if subject.is_none() => Ok(None),
+        (Some(k), Some(t)) => Ok(Some(ControlTls {
+            files: skein_controller::rpc::tls::ControlTlsFiles {
+                keystore: PathBuf::from(k),
+                truststore: PathBuf::from(t),
+            },
+            controller_subject: subject,
+        })),
+        _ => Err(ConfigError::Value {
+            key: "control.ssl.keystore.location".into(),
+            value: keystore.unwrap_or("").into(),
+            reason: "control-plane TLS is mutual: set both control.ssl.keystore.location (this broker's key and certificate) and control.ssl.truststore.location (the controller's CA)".into(),
+        }),
+    }
 }
 
 /// `PLAINTEXT://host:port[,…]` → `host:port` of the first listener.

@@ -68,6 +68,16 @@ pub struct RemoteController {
     cluster_id: Mutex<Option<String>>,
 }
 
+fn spawn_server(
+    serve: impl std::future::Future<Output = Result<(), tonic::transport::Error>> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "control endpoint failed");
+        }
+    })
+}
+
 fn not_controller(why: &str) -> ControlPlaneError {
     ControlPlaneError::NoController(why.to_string())
 }
@@ -96,26 +106,41 @@ impl RemoteController {
         *self.cluster_id.lock().expect("cluster id lock") = cluster_id;
     }
 
-    /// Serves `BrokerControl` on `addr` until the returned task is aborted.
+    /// Serves `BrokerControl` on `addr` until the returned task is aborted;
+    /// with `tls`, only to a controller with a certificate from its CA (and
+    /// its subject, if one is configured).
     pub async fn serve(
         self: &Arc<Self>,
         addr: SocketAddr,
+        tls: Option<&crate::config::ControlTls>,
     ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen for the controller on {addr}: {e}"))?;
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         let svc = BrokerControlServer::new(ControlService(self.clone()));
-        Ok(tokio::spawn(async move {
-            if let Err(e) = tonic::transport::Server::builder()
-                .http2_keepalive_interval(Some(Duration::from_secs(5)))
-                .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-                .serve_with_incoming(svc, incoming)
-                .await
-            {
-                tracing::error!(error = %e, "control endpoint failed");
+        let server = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(5)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(10)));
+        let Some(tls) = tls else {
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            return Ok(spawn_server(server.serve_with_incoming(svc, incoming)));
+        };
+        let config = skein_controller::rpc::tls::server_config(&tls.files)
+            .map_err(|e| anyhow::anyhow!("control-plane TLS: {e}"))?;
+        let subject = tls.controller_subject.clone();
+        let check = Arc::new(move |certs: &[rustls::pki_types::CertificateDer<'_>]| {
+            let Some(want) = &subject else { return Ok(()) };
+            let leaf = certs.first().ok_or("no client certificate")?;
+            let got = crate::ssl_principal::subject_name(leaf)?;
+            match got == *want {
+                true => Ok(()),
+                false => Err(format!(
+                    "certificate subject {got} is not the controller's ({want})"
+                )),
             }
-        }))
+        });
+        let incoming = skein_controller::rpc::tls::incoming(listener, config, check);
+        Ok(spawn_server(server.serve_with_incoming(svc, incoming)))
     }
 
     /// Sends `kind` on the current session and waits for its reply, at most

@@ -3,7 +3,7 @@
 - `skein-operator local --tls`: every Kafka port is SSL with client certificates required, the
   brokers replicate over it with their own certificates, and the client settings the operator
   writes work for confluent-kafka, kcat and Kafka's Java tools; a client without a certificate is
-  turned away.
+  turned away; the control plane is mutual TLS (the sessions open, a plaintext peer is refused).
 - SASL: `sasl.mechanism.inter.broker.protocol` PLAIN, and SCRAM-SHA-512 whose broker credential is
   created with AlterUserScramCredentials after the start (replication waits for it, as in Kafka).
 
@@ -86,6 +86,18 @@ def test_local_tls_serves_and_replicates_over_mutual_tls(tmp_path):
         p.produce("tls-orders", b"x", on_delivery=lambda e, m: errors.append(str(e)) if e else None)
         p.flush(10)
         assert errors, "a client without a certificate was served"
+        # The control port speaks TLS only: a plaintext HTTP/2 client gets no SETTINGS frame back.
+        import socket
+        with socket.create_connection(("127.0.0.1", cluster.control_port), timeout=10) as s:
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+            try:
+                reply = s.recv(64)
+            except (ConnectionResetError, socket.timeout):
+                reply = b""
+        assert reply[:1] != b"\x00", f"the control port answered plaintext HTTP/2: {reply!r}"
+        wait_until(lambda: "control-plane connection refused" in "".join(
+            cluster.broker_log(i).read_text(errors="replace") for i in (1, 2, 3)), 15,
+            "the broker to log the refused control-plane peer")
     finally:
         cluster.stop()
 

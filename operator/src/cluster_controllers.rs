@@ -240,6 +240,9 @@ impl ClusterController {
                     Some(id),
                     rx,
                     None,
+                    // TLS on the control plane is not configured on
+                    // Kubernetes yet (docs/security.md).
+                    None,
                 )));
             sessions.insert(id, tx);
         }

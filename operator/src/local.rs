@@ -306,6 +306,14 @@ pub async fn run_local(
         }
         false => None,
     };
+    // With --tls the control plane is mutual TLS too.
+    let control_tls = match &pki {
+        Some(p) => Some(
+            skein_controller::rpc::tls::client_config(&p.controller_files())
+                .map_err(|e| anyhow::anyhow!("control-plane TLS: {e}"))?,
+        ),
+        None => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions = Vec::new();
     for b in &mut brokers {
@@ -316,6 +324,7 @@ pub async fn run_local(
             Some(b.id),
             stop_rx.clone(),
             Some(metrics.sessions.clone()),
+            control_tls.clone(),
         )));
     }
     let bootstrap: Vec<&str> = brokers.iter().map(|b| b.kafka.as_str()).collect();

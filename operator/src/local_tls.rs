@@ -12,6 +12,10 @@ use rcgen::{
     KeyPair, KeyUsagePurpose,
 };
 
+/// The controller certificate's common name; brokers take sessions only
+/// from a certificate with its subject.
+const CONTROLLER_CN: &str = "skein-controller";
+
 /// What was written.
 pub struct LocalPki {
     pub dir: PathBuf,
@@ -21,6 +25,8 @@ pub struct LocalPki {
     pub client_cert: PathBuf,
     pub client_key: PathBuf,
     pub client_keystore: PathBuf,
+    /// The controller's certificate (control-plane sessions).
+    pub controller_keystore: PathBuf,
     /// confluent-kafka / librdkafka and Java client properties.
     pub librdkafka_properties: PathBuf,
     pub java_properties: PathBuf,
@@ -44,9 +50,6 @@ fn leaf(
     issuer: &CertifiedIssuer<'_, KeyPair>,
 ) -> anyhow::Result<(String, String)> {
     let mut params = CertificateParams::new(sans)?;
-    params
-        .distinguished_name
-        .push(DnType::OrganizationName, "skein-local");
     params.distinguished_name.push(DnType::CommonName, cn);
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![
@@ -87,6 +90,10 @@ pub fn make(dir: &Path, brokers: &[(i32, String)]) -> anyhow::Result<LocalPki> {
         broker_keystores.push((*id, path));
     }
 
+    let (cert, key) = leaf(CONTROLLER_CN, Vec::new(), &ca)?;
+    let controller_keystore = dir.join("controller-keystore.pem");
+    write_private(&controller_keystore, &format!("{key}{cert}"))?;
+
     let (cert, key) = leaf("skein-client", Vec::new(), &ca)?;
     let client_cert = dir.join("client.pem");
     let client_key = dir.join("client.key");
@@ -121,6 +128,7 @@ pub fn make(dir: &Path, brokers: &[(i32, String)]) -> anyhow::Result<LocalPki> {
         client_cert,
         client_key,
         client_keystore,
+        controller_keystore,
         librdkafka_properties,
         java_properties,
     })
@@ -146,7 +154,18 @@ impl LocalPki {
             "ssl.truststore.type=PEM".into(),
             format!("ssl.truststore.location={}", self.ca.display()),
             "ssl.client.auth=required".into(),
+            format!("control.ssl.keystore.location={keystore}"),
+            format!("control.ssl.truststore.location={}", self.ca.display()),
+            format!("control.ssl.controller.subject=CN={CONTROLLER_CN}"),
         ]
+    }
+
+    /// The controller's end of the control plane.
+    pub fn controller_files(&self) -> skein_controller::rpc::tls::ControlTlsFiles {
+        skein_controller::rpc::tls::ControlTlsFiles {
+            keystore: self.controller_keystore.clone(),
+            truststore: self.ca.clone(),
+        }
     }
 }
 

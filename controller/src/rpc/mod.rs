@@ -13,6 +13,7 @@ pub mod pb {
 mod acl_wire;
 mod security_wire;
 pub mod session;
+pub mod tls;
 pub mod wire;
 
 pub use session::{drive_session, maintain_session, SessionEnd};

@@ -59,14 +59,16 @@ pub enum SessionEnd {
     Ended { broker: Option<i32> },
 }
 
-/// Opens one session with the broker at `endpoint` (`http://host:port`)
-/// and runs it until it breaks or `stop` turns true.
+/// Opens one session with the broker at `endpoint` (`http://host:port`),
+/// over TLS with `tls` ([`super::tls::client_config`]), and runs it until
+/// it breaks or `stop` turns true.
 pub async fn drive_session(
     controller: Arc<ControllerService>,
     endpoint: String,
     expect: Option<i32>,
     mut stop: tokio::sync::watch::Receiver<bool>,
     sessions: Option<prometheus::IntGaugeVec>,
+    tls: Option<Arc<rustls::ClientConfig>>,
 ) -> SessionEnd {
     let channel = match tonic::transport::Endpoint::from_shared(endpoint.clone()) {
         Ok(e) => e
@@ -76,9 +78,9 @@ pub async fn drive_session(
             .keep_alive_while_idle(true),
         Err(e) => return SessionEnd::Unreachable(e.to_string()),
     };
-    let channel = match channel.connect().await {
+    let channel = match super::tls::connect(channel, tls).await {
         Ok(c) => c,
-        Err(e) => return SessionEnd::Unreachable(e.to_string()),
+        Err(e) => return SessionEnd::Unreachable(e),
     };
     let mut client = BrokerControlClient::new(channel);
     let (tx, rx) = mpsc::unbounded_channel::<ControllerMessage>();
@@ -217,6 +219,7 @@ pub async fn maintain_session(
     expect: Option<i32>,
     stop: tokio::sync::watch::Receiver<bool>,
     sessions: Option<prometheus::IntGaugeVec>,
+    tls: Option<Arc<rustls::ClientConfig>>,
 ) {
     let mut quiet = false;
     while !*stop.borrow() {
@@ -226,12 +229,13 @@ pub async fn maintain_session(
             expect,
             stop.clone(),
             sessions.clone(),
+            tls.clone(),
         )
         .await
         {
             SessionEnd::Unreachable(e) => {
                 if !quiet {
-                    tracing::debug!(endpoint, error = e, "broker not reachable yet");
+                    tracing::info!(endpoint, error = e, "broker not reachable yet");
                     quiet = true;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
