@@ -21,12 +21,13 @@ use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
 
-use crate::listeners::{ListenerConfig, Pem, SaslMechanism, TlsSettings};
+use crate::listeners::{ListenerConfig, SaslMechanism, TlsSettings};
+use crate::tls::{certificates, read, Reloading};
 
 /// The client side of the inter-broker listener.
 #[derive(Clone, Default)]
 pub struct InterBrokerSecurity {
-    pub tls: Option<Arc<ClientConfig>>,
+    pub tls: Option<Arc<Reloading<ClientConfig>>>,
     pub sasl: Option<SaslLogin>,
 }
 
@@ -116,48 +117,65 @@ fn sasl_login(
     }
 }
 
-fn pem_bytes(p: &Pem) -> Result<Vec<u8>, String> {
-    match p {
-        Pem::File(path) => {
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-        }
-        Pem::Inline(text) => Ok(text.clone().into_bytes()),
-    }
-}
-
 fn client_config(
     raw: &BTreeMap<String, String>,
     listener: &str,
     t: &TlsSettings,
-) -> Result<ClientConfig, Invalid> {
+) -> Result<Reloading<ClientConfig>, Invalid> {
     let key = |k: &str| {
         format!(
             "listener.name.{}.{k} (or {k})",
             listener.to_ascii_lowercase()
         )
     };
-    let Some(trust) = &t.truststore else {
+    if t.truststore.is_none() {
         return Err((
             key("ssl.truststore.location"),
             format!("the inter-broker listener {listener} is TLS: the brokers' certificates are checked against a truststore, and none is set"),
         ));
+    }
+    // Kafka's `ssl.endpoint.identification.algorithm`: `https` (the
+    // default) checks the host name; an empty value does not.
+    let algorithm = raw
+        .get(&format!(
+            "listener.name.{}.ssl.endpoint.identification.algorithm",
+            listener.to_ascii_lowercase()
+        ))
+        .or_else(|| raw.get("ssl.endpoint.identification.algorithm"))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .unwrap_or_else(|| "https".into());
+    let build: fn(&TlsSettings) -> Result<ClientConfig, String> = match algorithm.as_str() {
+        "https" => |t| build_client(t, true),
+        "" => |t| build_client(t, false),
+        other => {
+            return Err((
+                key("ssl.endpoint.identification.algorithm"),
+                format!("'{other}' is not an algorithm (https, or empty for none)"),
+            ))
+        }
     };
+    // Re-read when the files change, as the listener's own material is.
+    Reloading::new(
+        format!("inter-broker client of listener {listener}"),
+        t.clone(),
+        build,
+    )
+    .map_err(|e| (key("ssl.keystore.location"), e))
+}
+
+/// The client configuration: the truststore's CAs, the keystore as the
+/// client certificate, the host name checked or not.
+fn build_client(t: &TlsSettings, check_host: bool) -> Result<ClientConfig, String> {
     let mut roots = RootCertStore::empty();
-    let trust_pem = pem_bytes(trust).map_err(|e| (key("ssl.truststore.location"), e))?;
-    for c in CertificateDer::pem_slice_iter(&trust_pem) {
-        let c = c.map_err(|e| (key("ssl.truststore.location"), e.to_string()))?;
+    let trust = t.truststore.as_ref().ok_or("no truststore")?;
+    for c in certificates(trust, "truststore")? {
         roots
             .add(c)
-            .map_err(|e| (key("ssl.truststore.location"), e.to_string()))?;
+            .map_err(|e| format!("bad CA certificate in the truststore: {e}"))?;
     }
-    let chain_pem = pem_bytes(&t.chain).map_err(|e| (key("ssl.keystore.location"), e))?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&chain_pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| (key("ssl.keystore.location"), e.to_string()))?;
-    let key_pem = pem_bytes(&t.key).map_err(|e| (key("ssl.keystore.location"), e))?;
-    let private = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|e| (key("ssl.keystore.location"), e.to_string()))?;
-
+    let chain = certificates(&t.chain, "keystore")?;
+    let private = PrivateKeyDer::from_pem_slice(&read(&t.key, "keystore")?)
+        .map_err(|e| format!("no usable private key in the keystore: {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut versions = Vec::new();
     if t.tls13 {
@@ -168,34 +186,18 @@ fn client_config(
     }
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| (key("ssl.truststore.location"), e.to_string()))?;
-    // Kafka's `ssl.endpoint.identification.algorithm`: `https` (the
-    // default) checks the host name; an empty value does not.
-    let algorithm = raw
-        .get(&format!(
-            "listener.name.{}.ssl.endpoint.identification.algorithm",
-            listener.to_ascii_lowercase()
-        ))
-        .or_else(|| raw.get("ssl.endpoint.identification.algorithm"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "https".into());
-    let verifier: Arc<dyn ServerCertVerifier> = match algorithm.to_ascii_lowercase().as_str() {
-        "https" => webpki,
-        "" => Arc::new(AnyHostName(webpki)),
-        other => {
-            return Err((
-                key("ssl.endpoint.identification.algorithm"),
-                format!("'{other}' is not an algorithm (https, or empty for none)"),
-            ))
-        }
+        .map_err(|e| e.to_string())?;
+    let verifier: Arc<dyn ServerCertVerifier> = match check_host {
+        true => webpki,
+        false => Arc::new(AnyHostName(webpki)),
     };
     ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
-        .map_err(|e| (key("ssl.enabled.protocols"), e.to_string()))?
+        .map_err(|e| e.to_string())?
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_client_auth_cert(chain, private)
-        .map_err(|e| (key("ssl.keystore.location"), e.to_string()))
+        .map_err(|e| format!("the keystore's key and certificate: {e}"))
 }
 
 /// The CA chain and validity are checked; the name in the certificate is

@@ -25,13 +25,73 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// long, on a new connection).
 const RELOAD_CHECK: Duration = Duration::from_secs(5);
 
-/// A listener's TLS server configuration, reloaded when its files change.
-pub struct TlsReloader {
-    listener: String,
+/// A value built from TLS files (a server or client configuration), built
+/// again when the files change: looked at on use, at most every
+/// [`RELOAD_CHECK`]. Material that cannot be loaded leaves the last good
+/// value in use.
+pub struct Reloading<T> {
+    /// For log lines: `listener SSL`, `inter-broker client`.
+    what: String,
     settings: TlsSettings,
-    current: RwLock<Arc<ServerConfig>>,
+    build: fn(&TlsSettings) -> Result<T, String>,
+    current: RwLock<Arc<T>>,
     /// When the files were last looked at, and what they looked like then.
     checked: Mutex<(Instant, Vec<FileStamp>)>,
+}
+
+impl<T> Reloading<T> {
+    /// Builds the value now: material that cannot be loaded at start-up is
+    /// an error.
+    pub fn new(
+        what: String,
+        settings: TlsSettings,
+        build: fn(&TlsSettings) -> Result<T, String>,
+    ) -> Result<Self, String> {
+        let stamps = stamps(&settings);
+        let value = build(&settings).map_err(|e| format!("{what}: {e}"))?;
+        Ok(Self {
+            what,
+            settings,
+            build,
+            current: RwLock::new(Arc::new(value)),
+            checked: Mutex::new((Instant::now(), stamps)),
+        })
+    }
+
+    /// The newest value that could be built.
+    pub fn get(&self) -> Arc<T> {
+        self.reload_if_changed();
+        self.current.read().expect("tls value lock").clone()
+    }
+
+    fn reload_if_changed(&self) {
+        let mut checked = self.checked.lock().expect("tls check lock");
+        if checked.0.elapsed() < RELOAD_CHECK {
+            return;
+        }
+        checked.0 = Instant::now();
+        let now = stamps(&self.settings);
+        if now == checked.1 {
+            return;
+        }
+        match (self.build)(&self.settings) {
+            Ok(value) => {
+                *self.current.write().expect("tls value lock") = Arc::new(value);
+                checked.1 = now;
+                info!(what = %self.what, "TLS material changed on disk: reloaded");
+            }
+            // A half-written rotation: keep the old material and look again
+            // next time.
+            Err(e) => {
+                warn!(what = %self.what, error = %e, "TLS material changed but cannot be loaded; keeping the previous one")
+            }
+        }
+    }
+}
+
+/// A listener's TLS server configuration, reloaded when its files change.
+pub struct TlsReloader {
+    config: Reloading<ServerConfig>,
     /// `ssl.principal.mapping.rules`.
     mapper: PrincipalMapper,
 }
@@ -43,23 +103,17 @@ impl TlsReloader {
     /// Loads the material now: a listener that cannot serve TLS must not
     /// start at all.
     pub fn new(listener: &str, settings: TlsSettings) -> Result<Self, String> {
-        let stamps = stamps(&settings);
-        let config = build(&settings).map_err(|e| format!("listener {listener}: {e}"))?;
         let mapper = PrincipalMapper::parse(&settings.principal_mapping_rules)
             .map_err(|e| format!("listener {listener}: ssl.principal.mapping.rules: {e}"))?;
         Ok(Self {
+            config: Reloading::new(format!("listener {listener}"), settings, build)?,
             mapper,
-            listener: listener.to_string(),
-            settings,
-            current: RwLock::new(Arc::new(config)),
-            checked: Mutex::new((Instant::now(), stamps)),
         })
     }
 
     /// The acceptor for a new connection, with the newest valid material.
     pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
-        self.reload_if_changed();
-        tokio_rustls::TlsAcceptor::from(self.current.read().expect("tls config lock").clone())
+        tokio_rustls::TlsAcceptor::from(self.config.get())
     }
 
     /// The TLS handshake with a new client (within
@@ -91,30 +145,6 @@ impl TlsReloader {
         let dn = subject_name(cert)?;
         Ok(Some(Principal::user(self.mapper.map(&dn)?)))
     }
-
-    fn reload_if_changed(&self) {
-        let mut checked = self.checked.lock().expect("tls check lock");
-        if checked.0.elapsed() < RELOAD_CHECK {
-            return;
-        }
-        checked.0 = Instant::now();
-        let now = stamps(&self.settings);
-        if now == checked.1 {
-            return;
-        }
-        match build(&self.settings) {
-            Ok(config) => {
-                *self.current.write().expect("tls config lock") = Arc::new(config);
-                checked.1 = now;
-                info!(listener = %self.listener, "TLS material changed on disk: reloaded");
-            }
-            // A half-written rotation: keep serving with the old material
-            // and look again next time.
-            Err(e) => {
-                warn!(listener = %self.listener, error = %e, "TLS material changed but cannot be loaded; keeping the previous one")
-            }
-        }
-    }
 }
 
 /// Modification time and size of every file the settings read.
@@ -133,7 +163,7 @@ fn stamps(s: &TlsSettings) -> Vec<FileStamp> {
         .collect()
 }
 
-fn read(p: &Pem, what: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn read(p: &Pem, what: &str) -> Result<Vec<u8>, String> {
     match p {
         Pem::Inline(s) => Ok(s.as_bytes().to_vec()),
         Pem::File(path) => {
@@ -149,7 +179,7 @@ fn describe(p: &Pem) -> String {
     }
 }
 
-fn certificates(p: &Pem, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn certificates(p: &Pem, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let bytes = read(p, what)?;
     let certs = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<Vec<_>, _>>()

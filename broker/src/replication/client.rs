@@ -54,7 +54,7 @@ impl BrokerClient {
                 let name = ServerName::try_from(host.clone()).map_err(|e| {
                     ClientError::Protocol(format!("'{host}' as a TLS server name: {e}"))
                 })?;
-                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                let tls = tokio_rustls::TlsConnector::from(config.get())
                     .connect(name, tcp)
                     .await?;
                 Box::new(tls)
