@@ -86,6 +86,12 @@ fn sasl_login(
             format!("{value} is not supported for replication (Kafka's default is GSSAPI); set PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
         )
     })?;
+    if mechanism == SaslMechanism::OAuthBearer {
+        return Err((
+            key.to_string(),
+            "OAUTHBEARER is not supported for replication; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".into(),
+        ));
+    }
     if !enabled.contains(&mechanism) {
         return Err((
             key.to_string(),

@@ -56,6 +56,7 @@ impl SecurityProtocol {
 pub enum SaslMechanism {
     Plain,
     Scram(ScramMechanism),
+    OAuthBearer,
 }
 
 impl SaslMechanism {
@@ -63,12 +64,14 @@ impl SaslMechanism {
         match self {
             Self::Plain => "PLAIN",
             Self::Scram(m) => m.name(),
+            Self::OAuthBearer => "OAUTHBEARER",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "PLAIN" => Some(Self::Plain),
+            "OAUTHBEARER" => Some(Self::OAuthBearer),
             other => ScramMechanism::from_name(other).map(Self::Scram),
         }
     }
@@ -86,6 +89,8 @@ pub struct SaslSettings {
     /// lasts this long, then the client must authenticate again on the
     /// same connection or it is closed. 0: sessions do not expire.
     pub max_reauth_ms: u64,
+    /// OAUTHBEARER's token validation.
+    pub oauth: Option<crate::sasl::oauthbearer::OAuthSettings>,
 }
 
 impl std::fmt::Debug for SaslSettings {
@@ -402,13 +407,10 @@ fn sasl_settings(
         let mechanism = match (m, SaslMechanism::parse(m)) {
             (_, Some(mechanism)) => mechanism,
             ("GSSAPI", None) => return Err(bad(&key, value, format!(
-                "listener {name}: GSSAPI (Kerberos, Kafka's default) is not supported; enable PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512"
-            ))),
-            ("OAUTHBEARER", None) => return Err(bad(&key, value, format!(
-                "listener {name}: OAUTHBEARER is not supported by this version of Skein; enable PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512"
+                "listener {name}: GSSAPI (Kerberos, Kafka's default) is not supported; enable PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and/or OAUTHBEARER"
             ))),
             (other, None) => return Err(bad(&key, value, format!(
-                "listener {name}: unknown SASL mechanism '{other}' (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+                "listener {name}: unknown SASL mechanism '{other}' (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"
             ))),
         };
         if !mechanisms.contains(&mechanism) {
@@ -453,10 +455,18 @@ fn sasl_settings(
             )
         })?,
     };
+    let oauth = match mechanisms.contains(&SaslMechanism::OAuthBearer) {
+        true => Some(
+            crate::sasl::oauthbearer::from_config(raw, name)
+                .map_err(|(k, v, why)| bad(&k, &v, why))?,
+        ),
+        false => None,
+    };
     Ok(SaslSettings {
         mechanisms,
         plain_users,
         max_reauth_ms,
+        oauth,
     })
 }
 

@@ -65,8 +65,15 @@ function kafka(opt) {
     retry: { retries: 5 },
   };
   // Every subcommand takes [--sasl-mechanism plain|scram-sha-256|scram-sha-512 --sasl-username U
-  // --sasl-password P] and [--ssl-ca PEM] (TLS, the server checked against that CA).
-  if (opt['sasl-mechanism'] !== undefined) {
+  // --sasl-password P] or [--sasl-mechanism oauthbearer --sasl-token-file F] (a JWT, read at each
+  // authentication) and [--ssl-ca PEM] (TLS, the server checked against that CA).
+  if (opt['sasl-mechanism'] === 'oauthbearer') {
+    const file = req(opt, 'sasl-token-file');
+    config.sasl = {
+      mechanism: 'oauthbearer',
+      oauthBearerProvider: async () => ({ value: fs.readFileSync(file, 'utf8').trim() }),
+    };
+  } else if (opt['sasl-mechanism'] !== undefined) {
     config.sasl = {
       mechanism: opt['sasl-mechanism'],
       username: req(opt, 'sasl-username'),

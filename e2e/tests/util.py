@@ -235,9 +235,9 @@ def js(cmd: str, bootstrap: str, timeout: float = 180, **opts) -> dict:
 
 
 def kafka_tool(cls: str, *args: str, timeout: float = 120, input: bytes | None = None,
-               check: bool = True) -> subprocess.CompletedProcess:
+               check: bool = True, jvm_args: list[str] | None = None) -> subprocess.CompletedProcess:
     cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-           "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", kafka_classpath(), cls, *args]
+           "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", *(jvm_args or []), "-cp", kafka_classpath(), cls, *args]
     return run(cmd, timeout=timeout, input=input, check=check, what=cls.rsplit(".", 1)[-1])
 
 

@@ -99,6 +99,11 @@ impl BrokerClient {
                     return Err(refused("PLAIN", r.error_code, r.error_message));
                 }
             }
+            SaslMechanism::OAuthBearer => {
+                return Err(ClientError::Auth(
+                    "OAUTHBEARER is not used for replication".into(),
+                ))
+            }
             SaslMechanism::Scram(m) => {
                 let auth = |e: crate::sasl::scram::ScramError| ClientError::Auth(e.0);
                 let mut scram =

@@ -12,6 +12,7 @@
 //! Mechanisms: PLAIN against the listener's JAAS users, SCRAM-SHA-256/512
 //! against the controller's salted credentials ([`scram`]).
 
+pub mod oauthbearer;
 pub mod scram;
 pub mod scram_client;
 
@@ -66,7 +67,10 @@ enum State {
     /// A mechanism was chosen: only `SaslAuthenticate`.
     Authenticating {
         mechanism: SaslMechanism,
-        scram: Option<ScramServer>,
+        scram: Option<Box<ScramServer>>,
+        /// OAUTHBEARER: the token was refused and the error challenge sent;
+        /// the client's next message ends the exchange with this.
+        oauth_error: Option<String>,
         /// Re-authentication of an authenticated session (KIP-368).
         reauth: bool,
         /// After a v0 handshake: tokens are bare frames, not requests.
@@ -201,9 +205,10 @@ impl Session {
         self.state = State::Authenticating {
             mechanism,
             scram: match mechanism {
-                SaslMechanism::Scram(m) => Some(ScramServer::new(m)),
-                SaslMechanism::Plain => None,
+                SaslMechanism::Scram(m) => Some(Box::new(ScramServer::new(m))),
+                SaslMechanism::Plain | SaslMechanism::OAuthBearer => None,
             },
+            oauth_error: None,
             reauth,
             raw: version == 0,
         };
@@ -262,6 +267,7 @@ impl Session {
         let State::Authenticating {
             mechanism,
             scram,
+            oauth_error,
             reauth,
             ..
         } = &mut self.state
@@ -273,8 +279,40 @@ impl Session {
             .sasl
             .clone()
             .expect("authenticating on a SASL listener");
+        // OAUTHBEARER: when the token expires (milliseconds since the epoch).
+        let mut token_expires_ms = None;
         let outcome = match (mechanism, scram.as_mut()) {
             (SaslMechanism::Plain, _) => plain(&sasl, token).map(|user| (user, Vec::new())),
+            (SaslMechanism::OAuthBearer, _) => match oauth_error.take() {
+                // The client's %x01 after the error challenge.
+                Some(why) => Err(why),
+                None => {
+                    let oauth = sasl.oauth.as_ref().expect("checked at start-up");
+                    match oauthbearer::parse_initial_response(token) {
+                        Err(e) => Err(e),
+                        Ok((authzid, jwt)) => match oauth.validate(&jwt).and_then(|v| match authzid
+                            .filter(|a| *a != v.principal)
+                        {
+                            Some(a) => Err(format!(
+                                "the authorization id {a} is not the token's principal {}",
+                                v.principal
+                            )),
+                            None => Ok(v),
+                        }) {
+                            Ok(v) => {
+                                token_expires_ms = Some(v.expires_ms);
+                                Ok((v.principal, Vec::new()))
+                            }
+                            Err(why) => {
+                                // RFC 7628: the error goes as a challenge;
+                                // the exchange fails on the client's answer.
+                                *oauth_error = Some(format!("Authentication failed: {why}"));
+                                return Ok(Outcome::Challenge(oauthbearer::INVALID_TOKEN.to_vec()));
+                            }
+                        },
+                    }
+                }
+            },
             (SaslMechanism::Scram(m), Some(server)) => {
                 let creds = broker.metadata.image().scram_credentials.clone();
                 let lookup = |user: &str| creds.get(user)?.get(&m).cloned();
@@ -306,7 +344,16 @@ impl Session {
         match outcome {
             Ok((principal, response)) => {
                 metric("success");
-                let lifetime_ms = sasl.max_reauth_ms;
+                // KIP-368: a session lasts connections.max.reauth.ms, and
+                // no longer than its OAUTHBEARER token.
+                let lifetime_ms = match (sasl.max_reauth_ms, token_expires_ms) {
+                    (0, _) => 0,
+                    (max, None) => max,
+                    (max, Some(exp)) => max.min(
+                        exp.saturating_sub(crate::system::now_ms().max(0) as u64)
+                            .max(1),
+                    ),
+                };
                 self.principal = principal;
                 self.state = State::Ready {
                     mechanism: Some(mechanism),
@@ -379,6 +426,7 @@ mod tests {
             mechanisms: vec![SaslMechanism::Plain],
             plain_users: BTreeMap::from([("alice".to_string(), "alice-secret".to_string())]),
             max_reauth_ms: 0,
+            oauth: None,
         }
     }
 
