@@ -613,8 +613,12 @@ def test_operator_failover_keeps_the_cluster_state(env):
     assert [p["replicas"] for p in after["partitions"]] == [p["replicas"] for p in before["partitions"]]
     wait_until(lambda: all_in_sync(env), 60, "every partition in sync with the new operator")
     from confluent_kafka.admin import AdminClient
-    md = AdminClient({"bootstrap.servers": bootstrap(env)}).list_topics(timeout=10)
-    assert {"orders", "after-restart"} <= set(md.topics) and len(md.brokers) == 3
+    admin = AdminClient({"bootstrap.servers": bootstrap(env)})
+    # The status is the controller's; the brokers hear of the new topic once the new operator's
+    # sessions to them are up (it dials them after taking the Lease), as Kafka's brokers learn a
+    # topic after its controller commits it.
+    wait_until(lambda: (lambda md: {"orders", "after-restart"} <= set(md.topics) and len(md.brokers) == 3)(
+        admin.list_topics(timeout=10)), 60, "the brokers' metadata to name both topics and three brokers")
 
 
 def test_deleting_the_cluster_stops_its_controller(env):
