@@ -15,14 +15,11 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 
 use crate::listeners::{ListenerConfig, SaslMechanism, TlsSettings};
-use crate::tls::{certificates, read, Reloading};
+use crate::tls::{certificates, private_key, roots, versions, Reloading};
 
 /// The client side of the inter-broker listener.
 #[derive(Clone, Default)]
@@ -172,24 +169,11 @@ fn client_config(
 /// The client configuration: the truststore's CAs, the keystore as the
 /// client certificate, the host name checked or not.
 fn build_client(t: &TlsSettings, check_host: bool) -> Result<ClientConfig, String> {
-    let mut roots = RootCertStore::empty();
-    let trust = t.truststore.as_ref().ok_or("no truststore")?;
-    for c in certificates(trust, "truststore")? {
-        roots
-            .add(c)
-            .map_err(|e| format!("bad CA certificate in the truststore: {e}"))?;
-    }
+    let roots = roots(t.truststore.as_ref().ok_or("no truststore")?)?;
     let chain = certificates(&t.chain, "keystore")?;
-    let private = PrivateKeyDer::from_pem_slice(&read(&t.key, "keystore")?)
-        .map_err(|e| format!("no usable private key in the keystore: {e}"))?;
+    let private = private_key(t)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut versions = Vec::new();
-    if t.tls13 {
-        versions.push(&rustls::version::TLS13);
-    }
-    if t.tls12 {
-        versions.push(&rustls::version::TLS12);
-    }
+    let versions = versions(t);
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .map_err(|e| e.to_string())?;

@@ -163,7 +163,7 @@ fn stamps(s: &TlsSettings) -> Vec<FileStamp> {
         .collect()
 }
 
-pub(crate) fn read(p: &Pem, what: &str) -> Result<Vec<u8>, String> {
+fn read(p: &Pem, what: &str) -> Result<Vec<u8>, String> {
     match p {
         Pem::Inline(s) => Ok(s.as_bytes().to_vec()),
         Pem::File(path) => {
@@ -193,8 +193,8 @@ pub(crate) fn certificates(p: &Pem, what: &str) -> Result<Vec<CertificateDer<'st
     Ok(certs)
 }
 
-/// Builds the server configuration a listener's settings describe.
-pub fn build(s: &TlsSettings) -> Result<ServerConfig, String> {
+/// The private key of a listener's keystore (unencrypted PEM).
+pub(crate) fn private_key(s: &TlsSettings) -> Result<PrivateKeyDer<'static>, String> {
     let key_bytes = read(&s.key, "keystore")?;
     if String::from_utf8_lossy(&key_bytes).contains("ENCRYPTED PRIVATE KEY") {
         return Err(format!(
@@ -202,15 +202,16 @@ pub fn build(s: &TlsSettings) -> Result<ServerConfig, String> {
             describe(&s.key)
         ));
     }
-    let key = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|e| {
+    PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|e| {
         format!(
             "no usable private key (PKCS#8, PKCS#1 or SEC1 PEM) in {}: {e}",
             describe(&s.key)
         )
-    })?;
-    let chain = certificates(&s.chain, "keystore")?;
+    })
+}
 
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+/// `ssl.enabled.protocols` as rustls versions.
+pub(crate) fn versions(s: &TlsSettings) -> Vec<&'static rustls::SupportedProtocolVersion> {
     let mut versions = Vec::new();
     if s.tls13 {
         versions.push(&rustls::version::TLS13);
@@ -218,18 +219,33 @@ pub fn build(s: &TlsSettings) -> Result<ServerConfig, String> {
     if s.tls12 {
         versions.push(&rustls::version::TLS12);
     }
+    versions
+}
+
+/// The CA certificates of a truststore.
+pub(crate) fn roots(trust: &Pem) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    for c in certificates(trust, "truststore")? {
+        roots
+            .add(c)
+            .map_err(|e| format!("bad CA certificate in truststore {}: {e}", describe(trust)))?;
+    }
+    Ok(roots)
+}
+
+/// Builds the server configuration a listener's settings describe.
+pub fn build(s: &TlsSettings) -> Result<ServerConfig, String> {
+    let key = private_key(s)?;
+    let chain = certificates(&s.chain, "keystore")?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions = versions(s);
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS versions: {e}"))?;
     let builder = match (&s.truststore, s.client_auth) {
         (Some(trust), auth) if auth != ClientAuth::None => {
-            let mut roots = RootCertStore::empty();
-            for c in certificates(trust, "truststore")? {
-                roots.add(c).map_err(|e| {
-                    format!("bad CA certificate in truststore {}: {e}", describe(trust))
-                })?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(trust)?), provider);
             let verifier = if auth == ClientAuth::Requested {
                 verifier.allow_unauthenticated()
             } else {

@@ -286,32 +286,24 @@ impl Session {
             (SaslMechanism::OAuthBearer, _) => match oauth_error.take() {
                 // The client's %x01 after the error challenge.
                 Some(why) => Err(why),
-                None => {
-                    let oauth = sasl.oauth.as_ref().expect("checked at start-up");
-                    match oauthbearer::parse_initial_response(token) {
-                        Err(e) => Err(e),
-                        Ok((authzid, jwt)) => match oauth.validate(&jwt).and_then(|v| match authzid
-                            .filter(|a| *a != v.principal)
-                        {
-                            Some(a) => Err(format!(
-                                "the authorization id {a} is not the token's principal {}",
-                                v.principal
-                            )),
-                            None => Ok(v),
-                        }) {
-                            Ok(v) => {
-                                token_expires_ms = Some(v.expires_ms);
-                                Ok((v.principal, Vec::new()))
-                            }
-                            Err(why) => {
-                                // RFC 7628: the error goes as a challenge;
-                                // the exchange fails on the client's answer.
-                                *oauth_error = Some(format!("Authentication failed: {why}"));
-                                return Ok(Outcome::Challenge(oauthbearer::INVALID_TOKEN.to_vec()));
-                            }
-                        },
+                None => match sasl
+                    .oauth
+                    .as_ref()
+                    .expect("checked at start-up")
+                    .authenticate(token)
+                {
+                    Ok(v) => {
+                        token_expires_ms = Some(v.expires_ms);
+                        Ok((v.principal, Vec::new()))
                     }
-                }
+                    Err(oauthbearer::Refusal::Malformed(why)) => Err(why),
+                    Err(oauthbearer::Refusal::InvalidToken(why)) => {
+                        // RFC 7628: the error goes as a challenge; the
+                        // exchange fails on the client's answer.
+                        *oauth_error = Some(format!("Authentication failed: {why}"));
+                        return Ok(Outcome::Challenge(oauthbearer::INVALID_TOKEN.to_vec()));
+                    }
+                },
             },
             (SaslMechanism::Scram(m), Some(server)) => {
                 let creds = broker.metadata.image().scram_credentials.clone();

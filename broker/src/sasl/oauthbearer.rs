@@ -82,6 +82,16 @@ pub struct Validated {
     pub expires_ms: u64,
 }
 
+/// Why a client initial response was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not RFC 7628's form: the exchange fails at once.
+    Malformed(String),
+    /// A well-formed response whose token does not pass: answered with
+    /// the error challenge first.
+    InvalidToken(String),
+}
+
 /// Signature algorithms accepted: asymmetric only (an HMAC "key" in a
 /// public JWKS would let anyone sign).
 const ALGORITHMS: &[Algorithm] = &[
@@ -156,6 +166,21 @@ impl OAuthSettings {
                 Ok(last.clone())
             }
             (Err(e), None, _) => Err(e),
+        }
+    }
+
+    /// One client initial response: its token checked, and the
+    /// authorization id, if any, the token's principal.
+    pub fn authenticate(&self, initial_response: &[u8]) -> Result<Validated, Refusal> {
+        let (authzid, jwt) =
+            parse_initial_response(initial_response).map_err(Refusal::Malformed)?;
+        let v = self.validate(&jwt).map_err(Refusal::InvalidToken)?;
+        match authzid.filter(|a| *a != v.principal) {
+            Some(a) => Err(Refusal::InvalidToken(format!(
+                "the authorization id {a} is not the token's principal {}",
+                v.principal
+            ))),
+            None => Ok(v),
         }
     }
 
