@@ -166,6 +166,7 @@ impl Broker {
         let metrics = Arc::new(Metrics::new());
         let _ = metrics.data_dir.set(config.data_dir.clone());
         let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
+        let quotas = crate::quotas::QuotaManager::new(&metrics.registry);
         let broker = Arc::new(Self {
             metadata,
             config,
@@ -173,7 +174,7 @@ impl Broker {
             metrics,
             groups,
             refused_batches: Default::default(),
-            quotas: Default::default(),
+            quotas,
             log_throttle: crate::log_throttle::LogThrottle::new(Duration::from_secs(10)),
             combined,
             tasks: Mutex::new(Vec::new()),

@@ -102,12 +102,13 @@ async fn serve_until(
     shutdown: impl std::future::Future<Output = Stop>,
 ) -> anyhow::Result<()> {
     if let Some(addr) = broker.config.metrics_listen {
-        let m = broker.metrics.clone();
-        let r = broker.replicas.clone();
         let l = tokio::net::TcpListener::bind(addr).await?;
         drop(l); // bound once to report a clear error now rather than in the task
+        let b = broker.clone();
+        // `GET /metrics` (and a liveness `GET /healthz`).
+        let render = Arc::new(move || b.metrics.render(&b.replicas, &b.quotas));
         tokio::spawn(async move {
-            if let Err(e) = metrics::serve(addr, m, r).await {
+            if let Err(e) = skein_controller::metrics_endpoint::serve_text(addr, render).await {
                 tracing::error!(%addr, error = %e, "metrics endpoint failed");
             }
         });

@@ -4,14 +4,12 @@
 //! `_total`. Per-partition log gauges are filled at scrape time from the logs
 //! themselves, so a deleted partition disappears from the next scrape.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 use skein_controller::metrics_endpoint::render_registry;
 
+use crate::quotas::QuotaManager;
 use crate::replica_manager::ReplicaManager;
 
 /// Every metric the broker exports.
@@ -44,6 +42,8 @@ pub struct Metrics {
     pub purgatory: IntGaugeVec,
     pub log_dir_free: IntGauge,
     pub log_dir_total: IntGauge,
+    /// Each quota entity's measured rate (filled at scrape time).
+    pub quota_rate: GaugeVec,
     /// Where the logs live (for the free-space gauges).
     pub data_dir: std::sync::OnceLock<std::path::PathBuf>,
 }
@@ -198,6 +198,17 @@ impl Metrics {
             "skein_log_dir_total_bytes",
             "Size of the filesystem of the broker's data directory.",
         );
+        let float_gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = GaugeVec::new(Opts::new(name, help), labels).expect("metric");
+            registry.register(Box::new(g.clone())).expect("register");
+            g
+        };
+        let quota_labels = &["quota", "user", "client_id"];
+        let quota_rate = float_gauge(
+            "skein_client_quota_rate",
+            "Measured rate of each client-quota entity over the quota window: bytes/s for producer_byte_rate and consumer_byte_rate, percent of one thread for request_percentage. user / client_id are empty when the quota is not per user / per client id.",
+            quota_labels,
+        );
         #[cfg(target_os = "linux")]
         registry
             .register(Box::new(
@@ -217,6 +228,7 @@ impl Metrics {
             log_dir_free,
             log_dir_total,
             data_dir: std::sync::OnceLock::new(),
+            quota_rate,
             bytes_in,
             records_in,
             bytes_out,
@@ -242,7 +254,7 @@ impl Metrics {
     }
 
     /// Refreshes the per-partition gauges and renders the text exposition.
-    pub fn render(&self, replicas: &ReplicaManager) -> String {
+    pub fn render(&self, replicas: &ReplicaManager, quotas: &QuotaManager) -> String {
         let (mut hosted, mut leaders, mut under, mut under_min) = (0, 0, 0, 0);
         let mut to_copy = 0u64;
         for p in replicas.all() {
@@ -289,19 +301,15 @@ impl Metrics {
                     .set(l.log_end_offset());
             });
         }
+        self.quota_rate.reset();
+        for u in quotas.usage(std::time::Instant::now()) {
+            let labels = [
+                u.kind.key(),
+                u.user.as_deref().unwrap_or(""),
+                u.client_id.as_deref().unwrap_or(""),
+            ];
+            self.quota_rate.with_label_values(&labels).set(u.rate);
+        }
         render_registry(&self.registry)
     }
-}
-
-/// Serves `GET /metrics` (and a liveness `GET /healthz`) until the task is dropped.
-pub async fn serve(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    replicas: Arc<ReplicaManager>,
-) -> std::io::Result<()> {
-    skein_controller::metrics_endpoint::serve_text(
-        addr,
-        Arc::new(move || metrics.render(&replicas)),
-    )
-    .await
 }

@@ -4,7 +4,7 @@
 
 use std::io::IoSlice;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
@@ -63,7 +63,7 @@ pub async fn serve(
             Err(e) => {
                 // Running out of file descriptors must not stop the listener.
                 warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
@@ -365,6 +365,7 @@ pub async fn process_frame(
             range.0, range.1
         )));
     }
+    let started = Instant::now();
     let request_size = frame.len();
     let header_version = api.request_header_version(version);
     let header = RequestHeader::decode(&mut frame, header_version)
@@ -374,28 +375,36 @@ pub async fn process_frame(
     if frame.has_remaining() && api != ApiKey::ApiVersions {
         debug!(%peer, ?api, trailing = frame.remaining(), "request has trailing bytes");
     }
-    // Quotas count what producers send and what consumers (not followers)
-    // fetch.
-    let quota = match &request {
+    // Byte-rate quotas count what producers send and what consumers (not
+    // followers) fetch; the request quota counts every request but a
+    // follower's fetch (replication is never throttled, as in Kafka).
+    let from_follower = matches!(&request,
+        RequestKind::Fetch(f) if f.replica_id.0 >= 0 || f.replica_state.replica_id.0 >= 0);
+    let bytes_quota = match &request {
         RequestKind::Produce(_) => Some(crate::quotas::QuotaKind::Produce),
-        RequestKind::Fetch(f) if f.replica_id.0 < 0 && f.replica_state.replica_id.0 < 0 => {
-            Some(crate::quotas::QuotaKind::Fetch)
-        }
+        RequestKind::Fetch(_) if !from_follower => Some(crate::quotas::QuotaKind::Fetch),
         _ => None,
     };
-    let mut response = handlers::CLIENT_ADDR
-        .scope(peer, handlers::handle(broker, &header, request, session))
-        .await;
-    if let Some(kind) = quota {
-        throttle(
-            broker,
-            session,
-            &header,
-            kind,
-            request_size,
-            response.as_mut(),
-        );
-    }
+    // The time the handler runs: the sum of its polls, not the time it
+    // waits for replicas or for data (see crate::quotas).
+    let mut busy = started.elapsed();
+    let mut response = {
+        let mut handler =
+            std::pin::pin!(handlers::CLIENT_ADDR
+                .scope(peer, handlers::handle(broker, &header, request, session)));
+        std::future::poll_fn(|cx| {
+            let t = Instant::now();
+            let polled = std::future::Future::poll(handler.as_mut(), cx);
+            busy += t.elapsed();
+            polled
+        })
+        .await
+    };
+    let usage = crate::quotas::Usage {
+        bytes: bytes_quota.map(|kind| (kind, request_size)),
+        busy: (!from_follower).then_some(busy),
+    };
+    throttle(broker, session, &header, usage, response.as_mut());
     match response {
         Some(resp) => {
             count_errors(broker, api, &resp);
@@ -409,48 +418,30 @@ pub async fn process_frame(
     }
 }
 
-/// Counts a produce request or a consumer's fetch response against the
-/// client's quota; over it, the response says how long the client is
-/// throttled and the connection is muted for that long (KIP-219).
+/// Counts a request against the client's quotas; over one, the response
+/// says how long the client is throttled (the longest of the quotas'
+/// throttles) and the connection is muted for that long (KIP-219).
 fn throttle(
     broker: &Broker,
     session: &mut crate::sasl::Session,
     header: &RequestHeader,
-    kind: crate::quotas::QuotaKind,
-    request_size: usize,
-    response: Option<&mut kafka_protocol::messages::ResponseKind>,
+    usage: crate::quotas::Usage,
+    response: Option<&mut ResponseKind>,
 ) {
-    use kafka_protocol::messages::ResponseKind;
     let quotas = broker.metadata.image().client_quotas.clone();
     if quotas.is_empty() {
         return;
     }
-    let bytes = match (&kind, &response) {
-        (crate::quotas::QuotaKind::Fetch, Some(ResponseKind::Fetch(f))) => f
-            .responses
-            .iter()
-            .flat_map(|t| t.partitions.iter())
-            .filter_map(|p| p.records.as_ref().map(|r| r.len()))
-            .sum(),
-        _ => request_size,
-    };
     let client_id = header.client_id.as_ref().map(|c| c.as_str()).unwrap_or("");
-    let delay = broker.quotas.record(
-        &quotas,
-        kind,
-        &session.principal().name,
-        client_id,
-        bytes,
-        Instant::now(),
-    );
+    let user = session.principal().name.clone();
+    let delay = broker
+        .quotas
+        .charge(&quotas, &user, client_id, usage, response.as_deref());
     if delay.is_zero() {
         return;
     }
-    let ms = delay.as_millis().min(i32::MAX as u128) as i32;
-    match response {
-        Some(ResponseKind::Produce(r)) => r.throttle_time_ms = r.throttle_time_ms.max(ms),
-        Some(ResponseKind::Fetch(r)) => r.throttle_time_ms = r.throttle_time_ms.max(ms),
-        _ => {}
+    if let Some(r) = response {
+        crate::quotas::set_throttle_time(r, delay.as_millis().min(i32::MAX as u128) as i32);
     }
     session.mute_for(delay);
 }

@@ -1,12 +1,16 @@
 """Client quotas (KIP-546) with Kafka's own `kafka-configs --entity-type users|clients`: set,
 described and removed through AlterClientQuotas / DescribeClientQuotas, stored by the controller;
 a producer and a consumer over their byte-rate quota are throttled (throttle_time_ms, the
-connection muted) to within ±20 % of it, without an error."""
+connection muted) to within ±20 % of it, without an error; a client over its request_percentage
+(the broker's time on its requests) is throttled back to it; the broker's metrics show each quota
+entity's rate and throttle time."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -70,6 +74,85 @@ def test_kafka_configs_sets_describes_and_removes_quotas(quota_broker):
     assert "producer_byte_rate=1048576.0" in out, out
 
 
+def quota_metrics(b: SkeinBroker, quota: str, client_id: str) -> tuple[float, float] | None:
+    """(rate, throttle seconds) the broker reports for a client-id quota entity."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{b.metrics_port}/metrics", timeout=10).read().decode()
+    want = {"quota": quota, "user": "", "client_id": client_id}
+    found = {}
+    for m in re.finditer(r"^(skein_client_quota_\w+)\{([^}]*)\} (\S+)$", text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        if labels == want:
+            found[m.group(1)] = float(m.group(3))
+    if len(found) < 2:
+        return None
+    return found["skein_client_quota_rate"], found["skein_client_quota_throttle_seconds_total"]
+
+
+def produce_flat_out(b: SkeinBroker, topic: str, client_id: str, seconds: float, **conf) -> dict:
+    """Produces as fast as the client is let for `seconds`; what it saw."""
+    seen = {"throttles": [], "errors": [], "acked": []}
+
+    def stats(s: str) -> None:
+        for br in json.loads(s).get("brokers", {}).values():
+            if br.get("throttle", {}).get("max", 0) > 0:
+                seen["throttles"].append(br["throttle"]["max"])
+
+    def cb(err, msg):
+        if err:
+            seen["errors"].append(str(err))
+        else:
+            seen["acked"].append((time.monotonic(), len(msg.value())))
+    p = Producer({"bootstrap.servers": b.bootstrap, "client.id": client_id, "statistics.interval.ms": 1000,
+                  "stats_cb": stats, **conf})
+    start = time.monotonic()
+    seen["start"] = start
+    while time.monotonic() - start < seconds:
+        try:
+            p.produce(topic, b"r" * 100, on_delivery=cb)
+        except BufferError:
+            p.poll(0.05)
+        p.poll(0)
+    p.purge()
+    p.flush(60)
+    return seen
+
+
+def test_a_client_over_its_request_percentage_is_throttled_to_it(quota_broker, topic):
+    a = AdminClient({"bootstrap.servers": quota_broker.bootstrap})
+    a.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    # One request in flight, no batching: thousands of small produce requests a second, each some
+    # tens of microseconds of the broker's time. 2 % of a thread is 20 ms of it per second.
+    quota = 2.0
+    conf = {"acks": "1", "linger.ms": 0, "max.in.flight.requests.per.connection": 1, "batch.num.messages": 1,
+            "queue.buffering.max.messages": 1000}
+    free = produce_flat_out(quota_broker, topic, "free-client", 10, **conf)
+    assert free["errors"] == [] or all("Purged" in e for e in free["errors"]), free["errors"][:5]
+    free_rate = len(free["acked"]) / 10
+    configs(quota_broker, "--alter", "--entity-type", "clients", "--entity-name", "busy-client",
+            "--add-config", f"request_percentage={quota}")
+    wait_until(lambda: f"request_percentage={quota}" in configs(
+        quota_broker, "--describe", "--entity-type", "clients", "--entity-name", "busy-client"), 30,
+        "the quota visible")
+    busy = produce_flat_out(quota_broker, topic, "busy-client", RUN / 2, **conf)
+    assert busy["errors"] == [] or all("Purged" in e for e in busy["errors"]), busy["errors"][:5]
+    assert busy["throttles"], "no throttle_time_ms reached the client"
+    # After the first window (which may burst), the client runs at a fraction of its free rate.
+    late = [t for t, _ in busy["acked"] if t - busy["start"] > 12]
+    busy_rate = len(late) / (RUN / 2 - 12)
+    assert busy_rate < free_rate / 2, f"{busy_rate:.0f} requests/s throttled, {free_rate:.0f}/s free"
+    measured = quota_metrics(quota_broker, "request_percentage", "busy-client")
+    assert measured is not None, "no metric for the quota entity"
+    rate, throttled = measured
+    print(f"request quota {quota} %: free {free_rate:.0f} req/s, throttled {busy_rate:.0f} req/s, "
+          f"broker measures {rate:.2f} %, {throttled:.1f} s throttled")
+    # The broker's measure of the client's share of a thread, over its 11 s window, is held to the
+    # quota (it may be somewhat under: the client also waits for its acks between requests).
+    assert 0.3 * quota <= rate <= 1.25 * quota, f"{rate:.2f} % of a thread against a quota of {quota} %"
+    assert throttled > 1.0, throttled
+    # The free client has no quota and so no entity.
+    assert quota_metrics(quota_broker, "request_percentage", "free-client") is None
+
+
 def test_a_producer_over_its_quota_is_throttled_to_it_without_errors(quota_broker, topic):
     a = AdminClient({"bootstrap.servers": quota_broker.bootstrap})
     a.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
@@ -110,6 +193,9 @@ def test_a_producer_over_its_quota_is_throttled_to_it_without_errors(quota_broke
     rate = sum(n for t, n in acked if t - start <= RUN) / RUN
     assert 0.8 * RATE <= rate <= 1.2 * RATE, f"{rate:.0f} B/s against a quota of {RATE}"
     assert throttles, "no throttle_time_ms reached the client"
+    measured = quota_metrics(quota_broker, "producer_byte_rate", "throttled-producer")
+    assert measured is not None, "no metric for the quota entity"
+    assert 0.7 * RATE <= measured[0] <= 1.3 * RATE and measured[1] > 1.0, measured
 
 
 def test_a_consumer_over_its_quota_is_throttled_to_it(quota_broker, topic):
