@@ -174,6 +174,7 @@ async fn handle_connection(
                     out.put_i32(bytes.len() as i32);
                     out.put_slice(&bytes);
                     wr.write_all(&out).await?;
+                    wr.flush().await?;
                     continue;
                 }
                 None => {
@@ -185,6 +186,10 @@ async fn handle_connection(
         match process_frame(broker, frame, peer, &mut session).await {
             Ok(Some((api, out))) => {
                 write_chunks(&mut wr, &out).await?;
+                // A TLS stream may keep the tail of the response in its
+                // session when the socket is full; a flush sends it (on
+                // plain TCP it does nothing).
+                wr.flush().await?;
                 record_latency(broker, api, started);
             }
             Ok(None) => {}

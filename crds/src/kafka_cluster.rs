@@ -138,6 +138,16 @@ pub struct ListenersSpec {
     #[serde(default = "default_control_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub control_port: i32,
+    /// Mutual TLS on the control port: the operator makes a certificate
+    /// authority for the cluster (Secret `<name>-control-ca`, which only the
+    /// operator reads), a certificate for the brokers (Secret
+    /// `<name>-control-tls`, mounted into the broker pods) and one for its
+    /// controller; a broker then takes sessions only from the controller's
+    /// certificate, and the controller only talks to brokers whose
+    /// certificate matches their pod's DNS name. Turning it on or off rolls
+    /// the brokers.
+    #[serde(default)]
+    pub control_plane_tls: bool,
     /// Type of the bootstrap Service.
     #[serde(default)]
     pub bootstrap_service_type: BootstrapServiceType,
@@ -164,6 +174,7 @@ impl Default for ListenersSpec {
             kafka_port: default_kafka_port(),
             metrics_port: default_metrics_port(),
             control_port: default_control_port(),
+            control_plane_tls: false,
             bootstrap_service_type: BootstrapServiceType::default(),
             bootstrap_service_annotations: BTreeMap::new(),
         }

@@ -199,6 +199,71 @@ class BenchSkein(SkeinBroker):
         super().__init__(workdir, dict(COMMON_BROKER_SETTINGS))
 
 
+# The secure rows: the same broker settings plus an SSL and a SASL_SSL (SCRAM-SHA-512) listener,
+# configured with the same Kafka keys on both systems (PEM keystore holding the PKCS#8 key and the
+# certificate chain). PLAINTEXT stays the bootstrap for setup (topics, the SCRAM user).
+SCRAM_USER, SCRAM_PASSWORD = "bench", "bench-secret"
+
+
+def secure_listener_settings(b, pki: Path) -> dict[str, str]:
+    listeners = (f"PLAINTEXT://127.0.0.1:{b.port},SSL://127.0.0.1:{b.ssl_port},"
+                 f"SASL_SSL://127.0.0.1:{b.sasl_ssl_port}")
+    return {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki / "server-keystore.pem"),
+    }
+
+
+class SecureKafka(BenchKafka):
+    def __init__(self, workdir: Path, pki: Path):
+        super().__init__(workdir)
+        self.ssl_port, self.sasl_ssl_port = free_port(), free_port()
+        self.pki = pki
+
+    def properties(self) -> dict[str, str]:
+        p = super().properties()
+        p.update(secure_listener_settings(self, self.pki))
+        p["listeners"] += f",CONTROLLER://127.0.0.1:{self.controller_port}"
+        p["listener.security.protocol.map"] += ",CONTROLLER:PLAINTEXT"
+        return p
+
+
+class SecureSkein(BenchSkein):
+    def __init__(self, workdir: Path, pki: Path):
+        self.ssl_port, self.sasl_ssl_port = free_port(), free_port()
+        super().__init__(workdir)
+        self.overrides.update(secure_listener_settings(self, pki))
+
+
+def make_pki(d: Path) -> Path:
+    """A throwaway CA and a server certificate for 127.0.0.1 (openssl, as the e2e TLS tests)."""
+    from pki import make_ca, make_cert
+
+    d.mkdir(parents=True, exist_ok=True)
+    make_ca(d, "ca")
+    make_cert(d, "server", "ca", "localhost", "DNS:localhost,IP:127.0.0.1")
+    return d
+
+
+def client_config(path: Path, pki: Path, sasl: bool) -> Path:
+    """A Java client config for the SSL or the SASL_SSL listener."""
+    lines = [f"security.protocol={'SASL_SSL' if sasl else 'SSL'}", "ssl.truststore.type=PEM",
+             f"ssl.truststore.location={pki / 'ca.pem'}"]
+    if sasl:
+        lines += ["sasl.mechanism=SCRAM-SHA-512",
+                  "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                  f'username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";']
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 class System:
     """One system under test: one or more broker processes."""
 
@@ -225,11 +290,14 @@ class System:
 class Single(System):
     replicas = 1
 
-    def __init__(self, kind: str, workdir: Path):
+    def __init__(self, kind: str, workdir: Path, pki: Path | None = None):
         super().__init__(workdir)
         self.kind = kind
         self.label = {"kafka": "Kafka", "skein": "Skein"}[kind]
-        self.b = BenchKafka(workdir) if kind == "kafka" else BenchSkein(workdir)
+        if pki is not None:
+            self.b = SecureKafka(workdir, pki) if kind == "kafka" else SecureSkein(workdir, pki)
+        else:
+            self.b = BenchKafka(workdir) if kind == "kafka" else BenchSkein(workdir)
 
     def prepare(self):
         self.b.prepare()
@@ -357,10 +425,11 @@ PP_FINAL = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 
 
-def producer_perf(bootstrap, topic, n, size, acks, log, extra=()):
+def producer_perf(bootstrap, topic, n, size, acks, log, extra=(), config: Path | None = None):
+    conf = ["--producer.config", str(config)] if config else []
     out = java_tool("org.apache.kafka.tools.ProducerPerformance",
                     ["--topic", topic, "--num-records", str(n), "--record-size", str(size),
-                     "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+                     "--throughput", "-1", *conf, "--producer-props", f"bootstrap.servers={bootstrap}",
                      f"acks={acks}", *extra], timeout=1800, log=log)
     m = None
     for m in PP_FINAL.finditer(out):
@@ -375,10 +444,11 @@ def producer_perf(bootstrap, topic, n, size, acks, log, extra=()):
             "client_cpu_s": LAST_CLIENT_CPU[0]}
 
 
-def consumer_perf(bootstrap, topic, n, log, timeout_ms=30000):
+def consumer_perf(bootstrap, topic, n, log, timeout_ms=30000, config: Path | None = None):
+    conf = ["--consumer.config", str(config)] if config else []
     out = java_tool("org.apache.kafka.tools.ConsumerPerformance",
                     ["--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(n),
-                     "--timeout", str(timeout_ms), "--group", f"bench-{uuid.uuid4().hex[:8]}"],
+                     "--timeout", str(timeout_ms), "--group", f"bench-{uuid.uuid4().hex[:8]}", *conf],
                     timeout=1800, log=log)
     lines = [ln for ln in out.splitlines() if ln.strip()]
     hi = next(i for i, ln in enumerate(lines) if ln.startswith("start.time"))
@@ -561,6 +631,36 @@ def run_single(system: Single, sizes: Sizes, classes: Path, caps: dict, log: Pat
     return m
 
 
+def run_secure(system: Single, sizes: Sizes, pki: Path, log: Path) -> dict:
+    """The 8-partition produce over SSL and over SASL_SSL with SCRAM-SHA-512, and a group consume
+    over SSL, against one fresh system with those listeners."""
+    m: dict = {"load_before": load_avg()}
+    system.prepare()
+    system.start()
+    b = system.b
+    pids = system.pids()
+    # The SCRAM user, created as a Kafka operator would (AlterUserScramCredentials).
+    java_tool("kafka.admin.ConfigCommand",
+              ["--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "users", "--entity-name",
+               SCRAM_USER, "--add-config", f"SCRAM-SHA-512=[iterations=4096,password={SCRAM_PASSWORD}]"],
+              timeout=180, log=log)
+    create_topics(b.bootstrap, [("ssl8", 8, 1, {}), ("sasl8", 8, 1, {})])
+    ssl_conf = client_config(system.workdir / "ssl.properties", pki, sasl=False)
+    sasl_conf = client_config(system.workdir / "sasl-ssl.properties", pki, sasl=True)
+    ssl_bs, sasl_bs = f"127.0.0.1:{b.ssl_port}", f"127.0.0.1:{b.sasl_ssl_port}"
+    for key, fn in (
+        ("produce_ssl", lambda: producer_perf(ssl_bs, "ssl8", sizes.p8, 1024, "1", log, config=ssl_conf)),
+        ("produce_sasl_ssl",
+         lambda: producer_perf(sasl_bs, "sasl8", sizes.p8, 1024, "1", log, config=sasl_conf)),
+        ("consume_ssl", lambda: consumer_perf(ssl_bs, "ssl8", sizes.p8, log, config=ssl_conf)),
+    ):
+        with Watch(pids) as w:
+            m[key] = fn()
+        m.setdefault("cpu_s", {})[key] = {"broker": w.cpu, "client": m[key]["client_cpu_s"]}
+    m["load_after"] = load_avg()
+    return m
+
+
 def run_rf3(system: System, sizes: Sizes, log: Path) -> dict:
     m: dict = {"load_before": load_avg()}
     system.prepare()
@@ -646,10 +746,16 @@ ROWS = [
      lambda m: m["produce_small"]["records_per_s"], 1.5),
     ("produce_zstd", "produce 1 KiB zstd, acks=1, RF=1, 8 partitions", "MiB/s", "higher",
      lambda m: m["produce_zstd"]["mb_per_s"], 1.5),
+    ("produce_ssl", "produce 1 KiB, acks=1, RF=1, 8 partitions, SSL", "MiB/s", "higher",
+     lambda m: m["produce_ssl"]["mb_per_s"], 1.5),
+    ("produce_sasl_ssl", "produce 1 KiB, acks=1, RF=1, 8 partitions, SASL_SSL SCRAM-SHA-512", "MiB/s",
+     "higher", lambda m: m["produce_sasl_ssl"]["mb_per_s"], 1.5),
     ("produce_p8_lat", "producer p99 latency at full load (8 partitions)", "ms", "lower",
      lambda m: m["produce_p8"]["p99_latency_ms"], None),
     ("consume_group", "consume from start (ConsumerPerformance, group), 8 partitions", "MiB/s", "higher",
      lambda m: m["consume_group"]["mb_per_s"], 1.5),
+    ("consume_ssl", "consume from start (ConsumerPerformance, group), 8 partitions, SSL", "MiB/s",
+     "higher", lambda m: m["consume_ssl"]["mb_per_s"], 1.5),
     ("consume_assign", "consume from start (assign, BenchClient), 8 partitions", "MiB/s", "higher",
      lambda m: m["consume_assign"]["mb_per_s"], 1.5),
     ("e2e_tool_p50", "e2e latency p50 (EndToEndLatency, 1 in flight)", "ms", "lower",
@@ -904,6 +1010,7 @@ def main():
     work.mkdir(parents=True)
     log = out / "tools.log"
     classes = compile_bench_client(work)
+    pki = make_pki(work / "pki")
 
     def say(msg):
         print(f"[bench {time.strftime('%H:%M:%S')}] {msg} (load {load_avg()})", flush=True)
@@ -948,6 +1055,29 @@ def main():
             finally:
                 system.stop()
                 shutil.rmtree(sysdir, ignore_errors=True)
+        for kind in order:
+            say(f"rep {rep + 1}/{reps}: {kind} over SSL and SASL_SSL")
+            sdir = work / f"{kind}-secure-{rep}"
+            system = Single(kind, sdir, pki)
+            try:
+                m = run_secure(system, sizes, pki, log)
+                target = next((r for r in results["runs"][kind] if r.get("rep") == rep), None)
+                if target is None:
+                    target = {"rep": rep}
+                    results["runs"][kind].append(target)
+                for key in ("produce_ssl", "produce_sasl_ssl", "consume_ssl"):
+                    target[key] = m[key]
+                target.setdefault("cpu_s", {}).update(m["cpu_s"])
+                target["secure_load"] = [m["load_before"], m["load_after"]]
+                say(f"{kind}: " + ", ".join(f"{k} {m[k]['mb_per_s']}"
+                                            for k in ("produce_ssl", "produce_sasl_ssl", "consume_ssl")))
+            except Exception as e:  # noqa: BLE001
+                say(f"{kind} secure run failed: {e}")
+                results["errors"].append({"system": kind + "-secure", "rep": rep, "error": str(e)[-3000:],
+                                          "broker_log_tail": system.b.log_tail(40)})
+            finally:
+                system.stop()
+                shutil.rmtree(sdir, ignore_errors=True)
         if do_rf3:
             for cls in ((KafkaCluster, SkeinCluster) if rep % 2 == 0 else (SkeinCluster, KafkaCluster)):
                 kind = cls.label.lower()

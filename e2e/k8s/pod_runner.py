@@ -9,7 +9,8 @@ for every Running pod it starts the pod's own container command (`/bin/sh -c
 - `skein-broker` replaced by the binary under test,
 - `0.0.0.0` replaced by the pod's IP (every pod has its own address, as in a
   real cluster; run under e2e/k8s/netns.sh so the pod CIDR is local),
-- each configMap volume written to a directory and its mountPath replaced by it,
+- each configMap and secret volume written to a directory and its mountPath
+  replaced by it (in the command line and in the configMap's files),
 - each persistentVolumeClaim volume backed by a directory named after the
   claim object (name and uid), so a recreated pod finds its data again (what a
   PVC gives) and a replaced claim starts empty (what a new volume gives),
@@ -31,6 +32,7 @@ period, as the kubelet would do.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -180,25 +182,45 @@ class PodRunner:
             line = " ".join(c.get("args") or [])
             volumes = {v["name"]: v for v in spec.get("volumes", [])}
             mounts = sorted(c.get("volumeMounts", []), key=lambda m: -len(m["mountPath"]))
+            dirs: dict[str, Path] = {}
             for m in mounts:
                 v = volumes.get(m["name"], {})
                 if "configMap" in v:
-                    cm = self._kubectl_json("-n", self.ns, "get", "configmap", v["configMap"]["name"])
-                    d = pod_dir / f"configmap-{m['name']}"
-                    d.mkdir(parents=True, exist_ok=True)
-                    for k, text in (cm.get("data") or {}).items():
-                        (d / k).write_text(text)
+                    dirs[m["mountPath"]] = pod_dir / f"configmap-{m['name']}"
+                elif "secret" in v:
+                    dirs[m["mountPath"]] = pod_dir / f"secret-{m['name']}"
                 elif "persistentVolumeClaim" in v:
                     # One directory per claim object: a claim deleted and made
                     # again (the StatefulSet recreates a missing one) starts
                     # empty, as a newly provisioned volume would.
                     claim = v["persistentVolumeClaim"]["claimName"]
                     pvc = self._kubectl_json("-n", self.ns, "get", "pvc", claim)
-                    d = self.workdir / "volumes" / f"{claim}-{pvc['metadata']['uid'][:8]}"
-                    d.mkdir(parents=True, exist_ok=True)
-                else:
+                    dirs[m["mountPath"]] = self.workdir / "volumes" / f"{claim}-{pvc['metadata']['uid'][:8]}"
+
+            def relocate(text: str) -> str:
+                # Longest mount path first, so a nested mount wins.
+                for path, d in dirs.items():
+                    text = text.replace(path, str(d))
+                return text
+            for m in mounts:
+                v = volumes.get(m["name"], {})
+                d = dirs.get(m["mountPath"])
+                if d is None:
                     continue
-                line = line.replace(m["mountPath"], str(d))
+                d.mkdir(parents=True, exist_ok=True)
+                if "configMap" in v:
+                    cm = self._kubectl_json("-n", self.ns, "get", "configmap", v["configMap"]["name"])
+                    for k, text in (cm.get("data") or {}).items():
+                        # Paths into other volumes (a properties file naming a
+                        # mounted Secret's file) point at their directories.
+                        (d / k).write_text(relocate(text))
+                elif "secret" in v:
+                    sec = self._kubectl_json("-n", self.ns, "get", "secret", v["secret"]["secretName"])
+                    for k, b64 in (sec.get("data") or {}).items():
+                        f = d / k
+                        f.write_bytes(base64.b64decode(b64))
+                        f.chmod(0o400)
+            line = relocate(line)
             line = re.sub(r"\bskein-(broker|operator)\b", binary, line, count=1)
             argv = ["/bin/sh", "-c", line.replace("0.0.0.0", ip)]
         elif not command:

@@ -298,7 +298,8 @@ def test_helm_chart_installs_and_its_rbac_is_enough(env):
                "jsonpath={.items[0].spec.template.spec.serviceAccountName}").strip()
     who = f"system:serviceaccount:{OP_NS}:{sa}"
     for verb, res in [("create", "topics.skein.dev"), ("patch", "topics.skein.dev/status"),
-                      ("delete", "pods"), ("update", "configmaps"), ("create", "statefulsets.apps")]:
+                      ("delete", "pods"), ("update", "configmaps"), ("create", "statefulsets.apps"),
+                      ("create", "secrets")]:
         assert env.k("auth", "can-i", verb, res, "-n", NS, "--as", who, check=False).strip() == "yes", (verb, res)
     assert env.k("auth", "can-i", "delete", "secrets", "-n", NS, "--as", who, check=False).strip() == "no"
 
@@ -632,3 +633,66 @@ def test_deleting_the_cluster_stops_its_controller(env):
     wait_until(lambda: not reported(), 60, "the deleted cluster's controller stopped (its metrics gone)")
     wait_until(lambda: env.k("-n", NS, "get", "statefulset", CLUSTER, "--ignore-not-found").strip() == "", 60,
                "the StatefulSet garbage-collected with the cluster")
+
+
+def test_control_plane_tls_makes_certificates_and_brokers_take_only_the_controller(env):
+    """spec.listeners.controlPlaneTls: the operator makes the cluster's CA and certificates in two
+    Secrets (the brokers' has no private key but their own), the brokers require the controller's
+    certificate on the control port, and the controller's sessions over it place a topic."""
+    import socket
+
+    name = "secure"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 1
+  storage:
+    size: 1Gi
+  listeners:
+    controlPlaneTls: true
+""")
+    try:
+        ca = wait_until(lambda: env.get("-n", NS, "get", "secret", f"{name}-control-ca"), 60, "the CA Secret")
+        tls = env.get("-n", NS, "get", "secret", f"{name}-control-tls")
+        assert sorted(ca["data"]) == ["ca.crt", "ca.key", "controller-keystore.pem"], sorted(ca["data"])
+        assert sorted(tls["data"]) == ["broker-keystore.pem", "ca.crt"], sorted(tls["data"])
+        assert ca["metadata"]["ownerReferences"][0]["name"] == name
+        assert tls["data"]["ca.crt"] == ca["data"]["ca.crt"]
+        sts = wait_until(lambda: env.get("-n", NS, "get", "statefulset", name), 60, "the StatefulSet")
+        vols = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+        assert vols["control-tls"]["secret"]["secretName"] == f"{name}-control-tls", vols
+        props = env.get("-n", NS, "get", "configmap", f"{name}-config")["data"]["server.properties"]
+        assert "control.ssl.controller.subject=CN=skein-controller" in props, props
+        # The broker registers: the controller's session reached it over mutual TLS.
+        wait_until(lambda: any(b["ready"] for b in env.get("-n", NS, "get", "kafkacluster", name)
+                               .get("status", {}).get("brokers", [])), 180, "the broker in session over TLS")
+        env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: secure-events
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 2
+  replicationFactor: 1
+""")
+        wait_until(lambda: (lambda ps: len(ps) == 2 and all(p["leader"] == 0 for p in ps))(
+            topic_partitions(env, "secure-events")), 90, "partitions led by broker 0 (the controller's order)")
+        # A client without the controller's certificate (here: no TLS at all, an HTTP/2 preface)
+        # gets a TLS alert or a closed socket, never an HTTP/2 answer.
+        host = f"{name}-0.{name}-brokers.{NS}.svc"
+        if MODE == "local":
+            with socket.create_connection((host, 9192), timeout=10) as s:
+                s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(9))
+                try:
+                    answer = s.recv(64)
+                except (ConnectionResetError, socket.timeout):
+                    answer = b""
+            assert answer[:1] in (b"", b"\x15"), f"the control port answered plaintext HTTP/2: {answer!r}"
+    finally:
+        env.k("-n", NS, "delete", "topic", "secure-events", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)

@@ -93,6 +93,31 @@ def create_topic(conf: dict, topic: str, partitions: int = 3) -> None:
         f.result(30)
 
 
+def test_large_fetches_over_ssl_arrive_whole_and_at_once(tls_broker, pki, topic, tmp_path):
+    """Megabyte fetch responses over TLS to Kafka's Java consumer (ConsumerPerformance): the tail
+    of each response must leave the broker with it. A TLS session holds back what the socket could
+    not take until it is flushed; unflushed, the consumer waited out its request timeout for the
+    rest and read a few hundred records a second."""
+    create_topic({"bootstrap.servers": tls_broker.bootstrap}, topic, partitions=8)
+    n = 200_000
+    # Kafka's own producer tool, as the benchmark (16 KiB batches: responses of many batches).
+    kafka_tool("org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(n),
+               "--record-size", "1024", "--throughput", "-1", "--producer-props",
+               f"bootstrap.servers={tls_broker.bootstrap}", "acks=1", timeout=120)
+    conf = tmp_path / "ssl.properties"
+    conf.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki / 'ca.pem'}\n")
+    start = time.monotonic()
+    out = kafka_tool("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
+                     f"127.0.0.1:{tls_broker.ssl_port}", "--topic", topic, "--messages", str(n),
+                     "--timeout", "20000", "--group", f"g-{topic}", "--consumer.config", str(conf),
+                     timeout=120).stdout.decode()
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    hi = next(i for i, ln in enumerate(lines) if ln.startswith("start.time"))
+    row = dict(zip([k.strip() for k in lines[hi].split(",")], [v.strip() for v in lines[hi + 1].split(",")]))
+    got = int(row["data.consumed.in.nMsg"])
+    assert got == n, f"{got} of {n} records in {time.monotonic() - start:.0f} s over SSL:\n{out[-1500:]}"
+
+
 def test_ssl_listener_serves_produce_consume_and_admin_with_its_own_endpoints(tls_broker, pki, topic):
     conf = ssl_conf(pki, tls_broker.ssl_port)
     create_topic(conf, topic)

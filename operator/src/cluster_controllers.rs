@@ -189,6 +189,8 @@ pub struct ClusterController {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// The pod a rolling restart deleted last, until its broker is back.
     pub restarting: Mutex<Option<Restart>>,
+    /// Mutual TLS of the sessions (`spec.listeners.controlPlaneTls`).
+    tls: Mutex<Option<crate::control_tls::ControlTls>>,
 }
 
 /// A pod deleted by a rolling restart: done once a pod of that name with
@@ -230,7 +232,8 @@ impl ClusterController {
             }
             let (tx, rx) = watch::channel(false);
             let endpoint = self.broker_endpoint(id);
-            info!(broker = id, %endpoint, "controller session");
+            let tls = self.tls.lock().expect("tls lock").clone().map(|t| t.config);
+            info!(broker = id, %endpoint, tls = tls.is_some(), "controller session");
             self.tasks
                 .lock()
                 .expect("tasks lock")
@@ -240,11 +243,26 @@ impl ClusterController {
                     Some(id),
                     rx,
                     None,
-                    // TLS on the control plane is not configured on
-                    // Kubernetes yet (docs/security.md).
-                    None,
+                    tls,
                 )));
             sessions.insert(id, tx);
+        }
+    }
+
+    /// Switches the sessions' TLS settings; when they change (turned on or
+    /// off, new certificates) every session ends, and the next
+    /// [`Self::set_brokers`] opens them again with the new settings.
+    pub fn set_tls(&self, tls: Option<crate::control_tls::ControlTls>) {
+        let mut current = self.tls.lock().expect("tls lock");
+        let fingerprint =
+            |t: &Option<crate::control_tls::ControlTls>| t.as_ref().map(|t| t.fingerprint);
+        if fingerprint(&current) == fingerprint(&tls) {
+            return;
+        }
+        info!(cluster = %self.names.cluster, tls = tls.is_some(), "control-plane TLS changed: sessions restart");
+        *current = tls;
+        for (_, tx) in std::mem::take(&mut *self.sessions.lock().expect("sessions lock")) {
+            let _ = tx.send(true);
         }
     }
 
@@ -451,7 +469,9 @@ impl ClusterControllers {
         kc: &KafkaCluster,
     ) -> Result<Arc<ClusterController>, ControllerStartError> {
         let names = ClusterNames::of(kc);
+        let tls = crate::control_tls::ensure(&self.client, kc).await?;
         if let Some(rt) = self.get(&names.namespace, &names.cluster) {
+            rt.set_tls(tls);
             return Ok(rt);
         }
         let owner = kc.controller_owner_ref(&()).map(|mut o| {
@@ -492,6 +512,7 @@ impl ClusterControllers {
             sessions: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
             restarting: Mutex::new(None),
+            tls: Mutex::new(tls),
         });
         {
             let mut tasks = rt.tasks.lock().expect("tasks lock");

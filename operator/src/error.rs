@@ -16,6 +16,9 @@ pub enum ControllerStartError {
     },
     #[error("controller metadata: {0}")]
     Image(#[source] std::io::Error),
+    /// The control plane's certificates could not be made or read.
+    #[error("control-plane TLS: {0}")]
+    ControlTls(String),
 }
 
 /// Why a deleted Topic's data could not be removed (yet).

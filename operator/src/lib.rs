@@ -12,6 +12,7 @@
 pub mod build;
 pub mod cluster_controllers;
 pub mod context;
+pub mod control_tls;
 pub mod error;
 pub mod http;
 pub mod kafka_admin;

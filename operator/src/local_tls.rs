@@ -14,7 +14,7 @@ use rcgen::{
 
 /// The controller certificate's common name; brokers take sessions only
 /// from a certificate with its subject.
-const CONTROLLER_CN: &str = "skein-controller";
+pub(crate) const CONTROLLER_CN: &str = "skein-controller";
 
 /// What was written.
 pub struct LocalPki {
@@ -44,7 +44,7 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn leaf(
+pub(crate) fn leaf(
     cn: &str,
     sans: Vec<String>,
     issuer: &CertifiedIssuer<'_, KeyPair>,
@@ -61,20 +61,23 @@ fn leaf(
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-/// Makes the CA and certificates for `brokers` (id, host) under `dir`.
-pub fn make(dir: &Path, brokers: &[(i32, String)]) -> anyhow::Result<LocalPki> {
-    std::fs::create_dir_all(dir)?;
+/// A new self-signed certificate authority named `cn`.
+pub(crate) fn new_ca(cn: &str) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "skein local CA");
+    ca_params.distinguished_name.push(DnType::CommonName, cn);
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)
+}
+
+/// Makes the CA and certificates for `brokers` (id, host) under `dir`.
+pub fn make(dir: &Path, brokers: &[(i32, String)]) -> anyhow::Result<LocalPki> {
+    std::fs::create_dir_all(dir)?;
+    let ca = new_ca("skein local CA")?;
     let ca_path = dir.join("ca.pem");
     std::fs::write(&ca_path, ca.pem())?;
 

@@ -145,6 +145,8 @@ impl BrokerClient {
         let len = (buf.len() - 4) as i32;
         buf[..4].copy_from_slice(&len.to_be_bytes());
         self.stream.write_all(&buf).await?;
+        // Over TLS the last record may wait in the session until flushed.
+        self.stream.flush().await?;
         let n = self.stream.read_i32().await?;
         if n < 4 {
             return Err(ClientError::Protocol(format!(

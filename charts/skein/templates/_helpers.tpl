@@ -55,6 +55,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["services", "configmaps", "serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: [""]
+  # spec.listeners.controlPlaneTls: the control plane's CA and certificates.
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: [""]
   # Pods are watched for broker liveness and deleted one at a time to roll them.
   resources: ["pods"]
   verbs: ["get", "list", "watch", "delete"]

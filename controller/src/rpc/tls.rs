@@ -42,26 +42,40 @@ type Material = (
 
 fn load(files: &ControlTlsFiles) -> Result<Material, String> {
     let keystore = read(&files.keystore)?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&keystore)
+    let truststore = read(&files.truststore)?;
+    parse(
+        &keystore,
+        &files.keystore.display().to_string(),
+        &truststore,
+        &files.truststore.display().to_string(),
+    )
+}
+
+/// The key, chain and roots from PEM text (`ks_name` / `ts_name` name them
+/// in errors).
+fn parse(
+    keystore: &[u8],
+    ks_name: &str,
+    truststore: &[u8],
+    ts_name: &str,
+) -> Result<Material, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(keystore)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", files.keystore.display()))?;
+        .map_err(|e| format!("{ks_name}: {e}"))?;
     if chain.is_empty() {
-        return Err(format!("no certificate in {}", files.keystore.display()));
+        return Err(format!("no certificate in {ks_name}"));
     }
-    let key = PrivateKeyDer::from_pem_slice(&keystore)
-        .map_err(|e| format!("no usable private key in {}: {e}", files.keystore.display()))?;
+    let key = PrivateKeyDer::from_pem_slice(keystore)
+        .map_err(|e| format!("no usable private key in {ks_name}: {e}"))?;
     let mut roots = RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(&read(&files.truststore)?) {
-        let c = c.map_err(|e| format!("{}: {e}", files.truststore.display()))?;
+    for c in CertificateDer::pem_slice_iter(truststore) {
+        let c = c.map_err(|e| format!("{ts_name}: {e}"))?;
         roots
             .add(c)
-            .map_err(|e| format!("bad CA certificate in {}: {e}", files.truststore.display()))?;
+            .map_err(|e| format!("bad CA certificate in {ts_name}: {e}"))?;
     }
     if roots.is_empty() {
-        return Err(format!(
-            "no CA certificate in {}",
-            files.truststore.display()
-        ));
+        return Err(format!("no CA certificate in {ts_name}"));
     }
     Ok((chain, key, roots))
 }
@@ -73,13 +87,31 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// The controller's side: trusts the brokers' CA, checks the dialled host
 /// against the broker's certificate, presents its own certificate.
 pub fn client_config(files: &ControlTlsFiles) -> Result<Arc<ClientConfig>, String> {
-    let (chain, key, roots) = load(files)?;
+    client_config_from(load(files)?, &files.keystore.display().to_string())
+}
+
+/// [`client_config`] from PEM text held in memory (the Kubernetes
+/// operator keeps its certificate in a Secret).
+pub fn client_config_pem(keystore: &[u8], truststore: &[u8]) -> Result<Arc<ClientConfig>, String> {
+    let material = parse(
+        keystore,
+        "the controller keystore",
+        truststore,
+        "the CA certificate",
+    )?;
+    client_config_from(material, "the controller keystore")
+}
+
+fn client_config_from(
+    (chain, key, roots): Material,
+    ks_name: &str,
+) -> Result<Arc<ClientConfig>, String> {
     let mut config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots)
         .with_client_auth_cert(chain, key)
-        .map_err(|e| format!("{}: {e}", files.keystore.display()))?;
+        .map_err(|e| format!("{ks_name}: {e}"))?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Arc::new(config))
 }

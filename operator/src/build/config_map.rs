@@ -22,10 +22,14 @@ pub fn operator_defaults(replicas: i32) -> BTreeMap<String, String> {
     ])
 }
 
-/// The effective broker configuration: operator defaults overlaid by `spec.config`.
+/// The effective broker configuration: operator defaults overlaid by
+/// `spec.config`, and the control-plane TLS settings when it is on.
 pub fn effective_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
     let mut config = operator_defaults(kc.spec.replicas);
     config.extend(kc.spec.config.clone());
+    if kc.spec.listeners.control_plane_tls {
+        config.extend(super::control_tls::broker_config());
+    }
     config
 }
 

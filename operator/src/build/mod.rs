@@ -2,6 +2,7 @@
 //! function of the (validated) cluster. One file per resource kind.
 
 pub mod config_map;
+pub mod control_tls;
 pub mod pdb;
 pub mod service;
 pub mod service_account;
@@ -84,6 +85,16 @@ impl ClusterNames {
     }
     pub fn pdb(&self) -> String {
         self.cluster.clone()
+    }
+    /// The control plane's CA and the controller's certificate (only the
+    /// operator reads it).
+    pub fn control_ca_secret(&self) -> String {
+        format!("{}-control-ca", self.cluster)
+    }
+    /// The brokers' control-plane certificate and the CA (mounted into the
+    /// broker pods).
+    pub fn control_tls_secret(&self) -> String {
+        format!("{}-control-tls", self.cluster)
     }
     /// Stable DNS name of broker `ordinal`.
     pub fn broker_host(&self, ordinal: i32) -> String {

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
     HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
     PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    SecurityContext, TCPSocketAction, TopologySpreadConstraint, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    SecretVolumeSource, SecurityContext, TCPSocketAction, TopologySpreadConstraint, Volume,
+    VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -31,6 +31,9 @@ pub const DATA_DIR: &str = "/var/lib/skein";
 pub const CONFIG_DIR: &str = "/etc/skein";
 /// Name of the broker container.
 pub const CONTAINER: &str = "broker";
+/// The volume of the brokers' control-plane certificate (Secret).
+const CONTROL_TLS_VOLUME: &str = "control-tls";
+
 /// Name of the data volume claim template (PVCs are `data-<pod>`).
 pub const DATA_VOLUME: &str = "data";
 /// UID/GID the broker runs as (matches the broker image).
@@ -140,19 +143,29 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
             ..Probe::default()
         }),
         resources: kc.spec.resources.clone(),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: DATA_VOLUME.into(),
-                mount_path: DATA_DIR.into(),
-                ..VolumeMount::default()
-            },
-            VolumeMount {
-                name: "config".into(),
-                mount_path: CONFIG_DIR.into(),
+        volume_mounts: Some(
+            vec![
+                VolumeMount {
+                    name: DATA_VOLUME.into(),
+                    mount_path: DATA_DIR.into(),
+                    ..VolumeMount::default()
+                },
+                VolumeMount {
+                    name: "config".into(),
+                    mount_path: CONFIG_DIR.into(),
+                    read_only: Some(true),
+                    ..VolumeMount::default()
+                },
+            ]
+            .into_iter()
+            .chain(kc.spec.listeners.control_plane_tls.then(|| VolumeMount {
+                name: CONTROL_TLS_VOLUME.into(),
+                mount_path: super::control_tls::MOUNT_DIR.into(),
                 read_only: Some(true),
                 ..VolumeMount::default()
-            },
-        ]),
+            }))
+            .collect(),
+        ),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
             read_only_root_filesystem: Some(true),
@@ -225,14 +238,27 @@ fn pod_template(
             // Room for a controlled shutdown: leadership moves off before exit.
             termination_grace_period_seconds: Some(60),
             containers: vec![container(kc, names, opts)],
-            volumes: Some(vec![Volume {
-                name: "config".into(),
-                config_map: Some(ConfigMapVolumeSource {
-                    name: names.config_map(),
-                    ..ConfigMapVolumeSource::default()
-                }),
-                ..Volume::default()
-            }]),
+            volumes: Some(
+                [Volume {
+                    name: "config".into(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: names.config_map(),
+                        ..ConfigMapVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                }]
+                .into_iter()
+                .chain(kc.spec.listeners.control_plane_tls.then(|| Volume {
+                    name: CONTROL_TLS_VOLUME.into(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(names.control_tls_secret()),
+                        default_mode: Some(0o440),
+                        ..SecretVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                }))
+                .collect(),
+            ),
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
                 run_as_user: Some(BROKER_UID),
