@@ -32,6 +32,8 @@ pub struct Broker {
     pub refused_batches: crate::handlers::refused_batches::RefusedBatches,
     /// Client quota usage (produce and fetch byte rates).
     pub quotas: crate::quotas::QuotaManager,
+    /// Open connections per address, `max.connections`, connection rates.
+    pub connection_quotas: Arc<crate::connection_quotas::ConnectionQuotas>,
     /// Repeated warnings (refused ISR changes, storage errors) are logged
     /// once per partition every 10 s.
     pub log_throttle: crate::log_throttle::LogThrottle,
@@ -167,6 +169,8 @@ impl Broker {
         let _ = metrics.data_dir.set(config.data_dir.clone());
         let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
         let quotas = crate::quotas::QuotaManager::new(&metrics.registry);
+        let connection_quotas =
+            crate::connection_quotas::ConnectionQuotas::new(config.connection_limits.clone());
         let broker = Arc::new(Self {
             metadata,
             config,
@@ -175,6 +179,7 @@ impl Broker {
             groups,
             refused_batches: Default::default(),
             quotas,
+            connection_quotas,
             log_throttle: crate::log_throttle::LogThrottle::new(Duration::from_secs(10)),
             combined,
             tasks: Mutex::new(Vec::new()),

@@ -65,6 +65,16 @@ pub enum ConfigError {
     },
 }
 
+impl From<crate::connection_quotas::InvalidLimit> for ConfigError {
+    fn from(e: crate::connection_quotas::InvalidLimit) -> Self {
+        ConfigError::Value {
+            key: e.key,
+            value: e.value,
+            reason: e.reason,
+        }
+    }
+}
+
 impl From<crate::authorizer_config::InvalidAuthorizerConfig> for ConfigError {
     fn from(e: crate::authorizer_config::InvalidAuthorizerConfig) -> Self {
         ConfigError::Value {
@@ -114,6 +124,8 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     pub message_max_bytes: u64,
     pub socket_request_max_bytes: usize,
+    /// `max.connections`, `max.connections.per.ip(.overrides)`.
+    pub connection_limits: crate::connection_quotas::ConnectionLimits,
     pub log_retention_check_interval_ms: u64,
     pub log_cleaner_enable: bool,
     pub log_flush_scheduler_interval_ms: u64,
@@ -241,6 +253,7 @@ impl BrokerConfig {
             auto_create_topics_enable: boolean(&raw, "auto.create.topics.enable", true)?,
             message_max_bytes: log_defaults.max_message_bytes,
             socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
+            connection_limits: crate::connection_quotas::ConnectionLimits::from_config(&raw)?,
             log_retention_check_interval_ms: num(&raw, "log.retention.check.interval.ms", 300_000)?,
             log_cleaner_enable: boolean(&raw, "log.cleaner.enable", true)?,
             log_flush_scheduler_interval_ms: num(&raw, "log.flush.scheduler.interval.ms", 1000u64)?,

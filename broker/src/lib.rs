@@ -2,11 +2,13 @@
 //! handlers, the partitions it hosts and its metrics. A single broker is a
 //! working cluster on its own; the log itself lives in `skein-storage`.
 
+pub mod api_label;
 pub mod authorizer;
 pub mod authorizer_config;
 pub mod broker;
 pub mod clean_shutdown;
 pub mod config;
+pub mod connection_quotas;
 pub mod error;
 pub mod group;
 pub mod handlers;

@@ -23,6 +23,8 @@ pub struct Metrics {
     pub request_errors: IntCounterVec,
     pub request_latency: HistogramVec,
     pub connections: IntGauge,
+    /// New connections not served, by listener and reason.
+    pub connections_refused: IntCounterVec,
     /// SASL authentications by listener, mechanism and result
     /// (`success`, `failure`).
     pub sasl_authentications: IntCounterVec,
@@ -126,6 +128,11 @@ impl Metrics {
         registry
             .register(Box::new(connections.clone()))
             .expect("register");
+        let connections_refused = counter(
+            "skein_connections_refused_total",
+            "New connections not served, by listener and reason: max_connections_per_ip (closed at once), connection_creation_rate (an ips quota: held for the throttle time, then closed).",
+            &["listener", "reason"],
+        );
         let sasl_authentications = counter(
             "skein_sasl_authentications_total",
             "SASL authentications by listener, mechanism and result (success, failure).",
@@ -237,6 +244,7 @@ impl Metrics {
             request_errors,
             request_latency,
             connections,
+            connections_refused,
             sasl_authentications,
             ssl_authentication_failures,
             log_size,

@@ -57,7 +57,16 @@ pub async fn serve(
     spec: Arc<Listener>,
 ) -> std::io::Result<()> {
     info!(addr = %listener.local_addr()?, listener = %spec.name, protocol = spec.protocol.name(), "Kafka listener ready");
+    // max.connections leaves the inter-broker listener alone (replication
+    // must not starve); the per-address limits apply everywhere, as in Kafka.
+    let limited = *spec.name != *broker.config.inter_broker_listener;
+    let limits = broker.connection_quotas.clone();
     loop {
+        // max.connections: wait for a free slot before accepting.
+        let slot = match limits.slots.clone().filter(|_| limited) {
+            Some(slots) => Some(slots.acquire_owned().await.expect("never closed")),
+            None => None,
+        };
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
@@ -67,9 +76,18 @@ pub async fn serve(
                 continue;
             }
         };
+        let image = broker.metadata.image();
+        let admitted = match limits.admit(peer.ip(), &image.client_quotas, Instant::now()) {
+            Ok(admitted) => admitted,
+            Err(refusal) => {
+                turn_away(&broker, &spec.name, stream, peer, refusal);
+                continue;
+            }
+        };
         let broker = broker.clone();
         let spec = spec.clone();
         tokio::spawn(async move {
+            let _held = (slot, admitted);
             broker.metrics.connections.inc();
             let name = spec.name.clone();
             let served =
@@ -78,6 +96,31 @@ pub async fn serve(
                 debug!(%peer, listener = %spec.name, error = %e, "connection closed with error");
             }
             broker.metrics.connections.dec();
+        });
+    }
+}
+
+/// A new connection over a connection limit: closed at once, or (over an
+/// `ips` connection_creation_rate) held unread for the throttle time first.
+fn turn_away(
+    broker: &Broker,
+    listener: &str,
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    refusal: crate::connection_quotas::Refusal,
+) {
+    broker
+        .metrics
+        .connections_refused
+        .with_label_values(&[listener, refusal.label()])
+        .inc();
+    if let Some(left_out) = broker.log_throttle.allow(&format!("limit {listener}")) {
+        info!(%peer, listener, reason = refusal.label(), left_out, "connection refused");
+    }
+    if let crate::connection_quotas::Refusal::RateThrottled(hold) = refusal {
+        tokio::spawn(async move {
+            tokio::time::sleep(hold).await;
+            drop(stream);
         });
     }
 }
@@ -271,64 +314,13 @@ async fn write_chunks(wr: &mut (impl AsyncWrite + Unpin), chunks: &[Bytes]) -> s
 }
 
 fn record_latency(broker: &Broker, api: ApiKey, started: Instant) {
-    let name = api_name(api);
+    let name = crate::api_label::api_name(api);
     broker.metrics.requests.with_label_values(&[name]).inc();
     broker
         .metrics
         .request_latency
         .with_label_values(&[name])
         .observe(started.elapsed().as_secs_f64());
-}
-
-/// Short, stable label for an API key.
-pub fn api_name(api: ApiKey) -> &'static str {
-    // `{:?}` of the generated enum is the Kafka name (Produce, Fetch, …).
-    let s: &'static str = match api {
-        ApiKey::Produce => "Produce",
-        ApiKey::Fetch => "Fetch",
-        ApiKey::ListOffsets => "ListOffsets",
-        ApiKey::Metadata => "Metadata",
-        ApiKey::ApiVersions => "ApiVersions",
-        ApiKey::CreateTopics => "CreateTopics",
-        ApiKey::DeleteTopics => "DeleteTopics",
-        ApiKey::CreatePartitions => "CreatePartitions",
-        ApiKey::DescribeConfigs => "DescribeConfigs",
-        ApiKey::AlterConfigs => "AlterConfigs",
-        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
-        ApiKey::DescribeCluster => "DescribeCluster",
-        ApiKey::DescribeLogDirs => "DescribeLogDirs",
-        ApiKey::InitProducerId => "InitProducerId",
-        ApiKey::FindCoordinator => "FindCoordinator",
-        ApiKey::DeleteRecords => "DeleteRecords",
-        ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
-        ApiKey::JoinGroup => "JoinGroup",
-        ApiKey::SyncGroup => "SyncGroup",
-        ApiKey::Heartbeat => "Heartbeat",
-        ApiKey::LeaveGroup => "LeaveGroup",
-        ApiKey::OffsetCommit => "OffsetCommit",
-        ApiKey::OffsetFetch => "OffsetFetch",
-        ApiKey::DescribeGroups => "DescribeGroups",
-        ApiKey::ListGroups => "ListGroups",
-        ApiKey::DeleteGroups => "DeleteGroups",
-        ApiKey::OffsetDelete => "OffsetDelete",
-        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
-        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
-        ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
-        ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
-        ApiKey::ElectLeaders => "ElectLeaders",
-        ApiKey::SaslHandshake => "SaslHandshake",
-        ApiKey::SaslAuthenticate => "SaslAuthenticate",
-        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
-        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
-        ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
-        ApiKey::AlterClientQuotas => "AlterClientQuotas",
-        ApiKey::CreateAcls => "CreateAcls",
-        ApiKey::DescribeAcls => "DescribeAcls",
-        ApiKey::DeleteAcls => "DeleteAcls",
-        // Not served (the connection is closed): one bounded label.
-        _ => "Other",
-    };
-    s
 }
 
 /// Decodes one request frame (the bytes after the size prefix), runs its
@@ -661,7 +653,7 @@ fn count_errors(broker: &Broker, api: ApiKey, resp: &ResponseKind) {
         ResponseKind::ListPartitionReassignments(r) => codes.push(r.error_code),
         _ => {}
     }
-    let name = api_name(api);
+    let name = crate::api_label::api_name(api);
     for code in codes.into_iter().filter(|c| *c != 0) {
         let label = match ResponseError::try_from_code(code) {
             Some(e) => format!("{e:?}"),

@@ -222,3 +222,90 @@ def test_a_consumer_over_its_quota_is_throttled_to_it(quota_broker, topic):
     assert len(got) < 14000, "the consumer read everything: the quota held nothing back"
     rate = sum(n for _, n in got) / RUN
     assert 0.8 * RATE <= rate <= 1.2 * RATE, f"{rate:.0f} B/s against a quota of {RATE}"
+
+
+def api_versions_answered(sock) -> bool:
+    """Sends ApiVersions v0 on a raw connection; True when the broker answers it."""
+    import struct
+    client = b"probe"
+    body = struct.pack(">hhih", 18, 0, 1, len(client)) + client
+    try:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        head = sock.recv(4)
+        return len(head) == 4
+    except OSError:
+        return False
+
+
+def refused_metric(b: SkeinBroker, reason: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{b.metrics_port}/metrics", timeout=10).read().decode()
+    total = 0.0
+    for m in re.finditer(r"^skein_connections_refused_total\{([^}]*)\} (\S+)$", text, re.M):
+        if f'reason="{reason}"' in m.group(1):
+            total += float(m.group(2))
+    return total
+
+
+@pytest.fixture
+def limited_broker(tmp_path):
+    if __import__("os").environ.get("E2E_TARGET", "skein") != "skein":
+        pytest.skip("starts its own skein-broker")
+    b = SkeinBroker(tmp_path / "limited", {"max.connections.per.ip": "2"})
+    b.start()
+    yield b
+    b.stop()
+
+
+def test_max_connections_per_ip_closes_the_connection_over_it(limited_broker):
+    import socket
+    b = limited_broker
+
+    def open_connections() -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{b.metrics_port}/metrics", timeout=10).read().decode()
+        return float(re.search(r"^skein_connections (\S+)$", text, re.M).group(1))
+    # The start-up check's client may still be connected: wait until the address has no connection.
+    wait_until(lambda: open_connections() == 0, 30, "no connection open")
+    host, port = b.bootstrap.rsplit(":", 1)
+    held = [socket.create_connection((host, int(port)), timeout=5) for _ in range(2)]
+    assert all(api_versions_answered(s) for s in held)
+    # A third connection from the same address: closed at once, and a real client cannot get in.
+    a = AdminClient({"bootstrap.servers": b.bootstrap, "socket.connection.setup.timeout.ms": 2000})
+    with pytest.raises(Exception):
+        a.list_topics(timeout=5)
+    assert refused_metric(b, "max_connections_per_ip") >= 1
+    held.pop().close()
+    wait_until(lambda: a.list_topics(timeout=5) is not None, 30, "the client in once a connection closed")
+    for s in held:
+        s.close()
+
+
+def test_an_ip_over_its_connection_creation_rate_is_throttled(quota_broker):
+    import socket
+    ip = "127.0.0.7"  # this test's own source address, so its quota touches no other client
+    configs(quota_broker, "--alter", "--entity-type", "ips", "--entity-name", ip,
+            "--add-config", "connection_creation_rate=5")
+    wait_until(lambda: "connection_creation_rate=5" in configs(
+        quota_broker, "--describe", "--entity-type", "ips", "--entity-name", ip), 30, "the quota visible")
+    host, port = quota_broker.bootstrap.rsplit(":", 1)
+    before = refused_metric(quota_broker, "connection_creation_rate")
+    served, refused, start = 0, 0, time.monotonic()
+    while time.monotonic() - start < 8:
+        s = socket.socket()
+        s.settimeout(0.5)
+        s.bind((ip, 0))
+        try:
+            s.connect((host, int(port)))
+            if api_versions_answered(s):
+                served += 1
+            else:
+                refused += 1
+        except OSError:
+            refused += 1
+        finally:
+            s.close()
+    configs(quota_broker, "--alter", "--entity-type", "ips", "--entity-name", ip,
+            "--delete-config", "connection_creation_rate")
+    # 5/s over a window that starts padded to 10 s: about 50 in the first seconds, then held.
+    assert 20 <= served <= 70, (served, refused)
+    assert refused >= 10, (served, refused)
+    assert refused_metric(quota_broker, "connection_creation_rate") > before

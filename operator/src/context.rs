@@ -10,9 +10,6 @@ use kube::Client;
 use crate::build::BuildOptions;
 use crate::metrics::Metrics;
 
-/// Field manager of every server-side apply the reconcilers make.
-pub const FIELD_MANAGER: &str = "skein-operator";
-
 pub use crate::kafka_admin::{BoxFuture, TopicRemover};
 
 /// Shared state of the reconcilers.
@@ -40,7 +37,7 @@ impl Context {
         instance: Option<String>,
     ) -> Self {
         let reporter = Reporter {
-            controller: FIELD_MANAGER.into(),
+            controller: crate::build::FIELD_MANAGER.into(),
             instance,
         };
         Context {

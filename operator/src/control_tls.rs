@@ -153,7 +153,7 @@ pub async fn ensure(
         }
     }
     let m = Material::new(&names)?;
-    let pp = PatchParams::apply(crate::context::FIELD_MANAGER).force();
+    let pp = PatchParams::apply(crate::build::FIELD_MANAGER).force();
     let ca_secret = secret(
         kc,
         &names,

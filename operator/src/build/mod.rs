@@ -32,6 +32,9 @@ pub mod labels {
 /// roller can tell which pods run a stale configuration.
 pub const CONFIG_HASH_ANNOTATION: &str = "skein.dev/config-hash";
 
+/// Field manager of every server-side apply the reconcilers make.
+pub const FIELD_MANAGER: &str = "skein-operator";
+
 /// Settings of the operator itself that shape the objects.
 #[derive(Clone, Debug)]
 pub struct BuildOptions {

@@ -16,7 +16,8 @@ use serde::Serialize;
 use serde_json::json;
 use tracing::warn;
 
-use crate::context::{Context, FIELD_MANAGER};
+use crate::build::FIELD_MANAGER;
+use crate::context::Context;
 use crate::error::{Error, Result};
 
 /// Server-side applies one owned object (forcing ownership of our fields).

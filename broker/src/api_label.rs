@@ -1,0 +1,54 @@
+//! Metric labels for Kafka API keys.
+
+use kafka_protocol::messages::ApiKey;
+
+/// Short, stable label for an API key.
+pub fn api_name(api: ApiKey) -> &'static str {
+    // `{:?}` of the generated enum is the Kafka name (Produce, Fetch, …).
+    let s: &'static str = match api {
+        ApiKey::Produce => "Produce",
+        ApiKey::Fetch => "Fetch",
+        ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::Metadata => "Metadata",
+        ApiKey::ApiVersions => "ApiVersions",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::AlterConfigs => "AlterConfigs",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::DescribeLogDirs => "DescribeLogDirs",
+        ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::DeleteRecords => "DeleteRecords",
+        ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
+        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
+        ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
+        ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
+        ApiKey::ElectLeaders => "ElectLeaders",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+        ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+        ApiKey::AlterClientQuotas => "AlterClientQuotas",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
+        // Not served (the connection is closed): one bounded label.
+        _ => "Other",
+    };
+    s
+}
