@@ -684,8 +684,9 @@ spec:
             topic_partitions(env, "secure-events")), 90, "partitions led by broker 0 (the controller's order)")
         # A client without the controller's certificate (here: no TLS at all, an HTTP/2 preface)
         # gets a TLS alert or a closed socket, never an HTTP/2 answer.
-        host = f"{name}-0.{name}-brokers.{NS}.svc"
         if MODE == "local":
+            # The pod's own address (the stand-in DNS is rewritten as pods come and go).
+            host = env.get("-n", NS, "get", "pod", f"{name}-0")["status"]["podIP"]
             with socket.create_connection((host, 9192), timeout=10) as s:
                 s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(9))
                 try:
