@@ -94,6 +94,31 @@ impl Material {
         (text(brokers, CA_KEY)? == m.ca_cert).then_some(m)
     }
 
+    /// The CA Secret and the brokers' Secret holding this material.
+    fn secrets(&self, kc: &KafkaCluster, names: &ClusterNames) -> [Secret; 2] {
+        [
+            secret(
+                kc,
+                names,
+                names.control_ca_secret(),
+                &[
+                    (CA_KEY, &self.ca_cert),
+                    (CA_PRIVATE_KEY, &self.ca_key),
+                    (CONTROLLER_KEYSTORE_KEY, &self.controller_keystore),
+                ],
+            ),
+            secret(
+                kc,
+                names,
+                names.control_tls_secret(),
+                &[
+                    (CA_KEY, &self.ca_cert),
+                    (KEYSTORE_KEY, &self.broker_keystore),
+                ],
+            ),
+        ]
+    }
+
     fn client(&self) -> Result<ControlTls, String> {
         let config = skein_controller::rpc::tls::client_config_pem(
             self.controller_keystore.as_bytes(),
@@ -154,23 +179,7 @@ pub async fn ensure(
     }
     let m = Material::new(&names)?;
     let pp = PatchParams::apply(crate::build::FIELD_MANAGER).force();
-    let ca_secret = secret(
-        kc,
-        &names,
-        names.control_ca_secret(),
-        &[
-            (CA_KEY, &m.ca_cert),
-            (CA_PRIVATE_KEY, &m.ca_key),
-            (CONTROLLER_KEYSTORE_KEY, &m.controller_keystore),
-        ],
-    );
-    let broker_secret = secret(
-        kc,
-        &names,
-        names.control_tls_secret(),
-        &[(CA_KEY, &m.ca_cert), (KEYSTORE_KEY, &m.broker_keystore)],
-    );
-    for s in [ca_secret, broker_secret] {
+    for s in m.secrets(kc, &names) {
         let name = s.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &pp, &Patch::Apply(&s))
             .await
@@ -201,22 +210,9 @@ mod tests {
         let kc = cluster();
         let names = ClusterNames::of(&kc);
         let m = Material::new(&names).unwrap();
-        let ca = secret(
-            &kc,
-            &names,
-            names.control_ca_secret(),
-            &[
-                (CA_KEY, &m.ca_cert),
-                (CA_PRIVATE_KEY, &m.ca_key),
-                (CONTROLLER_KEYSTORE_KEY, &m.controller_keystore),
-            ],
-        );
-        let brokers = secret(
-            &kc,
-            &names,
-            names.control_tls_secret(),
-            &[(CA_KEY, &m.ca_cert), (KEYSTORE_KEY, &m.broker_keystore)],
-        );
+        let [ca, brokers] = m.secrets(&kc, &names);
+        assert_eq!(ca.metadata.name.as_deref(), Some("demo-control-ca"));
+        assert_eq!(brokers.metadata.name.as_deref(), Some("demo-control-tls"));
         let back = Material::read(&ca, &brokers).expect("readable");
         assert_eq!(
             back.client().unwrap().fingerprint,
@@ -231,15 +227,7 @@ mod tests {
         );
         // A brokers' Secret from another CA does not pass.
         let other = Material::new(&names).unwrap();
-        let foreign = secret(
-            &kc,
-            &names,
-            names.control_tls_secret(),
-            &[
-                (CA_KEY, &other.ca_cert),
-                (KEYSTORE_KEY, &other.broker_keystore),
-            ],
-        );
+        let [_, foreign] = other.secrets(&kc, &names);
         assert!(Material::read(&ca, &foreign).is_none());
     }
 }
