@@ -21,9 +21,11 @@ use std::time::{Duration, Instant};
 
 use skein_controller::{ClientQuotas, QuotaEntity, QuotaEntityType};
 
-/// Samples of the connection-rate window (Kafka's `quota.window.*`).
-const SAMPLES: usize = 11;
-const SAMPLE: Duration = Duration::from_secs(1);
+use crate::quotas::Sampler;
+
+/// The connection-rate window (11 one-second samples, as the client
+/// quotas' `quota.window.*`).
+const WINDOW: Duration = Duration::from_secs(11);
 
 /// The static limits from the broker config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,8 +148,8 @@ pub struct ConnectionQuotas {
     /// `max.connections`, shared by the limited listeners.
     pub slots: Option<Arc<tokio::sync::Semaphore>>,
     open: Mutex<HashMap<IpAddr, u32>>,
-    /// (start, connections) per one-second sample, per address.
-    rates: Mutex<HashMap<IpAddr, Vec<(Instant, f64)>>>,
+    /// Connections per second, per address.
+    rates: Mutex<HashMap<IpAddr, Sampler>>,
 }
 
 /// One admitted connection; dropping it gives its place back.
@@ -226,36 +228,23 @@ impl ConnectionQuotas {
     /// Counts a connection from `ip` against `quota` connections/s; over
     /// it, the connection is not counted and the throttle time returned.
     fn record_rate(&self, ip: IpAddr, quota: f64, now: Instant) -> Duration {
-        let mut rates = self.rates.lock().expect("rates lock");
-        let horizon = SAMPLE * SAMPLES as u32;
-        if rates.len() > 10_000 {
-            rates.retain(|_, s| {
-                s.last()
-                    .is_some_and(|(t, _)| now.duration_since(*t) < horizon)
-            });
+        if quota <= 0.0 {
+            return Duration::from_secs(1);
         }
-        let samples = rates.entry(ip).or_default();
-        samples.retain(|(start, _)| now.duration_since(*start) < horizon);
-        let total: f64 = samples.iter().map(|(_, n)| n).sum::<f64>() + 1.0;
-        let elapsed = samples
-            .first()
-            .map(|(start, _)| now.duration_since(*start))
-            .unwrap_or_default()
-            .max(SAMPLE * (SAMPLES as u32 - 1));
-        let rate = total / elapsed.as_secs_f64();
-        if rate > quota && quota > 0.0 {
+        let mut rates = self.rates.lock().expect("rates lock");
+        if rates.len() > 10_000 {
+            rates.retain(|_, s| !s.idle(now));
+        }
+        let sampler = rates.entry(ip).or_insert_with(Sampler::new);
+        let (rate, window) = sampler.rate_with(now, 1.0);
+        if rate > quota {
             // Kafka: throttle = (rate - quota) / quota × window, the
             // connection not recorded.
-            let throttle = elapsed.mul_f64((rate - quota) / quota);
-            return throttle.clamp(Duration::from_millis(1), horizon);
+            return window
+                .mul_f64((rate - quota) / quota)
+                .clamp(Duration::from_millis(1), WINDOW);
         }
-        if quota <= 0.0 {
-            return SAMPLE;
-        }
-        match samples.last_mut() {
-            Some((start, n)) if now.duration_since(*start) < SAMPLE => *n += 1.0,
-            _ => samples.push((now, 1.0)),
-        }
+        sampler.record(now, 1.0);
         Duration::ZERO
     }
 }

@@ -76,9 +76,10 @@ pub struct QuotaUsage {
     pub throttled: Duration,
 }
 
-/// A rate over a window of samples (Kafka's `Rate` with `SampledStat`).
+/// A rate over a window of samples (Kafka's `Rate` with `SampledStat`);
+/// the connection-rate quota uses it too.
 #[derive(Debug)]
-struct Sampler {
+pub(crate) struct Sampler {
     /// (start, total) per sample, oldest first.
     samples: Vec<(Instant, f64)>,
     /// Throttle time handed out so far.
@@ -86,14 +87,14 @@ struct Sampler {
 }
 
 impl Sampler {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Sampler {
             samples: Vec::with_capacity(SAMPLES),
             throttled: Duration::ZERO,
         }
     }
 
-    fn record(&mut self, now: Instant, value: f64) {
+    pub(crate) fn record(&mut self, now: Instant, value: f64) {
         match self.samples.last_mut() {
             Some((start, total)) if now.duration_since(*start) < SAMPLE => *total += value,
             _ => {
@@ -103,15 +104,36 @@ impl Sampler {
                 self.samples.push((now, value));
             }
         }
+        self.prune(now);
+    }
+
+    /// Forgets the samples older than the whole window.
+    fn prune(&mut self, now: Instant) {
         let horizon = SAMPLE * SAMPLES as u32;
         self.samples
             .retain(|(start, _)| now.duration_since(*start) < horizon);
     }
 
+    /// Nothing recorded for a whole window.
+    pub(crate) fn idle(&self, now: Instant) -> bool {
+        self.samples
+            .last()
+            .is_none_or(|(t, _)| now.duration_since(*t) >= SAMPLE * SAMPLES as u32)
+    }
+
+    /// The rate and window there would be with `value` recorded now
+    /// (nothing is recorded: a refused connection does not count).
+    pub(crate) fn rate_with(&mut self, now: Instant, value: f64) -> (f64, Duration) {
+        self.prune(now);
+        let total: f64 = self.samples.iter().map(|(_, v)| v).sum::<f64>() + value;
+        let window = self.window(now);
+        (total / window.as_secs_f64(), window)
+    }
+
     /// The window the rate is measured over: from the oldest sample, and
     /// never shorter than all samples but one (a new client's first bytes
     /// are not a burst at an infinite rate).
-    fn window(&self, now: Instant) -> Duration {
+    pub(crate) fn window(&self, now: Instant) -> Duration {
         let elapsed = self
             .samples
             .first()
@@ -120,7 +142,7 @@ impl Sampler {
         elapsed.max(SAMPLE * (SAMPLES as u32 - 1))
     }
 
-    fn rate(&self, now: Instant) -> f64 {
+    pub(crate) fn rate(&self, now: Instant) -> f64 {
         let total: f64 = self.samples.iter().map(|(_, v)| v).sum();
         total / self.window(now).as_secs_f64()
     }
@@ -204,12 +226,8 @@ impl QuotaManager {
 
     /// Forgets the entities idle for a whole window (and their metrics).
     fn forget_idle(&self, rates: &mut HashMap<(QuotaKind, Measured), Sampler>, now: Instant) {
-        let horizon = SAMPLE * SAMPLES as u32;
         rates.retain(|(kind, measured), s| {
-            let active = s
-                .samples
-                .last()
-                .is_some_and(|(t, _)| now.duration_since(*t) < horizon);
+            let active = !s.idle(now);
             if !active {
                 if let Some(m) = &self.throttle_seconds {
                     let _ = m.remove_label_values(&metric_labels(*kind, measured));
