@@ -587,7 +587,8 @@ class Chaos:
                         "--stop", str(self.state / "stop-consumers"))
         for i in range(1, a.producers + 1):
             self.client(f"producer-{i}", "producer", *self.common(), "--id", str(i), "--rate", str(a.rate),
-                        "--stop", str(self.state / "stop-producers"))
+                        "--stop", str(self.state / "stop-producers"),
+                        *(["--debug", a.producer_debug] if a.producer_debug else []))
         self.meta["workload_start"] = time.time()
 
     def wait_procs(self, prefix: str, timeout: float) -> list[str]:
@@ -784,6 +785,8 @@ def parse(argv=None):
     ap.add_argument("--recover-timeout", type=float, default=120)
     ap.add_argument("--disk-mb", type=int, default=4096, help="size of each broker's filesystem")
     ap.add_argument("--nice", type=int, default=5)
+    ap.add_argument("--producer-debug", default="",
+                    help="librdkafka debug contexts for the producers, logged to logs/producer-N.out (e.g. eos)")
     ap.add_argument("--keep", action="store_true", help="keep the run directory (default: kept on failure)")
     a = ap.parse_args(argv)
     a.faults = ALL_FAULTS if a.faults == "all" else [f.strip() for f in a.faults.split(",") if f.strip()]

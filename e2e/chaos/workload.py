@@ -80,6 +80,10 @@ def producer(a) -> int:
     conf = {"bootstrap.servers": a.bootstrap, "enable.idempotence": True, "acks": "all",
             "linger.ms": 5, "message.timeout.ms": a.message_timeout_ms, "request.timeout.ms": 10000,
             "log_level": 3, "error_cb": lambda e: fatal.append(e) if e.fatal() else None}
+    if a.debug:
+        # librdkafka's own account (for example "eos": epoch bumps and the
+        # broker answers behind them), written to the client's .out file.
+        conf.update({"debug": a.debug, "log_level": 7})
     p = Producer(conf)
     seq = acked = 0
     state = {"acked": 0}
@@ -313,6 +317,7 @@ def main(argv=None) -> int:
     ap.add_argument("--group", default="chaos")
     ap.add_argument("--rate", type=float, default=300.0)
     ap.add_argument("--message-timeout-ms", type=int, default=120000)
+    ap.add_argument("--debug", default="", help="librdkafka debug contexts for producers (e.g. eos)")
     ap.add_argument("--flush-seconds", type=float, default=90.0)
     ap.add_argument("--commit-interval", type=float, default=1.0)
     ap.add_argument("--interval", type=float, default=0.5)
