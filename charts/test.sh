@@ -55,12 +55,13 @@ crds_equal() {
 }
 check "chart CRDs equal crds/yaml" crds_equal
 
-# ... and the rendered release carries both of them.
+# ... and the rendered release carries every one of them.
 rendered_crds() {
   grep -q '^  name: kafkaclusters.skein.dev$' "$out/all.yaml" &&
+    grep -q '^  name: kafkausers.skein.dev$' "$out/all.yaml" &&
     grep -q '^  name: topics.skein.dev$' "$out/all.yaml"
 }
-check "rendered release includes both CRDs" rendered_crds
+check "rendered release includes every CRD" rendered_crds
 
 # When the operator binary is built, its `crds` output is the chart's CRDs too.
 binary_crds() {

@@ -1,4 +1,4 @@
-//! The `KafkaCluster` and `Topic` custom resources (group `skein.dev`,
+//! The `KafkaCluster`, `Topic` and `KafkaUser` custom resources (group `skein.dev`,
 //! version `v1alpha1`) and the CRD YAML generated from them.
 //!
 //! The YAML committed under `crds/yaml/` and `charts/skein/crds/` is checked
@@ -8,12 +8,18 @@
 
 pub mod condition;
 pub mod kafka_cluster;
+pub mod kafka_user;
 pub mod topic;
 
 pub use condition::{ConditionStatus, ConditionType};
 pub use kafka_cluster::{
     BrokerStatus, KafkaCluster, KafkaClusterSpec, KafkaClusterStatus, ListenersSpec,
     PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec,
+};
+pub use kafka_user::{
+    AclOperationName, AclPatternType, AclResource, AclResourceType, AclRule, AclRuleType,
+    AuthenticationType, KafkaUser, KafkaUserSpec, KafkaUserStatus, ManagedAcl, PasswordSource,
+    UserAuthentication, UserAuthorization, UserQuotas,
 };
 pub use topic::{ClusterRef, PartitionStatus, Topic, TopicSpec, TopicStatus};
 
@@ -27,7 +33,7 @@ pub const VERSION: &str = "v1alpha1";
 
 /// Every CRD this crate defines, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![KafkaCluster::crd(), Topic::crd()]
+    vec![KafkaCluster::crd(), KafkaUser::crd(), Topic::crd()]
 }
 
 /// One CRD as a YAML document, the way it is committed.

@@ -3,7 +3,7 @@
 
 use kube::CustomResourceExt;
 use serde_json::{json, Value};
-use skein_crds::{KafkaCluster, KafkaClusterSpec, Topic};
+use skein_crds::{KafkaCluster, KafkaClusterSpec, KafkaUser, Topic};
 
 fn schema_of<K: CustomResourceExt>() -> Value {
     let crd = K::crd();
@@ -139,5 +139,48 @@ fn transition_rules_are_in_the_schema() {
     assert_eq!(
         rules(&kc["properties"]["spec"]["properties"]["storage"]),
         ["self == oldSelf"]
+    );
+}
+
+#[test]
+fn kafka_user_names_columns_and_schema() {
+    let u = KafkaUser::crd();
+    assert_eq!(u.metadata.name.as_deref(), Some("kafkausers.skein.dev"));
+    assert_eq!(u.spec.names.short_names, Some(vec!["ku".to_string()]));
+    assert!(u.spec.versions[0]
+        .subresources
+        .as_ref()
+        .unwrap()
+        .status
+        .is_some());
+    let columns: Vec<String> = u.spec.versions[0]
+        .additional_printer_columns
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(
+        columns,
+        ["Cluster", "Authentication", "Principal", "Ready", "Age"]
+    );
+    let s = schema_of::<KafkaUser>();
+    let spec = &s["properties"]["spec"];
+    assert_eq!(
+        rules(&spec["properties"]["clusterRef"]),
+        ["self == oldSelf"]
+    );
+    assert!(rules(spec)[0].contains("self.userName == oldSelf.userName"));
+    let auth = &spec["properties"]["authentication"]["properties"]["type"];
+    assert_eq!(auth["enum"], json!(["scram-sha-512", "scram-sha-256"]));
+    let rule = &spec["properties"]["authorization"]["properties"]["acls"]["items"]["properties"];
+    assert_eq!(
+        rule["resource"]["properties"]["type"]["enum"],
+        json!(["topic", "group", "cluster", "transactionalId"])
+    );
+    assert_eq!(rule["operations"]["minItems"].as_u64(), Some(1));
+    assert_eq!(
+        spec["properties"]["quotas"]["properties"]["producerByteRate"]["minimum"].as_f64(),
+        Some(1.0)
     );
 }

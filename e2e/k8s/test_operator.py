@@ -82,7 +82,7 @@ class Env:
         if r.returncode != 0:
             raise RuntimeError(f"helm install: {r.stderr}")
         self.k("wait", "--for=condition=Established", "--timeout=60s",
-               "crd/kafkaclusters.skein.dev", "crd/topics.skein.dev")
+               "crd/kafkaclusters.skein.dev", "crd/topics.skein.dev", "crd/kafkausers.skein.dev")
 
     def leader_pod(self) -> dict | None:
         lease = self.get("-n", OP_NS, "get", "lease", "skein-operator")
@@ -299,7 +299,8 @@ def test_helm_chart_installs_and_its_rbac_is_enough(env):
     who = f"system:serviceaccount:{OP_NS}:{sa}"
     for verb, res in [("create", "topics.skein.dev"), ("patch", "topics.skein.dev/status"),
                       ("delete", "pods"), ("update", "configmaps"), ("create", "statefulsets.apps"),
-                      ("create", "secrets")]:
+                      ("create", "secrets"), ("patch", "kafkausers.skein.dev"),
+                      ("patch", "kafkausers.skein.dev/status")]:
         assert env.k("auth", "can-i", verb, res, "-n", NS, "--as", who, check=False).strip() == "yes", (verb, res)
     assert env.k("auth", "can-i", "delete", "secrets", "-n", NS, "--as", who, check=False).strip() == "no"
 
@@ -696,4 +697,145 @@ spec:
             assert answer[:1] in (b"", b"\x15"), f"the control port answered plaintext HTTP/2: {answer!r}"
     finally:
         env.k("-n", NS, "delete", "topic", "secure-events", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_kafka_user_gets_a_secret_credential_acls_and_is_locked_out_when_deleted(env):
+    """A KafkaUser with SCRAM-SHA-512, ACLs on one topic and a group prefix, and a quota: the
+    operator writes the password and a JAAS line into a Secret and the salted credential, ACLs and
+    quota through the cluster's controller. confluent-kafka logs in with the Secret's password,
+    produces and consumes where the ACLs allow and is denied elsewhere; an ACL added to the spec
+    takes effect; deleting the KafkaUser locks the user out. (The cluster's one listener is made
+    SASL_PLAINTEXT with Kafka's own keys in spec.config; one broker, so no replication login.)"""
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    name = "users"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 1
+  storage:
+    size: 1Gi
+  config:
+    listener.security.protocol.map: "PLAINTEXT:SASL_PLAINTEXT"
+    sasl.enabled.mechanisms: SCRAM-SHA-512
+    # A broker's own login for replication is required on a SASL inter-broker listener (as in
+    # Kafka); with one broker it is never used.
+    sasl.mechanism.inter.broker.protocol: SCRAM-SHA-512
+    listener.name.plaintext.scram-sha-512.sasl.jaas.config: >-
+      org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="unused";
+    authorizer.class.name: org.apache.kafka.metadata.authorizer.StandardAuthorizer
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: granted
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 1
+  replicationFactor: 1
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: forbidden
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 1
+  replicationFactor: 1
+""")
+
+    def user_yaml(extra_acl: str = "") -> str:
+        return f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaUser
+metadata:
+  name: alice
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  authentication:
+    type: scram-sha-512
+  authorization:
+    acls:
+      - resource: {{type: topic, name: granted}}
+        operations: [Write, Read, Describe]
+      - resource: {{type: group, name: alice-, patternType: prefix}}
+        operations: [Read]{extra_acl}
+  quotas:
+    producerByteRate: 10485760
+"""
+
+    boot = f"{name}-0.{name}-brokers.{NS}.svc:9092"
+
+    def conf(password: str) -> dict:
+        return {"bootstrap.servers": boot, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": password,
+                "log_level": 2}  # the refused logins are expected: no log line per retry
+
+    def produce(topic: str, password: str, n: int = 20) -> list[str]:
+        """Errors of n deliveries (empty: all acknowledged)."""
+        errors: list[str] = []
+        auth_errors: list[str] = []
+        p = Producer({**conf(password), "message.timeout.ms": 15000,
+                      "error_cb": lambda e: auth_errors.append(e.name())
+                      if e.code() == KafkaError._AUTHENTICATION else None})
+        for i in range(n):
+            p.produce(topic, f"{topic}-{i}".encode(),
+                      on_delivery=lambda err, _m: errors.append(err.name()) if err else None)
+        p.flush(30)
+        return auth_errors + errors
+
+    try:
+        env.k("apply", "-f", "-", stdin=user_yaml())
+        wait_until(lambda: any(b["ready"] for b in env.get("-n", NS, "get", "kafkacluster", name)
+                               .get("status", {}).get("brokers", [])), 180, "the broker registered")
+        user = wait_until(lambda: (lambda u: u if cond(u, "Ready") == "True" else None)(
+            env.get("-n", NS, "get", "kafkauser", "alice")), 90, "KafkaUser Ready=True")
+        st = user["status"]
+        assert st["principal"] == "User:alice" and st["secret"] == "alice" and st["mechanism"] == "SCRAM-SHA-512", st
+        assert len(st["acls"]) == 4 and st["quotas"] == ["producer_byte_rate"], st
+        secret = env.get("-n", NS, "get", "secret", "alice")
+        data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+        password = data["password"]
+        assert len(password) == 32 and data["username"] == "alice", sorted(data)
+        assert data["sasl.jaas.config"] == ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                            f'username="alice" password="{password}";')
+        assert secret["metadata"]["ownerReferences"][0]["kind"] == "KafkaUser"
+        wait_until(lambda: cond(env.get("-n", NS, "get", "topic", "granted"), "Ready") == "True", 90,
+                   "Topic granted Ready")
+        # The broker learns the credential and ACLs from the controller's view.
+        wait_until(lambda: produce("granted", password) == [], 60, "alice producing to granted")
+        cons = Consumer({**conf(password), "group.id": "alice-readers", "auto.offset.reset": "earliest"})
+        cons.subscribe(["granted"])
+        got = poll_values(cons, 20, 60)
+        assert len(got) >= 20, f"alice read {len(got)} records as group alice-readers"
+        denied = produce("forbidden", password, 3)
+        assert denied and all(e == "TOPIC_AUTHORIZATION_FAILED" for e in denied), denied
+        wrong = produce("granted", password + "x", 1)
+        assert "_AUTHENTICATION" in wrong, wrong
+        # An ACL added to the spec reaches the brokers.
+        env.k("apply", "-f", "-", stdin=user_yaml("""
+      - resource: {type: topic, name: forbidden}
+        operations: [Write]"""))
+        wait_until(lambda: produce("forbidden", password, 3) == [], 60, "alice producing to forbidden once allowed")
+        # The password survives a reconcile (it is read back from the Secret, not regenerated).
+        again = base64.b64decode(env.get("-n", NS, "get", "secret", "alice")["data"]["password"]).decode()
+        assert again == password
+        env.k("-n", NS, "delete", "kafkauser", "alice", "--timeout=60s")
+        wait_until(lambda: "_AUTHENTICATION" in produce("granted", password, 1), 60,
+                   "alice locked out after the KafkaUser was deleted")
+        wait_until(lambda: env.k("-n", NS, "get", "secret", "alice", "--ignore-not-found").strip() == "", 60,
+                   "the user's Secret garbage-collected")
+    finally:
+        env.k("-n", NS, "delete", "kafkauser", "alice", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "topic", "granted", "forbidden", "--ignore-not-found", "--timeout=60s",
+              check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)

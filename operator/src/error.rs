@@ -69,6 +69,12 @@ pub enum Error {
         #[source]
         source: skein_controller::ControlPlaneError,
     },
+    #[error("user {user:?}: {source}")]
+    UserController {
+        user: String,
+        #[source]
+        source: skein_controller::ControlPlaneError,
+    },
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
@@ -82,7 +88,9 @@ impl Error {
             Error::Apply { .. } => "apply",
             Error::Status(_) => "status",
             Error::TopicRemoval { .. } => "topic_removal",
-            Error::ControllerStart(_) | Error::Controller { .. } => "controller",
+            Error::ControllerStart(_) | Error::Controller { .. } | Error::UserController { .. } => {
+                "controller"
+            }
             Error::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
                     inner.metric_label()

@@ -1,4 +1,4 @@
-//! The `kubernetes` platform: the KafkaCluster and Topic controllers, the
+//! The `kubernetes` platform: the KafkaCluster, Topic and KafkaUser controllers, the
 //! metrics endpoint and leader election, wired together.
 
 use std::net::SocketAddr;
@@ -15,7 +15,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use prometheus::Registry;
-use skein_crds::{KafkaCluster, Topic};
+use skein_crds::{KafkaCluster, KafkaUser, Topic};
 use tracing::{debug, error, info, warn};
 
 use crate::build::{labels, BuildOptions};
@@ -24,7 +24,7 @@ use crate::context::Context;
 use crate::kafka_admin::KafkaTopicRemover;
 use crate::leader::{LeaderElector, LeaseConfig};
 use crate::metrics::Metrics;
-use crate::reconcile::{kafka_cluster, topic};
+use crate::reconcile::{kafka_cluster, kafka_user, topic};
 
 /// Settings of `skein-operator kubernetes`.
 #[derive(Clone, Debug)]
@@ -136,6 +136,35 @@ fn topic_controller(
         .boxed()
 }
 
+fn user_controller(client: &Client, ns: Option<&str>, ctx: Arc<Context>) -> BoxFuture<'static, ()> {
+    let controller = Controller::new(api::<KafkaUser>(client, ns), watcher::Config::default());
+    let users = controller.store();
+    // A cluster appearing (its controller starting) or going re-checks its users.
+    controller
+        .watches(
+            api::<KafkaCluster>(client, ns),
+            watcher::Config::default(),
+            move |kc| {
+                let (name, ns) = (kc.name_any(), kc.namespace());
+                users
+                    .state()
+                    .into_iter()
+                    .filter(|u| u.spec.cluster_ref.name == name && u.namespace() == ns)
+                    .map(|u| ObjectRef::from_obj(&*u))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .shutdown_on_signal()
+        .run(kafka_user::reconcile, kafka_user::error_policy, ctx)
+        .for_each(|res| async move {
+            match res {
+                Ok((obj, _)) => debug!(user = %obj.name, "reconciled"),
+                Err(e) => warn!(error = %e, "KafkaUser controller"),
+            }
+        })
+        .boxed()
+}
+
 /// Runs the operator until a shutdown signal or the loss of the leader Lease.
 pub async fn run(opts: KubernetesOptions) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let config = kube::Config::infer().await?;
@@ -178,6 +207,7 @@ pub async fn run(opts: KubernetesOptions) -> Result<(), Box<dyn std::error::Erro
         info!(namespace = ns.unwrap_or("<all>"), "watching");
         controllers.push(cluster_controller(&client, ns, ctx.clone()));
         controllers.push(topic_controller(&client, ns, ctx.clone()));
+        controllers.push(user_controller(&client, ns, ctx.clone()));
     }
     let controllers = join_all(controllers);
     match &elector {

@@ -23,6 +23,7 @@ pub mod local_tls;
 pub mod metrics;
 pub mod reconcile;
 pub mod status;
+pub mod users;
 pub mod validate;
 
 pub use context::Context;

@@ -12,7 +12,10 @@ fn crds_prints_the_generated_crds() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text, skein_crds::crd_yaml());
-    assert_eq!(text.matches("kind: CustomResourceDefinition").count(), 2);
+    assert_eq!(text.matches("kind: CustomResourceDefinition").count(), 3);
+    for kind in ["KafkaCluster", "KafkaUser", "Topic"] {
+        assert!(text.contains(&format!("kind: {kind}\n")), "{kind} missing");
+    }
 }
 
 /// `local` with a given data dir and ports nobody else uses.

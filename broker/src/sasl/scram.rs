@@ -7,7 +7,7 @@
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use ring::{digest, hmac, pbkdf2, rand::SecureRandom};
+use ring::{digest, rand::SecureRandom};
 use skein_controller::{ScramCredential, ScramMechanism};
 
 /// Why an exchange failed; the text goes to the client (it never holds a
@@ -25,61 +25,9 @@ fn fail<T>(why: impl Into<String>) -> Result<T, ScramError> {
     Err(ScramError(why.into()))
 }
 
-fn hmac_alg(m: ScramMechanism) -> hmac::Algorithm {
-    match m {
-        ScramMechanism::Sha256 => hmac::HMAC_SHA256,
-        ScramMechanism::Sha512 => hmac::HMAC_SHA512,
-    }
-}
-
-pub(super) fn digest_alg(m: ScramMechanism) -> &'static digest::Algorithm {
-    match m {
-        ScramMechanism::Sha256 => &digest::SHA256,
-        ScramMechanism::Sha512 => &digest::SHA512,
-    }
-}
-
-pub(super) fn mac(m: ScramMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
-    hmac::sign(&hmac::Key::new(hmac_alg(m), key), data)
-        .as_ref()
-        .to_vec()
-}
-
-/// The stored form of a salted password: `StoredKey = H(HMAC(salted,
-/// "Client Key"))`, `ServerKey = HMAC(salted, "Server Key")`.
-pub fn credential_from_salted_password(
-    mechanism: ScramMechanism,
-    salted_password: &[u8],
-    salt: &[u8],
-    iterations: u32,
-) -> ScramCredential {
-    let client_key = mac(mechanism, salted_password, b"Client Key");
-    ScramCredential {
-        salt: salt.to_vec(),
-        stored_key: digest::digest(digest_alg(mechanism), &client_key)
-            .as_ref()
-            .to_vec(),
-        server_key: mac(mechanism, salted_password, b"Server Key"),
-        iterations,
-    }
-}
-
-/// `Hi(password, salt, i)`: PBKDF2 with the mechanism's HMAC.
-pub fn salt_password(
-    mechanism: ScramMechanism,
-    password: &str,
-    salt: &[u8],
-    iterations: u32,
-) -> Vec<u8> {
-    let alg = match mechanism {
-        ScramMechanism::Sha256 => pbkdf2::PBKDF2_HMAC_SHA256,
-        ScramMechanism::Sha512 => pbkdf2::PBKDF2_HMAC_SHA512,
-    };
-    let mut out = vec![0u8; digest_alg(mechanism).output_len()];
-    let iterations = std::num::NonZeroU32::new(iterations.max(1)).expect("at least 1");
-    pbkdf2::derive(alg, iterations, salt, password.as_bytes(), &mut out);
-    out
-}
+pub use skein_controller::scram::{
+    credential_from_salted_password, digest_alg, mac, salt_password,
+};
 
 /// The server side of one exchange.
 pub struct ScramServer {

@@ -42,11 +42,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["topics"]
   verbs: ["get", "list", "watch", "create", "patch", "update"]
 - apiGroups: ["skein.dev"]
-  resources: ["kafkaclusters/status", "topics/status"]
+  resources: ["kafkausers"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["skein.dev"]
+  resources: ["kafkaclusters/status", "topics/status", "kafkausers/status"]
   verbs: ["get", "patch", "update"]
 - apiGroups: ["skein.dev"]
   # Owner references with blockOwnerDeletion need this.
-  resources: ["kafkaclusters/finalizers", "topics/finalizers"]
+  resources: ["kafkaclusters/finalizers", "topics/finalizers", "kafkausers/finalizers"]
   verbs: ["update"]
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
@@ -55,7 +58,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["services", "configmaps", "serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: [""]
-  # spec.listeners.controlPlaneTls: the control plane's CA and certificates.
+  # spec.listeners.controlPlaneTls: the control plane's CA and certificates;
+  # KafkaUsers: each user's Secret, and a password Secret the spec names.
   resources: ["secrets"]
   verbs: ["get", "create", "patch"]
 - apiGroups: [""]

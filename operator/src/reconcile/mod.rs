@@ -3,6 +3,7 @@
 
 pub mod brokers;
 pub mod kafka_cluster;
+pub mod kafka_user;
 pub mod topic;
 
 use std::fmt::Debug;

@@ -1,0 +1,519 @@
+//! Reconciler of `KafkaUser`: the user's Secret (password and
+//! `sasl.jaas.config`), its SCRAM credential, ACLs and quotas in the
+//! cluster controller's metadata (replicated to every broker like topics).
+//!
+//! Deleting a KafkaUser goes through the finalizer [`USER_FINALIZER`]: its
+//! credential, the ACLs and quotas the operator made are removed, so the
+//! user is locked out at once; the Secret goes with the KafkaUser (owner
+//! reference). As with topics, a gone cluster releases the finalizer at once
+//! and an unreachable one after a grace period.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::ByteString;
+use kube::api::{Api, ObjectMeta};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use skein_controller::{ControlPlaneError, Event, Reply};
+use skein_crds::condition::condition;
+use skein_crds::{ConditionStatus as S, ConditionType as T, KafkaCluster, KafkaUser, ManagedAcl};
+use tracing::{info, warn};
+
+use super::{apply as apply_object, patch_status, publish};
+use crate::cluster_controllers::ClusterController;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::users::{self, Applied, Desired, Plan};
+
+/// Resource kind label for metrics.
+pub const KIND: &str = "KafkaUser";
+/// Finalizer that removes a deleted user's credential, ACLs and quotas.
+pub const USER_FINALIZER: &str = "skein.dev/user-credentials";
+/// Key of the password in the user's Secret.
+pub const PASSWORD_KEY: &str = "password";
+/// Key of the JAAS line in the user's Secret.
+pub const JAAS_KEY: &str = "sasl.jaas.config";
+
+/// The part of `KafkaUser.status` the reconciler writes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserStatusPatch {
+    pub conditions: Vec<Condition>,
+    pub observed_generation: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<String>,
+    pub acls: Vec<ManagedAcl>,
+    pub quotas: Vec<String>,
+}
+
+/// Reconciles one KafkaUser, timed and counted.
+pub async fn reconcile(user: Arc<KafkaUser>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile_started(KIND);
+    let ns = user.namespace().ok_or(Error::NotNamespaced)?;
+    let users_api: Api<KafkaUser> = Api::namespaced(ctx.client.clone(), &ns);
+    let (ctx, api) = (&ctx, &users_api);
+    let now = Timestamp::now();
+    finalizer(&users_api, USER_FINALIZER, user, |event| async move {
+        match event {
+            Finalizer::Apply(u) => apply(&u, ctx, api, now).await,
+            Finalizer::Cleanup(u) => cleanup(&u, ctx, now).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+/// Counts the failure and retries with a short delay.
+pub fn error_policy(_user: Arc<KafkaUser>, error: &Error, ctx: Arc<Context>) -> Action {
+    warn!(error = %error, "KafkaUser reconcile failed");
+    ctx.metrics.reconcile_failed(KIND, error);
+    Action::requeue(Duration::from_secs(10))
+}
+
+fn not_ready(user: &KafkaUser, reason: &str, message: &str, now: Time) -> UserStatusPatch {
+    let prev = user
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or(&[]);
+    let generation = user.metadata.generation;
+    // What was applied before stays recorded until it is undone.
+    let s = user.status.clone().unwrap_or_default();
+    UserStatusPatch {
+        conditions: vec![
+            condition(
+                prev,
+                T::Ready,
+                S::False,
+                reason,
+                message,
+                generation,
+                now.clone(),
+            ),
+            condition(prev, T::Degraded, S::True, reason, message, generation, now),
+        ],
+        observed_generation: generation,
+        principal: Some(users::principal(user)),
+        secret: s.secret,
+        mechanism: s.mechanism,
+        acls: s.acls,
+        quotas: s.quotas,
+    }
+}
+
+async fn refuse(
+    user: &KafkaUser,
+    ctx: &Context,
+    api: &Api<KafkaUser>,
+    reason: &str,
+    message: String,
+    now: Time,
+) -> Result<()> {
+    let first_look =
+        user.status.as_ref().and_then(|s| s.observed_generation) != user.metadata.generation;
+    warn!(user = %user.name_any(), reason, "{message}");
+    patch_status(
+        api,
+        &user.name_any(),
+        &not_ready(user, reason, &message, now),
+    )
+    .await?;
+    if first_look {
+        publish(ctx, user, EventType::Warning, reason, "Reconcile", message).await;
+    }
+    Ok(())
+}
+
+async fn get_cluster(ctx: &Context, ns: &str, name: &str) -> Result<Option<KafkaCluster>> {
+    let clusters: Api<KafkaCluster> = Api::namespaced(ctx.client.clone(), ns);
+    clusters
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::Dereference {
+            what: "KafkaCluster",
+            source,
+        })
+}
+
+async fn read_secret(ctx: &Context, ns: &str, name: &str) -> Result<Option<Secret>> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    secrets
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::Dereference {
+            what: "Secret",
+            source,
+        })
+}
+
+fn secret_value(secret: &Secret, key: &str) -> Option<String> {
+    let bytes = secret.data.as_ref()?.get(key)?;
+    String::from_utf8(bytes.0.clone()).ok()
+}
+
+/// The password: from the Secret the spec names, else the one already in
+/// the user's Secret, else a new one. `Err` carries the refusal message.
+async fn password(user: &KafkaUser, ctx: &Context, ns: &str) -> Result<Result<String, String>> {
+    let given = user
+        .spec
+        .authentication
+        .as_ref()
+        .and_then(|a| a.password.as_ref());
+    if let Some(src) = given {
+        let r = &src.value_from.secret_key_ref;
+        let Some(secret) = read_secret(ctx, ns, &r.name).await? else {
+            return Ok(Err(format!("password Secret {:?} not found", r.name)));
+        };
+        return Ok(match secret_value(&secret, &r.key) {
+            Some(p) if !p.is_empty() => Ok(p),
+            _ => Err(format!(
+                "password Secret {:?} has no non-empty UTF-8 key {:?}",
+                r.name, r.key
+            )),
+        });
+    }
+    let existing = read_secret(ctx, ns, &user.name_any()).await?;
+    Ok(Ok(existing
+        .as_ref()
+        .and_then(|s| secret_value(s, PASSWORD_KEY))
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(users::generate_password)))
+}
+
+/// The user's Secret: owned by the KafkaUser, so it goes with it.
+fn user_secret(user: &KafkaUser, mechanism: &str, password: &str) -> Secret {
+    let name = user.user_name();
+    let data = BTreeMap::from([
+        (PASSWORD_KEY.to_string(), password.to_string()),
+        (JAAS_KEY.to_string(), users::jaas_config(name, password)),
+        ("username".to_string(), name.to_string()),
+        ("sasl.mechanism".to_string(), mechanism.to_string()),
+    ]);
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(user.name_any()),
+            namespace: user.namespace(),
+            labels: Some(BTreeMap::from([
+                (
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "skein-operator".to_string(),
+                ),
+                (
+                    "skein.dev/cluster".to_string(),
+                    user.spec.cluster_ref.name.clone(),
+                ),
+                ("skein.dev/kafka-user".to_string(), user.name_any()),
+            ])),
+            owner_references: user.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        data: Some(
+            data.into_iter()
+                .map(|(k, v)| (k, ByteString(v.into_bytes())))
+                .collect(),
+        ),
+        type_: Some("Opaque".into()),
+        ..Secret::default()
+    }
+}
+
+/// Sends the plan's changes to the controller, credentials first (a new
+/// user can log in once its ACLs appear), removals last.
+fn execute(rt: &ClusterController, plan: &Plan) -> std::result::Result<(), ControlPlaneError> {
+    let c = &rt.controller;
+    if !plan.upsert.is_empty() || !plan.delete_credentials.is_empty() {
+        c.request(
+            Event::AlterScramCredentials {
+                upsertions: plan.upsert.clone(),
+                deletions: plan.delete_credentials.clone(),
+            },
+            |r| match r {
+                Reply::AlterScramCredentials { result } => Some(result),
+                _ => None,
+            },
+        )?;
+    }
+    if !plan.create_acls.is_empty() {
+        c.request(
+            Event::CreateAcls {
+                bindings: plan.create_acls.clone(),
+            },
+            |r| match r {
+                Reply::CreateAcls { result } => Some(result),
+                _ => None,
+            },
+        )?;
+    }
+    if !plan.quotas.is_empty() {
+        c.request(
+            Event::AlterClientQuotas {
+                changes: plan.quotas.clone(),
+            },
+            |r| match r {
+                Reply::AlterClientQuotas { result } => Some(result),
+                _ => None,
+            },
+        )?;
+    }
+    if !plan.delete_acls.is_empty() {
+        let filters = plan.delete_acls.iter().map(users::exact_filter).collect();
+        c.request(Event::DeleteAcls { filters }, |r| match r {
+            Reply::DeleteAcls { result } => Some(result.map(|_| ())),
+            _ => None,
+        })?;
+    }
+    Ok(())
+}
+
+async fn apply(
+    user: &KafkaUser,
+    ctx: &Context,
+    api: &Api<KafkaUser>,
+    now: Timestamp,
+) -> Result<Action> {
+    let ns = user.namespace().ok_or(Error::NotNamespaced)?;
+    let name = user.name_any();
+    let now_t = Time(now);
+    let cluster_name = &user.spec.cluster_ref.name;
+    if get_cluster(ctx, &ns, cluster_name).await?.is_none() {
+        let msg = format!("KafkaCluster {cluster_name:?} not found in namespace {ns:?}");
+        refuse(user, ctx, api, "ClusterNotFound", msg, now_t).await?;
+        return Ok(Action::requeue(Duration::from_secs(60)));
+    }
+    let acls = match users::desired_acls(user) {
+        Ok(a) => a,
+        Err(invalid) => {
+            refuse(user, ctx, api, "InvalidAcl", invalid.to_string(), now_t).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let Some(rt) = ctx
+        .controllers
+        .as_ref()
+        .and_then(|r| r.get(&ns, cluster_name))
+    else {
+        let msg = format!("the controller of cluster {cluster_name:?} is not running yet");
+        refuse(user, ctx, api, "ControllerNotReady", msg, now_t).await?;
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    };
+    let mechanism = user
+        .spec
+        .authentication
+        .as_ref()
+        .map(|a| users::mechanism(a.type_));
+    let password = match mechanism {
+        None => None,
+        Some(m) => match password(user, ctx, &ns).await? {
+            Ok(p) => {
+                apply_object(&ctx.client, &ns, &user_secret(user, m.name(), &p)).await?;
+                Some(p)
+            }
+            Err(msg) => {
+                refuse(user, ctx, api, "PasswordSecretInvalid", msg, now_t).await?;
+                return Ok(Action::requeue(Duration::from_secs(30)));
+            }
+        },
+    };
+    let quotas = users::desired_quotas(user);
+    let want = Desired {
+        user_name: user.user_name(),
+        credential: mechanism.zip(password.as_deref()),
+        acls: &acls,
+        quotas: &quotas,
+    };
+    let plan = users::plan(&rt.controller.view(), &want, &Applied::of(user));
+    if !plan.is_empty() {
+        if let Err(source) = execute(&rt, &plan) {
+            // A refusal (bad value) needs a change; anything else is retried.
+            if let ControlPlaneError::Controller(e) = &source {
+                refuse(
+                    user,
+                    ctx,
+                    api,
+                    "Refused",
+                    format!("the controller refused: {e}"),
+                    now_t,
+                )
+                .await?;
+            }
+            return Err(Error::UserController {
+                user: user.user_name().to_string(),
+                source,
+            });
+        }
+        info!(user = user.user_name(), namespace = %ns, credential = plan.upsert.len(),
+              acls_created = plan.create_acls.len(), acls_deleted = plan.delete_acls.len(),
+              quotas = plan.quotas.len(), "user reconciled");
+    }
+    let prev = user
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or(&[]);
+    let generation = user.metadata.generation;
+    let first_look = user.status.as_ref().and_then(|s| s.observed_generation) != generation;
+    let msg = format!(
+        "{} ACL(s), {} quota(s){}",
+        acls.len(),
+        quotas.len(),
+        mechanism.map_or(String::new(), |m| format!(
+            ", {m} credential in Secret {name}"
+        ))
+    );
+    let patch = UserStatusPatch {
+        conditions: vec![
+            condition(
+                prev,
+                T::Ready,
+                S::True,
+                "Reconciled",
+                &msg,
+                generation,
+                now_t.clone(),
+            ),
+            condition(
+                prev,
+                T::Degraded,
+                S::False,
+                "Reconciled",
+                &msg,
+                generation,
+                now_t,
+            ),
+        ],
+        observed_generation: generation,
+        principal: Some(users::principal(user)),
+        secret: mechanism.map(|_| name.clone()),
+        mechanism: mechanism.map(|m| m.name().to_string()),
+        acls: acls.iter().map(users::managed).collect(),
+        quotas: quotas.keys().cloned().collect(),
+    };
+    patch_status(api, &name, &patch).await?;
+    if first_look {
+        publish(ctx, user, EventType::Normal, "Reconciled", "Reconcile", msg).await;
+    }
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+async fn cleanup(user: &KafkaUser, ctx: &Context, now: Timestamp) -> Result<Action> {
+    let ns = user.namespace().ok_or(Error::NotNamespaced)?;
+    let cluster_name = &user.spec.cluster_ref.name;
+    let gone = match get_cluster(ctx, &ns, cluster_name).await {
+        Ok(c) => c.is_none_or(|c| c.metadata.deletion_timestamp.is_some()),
+        Err(e) => return give_up_or_retry(user, ctx, now, e.to_string()).await,
+    };
+    if gone {
+        info!(
+            user = user.user_name(),
+            "cluster gone or going: released the user"
+        );
+        return Ok(Action::await_change());
+    }
+    let Some(rt) = ctx
+        .controllers
+        .as_ref()
+        .and_then(|r| r.get(&ns, cluster_name))
+    else {
+        return give_up_or_retry(
+            user,
+            ctx,
+            now,
+            "the cluster's controller is not running".into(),
+        )
+        .await;
+    };
+    // Everything the operator made (as recorded) and what the spec asks
+    // for (in case the status was never written after a change went out).
+    let mut applied = Applied::of(user);
+    if let Ok(acls) = users::desired_acls(user) {
+        applied.acls.extend(acls);
+    }
+    applied
+        .quota_keys
+        .extend(users::desired_quotas(user).into_keys());
+    let (empty_acls, empty_quotas) = (BTreeSet::new(), BTreeMap::new());
+    let want = Desired {
+        user_name: user.user_name(),
+        credential: None,
+        acls: &empty_acls,
+        quotas: &empty_quotas,
+    };
+    let view = rt.controller.view();
+    let mut plan = users::plan(&view, &want, &applied);
+    if let Some(a) = &user.spec.authentication {
+        let m = users::mechanism(a.type_);
+        let stored = view
+            .scram_credentials
+            .get(user.user_name())
+            .is_some_and(|c| c.contains_key(&m));
+        let entry = (user.user_name().to_string(), m);
+        if stored && !plan.delete_credentials.contains(&entry) {
+            plan.delete_credentials.push(entry);
+        }
+    }
+    if let Err(e) = execute(&rt, &plan) {
+        return give_up_or_retry(user, ctx, now, e.to_string()).await;
+    }
+    let note = format!(
+        "removed user {:?}: {} credential(s), {} ACL(s), {} quota(s)",
+        user.user_name(),
+        plan.delete_credentials.len(),
+        plan.delete_acls.len(),
+        plan.quotas.len()
+    );
+    info!(namespace = %ns, "{note}");
+    publish(ctx, user, EventType::Normal, "UserDeleted", "Delete", note).await;
+    Ok(Action::await_change())
+}
+
+/// Retries the removal until the grace period after the deletion request,
+/// then releases the finalizer with a Warning event.
+async fn give_up_or_retry(
+    user: &KafkaUser,
+    ctx: &Context,
+    now: Timestamp,
+    why: String,
+) -> Result<Action> {
+    let deleted_at = user
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .unwrap_or(now);
+    let grace = SignedDuration::try_from(ctx.topic_cleanup_grace).unwrap_or(SignedDuration::ZERO);
+    if now.duration_since(deleted_at) >= grace {
+        let note = format!(
+            "gave up removing user {:?} after {}s: {why}; its credential and ACLs may remain",
+            user.user_name(),
+            grace.as_secs()
+        );
+        warn!("{note}");
+        publish(
+            ctx,
+            user,
+            EventType::Warning,
+            "UserNotRemoved",
+            "Delete",
+            note,
+        )
+        .await;
+        return Ok(Action::await_change());
+    }
+    warn!(
+        user = user.user_name(),
+        "removing the user: {why}; retrying"
+    );
+    Ok(Action::requeue(Duration::from_secs(5)))
+}
