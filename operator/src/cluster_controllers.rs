@@ -403,6 +403,12 @@ pub struct ClusterControllers {
     metrics: crate::metrics::Metrics,
     session_timeout_ms: u64,
     clusters: Mutex<HashMap<(String, String), Arc<ClusterController>>>,
+    /// Held while a runtime starts, so two starts of a cluster's runtime that
+    /// overlap (kube-runtime runs one reconcile per object at a time, but a
+    /// cluster deleted and created again under its name can overlap) start
+    /// one controller, never two that both dial the brokers and write the
+    /// image for a moment.
+    starting: tokio::sync::Mutex<()>,
 }
 
 impl ClusterControllers {
@@ -418,6 +424,7 @@ impl ClusterControllers {
             metrics,
             session_timeout_ms,
             clusters: Mutex::new(HashMap::new()),
+            starting: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -474,6 +481,12 @@ impl ClusterControllers {
             rt.set_tls(tls);
             return Ok(rt);
         }
+        let _starting = self.starting.lock().await;
+        if let Some(rt) = self.get(&names.namespace, &names.cluster) {
+            // Started by the reconcile this one waited for.
+            rt.set_tls(tls);
+            return Ok(rt);
+        }
         let owner = kc.controller_owner_ref(&()).map(|mut o| {
             o.controller = Some(false);
             o
@@ -526,13 +539,11 @@ impl ClusterControllers {
         }
         rt.set_brokers(kc.spec.replicas);
         info!(namespace = %names.namespace, cluster = %names.cluster, "controller started");
-        // Two reconciles racing: keep the first runtime.
-        let mut clusters = self.clusters.lock().expect("controllers lock");
-        let kept = clusters
-            .entry((names.namespace.clone(), names.cluster.clone()))
-            .or_insert(rt)
-            .clone();
-        Ok(kept)
+        self.clusters
+            .lock()
+            .expect("controllers lock")
+            .insert((names.namespace.clone(), names.cluster.clone()), rt.clone());
+        Ok(rt)
     }
 }
 
