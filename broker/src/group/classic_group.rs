@@ -568,6 +568,8 @@ impl ClassicGroup {
             for m in self.members.values_mut() {
                 if m.awaiting_sync {
                     m.awaiting_sync = false;
+                    // Alive until now: its session runs from this answer.
+                    m.last_heartbeat_ms = now_ms;
                     effects.push(Effect::Sync(
                         m.id.clone(),
                         SyncResponse::error(ResponseError::RebalanceInProgress),
@@ -861,6 +863,24 @@ impl ClassicGroup {
         for id in expired {
             tracing::info!(group = %self.id, member = %id, "member session expired");
             self.remove_member_and_rebalance(&id, now_ms, effects);
+        }
+        // Kafka's pending-sync timeout: a member that has not sent SyncGroup
+        // within the rebalance timeout after the barrier (a leader that
+        // heartbeats but never assigns) is removed, so the others, parked in
+        // SyncGroup, are not held for ever.
+        if self.state == GroupState::CompletingRebalance
+            && now_ms >= self.state_since_ms + self.max_rebalance_timeout()
+        {
+            let unsynced: Vec<String> = self
+                .members
+                .values()
+                .filter(|m| !m.awaiting_sync)
+                .map(|m| m.id.clone())
+                .collect();
+            for id in unsynced {
+                tracing::info!(group = %self.id, member = %id, "member did not sync within the rebalance timeout");
+                self.remove_member_and_rebalance(&id, now_ms, effects);
+            }
         }
         if self.state != GroupState::PreparingRebalance {
             return;

@@ -513,3 +513,115 @@ fn rejoin_during_completing_rebalance_aborts_pending_syncs() {
     );
     assert_eq!(g.state, GroupState::PreparingRebalance);
 }
+
+/// Three members through one barrier at generation `g.generation`; returns
+/// (leader, followers). Nobody has synced yet.
+fn three_joined(g: &mut ClassicGroup, ids: &mut Ids) -> (String, Vec<String>) {
+    let c = GroupConfig {
+        initial_rebalance_delay_ms: 100,
+        ..GroupConfig::default()
+    };
+    let mut fx = Vec::new();
+    let mut all = Vec::new();
+    for (i, meta) in ["a", "b", "c"].into_iter().enumerate() {
+        all.push(wait_id(g.join(
+            req("", None, meta),
+            &c,
+            i as i64,
+            &mut ids.gen(),
+            &mut fx,
+        )));
+    }
+    // The initial delay is extended once (members kept coming), then the barrier ends.
+    g.tick(&c, 150, &mut fx);
+    g.tick(&c, 260, &mut fx);
+    assert_eq!(g.state, GroupState::CompletingRebalance);
+    assert_eq!(joins(&fx).len(), 3);
+    let leader = g.leader.clone().unwrap();
+    let followers = all.into_iter().filter(|m| *m != leader).collect();
+    (leader, followers)
+}
+
+#[test]
+fn a_leader_dying_before_sync_expires_alone_and_parked_members_rejoin_at_once() {
+    let c = cfg();
+    let mut ids = Ids(0);
+    let mut g = ClassicGroup::new("g", 0);
+    let (leader, followers) = three_joined(&mut g, &mut ids);
+    let gen = g.generation;
+    let mut fx = Vec::new();
+    for f in &followers {
+        assert_eq!(
+            g.sync(f, None, gen, None, None, vec![], 300, &mut fx),
+            SyncOutcome::Wait
+        );
+    }
+    // The leader never syncs nor heartbeats: one session (10 s) later only it expires.
+    let mut fx = Vec::new();
+    g.tick(&c, 10_300, &mut fx);
+    assert!(
+        !g.members.contains_key(&leader),
+        "the silent leader expired"
+    );
+    for f in &followers {
+        assert!(
+            g.members.contains_key(f),
+            "a member parked in SyncGroup is not expired"
+        );
+    }
+    assert_eq!(g.state, GroupState::PreparingRebalance);
+    let told: std::collections::BTreeSet<String> = syncs(&fx)
+        .into_iter()
+        .filter(|(_, r)| r.error == Some(ResponseError::RebalanceInProgress))
+        .map(|(m, _)| m)
+        .collect();
+    assert_eq!(
+        told,
+        followers.iter().cloned().collect(),
+        "parked SyncGroups answered REBALANCE_IN_PROGRESS"
+    );
+    // They rejoin right away (a tick in between does not expire them) and the group goes on.
+    let mut fx = Vec::new();
+    g.tick(&c, 10_400, &mut fx);
+    for f in &followers {
+        wait_id(g.join(req(f, None, "x"), &c, 10_450, &mut ids.gen(), &mut fx));
+    }
+    assert_eq!(g.state, GroupState::CompletingRebalance);
+    assert_eq!(g.generation, gen + 1);
+    assert_eq!(g.members.len(), 2);
+}
+
+#[test]
+fn a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() {
+    let c = cfg();
+    let mut ids = Ids(0);
+    let mut g = ClassicGroup::new("g", 0);
+    let (leader, followers) = three_joined(&mut g, &mut ids);
+    let gen = g.generation;
+    let mut fx = Vec::new();
+    for f in &followers {
+        assert_eq!(
+            g.sync(f, None, gen, None, None, vec![], 300, &mut fx),
+            SyncOutcome::Wait
+        );
+    }
+    // The leader keeps heartbeating but never sends its assignment.
+    for t in (1_000..30_000).step_by(3_000) {
+        assert_eq!(g.heartbeat(&leader, None, gen, t), None);
+        g.tick(&c, t, &mut fx);
+        assert_eq!(g.state, GroupState::CompletingRebalance);
+    }
+    // The rebalance timeout (30 s) after the barrier ended at 260 ms.
+    let mut fx = Vec::new();
+    assert_eq!(g.heartbeat(&leader, None, gen, 30_100), None);
+    g.tick(&c, 30_200, &mut fx);
+    assert_eq!(
+        g.state,
+        GroupState::CompletingRebalance,
+        "not before the timeout"
+    );
+    g.tick(&c, 30_300, &mut fx);
+    assert!(!g.members.contains_key(&leader));
+    assert_eq!(g.state, GroupState::PreparingRebalance);
+    assert_eq!(syncs(&fx).len(), 2, "both parked members told to rejoin");
+}

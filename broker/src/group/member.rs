@@ -48,9 +48,14 @@ impl ClassicMember {
     }
 
     /// Whether the session expired at `now_ms`. Members parked in the join
-    /// barrier are kept alive: the barrier has its own deadline.
+    /// barrier or in SyncGroup are kept alive, as in Kafka: the barrier has
+    /// its own deadline, and a member waiting for the leader's assignment
+    /// cannot heartbeat meanwhile (when the leader dies instead of syncing,
+    /// only the leader expires and the parked members are told to rejoin).
     pub fn session_expired(&self, now_ms: i64) -> bool {
-        !self.awaiting_join && now_ms >= self.last_heartbeat_ms + self.session_timeout_ms as i64
+        !self.awaiting_join
+            && !self.awaiting_sync
+            && now_ms >= self.last_heartbeat_ms + self.session_timeout_ms as i64
     }
 
     /// Whether the protocol names are the same as `other`'s, metadata included.
