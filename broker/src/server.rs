@@ -171,6 +171,10 @@ pub enum ConnectionError {
     /// SASL authentication completes).
     #[error("{0}")]
     Refused(String),
+    /// An acks=0 produce failed: no response goes out, so the connection is
+    /// closed for the client to notice (Kafka does the same).
+    #[error("acks=0 produce failed: {0}")]
+    UnacknowledgedProduceFailed(String),
 }
 
 async fn handle_connection(
@@ -236,6 +240,10 @@ async fn handle_connection(
                 record_latency(broker, api, started);
             }
             Ok(None) => {}
+            Err(ConnectionError::UnacknowledgedProduceFailed(why)) => {
+                debug!(%peer, error = %why, "closing connection: an acks=0 produce failed");
+                return Ok(());
+            }
             Err(ConnectionError::Refused(why)) => {
                 // A request out of the SASL sequence: closed, as Kafka does.
                 if let Some(left_out) = broker.log_throttle.allow(&format!("sasl {}", spec.name)) {
@@ -375,6 +383,7 @@ pub async fn process_frame(
     // Byte-rate quotas count what producers send and what consumers (not
     // followers) fetch; the request quota counts every request but a
     // follower's fetch (replication is never throttled, as in Kafka).
+    let unacknowledged = matches!(&request, RequestKind::Produce(p) if p.acks == 0);
     let from_follower = matches!(&request,
         RequestKind::Fetch(f) if f.replica_id.0 >= 0 || f.replica_state.replica_id.0 >= 0);
     let bytes_quota = match &request {
@@ -403,6 +412,17 @@ pub async fn process_frame(
     };
     throttle(broker, session, &header, usage, response.as_mut());
     match response {
+        Some(resp) if unacknowledged => {
+            count_errors(broker, api, &resp);
+            record_latency(broker, api, started);
+            match &resp {
+                ResponseKind::Produce(p) => match handlers::produce::first_error(p) {
+                    Some(why) => Err(ConnectionError::UnacknowledgedProduceFailed(why)),
+                    None => Ok(None),
+                },
+                _ => Ok(None),
+            }
+        }
         Some(resp) => {
             count_errors(broker, api, &resp);
             let out = encode_response(api, version, correlation_id, &resp)?;

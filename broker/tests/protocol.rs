@@ -364,3 +364,44 @@ async fn data_survives_a_clean_restart() {
     );
     b.stop().await;
 }
+
+/// acks=0: no response ever comes back. A produce that succeeds leaves the
+/// connection open; one that fails (here: an unknown topic) closes it, as
+/// Kafka does, so the client notices and refreshes its metadata.
+#[tokio::test]
+async fn a_failed_acks_zero_produce_closes_the_connection() {
+    let b = TestBroker::start(&["auto.create.topics.enable=false"]).await;
+    let mut c = b.client().await;
+    create_topic(&mut c, "fire", 1).await;
+    let send = |topic: &str| {
+        let mut pd = produce_request::PartitionProduceData::default();
+        pd.index = 0;
+        pd.records = Some(batch(3, Compression::None));
+        let mut td = produce_request::TopicProduceData::default();
+        td.name = topic_name(topic);
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.acks = 0;
+        req.timeout_ms = 5000;
+        req.topic_data = vec![td];
+        req
+    };
+    c.send(&send("fire"), 9).await.unwrap();
+    // The connection still answers (and the records are there).
+    let f = fetch(&mut c, "fire", 0, 0, 0, 0).await;
+    assert_eq!(f.high_watermark, 3);
+    c.send(&send("nowhere"), 9).await.unwrap();
+    assert!(
+        c.is_closed().await,
+        "a failed acks=0 produce closes the connection"
+    );
+    // Nothing else is affected.
+    let mut c2 = b.client().await;
+    assert_eq!(
+        produce(&mut c2, "fire", 0, batch(1, Compression::None))
+            .await
+            .base_offset,
+        3
+    );
+    b.stop().await;
+}

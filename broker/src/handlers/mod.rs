@@ -123,11 +123,7 @@ async fn dispatch(
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(broker, r)),
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle()),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v)),
-        RequestKind::Produce(r) => {
-            return produce::handle(broker, r, v)
-                .await
-                .map(ResponseKind::Produce)
-        }
+        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(broker, r, v).await),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, r, v))

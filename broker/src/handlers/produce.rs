@@ -24,11 +24,10 @@ use crate::error::ApiError;
 use crate::partition::Partition;
 use crate::system::now_ms;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    req: ProduceRequest,
-    version: i16,
-) -> Option<ProduceResponse> {
+/// The response, also for acks=0 (not sent then: the connection layer
+/// counts its errors and closes the connection when there is one, as Kafka
+/// does so the client notices and refreshes its metadata).
+pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> ProduceResponse {
     let acks = req.acks;
     let deadline = tokio::time::Instant::now()
         + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
@@ -137,11 +136,22 @@ pub async fn handle(
             pr.error_message = e.message();
         }
     }
-    if acks == 0 {
-        None
-    } else {
-        Some(resp)
-    }
+    resp
+}
+
+/// The first partition error of a produce response (for acks=0, why the
+/// connection is closed).
+pub fn first_error(resp: &ProduceResponse) -> Option<String> {
+    resp.responses.iter().find_map(|t| {
+        t.partition_responses
+            .iter()
+            .find(|p| p.error_code != 0)
+            .map(|p| {
+                let code = ResponseError::try_from_code(p.error_code)
+                    .map_or_else(|| p.error_code.to_string(), |e| format!("{e:?}"));
+                format!("{}-{}: {code}", t.name.0, p.index)
+            })
+    })
 }
 
 /// An acks=all append waiting for the ISR: where its answer goes, the
