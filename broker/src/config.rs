@@ -317,6 +317,10 @@ fn group_config(raw: &BTreeMap<String, String>) -> Result<crate::group::GroupCon
     let d = crate::group::GroupConfig::default();
     let cfg = crate::group::GroupConfig {
         offsets_partitions: num(raw, "offsets.topic.num.partitions", d.offsets_partitions)?,
+        offsets_replication_factor: match raw.get("offsets.topic.replication.factor") {
+            Some(_) => Some(num(raw, "offsets.topic.replication.factor", 3i16)?),
+            None => None,
+        },
         offsets_retention_ms: num(raw, "offsets.retention.minutes", 7 * 24 * 60i64)?
             .saturating_mul(60_000),
         offsets_retention_check_interval_ms: num(
@@ -351,6 +355,16 @@ fn group_config(raw: &BTreeMap<String, String>) -> Result<crate::group::GroupCon
             d.consumer_session_timeout_ms,
         )?,
     };
+    if cfg.offsets_replication_factor.is_some_and(|rf| rf < 1) {
+        return Err(ConfigError::Value {
+            key: "offsets.topic.replication.factor".into(),
+            value: cfg
+                .offsets_replication_factor
+                .unwrap_or_default()
+                .to_string(),
+            reason: "must be at least 1".into(),
+        });
+    }
     if cfg.offsets_partitions < 1 {
         return Err(ConfigError::Value {
             key: "offsets.topic.num.partitions".into(),

@@ -762,3 +762,70 @@ async fn offset_commit_is_visible_only_once_replicated() {
         "commit answered {codes:?}"
     );
 }
+
+/// `offsets.topic.replication.factor`, as in Kafka: `__consumer_offsets` is
+/// not created with fewer replicas than configured. While too few brokers
+/// are alive, FindCoordinator answers COORDINATOR_NOT_AVAILABLE (clients
+/// retry); once they are, the topic is created with every replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn offsets_topic_waits_for_its_replication_factor() {
+    let mut cluster = TestCluster::start(
+        3,
+        &[
+            "offsets.topic.num.partitions=1",
+            "offsets.topic.replication.factor=3",
+        ],
+    )
+    .await;
+    cluster.stop(3, skein_broker::Stop::Graceful).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while cluster.controller.image().brokers[&3].is_alive() {
+        assert!(std::time::Instant::now() < deadline, "broker 3 still alive");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut c = cluster.client(1).await;
+    let mut r = FindCoordinatorRequest::default();
+    r.key_type = 0;
+    r.coordinator_keys = vec![s("g")];
+    // Each broker learns of broker 3's shutdown from the controller's view.
+    let mut co = c.call(&r, 4).await.unwrap().coordinators.remove(0);
+    for _ in 0..100 {
+        if co.error_code != 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        co = c.call(&r, 4).await.unwrap().coordinators.remove(0);
+    }
+    assert_eq!(
+        co.error_code,
+        ResponseError::CoordinatorNotAvailable.code(),
+        "{:?}",
+        co.error_message
+    );
+    assert!(!cluster
+        .controller
+        .image()
+        .topics
+        .contains_key("__consumer_offsets"));
+
+    cluster.restart(3).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let co = c.call(&r, 4).await.unwrap().coordinators.remove(0);
+        if co.error_code == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no coordinator: {co:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let image = cluster.controller.image();
+    assert_eq!(
+        image.topics["__consumer_offsets"].partitions[0]
+            .replicas
+            .len(),
+        3
+    );
+}

@@ -258,12 +258,14 @@ pub async fn run_local(
         })
     };
 
-    // The default replication factor follows the cluster size up to 3
-    // (`__consumer_offsets` does the same on its own).
-    let extra = vec![format!(
-        "default.replication.factor={}",
-        opts.brokers.min(3)
-    )];
+    // The default replication factor follows the cluster size up to 3, and
+    // so does `__consumer_offsets`'s: set, so it is only created once that
+    // many brokers are up (a group's first request while brokers are still
+    // starting would otherwise make it smaller for ever).
+    let extra = vec![
+        format!("default.replication.factor={}", opts.brokers.min(3)),
+        format!("offsets.topic.replication.factor={}", opts.brokers.min(3)),
+    ];
     let mut brokers: Vec<BrokerProcess> = (1..=opts.brokers as i32)
         .map(|id| {
             let off = (id - 1) as u16;

@@ -173,8 +173,21 @@ impl GroupCoordinator {
                     ("cleanup.policy".to_string(), "compact".to_string()),
                     ("segment.bytes".to_string(), (100 << 20).to_string()),
                 ]);
-                // Replicated like any other topic: min(3, live brokers).
-                let rf = broker.metadata.image().live_brokers().count().clamp(1, 3) as i16;
+                let live = broker.metadata.image().live_brokers().count();
+                let rf = match self.cfg.offsets_replication_factor {
+                    // Kafka's rule: not created with fewer replicas than
+                    // configured; FindCoordinator says try again meanwhile.
+                    Some(rf) if (rf as usize) > live => {
+                        return Err(api(
+                            ResponseError::CoordinatorNotAvailable,
+                            format!(
+                                "{CONSUMER_OFFSETS} needs offsets.topic.replication.factor={rf} live brokers, {live} alive"
+                            ),
+                        ))
+                    }
+                    Some(rf) => rf,
+                    None => live.clamp(1, 3) as i16,
+                };
                 match broker.create_topic(
                     CONSUMER_OFFSETS,
                     self.cfg.offsets_partitions,

@@ -29,6 +29,11 @@ pub use coordinator::GroupCoordinator;
 pub struct GroupConfig {
     /// `offsets.topic.num.partitions`
     pub offsets_partitions: i32,
+    /// `offsets.topic.replication.factor` when set: `__consumer_offsets` is
+    /// only created once that many brokers are alive (Kafka's rule). Unset,
+    /// it gets min(3, live brokers), so a lone broker serves groups without
+    /// configuration.
+    pub offsets_replication_factor: Option<i16>,
     /// `offsets.retention.minutes`, in milliseconds.
     pub offsets_retention_ms: i64,
     /// `offsets.retention.check.interval.ms`
@@ -51,6 +56,7 @@ impl Default for GroupConfig {
     fn default() -> Self {
         Self {
             offsets_partitions: 50,
+            offsets_replication_factor: None,
             offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
             offsets_retention_check_interval_ms: 600_000,
             initial_rebalance_delay_ms: 3000,
