@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,11 +35,23 @@ def now() -> float:
 
 
 class Log:
-    """A line log flushed at most every 0.5 s (and on close)."""
+    """A line log flushed at most every 0.5 s (and on close). A daemon thread
+    flushes too, so lines written just before a client hangs inside
+    librdkafka (which releases the GIL) reach the file before the harness
+    kills it, and the checker sees every record the client really took."""
 
     def __init__(self, path: str):
         self.f = open(path, "a", buffering=1 << 16)
         self.last = 0.0
+        threading.Thread(target=self._flusher, daemon=True).start()
+
+    def _flusher(self):
+        while not self.f.closed:
+            time.sleep(0.5)
+            try:
+                self.f.flush()
+            except ValueError:  # closed meanwhile
+                return
 
     def w(self, line: str):
         self.f.write(line + "\n")
