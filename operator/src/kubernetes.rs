@@ -103,66 +103,84 @@ async fn forget_deleted_cluster(ctx: &Context, namespace: Option<&str>, name: &s
     }
 }
 
-fn topic_controller(
+/// The controller of a resource that names its KafkaCluster (Topic,
+/// KafkaUser): a cluster appearing, changing or going away re-checks the
+/// resources that name it.
+fn cluster_child_controller<K, Fut>(
     client: &Client,
     ns: Option<&str>,
     ctx: Arc<Context>,
-) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(api::<Topic>(client, ns), watcher::Config::default());
-    let topics = controller.store();
-    // A cluster appearing, changing or going away re-checks its topics.
+    cluster_of: fn(&K) -> &str,
+    reconcile: fn(Arc<K>, Arc<Context>) -> Fut,
+    error_policy: fn(
+        Arc<K>,
+        &crate::error::Error,
+        Arc<Context>,
+    ) -> kube::runtime::controller::Action,
+) -> BoxFuture<'static, ()>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    Fut: std::future::Future<Output = crate::error::Result<kube::runtime::controller::Action>>
+        + Send
+        + 'static,
+{
+    let controller = Controller::new(api::<K>(client, ns), watcher::Config::default());
+    let children = controller.store();
     controller
         .watches(
             api::<KafkaCluster>(client, ns),
             watcher::Config::default(),
             move |kc| {
                 let (name, ns) = (kc.name_any(), kc.namespace());
-                topics
+                children
                     .state()
                     .into_iter()
-                    .filter(|t| t.spec.cluster_ref.name == name && t.namespace() == ns)
-                    .map(|t| ObjectRef::from_obj(&*t))
+                    .filter(|c| cluster_of(c) == name && c.namespace() == ns)
+                    .map(|c| ObjectRef::from_obj(&*c))
                     .collect::<Vec<_>>()
             },
         )
         .shutdown_on_signal()
-        .run(topic::reconcile, topic::error_policy, ctx)
+        .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             match res {
-                Ok((obj, _)) => debug!(topic = %obj.name, "reconciled"),
-                Err(e) => warn!(error = %e, "Topic controller"),
+                Ok((obj, _)) => debug!(kind = %K::kind(&()), name = %obj.name, "reconciled"),
+                Err(e) => warn!(error = %e, kind = %K::kind(&()), "controller"),
             }
         })
         .boxed()
 }
 
+fn topic_controller(
+    client: &Client,
+    ns: Option<&str>,
+    ctx: Arc<Context>,
+) -> BoxFuture<'static, ()> {
+    cluster_child_controller::<Topic, _>(
+        client,
+        ns,
+        ctx,
+        |t| &t.spec.cluster_ref.name,
+        topic::reconcile,
+        topic::error_policy,
+    )
+}
+
 fn user_controller(client: &Client, ns: Option<&str>, ctx: Arc<Context>) -> BoxFuture<'static, ()> {
-    let controller = Controller::new(api::<KafkaUser>(client, ns), watcher::Config::default());
-    let users = controller.store();
-    // A cluster appearing (its controller starting) or going re-checks its users.
-    controller
-        .watches(
-            api::<KafkaCluster>(client, ns),
-            watcher::Config::default(),
-            move |kc| {
-                let (name, ns) = (kc.name_any(), kc.namespace());
-                users
-                    .state()
-                    .into_iter()
-                    .filter(|u| u.spec.cluster_ref.name == name && u.namespace() == ns)
-                    .map(|u| ObjectRef::from_obj(&*u))
-                    .collect::<Vec<_>>()
-            },
-        )
-        .shutdown_on_signal()
-        .run(kafka_user::reconcile, kafka_user::error_policy, ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(user = %obj.name, "reconciled"),
-                Err(e) => warn!(error = %e, "KafkaUser controller"),
-            }
-        })
-        .boxed()
+    cluster_child_controller::<KafkaUser, _>(
+        client,
+        ns,
+        ctx,
+        |u| &u.spec.cluster_ref.name,
+        kafka_user::reconcile,
+        kafka_user::error_policy,
+    )
 }
 
 /// Runs the operator until a shutdown signal or the loss of the leader Lease.

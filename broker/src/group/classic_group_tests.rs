@@ -514,9 +514,12 @@ fn rejoin_during_completing_rebalance_aborts_pending_syncs() {
     assert_eq!(g.state, GroupState::PreparingRebalance);
 }
 
-/// Three members through one barrier at generation `g.generation`; returns
-/// (leader, followers). Nobody has synced yet.
-fn three_joined(g: &mut ClassicGroup, ids: &mut Ids) -> (String, Vec<String>) {
+/// Three members through one barrier, the two followers parked in SyncGroup
+/// and the leader silent; returns (leader, followers, generation).
+fn followers_awaiting_the_leader(
+    g: &mut ClassicGroup,
+    ids: &mut Ids,
+) -> (String, Vec<String>, i32) {
     let c = GroupConfig {
         initial_rebalance_delay_ms: 100,
         ..GroupConfig::default()
@@ -538,8 +541,15 @@ fn three_joined(g: &mut ClassicGroup, ids: &mut Ids) -> (String, Vec<String>) {
     assert_eq!(g.state, GroupState::CompletingRebalance);
     assert_eq!(joins(&fx).len(), 3);
     let leader = g.leader.clone().unwrap();
-    let followers = all.into_iter().filter(|m| *m != leader).collect();
-    (leader, followers)
+    let followers: Vec<String> = all.into_iter().filter(|m| *m != leader).collect();
+    let gen = g.generation;
+    for f in &followers {
+        assert_eq!(
+            g.sync(f, None, gen, None, None, vec![], 300, &mut fx),
+            SyncOutcome::Wait
+        );
+    }
+    (leader, followers, gen)
 }
 
 #[test]
@@ -547,15 +557,7 @@ fn a_leader_dying_before_sync_expires_alone_and_parked_members_rejoin_at_once() 
     let c = cfg();
     let mut ids = Ids(0);
     let mut g = ClassicGroup::new("g", 0);
-    let (leader, followers) = three_joined(&mut g, &mut ids);
-    let gen = g.generation;
-    let mut fx = Vec::new();
-    for f in &followers {
-        assert_eq!(
-            g.sync(f, None, gen, None, None, vec![], 300, &mut fx),
-            SyncOutcome::Wait
-        );
-    }
+    let (leader, followers, gen) = followers_awaiting_the_leader(&mut g, &mut ids);
     // The leader never syncs nor heartbeats: one session (10 s) later only it expires.
     let mut fx = Vec::new();
     g.tick(&c, 10_300, &mut fx);
@@ -596,15 +598,8 @@ fn a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() {
     let c = cfg();
     let mut ids = Ids(0);
     let mut g = ClassicGroup::new("g", 0);
-    let (leader, followers) = three_joined(&mut g, &mut ids);
-    let gen = g.generation;
+    let (leader, _followers, gen) = followers_awaiting_the_leader(&mut g, &mut ids);
     let mut fx = Vec::new();
-    for f in &followers {
-        assert_eq!(
-            g.sync(f, None, gen, None, None, vec![], 300, &mut fx),
-            SyncOutcome::Wait
-        );
-    }
     // The leader keeps heartbeating but never sends its assignment.
     for t in (1_000..30_000).step_by(3_000) {
         assert_eq!(g.heartbeat(&leader, None, gen, t), None);

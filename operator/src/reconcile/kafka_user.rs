@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ObjectMeta};
 use kube::runtime::controller::Action;
@@ -24,10 +24,10 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use skein_controller::{ControlPlaneError, Event, Reply};
 use skein_crds::condition::condition;
-use skein_crds::{ConditionStatus as S, ConditionType as T, KafkaCluster, KafkaUser, ManagedAcl};
+use skein_crds::{ConditionStatus as S, ConditionType as T, KafkaUser, ManagedAcl};
 use tracing::{info, warn};
 
-use super::{apply as apply_object, patch_status, publish};
+use super::{apply as apply_object, cleanup_grace_over, get_cluster, patch_status, publish};
 use crate::cluster_controllers::ClusterController;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -134,17 +134,6 @@ async fn refuse(
         publish(ctx, user, EventType::Warning, reason, "Reconcile", message).await;
     }
     Ok(())
-}
-
-async fn get_cluster(ctx: &Context, ns: &str, name: &str) -> Result<Option<KafkaCluster>> {
-    let clusters: Api<KafkaCluster> = Api::namespaced(ctx.client.clone(), ns);
-    clusters
-        .get_opt(name)
-        .await
-        .map_err(|source| Error::Dereference {
-            what: "KafkaCluster",
-            source,
-        })
 }
 
 async fn read_secret(ctx: &Context, ns: &str, name: &str) -> Result<Option<Secret>> {
@@ -486,18 +475,10 @@ async fn give_up_or_retry(
     now: Timestamp,
     why: String,
 ) -> Result<Action> {
-    let deleted_at = user
-        .metadata
-        .deletion_timestamp
-        .as_ref()
-        .map(|t| t.0)
-        .unwrap_or(now);
-    let grace = SignedDuration::try_from(ctx.topic_cleanup_grace).unwrap_or(SignedDuration::ZERO);
-    if now.duration_since(deleted_at) >= grace {
+    if let Some(grace) = cleanup_grace_over(&user.metadata, ctx, now) {
         let note = format!(
-            "gave up removing user {:?} after {}s: {why}; its credential and ACLs may remain",
-            user.user_name(),
-            grace.as_secs()
+            "gave up removing user {:?} after {grace}s: {why}; its credential and ACLs may remain",
+            user.user_name()
         );
         warn!("{note}");
         publish(

@@ -8,13 +8,15 @@ pub mod topic;
 
 use std::fmt::Debug;
 
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::json;
+use skein_crds::KafkaCluster;
 use tracing::warn;
 
 use crate::build::FIELD_MANAGER;
@@ -88,4 +90,25 @@ pub async fn publish<K>(
     if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
         warn!(error = %e, reason, "could not publish event");
     }
+}
+
+/// The KafkaCluster a Topic or KafkaUser names (`None`: there is none).
+pub async fn get_cluster(ctx: &Context, ns: &str, name: &str) -> Result<Option<KafkaCluster>> {
+    let clusters: Api<KafkaCluster> = Api::namespaced(ctx.client.clone(), ns);
+    clusters
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::Dereference {
+            what: "KafkaCluster",
+            source,
+        })
+}
+
+/// For a finalizer that cannot finish its cleanup: `Some(grace in seconds)`
+/// once the cleanup grace period since the deletion request has run out
+/// (the finalizer is then released), `None` while it is still retried.
+pub fn cleanup_grace_over(meta: &ObjectMeta, ctx: &Context, now: Timestamp) -> Option<i64> {
+    let deleted_at = meta.deletion_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
+    let grace = SignedDuration::try_from(ctx.topic_cleanup_grace).unwrap_or(SignedDuration::ZERO);
+    (now.duration_since(deleted_at) >= grace).then(|| grace.as_secs())
 }

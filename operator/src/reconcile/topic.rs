@@ -12,16 +12,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::ResourceExt;
-use skein_crds::{KafkaCluster, Topic};
+use skein_crds::Topic;
 use tracing::{info, warn};
 
-use super::{patch_status, publish};
+use super::{cleanup_grace_over, get_cluster, patch_status, publish};
 use crate::build::ClusterNames;
 use crate::context::Context;
 use crate::error::TopicRemovalError;
@@ -52,17 +52,6 @@ pub async fn reconcile_at(topic: Arc<Topic>, ctx: Arc<Context>, now: Timestamp) 
     })
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)))
-}
-
-async fn get_cluster(ctx: &Context, ns: &str, name: &str) -> Result<Option<KafkaCluster>> {
-    let clusters: Api<KafkaCluster> = Api::namespaced(ctx.client.clone(), ns);
-    clusters
-        .get_opt(name)
-        .await
-        .map_err(|source| Error::Dereference {
-            what: "KafkaCluster",
-            source,
-        })
 }
 
 async fn apply(
@@ -228,17 +217,9 @@ async fn give_up_or_retry(
     error: TopicRemovalError,
 ) -> Result<Action> {
     let kafka_name = topic.kafka_name().to_string();
-    let deleted_at = topic
-        .metadata
-        .deletion_timestamp
-        .as_ref()
-        .map(|t| t.0)
-        .unwrap_or(now);
-    let grace = SignedDuration::try_from(ctx.topic_cleanup_grace).unwrap_or(SignedDuration::ZERO);
-    if now.duration_since(deleted_at) >= grace {
+    if let Some(grace) = cleanup_grace_over(&topic.metadata, ctx, now) {
         let note = format!(
-            "gave up removing topic {kafka_name:?} after {}s: {error}; its data may remain on the brokers",
-            grace.as_secs()
+            "gave up removing topic {kafka_name:?} after {grace}s: {error}; its data may remain on the brokers"
         );
         warn!(topic = %kafka_name, "{note}");
         publish(
