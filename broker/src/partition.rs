@@ -693,6 +693,18 @@ impl Partition {
         self.state().high_watermark
     }
 
+    /// Whether this replica leads with a high watermark still below the
+    /// start of its own epoch: it was elected holding records that it only
+    /// knew as a follower, with the high watermark its old leader last told
+    /// it, and cannot say where the committed log ends until its followers
+    /// have fetched. Kafka answers a client's ListOffsets
+    /// `OFFSET_NOT_AVAILABLE` (retriable) meanwhile instead of an end offset
+    /// that makes committed records look absent.
+    pub fn high_watermark_lagging(&self) -> bool {
+        let st = self.state();
+        st.role == Role::Leader && st.high_watermark < st.epoch_start_offset
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.log.read().expect("log lock").log_start_offset()
     }

@@ -80,3 +80,38 @@ fn an_isr_expansion_carries_the_broker_epoch_of_the_fetch() {
         .new_isr_broker_epochs
         .is_empty());
 }
+
+/// A replica elected with records its high watermark does not cover (it
+/// knew the commit point only as a follower) says so until an in-sync
+/// follower has fetched up to the start of its epoch; then the high
+/// watermark moves past everything it held, and it no longer lags.
+#[test]
+fn a_new_leaders_high_watermark_lags_until_its_followers_fetch() {
+    use kafka_protocol::records::Compression;
+    let (_d, p) = partition(1);
+    p.make_leader(1, 1, vec![1, 2], vec![1, 2], 0).unwrap();
+    let mut batch = skein_storage::testing::kv_batch(
+        &[("a", Some("1")), ("b", Some("2")), ("c", Some("3"))],
+        1_000,
+        Compression::None,
+    );
+    p.append_as_leader(&mut batch, true, 10).unwrap();
+    // Not yet committed: follower 2 has not fetched.
+    assert_eq!(p.high_watermark(), 0);
+    assert!(
+        !p.high_watermark_lagging(),
+        "below its own epoch's writes is not lagging"
+    );
+
+    // A new term: the three records were written before this epoch began.
+    p.make_leader(2, 2, vec![1, 2], vec![1, 2], 20).unwrap();
+    assert_eq!(p.high_watermark(), 0);
+    assert!(p.high_watermark_lagging());
+    follower_fetch(&p, 2, 30);
+    assert_eq!(p.high_watermark(), 3);
+    assert!(!p.high_watermark_lagging());
+
+    // A follower never lags in this sense (it answers no client offsets).
+    assert!(p.make_follower(2, 3, 3, vec![1, 2]));
+    assert!(!p.high_watermark_lagging());
+}

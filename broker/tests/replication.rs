@@ -28,9 +28,13 @@ fn expected(prefixes: &[(&str, usize)]) -> Vec<String> {
 }
 
 async fn list_latest(c: &mut Client, topic: &str, partition: i32) -> (i16, i64) {
+    list_offset(c, topic, partition, -1).await
+}
+
+async fn list_offset(c: &mut Client, topic: &str, partition: i32, timestamp: i64) -> (i16, i64) {
     let mut p = list_offsets_request::ListOffsetsPartition::default();
     p.partition_index = partition;
-    p.timestamp = -1;
+    p.timestamp = timestamp;
     p.current_leader_epoch = -1;
     let mut t = list_offsets_request::ListOffsetsTopic::default();
     t.name = topic_name(topic);
@@ -134,7 +138,17 @@ async fn consumers_see_only_up_to_the_high_watermark_and_the_isr_shrinks() {
     // The follower stops fetching, but the controller has not noticed yet:
     // an acks=1 write is in the leader's log but not committed.
     cluster.stop(follower, Stop::Crash).await;
-    let r = produce_acks(&mut lc, "hw", 0, named_batch("b", 5), 1).await;
+    // "b" is written later than "a" (timestamps from B_TIME on).
+    const B_TIME: i64 = 1_800_000_000_000;
+    let b = bytes::Bytes::from(skein_storage::testing::producer_batch(
+        -1,
+        -1,
+        -1,
+        5,
+        B_TIME,
+        |i| format!("b-{i}"),
+    ));
+    let r = produce_acks(&mut lc, "hw", 0, b, 1).await;
     assert_eq!((r.error_code, r.base_offset), (0, 5));
     let (_, latest) = list_latest(&mut lc, "hw", 0).await;
     let visible = values(&read_all(&mut lc, "hw", 0).await);
@@ -142,6 +156,10 @@ async fn consumers_see_only_up_to_the_high_watermark_and_the_isr_shrinks() {
     // watermark holds it back; consumers never see uncommitted data.
     assert!(latest == 5 || latest == 10, "latest {latest}");
     assert_eq!(visible.len() as i64, latest);
+    // Nor find it by its timestamp: an offset at or past the high watermark
+    // is no answer (-1), as with Kafka.
+    let by_time = list_offset(&mut lc, "hw", 0, B_TIME).await;
+    assert_eq!(by_time, (0, if latest == 5 { -1 } else { 5 }));
 
     // Once the follower leaves the ISR (the leader's lag check or the
     // controller fencing it), the high watermark moves on.
@@ -157,6 +175,7 @@ async fn consumers_see_only_up_to_the_high_watermark_and_the_isr_shrinks() {
         values(&read_all(&mut lc, "hw", 0).await),
         expected(&[("a", 5), ("b", 5)])
     );
+    assert_eq!(list_offset(&mut lc, "hw", 0, B_TIME).await, (0, 5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -278,6 +278,23 @@ def monitor(a) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+def watermarks(c, tp) -> tuple[int, int]:
+    """(log start, high watermark), asked again while the answer is retriable (a new leader whose
+    high watermark lags the start of its epoch answers OFFSET_NOT_AVAILABLE until its followers
+    fetch; librdkafka raises it without retrying, and marks no error of this call retriable)."""
+    from confluent_kafka import KafkaError, KafkaException
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return c.get_watermark_offsets(tp, timeout=10)
+        except KafkaException as e:
+            if e.args[0].code() not in (KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+                                        KafkaError.NOT_LEADER_FOR_PARTITION) \
+                    or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def dump(a) -> int:
     """Every partition from its log start to its high watermark, without a group."""
     from confluent_kafka import Consumer, TopicPartition
@@ -286,8 +303,7 @@ def dump(a) -> int:
                   "enable.partition.eof": False})
     ends, starts = {}, {}
     for p in range(a.partitions):
-        lo, hi = c.get_watermark_offsets(TopicPartition(a.topic, p), timeout=30)
-        starts[p], ends[p] = lo, hi
+        starts[p], ends[p] = watermarks(c, TopicPartition(a.topic, p))
     next_off = dict(starts)
     c.assign([TopicPartition(a.topic, p, starts[p]) for p in range(a.partitions)])
     n = 0

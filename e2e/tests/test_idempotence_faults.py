@@ -211,8 +211,7 @@ def read_back(c, topic: str, partitions: int, timeout: float) -> dict[int, list[
     cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"verify-{time.time_ns()}",
                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3})
     try:
-        ends = {p: cons.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                for p in range(partitions)}
+        ends = {p: util.high_watermark(cons, topic, p) for p in range(partitions)}
         cons.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + timeout

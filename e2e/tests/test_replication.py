@@ -94,8 +94,7 @@ def consume_all(c: LocalCluster, topic: str, partitions: int) -> dict[int, list[
         out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         ends = {}
         for p in range(partitions):
-            lo, hi = cons.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            ends[p] = hi
+            ends[p] = util.high_watermark(cons, topic, p)
         cons.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + 120
         while any((out[p][-1][0] + 1 if out[p] else 0) < ends[p] for p in ends):
@@ -264,10 +263,10 @@ def _leader_only_producer(cluster, topic, leader):
 
 
 def _high_watermark(cluster, topic, via):
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
     c = Consumer({"bootstrap.servers": cluster.addr(via), "group.id": f"hw-{time.time_ns()}", "log_level": 3})
     try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+        return util.high_watermark(c, topic, 0)
     finally:
         c.close()
 

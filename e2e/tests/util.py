@@ -142,6 +142,24 @@ def verify(recs: list[Rec], got: list[dict], *, partitions: int = PARTITIONS, ch
                              + "\n  ".join(problems[:25]))
 
 
+def high_watermark(consumer, topic: str, partition: int, timeout: float = 30.0) -> int:
+    """The partition's high watermark, asked again while the answer is retriable: a newly elected
+    leader whose high watermark still lags the start of its epoch answers OFFSET_NOT_AVAILABLE
+    until its followers have fetched (as Kafka does), which librdkafka raises without retrying (and
+    without marking any error of this call retriable)."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+    RETRIABLE_OFFSET_ERRORS = (KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+                               KafkaError.NOT_LEADER_FOR_PARTITION)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+        except KafkaException as e:
+            if e.args[0].code() not in RETRIABLE_OFFSET_ERRORS or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def wait_until(pred, timeout: float, what: str, interval: float = 0.5):
     deadline = time.monotonic() + timeout
     last = None

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -20,10 +21,15 @@ pub const EARLIEST: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
+/// `replica_id` of a consumer's (any client's) request.
+pub const CONSUMER_REPLICA_ID: i32 = -1;
 
 pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
     let authz = Authz::current(broker);
+    // A consumer's request (a follower or a debugging tool sees the leader's
+    // raw state).
+    let client = req.replica_id.0 == CONSUMER_REPLICA_ID;
     for t in req.topics {
         let mut tr = ListOffsetsTopicResponse::default();
         tr.name = t.name.clone();
@@ -49,7 +55,7 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                     -1
                 };
                 part.check_leader(epoch)?;
-                lookup(&part, p.timestamp).map(|r| (r, part.leader_epoch()))
+                lookup(&part, p.timestamp, client, version).map(|r| (r, part.leader_epoch()))
             });
             match result {
                 Ok((Some((offset, ts)), epoch)) => {
@@ -71,14 +77,43 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
 }
 
 /// `(offset, timestamp)` answering `timestamp`, or `None` when no record
-/// has a timestamp at or after it.
-fn lookup(part: &Partition, timestamp: i64) -> Result<Option<(i64, i64)>, ApiError> {
-    match timestamp {
-        LATEST | LATEST_TIERED => Ok(Some((part.high_watermark(), -1))),
-        EARLIEST | EARLIEST_LOCAL => Ok(Some((part.log_start_offset(), -1))),
-        MAX_TIMESTAMP => Ok(part
+/// has a timestamp at or after it. A client is only ever shown committed
+/// offsets (below the high watermark); while a new leader's high watermark
+/// lags the start of its epoch it is told `OFFSET_NOT_AVAILABLE` (from v5;
+/// `LEADER_NOT_AVAILABLE` before, both retriable) for the latest offset and
+/// for any lookup that lands at or beyond it, as Kafka does.
+fn lookup(
+    part: &Partition,
+    timestamp: i64,
+    client: bool,
+    version: i16,
+) -> Result<Option<(i64, i64)>, ApiError> {
+    let hw = part.high_watermark();
+    let lagging = || {
+        if client && part.high_watermark_lagging() {
+            let code = if version >= 5 {
+                ResponseError::OffsetNotAvailable
+            } else {
+                ResponseError::LeaderNotAvailable
+            };
+            Err(ApiError::new(
+                code,
+                format!("the new leader's high watermark ({hw}) is behind the start of its epoch"),
+            ))
+        } else {
+            Ok(None)
+        }
+    };
+    let found = match timestamp {
+        LATEST | LATEST_TIERED => return lagging().map(|_| Some((hw, -1))),
+        EARLIEST | EARLIEST_LOCAL => return Ok(Some((part.log_start_offset(), -1))),
+        MAX_TIMESTAMP => part
             .with_log(|l| l.max_timestamp_and_offset())?
-            .map(|(ts, off)| (off, ts))),
-        ts => Ok(part.with_log(|l| l.offset_for_timestamp(ts))?),
+            .map(|(ts, off)| (off, ts)),
+        ts => part.with_log(|l| l.offset_for_timestamp(ts))?,
+    };
+    match found {
+        Some((offset, ts)) if !client || offset < hw => Ok(Some((offset, ts))),
+        _ => lagging(),
     }
 }
