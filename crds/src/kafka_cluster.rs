@@ -122,7 +122,7 @@ impl Default for StorageSpec {
 }
 
 /// Ports of the broker pods and the bootstrap Service.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenersSpec {
     /// The Kafka protocol port.
@@ -154,6 +154,110 @@ pub struct ListenersSpec {
     /// Annotations for the bootstrap Service (load balancer settings and the like).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub bootstrap_service_annotations: BTreeMap<String, String>,
+    /// Client listeners besides the plaintext one on `kafkaPort` (which
+    /// replication and the brokers' own clients keep using): each on its own
+    /// port, with TLS from the cluster's certificate authority and an
+    /// authentication, reached from inside the Kubernetes cluster
+    /// (`internal`) or from outside through node ports (`nodeport`: a
+    /// Service per broker, each broker advertising its node's address and
+    /// its Service's node port).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(l, self.exists_one(m, m.name == l.name))").message("listener names must be unique"))]
+    #[x_kube(validation = Rule::new("self.all(l, self.exists_one(m, m.port == l.port))").message("listener ports must be unique"))]
+    #[schemars(length(max = 8))]
+    pub clients: Vec<ClientListener>,
+}
+
+/// A client listener (`spec.listeners.clients[]`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.authentication) || self.authentication.type != 'tls' || self.tls").message("authentication type tls (client certificates) needs tls: true"))]
+pub struct ClientListener {
+    /// The listener's name (Kafka's listener name is its upper-case form),
+    /// e.g. `external`; also the name of its container and Service port.
+    /// `plaintext` is the `kafkaPort` listener's.
+    #[schemars(regex(pattern = r"^[a-z][a-z0-9]{0,14}$"), length(max = 15))]
+    #[x_kube(validation = Rule::new("!(self in ['plaintext', 'controller', 'kafka', 'metrics', 'control'])").message("plaintext, controller, kafka, metrics and control are reserved listener names"))]
+    pub name: String,
+    /// The port brokers listen on (and the Services' port).
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+    /// How clients reach it.
+    #[serde(rename = "type")]
+    pub type_: ListenerType,
+    /// Serve TLS with a certificate of the cluster's certificate authority
+    /// (Secret `<cluster>-cluster-ca-cert` holds the CA for clients).
+    #[serde(default)]
+    pub tls: bool,
+    /// How clients authenticate; none when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<ListenerAuthentication>,
+}
+
+/// How a client listener is reached.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerType {
+    /// Inside the Kubernetes cluster: brokers advertise their pod DNS names
+    /// and the bootstrap Service carries the port.
+    Internal,
+    /// From outside: a NodePort Service per broker and a bootstrap one;
+    /// each broker advertises its node's address and its node port.
+    Nodeport,
+}
+
+/// Client authentication on a listener.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerAuthentication {
+    #[serde(rename = "type")]
+    pub type_: ListenerAuthenticationType,
+}
+
+/// The mechanism.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ListenerAuthenticationType {
+    /// SASL SCRAM-SHA-512 (KafkaUsers with `authentication.type: scram-sha-512`).
+    #[serde(rename = "scram-sha-512")]
+    ScramSha512,
+    /// SASL SCRAM-SHA-256.
+    #[serde(rename = "scram-sha-256")]
+    ScramSha256,
+    /// Client certificates of the clients' certificate authority (KafkaUsers
+    /// with `authentication.type: tls`); the principal is the subject.
+    #[serde(rename = "tls")]
+    Tls,
+}
+
+impl ListenerAuthenticationType {
+    /// The SASL mechanism's name, for the SCRAM types.
+    pub fn sasl_mechanism(self) -> Option<&'static str> {
+        match self {
+            ListenerAuthenticationType::ScramSha512 => Some("SCRAM-SHA-512"),
+            ListenerAuthenticationType::ScramSha256 => Some("SCRAM-SHA-256"),
+            ListenerAuthenticationType::Tls => None,
+        }
+    }
+}
+
+impl ClientListener {
+    /// Kafka's name of the listener (`EXTERNAL`).
+    pub fn kafka_name(&self) -> String {
+        self.name.to_uppercase()
+    }
+    /// Kafka's security protocol of the listener.
+    pub fn security_protocol(&self) -> &'static str {
+        let sasl = self
+            .authentication
+            .as_ref()
+            .is_some_and(|a| a.type_.sasl_mechanism().is_some());
+        match (self.tls, sasl) {
+            (false, false) => "PLAINTEXT",
+            (true, false) => "SSL",
+            (false, true) => "SASL_PLAINTEXT",
+            (true, true) => "SASL_SSL",
+        }
+    }
 }
 
 fn default_kafka_port() -> i32 {
@@ -177,6 +281,7 @@ impl Default for ListenersSpec {
             control_plane_tls: false,
             bootstrap_service_type: BootstrapServiceType::default(),
             bootstrap_service_annotations: BTreeMap::new(),
+            clients: Vec::new(),
         }
     }
 }
@@ -263,6 +368,9 @@ pub struct KafkaClusterStatus {
     /// `host:port` list for clients' `bootstrap.servers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<String>,
+    /// Every client listener and where clients bootstrap from on it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerStatus>,
     /// Brokers known to the controller.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub brokers: Vec<BrokerStatus>,
@@ -275,6 +383,22 @@ pub struct KafkaClusterStatus {
     /// Producer-id allocation state of the cluster controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub producer_id_block: Option<ProducerIdBlockStatus>,
+}
+
+/// A listener's addresses (`status.listeners[]`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    /// The listener's name (`plaintext` for the `kafkaPort` one).
+    pub name: String,
+    /// Its type (`internal`, `nodeport`).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `bootstrap.servers` on this listener: the bootstrap Service inside
+    /// the cluster, node address and node port from outside.
+    pub bootstrap: String,
+    /// Kafka's security protocol on it (`SASL_SSL`, …).
+    pub security_protocol: String,
 }
 
 /// One broker as the controller sees it.

@@ -13,8 +13,9 @@ pub mod topic;
 
 pub use condition::{ConditionStatus, ConditionType};
 pub use kafka_cluster::{
-    BrokerStatus, KafkaCluster, KafkaClusterSpec, KafkaClusterStatus, ListenersSpec,
-    PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec,
+    BrokerStatus, ClientListener, KafkaCluster, KafkaClusterSpec, KafkaClusterStatus,
+    ListenerAuthentication, ListenerAuthenticationType, ListenerStatus, ListenerType,
+    ListenersSpec, PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec,
 };
 pub use kafka_user::{
     AclOperationName, AclPatternType, AclResource, AclResourceType, AclRule, AclRuleType,

@@ -27,7 +27,14 @@ in-cluster configuration a real pod has.
 It also keeps /etc/hosts (the private copy netns.sh mounts) mapping every pod's
 stable DNS name (`<pod>.<subdomain>.<ns>.svc`) to its IP, standing in for
 cluster DNS. A pod that is deleted gets SIGTERM, then SIGKILL after its grace
-period, as the kubelet would do.
+period, as the kubelet would do. Mounted Secrets are written again when they
+change, as the kubelet refreshes secret volumes (brokers reload certificates).
+
+And it stands in for kube-proxy's NodePorts: every NodePort Service of the
+namespace is served on the node address (127.0.0.1, kwok's node IP) at its
+node port, each connection forwarded to a ready pod the Service selects, at
+the target port; so a client outside the pod network reaches brokers the way
+it would through a real node.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -62,6 +70,9 @@ class PodRunner:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.started: list[tuple[str, str]] = []  # (pod, uid) in start order
+        self.node_ports = NodePorts()
+        self._last_services = 0.0
+        self._last_secrets = 0.0
 
     # -- lifecycle
     def start(self):
@@ -71,6 +82,7 @@ class PodRunner:
     def stop(self):
         self._stop.set()
         self._thread.join(10)
+        self.node_ports.close()
         for uid in list(self.procs):
             self._terminate(self.procs.pop(uid), grace=10)
         # Processes of pods deleted earlier and still stopping: the threads
@@ -108,6 +120,13 @@ class PodRunner:
             if p.get("status", {}).get("phase") != "Running" or not ip:
                 continue
             live[uid] = p
+        now = time.monotonic()
+        if now - self._last_services >= 2:
+            self._last_services = now
+            self._sync_node_ports()
+        if now - self._last_secrets >= 3:
+            self._last_secrets = now
+            self._refresh_secrets()
         for uid in list(self.procs):
             if uid not in live:
                 # Off the loop: other pods keep being served while one stops.
@@ -138,6 +157,50 @@ class PodRunner:
                     del self.procs[uid]
                     self._start(p)
                     self.procs[uid]["restarts"] = restarts
+
+    def _sync_node_ports(self):
+        services = self._kubectl_json("-n", self.ns, "get", "services")["items"]
+        pods = self._kubectl_json("-n", self.ns, "get", "pods")["items"]
+        want: dict[int, list[tuple[str, int]]] = {}
+        for svc in services:
+            spec = svc.get("spec", {})
+            if spec.get("type") != "NodePort" or not spec.get("selector"):
+                continue
+            sel = spec["selector"]
+            backends = [p for p in pods if all(p["metadata"].get("labels", {}).get(k) == v for k, v in sel.items())
+                        and p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
+                        and any(c["type"] == "Ready" and c["status"] == "True"
+                                for c in p["status"].get("conditions", []))]
+            for port in spec.get("ports", []):
+                if not port.get("nodePort"):
+                    continue
+                targets = []
+                for p in backends:
+                    target = port.get("targetPort", port["port"])
+                    if isinstance(target, str):
+                        named = [cp["containerPort"] for c in p["spec"]["containers"] for cp in c.get("ports", [])
+                                 if cp.get("name") == target]
+                        if not named:
+                            continue
+                        target = named[0]
+                    targets.append((p["status"]["podIP"], int(target)))
+                want[int(port["nodePort"])] = targets
+        self.node_ports.set(want)
+
+    def _refresh_secrets(self):
+        for entry in list(self.procs.values()):
+            for d, name in entry.get("secrets", []):
+                sec = self._kubectl_json("-n", self.ns, "get", "secret", name)
+                for k, b64 in (sec.get("data") or {}).items():
+                    data = base64.b64decode(b64)
+                    f = d / k
+                    if f.exists() and f.read_bytes() == data:
+                        continue
+                    tmp = d / f".{k}.tmp"
+                    tmp.write_bytes(data)
+                    tmp.chmod(0o400)
+                    os.replace(tmp, f)
+                    print(f"pod runner: secret {name} key {k} updated for pod {entry['name']}", flush=True)
 
     def _write_hosts(self, pods):
         if self.hosts_base is None:
@@ -202,6 +265,7 @@ class PodRunner:
                 for path, d in dirs.items():
                     text = text.replace(path, str(d))
                 return text
+            secrets: list[tuple[Path, str]] = []
             for m in mounts:
                 v = volumes.get(m["name"], {})
                 d = dirs.get(m["mountPath"])
@@ -215,6 +279,7 @@ class PodRunner:
                         # mounted Secret's file) point at their directories.
                         (d / k).write_text(relocate(text))
                 elif "secret" in v:
+                    secrets.append((d, v["secret"]["secretName"]))
                     sec = self._kubectl_json("-n", self.ns, "get", "secret", v["secret"]["secretName"])
                     for k, b64 in (sec.get("data") or {}).items():
                         f = d / k
@@ -224,6 +289,7 @@ class PodRunner:
             line = re.sub(r"\bskein-(broker|operator)\b", binary, line, count=1)
             argv = ["/bin/sh", "-c", line.replace("0.0.0.0", ip)]
         elif not command:
+            secrets = []
             argv = [binary, *[a.replace("0.0.0.0", ip) for a in c.get("args") or []]]
         else:
             raise RuntimeError(f"pod {name}: unexpected container command {command}")
@@ -239,14 +305,15 @@ class PodRunner:
             elif "fieldRef" in e.get("valueFrom", {}):
                 path = e["valueFrom"]["fieldRef"]["fieldPath"]
                 env[e["name"]] = {"metadata.name": name, "metadata.namespace": meta["namespace"],
-                                  "status.podIP": ip, "spec.nodeName": spec.get("nodeName", "")}.get(path, "")
+                                  "status.podIP": ip, "spec.nodeName": spec.get("nodeName", ""),
+                                  "status.hostIP": pod["status"].get("hostIP", "")}.get(path, "")
         log = self.workdir / "logs" / f"{name}-{uid[:8]}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         fh = open(log, "ab")
         proc = subprocess.Popen(argv, env=env, stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         fh.close()
-        self.procs[uid] = {"name": name, "proc": proc, "log": log, "ip": ip,
+        self.procs[uid] = {"name": name, "proc": proc, "log": log, "ip": ip, "secrets": secrets,
                            "grace": spec.get("terminationGracePeriodSeconds", 30)}
         self.started.append((name, uid))
         print(f"pod runner: started pod {name} ({ip}) pid {proc.pid}: {' '.join(argv)[-300:]}", flush=True)
@@ -281,3 +348,79 @@ class PodRunner:
             if e["name"] == pod:
                 out.append(e["log"].read_text(errors="replace").splitlines()[-lines:])
         return "\n".join(sum(out, []))
+
+
+class NodePorts:
+    """kube-proxy's NodePorts on the node address 127.0.0.1: a listener per node port, each
+    accepted connection piped to one of the Service's ready pods (round robin)."""
+
+    def __init__(self, host: str = "127.0.0.1"):
+        self.host = host
+        self.targets: dict[int, list[tuple[str, int]]] = {}
+        self.listeners: dict[int, socket.socket] = {}
+        self.turn = 0
+        self.lock = threading.Lock()
+
+    def set(self, want: dict[int, list[tuple[str, int]]]):
+        with self.lock:
+            self.targets = want
+            for port in list(self.listeners):
+                if port not in want:
+                    self.listeners.pop(port).close()
+            for port in want:
+                if port not in self.listeners:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        s.bind((self.host, port))
+                    except OSError as e:
+                        print(f"pod runner: node port {port}: {e}", flush=True)
+                        s.close()
+                        continue
+                    s.listen(64)
+                    self.listeners[port] = s
+                    threading.Thread(target=self._accept, args=(port, s), daemon=True).start()
+
+    def close(self):
+        self.set({})
+
+    def _accept(self, port: int, s: socket.socket):
+        while True:
+            try:
+                conn, _ = s.accept()
+            except OSError:
+                return
+            with self.lock:
+                targets = self.targets.get(port, [])
+                self.turn += 1
+                target = targets[self.turn % len(targets)] if targets else None
+            if target is None:
+                conn.close()
+                continue
+            threading.Thread(target=self._pipe, args=(conn, target), daemon=True).start()
+
+    @staticmethod
+    def _pipe(conn: socket.socket, target: tuple[str, int]):
+        try:
+            up = socket.create_connection(target, timeout=10)
+            up.settimeout(None)
+        except OSError:
+            conn.close()
+            return
+
+        def copy(src, dst):
+            try:
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for sock in (src, dst):
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+        threading.Thread(target=copy, args=(up, conn), daemon=True).start()
+        copy(conn, up)
+        conn.close()
+        up.close()

@@ -77,6 +77,9 @@ pub enum Error {
     },
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
+    /// The client listeners' certificates could not be made, read or written.
+    #[error("listener certificates: {0}")]
+    Certificates(String),
 }
 
 impl Error {
@@ -88,6 +91,7 @@ impl Error {
             Error::Apply { .. } => "apply",
             Error::Status(_) => "status",
             Error::TopicRemoval { .. } => "topic_removal",
+            Error::Certificates(_) => "certificates",
             Error::ControllerStart(_) | Error::Controller { .. } | Error::UserController { .. } => {
                 "controller"
             }

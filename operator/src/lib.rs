@@ -18,6 +18,7 @@ pub mod http;
 pub mod kafka_admin;
 pub mod kubernetes;
 pub mod leader;
+pub mod listener_tls;
 pub mod local;
 pub mod local_tls;
 pub mod metrics;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 
 /// The controller certificate's common name; brokers take sessions only
@@ -47,7 +47,7 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
 pub(crate) fn leaf(
     cn: &str,
     sans: Vec<String>,
-    issuer: &CertifiedIssuer<'_, KeyPair>,
+    issuer: &Issuer<'_, KeyPair>,
 ) -> anyhow::Result<(String, String)> {
     let mut params = CertificateParams::new(sans)?;
     params.distinguished_name.push(DnType::CommonName, cn);
@@ -61,8 +61,7 @@ pub(crate) fn leaf(
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-/// A new self-signed certificate authority named `cn`.
-pub(crate) fn new_ca(cn: &str) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
+fn ca_params(cn: &str) -> Result<CertificateParams, rcgen::Error> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.distinguished_name.push(DnType::CommonName, cn);
@@ -71,7 +70,19 @@ pub(crate) fn new_ca(cn: &str) -> Result<CertifiedIssuer<'static, KeyPair>, rcge
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)
+    Ok(ca_params)
+}
+
+/// A new self-signed certificate authority named `cn`.
+pub(crate) fn new_ca(cn: &str) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
+    CertifiedIssuer::self_signed(ca_params(cn)?, KeyPair::generate()?)
+}
+
+/// The issuer of a CA made by [`new_ca`] with name `cn`, from its private
+/// key (PEM): what it signs chains to the CA's certificate (same subject,
+/// same key, so the same key identifier).
+pub(crate) fn ca_issuer(cn: &str, key_pem: &str) -> Result<Issuer<'static, KeyPair>, rcgen::Error> {
+    Ok(Issuer::new(ca_params(cn)?, KeyPair::from_pem(key_pem)?))
 }
 
 /// Makes the CA and certificates for `brokers` (id, host) under `dir`.

@@ -25,6 +25,9 @@ pub struct ClusterStatusPatch {
     pub ready_replicas: i32,
     pub selector: String,
     pub bootstrap: String,
+    /// Every listener and its bootstrap address (set by the reconciler).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<skein_crds::ListenerStatus>,
     /// From the cluster's controller, when one runs (kubernetes platform).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brokers: Option<Vec<skein_crds::BrokerStatus>>,
@@ -210,6 +213,7 @@ pub fn cluster_applied(
         ready_replicas: ready,
         selector: selector_string(&names),
         bootstrap: names.bootstrap_address(kc.spec.listeners.kafka_port),
+        listeners: Vec::new(),
         brokers: None,
         under_replicated_partitions: None,
         offline_partitions: None,
@@ -252,6 +256,7 @@ pub fn cluster_invalid(kc: &KafkaCluster, invalid: &InvalidSpec, now: Time) -> C
         ready_replicas: old.ready_replicas,
         selector: selector_string(&names),
         bootstrap: names.bootstrap_address(kc.spec.listeners.kafka_port),
+        listeners: Vec::new(),
         brokers: None,
         under_replicated_partitions: None,
         offline_partitions: None,

@@ -16,6 +16,13 @@ const RESERVED_BROKER_KEYS: &[(&str, &str)] = &[
     ("broker.rack", "set from spec.rack"),
 ];
 
+/// Broker config keys the operator sets when there are client listeners
+/// (besides every `listener.name.<client listener>.*` key).
+const LISTENER_KEYS: &[&str] = &[
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+];
+
 /// Why a spec cannot be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidSpec {
@@ -37,6 +44,14 @@ pub enum InvalidSpec {
         replication_factor: i32,
         replicas: i32,
     },
+    #[error(
+        "spec.listeners.clients: listener {name:?} uses port {port}, which is already {other}"
+    )]
+    ListenerPortTaken {
+        name: String,
+        port: i32,
+        other: &'static str,
+    },
     #[error("spec.config: {key:?} is not a topic config Kafka knows")]
     UnknownTopicConfig { key: String },
     #[error("spec.config: {key}={value:?} is invalid: {why}")]
@@ -54,6 +69,7 @@ impl InvalidSpec {
             InvalidSpec::ReservedConfigKey { .. } => "ReservedConfigKey",
             InvalidSpec::MalformedConfig { .. } => "MalformedConfig",
             InvalidSpec::EmptyImage => "EmptyImage",
+            InvalidSpec::ListenerPortTaken { .. } => "ListenerPortTaken",
             InvalidSpec::ReplicationFactorDoesNotFit { .. } => "ReplicationFactorDoesNotFit",
             InvalidSpec::ReplicationFactorTooLarge { .. } => "ReplicationFactorTooLarge",
             InvalidSpec::UnknownTopicConfig { .. } => "UnknownTopicConfig",
@@ -74,7 +90,35 @@ pub fn validate_cluster(kc: &KafkaCluster, topics: &[Topic]) -> Result<(), Inval
     {
         return Err(InvalidSpec::EmptyImage);
     }
+    let l = &kc.spec.listeners;
+    for c in &l.clients {
+        let other = [
+            (l.kafka_port, "spec.listeners.kafkaPort"),
+            (l.metrics_port, "spec.listeners.metricsPort"),
+            (l.control_port, "spec.listeners.controlPort"),
+        ]
+        .into_iter()
+        .find(|(p, _)| *p == c.port);
+        if let Some((_, other)) = other {
+            return Err(InvalidSpec::ListenerPortTaken {
+                name: c.name.clone(),
+                port: c.port,
+                other,
+            });
+        }
+    }
     for (key, value) in &kc.spec.config {
+        let listener_key = !l.clients.is_empty()
+            && (LISTENER_KEYS.contains(&key.as_str())
+                || l.clients
+                    .iter()
+                    .any(|c| key.starts_with(&format!("listener.name.{}.", c.name))));
+        if listener_key {
+            return Err(InvalidSpec::ReservedConfigKey {
+                key: key.clone(),
+                why: "set from spec.listeners.clients".to_string(),
+            });
+        }
         if let Some((_, why)) = RESERVED_BROKER_KEYS.iter().find(|(k, _)| k == key) {
             return Err(InvalidSpec::ReservedConfigKey {
                 key: key.clone(),
@@ -161,6 +205,38 @@ mod tests {
             "spec": {"clusterRef": {"name": "demo"}, "partitions": 1, "replicationFactor": rf, "config": config},
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn client_listeners_own_their_ports_and_settings() {
+        let listeners = json!({"clients": [{"name": "external", "port": 9094, "type": "nodeport", "tls": true}]});
+        assert!(validate_cluster(&cluster(json!({"listeners": listeners})), &[]).is_ok());
+        let e = validate_cluster(
+            &cluster(json!({"listeners": {"clients": [{"name": "x", "port": 9644, "type": "internal"}]}})),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.reason(), "ListenerPortTaken");
+        assert!(e.to_string().contains("metricsPort"), "{e}");
+        for key in [
+            "listener.security.protocol.map",
+            "listener.name.external.ssl.keystore.location",
+        ] {
+            let e = validate_cluster(
+                &cluster(json!({"listeners": listeners, "config": {key: "x"}})),
+                &[],
+            )
+            .unwrap_err();
+            assert_eq!(e.reason(), "ReservedConfigKey", "{key}");
+        }
+        // Without client listeners the protocol map is the user's.
+        assert!(validate_cluster(
+            &cluster(
+                json!({"config": {"listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT"}})
+            ),
+            &[]
+        )
+        .is_ok());
     }
 
     #[test]

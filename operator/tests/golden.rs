@@ -39,7 +39,7 @@ fn built_objects_match_the_golden_files() {
     for dir in cases {
         let input = std::fs::read_to_string(dir.join("kafkacluster.yaml")).unwrap();
         let kc: KafkaCluster = serde_saphyr::from_str(&input).unwrap();
-        let o = cluster_objects(&kc, &opts);
+        let o = cluster_objects(&kc, &opts, &[]);
         let files = [
             ("configmap.yaml", yaml(&o.config_map)),
             ("service-headless.yaml", yaml(&o.headless_service)),

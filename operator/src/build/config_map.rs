@@ -30,6 +30,7 @@ pub fn effective_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
     if kc.spec.listeners.control_plane_tls {
         config.extend(super::control_tls::broker_config());
     }
+    config.extend(super::listeners::broker_config(kc));
     config
 }
 
@@ -48,12 +49,19 @@ pub fn render_properties(names: &ClusterNames, config: &BTreeMap<String, String>
     out
 }
 
-/// Builds the ConfigMap.
-pub fn build(kc: &KafkaCluster, names: &ClusterNames) -> ConfigMap {
+/// Builds the ConfigMap: `server.properties` and `extra` files (the node
+/// ports of `nodeport` listeners).
+pub fn build(
+    kc: &KafkaCluster,
+    names: &ClusterNames,
+    extra: BTreeMap<String, String>,
+) -> ConfigMap {
     let properties = render_properties(names, &effective_config(kc));
+    let mut data = extra;
+    data.insert(PROPERTIES_KEY.to_string(), properties);
     ConfigMap {
         metadata: owned_meta(kc, names, names.config_map()),
-        data: Some(BTreeMap::from([(PROPERTIES_KEY.to_string(), properties)])),
+        data: Some(data),
         ..ConfigMap::default()
     }
 }
@@ -99,14 +107,17 @@ mod tests {
         let a = build(
             &cluster(json!({"config": {"log.retention.ms": "1"}})),
             &names,
+            BTreeMap::new(),
         );
         let b = build(
             &cluster(json!({"config": {"log.retention.ms": "2"}})),
             &names,
+            BTreeMap::new(),
         );
         let a2 = build(
             &cluster(json!({"config": {"log.retention.ms": "1"}})),
             &names,
+            BTreeMap::new(),
         );
         assert_ne!(properties_hash(&a), properties_hash(&b));
         assert_eq!(properties_hash(&a), properties_hash(&a2));

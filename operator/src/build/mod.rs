@@ -3,6 +3,7 @@
 
 pub mod config_map;
 pub mod control_tls;
+pub mod listeners;
 pub mod pdb;
 pub mod service;
 pub mod service_account;
@@ -99,6 +100,25 @@ impl ClusterNames {
     pub fn control_tls_secret(&self) -> String {
         format!("{}-control-tls", self.cluster)
     }
+    /// The client listeners' certificate authority (its key; only the
+    /// operator reads it).
+    pub fn cluster_ca_secret(&self) -> String {
+        format!("{}-cluster-ca", self.cluster)
+    }
+    /// The cluster CA's certificate, for clients (Secret and ConfigMap).
+    pub fn cluster_ca_cert(&self) -> String {
+        format!("{}-cluster-ca-cert", self.cluster)
+    }
+    /// The certificate authority of client certificates (its key; only the
+    /// operator reads it).
+    pub fn clients_ca_secret(&self) -> String {
+        format!("{}-clients-ca", self.cluster)
+    }
+    /// The brokers' listener certificate and the CAs (mounted into the
+    /// broker pods).
+    pub fn listener_tls_secret(&self) -> String {
+        format!("{}-listener-tls", self.cluster)
+    }
     /// Stable DNS name of broker `ordinal`.
     pub fn broker_host(&self, ordinal: i32) -> String {
         format!(
@@ -164,9 +184,19 @@ pub struct ClusterObjects {
 }
 
 /// Builds every object of the cluster. Pure: same input, same output.
-pub fn cluster_objects(kc: &KafkaCluster, opts: &BuildOptions) -> ClusterObjects {
+/// `listener_services`: the `nodeport` listeners' Services as applied (their
+/// node ports go into the ConfigMap).
+pub fn cluster_objects(
+    kc: &KafkaCluster,
+    opts: &BuildOptions,
+    listener_services: &[Service],
+) -> ClusterObjects {
     let names = ClusterNames::of(kc);
-    let config_map = config_map::build(kc, &names);
+    let config_map = config_map::build(
+        kc,
+        &names,
+        listeners::config_map_entries(kc, &names, listener_services),
+    );
     let config_hash = config_map::properties_hash(&config_map);
     ClusterObjects {
         headless_service: service::build_headless(kc, &names),

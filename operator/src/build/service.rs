@@ -9,7 +9,7 @@ use super::{owned_meta, selector_labels, ClusterNames};
 
 fn ports(kc: &KafkaCluster) -> Vec<ServicePort> {
     let l = &kc.spec.listeners;
-    vec![
+    [
         ServicePort {
             name: Some("kafka".into()),
             port: l.kafka_port,
@@ -25,6 +25,9 @@ fn ports(kc: &KafkaCluster) -> Vec<ServicePort> {
             ..ServicePort::default()
         },
     ]
+    .into_iter()
+    .chain(super::listeners::internal_service_ports(kc))
+    .collect()
 }
 
 /// Headless Service. `publishNotReadyAddresses` so brokers can reach each
@@ -50,7 +53,11 @@ pub fn build_bootstrap(kc: &KafkaCluster, names: &ClusterNames) -> Service {
     if !annotations.is_empty() {
         metadata.annotations = Some(annotations.clone());
     }
-    let kafka_only = ports(kc).into_iter().take(1).collect();
+    // Kafka's ports only: the plaintext one and the internal listeners'.
+    let kafka_only = ports(kc)
+        .into_iter()
+        .filter(|p| p.name.as_deref() != Some("metrics"))
+        .collect();
     Service {
         metadata,
         spec: Some(ServiceSpec {

@@ -33,6 +33,8 @@ pub const CONFIG_DIR: &str = "/etc/skein";
 pub const CONTAINER: &str = "broker";
 /// The volume of the brokers' control-plane certificate (Secret).
 const CONTROL_TLS_VOLUME: &str = "control-tls";
+/// The volume of the client listeners' certificate (Secret).
+const LISTENER_TLS_VOLUME: &str = "listener-tls";
 
 /// Name of the data volume claim template (PVCs are `data-<pod>`).
 pub const DATA_VOLUME: &str = "data";
@@ -43,8 +45,9 @@ pub const BROKER_UID: i64 = 65532;
 /// `-`-separated field; `exec` makes the broker PID 1 so it gets SIGTERM.
 pub fn broker_command(kc: &KafkaCluster, names: &ClusterNames) -> String {
     let l = &kc.spec.listeners;
+    let (prelude, listener_overrides) = super::listeners::command_parts(kc, names);
     let mut cmd = format!(
-        "exec skein-broker --node-id \"${{HOSTNAME##*-}}\" --data-dir {DATA_DIR} \
+        "{prelude}exec skein-broker --node-id \"${{HOSTNAME##*-}}\" --data-dir {DATA_DIR} \
          --listen 0.0.0.0:{kafka} --advertised \"${{HOSTNAME}}.{headless}.{ns}.svc:{kafka}\" \
          --metrics-listen 0.0.0.0:{metrics} --control-listen 0.0.0.0:{control} \
          --config {CONFIG_DIR}/{PROPERTIES_KEY}",
@@ -54,6 +57,7 @@ pub fn broker_command(kc: &KafkaCluster, names: &ClusterNames) -> String {
         headless = names.headless_service(),
         ns = names.namespace,
     );
+    cmd.push_str(&listener_overrides);
     if kc.spec.rack.is_some() {
         // Empty when the pod lacks the topology label: then no rack is set.
         cmd.push_str(" ${SKEIN_RACK:+--override broker.rack=${SKEIN_RACK}}");
@@ -81,6 +85,9 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
         field_env("POD_NAME", "metadata.name"),
         field_env("POD_NAMESPACE", "metadata.namespace"),
     ];
+    if !kc.spec.listeners.clients.is_empty() {
+        env.push(field_env(super::listeners::HOST_IP_ENV, "status.hostIP"));
+    }
     if let Some(rack) = &kc.spec.rack {
         env.push(field_env(
             "SKEIN_RACK",
@@ -99,26 +106,31 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
         command: Some(vec!["/bin/sh".into(), "-c".into()]),
         args: Some(vec![broker_command(kc, names)]),
         env: Some(env),
-        ports: Some(vec![
-            ContainerPort {
-                name: Some("kafka".into()),
-                container_port: l.kafka_port,
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            },
-            ContainerPort {
-                name: Some("metrics".into()),
-                container_port: l.metrics_port,
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            },
-            ContainerPort {
-                name: Some("control".into()),
-                container_port: l.control_port,
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            },
-        ]),
+        ports: Some(
+            [
+                ContainerPort {
+                    name: Some("kafka".into()),
+                    container_port: l.kafka_port,
+                    protocol: Some("TCP".into()),
+                    ..ContainerPort::default()
+                },
+                ContainerPort {
+                    name: Some("metrics".into()),
+                    container_port: l.metrics_port,
+                    protocol: Some("TCP".into()),
+                    ..ContainerPort::default()
+                },
+                ContainerPort {
+                    name: Some("control".into()),
+                    container_port: l.control_port,
+                    protocol: Some("TCP".into()),
+                    ..ContainerPort::default()
+                },
+            ]
+            .into_iter()
+            .chain(super::listeners::container_ports(kc))
+            .collect(),
+        ),
         // Log recovery after a crash can take minutes: liveness waits for this.
         startup_probe: Some(Probe {
             http_get: Some(healthz("metrics")),
@@ -161,6 +173,12 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
             .chain(kc.spec.listeners.control_plane_tls.then(|| VolumeMount {
                 name: CONTROL_TLS_VOLUME.into(),
                 mount_path: super::control_tls::MOUNT_DIR.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }))
+            .chain(super::listeners::any_tls(kc).then(|| VolumeMount {
+                name: LISTENER_TLS_VOLUME.into(),
+                mount_path: super::listeners::TLS_MOUNT_DIR.into(),
                 read_only: Some(true),
                 ..VolumeMount::default()
             }))
@@ -252,6 +270,15 @@ fn pod_template(
                     name: CONTROL_TLS_VOLUME.into(),
                     secret: Some(SecretVolumeSource {
                         secret_name: Some(names.control_tls_secret()),
+                        default_mode: Some(0o440),
+                        ..SecretVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                }))
+                .chain(super::listeners::any_tls(kc).then(|| Volume {
+                    name: LISTENER_TLS_VOLUME.into(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(names.listener_tls_secret()),
                         default_mode: Some(0o440),
                         ..SecretVolumeSource::default()
                     }),
@@ -377,6 +404,42 @@ mod tests {
         );
         assert!(
             args.ends_with("--config /etc/skein/server.properties"),
+            "{args}"
+        );
+    }
+
+    #[test]
+    fn client_listeners_bind_and_advertise_per_pod() {
+        let kc = cluster(json!({"listeners": {"clients": [
+            {"name": "tls", "port": 9093, "type": "internal", "tls": true},
+            {"name": "external", "port": 9094, "type": "nodeport"},
+        ]}}));
+        let names = ClusterNames::of(&kc);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("node-ports"),
+            "external.0=31000\nexternal.12=31012\n",
+        )
+        .unwrap();
+        let line = broker_command(&kc, &names)
+            .replacen("exec skein-broker", "echo", 1)
+            .replace(CONFIG_DIR, dir.path().to_str().unwrap());
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(line)
+            .env("HOSTNAME", "my-cluster-12")
+            .env("SKEIN_HOST_IP", "10.1.2.3")
+            .output()
+            .unwrap();
+        let args = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            args.contains(
+                "--override listeners=PLAINTEXT://0.0.0.0:9092,TLS://0.0.0.0:9093,EXTERNAL://0.0.0.0:9094"
+            ),
+            "{args}"
+        );
+        assert!(
+            args.contains("--override advertised.listeners=PLAINTEXT://my-cluster-12.my-cluster-brokers.ns.svc:9092,TLS://my-cluster-12.my-cluster-brokers.ns.svc:9093,EXTERNAL://10.1.2.3:31012"),
             "{args}"
         );
     }

@@ -20,6 +20,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::{status, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Pod, Service};
 
 /// Resource kind label for metrics.
 pub const KIND: &str = "KafkaCluster";
@@ -89,7 +90,15 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         None => None,
     };
     let mut progress = None;
-    let mut objects = cluster_objects(kc, &ctx.options);
+    let names = ClusterNames::of(kc);
+    // Client listeners: the addresses of the nodes the brokers run on (their
+    // certificate holds them, nodeport clients bootstrap from them), the
+    // certificates, and the nodeport Services whose ports the brokers
+    // advertise (so they come before the ConfigMap).
+    let node_addresses = broker_node_addresses(ctx, kc, &ns, &names).await?;
+    crate::listener_tls::ensure(&ctx.client, kc, &node_addresses).await?;
+    let listener_services = apply_listener_services(ctx, kc, &ns, &names).await?;
+    let mut objects = cluster_objects(kc, &ctx.options, &listener_services);
     if let Some(rt) = &controller {
         let sts_api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
         let current = sts_api
@@ -156,6 +165,8 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     if let Some(view) = &view {
         status::add_controller_view(&mut new_status, kc, view, now.clone());
     }
+    new_status.listeners =
+        crate::build::listeners::statuses(kc, &names, &listener_services, &node_addresses);
     if let Some(p) = &progress {
         status::set_progress(&mut new_status, kc, p.reason, &p.message, now.clone());
     }
@@ -224,7 +235,6 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         info!(cluster = %name, namespace = %ns, "{note}");
         publish(ctx, kc, EventType::Normal, "Applied", "Reconcile", note).await;
     }
-    let names = ClusterNames::of(kc);
     tracing::debug!(statefulset = %names.statefulset(), all_ready, "reconciled");
     Ok(Action::requeue(if progress.is_some() {
         REQUEUE_PROGRESS
@@ -233,6 +243,88 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     } else {
         REQUEUE_NOT_READY
     }))
+}
+
+/// The addresses of the nodes the cluster's broker pods run on
+/// (`status.hostIP`), sorted, without repeats.
+async fn broker_node_addresses(
+    ctx: &Context,
+    kc: &KafkaCluster,
+    ns: &str,
+    names: &ClusterNames,
+) -> Result<Vec<String>> {
+    if kc.spec.listeners.clients.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let selector = crate::build::selector_string(names);
+    let list = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::Dereference {
+            what: "broker pods",
+            source,
+        })?;
+    let mut out: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|p| p.status.as_ref()?.host_ip.clone())
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Applies the `nodeport` listeners' Services (as the API server returns
+/// them, node ports assigned) and deletes those no longer wanted (a removed
+/// listener, brokers scaled away).
+async fn apply_listener_services(
+    ctx: &Context,
+    kc: &KafkaCluster,
+    ns: &str,
+    names: &ClusterNames,
+) -> Result<Vec<Service>> {
+    let wanted = crate::build::listeners::services(kc, names);
+    let mut applied = Vec::with_capacity(wanted.len());
+    for svc in &wanted {
+        applied.push(apply(&ctx.client, ns, svc).await?);
+    }
+    // Services to remove exist only if a nodeport listener did (the status
+    // lists what the last reconcile applied).
+    let had_nodeport = kc
+        .status
+        .iter()
+        .flat_map(|s| &s.listeners)
+        .any(|l| l.type_ == "nodeport");
+    if !had_nodeport {
+        return Ok(applied);
+    }
+    let api: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
+    let selector = format!(
+        "{},{}",
+        crate::build::selector_string(names),
+        crate::build::listeners::LISTENER_LABEL
+    );
+    let existing = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::Dereference {
+            what: "listener Services",
+            source,
+        })?;
+    for svc in existing.items {
+        let name = svc.name_any();
+        if !wanted
+            .iter()
+            .any(|w| w.metadata.name.as_deref() == Some(&name))
+        {
+            info!(cluster = %names.cluster, namespace = %ns, service = %name, "deleting a listener Service no longer wanted");
+            if let Err(e) = api.delete(&name, &Default::default()).await {
+                warn!(service = %name, error = %e, "could not delete a listener Service");
+            }
+        }
+    }
+    Ok(applied)
 }
 
 fn observed_generation(kc: &KafkaCluster) -> Option<i64> {
