@@ -52,7 +52,8 @@ pub struct KafkaUserSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("clusterRef is immutable"))]
     pub cluster_ref: ClusterRef,
     /// Kafka user name when it differs from `.metadata.name`; the principal
-    /// is `User:<userName>`. Immutable.
+    /// is `User:<userName>` (`User:CN=<userName>` for a `tls` user).
+    /// Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-zA-Z0-9._@-]+$"), length(min = 1, max = 128))]
     pub user_name: Option<String>,
@@ -72,13 +73,18 @@ pub struct KafkaUserSpec {
 }
 
 /// A user's credential.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.password) || self.type != 'tls'").message("a tls user has a certificate, not a password"))]
 pub struct UserAuthentication {
     /// `scram-sha-512` or `scram-sha-256`: the operator stores the salted
     /// credential through the controller (never the password) and writes the
     /// password and a `sasl.jaas.config` into the Secret named like the
-    /// KafkaUser.
+    /// KafkaUser. `tls`: the operator issues a client certificate from the
+    /// cluster's clients CA (subject `CN=<userName>`, so the principal is
+    /// `User:CN=<userName>`) into that Secret (`user.crt`, `user.key`,
+    /// `user-keystore.pem`, and the cluster CA as `ca.crt`), for listeners
+    /// with `authentication.type: tls`.
     #[serde(rename = "type")]
     pub type_: AuthenticationType,
     /// Take the password from this Secret instead of generating one.
@@ -86,21 +92,25 @@ pub struct UserAuthentication {
     pub password: Option<PasswordSource>,
 }
 
-/// SASL mechanisms a KafkaUser can hold a credential for.
+/// The credentials a KafkaUser can hold: a SCRAM credential, or a client
+/// certificate.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum AuthenticationType {
     #[serde(rename = "scram-sha-512")]
     ScramSha512,
     #[serde(rename = "scram-sha-256")]
     ScramSha256,
+    #[serde(rename = "tls")]
+    Tls,
 }
 
 impl AuthenticationType {
-    /// The SASL mechanism name (`SCRAM-SHA-512`).
-    pub fn mechanism(self) -> &'static str {
+    /// The SASL mechanism name (`SCRAM-SHA-512`); none for `tls`.
+    pub fn mechanism(self) -> Option<&'static str> {
         match self {
-            AuthenticationType::ScramSha512 => "SCRAM-SHA-512",
-            AuthenticationType::ScramSha256 => "SCRAM-SHA-256",
+            AuthenticationType::ScramSha512 => Some("SCRAM-SHA-512"),
+            AuthenticationType::ScramSha256 => Some("SCRAM-SHA-256"),
+            AuthenticationType::Tls => None,
         }
     }
 }
@@ -133,7 +143,7 @@ pub struct SecretKeyRef {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UserAuthorization {
-    /// ACL rules, each for the principal `User:<userName>`.
+    /// ACL rules, each for the user's principal.
     #[serde(default)]
     pub acls: Vec<AclRule>,
 }

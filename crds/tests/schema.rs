@@ -172,7 +172,14 @@ fn kafka_user_names_columns_and_schema() {
     );
     assert!(rules(spec)[0].contains("self.userName == oldSelf.userName"));
     let auth = &spec["properties"]["authentication"]["properties"]["type"];
-    assert_eq!(auth["enum"], json!(["scram-sha-512", "scram-sha-256"]));
+    assert_eq!(
+        auth["enum"],
+        json!(["scram-sha-512", "scram-sha-256", "tls"])
+    );
+    assert_eq!(
+        rules(&spec["properties"]["authentication"]),
+        ["!has(self.password) || self.type != 'tls'"]
+    );
     let rule = &spec["properties"]["authorization"]["properties"]["acls"]["items"]["properties"];
     assert_eq!(
         rule["resource"]["properties"]["type"]["enum"],

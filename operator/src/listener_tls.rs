@@ -268,6 +268,82 @@ pub async fn ensure(client: &Client, kc: &KafkaCluster, node_addresses: &[String
     Ok(())
 }
 
+/// Keys of a `tls` KafkaUser's Secret.
+pub const USER_CERT_KEY: &str = "user.crt";
+pub const USER_KEY_KEY: &str = "user.key";
+pub const USER_KEYSTORE_KEY: &str = "user-keystore.pem";
+/// Annotation on a `tls` user's Secret: the clients CA its certificate
+/// chains to (a new CA means a new certificate).
+pub const USER_CA_ANNOTATION: &str = "skein.dev/clients-ca";
+
+fn fingerprint(pem: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    pem.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+/// A `tls` user's Secret data and annotations: the certificate already in
+/// `existing` while it still chains to the cluster's clients CA, else a new
+/// one for `CN=<user>`. `Ok(Err(reason))` when the cluster has no clients CA
+/// (none of its listeners serves TLS).
+pub async fn user_certificate(
+    client: &Client,
+    names: &ClusterNames,
+    user: &str,
+    existing: Option<&Secret>,
+) -> Result<std::result::Result<(BTreeMap<String, String>, BTreeMap<String, String>), String>> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &names.namespace);
+    let read = |name: String| {
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .get_opt(&name)
+                .await
+                .map_err(|e| err(format!("reading Secret {name}: {e}")))
+        }
+    };
+    let clients_ca = read(names.clients_ca_secret()).await?;
+    let cluster_ca = read(names.cluster_ca_cert()).await?;
+    let (Some(clients_ca), Some(cluster_ca)) = (
+        clients_ca.as_ref().and_then(Ca::read),
+        cluster_ca.as_ref().and_then(|s| text(s, CA_KEY)),
+    ) else {
+        return Ok(Err(format!(
+            "cluster {:?} has no clients CA yet (Secret {}): give it a listener with tls: true",
+            names.cluster,
+            names.clients_ca_secret()
+        )));
+    };
+    let ca_print = fingerprint(&clients_ca.cert);
+    let annotations = BTreeMap::from([(USER_CA_ANNOTATION.to_string(), ca_print.clone())]);
+    if let Some(s) = existing {
+        let same_ca = s
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(USER_CA_ANNOTATION))
+            == Some(&ca_print);
+        if let (true, Some(cert), Some(key)) =
+            (same_ca, text(s, USER_CERT_KEY), text(s, USER_KEY_KEY))
+        {
+            return Ok(Ok((user_data(&cert, &key, &cluster_ca), annotations)));
+        }
+    }
+    let issuer = ca_issuer(&clients_ca_name(names), &clients_ca.key).map_err(err)?;
+    let (cert, key) = leaf(user, Vec::new(), &issuer).map_err(err)?;
+    Ok(Ok((user_data(&cert, &key, &cluster_ca), annotations)))
+}
+
+fn user_data(cert: &str, key: &str, cluster_ca: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (USER_CERT_KEY.to_string(), cert.to_string()),
+        (USER_KEY_KEY.to_string(), key.to_string()),
+        (USER_KEYSTORE_KEY.to_string(), format!("{key}{cert}")),
+        (CA_KEY.to_string(), cluster_ca.to_string()),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,15 +36,27 @@ pub const QUOTA_KEYS: [&str; 3] = [
 #[error("{0}")]
 pub struct InvalidUser(pub String);
 
-/// `User:<name>`.
-pub fn principal(user: &KafkaUser) -> String {
-    format!("User:{}", user.user_name())
+/// The name of the user's principal: its user name, or for a `tls` user
+/// its certificate's subject as the brokers see it (`CN=<name>`). ACLs are
+/// for `User:<this>` and quotas for the entity `user=<this>`.
+pub fn principal_name(user: &KafkaUser) -> String {
+    match user.spec.authentication.as_ref().map(|a| a.type_) {
+        Some(AuthenticationType::Tls) => format!("CN={}", user.user_name()),
+        _ => user.user_name().to_string(),
+    }
 }
 
-pub fn mechanism(t: AuthenticationType) -> ScramMechanism {
+/// `User:<principal name>`.
+pub fn principal(user: &KafkaUser) -> String {
+    format!("User:{}", principal_name(user))
+}
+
+/// The SCRAM mechanism of a SCRAM user (none for `tls`).
+pub fn mechanism(t: AuthenticationType) -> Option<ScramMechanism> {
     match t {
-        AuthenticationType::ScramSha512 => ScramMechanism::Sha512,
-        AuthenticationType::ScramSha256 => ScramMechanism::Sha256,
+        AuthenticationType::ScramSha512 => Some(ScramMechanism::Sha512),
+        AuthenticationType::ScramSha256 => Some(ScramMechanism::Sha256),
+        AuthenticationType::Tls => None,
     }
 }
 
@@ -439,6 +451,20 @@ mod tests {
         for b in &acls {
             assert_eq!(from_managed(&managed(b), "User:alice").as_ref(), Some(b));
         }
+    }
+
+    #[test]
+    fn a_tls_users_principal_is_its_certificates_subject() {
+        let mut u = alice();
+        u.spec.authentication =
+            Some(serde_json::from_value(serde_json::json!({"type": "tls"})).unwrap());
+        assert_eq!(principal(&u), "User:CN=alice");
+        assert!(desired_acls(&u)
+            .unwrap()
+            .iter()
+            .all(|b| b.principal == "User:CN=alice"));
+        assert_eq!(mechanism(AuthenticationType::Tls), None);
+        assert_eq!(principal(&alice()), "User:alice");
     }
 
     #[test]

@@ -24,10 +24,13 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use skein_controller::{ControlPlaneError, Event, Reply};
 use skein_crds::condition::condition;
-use skein_crds::{ConditionStatus as S, ConditionType as T, KafkaUser, ManagedAcl};
+use skein_crds::{
+    AuthenticationType, ConditionStatus as S, ConditionType as T, KafkaUser, ManagedAcl,
+};
 use tracing::{info, warn};
 
 use super::{apply as apply_object, cleanup_grace_over, get_cluster, patch_status, publish};
+use crate::build::ClusterNames;
 use crate::cluster_controllers::ClusterController;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -181,17 +184,26 @@ async fn password(user: &KafkaUser, ctx: &Context, ns: &str) -> Result<Result<St
         .unwrap_or_else(users::generate_password)))
 }
 
-/// The user's Secret: owned by the KafkaUser, so it goes with it.
-fn user_secret(user: &KafkaUser, mechanism: &str, password: &str) -> Secret {
+/// A SCRAM user's Secret data.
+fn scram_data(user: &KafkaUser, mechanism: &str, password: &str) -> BTreeMap<String, String> {
     let name = user.user_name();
-    let data = BTreeMap::from([
+    BTreeMap::from([
         (PASSWORD_KEY.to_string(), password.to_string()),
         (JAAS_KEY.to_string(), users::jaas_config(name, password)),
         ("username".to_string(), name.to_string()),
         ("sasl.mechanism".to_string(), mechanism.to_string()),
-    ]);
+    ])
+}
+
+/// The user's Secret: owned by the KafkaUser, so it goes with it.
+fn user_secret(
+    user: &KafkaUser,
+    data: BTreeMap<String, String>,
+    annotations: Option<BTreeMap<String, String>>,
+) -> Secret {
     Secret {
         metadata: ObjectMeta {
+            annotations,
             name: Some(user.name_any()),
             namespace: user.namespace(),
             labels: Some(BTreeMap::from([
@@ -297,16 +309,14 @@ async fn apply(
         refuse(user, ctx, api, "ControllerNotReady", msg, now_t).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
-    let mechanism = user
-        .spec
-        .authentication
-        .as_ref()
-        .map(|a| users::mechanism(a.type_));
+    let auth = user.spec.authentication.as_ref().map(|a| a.type_);
+    let mechanism = auth.and_then(users::mechanism);
     let password = match mechanism {
         None => None,
         Some(m) => match password(user, ctx, &ns).await? {
             Ok(p) => {
-                apply_object(&ctx.client, &ns, &user_secret(user, m.name(), &p)).await?;
+                let data = scram_data(user, m.name(), &p);
+                apply_object(&ctx.client, &ns, &user_secret(user, data, None)).await?;
                 Some(p)
             }
             Err(msg) => {
@@ -315,9 +325,34 @@ async fn apply(
             }
         },
     };
+    if auth == Some(AuthenticationType::Tls) {
+        let names = ClusterNames {
+            cluster: cluster_name.clone(),
+            namespace: ns.clone(),
+        };
+        let existing = read_secret(ctx, &ns, &name).await?;
+        match crate::listener_tls::user_certificate(
+            &ctx.client,
+            &names,
+            user.user_name(),
+            existing.as_ref(),
+        )
+        .await?
+        {
+            Ok((data, annotations)) => {
+                let secret = user_secret(user, data, Some(annotations));
+                apply_object(&ctx.client, &ns, &secret).await?;
+            }
+            Err(msg) => {
+                refuse(user, ctx, api, "ClientsCaMissing", msg, now_t).await?;
+                return Ok(Action::requeue(Duration::from_secs(15)));
+            }
+        }
+    }
     let quotas = users::desired_quotas(user);
+    let principal_name = users::principal_name(user);
     let want = Desired {
-        user_name: user.user_name(),
+        user_name: &principal_name,
         credential: mechanism.zip(password.as_deref()),
         acls: &acls,
         quotas: &quotas,
@@ -357,9 +392,11 @@ async fn apply(
         "{} ACL(s), {} quota(s){}",
         acls.len(),
         quotas.len(),
-        mechanism.map_or(String::new(), |m| format!(
-            ", {m} credential in Secret {name}"
-        ))
+        match (mechanism, auth) {
+            (Some(m), _) => format!(", {m} credential in Secret {name}"),
+            (None, Some(_)) => format!(", client certificate in Secret {name}"),
+            (None, None) => String::new(),
+        }
     );
     let patch = UserStatusPatch {
         conditions: vec![
@@ -384,7 +421,7 @@ async fn apply(
         ],
         observed_generation: generation,
         principal: Some(users::principal(user)),
-        secret: mechanism.map(|_| name.clone()),
+        secret: auth.map(|_| name.clone()),
         mechanism: mechanism.map(|m| m.name().to_string()),
         acls: acls.iter().map(users::managed).collect(),
         quotas: quotas.keys().cloned().collect(),
@@ -433,16 +470,21 @@ async fn cleanup(user: &KafkaUser, ctx: &Context, now: Timestamp) -> Result<Acti
         .quota_keys
         .extend(users::desired_quotas(user).into_keys());
     let (empty_acls, empty_quotas) = (BTreeSet::new(), BTreeMap::new());
+    let principal_name = users::principal_name(user);
     let want = Desired {
-        user_name: user.user_name(),
+        user_name: &principal_name,
         credential: None,
         acls: &empty_acls,
         quotas: &empty_quotas,
     };
     let view = rt.controller.view();
     let mut plan = users::plan(&view, &want, &applied);
-    if let Some(a) = &user.spec.authentication {
-        let m = users::mechanism(a.type_);
+    if let Some(m) = user
+        .spec
+        .authentication
+        .as_ref()
+        .and_then(|a| users::mechanism(a.type_))
+    {
         let stored = view
             .scram_credentials
             .get(user.user_name())
