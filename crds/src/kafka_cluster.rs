@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
@@ -192,6 +193,11 @@ pub struct ClientListener {
     /// How clients authenticate; none when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<ListenerAuthentication>,
+    /// Who may connect, when the operator makes NetworkPolicies (the Helm
+    /// chart's `networkPolicy.enabled`): pods, namespaces or IP blocks as in
+    /// a NetworkPolicy's `from`. Anyone when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_policy_peers: Vec<NetworkPolicyPeer>,
 }
 
 /// How a client listener is reached.

@@ -300,6 +300,7 @@ def test_helm_chart_installs_and_its_rbac_is_enough(env):
     for verb, res in [("create", "topics.skein.dev"), ("patch", "topics.skein.dev/status"),
                       ("delete", "pods"), ("update", "configmaps"), ("create", "statefulsets.apps"),
                       ("create", "secrets"), ("patch", "kafkausers.skein.dev"),
+                      ("patch", "networkpolicies.networking.k8s.io"),
                       ("patch", "kafkausers.skein.dev/status")]:
         assert env.k("auth", "can-i", verb, res, "-n", NS, "--as", who, check=False).strip() == "yes", (verb, res)
     assert env.k("auth", "can-i", "delete", "secrets", "-n", NS, "--as", who, check=False).strip() == "no"
@@ -1001,6 +1002,14 @@ spec:
         boot = listeners["external"]["bootstrap"]
         if MODE == "local":
             assert boot.startswith("127.0.0.1:"), boot  # kwok's node address, the bootstrap node port
+        # The chart's default networkPolicy.enabled: the control port only from the operator's
+        # pods, the plaintext (replication) port only from brokers and operator, the client
+        # listeners open (no networkPolicyPeers). Not enforced here (no network plugin).
+        np = env.get("-n", NS, "get", "networkpolicy", f"{name}-brokers")
+        rules = {r["ports"][0]["port"]: r.get("from", []) for r in np["spec"]["ingress"]}
+        assert sorted(rules) == [9092, 9093, 9094, 9095, 9192, 9644], rules
+        assert [p["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for p in rules[9192]] == ["skein-operator"]
+        assert len(rules[9092]) == 2 and rules[9094] == [] and rules[9644] == [], rules
         svcs = {s["metadata"]["name"]: s for s in env.get("-n", NS, "get", "services")["items"]}
         node_ports = {i: svcs[f"{name}-external-{i}"]["spec"]["ports"][0]["nodePort"] for i in (0, 1)}
         assert svcs[f"{name}-external-bootstrap"]["spec"]["type"] == "NodePort"

@@ -15,7 +15,7 @@
 //!
 //! The CAs are made once and read back after that (also by the next operator
 //! after a failover). The brokers' certificate is issued again from the same
-//! CA whenever the names it must hold change (a broker pod lands on another
+//! CA when it lacks a name it must hold (a broker pod lands on another
 //! node): the subject alternative names it was issued for are recorded in an
 //! annotation on its Secret.
 
@@ -145,20 +145,24 @@ fn brokers_secret(
     ))
 }
 
-/// Whether `current` (the brokers' Secret as it is) still fits: issued for
-/// `sans` by these CAs.
+/// Whether `current` (the brokers' Secret as it is) still fits: issued by
+/// these CAs for at least `sans`. A name it holds beyond them (a node no
+/// broker runs on for the moment, e.g. while a pod is being recreated) is
+/// no reason to issue it again: the brokers would reload for nothing.
 fn brokers_secret_fits(
     current: &Secret,
     cluster_ca: &Ca,
     clients_ca: &Ca,
     sans: &[String],
 ) -> bool {
-    let issued_for = current
+    let issued_for: Vec<&str> = current
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(SANS_ANNOTATION));
-    issued_for == Some(&sans.join(","))
+        .and_then(|a| a.get(SANS_ANNOTATION))
+        .map(|s| s.split(',').collect())
+        .unwrap_or_default();
+    sans.iter().all(|n| issued_for.contains(&n.as_str()))
         && text(current, CA_KEY).as_ref() == Some(&cluster_ca.cert)
         && text(current, CLIENTS_CA_KEY).as_ref() == Some(&clients_ca.cert)
         && text(current, KEYSTORE_KEY).is_some()
@@ -372,6 +376,9 @@ mod tests {
         assert!(brokers_secret_fits(&s, &cluster_ca, &clients_ca, &sans));
         let moved = subject_alt_names(&names, &["10.0.0.7".into(), "10.0.0.8".into()]);
         assert!(!brokers_secret_fits(&s, &cluster_ca, &clients_ca, &moved));
+        // A node no broker runs on for now keeps its name in the certificate.
+        let fewer = subject_alt_names(&names, &[]);
+        assert!(brokers_secret_fits(&s, &cluster_ca, &clients_ca, &fewer));
         let other_ca = Ca::new(&cluster_ca_name(&names)).unwrap();
         assert!(!brokers_secret_fits(&s, &other_ca, &clients_ca, &sans));
 

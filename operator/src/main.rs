@@ -109,6 +109,20 @@ struct KubernetesArgs {
     /// Seconds a Lease stays valid without renewal.
     #[arg(long, default_value_t = 15)]
     lease_duration_seconds: u64,
+    /// Give every cluster a NetworkPolicy: the control port only from the
+    /// operator's pods, replication only between brokers, client listeners
+    /// from their `networkPolicyPeers`.
+    #[arg(long, env = "SKEIN_NETWORK_POLICIES", default_value_t = false)]
+    network_policies: bool,
+    /// Labels of the operator's pods (`k=v,k=v`), the peers of the brokers'
+    /// control port under a NetworkPolicy.
+    #[arg(
+        long,
+        env = "SKEIN_OPERATOR_POD_LABELS",
+        value_delimiter = ',',
+        default_value = "app.kubernetes.io/name=skein-operator"
+    )]
+    operator_pod_labels: Vec<String>,
     /// `broker.session.timeout.ms` of every cluster's controller: a broker
     /// whose session stays broken this long is fenced.
     #[arg(long, env = "SKEIN_BROKER_SESSION_TIMEOUT_MS", default_value_t = 9000)]
@@ -171,6 +185,26 @@ fn main() -> ExitCode {
             let mut build = BuildOptions::default();
             if let Some(image) = args.default_broker_image {
                 build.default_broker_image = image;
+            }
+            build.network_policies = args.network_policies;
+            build.operator_namespace = args.lease_namespace.clone();
+            let labels: Option<std::collections::BTreeMap<String, String>> = args
+                .operator_pod_labels
+                .iter()
+                .map(|kv| {
+                    kv.split_once('=')
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                })
+                .collect();
+            match labels {
+                Some(labels) if !labels.is_empty() => build.operator_pod_labels = labels,
+                _ => {
+                    eprintln!(
+                        "--operator-pod-labels: expected k=v[,k=v…], got {:?}",
+                        args.operator_pod_labels
+                    );
+                    return ExitCode::FAILURE;
+                }
             }
             let lease = args.leader_election.then(|| {
                 let identity = args

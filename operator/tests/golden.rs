@@ -32,6 +32,7 @@ fn built_objects_match_the_golden_files() {
     let update = std::env::var_os("SKEIN_UPDATE_GOLDEN").is_some();
     let opts = BuildOptions {
         default_broker_image: "ghcr.io/skein-dev/skein-broker:golden".into(),
+        ..BuildOptions::default()
     };
     let cases = cases();
     assert!(cases.len() >= 3, "golden cases missing");

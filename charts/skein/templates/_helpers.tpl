@@ -72,6 +72,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  # networkPolicy.enabled: each cluster's brokers get a NetworkPolicy.
+  resources: ["networkpolicies"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -4,6 +4,7 @@
 pub mod config_map;
 pub mod control_tls;
 pub mod listeners;
+pub mod network_policy;
 pub mod pdb;
 pub mod service;
 pub mod service_account;
@@ -13,6 +14,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
@@ -41,6 +43,12 @@ pub const FIELD_MANAGER: &str = "skein-operator";
 pub struct BuildOptions {
     /// Broker image used when the KafkaCluster does not name one.
     pub default_broker_image: String,
+    /// Give every cluster a NetworkPolicy ([`network_policy`]).
+    pub network_policies: bool,
+    /// Where the operator's pods run and their labels: the only peers of
+    /// the brokers' control port under a NetworkPolicy.
+    pub operator_namespace: String,
+    pub operator_pod_labels: BTreeMap<String, String>,
 }
 
 impl Default for BuildOptions {
@@ -50,6 +58,12 @@ impl Default for BuildOptions {
                 "ghcr.io/skein-dev/skein-broker:{}",
                 env!("CARGO_PKG_VERSION")
             ),
+            network_policies: false,
+            operator_namespace: "default".into(),
+            operator_pod_labels: BTreeMap::from([(
+                labels::NAME.to_string(),
+                labels::OPERATOR.to_string(),
+            )]),
         }
     }
 }
@@ -119,6 +133,10 @@ impl ClusterNames {
     pub fn listener_tls_secret(&self) -> String {
         format!("{}-listener-tls", self.cluster)
     }
+    /// The brokers' NetworkPolicy.
+    pub fn network_policy(&self) -> String {
+        format!("{}-brokers", self.cluster)
+    }
     /// Stable DNS name of broker `ordinal`.
     pub fn broker_host(&self, ordinal: i32) -> String {
         format!(
@@ -180,6 +198,8 @@ pub struct ClusterObjects {
     pub bootstrap_service: Service,
     pub service_account: ServiceAccount,
     pub pdb: PodDisruptionBudget,
+    /// When the operator makes NetworkPolicies.
+    pub network_policy: Option<NetworkPolicy>,
     pub statefulset: StatefulSet,
 }
 
@@ -203,6 +223,7 @@ pub fn cluster_objects(
         bootstrap_service: service::build_bootstrap(kc, &names),
         service_account: service_account::build(kc, &names),
         pdb: pdb::build(kc, &names),
+        network_policy: network_policy::build(kc, &names, opts),
         statefulset: statefulset::build(kc, &names, opts, &config_hash),
         config_map,
     }

@@ -124,6 +124,9 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     apply(client, &ns, &objects.bootstrap_service).await?;
     apply(client, &ns, &objects.service_account).await?;
     apply(client, &ns, &objects.pdb).await?;
+    if let Some(np) = &objects.network_policy {
+        apply(client, &ns, np).await?;
+    }
     let sts = apply(client, &ns, &objects.statefulset).await?;
 
     if let Some(rt) = &controller {

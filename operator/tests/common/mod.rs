@@ -190,6 +190,7 @@ pub fn test_context() -> (Arc<Context>, ApiServer, Arc<FakeRemover>) {
     let remover = Arc::new(FakeRemover::default());
     let options = BuildOptions {
         default_broker_image: "skein-broker:test".into(),
+        ..BuildOptions::default()
     };
     let ctx = Context::new(client, metrics, options, remover.clone(), None);
     (Arc::new(ctx), ApiServer(handle), remover)
