@@ -13,6 +13,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::kafka_user::AuthenticationType;
+
 /// Desired state of a Skein cluster.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
@@ -212,38 +214,14 @@ pub enum ListenerType {
     Nodeport,
 }
 
-/// Client authentication on a listener.
+/// Client authentication on a listener: the same kinds of credential a
+/// KafkaUser holds (`scram-sha-512`, `scram-sha-256`, or `tls`: client
+/// certificates of the cluster's clients CA, the subject as principal).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenerAuthentication {
     #[serde(rename = "type")]
-    pub type_: ListenerAuthenticationType,
-}
-
-/// The mechanism.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum ListenerAuthenticationType {
-    /// SASL SCRAM-SHA-512 (KafkaUsers with `authentication.type: scram-sha-512`).
-    #[serde(rename = "scram-sha-512")]
-    ScramSha512,
-    /// SASL SCRAM-SHA-256.
-    #[serde(rename = "scram-sha-256")]
-    ScramSha256,
-    /// Client certificates of the clients' certificate authority (KafkaUsers
-    /// with `authentication.type: tls`); the principal is the subject.
-    #[serde(rename = "tls")]
-    Tls,
-}
-
-impl ListenerAuthenticationType {
-    /// The SASL mechanism's name, for the SCRAM types.
-    pub fn sasl_mechanism(self) -> Option<&'static str> {
-        match self {
-            ListenerAuthenticationType::ScramSha512 => Some("SCRAM-SHA-512"),
-            ListenerAuthenticationType::ScramSha256 => Some("SCRAM-SHA-256"),
-            ListenerAuthenticationType::Tls => None,
-        }
-    }
+    pub type_: AuthenticationType,
 }
 
 impl ClientListener {
@@ -256,7 +234,7 @@ impl ClientListener {
         let sasl = self
             .authentication
             .as_ref()
-            .is_some_and(|a| a.type_.sasl_mechanism().is_some());
+            .is_some_and(|a| a.type_.mechanism().is_some());
         match (self.tls, sasl) {
             (false, false) => "PLAINTEXT",
             (true, false) => "SSL",

@@ -92,8 +92,9 @@ pub struct UserAuthentication {
     pub password: Option<PasswordSource>,
 }
 
-/// The credentials a KafkaUser can hold: a SCRAM credential, or a client
-/// certificate.
+/// A kind of credential: SCRAM (a KafkaUser's salted password, a listener's
+/// SASL mechanism) or `tls` (a client certificate of the cluster's clients
+/// CA, whose subject is the principal).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum AuthenticationType {
     #[serde(rename = "scram-sha-512")]

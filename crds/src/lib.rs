@@ -14,8 +14,8 @@ pub mod topic;
 pub use condition::{ConditionStatus, ConditionType};
 pub use kafka_cluster::{
     BrokerStatus, ClientListener, KafkaCluster, KafkaClusterSpec, KafkaClusterStatus,
-    ListenerAuthentication, ListenerAuthenticationType, ListenerStatus, ListenerType,
-    ListenersSpec, PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec,
+    ListenerAuthentication, ListenerStatus, ListenerType, ListenersSpec, PodTemplateSpec,
+    ProducerIdBlockStatus, RackSpec, StorageSpec,
 };
 pub use kafka_user::{
     AclOperationName, AclPatternType, AclResource, AclResourceType, AclRule, AclRuleType,

@@ -188,10 +188,12 @@ class PodRunner:
         self.node_ports.set(want)
 
     def _refresh_secrets(self):
+        fetched: dict[str, dict] = {}  # one read per Secret per pass, however many pods mount it
         for entry in list(self.procs.values()):
             for d, name in entry.get("secrets", []):
-                sec = self._kubectl_json("-n", self.ns, "get", "secret", name)
-                for k, b64 in (sec.get("data") or {}).items():
+                if name not in fetched:
+                    fetched[name] = self._kubectl_json("-n", self.ns, "get", "secret", name)
+                for k, b64 in (fetched[name].get("data") or {}).items():
                     data = base64.b64decode(b64)
                     f = d / k
                     if f.exists() and f.read_bytes() == data:

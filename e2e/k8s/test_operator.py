@@ -271,6 +271,12 @@ def cond(obj: dict, type_: str) -> str | None:
     return None
 
 
+def ready(env, kind: str, name: str, timeout: float, what: str) -> dict:
+    """The object once its Ready condition is True (waits up to `timeout` seconds)."""
+    return wait_until(lambda: (lambda o: o if cond(o, "Ready") == "True" else None)(
+        env.get("-n", NS, "get", kind, name)), timeout, what)
+
+
 def topic_partitions(env, name: str) -> list[dict]:
     return env.get("-n", NS, "get", "topic", name).get("status", {}).get("partitions", [])
 
@@ -829,8 +835,7 @@ spec:
         env.k("apply", "-f", "-", stdin=user_yaml())
         wait_until(lambda: any(b["ready"] for b in env.get("-n", NS, "get", "kafkacluster", name)
                                .get("status", {}).get("brokers", [])), 180, "the broker registered")
-        user = wait_until(lambda: (lambda u: u if cond(u, "Ready") == "True" else None)(
-            env.get("-n", NS, "get", "kafkauser", "alice")), 90, "KafkaUser Ready=True")
+        user = ready(env, "kafkauser", "alice", 90, "KafkaUser Ready=True")
         st = user["status"]
         assert st["principal"] == "User:alice" and st["secret"] == "alice" and st["mechanism"] == "SCRAM-SHA-512", st
         assert len(st["acls"]) == 4 and st["quotas"] == ["producer_byte_rate"], st
@@ -1024,8 +1029,7 @@ spec:
         ca.write_bytes(base64.b64decode(env.get("-n", NS, "get", "secret", f"{name}-cluster-ca-cert")["data"]["ca.crt"]))
         cm = env.get("-n", NS, "get", "configmap", f"{name}-cluster-ca-cert")
         assert cm["data"]["ca.crt"] == ca.read_text()
-        user = wait_until(lambda: (lambda u: u if cond(u, "Ready") == "True" else None)(
-            env.get("-n", NS, "get", "kafkauser", "bob")), 120, "KafkaUser bob Ready=True")
+        user = ready(env, "kafkauser", "bob", 120, "KafkaUser bob Ready=True")
         password = base64.b64decode(env.get("-n", NS, "get", "secret", user["status"]["secret"])["data"]["password"]).decode()
 
         def conf(pw: str) -> dict:
@@ -1078,8 +1082,7 @@ spec:
 
         # carol: a client certificate from the clients CA, on the mtls listener (in-cluster names,
         # which the runner's hosts file resolves); her principal is the certificate's subject.
-        carol = wait_until(lambda: (lambda u: u if cond(u, "Ready") == "True" else None)(
-            env.get("-n", NS, "get", "kafkauser", "carol")), 120, "KafkaUser carol Ready=True")
+        carol = ready(env, "kafkauser", "carol", 120, "KafkaUser carol Ready=True")
         assert carol["status"]["principal"] == "User:CN=carol", carol["status"]
         files = {k: base64.b64decode(v) for k, v in env.get("-n", NS, "get", "secret", "carol")["data"].items()}
         assert sorted(files) == ["ca.crt", "user-keystore.pem", "user.crt", "user.key"], sorted(files)

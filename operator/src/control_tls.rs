@@ -197,12 +197,7 @@ mod tests {
     use serde_json::json;
 
     fn cluster() -> KafkaCluster {
-        serde_json::from_value(json!({
-            "apiVersion": "skein.dev/v1alpha1", "kind": "KafkaCluster",
-            "metadata": {"name": "demo", "namespace": "ns", "uid": "u1"},
-            "spec": {"listeners": {"controlPlaneTls": true}},
-        }))
-        .unwrap()
+        crate::build::test_cluster(json!({"listeners": {"controlPlaneTls": true}}))
     }
 
     #[test]

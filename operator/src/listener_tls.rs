@@ -40,6 +40,13 @@ fn err(what: impl std::fmt::Display) -> Error {
     Error::Certificates(what.to_string())
 }
 
+async fn read(secrets: &Api<Secret>, name: String) -> Result<Option<Secret>> {
+    secrets
+        .get_opt(&name)
+        .await
+        .map_err(|e| err(format!("reading Secret {name}: {e}")))
+}
+
 fn text(secret: &Secret, key: &str) -> Option<String> {
     let bytes = secret.data.as_ref()?.get(key)?;
     String::from_utf8(bytes.0.clone()).ok()
@@ -177,22 +184,13 @@ pub async fn ensure(client: &Client, kc: &KafkaCluster, node_addresses: &[String
     let names = ClusterNames::of(kc);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &names.namespace);
     let pp = PatchParams::apply(FIELD_MANAGER).force();
-    let get = |name: String| {
-        let secrets = secrets.clone();
-        async move {
-            secrets
-                .get_opt(&name)
-                .await
-                .map_err(|e| err(format!("reading Secret {name}: {e}")))
-        }
-    };
+    let get = |name: String| read(&secrets, name);
     let write = |s: Secret| {
-        let secrets = secrets.clone();
-        let pp = pp.clone();
+        let (secrets, pp) = (&secrets, &pp);
         async move {
             let name = s.metadata.name.clone().unwrap_or_default();
             secrets
-                .patch(&name, &pp, &Patch::Apply(&s))
+                .patch(&name, pp, &Patch::Apply(&s))
                 .await
                 .map_err(|e| err(format!("writing Secret {name}: {e}")))
         }
@@ -298,17 +296,8 @@ pub async fn user_certificate(
     existing: Option<&Secret>,
 ) -> Result<std::result::Result<(BTreeMap<String, String>, BTreeMap<String, String>), String>> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &names.namespace);
-    let read = |name: String| {
-        let secrets = secrets.clone();
-        async move {
-            secrets
-                .get_opt(&name)
-                .await
-                .map_err(|e| err(format!("reading Secret {name}: {e}")))
-        }
-    };
-    let clients_ca = read(names.clients_ca_secret()).await?;
-    let cluster_ca = read(names.cluster_ca_cert()).await?;
+    let clients_ca = read(&secrets, names.clients_ca_secret()).await?;
+    let cluster_ca = read(&secrets, names.cluster_ca_cert()).await?;
     let (Some(clients_ca), Some(cluster_ca)) = (
         clients_ca.as_ref().and_then(Ca::read),
         cluster_ca.as_ref().and_then(|s| text(s, CA_KEY)),
@@ -354,12 +343,9 @@ mod tests {
     use serde_json::json;
 
     fn cluster() -> KafkaCluster {
-        serde_json::from_value(json!({
-            "apiVersion": "skein.dev/v1alpha1", "kind": "KafkaCluster",
-            "metadata": {"name": "demo", "namespace": "ns", "uid": "u1"},
-            "spec": {"listeners": {"clients": [{"name": "tls", "port": 9093, "type": "internal", "tls": true}]}},
-        }))
-        .unwrap()
+        crate::build::test_cluster(
+            json!({"listeners": {"clients": [{"name": "tls", "port": 9093, "type": "internal", "tls": true}]}}),
+        )
     }
 
     /// The certificate issued from a CA read back from its Secret chains to

@@ -84,13 +84,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn cluster(spec: serde_json::Value) -> KafkaCluster {
-        serde_json::from_value(json!({
-            "apiVersion": "skein.dev/v1alpha1", "kind": "KafkaCluster",
-            "metadata": {"name": "demo", "namespace": "ns"}, "spec": spec,
-        }))
-        .unwrap()
-    }
+    use crate::build::test_cluster as cluster;
 
     #[test]
     fn user_config_overrides_operator_defaults() {

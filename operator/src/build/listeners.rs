@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ContainerPort, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use skein_crds::{ClientListener, KafkaCluster, ListenerAuthenticationType, ListenerType};
+use skein_crds::{AuthenticationType, ClientListener, KafkaCluster, ListenerType};
 
 use super::{owned_meta, selector_labels, ClusterNames};
 
@@ -81,7 +81,7 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
             );
         }
         match l.authentication.as_ref().map(|a| a.type_) {
-            Some(ListenerAuthenticationType::Tls) => {
+            Some(AuthenticationType::Tls) => {
                 c.insert(key("ssl.client.auth"), "required".into());
                 c.insert(key("ssl.truststore.type"), "PEM".into());
                 c.insert(
@@ -90,7 +90,7 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
                 );
             }
             Some(t) => {
-                let mechanism = t.sasl_mechanism().expect("a SASL type");
+                let mechanism = t.mechanism().expect("a SASL type");
                 c.insert(key("sasl.enabled.mechanisms"), mechanism.into());
             }
             None => {}
@@ -314,13 +314,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn cluster(spec: serde_json::Value) -> KafkaCluster {
-        serde_json::from_value(json!({
-            "apiVersion": "skein.dev/v1alpha1", "kind": "KafkaCluster",
-            "metadata": {"name": "demo", "namespace": "ns", "uid": "u1"}, "spec": spec,
-        }))
-        .unwrap()
-    }
+    use crate::build::test_cluster as cluster;
 
     fn with_listeners() -> KafkaCluster {
         cluster(json!({"replicas": 2, "listeners": {"clients": [

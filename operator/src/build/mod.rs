@@ -228,3 +228,14 @@ pub fn cluster_objects(
         config_map,
     }
 }
+
+/// A KafkaCluster `demo` in namespace `ns` with `spec`, for tests of what is
+/// built from it.
+#[cfg(test)]
+pub(crate) fn test_cluster(spec: serde_json::Value) -> KafkaCluster {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "skein.dev/v1alpha1", "kind": "KafkaCluster",
+        "metadata": {"name": "demo", "namespace": "ns", "uid": "u1"}, "spec": spec,
+    }))
+    .unwrap()
+}

@@ -29,7 +29,9 @@ use skein_crds::{
 };
 use tracing::{info, warn};
 
-use super::{apply as apply_object, cleanup_grace_over, get_cluster, patch_status, publish};
+use super::{
+    apply as apply_object, cleanup_grace_over, get_cluster, get_opt, patch_status, publish,
+};
 use crate::build::ClusterNames;
 use crate::cluster_controllers::ClusterController;
 use crate::context::Context;
@@ -140,14 +142,7 @@ async fn refuse(
 }
 
 async fn read_secret(ctx: &Context, ns: &str, name: &str) -> Result<Option<Secret>> {
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    secrets
-        .get_opt(name)
-        .await
-        .map_err(|source| Error::Dereference {
-            what: "Secret",
-            source,
-        })
+    get_opt(ctx, ns, name, "Secret").await
 }
 
 fn secret_value(secret: &Secret, key: &str) -> Option<String> {

@@ -92,16 +92,29 @@ pub async fn publish<K>(
     }
 }
 
+/// The object `name` of kind `K` in `ns` (`None`: there is none); a failed
+/// read is a [`Error::Dereference`] of `what`.
+pub async fn get_opt<K>(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    what: &'static str,
+) -> Result<Option<K>>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    api.get_opt(name)
+        .await
+        .map_err(|source| Error::Dereference { what, source })
+}
+
 /// The KafkaCluster a Topic or KafkaUser names (`None`: there is none).
 pub async fn get_cluster(ctx: &Context, ns: &str, name: &str) -> Result<Option<KafkaCluster>> {
-    let clusters: Api<KafkaCluster> = Api::namespaced(ctx.client.clone(), ns);
-    clusters
-        .get_opt(name)
-        .await
-        .map_err(|source| Error::Dereference {
-            what: "KafkaCluster",
-            source,
-        })
+    get_opt(ctx, ns, name, "KafkaCluster").await
 }
 
 /// For a finalizer that cannot finish its cleanup: `Some(grace in seconds)`
