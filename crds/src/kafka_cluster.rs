@@ -90,6 +90,11 @@ pub struct KafkaClusterSpec {
     /// Rack awareness: each broker's `broker.rack` is its node's value of a topology label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rack: Option<RackSpec>,
+    /// The certificate authorities and certificates of the TLS client
+    /// listeners: how long they are valid, when they are renewed, or CAs
+    /// an administrator brings.
+    #[serde(default)]
+    pub certificates: CertificatesSpec,
     /// Extra settings for the broker pods.
     #[serde(default)]
     pub pod_template: PodTemplateSpec,
@@ -290,6 +295,63 @@ impl BootstrapServiceType {
     }
 }
 
+/// Certificates of the TLS client listeners (`spec.certificates`).
+///
+/// The operator makes two CAs unless given them: the cluster CA signs the
+/// brokers' certificate (clients trust it: Secret and ConfigMap
+/// `<cluster>-cluster-ca-cert`), the clients CA signs `tls` KafkaUsers'
+/// certificates (the brokers trust it). Each certificate it issues is
+/// renewed `renewalDays` before it expires; a CA's certificate is renewed
+/// with the same key, so what trusts it keeps working. Annotations on the
+/// KafkaCluster force it: `skein.dev/force-renew-ca` and
+/// `skein.dev/force-replace-ca` (`cluster`, `clients` or both, comma
+/// separated); a replacement (a new key) rolls over in phases: the new CA
+/// is trusted next to the old one, then it signs, then the old one is
+/// dropped.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.renewalDays < self.validityDays").message("renewalDays must be less than validityDays"))]
+pub struct CertificatesSpec {
+    /// Days a CA or certificate the operator issues is valid.
+    #[serde(default = "default_validity_days")]
+    #[schemars(range(min = 2, max = 36500))]
+    pub validity_days: i32,
+    /// Renew a CA or certificate this many days before it expires.
+    #[serde(default = "default_renewal_days")]
+    #[schemars(range(min = 1, max = 36499))]
+    pub renewal_days: i32,
+    /// Bring your own cluster CA: the name of a Secret in the cluster's
+    /// namespace holding its certificate and key as `ca.crt` and `ca.key`,
+    /// or as `tls.crt` and `tls.key` (a cert-manager `Certificate` with
+    /// `isCA: true`). The operator reads it and never changes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub cluster_ca_secret: Option<String>,
+    /// Bring your own clients CA, like `clusterCaSecret`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub clients_ca_secret: Option<String>,
+}
+
+fn default_validity_days() -> i32 {
+    365
+}
+
+fn default_renewal_days() -> i32 {
+    30
+}
+
+impl Default for CertificatesSpec {
+    fn default() -> Self {
+        CertificatesSpec {
+            validity_days: default_validity_days(),
+            renewal_days: default_renewal_days(),
+            cluster_ca_secret: None,
+            clients_ca_secret: None,
+        }
+    }
+}
+
 /// Rack awareness settings.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -355,6 +417,10 @@ pub struct KafkaClusterStatus {
     /// Every client listener and where clients bootstrap from on it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub listeners: Vec<ListenerStatus>,
+    /// The certificate authorities of the TLS listeners: when each expires
+    /// and where a replacement is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificate_authorities: Vec<CertificateAuthorityStatus>,
     /// Brokers known to the controller.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub brokers: Vec<BrokerStatus>,
@@ -383,6 +449,25 @@ pub struct ListenerStatus {
     pub bootstrap: String,
     /// Kafka's security protocol on it (`SASL_SSL`, …).
     pub security_protocol: String,
+}
+
+/// A certificate authority (`status.certificateAuthorities[]`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateAuthorityStatus {
+    /// `cluster` (signs the brokers' certificate) or `clients` (signs
+    /// KafkaUsers' client certificates).
+    pub name: String,
+    /// The Secret holding it.
+    pub secret: String,
+    /// `Steady`; during a replacement `TrustingNew` (the new CA is trusted
+    /// next to the old one) then `ReplacingCertificates` (the new CA signs,
+    /// the old one is still trusted); `Brought` for a CA an administrator
+    /// brings.
+    pub phase: String,
+    /// When the signing CA certificate expires (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<String>,
 }
 
 /// One broker as the controller sees it.

@@ -72,3 +72,19 @@ fn cluster_storage_is_immutable_but_replicas_can_change() {
         "{err:?}"
     );
 }
+
+#[test]
+fn certificates_renew_before_they_expire() {
+    let old = KafkaCluster::new("demo", cluster_spec());
+    let mut ok = old.clone();
+    ok.spec.certificates.validity_days = 60;
+    ok.spec.certificates.renewal_days = 59;
+    assert!(validate_cel_update(&ok, &old).is_ok());
+    let mut late = old.clone();
+    late.spec.certificates.validity_days = 30;
+    let err = validate_cel_update(&late, &old).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("renewalDays must be less than validityDays"),
+        "{err:?}"
+    );
+}

@@ -77,7 +77,10 @@ class Env:
         replicas and Lease election."""
         r = subprocess.run([self.helm, *self._kube_args(), "install", "skein", str(ROOT / "charts/skein"),
                             "--namespace", OP_NS, "--create-namespace", "--wait=false",
-                            "--set", "leaderElection.leaseDurationSeconds=6", *extra],
+                            "--set", "leaderElection.leaseDurationSeconds=6",
+                            # CA replacement phases long enough for the pod runner's (and a
+                            # kubelet's fast path's) Secret refresh and the brokers' reload.
+                            "--set", "certificates.caPhaseSeconds=15", *extra],
                            capture_output=True, text=True, timeout=180)
         if r.returncode != 0:
             raise RuntimeError(f"helm install: {r.stderr}")
@@ -341,6 +344,18 @@ spec:
     clients: {clients}
 """)
     assert r.returncode != 0 and message in r.stderr, r.stderr
+
+
+def test_api_server_rejects_renewal_after_expiry(env):
+    r = env.k_run("apply", "--dry-run=server", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: bad-certificates
+  namespace: {NS}
+spec:
+  certificates: {{validityDays: 20, renewalDays: 30}}
+""")
+    assert r.returncode != 0 and "renewalDays must be less than validityDays" in r.stderr, r.stderr
 
 
 def test_kafkacluster_builds_objects_and_becomes_ready(env):
@@ -1113,4 +1128,202 @@ spec:
         env.k("-n", NS, "delete", "kafkauser", "bob", "carol", "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "topic", "edge-granted", "edge-forbidden", "--ignore-not-found",
               "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def tls_verifies(host: str, port: int, cafile: Path, cert: tuple[Path, Path] | None = None) -> bool | None:
+    """Whether a TLS handshake with host:port verifies the served certificate against `cafile`
+    (hostname checked) and, with `cert`, the server accepts that client certificate. None: the
+    connection failed otherwise (not listening yet)."""
+    import socket
+    import ssl
+    ctx = ssl.create_default_context(cafile=str(cafile))
+    if cert:
+        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    try:
+        with socket.create_connection((host, port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname=host) as s:
+                if cert:
+                    # TLS 1.3: the server's verdict on the client certificate comes after the
+                    # handshake; a Kafka ApiVersions request makes it answer or close.
+                    s.sendall(bytes.fromhex("0000001200120000000000010008736b65696e2d6361"))
+                    return len(s.recv(4)) == 4
+                return True
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError, socket.timeout):
+        return False  # the server's certificate is not trusted, or ours is refused
+    except OSError:
+        return None
+
+
+def test_forced_ca_renewal_and_replacement_roll_certificates_under_an_acks_all_producer(env, tmp_path):
+    """spec.certificates and the force annotations. A renewal (skein.dev/force-renew-ca=cluster)
+    gives the cluster CA a new certificate with the same key: a client holding the old CA
+    certificate still verifies the brokers. A replacement of both CAs
+    (skein.dev/force-replace-ca=cluster,clients) goes through its phases in the status
+    (TrustingNew: clients get a two-certificate bundle; ReplacingCertificates: the brokers serve a
+    certificate of the new CA and the tls user gets a new client certificate; then the old CAs are
+    dropped): afterwards the old cluster CA verifies nothing the brokers serve and the user's old
+    certificate is refused while the new one is taken. All along an acks=all producer, which
+    connected before it all, delivers every record: zero failed deliveries."""
+    from confluent_kafka import Consumer, Producer
+
+    name = "roll"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 2
+  storage:
+    size: 1Gi
+  certificates:
+    validityDays: 90
+    renewalDays: 10
+  listeners:
+    clients:
+      - name: tls
+        port: 9093
+        type: internal
+        tls: true
+      - name: mtls
+        port: 9095
+        type: internal
+        tls: true
+        authentication:
+          type: tls
+  config:
+    min.insync.replicas: "2"
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: roll-t
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 2
+  replicationFactor: 2
+---
+apiVersion: skein.dev/v1alpha1
+kind: KafkaUser
+metadata:
+  name: dave
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  authentication:
+    type: tls
+""")
+    stop = threading.Event()
+    try:
+        def cas() -> dict:
+            st = env.get("-n", NS, "get", "kafkacluster", name).get("status", {})
+            return {c["name"]: c for c in st.get("certificateAuthorities", [])}
+        first = wait_until(lambda: (lambda c: c if len(c) == 2 else None)(cas()), 180,
+                           "status.certificateAuthorities")
+        assert {c["phase"] for c in first.values()} == {"Steady"}, first
+        ready(env, "topic", "roll-t", 120, "Topic roll-t Ready")
+        ready(env, "kafkauser", "dave", 120, "KafkaUser dave Ready")
+
+        def secret(n: str) -> dict[str, bytes]:
+            return {k: base64.b64decode(v) for k, v in env.get("-n", NS, "get", "secret", n)["data"].items()}
+
+        def save(n: str, data: bytes) -> Path:
+            (tmp_path / n).write_bytes(data)
+            return tmp_path / n
+
+        ca0 = save("ca0.crt", secret(f"{name}-cluster-ca-cert")["ca.crt"])
+        key0 = secret(f"{name}-cluster-ca")["ca.key"]
+        dave0 = secret("dave")
+        dave0_cert = (save("dave0.crt", dave0["user.crt"]), save("dave0.key", dave0["user.key"]))
+        host = f"{name}-0.{name}-brokers.{NS}.svc"
+        wait_until(lambda: tls_verifies(host, 9093, ca0), 90, "the brokers serving TLS")
+        assert tls_verifies(host, 9095, ca0, dave0_cert), "dave's first certificate is taken"
+
+        # The producer: connected before everything, keeps the first CA certificate it was given.
+        sent = {"ok": 0, "failed": []}
+        prod = Producer({"bootstrap.servers": f"{host}:9093", "security.protocol": "SSL",
+                         "ssl.ca.location": str(ca0), "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "log_level": 2})
+
+        def report(err, _msg):
+            if err:
+                sent["failed"].append(err.name())
+            else:
+                sent["ok"] += 1
+
+        def produce():
+            i = 0
+            while not stop.is_set():
+                prod.produce("roll-t", f"r{i}".encode(), on_delivery=report)
+                prod.poll(0.02)
+                i += 1
+            prod.flush(60)
+            sent["produced"] = i
+
+        t = threading.Thread(target=produce, daemon=True)
+        t.start()
+        wait_until(lambda: sent["ok"] > 20, 60, "the producer delivering")
+
+        # Renewal: new certificate, same key; the old certificate still verifies the brokers.
+        env.k("-n", NS, "annotate", "kafkacluster", name, "skein.dev/force-renew-ca=cluster")
+        wait_until(lambda: "skein.dev/force-renew-ca" not in env.get("-n", NS, "get", "kafkacluster", name)
+                   ["metadata"].get("annotations", {}), 60, "the renewal done (annotation removed)")
+        ca1 = save("ca1.crt", secret(f"{name}-cluster-ca-cert")["ca.crt"])
+        assert ca1.read_bytes() != ca0.read_bytes() and secret(f"{name}-cluster-ca")["ca.key"] == key0
+        assert cas()["cluster"]["notAfter"] != first["cluster"]["notAfter"], cas()
+        time.sleep(10)  # the renewed broker certificate reaches the brokers
+        assert tls_verifies(host, 9093, ca0) and tls_verifies(host, 9093, ca1)
+
+        # Replacement of both CAs, in phases.
+        env.k("-n", NS, "annotate", "kafkacluster", name, "skein.dev/force-replace-ca=cluster,clients")
+        trusting = wait_until(lambda: (lambda c: c if c["cluster"]["phase"] == "TrustingNew" else None)(cas()),
+                              60, "the TrustingNew phase")
+        assert trusting["clients"]["phase"] == "TrustingNew", trusting
+        bundle = secret(f"{name}-cluster-ca-cert")["ca.crt"]
+        assert bundle.count(b"BEGIN CERTIFICATE") == 2, "clients get both CAs while the new one comes in"
+        phases = set()
+
+        def steady():
+            c = cas()
+            phases.update(v["phase"] for v in c.values())
+            return c if {v["phase"] for v in c.values()} == {"Steady"} else None
+        wait_until(steady, 180, "both CAs replaced and steady again")
+        assert "ReplacingCertificates" in phases, phases
+        assert "skein.dev/force-replace-ca" not in env.get("-n", NS, "get", "kafkacluster", name)[
+            "metadata"].get("annotations", {})
+        assert secret(f"{name}-cluster-ca")["ca.key"] != key0
+        assert sorted(secret(f"{name}-cluster-ca")) == ["ca.crt", "ca.key"]
+        ca2 = save("ca2.crt", secret(f"{name}-cluster-ca-cert")["ca.crt"])
+        assert ca2.read_bytes().count(b"BEGIN CERTIFICATE") == 1
+        dave2 = secret("dave")
+        assert dave2["user.crt"] != dave0["user.crt"]
+        dave2_cert = (save("dave2.crt", dave2["user.crt"]), save("dave2.key", dave2["user.key"]))
+        # Once the brokers reloaded: only the new CA verifies them, only dave's new certificate is taken.
+        wait_until(lambda: tls_verifies(host, 9093, ca2) and tls_verifies(host, 9093, ca0) is False,
+                   60, "the brokers serving the new CA's certificate only")
+        wait_until(lambda: tls_verifies(host, 9095, ca2, dave2_cert)
+                   and tls_verifies(host, 9095, ca2, dave0_cert) is False,
+                   60, "the brokers taking only dave's new certificate")
+
+        before = sent["ok"]
+        wait_until(lambda: sent["ok"] > before + 20, 60, "the producer still delivering after the rollover")
+        stop.set()
+        t.join(90)
+        assert not t.is_alive(), "the producer's flush did not end"
+        assert sent["failed"] == [], sent["failed"][:5]
+        assert sent["ok"] == sent["produced"], sent
+        cons = Consumer({"bootstrap.servers": f"{host}:9093", "security.protocol": "SSL",
+                         "ssl.ca.location": str(ca2), "group.id": "roll-check",
+                         "auto.offset.reset": "earliest", "log_level": 2})
+        cons.subscribe(["roll-t"])
+        got = poll_values(cons, sent["ok"], 90)
+        assert len(got) >= sent["ok"], f"read {len(got)} of {sent['ok']} acknowledged records"
+    finally:
+        stop.set()
+        env.k("-n", NS, "delete", "kafkauser", "dave", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "topic", "roll-t", "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)

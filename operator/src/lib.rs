@@ -10,6 +10,7 @@
 //!   control plane.
 
 pub mod build;
+pub mod ca;
 pub mod cluster_controllers;
 pub mod context;
 pub mod control_tls;

@@ -14,25 +14,30 @@
 //!   broker pods; the brokers reload it when it changes.
 //!
 //! The CAs are made once and read back after that (also by the next operator
-//! after a failover). The brokers' certificate is issued again from the same
-//! CA when it lacks a name it must hold (a broker pod lands on another
-//! node): the subject alternative names it was issued for are recorded in an
-//! annotation on its Secret.
+//! after a failover), renewed and replaced as [`crate::ca`] describes, or
+//! brought by the administrator (`spec.certificates.clusterCaSecret`,
+//! `clientsCaSecret`: read, never written). What trusts a CA gets its
+//! bundle (two certificates during a replacement). The brokers'
+//! certificate is issued again when it lacks a name it must hold (a broker
+//! pod lands on another node: the subject alternative names it was issued
+//! for are recorded in an annotation on its Secret), when the CAs' bundles
+//! change, or when it is due for renewal.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::ByteString;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, Client};
-use skein_crds::KafkaCluster;
+use kube::{Api, Client, ResourceExt};
+use skein_crds::{AuthenticationType, CertificateAuthorityStatus, KafkaCluster};
 
 use crate::build::listeners::{CA_KEY, CLIENTS_CA_KEY, KEYSTORE_KEY};
 use crate::build::{owned_meta, ClusterNames, FIELD_MANAGER};
+use crate::ca::{self, Ca, CaState, Policy, Request};
 use crate::error::{Error, Result};
-use crate::local_tls::{ca_issuer, leaf, new_ca};
+use crate::local_tls::{ca_issuer, leaf_valid};
 
-const CA_PRIVATE_KEY: &str = "ca.key";
 /// Annotation on the brokers' Secret: the names its certificate holds.
 const SANS_ANNOTATION: &str = "skein.dev/subject-alternative-names";
 
@@ -40,9 +45,9 @@ fn err(what: impl std::fmt::Display) -> Error {
     Error::Certificates(what.to_string())
 }
 
-async fn read(secrets: &Api<Secret>, name: String) -> Result<Option<Secret>> {
+async fn read(secrets: &Api<Secret>, name: &str) -> Result<Option<Secret>> {
     secrets
-        .get_opt(&name)
+        .get_opt(name)
         .await
         .map_err(|e| err(format!("reading Secret {name}: {e}")))
 }
@@ -58,6 +63,20 @@ fn cluster_ca_name(names: &ClusterNames) -> String {
 
 fn clients_ca_name(names: &ClusterNames) -> String {
     format!("skein clients CA {}/{}", names.namespace, names.cluster)
+}
+
+/// How `kc`'s certificates are issued, at `now`, with phases of `phase`.
+pub fn policy(kc: &KafkaCluster, phase: Duration) -> Policy {
+    let c = &kc.spec.certificates;
+    Policy {
+        validity_days: c.validity_days.into(),
+        renewal_days: c.renewal_days.into(),
+        phase,
+        now: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or_default(),
+    }
 }
 
 /// The names the brokers' certificate must hold: every pod's DNS name (by
@@ -81,30 +100,6 @@ pub fn subject_alt_names(names: &ClusterNames, node_addresses: &[String]) -> Vec
     sans
 }
 
-/// A CA's certificate and key, as PEM.
-#[derive(Clone, Debug, PartialEq)]
-struct Ca {
-    cert: String,
-    key: String,
-}
-
-impl Ca {
-    fn new(cn: &str) -> Result<Self> {
-        let ca = new_ca(cn).map_err(err)?;
-        Ok(Ca {
-            cert: ca.pem(),
-            key: ca.key().serialize_pem(),
-        })
-    }
-
-    fn read(secret: &Secret) -> Option<Self> {
-        Some(Ca {
-            cert: text(secret, CA_KEY)?,
-            key: text(secret, CA_PRIVATE_KEY)?,
-        })
-    }
-}
-
 fn secret(
     kc: &KafkaCluster,
     names: &ClusterNames,
@@ -126,24 +121,32 @@ fn secret(
     }
 }
 
-/// The brokers' Secret for `sans`, signed by `cluster_ca`.
+/// The brokers' Secret for `sans`, signed by the cluster CA, trusting the
+/// clients CA's bundle.
 fn brokers_secret(
     kc: &KafkaCluster,
     names: &ClusterNames,
-    cluster_ca: &Ca,
-    clients_ca: &Ca,
+    cluster_ca: &CaState,
+    clients_ca: &CaState,
     sans: &[String],
+    policy: &Policy,
 ) -> Result<Secret> {
-    let issuer = ca_issuer(&cluster_ca_name(names), &cluster_ca.key).map_err(err)?;
-    let (cert, key) = leaf("skein-broker", sans.to_vec(), &issuer).map_err(err)?;
+    let issuer = ca_issuer(&cluster_ca.signer.cert, &cluster_ca.signer.key).map_err(err)?;
+    let (cert, key) = leaf_valid(
+        "skein-broker",
+        sans.to_vec(),
+        &issuer,
+        Some(policy.validity()),
+    )
+    .map_err(err)?;
     Ok(secret(
         kc,
         names,
         names.listener_tls_secret(),
         &[
             (KEYSTORE_KEY, &format!("{key}{cert}")),
-            (CA_KEY, &cluster_ca.cert),
-            (CLIENTS_CA_KEY, &clients_ca.cert),
+            (CA_KEY, &cluster_ca.bundle()),
+            (CLIENTS_CA_KEY, &clients_ca.bundle()),
         ],
         Some(BTreeMap::from([(
             SANS_ANNOTATION.to_string(),
@@ -153,14 +156,16 @@ fn brokers_secret(
 }
 
 /// Whether `current` (the brokers' Secret as it is) still fits: issued by
-/// these CAs for at least `sans`. A name it holds beyond them (a node no
-/// broker runs on for the moment, e.g. while a pod is being recreated) is
-/// no reason to issue it again: the brokers would reload for nothing.
+/// these CAs for at least `sans`, not due for renewal. A name it holds
+/// beyond them (a node no broker runs on for the moment, e.g. while a pod
+/// is being recreated) is no reason to issue it again: the brokers would
+/// reload for nothing.
 fn brokers_secret_fits(
     current: &Secret,
-    cluster_ca: &Ca,
-    clients_ca: &Ca,
+    cluster_ca: &CaState,
+    clients_ca: &CaState,
     sans: &[String],
+    policy: &Policy,
 ) -> bool {
     let issued_for: Vec<&str> = current
         .metadata
@@ -170,21 +175,98 @@ fn brokers_secret_fits(
         .map(|s| s.split(',').collect())
         .unwrap_or_default();
     sans.iter().all(|n| issued_for.contains(&n.as_str()))
-        && text(current, CA_KEY).as_ref() == Some(&cluster_ca.cert)
-        && text(current, CLIENTS_CA_KEY).as_ref() == Some(&clients_ca.cert)
-        && text(current, KEYSTORE_KEY).is_some()
+        && text(current, CA_KEY) == Some(cluster_ca.bundle())
+        && text(current, CLIENTS_CA_KEY) == Some(clients_ca.bundle())
+        && text(current, KEYSTORE_KEY).is_some_and(|k| !policy.due(&k))
 }
 
-/// Makes or keeps the listener certificates of `kc` (nothing when no
-/// client listener serves TLS). `node_addresses`: where the brokers run.
-pub async fn ensure(client: &Client, kc: &KafkaCluster, node_addresses: &[String]) -> Result<()> {
+/// One of the cluster's two CAs.
+struct CaSlot<'a> {
+    /// `cluster` or `clients` (as the force annotations name it).
+    which: &'static str,
+    cn: String,
+    secret_name: String,
+    brought: Option<&'a String>,
+}
+
+fn slots<'a>(kc: &'a KafkaCluster, names: &ClusterNames) -> [CaSlot<'a>; 2] {
+    let c = &kc.spec.certificates;
+    [
+        CaSlot {
+            which: "cluster",
+            cn: cluster_ca_name(names),
+            secret_name: names.cluster_ca_secret(),
+            brought: c.cluster_ca_secret.as_ref(),
+        },
+        CaSlot {
+            which: "clients",
+            cn: clients_ca_name(names),
+            secret_name: names.clients_ca_secret(),
+            brought: c.clients_ca_secret.as_ref(),
+        },
+    ]
+}
+
+/// A CA an administrator brings, read from its Secret.
+async fn brought_ca(secrets: &Api<Secret>, name: &str) -> Result<CaState> {
+    read(secrets, name)
+        .await?
+        .as_ref()
+        .and_then(Ca::brought)
+        .map(CaState::brought)
+        .ok_or_else(|| {
+            err(format!(
+                "Secret {name} (spec.certificates) is missing or holds no ca.crt and ca.key (or tls.crt and tls.key)"
+            ))
+        })
+}
+
+/// What [`ensure`] found and leaves to do.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// When to look again (a CA phase ends).
+    pub requeue: Option<Duration>,
+    /// For `status.certificateAuthorities`.
+    pub statuses: Vec<CertificateAuthorityStatus>,
+}
+
+fn ca_status(
+    which: &str,
+    secret: &str,
+    state: &CaState,
+    brought: bool,
+) -> CertificateAuthorityStatus {
+    CertificateAuthorityStatus {
+        name: which.to_string(),
+        secret: secret.to_string(),
+        phase: match (brought, state.phase()) {
+            (true, _) => "Brought",
+            (false, ca::Phase::Steady) => "Steady",
+            (false, ca::Phase::Trust) => "TrustingNew",
+            (false, ca::Phase::Replace) => "ReplacingCertificates",
+        }
+        .to_string(),
+        not_after: ca::not_after(&state.signer.cert)
+            .and_then(|t| k8s_openapi::jiff::Timestamp::from_second(t).ok())
+            .map(|t| t.to_string()),
+    }
+}
+
+/// Makes, renews or rolls over the listener certificates of `kc` (nothing
+/// when no client listener serves TLS). `node_addresses`: where the
+/// brokers run; `phase`: the shortest phase of a CA replacement.
+pub async fn ensure(
+    client: &Client,
+    kc: &KafkaCluster,
+    node_addresses: &[String],
+    phase: Duration,
+) -> Result<Outcome> {
     if !crate::build::listeners::any_tls(kc) {
-        return Ok(());
+        return Ok(Outcome::default());
     }
     let names = ClusterNames::of(kc);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &names.namespace);
     let pp = PatchParams::apply(FIELD_MANAGER).force();
-    let get = |name: String| read(&secrets, name);
     let write = |s: Secret| {
         let (secrets, pp) = (&secrets, &pp);
         async move {
@@ -195,55 +277,97 @@ pub async fn ensure(client: &Client, kc: &KafkaCluster, node_addresses: &[String
                 .map_err(|e| err(format!("writing Secret {name}: {e}")))
         }
     };
-
-    let mut made = Vec::new();
-    let mut ca_of = |existing: Option<Secret>, cn: String, secret_name: String| match existing
-        .as_ref()
-        .and_then(Ca::read)
-    {
-        Some(ca) => Ok::<_, Error>((ca, None)),
-        None => {
-            let ca = Ca::new(&cn)?;
-            made.push(secret_name.clone());
-            let s = secret(
+    let policy = policy(kc, phase);
+    let annotations = kc.annotations();
+    let mut outcome = Outcome::default();
+    let mut done: Vec<(&str, &str)> = Vec::new();
+    let mut cas = Vec::new();
+    for slot in slots(kc, &names) {
+        if let Some(name) = slot.brought {
+            let state = brought_ca(&secrets, name).await?;
+            outcome
+                .statuses
+                .push(ca_status(slot.which, name, &state, true));
+            cas.push(state);
+            continue;
+        }
+        let request = Request {
+            renew: ca::named_in(annotations.get(ca::FORCE_RENEW_ANNOTATION), slot.which),
+            replace: ca::named_in(annotations.get(ca::FORCE_REPLACE_ANNOTATION), slot.which),
+        };
+        let existing = read(&secrets, &slot.secret_name).await?;
+        let (mut state, made) = match existing.as_ref().and_then(CaState::read) {
+            Some(state) => (state, false),
+            None => (CaState::new(&slot.cn, &policy).map_err(err)?, true),
+        };
+        // The old clients CA is dropped only once every `tls` user holds a
+        // certificate of the new one.
+        if slot.which == "clients"
+            && state.phase() == ca::Phase::Replace
+            && state.phase_left(&policy).is_some_and(|d| d.is_zero())
+        {
+            let waiting = users_on_old_ca(client, kc, &state.signer.cert).await?;
+            if !waiting.is_empty() {
+                tracing::info!(cluster = %names.cluster, users = ?waiting,
+                    "keeping the old clients CA: these users' certificates are not reissued yet");
+                outcome.requeue = Some(Duration::from_secs(5));
+                outcome
+                    .statuses
+                    .push(ca_status(slot.which, &slot.secret_name, &state, false));
+                cas.push(state);
+                continue;
+            }
+        }
+        let (step, acted) = state.step(&slot.cn, request, &policy).map_err(err)?;
+        if made || step.is_some() {
+            let (data, annotations) = state.secret_parts();
+            let data: Vec<(&str, &str)> = data.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            write(secret(
                 kc,
                 &names,
-                secret_name,
-                &[(CA_KEY, &ca.cert), (CA_PRIVATE_KEY, &ca.key)],
-                None,
-            );
-            Ok((ca, Some(s)))
+                slot.secret_name.clone(),
+                &data,
+                Some(annotations),
+            ))
+            .await?;
+            tracing::info!(cluster = %names.cluster, namespace = %names.namespace,
+                ca = slot.which, step = ?step.filter(|_| !made).unwrap_or(ca::Step::Made),
+                "certificate authority written (Secret {})", slot.secret_name);
         }
-    };
-    let (cluster_ca, new_cluster_ca) = ca_of(
-        get(names.cluster_ca_secret()).await?,
-        cluster_ca_name(&names),
-        names.cluster_ca_secret(),
-    )?;
-    let (clients_ca, new_clients_ca) = ca_of(
-        get(names.clients_ca_secret()).await?,
-        clients_ca_name(&names),
-        names.clients_ca_secret(),
-    )?;
-    for s in [new_cluster_ca, new_clients_ca].into_iter().flatten() {
-        write(s).await?;
+        // A replacement also answers a renewal asked for with it.
+        if acted {
+            done.push((ca::FORCE_RENEW_ANNOTATION, slot.which));
+            if request.replace {
+                done.push((ca::FORCE_REPLACE_ANNOTATION, slot.which));
+            }
+        }
+        if let Some(left) = state.phase_left(&policy) {
+            let left = left + Duration::from_secs(1);
+            outcome.requeue = Some(outcome.requeue.map_or(left, |r| r.min(left)));
+        }
+        outcome
+            .statuses
+            .push(ca_status(slot.which, &slot.secret_name, &state, false));
+        cas.push(state);
+    }
+    let [cluster_ca, clients_ca] = <[CaState; 2]>::try_from(cas).expect("two CAs");
+    if !done.is_empty() {
+        clear_requests(client, kc, &done).await?;
     }
 
     // What clients need to trust the brokers: a Secret and a ConfigMap.
+    let bundle = cluster_ca.bundle();
     write(secret(
         kc,
         &names,
         names.cluster_ca_cert(),
-        &[(CA_KEY, &cluster_ca.cert)],
+        &[(CA_KEY, &bundle)],
         None,
     ))
     .await?;
     let cm = ConfigMap {
         metadata: owned_meta(kc, &names, names.cluster_ca_cert()),
-        data: Some(BTreeMap::from([(
-            CA_KEY.to_string(),
-            cluster_ca.cert.clone(),
-        )])),
+        data: Some(BTreeMap::from([(CA_KEY.to_string(), bundle)])),
         ..ConfigMap::default()
     };
     Api::<ConfigMap>::namespaced(client.clone(), &names.namespace)
@@ -257,16 +381,90 @@ pub async fn ensure(client: &Client, kc: &KafkaCluster, node_addresses: &[String
         })?;
 
     let sans = subject_alt_names(&names, node_addresses);
-    let current = get(names.listener_tls_secret()).await?;
+    let current = read(&secrets, &names.listener_tls_secret()).await?;
     if !current
         .as_ref()
-        .is_some_and(|c| brokers_secret_fits(c, &cluster_ca, &clients_ca, &sans))
+        .is_some_and(|c| brokers_secret_fits(c, &cluster_ca, &clients_ca, &sans, &policy))
     {
-        write(brokers_secret(kc, &names, &cluster_ca, &clients_ca, &sans)?).await?;
+        write(brokers_secret(
+            kc,
+            &names,
+            &cluster_ca,
+            &clients_ca,
+            &sans,
+            &policy,
+        )?)
+        .await?;
         tracing::info!(cluster = %names.cluster, namespace = %names.namespace,
-            made = ?made, names = %sans.join(","),
+            names = %sans.join(","),
             "listener certificate issued (Secret {})", names.listener_tls_secret());
     }
+    Ok(outcome)
+}
+
+/// The `tls` KafkaUsers of `kc` whose Secret holds no certificate of the
+/// clients CA `signer` yet.
+async fn users_on_old_ca(client: &Client, kc: &KafkaCluster, signer: &str) -> Result<Vec<String>> {
+    let ns = kc.namespace().unwrap_or_default();
+    let users = Api::<skein_crds::KafkaUser>::namespaced(client.clone(), &ns)
+        .list(&Default::default())
+        .await
+        .map_err(|e| err(format!("listing KafkaUsers: {e}")))?;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let print = fingerprint(signer);
+    let mut waiting = Vec::new();
+    for u in users.items.iter().filter(|u| {
+        u.spec.cluster_ref.name == kc.name_any()
+            && u.spec.authentication.as_ref().map(|a| a.type_) == Some(AuthenticationType::Tls)
+            && u.metadata.deletion_timestamp.is_none()
+    }) {
+        let s = read(&secrets, &u.name_any()).await?;
+        let on = s
+            .as_ref()
+            .and_then(|s| s.metadata.annotations.as_ref())
+            .and_then(|a| a.get(USER_CA_ANNOTATION));
+        if on != Some(&print) {
+            waiting.push(u.name_any());
+        }
+    }
+    Ok(waiting)
+}
+
+/// Takes the CAs in `done` (annotation, CA) off the force annotations of
+/// `kc`: the request was acted on.
+async fn clear_requests(client: &Client, kc: &KafkaCluster, done: &[(&str, &str)]) -> Result<()> {
+    let annotations = kc.annotations();
+    let mut patch = serde_json::Map::new();
+    for a in [ca::FORCE_RENEW_ANNOTATION, ca::FORCE_REPLACE_ANNOTATION] {
+        let Some(value) = annotations.get(a) else {
+            continue;
+        };
+        let left: Vec<&str> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty() && !done.contains(&(a, w)))
+            .collect();
+        if left.len() != value.split(',').filter(|w| !w.trim().is_empty()).count() {
+            let v = if left.is_empty() {
+                serde_json::Value::Null
+            } else {
+                left.join(",").into()
+            };
+            patch.insert(a.to_string(), v);
+        }
+    }
+    if patch.is_empty() {
+        return Ok(());
+    }
+    let api: Api<KafkaCluster> =
+        Api::namespaced(client.clone(), &kc.namespace().unwrap_or_default());
+    api.patch(
+        &kc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"annotations": patch}})),
+    )
+    .await
+    .map_err(|e| err(format!("clearing the force annotations: {e}")))?;
     Ok(())
 }
 
@@ -286,9 +484,9 @@ fn fingerprint(pem: &str) -> String {
 }
 
 /// A `tls` user's Secret data and annotations: the certificate already in
-/// `existing` while it still chains to the cluster's clients CA, else a new
-/// one for `CN=<user>`. `Ok(Err(reason))` when the cluster has no clients CA
-/// (none of its listeners serves TLS).
+/// `existing` while it was issued by the cluster's current clients CA and
+/// is not due for renewal, else a new one for `CN=<user>`. `Ok(Err(reason))`
+/// when the cluster has no clients CA (none of its listeners serves TLS).
 pub async fn user_certificate(
     client: &Client,
     names: &ClusterNames,
@@ -296,10 +494,24 @@ pub async fn user_certificate(
     existing: Option<&Secret>,
 ) -> Result<std::result::Result<(BTreeMap<String, String>, BTreeMap<String, String>), String>> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &names.namespace);
-    let clients_ca = read(&secrets, names.clients_ca_secret()).await?;
-    let cluster_ca = read(&secrets, names.cluster_ca_cert()).await?;
+    let kc = Api::<KafkaCluster>::namespaced(client.clone(), &names.namespace)
+        .get_opt(&names.cluster)
+        .await
+        .map_err(|e| err(format!("reading KafkaCluster {}: {e}", names.cluster)))?;
+    let Some(kc) = kc else {
+        return Ok(Err(format!("cluster {:?} does not exist", names.cluster)));
+    };
+    let clients_ca = match &kc.spec.certificates.clients_ca_secret {
+        Some(name) => Some(brought_ca(&secrets, name).await?.signer),
+        None => read(&secrets, &names.clients_ca_secret())
+            .await?
+            .as_ref()
+            .and_then(CaState::read)
+            .map(|s| s.signer),
+    };
+    let cluster_ca = read(&secrets, &names.cluster_ca_cert()).await?;
     let (Some(clients_ca), Some(cluster_ca)) = (
-        clients_ca.as_ref().and_then(Ca::read),
+        clients_ca,
         cluster_ca.as_ref().and_then(|s| text(s, CA_KEY)),
     ) else {
         return Ok(Err(format!(
@@ -308,6 +520,7 @@ pub async fn user_certificate(
             names.clients_ca_secret()
         )));
     };
+    let policy = policy(&kc, Duration::ZERO);
     let ca_print = fingerprint(&clients_ca.cert);
     let annotations = BTreeMap::from([(USER_CA_ANNOTATION.to_string(), ca_print.clone())]);
     if let Some(s) = existing {
@@ -320,11 +533,14 @@ pub async fn user_certificate(
         if let (true, Some(cert), Some(key)) =
             (same_ca, text(s, USER_CERT_KEY), text(s, USER_KEY_KEY))
         {
-            return Ok(Ok((user_data(&cert, &key, &cluster_ca), annotations)));
+            if !policy.due(&cert) {
+                return Ok(Ok((user_data(&cert, &key, &cluster_ca), annotations)));
+            }
         }
     }
-    let issuer = ca_issuer(&clients_ca_name(names), &clients_ca.key).map_err(err)?;
-    let (cert, key) = leaf(user, Vec::new(), &issuer).map_err(err)?;
+    let issuer = ca_issuer(&clients_ca.cert, &clients_ca.key).map_err(err)?;
+    let (cert, key) =
+        leaf_valid(user, Vec::new(), &issuer, Some(policy.validity())).map_err(err)?;
     Ok(Ok((user_data(&cert, &key, &cluster_ca), annotations)))
 }
 
@@ -355,18 +571,43 @@ mod tests {
     fn the_brokers_certificate_chains_to_the_stored_ca_and_follows_the_nodes() {
         let kc = cluster();
         let names = ClusterNames::of(&kc);
-        let cluster_ca = Ca::new(&cluster_ca_name(&names)).unwrap();
-        let clients_ca = Ca::new(&clients_ca_name(&names)).unwrap();
+        let p = policy(&kc, Duration::from_secs(60));
+        let cluster_ca = CaState::new(&cluster_ca_name(&names), &p).unwrap();
+        let clients_ca = CaState::new(&clients_ca_name(&names), &p).unwrap();
         let sans = subject_alt_names(&names, &["10.0.0.7".into()]);
-        let s = brokers_secret(&kc, &names, &cluster_ca, &clients_ca, &sans).unwrap();
-        assert!(brokers_secret_fits(&s, &cluster_ca, &clients_ca, &sans));
+        let s = brokers_secret(&kc, &names, &cluster_ca, &clients_ca, &sans, &p).unwrap();
+        assert!(brokers_secret_fits(&s, &cluster_ca, &clients_ca, &sans, &p));
         let moved = subject_alt_names(&names, &["10.0.0.7".into(), "10.0.0.8".into()]);
-        assert!(!brokers_secret_fits(&s, &cluster_ca, &clients_ca, &moved));
+        assert!(!brokers_secret_fits(
+            &s,
+            &cluster_ca,
+            &clients_ca,
+            &moved,
+            &p
+        ));
         // A node no broker runs on for now keeps its name in the certificate.
         let fewer = subject_alt_names(&names, &[]);
-        assert!(brokers_secret_fits(&s, &cluster_ca, &clients_ca, &fewer));
-        let other_ca = Ca::new(&cluster_ca_name(&names)).unwrap();
-        assert!(!brokers_secret_fits(&s, &other_ca, &clients_ca, &sans));
+        assert!(brokers_secret_fits(
+            &s,
+            &cluster_ca,
+            &clients_ca,
+            &fewer,
+            &p
+        ));
+        let other_ca = CaState::new(&cluster_ca_name(&names), &p).unwrap();
+        assert!(!brokers_secret_fits(&s, &other_ca, &clients_ca, &sans, &p));
+        // Due for renewal 30 days before it expires (365 days from now).
+        let later = Policy {
+            now: p.now + 340 * 86_400,
+            ..p
+        };
+        assert!(!brokers_secret_fits(
+            &s,
+            &cluster_ca,
+            &clients_ca,
+            &sans,
+            &later
+        ));
 
         // A TLS client that trusts only the cluster CA accepts the
         // certificate for a pod name, the bootstrap name and the node.
@@ -376,8 +617,105 @@ mod tests {
             "demo-bootstrap.ns.svc",
             "10.0.0.7",
         ] {
-            verify(&keystore, &cluster_ca.cert, host);
+            verify(&keystore, &cluster_ca.signer.cert, host);
         }
+    }
+
+    /// Through a replacement of the cluster CA, a client that trusts the
+    /// bundle it was given at each phase verifies the certificate the
+    /// brokers serve at the next one; and a renewed CA (same key) still
+    /// verifies what its earlier certificate signed and vice versa.
+    #[test]
+    fn clients_holding_each_phases_bundle_verify_the_next_phases_certificate() {
+        let kc = cluster();
+        let names = ClusterNames::of(&kc);
+        let mut p = policy(&kc, Duration::from_secs(60));
+        let cn = cluster_ca_name(&names);
+        let mut cluster_ca = CaState::new(&cn, &p).unwrap();
+        let clients_ca = CaState::new(&clients_ca_name(&names), &p).unwrap();
+        let sans = subject_alt_names(&names, &[]);
+        let host = "demo-1.demo-brokers.ns.svc";
+        let serve = |ca: &CaState, p: &Policy| {
+            let s = brokers_secret(&kc, &names, ca, &clients_ca, &sans, p).unwrap();
+            text(&s, KEYSTORE_KEY).unwrap()
+        };
+        let replace = Request {
+            renew: false,
+            replace: true,
+        };
+        let mut trusted = cluster_ca.bundle();
+        let mut served = serve(&cluster_ca, &p);
+        for (request, expect) in [
+            (replace, ca::Step::TrustingNext),
+            (Request::default(), ca::Step::Promoted),
+            (Request::default(), ca::Step::DroppedOld),
+        ] {
+            p.now += 60;
+            let (step, _) = cluster_ca.step(&cn, request, &p).unwrap();
+            assert_eq!(step, Some(expect));
+            // The clients of the last phase accept what is served now; the
+            // clients of this phase accept what was served before.
+            let now_served = serve(&cluster_ca, &p);
+            verify(&now_served, &trusted, host);
+            verify(&served, &cluster_ca.bundle(), host);
+            trusted = cluster_ca.bundle();
+            served = now_served;
+        }
+        let before = cluster_ca.signer.cert.clone();
+        let (step, _) = cluster_ca
+            .step(
+                &cn,
+                Request {
+                    renew: true,
+                    replace: false,
+                },
+                &p,
+            )
+            .unwrap();
+        assert_eq!(step, Some(ca::Step::Renewed));
+        assert_ne!(before, cluster_ca.signer.cert);
+        verify(&serve(&cluster_ca, &p), &before, host);
+        verify(&served, &cluster_ca.signer.cert, host);
+    }
+
+    /// A CA an administrator brings in cert-manager's layout (`tls.crt`,
+    /// `tls.key`), with a subject of its own: the brokers' certificate it
+    /// signs chains to it.
+    #[test]
+    fn a_brought_ca_in_cert_managers_layout_signs_the_brokers_certificate() {
+        let kc = cluster();
+        let names = ClusterNames::of(&kc);
+        let p = policy(&kc, Duration::from_secs(60));
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "Example Corp");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "corp issuing CA");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let s = secret(
+            &kc,
+            &names,
+            "corp-ca".into(),
+            &[("tls.crt", &cert.pem()), ("tls.key", &key.serialize_pem())],
+            None,
+        );
+        let brought = CaState::brought(Ca::brought(&s).unwrap());
+        let clients_ca = CaState::new(&clients_ca_name(&names), &p).unwrap();
+        let sans = subject_alt_names(&names, &[]);
+        let b = brokers_secret(&kc, &names, &brought, &clients_ca, &sans, &p).unwrap();
+        verify(
+            &text(&b, KEYSTORE_KEY).unwrap(),
+            &cert.pem(),
+            "demo-bootstrap.ns.svc",
+        );
+        assert_eq!(
+            ca_status("cluster", "corp-ca", &brought, true).phase,
+            "Brought"
+        );
     }
 
     /// Verifies `keystore`'s certificate for `host` against `ca` with

@@ -49,7 +49,45 @@ pub(crate) fn leaf(
     sans: Vec<String>,
     issuer: &Issuer<'_, KeyPair>,
 ) -> anyhow::Result<(String, String)> {
+    leaf_valid(cn, sans, issuer, None)
+}
+
+/// A certificate's validity: Unix seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+impl Validity {
+    fn apply(self, params: &mut CertificateParams) -> Result<(), rcgen::Error> {
+        let at =
+            |t: i64| time::OffsetDateTime::from_unix_timestamp(t).map_err(|_| rcgen::Error::Time);
+        params.not_before = at(self.not_before)?;
+        params.not_after = at(self.not_after)?;
+        // A random serial: a renewed CA keeps its key, and rcgen's default
+        // serial is derived from the key.
+        let mut serial = [0u8; 16];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut serial)
+            .map_err(|_| rcgen::Error::RingUnspecified)?;
+        serial[0] &= 0x7f;
+        params.serial_number = Some(serial.to_vec().into());
+        Ok(())
+    }
+}
+
+/// [`leaf`] valid for `validity` (rcgen's default, effectively forever,
+/// when `None`).
+pub(crate) fn leaf_valid(
+    cn: &str,
+    sans: Vec<String>,
+    issuer: &Issuer<'_, KeyPair>,
+    validity: Option<Validity>,
+) -> anyhow::Result<(String, String)> {
     let mut params = CertificateParams::new(sans)?;
+    if let Some(v) = validity {
+        v.apply(&mut params)?;
+    }
     params.distinguished_name.push(DnType::CommonName, cn);
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![
@@ -78,11 +116,33 @@ pub(crate) fn new_ca(cn: &str) -> Result<CertifiedIssuer<'static, KeyPair>, rcge
     CertifiedIssuer::self_signed(ca_params(cn)?, KeyPair::generate()?)
 }
 
-/// The issuer of a CA made by [`new_ca`] with name `cn`, from its private
-/// key (PEM): what it signs chains to the CA's certificate (same subject,
-/// same key, so the same key identifier).
-pub(crate) fn ca_issuer(cn: &str, key_pem: &str) -> Result<Issuer<'static, KeyPair>, rcgen::Error> {
-    Ok(Issuer::new(ca_params(cn)?, KeyPair::from_pem(key_pem)?))
+/// A self-signed certificate authority named `cn` with `key` (PEM; a new
+/// key when `None`), valid for `validity`: its certificate and key as PEM.
+/// The same name and key give a renewed certificate of the same CA: what
+/// it signed before and after chains to either.
+pub(crate) fn ca_valid(
+    cn: &str,
+    key: Option<&str>,
+    validity: Validity,
+) -> Result<(String, String), rcgen::Error> {
+    let mut params = ca_params(cn)?;
+    validity.apply(&mut params)?;
+    let key = match key {
+        Some(pem) => KeyPair::from_pem(pem)?,
+        None => KeyPair::generate()?,
+    };
+    let ca = CertifiedIssuer::self_signed(params, key)?;
+    Ok((ca.pem(), ca.key().serialize_pem()))
+}
+
+/// The issuer of a CA from its certificate and private key (PEM; any CA,
+/// also one an administrator brings): what it signs chains to the
+/// certificate (same subject, same key identifier).
+pub(crate) fn ca_issuer(
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<Issuer<'static, KeyPair>, rcgen::Error> {
+    Issuer::from_ca_cert_pem(cert_pem, KeyPair::from_pem(key_pem)?)
 }
 
 /// Makes the CA and certificates for `brokers` (id, host) under `dir`.

@@ -114,6 +114,11 @@ struct KubernetesArgs {
     /// from their `networkPolicyPeers`.
     #[arg(long, env = "SKEIN_NETWORK_POLICIES", default_value_t = false)]
     network_policies: bool,
+    /// Shortest phase of a certificate authority's replacement, in seconds:
+    /// the time for kubelets to update mounted Secrets, brokers to reload
+    /// them and clients to take the new CA bundle.
+    #[arg(long, env = "SKEIN_CA_PHASE_SECONDS", default_value_t = 300)]
+    ca_phase_seconds: u64,
     /// Labels of the operator's pods (`k=v,k=v`), the peers of the brokers'
     /// control port under a NetworkPolicy.
     #[arg(
@@ -187,6 +192,7 @@ fn main() -> ExitCode {
                 build.default_broker_image = image;
             }
             build.network_policies = args.network_policies;
+            build.ca_phase = std::time::Duration::from_secs(args.ca_phase_seconds);
             build.operator_namespace = args.lease_namespace.clone();
             let labels: Option<std::collections::BTreeMap<String, String>> = args
                 .operator_pod_labels

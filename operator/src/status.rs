@@ -28,6 +28,9 @@ pub struct ClusterStatusPatch {
     /// Every listener and its bootstrap address (set by the reconciler).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub listeners: Vec<skein_crds::ListenerStatus>,
+    /// The TLS listeners' CAs (set by the reconciler).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub certificate_authorities: Vec<skein_crds::CertificateAuthorityStatus>,
     /// From the cluster's controller, when one runs (kubernetes platform).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brokers: Option<Vec<skein_crds::BrokerStatus>>,
@@ -214,6 +217,7 @@ pub fn cluster_applied(
         selector: selector_string(&names),
         bootstrap: names.bootstrap_address(kc.spec.listeners.kafka_port),
         listeners: Vec::new(),
+        certificate_authorities: Vec::new(),
         brokers: None,
         under_replicated_partitions: None,
         offline_partitions: None,
@@ -257,6 +261,7 @@ pub fn cluster_invalid(kc: &KafkaCluster, invalid: &InvalidSpec, now: Time) -> C
         selector: selector_string(&names),
         bootstrap: names.bootstrap_address(kc.spec.listeners.kafka_port),
         listeners: Vec::new(),
+        certificate_authorities: Vec::new(),
         brokers: None,
         under_replicated_partitions: None,
         offline_partitions: None,

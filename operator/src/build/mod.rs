@@ -49,6 +49,8 @@ pub struct BuildOptions {
     /// the brokers' control port under a NetworkPolicy.
     pub operator_namespace: String,
     pub operator_pod_labels: BTreeMap<String, String>,
+    /// Shortest phase of a CA replacement ([`crate::ca`]).
+    pub ca_phase: std::time::Duration,
 }
 
 impl Default for BuildOptions {
@@ -64,6 +66,7 @@ impl Default for BuildOptions {
                 labels::NAME.to_string(),
                 labels::OPERATOR.to_string(),
             )]),
+            ca_phase: std::time::Duration::from_secs(300),
         }
     }
 }

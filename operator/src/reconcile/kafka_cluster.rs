@@ -96,7 +96,8 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     // certificates, and the nodeport Services whose ports the brokers
     // advertise (so they come before the ConfigMap).
     let node_addresses = broker_node_addresses(ctx, kc, &ns, &names).await?;
-    crate::listener_tls::ensure(&ctx.client, kc, &node_addresses).await?;
+    let certificates =
+        crate::listener_tls::ensure(&ctx.client, kc, &node_addresses, ctx.options.ca_phase).await?;
     let listener_services = apply_listener_services(ctx, kc, &ns, &names).await?;
     let mut objects = cluster_objects(kc, &ctx.options, &listener_services);
     if let Some(rt) = &controller {
@@ -170,6 +171,9 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     }
     new_status.listeners =
         crate::build::listeners::statuses(kc, &names, &listener_services, &node_addresses);
+    // A CA's phase in the status also wakes the KafkaUsers of the cluster
+    // (they watch it): a new clients CA gives them new certificates.
+    new_status.certificate_authorities = certificates.statuses.clone();
     if let Some(p) = &progress {
         status::set_progress(&mut new_status, kc, p.reason, &p.message, now.clone());
     }
@@ -239,13 +243,17 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         publish(ctx, kc, EventType::Normal, "Applied", "Reconcile", note).await;
     }
     tracing::debug!(statefulset = %names.statefulset(), all_ready, "reconciled");
-    Ok(Action::requeue(if progress.is_some() {
+    let requeue = if progress.is_some() {
         REQUEUE_PROGRESS
     } else if all_ready {
         REQUEUE_READY
     } else {
         REQUEUE_NOT_READY
-    }))
+    };
+    // A CA replacement moves on when its phase ends.
+    Ok(Action::requeue(
+        certificates.requeue.map_or(requeue, |r| r.min(requeue)),
+    ))
 }
 
 /// The addresses of the nodes the cluster's broker pods run on
