@@ -180,6 +180,8 @@ pub struct ListenersSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.authentication) || self.authentication.type != 'tls' || self.tls").message("authentication type tls (client certificates) needs tls: true"))]
+#[x_kube(validation = Rule::new("self.type != 'ingress' || (has(self.ingress) && self.tls)").message("an ingress listener needs tls: true and ingress hosts (TLS passthrough routes by SNI)"))]
+#[x_kube(validation = Rule::new("!has(self.ingress) || self.type == 'ingress'").message("ingress settings are for type ingress only"))]
 pub struct ClientListener {
     /// The listener's name (Kafka's listener name is its upper-case form),
     /// e.g. `external`; also the name of its container and Service port.
@@ -200,6 +202,13 @@ pub struct ClientListener {
     /// How clients authenticate; none when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<ListenerAuthentication>,
+    /// Annotations of the listener's Services (`loadbalancer`: the cloud's
+    /// load balancer settings) or Ingresses (`ingress`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Hosts of an `ingress` listener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<IngressListener>,
     /// Who may connect, when the operator makes NetworkPolicies (the Helm
     /// chart's `networkPolicy.enabled`): pods, namespaces or IP blocks as in
     /// a NetworkPolicy's `from`. Anyone when empty.
@@ -217,6 +226,57 @@ pub enum ListenerType {
     /// From outside: a NodePort Service per broker and a bootstrap one;
     /// each broker advertises its node's address and its node port.
     Nodeport,
+    /// From outside: a LoadBalancer Service per broker and a bootstrap
+    /// one; each broker advertises its load balancer's address (once the
+    /// cloud assigned it; its pod DNS name until then) and the port.
+    Loadbalancer,
+    /// From outside through an ingress controller with TLS passthrough
+    /// (ingress-nginx `--enable-ssl-passthrough`): an Ingress per broker
+    /// host and one for the bootstrap host, routed by SNI to a Service per
+    /// broker; each broker advertises its host on port 443.
+    Ingress,
+}
+
+impl ListenerType {
+    /// The name in the spec and the status (`nodeport`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListenerType::Internal => "internal",
+            ListenerType::Nodeport => "nodeport",
+            ListenerType::Loadbalancer => "loadbalancer",
+            ListenerType::Ingress => "ingress",
+        }
+    }
+
+    /// Whether clients outside the Kubernetes cluster use it (a Service
+    /// per broker).
+    pub fn external(self) -> bool {
+        self != ListenerType::Internal
+    }
+}
+
+/// The hosts of an `ingress` listener (`spec.listeners.clients[].ingress`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressListener {
+    /// The IngressClass (`nginx`); the cluster's default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_name: Option<String>,
+    /// Where clients bootstrap: `kafka.example.com`.
+    #[schemars(length(min = 1, max = 253))]
+    pub bootstrap_host: String,
+    /// Each broker's host, `{id}` standing for its id:
+    /// `broker-{id}.kafka.example.com`.
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.contains('{id}')").message("brokerHostTemplate must contain {id}"))]
+    pub broker_host_template: String,
+}
+
+impl IngressListener {
+    /// Broker `id`'s host.
+    pub fn broker_host(&self, id: i32) -> String {
+        self.broker_host_template.replace("{id}", &id.to_string())
+    }
 }
 
 /// Client authentication on a listener: the same kinds of credential a

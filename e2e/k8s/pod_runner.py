@@ -34,7 +34,14 @@ And it stands in for kube-proxy's NodePorts: every NodePort Service of the
 namespace is served on the node address (127.0.0.1, kwok's node IP) at its
 node port, each connection forwarded to a ready pod the Service selects, at
 the target port; so a client outside the pod network reaches brokers the way
-it would through a real node.
+it would through a real node. For a cloud's load balancers: every
+LoadBalancer Service gets an address of its own (127.0.1.N, written to its
+status as a cloud controller does) served at the Service's port. And for an
+ingress controller with TLS passthrough (ingress-nginx
+`--enable-ssl-passthrough`): 127.0.0.1:443 reads the server name (SNI) of each
+TLS ClientHello and forwards the connection, untouched, to the Service the
+Ingress of that host names; the hosts file maps every Ingress host to
+127.0.0.1, as DNS would point it at the controller.
 """
 
 from __future__ import annotations
@@ -71,6 +78,8 @@ class PodRunner:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.started: list[tuple[str, str]] = []  # (pod, uid) in start order
         self.node_ports = NodePorts()
+        self.lb_addresses: dict[str, str] = {}  # Service uid -> its load balancer's address
+        self.ingress_hosts: list[str] = []
         self._last_services = 0.0
         self._last_secrets = 0.0
 
@@ -161,19 +170,20 @@ class PodRunner:
     def _sync_node_ports(self):
         services = self._kubectl_json("-n", self.ns, "get", "services")["items"]
         pods = self._kubectl_json("-n", self.ns, "get", "pods")["items"]
-        want: dict[int, list[tuple[str, int]]] = {}
+        ingresses = self._kubectl_json("-n", self.ns, "get", "ingresses")["items"]
+        want: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        by_service: dict[tuple[str, int], list[tuple[str, int]]] = {}  # (name, port) -> targets
         for svc in services:
             spec = svc.get("spec", {})
-            if spec.get("type") != "NodePort" or not spec.get("selector"):
+            if not spec.get("selector"):
                 continue
             sel = spec["selector"]
             backends = [p for p in pods if all(p["metadata"].get("labels", {}).get(k) == v for k, v in sel.items())
                         and p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
                         and any(c["type"] == "Ready" and c["status"] == "True"
                                 for c in p["status"].get("conditions", []))]
+            lb = self._load_balancer(svc) if spec.get("type") == "LoadBalancer" else None
             for port in spec.get("ports", []):
-                if not port.get("nodePort"):
-                    continue
                 targets = []
                 for p in backends:
                     target = port.get("targetPort", port["port"])
@@ -184,8 +194,36 @@ class PodRunner:
                             continue
                         target = named[0]
                     targets.append((p["status"]["podIP"], int(target)))
-                want[int(port["nodePort"])] = targets
-        self.node_ports.set(want)
+                by_service[(svc["metadata"]["name"], int(port["port"]))] = targets
+                if port.get("nodePort") and spec.get("type") in ("NodePort", "LoadBalancer"):
+                    want[(self.node_ports.host, int(port["nodePort"]))] = targets
+                if lb:
+                    want[(lb, int(port["port"]))] = targets
+        # The ingress controller: SNI host -> the backends of the Service its Ingress names.
+        routes: dict[str, list[tuple[str, int]]] = {}
+        for ing in ingresses:
+            for rule in ing.get("spec", {}).get("rules", []):
+                for path in rule.get("http", {}).get("paths", []):
+                    backend = path.get("backend", {}).get("service", {})
+                    key = (backend.get("name"), int(backend.get("port", {}).get("number", 0)))
+                    if rule.get("host"):
+                        routes[rule["host"]] = by_service.get(key, [])
+        self.ingress_hosts = sorted(routes)
+        self.node_ports.set(want, routes)
+
+    def _load_balancer(self, svc: dict) -> str:
+        """The Service's load balancer address, assigned once and written to its status."""
+        uid = svc["metadata"]["uid"]
+        if uid not in self.lb_addresses:
+            self.lb_addresses[uid] = f"127.0.1.{len(self.lb_addresses) + 1}"
+        addr = self.lb_addresses[uid]
+        have = [i.get("ip") for i in svc.get("status", {}).get("loadBalancer", {}).get("ingress", [])]
+        if have != [addr]:
+            patch = json.dumps({"status": {"loadBalancer": {"ingress": [{"ip": addr}]}}})
+            subprocess.run([*self.kubectl, "-n", self.ns, "patch", "service", svc["metadata"]["name"],
+                            "--subresource=status", "--type=merge", "-p", patch],
+                           capture_output=True, text=True, timeout=30)
+        return addr
 
     def _refresh_secrets(self):
         fetched: dict[str, dict] = {}  # one read per Secret per pass, however many pods mount it
@@ -214,6 +252,8 @@ class PodRunner:
                 continue
             name, ns, ip = p["metadata"]["name"], p["metadata"]["namespace"], p["status"]["podIP"]
             lines.append(f"{ip} {name}.{sub}.{ns}.svc {name}.{sub}.{ns}.svc.cluster.local")
+        if self.ingress_hosts:
+            lines.append(f"{self.node_ports.host} {' '.join(self.ingress_hosts)}")
         text = "\n".join(lines) + "\n"
         if self.hosts_file.read_text() != text:
             # In place: /etc/hosts is a bind mount of this file.
@@ -353,59 +393,102 @@ class PodRunner:
 
 
 class NodePorts:
-    """kube-proxy's NodePorts on the node address 127.0.0.1: a listener per node port, each
-    accepted connection piped to one of the Service's ready pods (round robin)."""
+    """kube-proxy's NodePorts on the node address 127.0.0.1 and the cloud's load balancers on
+    their addresses: a listener per (address, port), each accepted connection piped to one of the
+    Service's ready pods (round robin). With SNI routes, also the ingress controller on
+    127.0.0.1:443 (TLS passthrough)."""
+
+    INGRESS_PORT = 443
 
     def __init__(self, host: str = "127.0.0.1"):
         self.host = host
-        self.targets: dict[int, list[tuple[str, int]]] = {}
-        self.listeners: dict[int, socket.socket] = {}
+        self.targets: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        self.routes: dict[str, list[tuple[str, int]]] = {}
+        self.listeners: dict[tuple[str, int], socket.socket] = {}
         self.turn = 0
         self.lock = threading.Lock()
 
-    def set(self, want: dict[int, list[tuple[str, int]]]):
+    def set(self, want: dict[tuple[str, int], list[tuple[str, int]]],
+            routes: dict[str, list[tuple[str, int]]] | None = None):
         with self.lock:
-            self.targets = want
-            for port in list(self.listeners):
-                if port not in want:
-                    self.listeners.pop(port).close()
-            for port in want:
-                if port not in self.listeners:
+            self.targets = dict(want)
+            self.routes = routes or {}
+            keys = set(want)
+            if self.routes:
+                keys.add((self.host, self.INGRESS_PORT))
+            for key in list(self.listeners):
+                if key not in keys:
+                    self.listeners.pop(key).close()
+            for key in keys:
+                if key not in self.listeners:
                     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     try:
-                        s.bind((self.host, port))
+                        s.bind(key)
                     except OSError as e:
-                        print(f"pod runner: node port {port}: {e}", flush=True)
+                        print(f"pod runner: {key[0]}:{key[1]}: {e}", flush=True)
                         s.close()
                         continue
                     s.listen(64)
-                    self.listeners[port] = s
-                    threading.Thread(target=self._accept, args=(port, s), daemon=True).start()
+                    self.listeners[key] = s
+                    threading.Thread(target=self._accept, args=(key, s), daemon=True).start()
 
     def close(self):
         self.set({})
 
-    def _accept(self, port: int, s: socket.socket):
+    def _pick(self, targets: list[tuple[str, int]]) -> tuple[str, int] | None:
+        with self.lock:
+            self.turn += 1
+            return targets[self.turn % len(targets)] if targets else None
+
+    def _accept(self, key: tuple[str, int], s: socket.socket):
         while True:
             try:
                 conn, _ = s.accept()
             except OSError:
                 return
+            if key == (self.host, self.INGRESS_PORT) and key not in self.targets:
+                threading.Thread(target=self._route_by_sni, args=(conn,), daemon=True).start()
+                continue
             with self.lock:
-                targets = self.targets.get(port, [])
-                self.turn += 1
-                target = targets[self.turn % len(targets)] if targets else None
+                targets = self.targets.get(key, [])
+            target = self._pick(targets)
             if target is None:
                 conn.close()
                 continue
             threading.Thread(target=self._pipe, args=(conn, target), daemon=True).start()
 
+    def _route_by_sni(self, conn: socket.socket):
+        """Reads the ClientHello's server name and pipes the connection (the hello included) to
+        a backend of that host's Service; no route, no connection."""
+        conn.settimeout(10)
+        try:
+            hello = b""
+            while len(hello) < 5 or len(hello) < 5 + int.from_bytes(hello[3:5], "big"):
+                chunk = conn.recv(65536)
+                if not chunk:
+                    raise OSError("closed before the ClientHello")
+                hello += chunk
+            host = sni(hello)
+        except (OSError, ValueError, IndexError):
+            conn.close()
+            return
+        conn.settimeout(None)
+        with self.lock:
+            targets = self.routes.get(host or "", [])
+        target = self._pick(targets)
+        if target is None:
+            conn.close()
+            return
+        self._pipe(conn, target, hello)
+
     @staticmethod
-    def _pipe(conn: socket.socket, target: tuple[str, int]):
+    def _pipe(conn: socket.socket, target: tuple[str, int], first: bytes = b""):
         try:
             up = socket.create_connection(target, timeout=10)
             up.settimeout(None)
+            if first:
+                up.sendall(first)
         except OSError:
             conn.close()
             return
@@ -426,3 +509,22 @@ class NodePorts:
         copy(conn, up)
         conn.close()
         up.close()
+
+
+def sni(record: bytes) -> str | None:
+    """The server name of a TLS ClientHello (the first record), None without one."""
+    if record[0] != 22 or record[5] != 1:  # handshake record, ClientHello
+        raise ValueError("not a ClientHello")
+    i = 5 + 4 + 2 + 32  # record header, handshake header, version, random
+    i += 1 + record[i]  # session id
+    i += 2 + int.from_bytes(record[i:i + 2], "big")  # cipher suites
+    i += 1 + record[i]  # compression methods
+    end = i + 2 + int.from_bytes(record[i:i + 2], "big")
+    i += 2
+    while i + 4 <= end:
+        kind, size = int.from_bytes(record[i:i + 2], "big"), int.from_bytes(record[i + 2:i + 4], "big")
+        if kind == 0:  # server_name: list length, then (type 0, length, name)
+            n = int.from_bytes(record[i + 7:i + 9], "big")
+            return record[i + 9:i + 9 + n].decode("ascii")
+        i += 4 + size
+    return None

@@ -310,6 +310,7 @@ def test_helm_chart_installs_and_its_rbac_is_enough(env):
                       ("delete", "pods"), ("update", "configmaps"), ("create", "statefulsets.apps"),
                       ("create", "secrets"), ("patch", "kafkausers.skein.dev"),
                       ("patch", "networkpolicies.networking.k8s.io"),
+                      ("delete", "ingresses.networking.k8s.io"), ("patch", "kafkaclusters.skein.dev"),
                       ("patch", "kafkausers.skein.dev/status")]:
         assert env.k("auth", "can-i", verb, res, "-n", NS, "--as", who, check=False).strip() == "yes", (verb, res)
     assert env.k("auth", "can-i", "delete", "secrets", "-n", NS, "--as", who, check=False).strip() == "no"
@@ -331,7 +332,14 @@ def test_chart_examples_pass_the_api_servers_validation(env):
     ('[{name: metrics, port: 9093, type: internal}]', "reserved listener names"),
     ('[{name: a, port: 9093, type: internal, authentication: {type: tls}}]', "needs tls: true"),
     ('[{name: Bad_Name, port: 9093, type: internal}]', "should match"),
-    ('[{name: a, port: 9093, type: loadbalancer}]', "Unsupported value"),
+    ('[{name: a, port: 9093, type: loadbalance}]', "Unsupported value"),
+    ('[{name: a, port: 9093, type: ingress, tls: true}]', "needs tls: true and ingress hosts"),
+    ('[{name: a, port: 9093, type: ingress, ingress: {bootstrapHost: k.example.com, '
+     'brokerHostTemplate: "b-{id}.example.com"}}]', "needs tls: true and ingress hosts"),
+    ('[{name: a, port: 9093, type: nodeport, ingress: {bootstrapHost: k.example.com, '
+     'brokerHostTemplate: "b-{id}.example.com"}}]', "for type ingress only"),
+    ('[{name: a, port: 9093, type: ingress, tls: true, ingress: {bootstrapHost: k.example.com, '
+     'brokerHostTemplate: "b.example.com"}}]', "must contain {id}"),
 ])
 def test_api_server_rejects_invalid_listeners(env, clients, message):
     r = env.k_run("apply", "--dry-run=server", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
@@ -1326,4 +1334,117 @@ spec:
         stop.set()
         env.k("-n", NS, "delete", "kafkauser", "dave", "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "topic", "roll-t", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_loadbalancer_and_ingress_listeners_reach_the_brokers_from_outside(env, tmp_path):
+    """type loadbalancer: a LoadBalancer Service per broker and a bootstrap one; once the cloud
+    (here the pod runner, standing in for a cloud controller) gives them addresses, each broker
+    advertises its own, the certificate names them and status.listeners gives the bootstrap
+    address. type ingress: ClusterIP Services and an Ingress per host with TLS passthrough; each
+    broker advertises its host on 443, and a client reaches every broker through one address that
+    routes by SNI (the pod runner standing in for ingress-nginx with --enable-ssl-passthrough).
+    confluent-kafka, verifying host names against the cluster CA, produces and consumes through
+    both."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
+
+    name = "reach"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 2
+  storage:
+    size: 1Gi
+  listeners:
+    clients:
+      - name: lb
+        port: 9094
+        type: loadbalancer
+        tls: true
+        annotations:
+          service.beta.kubernetes.io/aws-load-balancer-type: nlb
+      - name: edge
+        port: 9095
+        type: ingress
+        tls: true
+        ingress:
+          className: nginx
+          bootstrapHost: kafka.reach.test
+          brokerHostTemplate: "broker-{{id}}.reach.test"
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: reach-t
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 2
+  replicationFactor: 2
+""")
+    try:
+        def listeners():
+            st = env.get("-n", NS, "get", "kafkacluster", name).get("status", {})
+            ls = {x["name"]: x for x in st.get("listeners", [])}
+            return ls if ls.get("lb", {}).get("bootstrap") else None
+        ls = wait_until(listeners, 180, "the load balancer's address in status.listeners")
+        assert ls["lb"]["type"] == "loadbalancer" and ls["lb"]["bootstrap"].startswith("127.0.1."), ls
+        assert ls["edge"] == {"name": "edge", "type": "ingress", "bootstrap": "kafka.reach.test:443",
+                              "securityProtocol": "SSL"}, ls
+        svcs = {s["metadata"]["name"]: s for s in env.get("-n", NS, "get", "services")["items"]}
+        assert svcs[f"{name}-lb-0"]["spec"]["type"] == "LoadBalancer"
+        assert svcs[f"{name}-lb-0"]["metadata"]["annotations"][
+            "service.beta.kubernetes.io/aws-load-balancer-type"] == "nlb"
+        assert svcs[f"{name}-edge-1"]["spec"]["type"] == "ClusterIP"
+        ings = {i["metadata"]["name"]: i for i in env.get("-n", NS, "get", "ingresses")["items"]}
+        assert sorted(i for i in ings if i.startswith(name)) == [f"{name}-edge-0", f"{name}-edge-1",
+                                                                  f"{name}-edge-bootstrap"]
+        ing = ings[f"{name}-edge-1"]
+        assert ing["metadata"]["annotations"]["nginx.ingress.kubernetes.io/ssl-passthrough"] == "true"
+        assert ing["spec"]["ingressClassName"] == "nginx"
+        assert ing["spec"]["rules"][0]["host"] == "broker-1.reach.test"
+        lb_addr = {i: svcs[f"{name}-lb-{i}"]["status"]["loadBalancer"]["ingress"][0]["ip"] for i in (0, 1)}
+        ready(env, "topic", "reach-t", 120, "Topic reach-t Ready")
+        ca = tmp_path / "ca.crt"
+        ca.write_bytes(base64.b64decode(env.get("-n", NS, "get", "secret", f"{name}-cluster-ca-cert")["data"]["ca.crt"]))
+
+        def conf(boot: str) -> dict:
+            return {"bootstrap.servers": boot, "security.protocol": "SSL", "ssl.ca.location": str(ca),
+                    "log_level": 2}
+
+        def advertised(boot: str) -> list | None:
+            try:
+                md = AdminClient(conf(boot)).list_topics(timeout=10)
+            except Exception:  # noqa: BLE001 - brokers rolling, certificate being reissued
+                return None
+            return sorted((b.id, b.host, b.port) for b in md.brokers.values())
+
+        # The brokers roll once to take their load balancer's address (the ConfigMap changed).
+        want_lb = [(0, lb_addr[0], 9094), (1, lb_addr[1], 9094)]
+        wait_until(lambda: advertised(ls["lb"]["bootstrap"]) == want_lb, 240,
+                   "each broker advertising its load balancer's address")
+        want_ing = [(0, "broker-0.reach.test", 443), (1, "broker-1.reach.test", 443)]
+        wait_until(lambda: advertised("kafka.reach.test:443") == want_ing, 60,
+                   "each broker advertising its ingress host")
+
+        for boot, tag in ((ls["lb"]["bootstrap"], "lb"), ("kafka.reach.test:443", "ingress")):
+            errors: list[str] = []
+            delivered = []
+            p = Producer({**conf(boot), "acks": "all", "message.timeout.ms": 30000})
+            for i in range(20):
+                p.produce("reach-t", f"{tag}-{i}".encode(), partition=i % 2,
+                          on_delivery=lambda err, m: errors.append(err.name()) if err else delivered.append(m))
+            p.flush(60)
+            assert errors == [] and len(delivered) == 20, (tag, errors, len(delivered))
+            cons = Consumer({**conf(boot), "group.id": f"reach-{tag}", "auto.offset.reset": "earliest"})
+            cons.subscribe(["reach-t"])
+            got = poll_values(cons, 40 if tag == "ingress" else 20, 60)
+            assert sum(v.startswith(tag.encode()) for v in got) == 20, (tag, got)
+    finally:
+        env.k("-n", NS, "delete", "topic", "reach-t", "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)

@@ -73,8 +73,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: ["networking.k8s.io"]
-  # networkPolicy.enabled: each cluster's brokers get a NetworkPolicy.
-  resources: ["networkpolicies"]
+  # networkPolicy.enabled: each cluster's brokers get a NetworkPolicy;
+  # ingress listeners get an Ingress per broker host.
+  resources: ["networkpolicies", "ingresses"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

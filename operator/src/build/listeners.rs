@@ -6,16 +6,30 @@
 //! `PLAINTEXT` listener, used for replication (`inter.broker.listener.name`)
 //! and by in-cluster clients that need no security.
 //!
-//! A `nodeport` listener gets a NodePort Service per broker
+//! An external listener gets a Service per broker
 //! (`<cluster>-<listener>-<id>`, selecting that broker's pod) and a bootstrap
-//! one (`<cluster>-<listener>-bootstrap`). The node ports Kubernetes hands
-//! out are written to the ConfigMap (key [`NODE_PORTS_KEY`], lines
-//! `<listener>.<id>=<port>`); each broker advertises its node's address
-//! (`status.hostIP`, from the downward API) with its own node port.
+//! one (`<cluster>-<listener>-bootstrap`):
+//!
+//! - `nodeport`: NodePort Services. The node ports Kubernetes hands out are
+//!   written to the ConfigMap (key [`NODE_PORTS_KEY`], lines
+//!   `<listener>.<id>=<port>`); each broker advertises its node's address
+//!   (`status.hostIP`, from the downward API) with its own node port.
+//! - `loadbalancer`: LoadBalancer Services. The addresses the cloud assigns
+//!   are written to the ConfigMap (key [`ADVERTISED_HOSTS_KEY`], lines
+//!   `<listener>.<id>=<host>`); each broker advertises its own with the
+//!   listener's port (its pod DNS name until one is assigned: the ConfigMap
+//!   then changes and the brokers roll once to take it).
+//! - `ingress`: ClusterIP Services and an Ingress per host (TLS
+//!   passthrough: the controller routes by SNI); each broker advertises its
+//!   host on port 443.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ContainerPort, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::networking::v1::{
+    HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
+    IngressServiceBackend, IngressSpec, ServiceBackendPort,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use skein_crds::{AuthenticationType, ClientListener, KafkaCluster, ListenerType};
 
@@ -30,6 +44,12 @@ pub const CA_KEY: &str = "ca.crt";
 pub const CLIENTS_CA_KEY: &str = "clients-ca.crt";
 /// ConfigMap key of the node ports of `nodeport` listeners.
 pub const NODE_PORTS_KEY: &str = "node-ports";
+/// ConfigMap key of the load balancers' addresses of `loadbalancer` listeners.
+pub const ADVERTISED_HOSTS_KEY: &str = "advertised-hosts";
+/// The port an ingress controller serves TLS on.
+const INGRESS_PORT: i32 = 443;
+/// ingress-nginx's annotation for TLS passthrough (routing by SNI).
+const SSL_PASSTHROUGH: &str = "nginx.ingress.kubernetes.io/ssl-passthrough";
 /// Label on a listener's Services (the listener's name).
 pub const LISTENER_LABEL: &str = "skein.dev/listener";
 /// The label the StatefulSet controller puts on each pod: its name.
@@ -47,10 +67,8 @@ pub fn any_tls(kc: &KafkaCluster) -> bool {
     clients(kc).iter().any(|l| l.tls)
 }
 
-fn any_nodeport(kc: &KafkaCluster) -> bool {
-    clients(kc)
-        .iter()
-        .any(|l| l.type_ == ListenerType::Nodeport)
+fn of_type(kc: &KafkaCluster, t: ListenerType) -> impl Iterator<Item = &ClientListener> {
+    clients(kc).iter().filter(move |l| l.type_ == t)
 }
 
 /// Broker settings for the client listeners (none without any): the
@@ -120,14 +138,29 @@ pub fn command_parts(kc: &KafkaCluster, names: &ClusterNames) -> (String, String
         bind.push(format!("{name}://0.0.0.0:{}", l.port));
         match l.type_ {
             ListenerType::Internal => advertised.push(format!("{name}://{pod_host}:{}", l.port)),
-            ListenerType::Nodeport => {
-                let var = format!("SKEIN_NODE_PORT_{name}");
+            ListenerType::Nodeport | ListenerType::Loadbalancer => {
+                let (var, key) = if l.type_ == ListenerType::Nodeport {
+                    (format!("SKEIN_NODE_PORT_{name}"), NODE_PORTS_KEY)
+                } else {
+                    (format!("SKEIN_LB_HOST_{name}"), ADVERTISED_HOSTS_KEY)
+                };
                 prelude.push_str(&format!(
-                    "{var}=$(sed -n \"s/^{}\\.${{HOSTNAME##*-}}=//p\" {}/{NODE_PORTS_KEY}); ",
+                    "{var}=$(sed -n \"s/^{}\\.${{HOSTNAME##*-}}=//p\" {}/{key}); ",
                     l.name,
                     super::statefulset::CONFIG_DIR
                 ));
-                advertised.push(format!("{name}://${{{HOST_IP_ENV}}}:${{{var}}}"));
+                advertised.push(if l.type_ == ListenerType::Nodeport {
+                    format!("{name}://${{{HOST_IP_ENV}}}:${{{var}}}")
+                } else {
+                    format!("{name}://${{{var}:-{pod_host}}}:{}", l.port)
+                });
+            }
+            ListenerType::Ingress => {
+                let host = l.ingress.as_ref().map_or_else(
+                    || pod_host.clone(),
+                    |i| i.broker_host_template.replace("{id}", "${HOSTNAME##*-}"),
+                );
+                advertised.push(format!("{name}://{host}:{INGRESS_PORT}"));
             }
         }
     }
@@ -172,57 +205,130 @@ fn service_port(l: &ClientListener) -> ServicePort {
     }
 }
 
-/// Name of a `nodeport` listener's Service of broker `id`.
+/// Name of an external listener's Service (and Ingress) of broker `id`.
 pub fn broker_service(names: &ClusterNames, listener: &str, id: i32) -> String {
     format!("{}-{listener}-{id}", names.cluster)
 }
 
-/// Name of a `nodeport` listener's bootstrap Service.
+/// Name of an external listener's bootstrap Service (and Ingress).
 pub fn bootstrap_service(names: &ClusterNames, listener: &str) -> String {
     format!("{}-{listener}-bootstrap", names.cluster)
 }
 
-/// The NodePort Services of every `nodeport` listener: one per broker of the
-/// spec and a bootstrap one.
-pub fn services(kc: &KafkaCluster, names: &ClusterNames) -> Vec<Service> {
+/// Every external listener with the names of its Services: the bootstrap
+/// one (no pod) first, then broker `id`'s (selecting pod `<sts>-<id>`).
+fn external_services<'a>(
+    kc: &'a KafkaCluster,
+    names: &ClusterNames,
+) -> Vec<(&'a ClientListener, String, Option<i32>)> {
     let mut out = Vec::new();
-    for l in clients(kc)
-        .iter()
-        .filter(|l| l.type_ == ListenerType::Nodeport)
-    {
-        let service = |name: String, pod: Option<String>| {
-            let mut metadata = owned_meta(kc, names, name);
-            metadata
-                .labels
-                .get_or_insert_with(BTreeMap::new)
-                .insert(LISTENER_LABEL.into(), l.name.clone());
+    for l in clients(kc).iter().filter(|l| l.type_.external()) {
+        out.push((l, bootstrap_service(names, &l.name), None));
+        for id in 0..kc.spec.replicas {
+            out.push((l, broker_service(names, &l.name, id), Some(id)));
+        }
+    }
+    out
+}
+
+fn listener_meta(
+    kc: &KafkaCluster,
+    names: &ClusterNames,
+    l: &ClientListener,
+    name: String,
+    annotations: BTreeMap<String, String>,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    let mut metadata = owned_meta(kc, names, name);
+    metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(LISTENER_LABEL.into(), l.name.clone());
+    if !annotations.is_empty() {
+        metadata.annotations = Some(annotations);
+    }
+    metadata
+}
+
+/// The Services of every external listener: one per broker of the spec and
+/// a bootstrap one; NodePort, LoadBalancer (with the listener's
+/// annotations) or, behind an ingress, ClusterIP.
+pub fn services(kc: &KafkaCluster, names: &ClusterNames) -> Vec<Service> {
+    external_services(kc, names)
+        .into_iter()
+        .map(|(l, name, id)| {
             let mut selector = selector_labels(names);
-            if let Some(pod) = pod {
-                selector.insert(POD_NAME_LABEL.into(), pod);
+            if let Some(id) = id {
+                selector.insert(
+                    POD_NAME_LABEL.into(),
+                    format!("{}-{id}", names.statefulset()),
+                );
             }
+            let (type_, annotations) = match l.type_ {
+                ListenerType::Nodeport => ("NodePort", BTreeMap::new()),
+                ListenerType::Loadbalancer => ("LoadBalancer", l.annotations.clone()),
+                _ => ("ClusterIP", BTreeMap::new()),
+            };
             Service {
-                metadata,
+                metadata: listener_meta(kc, names, l, name, annotations),
                 spec: Some(ServiceSpec {
-                    type_: Some("NodePort".into()),
+                    type_: Some(type_.into()),
                     selector: Some(selector),
                     ports: Some(vec![service_port(l)]),
                     // Clients outside see the broker they asked for; no
                     // hop to another node and no source rewrite.
-                    external_traffic_policy: Some("Local".into()),
+                    external_traffic_policy: (type_ != "ClusterIP").then(|| "Local".into()),
                     ..ServiceSpec::default()
                 }),
                 ..Service::default()
             }
-        };
-        out.push(service(bootstrap_service(names, &l.name), None));
-        for id in 0..kc.spec.replicas {
-            out.push(service(
-                broker_service(names, &l.name, id),
-                Some(format!("{}-{id}", names.statefulset())),
-            ));
-        }
-    }
-    out
+        })
+        .collect()
+}
+
+/// The Ingresses of every `ingress` listener: one per broker host and one
+/// for the bootstrap host, each passing TLS through to its Service.
+pub fn ingresses(kc: &KafkaCluster, names: &ClusterNames) -> Vec<Ingress> {
+    external_services(kc, names)
+        .into_iter()
+        .filter_map(|(l, name, id)| {
+            let spec = l.ingress.as_ref()?;
+            let host = match id {
+                Some(id) => spec.broker_host(id),
+                None => spec.bootstrap_host.clone(),
+            };
+            let mut annotations =
+                BTreeMap::from([(SSL_PASSTHROUGH.to_string(), "true".to_string())]);
+            annotations.extend(l.annotations.clone());
+            let backend = IngressBackend {
+                service: Some(IngressServiceBackend {
+                    name: name.clone(),
+                    port: Some(ServiceBackendPort {
+                        number: Some(l.port),
+                        ..ServiceBackendPort::default()
+                    }),
+                }),
+                ..IngressBackend::default()
+            };
+            Some(Ingress {
+                metadata: listener_meta(kc, names, l, name, annotations),
+                spec: Some(IngressSpec {
+                    ingress_class_name: spec.class_name.clone(),
+                    rules: Some(vec![IngressRule {
+                        host: Some(host),
+                        http: Some(HTTPIngressRuleValue {
+                            paths: vec![HTTPIngressPath {
+                                path: Some("/".into()),
+                                path_type: "Prefix".into(),
+                                backend,
+                            }],
+                        }),
+                    }]),
+                    ..IngressSpec::default()
+                }),
+                ..Ingress::default()
+            })
+        })
+        .collect()
 }
 
 /// The node port Kubernetes gave a Service (its only port).
@@ -230,47 +336,94 @@ pub fn node_port(svc: &Service) -> Option<i32> {
     svc.spec.as_ref()?.ports.as_ref()?.first()?.node_port
 }
 
-/// The ConfigMap entries of the listeners: the node ports each broker
-/// advertises, read from the applied `services` (empty without `nodeport`
-/// listeners).
+/// The address a cloud's load balancer got for a Service (IP or host name).
+pub fn load_balancer_address(svc: &Service) -> Option<String> {
+    let ingress = svc
+        .status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?;
+    let first = ingress.first()?;
+    first.ip.clone().or_else(|| first.hostname.clone())
+}
+
+fn by_name(applied: &[Service]) -> BTreeMap<&str, &Service> {
+    applied
+        .iter()
+        .filter_map(|s| Some((s.metadata.name.as_deref()?, s)))
+        .collect()
+}
+
+/// The ConfigMap entries of the listeners, read from the applied
+/// `services`: the node ports each broker advertises, the load balancers'
+/// addresses (each key only with listeners of its type).
 pub fn config_map_entries(
     kc: &KafkaCluster,
     names: &ClusterNames,
     applied: &[Service],
 ) -> BTreeMap<String, String> {
-    if !any_nodeport(kc) {
-        return BTreeMap::new();
-    }
-    let by_name: BTreeMap<&str, &Service> = applied
-        .iter()
-        .filter_map(|s| Some((s.metadata.name.as_deref()?, s)))
-        .collect();
-    let mut text = String::new();
-    for l in clients(kc)
-        .iter()
-        .filter(|l| l.type_ == ListenerType::Nodeport)
-    {
-        for id in 0..kc.spec.replicas {
-            let port = by_name
-                .get(broker_service(names, &l.name, id).as_str())
-                .and_then(|s| node_port(s));
-            if let Some(port) = port {
-                text.push_str(&format!("{}.{id}={port}\n", l.name));
+    let applied = by_name(applied);
+    let mut out = BTreeMap::new();
+    for (t, key) in [
+        (ListenerType::Nodeport, NODE_PORTS_KEY),
+        (ListenerType::Loadbalancer, ADVERTISED_HOSTS_KEY),
+    ] {
+        if of_type(kc, t).next().is_none() {
+            continue;
+        }
+        let mut text = String::new();
+        for l in of_type(kc, t) {
+            for id in 0..kc.spec.replicas {
+                let svc = applied.get(broker_service(names, &l.name, id).as_str());
+                let value = match t {
+                    ListenerType::Nodeport => svc.and_then(|s| node_port(s)).map(|p| p.to_string()),
+                    _ => svc.and_then(|s| load_balancer_address(s)),
+                };
+                if let Some(v) = value {
+                    text.push_str(&format!("{}.{id}={v}\n", l.name));
+                }
             }
         }
+        out.insert(key.to_string(), text);
     }
-    BTreeMap::from([(NODE_PORTS_KEY.to_string(), text)])
+    out
+}
+
+/// The names and addresses clients outside use besides the nodes' (which
+/// the reconciler reads from the pods): the load balancers' addresses and
+/// the ingress hosts. The brokers' certificate must hold them.
+pub fn external_names(kc: &KafkaCluster, applied: &[Service]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for l in of_type(kc, ListenerType::Ingress) {
+        if let Some(i) = &l.ingress {
+            out.push(i.bootstrap_host.clone());
+            out.extend((0..kc.spec.replicas).map(|id| i.broker_host(id)));
+        }
+    }
+    let applied = by_name(applied);
+    let names = ClusterNames::of(kc);
+    out.extend(
+        external_services(kc, &names)
+            .into_iter()
+            .filter(|(l, _, _)| l.type_ == ListenerType::Loadbalancer)
+            .filter_map(|(_, name, _)| load_balancer_address(applied.get(name.as_str())?)),
+    );
+    out
 }
 
 /// `status.listeners`: the plaintext listener and every client listener,
 /// with the address clients bootstrap from (`node_addresses`: the nodes the
-/// brokers run on, for `nodeport` listeners).
+/// brokers run on, for `nodeport` listeners; empty for a `loadbalancer`
+/// one until its address is assigned).
 pub fn statuses(
     kc: &KafkaCluster,
     names: &ClusterNames,
     applied: &[Service],
     node_addresses: &[String],
 ) -> Vec<skein_crds::ListenerStatus> {
+    let applied = by_name(applied);
     let mut out = vec![skein_crds::ListenerStatus {
         name: "plaintext".into(),
         type_: "internal".into(),
@@ -278,30 +431,30 @@ pub fn statuses(
         security_protocol: "PLAINTEXT".into(),
     }];
     for l in clients(kc) {
+        let boot = applied.get(bootstrap_service(names, &l.name).as_str());
         let bootstrap = match l.type_ {
             ListenerType::Internal => names.bootstrap_address(l.port),
-            ListenerType::Nodeport => {
-                let name = bootstrap_service(names, &l.name);
-                let port = applied
+            ListenerType::Nodeport => match boot.and_then(|s| node_port(s)) {
+                Some(port) => node_addresses
                     .iter()
-                    .find(|s| s.metadata.name.as_deref() == Some(name.as_str()))
-                    .and_then(node_port);
-                match port {
-                    Some(port) => node_addresses
-                        .iter()
-                        .map(|a| format!("{a}:{port}"))
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    None => String::new(),
-                }
-            }
+                    .map(|a| format!("{a}:{port}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                None => String::new(),
+            },
+            ListenerType::Loadbalancer => boot
+                .and_then(|s| load_balancer_address(s))
+                .map(|a| format!("{a}:{}", l.port))
+                .unwrap_or_default(),
+            ListenerType::Ingress => l
+                .ingress
+                .as_ref()
+                .map(|i| format!("{}:{INGRESS_PORT}", i.bootstrap_host))
+                .unwrap_or_default(),
         };
         out.push(skein_crds::ListenerStatus {
             name: l.name.clone(),
-            type_: match l.type_ {
-                ListenerType::Internal => "internal".into(),
-                ListenerType::Nodeport => "nodeport".into(),
-            },
+            type_: l.type_.as_str().into(),
             bootstrap,
             security_protocol: l.security_protocol().into(),
         });
@@ -392,5 +545,146 @@ mod tests {
         assert_eq!(st[1].bootstrap, "demo-bootstrap.ns.svc:9093");
         assert_eq!(st[2].bootstrap, "10.0.0.1:31000,10.0.0.2:31000");
         assert_eq!(st[2].security_protocol, "SASL_SSL");
+    }
+
+    fn with_external_listeners() -> KafkaCluster {
+        cluster(json!({"replicas": 2, "listeners": {"clients": [
+            {"name": "lb", "port": 9094, "type": "loadbalancer", "tls": true,
+             "annotations": {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}},
+            {"name": "edge", "port": 9095, "type": "ingress", "tls": true,
+             "ingress": {"className": "nginx", "bootstrapHost": "kafka.example.com",
+                         "brokerHostTemplate": "broker-{id}.kafka.example.com"}},
+        ]}}))
+    }
+
+    /// A loadbalancer listener: LoadBalancer Services with the listener's
+    /// annotations; each broker advertises its load balancer's address once
+    /// assigned (from the ConfigMap), its pod name before; the status gives
+    /// the bootstrap load balancer's address. An ingress listener: ClusterIP
+    /// Services and an Ingress per host passing TLS through; brokers
+    /// advertise their host on 443. Both kinds of name go in the certificate.
+    #[test]
+    fn loadbalancer_and_ingress_listeners_advertise_what_clients_outside_reach() {
+        let kc = with_external_listeners();
+        let names = ClusterNames::of(&kc);
+        let mut svcs = services(&kc, &names);
+        let kinds: Vec<(String, String)> = svcs
+            .iter()
+            .map(|s| {
+                (
+                    s.metadata.name.clone().unwrap(),
+                    s.spec.as_ref().unwrap().type_.clone().unwrap(),
+                )
+            })
+            .collect();
+        let kind = |n: &str, t: &str| (n.to_string(), t.to_string());
+        assert_eq!(
+            kinds,
+            [
+                kind("demo-lb-bootstrap", "LoadBalancer"),
+                kind("demo-lb-0", "LoadBalancer"),
+                kind("demo-lb-1", "LoadBalancer"),
+                kind("demo-edge-bootstrap", "ClusterIP"),
+                kind("demo-edge-0", "ClusterIP"),
+                kind("demo-edge-1", "ClusterIP"),
+            ]
+        );
+        assert_eq!(
+            svcs[1].metadata.annotations.as_ref().unwrap()
+                ["service.beta.kubernetes.io/aws-load-balancer-type"],
+            "nlb"
+        );
+
+        let ings = ingresses(&kc, &names);
+        let hosts: Vec<_> = ings
+            .iter()
+            .map(|i| {
+                let rule = &i.spec.as_ref().unwrap().rules.as_ref().unwrap()[0];
+                let backend = &rule.http.as_ref().unwrap().paths[0].backend;
+                (
+                    rule.host.clone().unwrap(),
+                    backend.service.as_ref().unwrap().name.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                (
+                    "kafka.example.com".to_string(),
+                    "demo-edge-bootstrap".to_string()
+                ),
+                ("broker-0.kafka.example.com".into(), "demo-edge-0".into()),
+                ("broker-1.kafka.example.com".into(), "demo-edge-1".into()),
+            ]
+        );
+        assert_eq!(
+            ings[0].metadata.annotations.as_ref().unwrap()[SSL_PASSTHROUGH],
+            "true"
+        );
+        assert_eq!(
+            ings[0].spec.as_ref().unwrap().ingress_class_name.as_deref(),
+            Some("nginx")
+        );
+
+        let (prelude, overrides) = command_parts(&kc, &names);
+        assert!(
+            prelude.contains("SKEIN_LB_HOST_LB=$(sed -n \"s/^lb\\.${HOSTNAME##*-}=//p\" /etc/skein/advertised-hosts)"),
+            "{prelude}"
+        );
+        assert!(
+            overrides.contains("LB://${SKEIN_LB_HOST_LB:-${HOSTNAME}.demo-brokers.ns.svc}:9094"),
+            "{overrides}"
+        );
+        assert!(
+            overrides.contains("EDGE://broker-${HOSTNAME##*-}.kafka.example.com:443"),
+            "{overrides}"
+        );
+
+        // Before the cloud assigned addresses: no entry, no bootstrap.
+        assert_eq!(
+            config_map_entries(&kc, &names, &svcs)[ADVERTISED_HOSTS_KEY],
+            ""
+        );
+        assert_eq!(statuses(&kc, &names, &svcs, &[])[1].bootstrap, "");
+        for (i, s) in svcs.iter_mut().take(3).enumerate() {
+            s.status = Some(k8s_openapi::api::core::v1::ServiceStatus {
+                load_balancer: Some(k8s_openapi::api::core::v1::LoadBalancerStatus {
+                    ingress: Some(vec![k8s_openapi::api::core::v1::LoadBalancerIngress {
+                        ip: Some(format!("203.0.113.{}", 10 + i)),
+                        ..Default::default()
+                    }]),
+                }),
+                ..Default::default()
+            });
+        }
+        let entries = config_map_entries(&kc, &names, &svcs);
+        assert_eq!(
+            entries[ADVERTISED_HOSTS_KEY],
+            "lb.0=203.0.113.11\nlb.1=203.0.113.12\n"
+        );
+        assert!(!entries.contains_key(NODE_PORTS_KEY));
+        let st = statuses(&kc, &names, &svcs, &[]);
+        assert_eq!(
+            (st[1].type_.as_str(), st[1].bootstrap.as_str()),
+            ("loadbalancer", "203.0.113.10:9094")
+        );
+        assert_eq!(
+            (st[2].type_.as_str(), st[2].bootstrap.as_str()),
+            ("ingress", "kafka.example.com:443")
+        );
+        let mut names_in_cert = external_names(&kc, &svcs);
+        names_in_cert.sort();
+        assert_eq!(
+            names_in_cert,
+            [
+                "203.0.113.10",
+                "203.0.113.11",
+                "203.0.113.12",
+                "broker-0.kafka.example.com",
+                "broker-1.kafka.example.com",
+                "kafka.example.com"
+            ]
+        );
     }
 }

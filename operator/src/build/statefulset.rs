@@ -408,38 +408,54 @@ mod tests {
         );
     }
 
-    #[test]
-    fn client_listeners_bind_and_advertise_per_pod() {
-        let kc = cluster(json!({"listeners": {"clients": [
-            {"name": "tls", "port": 9093, "type": "internal", "tls": true},
-            {"name": "external", "port": 9094, "type": "nodeport"},
-        ]}}));
-        let names = ClusterNames::of(&kc);
+    /// The broker command as `sh` runs it in pod `hostname`, with the
+    /// ConfigMap's listener files.
+    fn run_command(kc: &KafkaCluster, hostname: &str) -> String {
+        let names = ClusterNames::of(kc);
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("node-ports"),
             "external.0=31000\nexternal.12=31012\n",
         )
         .unwrap();
-        let line = broker_command(&kc, &names)
+        std::fs::write(dir.path().join("advertised-hosts"), "lb.12=203.0.113.7\n").unwrap();
+        let line = broker_command(kc, &names)
             .replacen("exec skein-broker", "echo", 1)
             .replace(CONFIG_DIR, dir.path().to_str().unwrap());
         let out = std::process::Command::new("/bin/sh")
             .arg("-c")
             .arg(line)
-            .env("HOSTNAME", "my-cluster-12")
+            .env("HOSTNAME", hostname)
             .env("SKEIN_HOST_IP", "10.1.2.3")
             .output()
             .unwrap();
-        let args = String::from_utf8(out.stdout).unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn client_listeners_bind_and_advertise_per_pod() {
+        let kc = cluster(json!({"listeners": {"clients": [
+            {"name": "tls", "port": 9093, "type": "internal", "tls": true},
+            {"name": "external", "port": 9094, "type": "nodeport"},
+            {"name": "lb", "port": 9095, "type": "loadbalancer"},
+        ]}}));
+        let args = run_command(&kc, "my-cluster-12");
         assert!(
             args.contains(
-                "--override listeners=PLAINTEXT://0.0.0.0:9092,TLS://0.0.0.0:9093,EXTERNAL://0.0.0.0:9094"
+                "--override listeners=PLAINTEXT://0.0.0.0:9092,TLS://0.0.0.0:9093,EXTERNAL://0.0.0.0:9094,LB://0.0.0.0:9095"
             ),
             "{args}"
         );
         assert!(
-            args.contains("--override advertised.listeners=PLAINTEXT://my-cluster-12.my-cluster-brokers.ns.svc:9092,TLS://my-cluster-12.my-cluster-brokers.ns.svc:9093,EXTERNAL://10.1.2.3:31012"),
+            args.contains("--override advertised.listeners=PLAINTEXT://my-cluster-12.my-cluster-brokers.ns.svc:9092,TLS://my-cluster-12.my-cluster-brokers.ns.svc:9093,EXTERNAL://10.1.2.3:31012,LB://203.0.113.7:9095"),
+            "{args}"
+        );
+        // No load balancer address yet for broker 0: its pod name meanwhile.
+        let args = run_command(&kc, "my-cluster-0");
+        assert!(
+            args.contains(
+                "EXTERNAL://10.1.2.3:31000,LB://my-cluster-0.my-cluster-brokers.ns.svc:9095"
+            ),
             "{args}"
         );
     }

@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
-use skein_crds::{KafkaCluster, Topic};
+use skein_crds::{KafkaCluster, ListenerType, Topic};
 use tracing::{info, warn};
 
 use super::{apply, brokers, patch_status, publish};
@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::{status, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::Ingress;
 
 /// Resource kind label for metrics.
 pub const KIND: &str = "KafkaCluster";
@@ -91,14 +92,20 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     };
     let mut progress = None;
     let names = ClusterNames::of(kc);
-    // Client listeners: the addresses of the nodes the brokers run on (their
-    // certificate holds them, nodeport clients bootstrap from them), the
-    // certificates, and the nodeport Services whose ports the brokers
-    // advertise (so they come before the ConfigMap).
-    let node_addresses = broker_node_addresses(ctx, kc, &ns, &names).await?;
-    let certificates =
-        crate::listener_tls::ensure(&ctx.client, kc, &node_addresses, ctx.options.ca_phase).await?;
+    // Client listeners: the Services (and Ingresses) of external listeners,
+    // whose node ports and load balancer addresses the brokers advertise (so
+    // they come before the ConfigMap); the addresses of the nodes the brokers
+    // run on (nodeport clients bootstrap from them); the certificates, which
+    // hold every one of those names.
     let listener_services = apply_listener_services(ctx, kc, &ns, &names).await?;
+    let node_addresses = broker_node_addresses(ctx, kc, &ns, &names).await?;
+    let mut cert_names = node_addresses.clone();
+    cert_names.extend(crate::build::listeners::external_names(
+        kc,
+        &listener_services,
+    ));
+    let certificates =
+        crate::listener_tls::ensure(&ctx.client, kc, &cert_names, ctx.options.ca_phase).await?;
     let mut objects = cluster_objects(kc, &ctx.options, &listener_services);
     if let Some(rt) = &controller {
         let sts_api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
@@ -286,8 +293,9 @@ async fn broker_node_addresses(
     Ok(out)
 }
 
-/// Applies the `nodeport` listeners' Services (as the API server returns
-/// them, node ports assigned) and deletes those no longer wanted (a removed
+/// Applies the external listeners' Services (as the API server returns
+/// them: node ports assigned, load balancer addresses once the cloud gave
+/// them) and Ingresses, and deletes those no longer wanted (a removed
 /// listener, brokers scaled away).
 async fn apply_listener_services(
     ctx: &Context,
@@ -300,17 +308,44 @@ async fn apply_listener_services(
     for svc in &wanted {
         applied.push(apply(&ctx.client, ns, svc).await?);
     }
-    // Services to remove exist only if a nodeport listener did (the status
-    // lists what the last reconcile applied).
-    let had_nodeport = kc
-        .status
-        .iter()
-        .flat_map(|s| &s.listeners)
-        .any(|l| l.type_ == "nodeport");
-    if !had_nodeport {
-        return Ok(applied);
+    let ingresses = crate::build::listeners::ingresses(kc, names);
+    for ing in &ingresses {
+        apply(&ctx.client, ns, ing).await?;
     }
-    let api: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
+    // Objects to remove exist only if an external listener did (the status
+    // lists what the last reconcile applied).
+    let had = |t: ListenerType| {
+        kc.status
+            .iter()
+            .flat_map(|s| &s.listeners)
+            .any(|l| l.type_ == t.as_str())
+    };
+    let had_ingress = had(ListenerType::Ingress);
+    let had_external =
+        had_ingress || had(ListenerType::Nodeport) || had(ListenerType::Loadbalancer);
+    if had_external {
+        prune_listener_objects::<Service>(ctx, ns, names, &wanted).await?;
+    }
+    if had_ingress {
+        prune_listener_objects::<Ingress>(ctx, ns, names, &ingresses).await?;
+    }
+    Ok(applied)
+}
+
+/// Deletes the listener objects of kind `K` of this cluster not in `wanted`.
+async fn prune_listener_objects<K>(
+    ctx: &Context,
+    ns: &str,
+    names: &ClusterNames,
+    wanted: &[K],
+) -> Result<()>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
     let selector = format!(
         "{},{}",
         crate::build::selector_string(names),
@@ -320,22 +355,23 @@ async fn apply_listener_services(
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(|source| Error::Dereference {
-            what: "listener Services",
+            what: "listener Services and Ingresses",
             source,
         })?;
-    for svc in existing.items {
-        let name = svc.name_any();
+    for obj in existing.items {
+        let name = obj.name_any();
         if !wanted
             .iter()
-            .any(|w| w.metadata.name.as_deref() == Some(&name))
+            .any(|w| w.meta().name.as_deref() == Some(&name))
         {
-            info!(cluster = %names.cluster, namespace = %ns, service = %name, "deleting a listener Service no longer wanted");
+            info!(cluster = %names.cluster, namespace = %ns, kind = %K::kind(&()), name = %name,
+                "deleting a listener object no longer wanted");
             if let Err(e) = api.delete(&name, &Default::default()).await {
-                warn!(service = %name, error = %e, "could not delete a listener Service");
+                warn!(kind = %K::kind(&()), name = %name, error = %e, "could not delete a listener object");
             }
         }
     }
-    Ok(applied)
+    Ok(())
 }
 
 fn observed_generation(kc: &KafkaCluster) -> Option<i64> {
