@@ -279,14 +279,76 @@ impl IngressListener {
     }
 }
 
-/// Client authentication on a listener: the same kinds of credential a
+/// Client authentication on a listener: the kinds of credential a
 /// KafkaUser holds (`scram-sha-512`, `scram-sha-256`, or `tls`: client
-/// certificates of the cluster's clients CA, the subject as principal).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+/// certificates of the cluster's clients CA, the subject as principal), or
+/// `oauth`: OAUTHBEARER tokens of an identity provider, checked against its
+/// keys (the token's subject as principal).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("(self.type == 'oauth') == has(self.oauth)").message("type oauth needs the oauth settings, and only it takes them"))]
 pub struct ListenerAuthentication {
     #[serde(rename = "type")]
-    pub type_: AuthenticationType,
+    pub type_: ListenerAuthenticationType,
+    /// How OAUTHBEARER tokens are checked (type `oauth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthListener>,
+}
+
+/// The kind of client authentication of a listener.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ListenerAuthenticationType {
+    #[serde(rename = "scram-sha-512")]
+    ScramSha512,
+    #[serde(rename = "scram-sha-256")]
+    ScramSha256,
+    #[serde(rename = "tls")]
+    Tls,
+    #[serde(rename = "oauth")]
+    Oauth,
+}
+
+impl ListenerAuthenticationType {
+    /// The SASL mechanism name (`SCRAM-SHA-512`); none for `tls`.
+    pub fn mechanism(self) -> Option<&'static str> {
+        match self {
+            ListenerAuthenticationType::ScramSha512 => AuthenticationType::ScramSha512.mechanism(),
+            ListenerAuthenticationType::ScramSha256 => AuthenticationType::ScramSha256.mechanism(),
+            ListenerAuthenticationType::Tls => None,
+            ListenerAuthenticationType::Oauth => Some("OAUTHBEARER"),
+        }
+    }
+}
+
+/// OAUTHBEARER on a listener (`authentication.oauth`): signed JWTs checked
+/// as Kafka's secured validator (KIP-768) checks them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuthListener {
+    /// The identity provider's JSON Web Key Set: a key of a ConfigMap in
+    /// the cluster's namespace, mounted into the broker pods. Brokers read
+    /// it again when it changes, so keys rotate by updating the ConfigMap.
+    pub jwks_config_map: ConfigMapKey,
+    /// `iss` a token must carry (`sasl.oauthbearer.expected.issuer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// An `aud` a token must carry (`sasl.oauthbearer.expected.audience`,
+    /// comma separated for several).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// The claim that names the principal (`sub` when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_claim_name: Option<String>,
+}
+
+/// A key of a ConfigMap.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapKey {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
 }
 
 impl ClientListener {

@@ -13,9 +13,10 @@ pub mod topic;
 
 pub use condition::{ConditionStatus, ConditionType};
 pub use kafka_cluster::{
-    BrokerStatus, CertificateAuthorityStatus, CertificatesSpec, ClientListener, IngressListener,
-    KafkaCluster, KafkaClusterSpec, KafkaClusterStatus, ListenerAuthentication, ListenerStatus,
-    ListenerType, ListenersSpec, PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec,
+    BrokerStatus, CertificateAuthorityStatus, CertificatesSpec, ClientListener, ConfigMapKey,
+    IngressListener, KafkaCluster, KafkaClusterSpec, KafkaClusterStatus, ListenerAuthentication,
+    ListenerAuthenticationType, ListenerStatus, ListenerType, ListenersSpec, OAuthListener,
+    PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec,
 };
 pub use kafka_user::{
     AclOperationName, AclPatternType, AclResource, AclResourceType, AclRule, AclRuleType,

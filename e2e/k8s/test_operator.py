@@ -333,6 +333,7 @@ def test_chart_examples_pass_the_api_servers_validation(env):
     ('[{name: a, port: 9093, type: internal, authentication: {type: tls}}]', "needs tls: true"),
     ('[{name: Bad_Name, port: 9093, type: internal}]', "should match"),
     ('[{name: a, port: 9093, type: loadbalance}]', "Unsupported value"),
+    ('[{name: a, port: 9093, type: internal, authentication: {type: oauth}}]', "needs the oauth settings"),
     ('[{name: a, port: 9093, type: ingress, tls: true}]', "needs tls: true and ingress hosts"),
     ('[{name: a, port: 9093, type: ingress, ingress: {bootstrapHost: k.example.com, '
      'brokerHostTemplate: "b-{id}.example.com"}}]', "needs tls: true and ingress hosts"),
@@ -1448,3 +1449,82 @@ spec:
     finally:
         env.k("-n", NS, "delete", "topic", "reach-t", "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_oauth_listener_takes_signed_tokens_of_its_identity_provider(env, tmp_path):
+    """authentication.type oauth: the identity provider's JWKS from a ConfigMap (mounted into the
+    broker pods), issuer and audience expected. confluent-kafka with a token signed by the
+    provider's key produces and consumes over SASL_SSL/OAUTHBEARER; a token for another audience
+    and one signed by a key the JWKS does not hold are refused."""
+    from confluent_kafka import Consumer, Producer
+    from pki import make_jwt_key, sign_jwt
+
+    name = "sso"
+    jwks = {"keys": [make_jwt_key(tmp_path, "idp1")]}
+    make_jwt_key(tmp_path, "rogue")
+    env.k("-n", NS, "create", "configmap", "sso-idp", f"--from-literal=jwks.json={json.dumps(jwks)}")
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 1
+  storage:
+    size: 1Gi
+  listeners:
+    clients:
+      - name: sso
+        port: 9096
+        type: internal
+        tls: true
+        authentication:
+          type: oauth
+          oauth:
+            jwksConfigMap: {{name: sso-idp, key: jwks.json}}
+            issuer: https://idp.example.test
+            audience: kafka
+""")
+    try:
+        def status():
+            st = env.get("-n", NS, "get", "kafkacluster", name).get("status", {})
+            ls = {x["name"]: x for x in st.get("listeners", [])}
+            return ls if "sso" in ls and st.get("readyReplicas") == 1 else None
+        ls = wait_until(status, 180, "the oauth listener and a ready broker")
+        assert ls["sso"]["securityProtocol"] == "SASL_SSL", ls
+        ca = tmp_path / "ca.crt"
+        ca.write_bytes(base64.b64decode(env.get("-n", NS, "get", "secret", f"{name}-cluster-ca-cert")["data"]["ca.crt"]))
+
+        def token(kid: str = "idp1", **over) -> str:
+            now = int(time.time())
+            claims = {"sub": "alice", "iat": now, "exp": now + 600, "aud": "kafka",
+                      "iss": "https://idp.example.test", **over}
+            return sign_jwt(tmp_path, kid, claims, header_kid="idp1")
+
+        def conf(tok: str) -> dict:
+            return {"bootstrap.servers": f"{name}-0.{name}-brokers.{NS}.svc:9096",
+                    "security.protocol": "SASL_SSL", "ssl.ca.location": str(ca),
+                    "sasl.mechanism": "OAUTHBEARER", "oauth_cb": lambda _c: (tok, time.time() + 600),
+                    "log_level": 2}
+
+        def produce(tok: str, n: int) -> list[str]:
+            errors: list[str] = []
+            p = Producer({**conf(tok), "acks": "all", "message.timeout.ms": 15000,
+                          "error_cb": lambda e: errors.append(e.name())})
+            for i in range(n):
+                p.produce("sso-t", f"v{i}".encode(),
+                          on_delivery=lambda err, _m: errors.append(err.name()) if err else None)
+            p.flush(30)
+            return errors
+
+        good = token()
+        wait_until(lambda: produce(good, 10) == [], 120, "alice producing with her token")
+        cons = Consumer({**conf(good), "group.id": "sso-readers", "auto.offset.reset": "earliest"})
+        cons.subscribe(["sso-t"])
+        assert len(poll_values(cons, 10, 60)) >= 10
+        for bad, why in ((token(aud="other"), "another audience"), (token(kid="rogue"), "an unknown key")):
+            errors = produce(bad, 1)
+            assert "_AUTHENTICATION" in errors, (why, errors)
+    finally:
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+        env.k("-n", NS, "delete", "configmap", "sso-idp", "--ignore-not-found", check=False)

@@ -25,13 +25,15 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerPort, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, ContainerPort, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+};
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
     IngressServiceBackend, IngressSpec, ServiceBackendPort,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use skein_crds::{AuthenticationType, ClientListener, KafkaCluster, ListenerType};
+use skein_crds::{ClientListener, KafkaCluster, ListenerAuthenticationType, ListenerType};
 
 use super::{owned_meta, selector_labels, ClusterNames};
 
@@ -99,7 +101,7 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
             );
         }
         match l.authentication.as_ref().map(|a| a.type_) {
-            Some(AuthenticationType::Tls) => {
+            Some(ListenerAuthenticationType::Tls) => {
                 c.insert(key("ssl.client.auth"), "required".into());
                 c.insert(key("ssl.truststore.type"), "PEM".into());
                 c.insert(
@@ -113,8 +115,61 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
             }
             None => {}
         }
+        if let Some(o) = l.authentication.as_ref().and_then(|a| a.oauth.as_ref()) {
+            let key = |k: &str| format!("listener.name.{}.oauthbearer.{k}", l.name);
+            c.insert(
+                key("sasl.server.callback.handler.class"),
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+                    .into(),
+            );
+            c.insert(
+                key("sasl.oauthbearer.jwks.endpoint.url"),
+                format!("file://{}/{}", oauth_mount_dir(l), o.jwks_config_map.key),
+            );
+            for (k, v) in [
+                ("sasl.oauthbearer.expected.issuer", &o.issuer),
+                ("sasl.oauthbearer.expected.audience", &o.audience),
+                ("sasl.oauthbearer.sub.claim.name", &o.sub_claim_name),
+            ] {
+                if let Some(v) = v {
+                    c.insert(key(k), v.clone());
+                }
+            }
+        }
     }
     c
+}
+
+/// Where the broker pods mount an `oauth` listener's JWKS ConfigMap.
+fn oauth_mount_dir(l: &ClientListener) -> String {
+    format!("/etc/skein/oauth-{}", l.name)
+}
+
+/// The volumes and mounts of the `oauth` listeners' JWKS ConfigMaps.
+pub fn oauth_volumes(kc: &KafkaCluster) -> Vec<(Volume, VolumeMount)> {
+    clients(kc)
+        .iter()
+        .filter_map(|l| {
+            let o = l.authentication.as_ref()?.oauth.as_ref()?;
+            let name = format!("oauth-{}", l.name);
+            Some((
+                Volume {
+                    name: name.clone(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: o.jwks_config_map.name.clone(),
+                        ..ConfigMapVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                },
+                VolumeMount {
+                    name,
+                    mount_path: oauth_mount_dir(l),
+                    read_only: Some(true),
+                    ..VolumeMount::default()
+                },
+            ))
+        })
+        .collect()
 }
 
 /// The shell's part of the broker command for the client listeners: the
@@ -686,5 +741,43 @@ mod tests {
                 "kafka.example.com"
             ]
         );
+    }
+
+    /// An `oauth` listener: OAUTHBEARER with Kafka's secured validator, the
+    /// JWKS from its ConfigMap (mounted), issuer and audience expected.
+    #[test]
+    fn an_oauth_listener_checks_tokens_against_its_jwks_config_map() {
+        let kc = cluster(json!({"listeners": {"clients": [
+            {"name": "sso", "port": 9096, "type": "internal", "tls": true,
+             "authentication": {"type": "oauth", "oauth": {
+                 "jwksConfigMap": {"name": "idp-keys", "key": "jwks.json"},
+                 "issuer": "https://idp.example.com", "audience": "kafka"}}},
+        ]}}));
+        let c = broker_config(&kc);
+        assert_eq!(
+            c["listener.security.protocol.map"],
+            "PLAINTEXT:PLAINTEXT,SSO:SASL_SSL"
+        );
+        assert_eq!(
+            c["listener.name.sso.sasl.enabled.mechanisms"],
+            "OAUTHBEARER"
+        );
+        let o = |k: &str| c[&format!("listener.name.sso.oauthbearer.{k}")].clone();
+        assert_eq!(
+            o("sasl.oauthbearer.jwks.endpoint.url"),
+            "file:///etc/skein/oauth-sso/jwks.json"
+        );
+        assert_eq!(
+            o("sasl.oauthbearer.expected.issuer"),
+            "https://idp.example.com"
+        );
+        assert_eq!(o("sasl.oauthbearer.expected.audience"), "kafka");
+        assert!(o("sasl.server.callback.handler.class")
+            .ends_with("OAuthBearerValidatorCallbackHandler"));
+        assert!(!c.contains_key("listener.name.sso.oauthbearer.sasl.oauthbearer.sub.claim.name"));
+        let vols = oauth_volumes(&kc);
+        assert_eq!(vols.len(), 1);
+        assert_eq!(vols[0].0.config_map.as_ref().unwrap().name, "idp-keys");
+        assert_eq!(vols[0].1.mount_path, "/etc/skein/oauth-sso");
     }
 }

@@ -182,6 +182,11 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
                 read_only: Some(true),
                 ..VolumeMount::default()
             }))
+            .chain(
+                super::listeners::oauth_volumes(kc)
+                    .into_iter()
+                    .map(|(_, m)| m),
+            )
             .collect(),
         ),
         security_context: Some(SecurityContext {
@@ -284,6 +289,11 @@ fn pod_template(
                     }),
                     ..Volume::default()
                 }))
+                .chain(
+                    super::listeners::oauth_volumes(kc)
+                        .into_iter()
+                        .map(|(v, _)| v),
+                )
                 .collect(),
             ),
             security_context: Some(PodSecurityContext {
