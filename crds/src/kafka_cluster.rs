@@ -156,6 +156,19 @@ pub struct ListenersSpec {
     /// the brokers.
     #[serde(default)]
     pub control_plane_tls: bool,
+    /// Replicate over a listener of its own (`REPLICATION` on
+    /// `replicationPort`) with mutual TLS: the brokers' certificate from the
+    /// cluster CA both ways, only the cluster CA trusted, the brokers'
+    /// principal `User:skein-broker#replication` (a name no KafkaUser can
+    /// take; the operator adds it to `super.users`). The plaintext listener
+    /// on `kafkaPort` then carries no replication. Turning it on or off
+    /// rolls the brokers.
+    #[serde(default)]
+    pub replication_tls: bool,
+    /// The port of the replication listener (`replicationTls`).
+    #[serde(default = "default_replication_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub replication_port: i32,
     /// Type of the bootstrap Service.
     #[serde(default)]
     pub bootstrap_service_type: BootstrapServiceType,
@@ -187,7 +200,7 @@ pub struct ClientListener {
     /// e.g. `external`; also the name of its container and Service port.
     /// `plaintext` is the `kafkaPort` listener's.
     #[schemars(regex(pattern = r"^[a-z][a-z0-9]{0,14}$"), length(max = 15))]
-    #[x_kube(validation = Rule::new("!(self in ['plaintext', 'controller', 'kafka', 'metrics', 'control'])").message("plaintext, controller, kafka, metrics and control are reserved listener names"))]
+    #[x_kube(validation = Rule::new("!(self in ['plaintext', 'controller', 'kafka', 'metrics', 'control', 'replication'])").message("plaintext, controller, kafka, metrics, control and replication are reserved listener names"))]
     pub name: String,
     /// The port brokers listen on (and the Services' port).
     #[schemars(range(min = 1, max = 65535))]
@@ -383,6 +396,10 @@ fn default_control_port() -> i32 {
     9192
 }
 
+fn default_replication_port() -> i32 {
+    9091
+}
+
 impl Default for ListenersSpec {
     fn default() -> Self {
         ListenersSpec {
@@ -390,6 +407,8 @@ impl Default for ListenersSpec {
             metrics_port: default_metrics_port(),
             control_port: default_control_port(),
             control_plane_tls: false,
+            replication_tls: false,
+            replication_port: default_replication_port(),
             bootstrap_service_type: BootstrapServiceType::default(),
             bootstrap_service_annotations: BTreeMap::new(),
             clients: Vec::new(),

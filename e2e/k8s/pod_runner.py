@@ -256,9 +256,11 @@ class PodRunner:
             lines.append(f"{self.node_ports.host} {' '.join(self.ingress_hosts)}")
         text = "\n".join(lines) + "\n"
         if self.hosts_file.read_text() != text:
-            # In place: /etc/hosts is a bind mount of this file.
-            with open(self.hosts_file, "w") as f:
+            # In place (/etc/hosts is a bind mount of this file), overwritten rather than truncated
+            # first: a lookup at that moment must not find the file empty.
+            with open(self.hosts_file, "r+") as f:
                 f.write(text)
+                f.truncate()
 
     def _binary(self, image: str) -> str:
         for name, path in self.binaries.items():

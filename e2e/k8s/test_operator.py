@@ -1160,6 +1160,27 @@ def tls_verifies(host: str, port: int, cafile: Path, cert: tuple[Path, Path] | N
                 return True
     except (ssl.SSLError, ConnectionResetError, BrokenPipeError, socket.timeout):
         return False  # the server's certificate is not trusted, or ours is refused
+    except OSError as e:
+        print(f"tls_verifies {host}:{port}: {e!r}")
+        return None
+
+
+def ssl_der(pem: str) -> bytes:
+    import ssl
+    return ssl.PEM_cert_to_DER_cert(pem)
+
+
+def served_certificate(host: str, port: int) -> bytes | None:
+    """The certificate host:port serves (DER), unverified; None when no handshake."""
+    import socket
+    import ssl
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname=host) as s:
+                return s.getpeercert(binary_form=True)
     except OSError:
         return None
 
@@ -1284,7 +1305,11 @@ spec:
         ca1 = save("ca1.crt", secret(f"{name}-cluster-ca-cert")["ca.crt"])
         assert ca1.read_bytes() != ca0.read_bytes() and secret(f"{name}-cluster-ca")["ca.key"] == key0
         assert cas()["cluster"]["notAfter"] != first["cluster"]["notAfter"], cas()
-        time.sleep(10)  # the renewed broker certificate reaches the brokers
+        # Once the brokers serve the certificate issued after the renewal, the old CA certificate
+        # and the renewed one both verify it.
+        keystore = secret(f"{name}-listener-tls")["broker-keystore.pem"].decode()
+        issued = ssl_der(keystore[keystore.index("-----BEGIN CERTIFICATE-----"):])
+        wait_until(lambda: served_certificate(host, 9093) == issued, 30, "the brokers serving the new certificate")
         assert tls_verifies(host, 9093, ca0) and tls_verifies(host, 9093, ca1)
 
         # Replacement of both CAs, in phases.
@@ -1528,3 +1553,91 @@ spec:
     finally:
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
         env.k("-n", NS, "delete", "configmap", "sso-idp", "--ignore-not-found", check=False)
+
+
+def test_replication_tls_replicates_over_mutual_tls_as_a_super_user(env, tmp_path):
+    """spec.listeners.replicationTls: the brokers replicate over a REPLICATION listener with mutual
+    TLS (the brokers' certificate both ways, only the cluster CA trusted), as the principal
+    User:skein-broker#replication which the operator adds to the spec's super.users. With Kafka's
+    authorizer on and no ACLs, acks=all with min.insync.replicas=2 succeeds and both replicas stay
+    in sync — which only replication authorized on the TLS listener gives; a client certificate of
+    the clients CA is refused there."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    name = "relay"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 2
+  storage:
+    size: 1Gi
+  listeners:
+    replicationTls: true
+  config:
+    authorizer.class.name: org.apache.kafka.metadata.authorizer.StandardAuthorizer
+    super.users: User:ANONYMOUS
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: relay-t
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 2
+  replicationFactor: 2
+  config:
+    min.insync.replicas: "2"
+---
+apiVersion: skein.dev/v1alpha1
+kind: KafkaUser
+metadata:
+  name: erin
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  authentication:
+    type: tls
+""")
+    try:
+        ready(env, "kafkacluster", name, 180, "KafkaCluster relay Ready")
+        props = env.get("-n", NS, "get", "configmap", f"{name}-config")["data"]["server.properties"]
+        assert "inter.broker.listener.name=REPLICATION\n" in props, props
+        assert "super.users=User:ANONYMOUS;User:skein-broker#replication\n" in props, props
+        ready(env, "topic", "relay-t", 120, "Topic relay-t Ready")
+        boot = f"{name}-0.{name}-brokers.{NS}.svc:9092,{name}-1.{name}-brokers.{NS}.svc:9092"
+        errors: list[str] = []
+        p = Producer({"bootstrap.servers": boot, "acks": "all", "message.timeout.ms": 30000, "log_level": 2})
+        for i in range(200):
+            p.produce("relay-t", f"v{i}".encode(), partition=i % 2,
+                      on_delivery=lambda err, _m: errors.append(err.name()) if err else None)
+        p.flush(60)
+        assert errors == [], errors[:5]
+        admin = AdminClient({"bootstrap.servers": boot})
+        wait_until(lambda: all(sorted(pm.isrs) == [0, 1] for pm in
+                               admin.list_topics("relay-t", timeout=10).topics["relay-t"].partitions.values()),
+                   30, "both replicas of every partition in sync")
+
+        # The replication listener trusts the cluster CA only: erin's certificate (clients CA) is refused.
+        ready(env, "kafkauser", "erin", 120, "KafkaUser erin Ready")
+        files = {k: base64.b64decode(v) for k, v in env.get("-n", NS, "get", "secret", "erin")["data"].items()}
+        for k in ("ca.crt", "user.crt", "user.key"):
+            (tmp_path / k).write_bytes(files[k])
+        keystore = tmp_path / "broker.pem"
+        keystore.write_bytes(base64.b64decode(
+            env.get("-n", NS, "get", "secret", f"{name}-listener-tls")["data"]["broker-keystore.pem"]))
+        host = f"{name}-0.{name}-brokers.{NS}.svc"
+        # A broker's certificate (cluster CA) is answered; erin's is not.
+        wait_until(lambda: tls_verifies(host, 9091, tmp_path / "ca.crt", (keystore, keystore)), 30,
+                   "a Kafka answer on 9091 to the brokers' certificate")
+        assert tls_verifies(host, 9091, tmp_path / "ca.crt", (tmp_path / "user.crt", tmp_path / "user.key")) is False
+    finally:
+        env.k("-n", NS, "delete", "kafkauser", "erin", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "topic", "relay-t", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)

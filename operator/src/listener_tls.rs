@@ -32,7 +32,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use skein_crds::{AuthenticationType, CertificateAuthorityStatus, KafkaCluster};
 
-use crate::build::listeners::{CA_KEY, CLIENTS_CA_KEY, KEYSTORE_KEY};
+use crate::build::listeners::{BROKER_CN, CA_KEY, CLIENTS_CA_KEY, KEYSTORE_KEY};
 use crate::build::{owned_meta, ClusterNames, FIELD_MANAGER};
 use crate::ca::{self, Ca, CaState, Policy, Request};
 use crate::error::{Error, Result};
@@ -132,13 +132,8 @@ fn brokers_secret(
     policy: &Policy,
 ) -> Result<Secret> {
     let issuer = ca_issuer(&cluster_ca.signer.cert, &cluster_ca.signer.key).map_err(err)?;
-    let (cert, key) = leaf_valid(
-        "skein-broker",
-        sans.to_vec(),
-        &issuer,
-        Some(policy.validity()),
-    )
-    .map_err(err)?;
+    let (cert, key) =
+        leaf_valid(BROKER_CN, sans.to_vec(), &issuer, Some(policy.validity())).map_err(err)?;
     Ok(secret(
         kc,
         names,

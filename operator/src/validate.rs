@@ -44,9 +44,7 @@ pub enum InvalidSpec {
         replication_factor: i32,
         replicas: i32,
     },
-    #[error(
-        "spec.listeners.clients: listener {name:?} uses port {port}, which is already {other}"
-    )]
+    #[error("spec.listeners: listener {name:?} uses port {port}, which is already {other}")]
     ListenerPortTaken {
         name: String,
         port: i32,
@@ -91,32 +89,42 @@ pub fn validate_cluster(kc: &KafkaCluster, topics: &[Topic]) -> Result<(), Inval
         return Err(InvalidSpec::EmptyImage);
     }
     let l = &kc.spec.listeners;
-    for c in &l.clients {
+    let replication = l
+        .replication_tls
+        .then_some(("replication".to_string(), l.replication_port));
+    let named = replication
+        .iter()
+        .cloned()
+        .chain(l.clients.iter().map(|c| (c.name.clone(), c.port)));
+    for (name, port) in named {
         let other = [
             (l.kafka_port, "spec.listeners.kafkaPort"),
             (l.metrics_port, "spec.listeners.metricsPort"),
             (l.control_port, "spec.listeners.controlPort"),
         ]
         .into_iter()
-        .find(|(p, _)| *p == c.port);
+        .chain(
+            replication
+                .as_ref()
+                .filter(|_| name != "replication")
+                .map(|(_, p)| (*p, "spec.listeners.replicationPort")),
+        )
+        .find(|(p, _)| *p == port);
         if let Some((_, other)) = other {
-            return Err(InvalidSpec::ListenerPortTaken {
-                name: c.name.clone(),
-                port: c.port,
-                other,
-            });
+            return Err(InvalidSpec::ListenerPortTaken { name, port, other });
         }
     }
     for (key, value) in &kc.spec.config {
-        let listener_key = !l.clients.is_empty()
+        let listener_key = (!l.clients.is_empty() || l.replication_tls)
             && (LISTENER_KEYS.contains(&key.as_str())
+                || (l.replication_tls && key.starts_with("listener.name.replication."))
                 || l.clients
                     .iter()
                     .any(|c| key.starts_with(&format!("listener.name.{}.", c.name))));
         if listener_key {
             return Err(InvalidSpec::ReservedConfigKey {
                 key: key.clone(),
-                why: "set from spec.listeners.clients".to_string(),
+                why: "set from spec.listeners".to_string(),
             });
         }
         if let Some((_, why)) = RESERVED_BROKER_KEYS.iter().find(|(k, _)| k == key) {
@@ -229,6 +237,21 @@ mod tests {
             .unwrap_err();
             assert_eq!(e.reason(), "ReservedConfigKey", "{key}");
         }
+        // The replication listener's port and settings are the operator's too.
+        let e = validate_cluster(
+            &cluster(json!({"listeners": {"replicationTls": true, "clients": [
+                {"name": "x", "port": 9091, "type": "internal"}]}})),
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("replicationPort"), "{e}");
+        let e = validate_cluster(
+            &cluster(json!({"listeners": {"replicationTls": true},
+                "config": {"listener.name.replication.ssl.client.auth": "none"}})),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.reason(), "ReservedConfigKey");
         // Without client listeners the protocol map is the user's.
         assert!(validate_cluster(
             &cluster(

@@ -37,6 +37,8 @@ use skein_crds::{ClientListener, KafkaCluster, ListenerAuthenticationType, Liste
 
 use super::{owned_meta, selector_labels, ClusterNames};
 
+/// The common name of the brokers' certificate.
+pub const BROKER_CN: &str = "skein-broker";
 /// Where the broker pods mount the Secret `<cluster>-listener-tls`.
 pub const TLS_MOUNT_DIR: &str = "/etc/skein/listener-tls";
 /// Keys of that Secret: the brokers' key and certificate chain, the
@@ -63,10 +65,22 @@ fn clients(kc: &KafkaCluster) -> &[ClientListener] {
     &kc.spec.listeners.clients
 }
 
-/// Whether any client listener serves TLS (the brokers then mount the
-/// listener certificate).
+/// Whether any listener serves TLS, a client listener or the replication
+/// one (the brokers then mount the listener certificate).
 pub fn any_tls(kc: &KafkaCluster) -> bool {
-    clients(kc).iter().any(|l| l.tls)
+    kc.spec.listeners.replication_tls || clients(kc).iter().any(|l| l.tls)
+}
+
+/// Kafka's name of the replication listener (`replicationTls`).
+pub const REPLICATION_LISTENER: &str = "REPLICATION";
+/// The brokers' principal on the replication listener: no KafkaUser can
+/// have it (their names allow no `#`).
+pub const BROKER_PRINCIPAL: &str = "User:skein-broker#replication";
+
+/// The listeners' settings besides the client listeners': none without
+/// client listeners or replication TLS.
+fn uses_listener_settings(kc: &KafkaCluster) -> bool {
+    kc.spec.listeners.replication_tls || !clients(kc).is_empty()
 }
 
 fn of_type(kc: &KafkaCluster, t: ListenerType) -> impl Iterator<Item = &ClientListener> {
@@ -78,10 +92,12 @@ fn of_type(kc: &KafkaCluster, t: ListenerType) -> impl Iterator<Item = &ClientLi
 /// certificate, client-certificate check and SASL mechanism.
 pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
     let mut c = BTreeMap::new();
-    if clients(kc).is_empty() {
+    if !uses_listener_settings(kc) {
         return c;
     }
+    let replication = kc.spec.listeners.replication_tls;
     let map = std::iter::once("PLAINTEXT:PLAINTEXT".to_string())
+        .chain(replication.then(|| format!("{REPLICATION_LISTENER}:SSL")))
         .chain(
             clients(kc)
                 .iter()
@@ -90,7 +106,56 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
         .collect::<Vec<_>>()
         .join(",");
     c.insert("listener.security.protocol.map".into(), map);
-    c.insert("inter.broker.listener.name".into(), "PLAINTEXT".into());
+    c.insert(
+        "inter.broker.listener.name".into(),
+        if replication {
+            REPLICATION_LISTENER
+        } else {
+            "PLAINTEXT"
+        }
+        .into(),
+    );
+    if replication {
+        // Mutual TLS with the brokers' certificate both ways, the cluster
+        // CA's bundle (both CAs during a replacement) trusted; only the
+        // brokers' subject maps to a principal.
+        let key = |k: &str| format!("listener.name.replication.{k}");
+        for (k, v) in [
+            ("ssl.keystore.type", "PEM".to_string()),
+            (
+                "ssl.keystore.location",
+                format!("{TLS_MOUNT_DIR}/{KEYSTORE_KEY}"),
+            ),
+            ("ssl.truststore.type", "PEM".to_string()),
+            (
+                "ssl.truststore.location",
+                format!("{TLS_MOUNT_DIR}/{CA_KEY}"),
+            ),
+            ("ssl.client.auth", "required".to_string()),
+            (
+                "ssl.principal.mapping.rules",
+                format!(
+                    "RULE:^CN={BROKER_CN}$/{}/",
+                    BROKER_PRINCIPAL.trim_start_matches("User:")
+                ),
+            ),
+        ] {
+            c.insert(key(k), v);
+        }
+        let supers = kc
+            .spec
+            .config
+            .get("super.users")
+            .map(|s| s.trim().trim_end_matches(';').to_string())
+            .filter(|s| !s.is_empty());
+        c.insert(
+            "super.users".into(),
+            match supers {
+                Some(s) => format!("{s};{BROKER_PRINCIPAL}"),
+                None => BROKER_PRINCIPAL.into(),
+            },
+        );
+    }
     for l in clients(kc) {
         let key = |k: &str| format!("listener.name.{}.{k}", l.name);
         if l.tls {
@@ -176,7 +241,7 @@ pub fn oauth_volumes(kc: &KafkaCluster) -> Vec<(Volume, VolumeMount)> {
 /// node port lookups (before `exec`) and the `listeners` /
 /// `advertised.listeners` overrides (after it). Empty without listeners.
 pub fn command_parts(kc: &KafkaCluster, names: &ClusterNames) -> (String, String) {
-    if clients(kc).is_empty() {
+    if !uses_listener_settings(kc) {
         return (String::new(), String::new());
     }
     let kafka = kc.spec.listeners.kafka_port;
@@ -188,6 +253,11 @@ pub fn command_parts(kc: &KafkaCluster, names: &ClusterNames) -> (String, String
     let mut prelude = String::new();
     let mut bind = vec![format!("PLAINTEXT://0.0.0.0:{kafka}")];
     let mut advertised = vec![format!("PLAINTEXT://{pod_host}:{kafka}")];
+    if kc.spec.listeners.replication_tls {
+        let port = kc.spec.listeners.replication_port;
+        bind.push(format!("{REPLICATION_LISTENER}://0.0.0.0:{port}"));
+        advertised.push(format!("{REPLICATION_LISTENER}://{pod_host}:{port}"));
+    }
     for l in clients(kc) {
         let name = l.kafka_name();
         bind.push(format!("{name}://0.0.0.0:{}", l.port));
@@ -227,16 +297,20 @@ pub fn command_parts(kc: &KafkaCluster, names: &ClusterNames) -> (String, String
     (prelude, overrides)
 }
 
-/// Container ports of the client listeners (named like them).
+/// Container ports of the replication listener and the client listeners
+/// (named like them).
 pub fn container_ports(kc: &KafkaCluster) -> Vec<ContainerPort> {
-    clients(kc)
-        .iter()
-        .map(|l| ContainerPort {
-            name: Some(l.name.clone()),
-            container_port: l.port,
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        })
+    let port = |name: &str, port: i32| ContainerPort {
+        name: Some(name.into()),
+        container_port: port,
+        protocol: Some("TCP".into()),
+        ..ContainerPort::default()
+    };
+    let l = &kc.spec.listeners;
+    l.replication_tls
+        .then(|| port("replication", l.replication_port))
+        .into_iter()
+        .chain(clients(kc).iter().map(|c| port(&c.name, c.port)))
         .collect()
 }
 
@@ -779,5 +853,46 @@ mod tests {
         assert_eq!(vols.len(), 1);
         assert_eq!(vols[0].0.config_map.as_ref().unwrap().name, "idp-keys");
         assert_eq!(vols[0].1.mount_path, "/etc/skein/oauth-sso");
+    }
+
+    /// replicationTls: a REPLICATION listener with mutual TLS carries the
+    /// replication; the brokers' subject alone maps to their principal,
+    /// which joins the spec's super users.
+    #[test]
+    fn replication_tls_moves_replication_to_a_mutual_tls_listener() {
+        let kc = cluster(json!({"replicas": 2,
+            "listeners": {"replicationTls": true},
+            "config": {"super.users": "User:ANONYMOUS;"}}));
+        let names = ClusterNames::of(&kc);
+        let c = broker_config(&kc);
+        assert_eq!(
+            c["listener.security.protocol.map"],
+            "PLAINTEXT:PLAINTEXT,REPLICATION:SSL"
+        );
+        assert_eq!(c["inter.broker.listener.name"], "REPLICATION");
+        assert_eq!(c["listener.name.replication.ssl.client.auth"], "required");
+        assert_eq!(
+            c["listener.name.replication.ssl.truststore.location"],
+            "/etc/skein/listener-tls/ca.crt"
+        );
+        assert_eq!(
+            c["listener.name.replication.ssl.principal.mapping.rules"],
+            "RULE:^CN=skein-broker$/skein-broker#replication/"
+        );
+        assert_eq!(
+            c["super.users"],
+            "User:ANONYMOUS;User:skein-broker#replication"
+        );
+        assert!(any_tls(&kc));
+        let (_, overrides) = command_parts(&kc, &names);
+        assert!(
+            overrides.contains("listeners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091"),
+            "{overrides}"
+        );
+        assert!(
+            overrides.contains(",REPLICATION://${HOSTNAME}.demo-brokers.ns.svc:9091"),
+            "{overrides}"
+        );
+        assert_eq!(container_ports(&kc)[0].name.as_deref(), Some("replication"));
     }
 }

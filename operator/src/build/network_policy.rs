@@ -87,6 +87,12 @@ pub fn build(
         rule(vec![l.control_port], Some(vec![operator_peer(opts)])),
         rule(vec![l.metrics_port], None),
     ];
+    if l.replication_tls {
+        rules.push(rule(
+            vec![l.replication_port],
+            Some(vec![brokers_peer(names)]),
+        ));
+    }
     if l.clients.is_empty() {
         rules.push(rule(vec![l.kafka_port], None));
     } else {
