@@ -83,6 +83,14 @@ fn uses_listener_settings(kc: &KafkaCluster) -> bool {
     kc.spec.listeners.replication_tls || !clients(kc).is_empty()
 }
 
+/// The brokers that get per-broker Services, Ingresses and names: those of
+/// the spec and, during a scale-down, those still running (a leaving broker
+/// keeps its address until it has drained and its pod is gone).
+fn brokers(kc: &KafkaCluster) -> i32 {
+    let running = kc.status.as_ref().map_or(0, |s| s.replicas);
+    kc.spec.replicas.max(running)
+}
+
 fn of_type(kc: &KafkaCluster, t: ListenerType) -> impl Iterator<Item = &ClientListener> {
     clients(kc).iter().filter(move |l| l.type_ == t)
 }
@@ -353,7 +361,7 @@ fn external_services<'a>(
     let mut out = Vec::new();
     for l in clients(kc).iter().filter(|l| l.type_.external()) {
         out.push((l, bootstrap_service(names, &l.name), None));
-        for id in 0..kc.spec.replicas {
+        for id in 0..brokers(kc) {
             out.push((l, broker_service(names, &l.name, id), Some(id)));
         }
     }
@@ -504,7 +512,7 @@ pub fn config_map_entries(
         }
         let mut text = String::new();
         for l in of_type(kc, t) {
-            for id in 0..kc.spec.replicas {
+            for id in 0..brokers(kc) {
                 let svc = applied.get(broker_service(names, &l.name, id).as_str());
                 let value = match t {
                     ListenerType::Nodeport => svc.and_then(|s| node_port(s)).map(|p| p.to_string()),
@@ -528,7 +536,7 @@ pub fn external_names(kc: &KafkaCluster, applied: &[Service]) -> Vec<String> {
     for l in of_type(kc, ListenerType::Ingress) {
         if let Some(i) = &l.ingress {
             out.push(i.bootstrap_host.clone());
-            out.extend((0..kc.spec.replicas).map(|id| i.broker_host(id)));
+            out.extend((0..brokers(kc)).map(|id| i.broker_host(id)));
         }
     }
     let applied = by_name(applied);
@@ -894,5 +902,27 @@ mod tests {
             "{overrides}"
         );
         assert_eq!(container_ports(&kc)[0].name.as_deref(), Some("replication"));
+    }
+
+    /// While a scale-down drains, the leaving broker keeps its Service (the
+    /// status still counts its pod); once the pod is gone it goes.
+    #[test]
+    fn a_leaving_broker_keeps_its_service_until_its_pod_is_gone() {
+        let mut kc = with_listeners();
+        let names = ClusterNames::of(&kc);
+        kc.spec.replicas = 1;
+        kc.status = Some(skein_crds::KafkaClusterStatus {
+            replicas: 2,
+            ..Default::default()
+        });
+        let svc_names = |kc: &KafkaCluster| -> Vec<String> {
+            services(kc, &names)
+                .iter()
+                .map(|s| s.metadata.name.clone().unwrap())
+                .collect()
+        };
+        assert!(svc_names(&kc).contains(&"demo-external-1".to_string()));
+        kc.status.as_mut().unwrap().replicas = 1;
+        assert!(!svc_names(&kc).contains(&"demo-external-1".to_string()));
     }
 }
