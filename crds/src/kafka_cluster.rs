@@ -161,10 +161,11 @@ pub struct ListenersSpec {
     /// cluster CA both ways, only the cluster CA trusted, the brokers'
     /// principal `User:skein-broker#replication` (a name no KafkaUser can
     /// take; the operator adds it to `super.users`). The plaintext listener
-    /// on `kafkaPort` then carries no replication. Turning it on or off
-    /// rolls the brokers.
-    #[serde(default)]
-    pub replication_tls: bool,
+    /// on `kafkaPort` then carries no replication. When unset: on as soon
+    /// as a client listener serves TLS. Turning it on or off rolls the
+    /// brokers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_tls: Option<bool>,
     /// The port of the replication listener (`replicationTls`).
     #[serde(default = "default_replication_port")]
     #[schemars(range(min = 1, max = 65535))]
@@ -384,6 +385,15 @@ impl ClientListener {
     }
 }
 
+impl ListenersSpec {
+    /// Whether the brokers replicate over mutual TLS (`replicationTls`, on
+    /// by default once a client listener serves TLS).
+    pub fn replicates_over_tls(&self) -> bool {
+        self.replication_tls
+            .unwrap_or_else(|| self.clients.iter().any(|c| c.tls))
+    }
+}
+
 fn default_kafka_port() -> i32 {
     9092
 }
@@ -407,7 +417,7 @@ impl Default for ListenersSpec {
             metrics_port: default_metrics_port(),
             control_port: default_control_port(),
             control_plane_tls: false,
-            replication_tls: false,
+            replication_tls: None,
             replication_port: default_replication_port(),
             bootstrap_service_type: BootstrapServiceType::default(),
             bootstrap_service_annotations: BTreeMap::new(),

@@ -926,8 +926,9 @@ def test_client_listeners_nodeport_tls_and_scram_from_outside(env, tmp_path):
     client outside the pod network needs: it produces and consumes through the node ports
     (hostname verification on), is denied on a topic its ACLs do not grant, a wrong password is
     refused, and a plaintext client gets nothing from the TLS listener. (The node ports are served
-    by the pod runner standing in for kube-proxy; the plaintext kafkaPort listener carries
-    replication, so its unauthenticated principal is a super user here.)"""
+    by the pod runner standing in for kube-proxy. With TLS listeners the brokers replicate over
+    mutual TLS by default, as the operator's own super user; the plaintext kafkaPort listener is
+    left to the operator's admin client, whose unauthenticated principal is a super user here.)"""
     from confluent_kafka import Consumer, KafkaError, Producer
     from confluent_kafka.admin import AdminClient
 
@@ -1036,7 +1037,11 @@ spec:
         # listeners open (no networkPolicyPeers). Not enforced here (no network plugin).
         np = env.get("-n", NS, "get", "networkpolicy", f"{name}-brokers")
         rules = {r["ports"][0]["port"]: r.get("from", []) for r in np["spec"]["ingress"]}
-        assert sorted(rules) == [9092, 9093, 9094, 9095, 9192, 9644], rules
+        assert sorted(rules) == [9091, 9092, 9093, 9094, 9095, 9192, 9644], rules
+        assert [p["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] for p in rules[9091]] == [name], rules
+        # TLS listeners: replication over mutual TLS by default.
+        props = env.get("-n", NS, "get", "configmap", f"{name}-config")["data"]["server.properties"]
+        assert "inter.broker.listener.name=REPLICATION\n" in props, props
         assert [p["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for p in rules[9192]] == ["skein-operator"]
         assert len(rules[9092]) == 2 and rules[9094] == [] and rules[9644] == [], rules
         svcs = {s["metadata"]["name"]: s for s in env.get("-n", NS, "get", "services")["items"]}
@@ -1142,8 +1147,17 @@ spec:
 
 def tls_verifies(host: str, port: int, cafile: Path, cert: tuple[Path, Path] | None = None) -> bool | None:
     """Whether a TLS handshake with host:port verifies the served certificate against `cafile`
-    (hostname checked) and, with `cert`, the server accepts that client certificate. None: the
-    connection failed otherwise (not listening yet)."""
+    (hostname checked) and, with `cert`, the server accepts that client certificate. None: no
+    connection in five tries a second apart (not listening yet, the name not resolving yet)."""
+    for _ in range(5):
+        answer = tls_handshake(host, port, cafile, cert)
+        if answer is not None:
+            return answer
+        time.sleep(1)
+    return None
+
+
+def tls_handshake(host: str, port: int, cafile: Path, cert: tuple[Path, Path] | None) -> bool | None:
     import socket
     import ssl
     ctx = ssl.create_default_context(cafile=str(cafile))
@@ -1160,8 +1174,7 @@ def tls_verifies(host: str, port: int, cafile: Path, cert: tuple[Path, Path] | N
                 return True
     except (ssl.SSLError, ConnectionResetError, BrokenPipeError, socket.timeout):
         return False  # the server's certificate is not trusted, or ours is refused
-    except OSError as e:
-        print(f"tls_verifies {host}:{port}: {e!r}")
+    except OSError:
         return None
 
 

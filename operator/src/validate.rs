@@ -90,7 +90,7 @@ pub fn validate_cluster(kc: &KafkaCluster, topics: &[Topic]) -> Result<(), Inval
     }
     let l = &kc.spec.listeners;
     let replication = l
-        .replication_tls
+        .replicates_over_tls()
         .then_some(("replication".to_string(), l.replication_port));
     let named = replication
         .iter()
@@ -115,9 +115,9 @@ pub fn validate_cluster(kc: &KafkaCluster, topics: &[Topic]) -> Result<(), Inval
         }
     }
     for (key, value) in &kc.spec.config {
-        let listener_key = (!l.clients.is_empty() || l.replication_tls)
+        let listener_key = (!l.clients.is_empty() || l.replicates_over_tls())
             && (LISTENER_KEYS.contains(&key.as_str())
-                || (l.replication_tls && key.starts_with("listener.name.replication."))
+                || (l.replicates_over_tls() && key.starts_with("listener.name.replication."))
                 || l.clients
                     .iter()
                     .any(|c| key.starts_with(&format!("listener.name.{}.", c.name))));

@@ -68,7 +68,7 @@ fn clients(kc: &KafkaCluster) -> &[ClientListener] {
 /// Whether any listener serves TLS, a client listener or the replication
 /// one (the brokers then mount the listener certificate).
 pub fn any_tls(kc: &KafkaCluster) -> bool {
-    kc.spec.listeners.replication_tls || clients(kc).iter().any(|l| l.tls)
+    kc.spec.listeners.replicates_over_tls() || clients(kc).iter().any(|l| l.tls)
 }
 
 /// Kafka's name of the replication listener (`replicationTls`).
@@ -80,7 +80,7 @@ pub const BROKER_PRINCIPAL: &str = "User:skein-broker#replication";
 /// The listeners' settings besides the client listeners': none without
 /// client listeners or replication TLS.
 fn uses_listener_settings(kc: &KafkaCluster) -> bool {
-    kc.spec.listeners.replication_tls || !clients(kc).is_empty()
+    kc.spec.listeners.replicates_over_tls() || !clients(kc).is_empty()
 }
 
 /// The brokers that get per-broker Services, Ingresses and names: those of
@@ -103,7 +103,7 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
     if !uses_listener_settings(kc) {
         return c;
     }
-    let replication = kc.spec.listeners.replication_tls;
+    let replication = kc.spec.listeners.replicates_over_tls();
     let map = std::iter::once("PLAINTEXT:PLAINTEXT".to_string())
         .chain(replication.then(|| format!("{REPLICATION_LISTENER}:SSL")))
         .chain(
@@ -261,7 +261,7 @@ pub fn command_parts(kc: &KafkaCluster, names: &ClusterNames) -> (String, String
     let mut prelude = String::new();
     let mut bind = vec![format!("PLAINTEXT://0.0.0.0:{kafka}")];
     let mut advertised = vec![format!("PLAINTEXT://{pod_host}:{kafka}")];
-    if kc.spec.listeners.replication_tls {
+    if kc.spec.listeners.replicates_over_tls() {
         let port = kc.spec.listeners.replication_port;
         bind.push(format!("{REPLICATION_LISTENER}://0.0.0.0:{port}"));
         advertised.push(format!("{REPLICATION_LISTENER}://{pod_host}:{port}"));
@@ -315,7 +315,7 @@ pub fn container_ports(kc: &KafkaCluster) -> Vec<ContainerPort> {
         ..ContainerPort::default()
     };
     let l = &kc.spec.listeners;
-    l.replication_tls
+    l.replicates_over_tls()
         .then(|| port("replication", l.replication_port))
         .into_iter()
         .chain(clients(kc).iter().map(|c| port(&c.name, c.port)))
@@ -628,11 +628,18 @@ mod tests {
     #[test]
     fn each_listener_gets_its_protocol_certificate_and_mechanism() {
         let c = broker_config(&with_listeners());
+        // TLS client listeners: replication moves to mutual TLS unless
+        // replicationTls says otherwise.
         assert_eq!(
             c["listener.security.protocol.map"],
-            "PLAINTEXT:PLAINTEXT,TLS:SSL,EXTERNAL:SASL_SSL"
+            "PLAINTEXT:PLAINTEXT,REPLICATION:SSL,TLS:SSL,EXTERNAL:SASL_SSL"
         );
-        assert_eq!(c["inter.broker.listener.name"], "PLAINTEXT");
+        assert_eq!(c["inter.broker.listener.name"], "REPLICATION");
+        let mut plain = with_listeners();
+        plain.spec.listeners.replication_tls = Some(false);
+        let p = broker_config(&plain);
+        assert_eq!(p["inter.broker.listener.name"], "PLAINTEXT");
+        assert!(!p.contains_key("super.users"));
         assert_eq!(
             c["listener.name.tls.ssl.keystore.location"],
             "/etc/skein/listener-tls/broker-keystore.pem"
@@ -838,7 +845,7 @@ mod tests {
         let c = broker_config(&kc);
         assert_eq!(
             c["listener.security.protocol.map"],
-            "PLAINTEXT:PLAINTEXT,SSO:SASL_SSL"
+            "PLAINTEXT:PLAINTEXT,REPLICATION:SSL,SSO:SASL_SSL"
         );
         assert_eq!(
             c["listener.name.sso.sasl.enabled.mechanisms"],

@@ -87,7 +87,7 @@ pub fn build(
         rule(vec![l.control_port], Some(vec![operator_peer(opts)])),
         rule(vec![l.metrics_port], None),
     ];
-    if l.replication_tls {
+    if l.replicates_over_tls() {
         rules.push(rule(
             vec![l.replication_port],
             Some(vec![brokers_peer(names)]),

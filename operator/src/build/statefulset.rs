@@ -452,12 +452,12 @@ mod tests {
         let args = run_command(&kc, "my-cluster-12");
         assert!(
             args.contains(
-                "--override listeners=PLAINTEXT://0.0.0.0:9092,TLS://0.0.0.0:9093,EXTERNAL://0.0.0.0:9094,LB://0.0.0.0:9095"
+                "--override listeners=PLAINTEXT://0.0.0.0:9092,REPLICATION://0.0.0.0:9091,TLS://0.0.0.0:9093,EXTERNAL://0.0.0.0:9094,LB://0.0.0.0:9095"
             ),
             "{args}"
         );
         assert!(
-            args.contains("--override advertised.listeners=PLAINTEXT://my-cluster-12.my-cluster-brokers.ns.svc:9092,TLS://my-cluster-12.my-cluster-brokers.ns.svc:9093,EXTERNAL://10.1.2.3:31012,LB://203.0.113.7:9095"),
+            args.contains("--override advertised.listeners=PLAINTEXT://my-cluster-12.my-cluster-brokers.ns.svc:9092,REPLICATION://my-cluster-12.my-cluster-brokers.ns.svc:9091,TLS://my-cluster-12.my-cluster-brokers.ns.svc:9093,EXTERNAL://10.1.2.3:31012,LB://203.0.113.7:9095"),
             "{args}"
         );
         // No load balancer address yet for broker 0: its pod name meanwhile.
