@@ -117,7 +117,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"; cleanup' EXIT
 mkdir -p "$stage/e2e/k8s" "$stage/e2e/tests" "$stage/bin" "$stage/charts"
 cp "$HERE/test_operator.py" "$stage/e2e/k8s/"
-cp "$ROOT/e2e/tests/util.py" "$ROOT/e2e/tests/brokers.py" "$stage/e2e/tests/"
+cp "$ROOT/e2e/tests/util.py" "$ROOT/e2e/tests/brokers.py" "$ROOT/e2e/tests/pki.py" "$stage/e2e/tests/"
 cp "$ROOT/e2e/requirements.txt" "$stage/e2e/"
 cp -r "$ROOT/charts/skein" "$stage/charts/"
 # The pod needs Linux builds of both: yours, or POD_KUBECTL/POD_HELM (for
