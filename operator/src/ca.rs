@@ -131,7 +131,8 @@ pub fn not_after(pem: &str) -> Option<i64> {
     Some(cert.validity().not_after.timestamp())
 }
 
-fn text(secret: &Secret, key: &str) -> Option<String> {
+/// A Secret's value as text (`None`: absent or not UTF-8).
+pub(crate) fn text(secret: &Secret, key: &str) -> Option<String> {
     let bytes = secret.data.as_ref()?.get(key)?;
     String::from_utf8(bytes.0.clone()).ok()
 }

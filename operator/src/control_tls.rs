@@ -25,6 +25,7 @@ use skein_crds::KafkaCluster;
 
 use crate::build::control_tls::{CA_KEY, KEYSTORE_KEY};
 use crate::build::{owned_meta, ClusterNames};
+use crate::ca::text;
 use crate::error::ControllerStartError;
 use crate::local_tls::{leaf, new_ca, CONTROLLER_CN};
 
@@ -48,11 +49,6 @@ impl std::fmt::Debug for ControlTls {
 
 fn err(what: impl std::fmt::Display) -> ControllerStartError {
     ControllerStartError::ControlTls(what.to_string())
-}
-
-fn text(secret: &Secret, key: &str) -> Option<String> {
-    let bytes = secret.data.as_ref()?.get(key)?;
-    String::from_utf8(bytes.0.clone()).ok()
 }
 
 /// The material both Secrets hold, as PEM text.

@@ -34,7 +34,7 @@ use skein_crds::{AuthenticationType, CertificateAuthorityStatus, KafkaCluster};
 
 use crate::build::listeners::{BROKER_CN, CA_KEY, CLIENTS_CA_KEY, KEYSTORE_KEY};
 use crate::build::{owned_meta, ClusterNames, FIELD_MANAGER};
-use crate::ca::{self, Ca, CaState, Policy, Request};
+use crate::ca::{self, text, Ca, CaState, Policy, Request};
 use crate::error::{Error, Result};
 use crate::local_tls::{ca_issuer, leaf_valid};
 
@@ -50,11 +50,6 @@ async fn read(secrets: &Api<Secret>, name: &str) -> Result<Option<Secret>> {
         .get_opt(name)
         .await
         .map_err(|e| err(format!("reading Secret {name}: {e}")))
-}
-
-fn text(secret: &Secret, key: &str) -> Option<String> {
-    let bytes = secret.data.as_ref()?.get(key)?;
-    String::from_utf8(bytes.0.clone()).ok()
 }
 
 fn cluster_ca_name(names: &ClusterNames) -> String {
