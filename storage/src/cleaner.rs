@@ -120,6 +120,12 @@ impl Log {
         if !self.config.cleanup_policy.compact {
             return Ok(stats);
         }
+        // Never beyond the first open transaction (Kafka's first unstable
+        // offset): its records may yet be aborted, so they must not
+        // supersede anything.
+        let max_offset = self
+            .first_unstable_offset()
+            .map_or(max_offset, |o| o.min(max_offset));
         let cleanable = self.segments[..self.segments.len() - 1]
             .iter()
             .take_while(|s| s.next_offset() <= max_offset)
@@ -180,6 +186,8 @@ impl Log {
         for i in 0..cleanable {
             let source = &self.segments[i];
             let mut cleaned = LogSegment::create(&self.dir, source.base_offset(), CLEANED)?;
+            // Aborted data is kept for now, so its transactions stay listed.
+            cleaned.reset_aborted_txns(0, Some(source.aborted_txns().to_vec()))?;
             let mut failure = None;
             let mut removed = 0u64;
             source.for_each_batch(0, |_, h, bytes| {

@@ -104,7 +104,7 @@ impl<E: IndexEntry> IndexFile<E> {
 
     /// Appends one entry to memory and disk.
     pub(crate) fn push(&mut self, entry: E) -> io::Result<()> {
-        let mut buf = [0u8; 16];
+        let mut buf = [0u8; 64];
         entry.encode(&mut buf[..E::SIZE]);
         self.writer()?.write_all(&buf[..E::SIZE])?;
         self.entries.push(entry);

@@ -26,6 +26,8 @@ mod retention;
 mod segment;
 pub mod testing;
 mod time_index;
+mod txn_index;
+mod log_txn;
 
 #[cfg(test)]
 mod test_util;
@@ -34,6 +36,8 @@ pub use checkpoint::write_atomic;
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use error::StorageError;
 pub use log::{AppendInfo, CleanStats, Log, ReadResult};
+pub use txn_index::AbortedTxn;
+pub use log_txn::{control_batch, ControlMarker};
 
 /// `Log` is shared between request handler threads behind a lock.
 const _: () = {

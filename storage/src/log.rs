@@ -306,8 +306,8 @@ impl Log {
         self.append_validated(records, &headers, now_ms)?;
         // The batches are in the log now: the producer state must say so
         // before anything else can fail, or a retry would be appended twice.
-        for (h, _) in &headers {
-            self.producer_state.update(h, now_ms);
+        for (h, pos) in &headers {
+            self.apply_to_producer_state(h, &records[*pos..*pos + h.total_size()], now_ms)?;
         }
         self.epochs.assign(leader_epoch, headers[0].0.base_offset)?;
         self.maybe_flush(now_ms)?;
@@ -413,8 +413,8 @@ impl Log {
             expected = h.next_offset();
         }
         self.append_validated(records, &headers, now_ms)?;
-        for (h, _) in &headers {
-            self.producer_state.update(h, now_ms);
+        for (h, pos) in &headers {
+            self.apply_to_producer_state(h, &records[*pos..*pos + h.total_size()], now_ms)?;
         }
         for (h, _) in &headers {
             self.epochs
@@ -715,11 +715,14 @@ impl Log {
     /// Rebuilds the idempotent-producer state from the newest snapshot at or
     /// below the log end plus the batch headers after it.
     pub(crate) fn rebuild_producer_state(&mut self, now_ms: i64) -> Result<(), StorageError> {
-        let (mut state, from) =
+        let (state, from) =
             match ProducerStateManager::load_snapshot(&self.dir, self.log_end_offset)? {
                 Some((s, at)) => (s, at),
                 None => (ProducerStateManager::new(), self.log_start_offset),
             };
+        self.producer_state = state;
+        // Aborted transactions from `from` on are re-derived by the replay.
+        self.reset_aborted_txns_from(from)?;
         let mut offset = from.max(self.log_start_offset);
         while offset < self.log_end_offset {
             let r = self.read(offset, 1 << 20, self.log_end_offset, true)?;
@@ -728,9 +731,9 @@ impl Log {
             }
             let mut next = offset;
             for item in batch::iter_batches(&r.records) {
-                let (h, _) = item?;
+                let (h, bytes) = item?;
                 if h.base_offset >= from {
-                    state.update(&h, now_ms);
+                    self.apply_to_producer_state(&h, bytes, now_ms)?;
                 }
                 next = next.max(h.next_offset());
             }
@@ -739,7 +742,6 @@ impl Log {
             }
             offset = next;
         }
-        self.producer_state = state;
         Ok(())
     }
 

@@ -4,11 +4,16 @@
 //! original offsets instead of being appended twice; a gap in the sequence is
 //! refused.
 //!
+//! Transactions: a producer's first transactional batch opens its
+//! transaction (its offset is the partition's first unstable offset while
+//! open); the COMMIT or ABORT marker closes it, and the log records an
+//! aborted one in the segment's `.txnindex`.
+//!
 //! The state is rebuilt on open from the newest snapshot (`<offset>.snapshot`,
 //! written on roll and on clean shutdown) plus a scan of the batch headers
 //! after it, so a crash loses nothing that is in the log.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -21,7 +26,8 @@ use crate::error::StorageError;
 /// (Kafka's client keeps at most five in flight).
 pub const MAX_CACHED_BATCHES: usize = 5;
 const SNAPSHOT_SUFFIX: &str = ".snapshot";
-const SNAPSHOT_VERSION: u16 = 1;
+/// Version 2 added each producer's open transaction.
+const SNAPSHOT_VERSION: u16 = 2;
 
 /// One appended batch of a producer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +46,21 @@ pub struct ProducerEntry {
     pub batches: VecDeque<BatchMetadata>,
     /// Broker time of the producer's last append (drives expiry).
     pub last_update_ms: i64,
+    /// First offset of the producer's open transaction.
+    pub current_txn_first_offset: Option<i64>,
+}
+
+/// A transaction closed by a COMMIT or ABORT marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    pub commit: bool,
+    /// The last stable offset once it is closed: the first offset of the
+    /// next open transaction, or the offset after the marker.
+    pub last_stable_offset: i64,
 }
 
 impl ProducerEntry {
@@ -64,6 +85,8 @@ pub enum SequenceCheck {
 #[derive(Debug, Default)]
 pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions by first offset (first offset → producer id).
+    ongoing: BTreeMap<i64, i64>,
 }
 
 /// Whether `next` directly follows `last` (sequences wrap at i32::MAX).
@@ -92,7 +115,44 @@ impl ProducerStateManager {
     }
 
     pub(crate) fn insert(&mut self, id: i64, entry: ProducerEntry) {
+        if let Some(first) = entry.current_txn_first_offset {
+            self.ongoing.insert(first, id);
+        }
         self.producers.insert(id, entry);
+    }
+
+    /// The first offset of the oldest open transaction: a `read_committed`
+    /// reader sees nothing at or after it.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// Open transactions as (producer id, first offset), oldest first.
+    pub fn ongoing_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ongoing.iter().map(|(first, pid)| (*pid, *first))
+    }
+
+    /// Closes the producer's open transaction with the marker `h` (a
+    /// control batch at its assigned offset). Returns the transaction, or
+    /// `None` when the producer had none open here (a marker for a
+    /// partition it never wrote to, or a retried marker).
+    pub fn complete_txn(&mut self, h: &BatchHeader, commit: bool, now_ms: i64) -> Option<CompletedTxn> {
+        let entry = self.producers.entry(h.producer_id).or_default();
+        if h.producer_epoch > entry.epoch {
+            entry.epoch = h.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.last_update_ms = entry.last_update_ms.max(now_ms);
+        let first = entry.current_txn_first_offset.take()?;
+        self.ongoing.remove(&first);
+        let marker = h.base_offset;
+        Some(CompletedTxn {
+            producer_id: h.producer_id,
+            first_offset: first,
+            last_offset: marker,
+            commit,
+            last_stable_offset: self.first_unstable_offset().unwrap_or(marker + 1),
+        })
     }
 
     /// Checks a producer batch before it is appended (Kafka's
@@ -102,7 +162,6 @@ impl ProducerStateManager {
         if h.producer_id < 0 || h.is_control() {
             return Ok(SequenceCheck::Append);
         }
-        let last_seq = last_sequence(h);
         let Some(entry) = self.producers.get(&h.producer_id) else {
             // Unknown producer (new, or its state was removed with old
             // segments): any sequence is accepted, as in Kafka.
@@ -114,6 +173,12 @@ impl ProducerStateManager {
                 h.producer_id, h.producer_epoch, entry.epoch
             )));
         }
+        if h.base_sequence < 0 {
+            // A coordinator's transactional write (TxnOffsetCommit): fenced
+            // by epoch only, no sequence.
+            return Ok(SequenceCheck::Append);
+        }
+        let last_seq = last_sequence(h);
         if h.producer_epoch > entry.epoch {
             if h.base_sequence != 0 {
                 return Err(StorageError::OutOfOrderSequence(format!(
@@ -151,6 +216,10 @@ impl ProducerStateManager {
             entry.epoch = h.producer_epoch;
             entry.batches.clear();
         }
+        if h.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(h.base_offset);
+            self.ongoing.insert(h.base_offset, h.producer_id);
+        }
         entry.batches.push_back(BatchMetadata {
             first_seq: h.base_sequence,
             last_seq: last_sequence(h),
@@ -178,24 +247,35 @@ impl ProducerStateManager {
     /// (`producer.id.expiration.ms`).
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, e| now_ms - e.last_update_ms <= expiration_ms);
+        // A producer with an open transaction stays: the transaction
+        // coordinator's timeout ends it, never the producer expiry.
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset.is_some() || now_ms - e.last_update_ms <= expiration_ms
+        });
         before - self.producers.len()
     }
 
     /// Forgets producers whose every batch lies below `log_start_offset`
     /// (removed by retention or DeleteRecords).
     pub fn remove_below(&mut self, log_start_offset: i64) {
-        self.producers
-            .retain(|_, e| e.last_offset() >= log_start_offset);
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset.is_some() || e.last_offset() >= log_start_offset
+        });
     }
 
     /// Drops everything learned from offsets at or after `offset`.
     pub fn truncate_from(&mut self, offset: i64) {
         for e in self.producers.values_mut() {
             e.batches.retain(|b| b.last_offset < offset);
+            if e.current_txn_first_offset.is_some_and(|f| f >= offset) {
+                e.current_txn_first_offset = None;
+            }
         }
-        self.producers.retain(|_, e| !e.batches.is_empty());
+        self.producers
+            .retain(|_, e| !e.batches.is_empty() || e.current_txn_first_offset.is_some());
+        let producers = &self.producers;
+        self.ongoing
+            .retain(|first, pid| producers.get(pid).and_then(|e| e.current_txn_first_offset) == Some(*first));
     }
 
     /// Writes the state as of `offset` to `<dir>/<offset>.snapshot`
@@ -210,6 +290,7 @@ impl ProducerStateManager {
             body.extend_from_slice(&id.to_be_bytes());
             body.extend_from_slice(&e.epoch.to_be_bytes());
             body.extend_from_slice(&e.last_update_ms.to_be_bytes());
+            body.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
             body.push(e.batches.len() as u8);
             for b in &e.batches {
                 body.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -315,7 +396,11 @@ fn parse_snapshot(bytes: &[u8]) -> Option<ProducerStateManager> {
             self.take::<4>().map(i32::from_be_bytes)
         }
     }
-    if bytes.len() < 6 || u16::from_be_bytes([bytes[0], bytes[1]]) != SNAPSHOT_VERSION {
+    if bytes.len() < 6 {
+        return None;
+    }
+    let version = u16::from_be_bytes([bytes[0], bytes[1]]);
+    if !(1..=SNAPSHOT_VERSION).contains(&version) {
         return None;
     }
     let crc = u32::from_be_bytes(bytes[2..6].try_into().ok()?);
@@ -325,11 +410,16 @@ fn parse_snapshot(bytes: &[u8]) -> Option<ProducerStateManager> {
     }
     let mut r = Rd(body);
     let n = r.take::<4>().map(u32::from_be_bytes)?;
-    let mut producers = HashMap::with_capacity(n as usize);
+    let mut state = ProducerStateManager::default();
     for _ in 0..n {
         let id = r.i64()?;
         let epoch = r.take::<2>().map(i16::from_be_bytes)?;
         let last_update_ms = r.i64()?;
+        let current_txn_first_offset = if version >= 2 {
+            Some(r.i64()?).filter(|o| *o >= 0)
+        } else {
+            None
+        };
         let nb = r.take::<1>()?[0];
         let mut batches = VecDeque::with_capacity(nb as usize);
         for _ in 0..nb {
@@ -341,19 +431,20 @@ fn parse_snapshot(bytes: &[u8]) -> Option<ProducerStateManager> {
                 max_timestamp: r.i64()?,
             });
         }
-        producers.insert(
+        state.insert(
             id,
             ProducerEntry {
                 epoch,
                 batches,
                 last_update_ms,
+                current_txn_first_offset,
             },
         );
     }
     if !r.0.is_empty() {
         return None;
     }
-    Some(ProducerStateManager { producers })
+    Some(state)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use crate::log::{
     Log, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
 use crate::segment::{file_path, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::txn_index::TXN_INDEX_SUFFIX;
 
 /// Suffix of compaction output still being written.
 pub(crate) const CLEANED: &str = ".cleaned";
@@ -40,7 +41,7 @@ fn parse_name(name: &str) -> Option<(i64, &str, &str)> {
         Some((kind, _)) => (kind, &rest[kind.len()..]),
         None => (rest, ""),
     };
-    if ![LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX].contains(&kind) {
+    if ![LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX].contains(&kind) {
         return None;
     }
     Some((base, kind, extra))
@@ -85,6 +86,12 @@ pub(crate) fn prepare_dir(dir: &Path) -> io::Result<DirState> {
                 remove_if_exists(&file_path(dir, *base, suffix, SWAP))?;
                 remove_if_exists(&file_path(dir, *base, suffix, ""))?;
             }
+            // Compaction copies the source's transaction index unchanged, so
+            // whichever of the two is there is right; prefer the new one.
+            let txn_swap = file_path(dir, *base, TXN_INDEX_SUFFIX, SWAP);
+            if txn_swap.exists() {
+                fs::rename(&txn_swap, file_path(dir, *base, TXN_INDEX_SUFFIX, ""))?;
+            }
             fs::rename(
                 file_path(dir, *base, LOG_SUFFIX, SWAP),
                 file_path(dir, *base, LOG_SUFFIX, ""),
@@ -96,7 +103,8 @@ pub(crate) fn prepare_dir(dir: &Path) -> io::Result<DirState> {
     // Anything else temporary is incomplete work: discard it.
     for (base, kind, extra) in &files {
         let swapped_log = kind == LOG_SUFFIX && extra == SWAP;
-        let swapped_index = extra == SWAP && state.swapped.contains(base);
+        let swapped_index =
+            extra == SWAP && state.swapped.contains(base) && kind != TXN_INDEX_SUFFIX;
         let temporary = [CLEANED, SWAP, DELETED].contains(&extra.as_str());
         if temporary && !swapped_log && !swapped_index {
             remove_if_exists(&file_path(dir, *base, kind, extra))?;
@@ -166,7 +174,7 @@ impl Log {
             if truncated > 0 && i < bases.len() {
                 tracing::warn!(dir = %dir.display(), base, "deleting segments after a truncated one");
                 for &later in &bases[i..] {
-                    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
                         match fs::remove_file(file_path(&dir, later, suffix, "")) {
                             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                                 return Err(e.into())

@@ -19,6 +19,7 @@ use crate::index_file::LoadStatus;
 use crate::offset_index::{OffsetEntry, OffsetIndex};
 use crate::read_pool::PooledBuf;
 use crate::time_index::{TimeEntry, TimeIndex};
+use crate::txn_index::{AbortedTxn, TxnIndex, TXN_INDEX_SUFFIX};
 
 /// File extension of the record data.
 pub(crate) const LOG_SUFFIX: &str = "log";
@@ -150,6 +151,7 @@ pub(crate) struct LogSegment {
     size: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    txn_index: TxnIndex,
     bytes_since_last_index_entry: u64,
     /// Largest batch max timestamp in the segment, -1 when empty.
     max_timestamp: i64,
@@ -185,6 +187,8 @@ impl LogSegment {
         );
         offset_index.rewrite(Vec::new())?;
         time_index.rewrite(Vec::new())?;
+        let mut txn_index = TxnIndex::empty(file_path(dir, base_offset, TXN_INDEX_SUFFIX, extra));
+        txn_index.rewrite(Vec::new())?;
         Ok(LogSegment {
             base_offset,
             log_path,
@@ -192,6 +196,7 @@ impl LogSegment {
             size: 0,
             offset_index,
             time_index,
+            txn_index,
             bytes_since_last_index_entry: 0,
             max_timestamp: -1,
             offset_of_max_timestamp: -1,
@@ -226,6 +231,7 @@ impl LogSegment {
             file_path(dir, base_offset, TIME_INDEX_SUFFIX, ""),
             base_offset,
         )?;
+        let txn_index = TxnIndex::load(file_path(dir, base_offset, TXN_INDEX_SUFFIX, ""))?;
         let mut segment = LogSegment {
             base_offset,
             log_path,
@@ -233,6 +239,7 @@ impl LogSegment {
             size,
             offset_index,
             time_index,
+            txn_index,
             bytes_since_last_index_entry: 0,
             max_timestamp: -1,
             offset_of_max_timestamp: -1,
@@ -660,6 +667,7 @@ impl LogSegment {
         };
         let removed = self.size - pos;
         self.cut_at(pos, first_removed.base_offset)?;
+        self.txn_index.truncate_from(first_removed.base_offset)?;
         Ok(removed)
     }
 
@@ -673,6 +681,7 @@ impl LogSegment {
         self.flush()?;
         self.offset_index.file().close_writer();
         self.time_index.file().close_writer();
+        self.txn_index.close_writer();
         Ok(())
     }
 
@@ -701,6 +710,7 @@ impl LogSegment {
                     f.sync_all()?;
                 }
             }
+            self.txn_index.flush()?;
             self.dirty = false;
         }
         Ok(())
@@ -720,16 +730,43 @@ impl LogSegment {
         self.time_index
             .file()
             .rename_to(file_path(dir, base, TIME_INDEX_SUFFIX, to))?;
+        self.txn_index
+            .rename_to(file_path(dir, base, TXN_INDEX_SUFFIX, to))?;
         let new_log = file_path(dir, base, LOG_SUFFIX, to);
         fs::rename(&self.log_path, &new_log)?;
         self.log_path = new_log;
         Ok(())
     }
 
+    /// The aborted transactions whose markers are in this segment.
+    pub(crate) fn aborted_txns(&self) -> &[AbortedTxn] {
+        self.txn_index.entries()
+    }
+
+    /// Records an aborted transaction whose marker was appended here.
+    pub(crate) fn add_aborted_txn(&mut self, entry: AbortedTxn) -> io::Result<()> {
+        self.dirty = true;
+        self.txn_index.push(entry)
+    }
+
+    /// Drops aborted-transaction entries whose marker is at or after `offset`
+    /// (they are re-derived by the producer-state replay), or replaces them.
+    pub(crate) fn reset_aborted_txns(
+        &mut self,
+        from: i64,
+        replace: Option<Vec<AbortedTxn>>,
+    ) -> io::Result<()> {
+        match replace {
+            Some(entries) => self.txn_index.rewrite(entries),
+            None => self.txn_index.truncate_from(from),
+        }
+    }
+
     /// Removes the segment's files.
     pub(crate) fn delete(mut self) -> io::Result<()> {
         self.offset_index.file().delete()?;
         self.time_index.file().delete()?;
+        self.txn_index.delete()?;
         match fs::remove_file(&self.log_path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),

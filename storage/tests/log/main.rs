@@ -8,3 +8,4 @@ mod idempotence;
 mod producer_state;
 mod recovery;
 mod retention;
+mod transactions;
