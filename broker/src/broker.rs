@@ -28,6 +28,8 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     /// The consumer-group coordinator.
     pub groups: crate::group::GroupCoordinator,
+    /// The transaction coordinator.
+    pub txns: crate::txn::TxnCoordinator,
     /// Idempotent batches refused with a retriable error (see the module).
     pub refused_batches: crate::handlers::refused_batches::RefusedBatches,
     /// Client quota usage (produce and fetch byte rates).
@@ -168,6 +170,7 @@ impl Broker {
         let metrics = Arc::new(Metrics::new());
         let _ = metrics.data_dir.set(config.data_dir.clone());
         let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
+        let txns = crate::txn::TxnCoordinator::new(config.txns.clone(), &metrics.registry);
         let quotas = crate::quotas::QuotaManager::new(&metrics.registry);
         let connection_quotas =
             crate::connection_quotas::ConnectionQuotas::new(config.connection_limits.clone());
@@ -177,6 +180,7 @@ impl Broker {
             replicas,
             metrics,
             groups,
+            txns,
             refused_batches: Default::default(),
             quotas,
             connection_quotas,
@@ -500,6 +504,14 @@ impl Broker {
     pub fn auto_create(&self, name: &str) -> Result<Arc<TopicView>, ApiError> {
         if let Some(t) = self.metadata.topic(name) {
             return Ok(t);
+        }
+        // The coordinators' topics are made as they make them (Kafka's
+        // AutoTopicCreationManager), never with the defaults of user topics.
+        if name == crate::metadata::CONSUMER_OFFSETS {
+            return self.groups.offsets_topic(self);
+        }
+        if name == crate::txn::TRANSACTION_STATE {
+            return self.txns.state_topic(self);
         }
         if !self.config.auto_create_topics_enable {
             return Err(ApiError::new(

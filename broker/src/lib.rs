@@ -13,6 +13,7 @@ pub mod error;
 pub mod group;
 pub mod handlers;
 pub mod inter_broker;
+pub mod internal_topics;
 pub mod jaas;
 pub mod listeners;
 pub mod log_throttle;
@@ -31,6 +32,7 @@ pub mod server;
 pub mod ssl_principal;
 pub mod system;
 pub mod tls;
+pub mod txn;
 
 pub use broker::{Broker, Stop};
 pub use config::{BrokerConfig, Cli};
@@ -117,6 +119,7 @@ async fn serve_until(
     }
     broker.spawn_maintenance();
     group::GroupCoordinator::start(&broker);
+    txn::TxnCoordinator::start(&broker);
     let servers: Vec<_> = listeners
         .into_iter()
         .map(|(spec, socket)| tokio::spawn(server::serve(broker.clone(), socket, spec)))

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, RwLock};
 
 use kafka_protocol::error::ResponseError;
-use skein_storage::{AppendInfo, Log, LogConfig, ReadResult};
+use skein_storage::{AbortedTxn, AppendInfo, Log, LogConfig, ReadResult};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -387,21 +387,79 @@ impl Partition {
     }
 
     /// Reads whole batches from `offset` up to the high watermark, for
-    /// consumers. Only the leader serves them.
+    /// consumers; `read_committed` ones up to the last stable offset, with
+    /// the aborted transactions among what was read. Only the leader
+    /// serves them.
     pub fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
         current_leader_epoch: i32,
-    ) -> Result<ReadResult, ApiError> {
+        read_committed: bool,
+    ) -> Result<(ReadResult, Option<Vec<AbortedTxn>>), ApiError> {
         let st = self.state();
         self.check_epoch(&st, current_leader_epoch)?;
         if st.role != Role::Leader {
             return Err(not_leader(&self.topic, self.index));
         }
         let log = self.log.read().expect("log lock");
-        Ok(log.read(offset, max_bytes, st.high_watermark, min_one_batch)?)
+        if !read_committed {
+            return Ok((
+                log.read(offset, max_bytes, st.high_watermark, min_one_batch)?,
+                None,
+            ));
+        }
+        let lso = Self::lso(&st, &log);
+        let read = log.read(offset, max_bytes, lso, min_one_batch)?;
+        let upper = skein_storage::batch::iter_batches(&read.records)
+            .filter_map(|b| b.ok())
+            .map(|(h, _)| h.next_offset())
+            .last()
+            .unwrap_or(offset);
+        let aborted = log.aborted_transactions(offset, upper);
+        Ok((read, Some(aborted)))
+    }
+
+    /// Last stable offset: nothing at or after it is readable by a
+    /// `read_committed` consumer (the high watermark, or the first offset
+    /// of the oldest open transaction if lower).
+    fn lso(st: &State, log: &Log) -> i64 {
+        log.first_unstable_offset()
+            .map_or(st.high_watermark, |f| f.min(st.high_watermark))
+    }
+
+    /// The last stable offset (see `read`).
+    pub fn last_stable_offset(&self) -> i64 {
+        let st = self.state();
+        let log = self.log.read().expect("log lock");
+        Self::lso(&st, &log)
+    }
+
+    /// Appends a COMMIT or ABORT marker of a producer's transaction as
+    /// leader (WriteTxnMarkers). A marker older than the producer's epoch
+    /// here is refused (`INVALID_PRODUCER_EPOCH`).
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: skein_storage::ControlMarker,
+        now_ms: i64,
+    ) -> Result<AppendInfo, ApiError> {
+        let current = self.with_log(|l| {
+            l.producer_state()
+                .producers()
+                .get(&producer_id)
+                .map(|e| e.epoch)
+        });
+        if current.is_some_and(|e| producer_epoch < e) {
+            return Err(ApiError::new(
+                ResponseError::InvalidProducerEpoch,
+                format!("marker epoch {producer_epoch} is older than producer {producer_id}'s epoch here"),
+            ));
+        }
+        let mut batch = skein_storage::control_batch(producer_id, producer_epoch, marker, now_ms);
+        self.append_as_leader(&mut batch, true, now_ms)
     }
 
     /// Reads this replica's own log up to its end, whatever its role (the

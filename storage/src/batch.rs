@@ -256,7 +256,7 @@ pub(crate) fn set_log_append_time(batch: &mut [u8], append_time: i64) {
 
 /// Overwrites `baseSequence` and recomputes the CRC (compaction re-encodes
 /// batches and must keep a non-idempotent batch's sequence at -1).
-pub(crate) fn set_base_sequence(batch: &mut [u8], base_sequence: i32) {
+pub fn set_base_sequence(batch: &mut [u8], base_sequence: i32) {
     batch[BASE_SEQUENCE_POS..BASE_SEQUENCE_POS + 4].copy_from_slice(&base_sequence.to_be_bytes());
     update_crc(batch);
 }

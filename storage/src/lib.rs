@@ -17,6 +17,7 @@ mod leader_epoch;
 mod list_offsets;
 mod log;
 mod log_epochs;
+mod log_txn;
 mod offset_index;
 pub mod producer_state;
 mod read_pool;
@@ -27,7 +28,6 @@ mod segment;
 pub mod testing;
 mod time_index;
 mod txn_index;
-mod log_txn;
 
 #[cfg(test)]
 mod test_util;
@@ -36,8 +36,8 @@ pub use checkpoint::write_atomic;
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use error::StorageError;
 pub use log::{AppendInfo, CleanStats, Log, ReadResult};
-pub use txn_index::AbortedTxn;
 pub use log_txn::{control_batch, ControlMarker};
+pub use txn_index::AbortedTxn;
 
 /// `Log` is shared between request handler threads behind a lock.
 const _: () = {

@@ -184,8 +184,11 @@ mod tests {
             let bytes = control_batch(42, 3, m, 1_000);
             let h = BatchHeader::parse(&bytes).unwrap();
             assert!(h.is_control() && h.is_transactional());
-            assert_eq!((h.producer_id, h.producer_epoch, h.records_count), (42, 3, 1));
-            batch::validate_crc(&bytes).unwrap();
+            assert_eq!(
+                (h.producer_id, h.producer_epoch, h.records_count),
+                (42, 3, 1)
+            );
+            crate::batch::validate_crc(&bytes).unwrap();
             assert_eq!(ControlMarker::parse(&bytes), Some(m));
         }
     }

@@ -136,7 +136,12 @@ impl ProducerStateManager {
     /// control batch at its assigned offset). Returns the transaction, or
     /// `None` when the producer had none open here (a marker for a
     /// partition it never wrote to, or a retried marker).
-    pub fn complete_txn(&mut self, h: &BatchHeader, commit: bool, now_ms: i64) -> Option<CompletedTxn> {
+    pub fn complete_txn(
+        &mut self,
+        h: &BatchHeader,
+        commit: bool,
+        now_ms: i64,
+    ) -> Option<CompletedTxn> {
         let entry = self.producers.entry(h.producer_id).or_default();
         if h.producer_epoch > entry.epoch {
             entry.epoch = h.producer_epoch;
@@ -274,8 +279,9 @@ impl ProducerStateManager {
         self.producers
             .retain(|_, e| !e.batches.is_empty() || e.current_txn_first_offset.is_some());
         let producers = &self.producers;
-        self.ongoing
-            .retain(|first, pid| producers.get(pid).and_then(|e| e.current_txn_first_offset) == Some(*first));
+        self.ongoing.retain(|first, pid| {
+            producers.get(pid).and_then(|e| e.current_txn_first_offset) == Some(*first)
+        });
     }
 
     /// Writes the state as of `offset` to `<dir>/<offset>.snapshot`

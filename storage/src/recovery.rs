@@ -41,7 +41,14 @@ fn parse_name(name: &str) -> Option<(i64, &str, &str)> {
         Some((kind, _)) => (kind, &rest[kind.len()..]),
         None => (rest, ""),
     };
-    if ![LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX].contains(&kind) {
+    if ![
+        LOG_SUFFIX,
+        INDEX_SUFFIX,
+        TIME_INDEX_SUFFIX,
+        TXN_INDEX_SUFFIX,
+    ]
+    .contains(&kind)
+    {
         return None;
     }
     Some((base, kind, extra))
@@ -174,7 +181,12 @@ impl Log {
             if truncated > 0 && i < bases.len() {
                 tracing::warn!(dir = %dir.display(), base, "deleting segments after a truncated one");
                 for &later in &bases[i..] {
-                    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
+                    for suffix in [
+                        LOG_SUFFIX,
+                        INDEX_SUFFIX,
+                        TIME_INDEX_SUFFIX,
+                        TXN_INDEX_SUFFIX,
+                    ] {
                         match fs::remove_file(file_path(&dir, later, suffix, "")) {
                             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                                 return Err(e.into())

@@ -12,7 +12,7 @@
 //! are loading (`loading.rs`) and the record formats (`log_format.rs`,
 //! `consumer_group_records.rs`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -63,6 +63,11 @@ pub(super) struct State {
     /// groups are served: followers replicate the records but do not apply
     /// them.
     pub(super) loaded_epochs: HashMap<i32, i32>,
+    /// Offsets of open transactions, by producer id (TxnOffsetCommit).
+    pub(super) pending_txn: HashMap<i64, Vec<super::offsets::TxnOffset>>,
+    /// Transactional offset records read while loading, by producer id,
+    /// until their marker is read.
+    pub(super) loading_txn: HashMap<i64, Vec<super::offsets::TxnOffset>>,
 }
 
 /// A write to `__consumer_offsets` that counts once the ISR has it.
@@ -165,47 +170,24 @@ impl GroupCoordinator {
         }
     }
 
-    fn offsets_topic(&self, broker: &Broker) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
-        Ok(match broker.metadata.topic(CONSUMER_OFFSETS) {
-            Some(t) => t,
-            None => {
-                let configs = BTreeMap::from([
-                    ("cleanup.policy".to_string(), "compact".to_string()),
-                    ("segment.bytes".to_string(), (100 << 20).to_string()),
-                ]);
-                let live = broker.metadata.image().live_brokers().count();
-                let rf = match self.cfg.offsets_replication_factor {
-                    // Kafka's rule: not created with fewer replicas than
-                    // configured; FindCoordinator says try again meanwhile.
-                    Some(rf) if (rf as usize) > live => {
-                        return Err(api(
-                            ResponseError::CoordinatorNotAvailable,
-                            format!(
-                                "{CONSUMER_OFFSETS} needs offsets.topic.replication.factor={rf} live brokers, {live} alive"
-                            ),
-                        ))
-                    }
-                    Some(rf) => rf,
-                    None => live.clamp(1, 3) as i16,
-                };
-                match broker.create_topic(
-                    CONSUMER_OFFSETS,
-                    self.cfg.offsets_partitions,
-                    rf,
-                    configs,
-                ) {
-                    Ok(t) => t,
-                    Err(e) if e.code == ResponseError::TopicAlreadyExists => broker
-                        .metadata
-                        .topic(CONSUMER_OFFSETS)
-                        .ok_or_else(|| api(ResponseError::CoordinatorNotAvailable, "vanished"))?,
-                    Err(e) => {
-                        warn!(error = %e, "cannot create __consumer_offsets");
-                        return Err(api(ResponseError::CoordinatorNotAvailable, e.message));
-                    }
-                }
-            }
-        })
+    pub(crate) fn offsets_topic(
+        &self,
+        broker: &Broker,
+    ) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
+        crate::internal_topics::ensure(
+            broker,
+            &crate::internal_topics::InternalTopic {
+                name: CONSUMER_OFFSETS,
+                partitions: self.cfg.offsets_partitions,
+                replication_factor: self.cfg.offsets_replication_factor,
+                min_isr: None,
+                segment_bytes: 100 << 20,
+            },
+        )
+    }
+
+    pub(super) fn led_partition_of(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
+        self.led_partition(broker, group)
     }
 
     /// The partition of `group`, if this broker leads it.

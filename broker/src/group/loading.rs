@@ -74,6 +74,10 @@ impl GroupCoordinator {
         for g in stale {
             st.offsets.remove_group(&g);
         }
+        for held in st.pending_txn.values_mut() {
+            held.retain(|o| partition_for(&o.group, n) != p);
+        }
+        st.pending_txn.retain(|_, held| !held.is_empty());
         let records = self.replay(&mut st, broker, p, part.log_end_offset(), now);
         Self::finish_loading(&mut st, now);
         st.loaded_epochs.insert(p, epoch);
@@ -148,6 +152,17 @@ impl GroupCoordinator {
                 }
                 offset = header.next_offset();
                 if header.is_control() {
+                    // A transaction's end: its offsets count, or not.
+                    if let Some(m) = skein_storage::ControlMarker::parse(bytes) {
+                        if let Some(held) = st.loading_txn.remove(&header.producer_id) {
+                            if m.commit {
+                                let at = (header.partition_leader_epoch, header.next_offset());
+                                for o in held {
+                                    st.offsets.commit_replicated(&o.group, o.tp, o.offset, at);
+                                }
+                            }
+                        }
+                    }
                     continue;
                 }
                 let Ok(recs) = skein_storage::record_decode::decode_records(bytes) else {
@@ -156,6 +171,21 @@ impl GroupCoordinator {
                 for r in recs {
                     let Some(key) = r.key else { continue };
                     match log_format::decode(&key, r.value.as_ref()) {
+                        Ok(Some(OffsetsRecord::Offset {
+                            group,
+                            topic,
+                            partition,
+                            value: Some(o),
+                        })) if header.is_transactional() => {
+                            records += 1;
+                            st.loading_txn.entry(header.producer_id).or_default().push(
+                                super::offsets::TxnOffset {
+                                    group,
+                                    tp: (topic, partition),
+                                    offset: o,
+                                },
+                            );
+                        }
                         Ok(Some(rec)) => {
                             records += 1;
                             apply_record(st, rec, now);
@@ -174,6 +204,10 @@ impl GroupCoordinator {
 
     /// Turns what loading read into groups.
     fn finish_loading(st: &mut State, now: i64) {
+        // Transactions still open hold their offsets until their marker.
+        for (pid, held) in std::mem::take(&mut st.loading_txn) {
+            st.pending_txn.entry(pid).or_default().extend(held);
+        }
         for (id, stored) in std::mem::take(&mut st.loading) {
             if let Some(g) = stored.build(&id, now) {
                 st.classic.remove(&id);

@@ -224,16 +224,37 @@ fn decode_group_value(group: &str, v: &Bytes) -> Result<Option<ClassicGroup>, Fo
 
 /// Encodes keyed records as one uncompressed magic-v2 batch.
 pub fn encode_batch(records: &[(Bytes, Option<Bytes>)], now_ms: i64) -> BytesMut {
+    encode_batch_as(records, now_ms, None)
+}
+
+/// A transactional batch of producer `(id, epoch)` (TxnOffsetCommit): its
+/// offsets count once the transaction's COMMIT marker follows. It carries
+/// no sequence (-1), as a coordinator's write, so only the epoch fences it.
+pub fn encode_txn_batch(
+    records: &[(Bytes, Option<Bytes>)],
+    now_ms: i64,
+    producer: (i64, i16),
+) -> BytesMut {
+    let mut b = encode_batch_as(records, now_ms, Some(producer));
+    skein_storage::batch::set_base_sequence(&mut b, -1);
+    b
+}
+
+fn encode_batch_as(
+    records: &[(Bytes, Option<Bytes>)],
+    now_ms: i64,
+    producer: Option<(i64, i16)>,
+) -> BytesMut {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
         .map(|(i, (k, v))| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: producer.map_or(-1, |p| p.0),
+            producer_epoch: producer.map_or(-1, |p| p.1),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder splits batches when offset - sequence changes.

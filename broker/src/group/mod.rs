@@ -20,7 +20,8 @@ pub mod log_format;
 pub mod member;
 pub mod metrics;
 pub mod offsets;
-mod record_codec;
+pub(crate) mod record_codec;
+pub mod txn_offsets;
 
 pub use coordinator::GroupCoordinator;
 

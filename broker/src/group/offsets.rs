@@ -18,6 +18,15 @@ pub struct CommittedOffset {
 /// commits of one partition whatever order their replication is noticed in.
 pub type LogPosition = (i32, i64);
 
+/// One offset committed inside a transaction not yet ended
+/// (TxnOffsetCommit; see `txn_offsets.rs`).
+#[derive(Debug, Clone)]
+pub struct TxnOffset {
+    pub group: String,
+    pub tp: TopicPartition,
+    pub offset: CommittedOffset,
+}
+
 /// Every group's committed offsets.
 #[derive(Debug, Default, Clone)]
 pub struct OffsetStore {

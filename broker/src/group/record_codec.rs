@@ -11,26 +11,26 @@ use uuid::Uuid;
 /// Why a record could not be decoded.
 #[derive(Debug, thiserror::Error)]
 #[error("malformed __consumer_offsets record: {0}")]
-pub struct FormatError(pub(super) String);
+pub struct FormatError(pub(crate) String);
 
-pub(super) fn put_str(b: &mut BytesMut, s: &str) {
+pub(crate) fn put_str(b: &mut BytesMut, s: &str) {
     b.put_i16(s.len() as i16);
     b.put_slice(s.as_bytes());
 }
 
-pub(super) fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
+pub(crate) fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => put_str(b, s),
         None => b.put_i16(-1),
     }
 }
 
-pub(super) fn put_bytes(b: &mut BytesMut, d: &[u8]) {
+pub(crate) fn put_bytes(b: &mut BytesMut, d: &[u8]) {
     b.put_i32(d.len() as i32);
     b.put_slice(d);
 }
 
-pub(super) fn need(b: &Bytes, n: usize) -> Result<(), FormatError> {
+pub(crate) fn need(b: &Bytes, n: usize) -> Result<(), FormatError> {
     if b.remaining() < n {
         Err(FormatError(format!("truncated: need {n} bytes")))
     } else {
@@ -38,22 +38,22 @@ pub(super) fn need(b: &Bytes, n: usize) -> Result<(), FormatError> {
     }
 }
 
-pub(super) fn get_i16(b: &mut Bytes) -> Result<i16, FormatError> {
+pub(crate) fn get_i16(b: &mut Bytes) -> Result<i16, FormatError> {
     need(b, 2)?;
     Ok(b.get_i16())
 }
 
-pub(super) fn get_i32(b: &mut Bytes) -> Result<i32, FormatError> {
+pub(crate) fn get_i32(b: &mut Bytes) -> Result<i32, FormatError> {
     need(b, 4)?;
     Ok(b.get_i32())
 }
 
-pub(super) fn get_i64(b: &mut Bytes) -> Result<i64, FormatError> {
+pub(crate) fn get_i64(b: &mut Bytes) -> Result<i64, FormatError> {
     need(b, 8)?;
     Ok(b.get_i64())
 }
 
-pub(super) fn get_nullable_str(b: &mut Bytes) -> Result<Option<String>, FormatError> {
+pub(crate) fn get_nullable_str(b: &mut Bytes) -> Result<Option<String>, FormatError> {
     let n = get_i16(b)?;
     if n < 0 {
         return Ok(None);
@@ -65,11 +65,11 @@ pub(super) fn get_nullable_str(b: &mut Bytes) -> Result<Option<String>, FormatEr
         .map_err(|_| FormatError("string is not UTF-8".into()))
 }
 
-pub(super) fn get_str(b: &mut Bytes) -> Result<String, FormatError> {
+pub(crate) fn get_str(b: &mut Bytes) -> Result<String, FormatError> {
     Ok(get_nullable_str(b)?.unwrap_or_default())
 }
 
-pub(super) fn get_bytes(b: &mut Bytes) -> Result<Bytes, FormatError> {
+pub(crate) fn get_bytes(b: &mut Bytes) -> Result<Bytes, FormatError> {
     let n = get_i32(b)?;
     if n < 0 {
         return Ok(Bytes::new());
@@ -78,7 +78,7 @@ pub(super) fn get_bytes(b: &mut Bytes) -> Result<Bytes, FormatError> {
     Ok(b.split_to(n as usize))
 }
 
-pub(super) fn put_uvarint(b: &mut BytesMut, mut v: u32) {
+pub(crate) fn put_uvarint(b: &mut BytesMut, mut v: u32) {
     while v >= 0x80 {
         b.put_u8((v as u8) | 0x80);
         v >>= 7;
@@ -86,7 +86,7 @@ pub(super) fn put_uvarint(b: &mut BytesMut, mut v: u32) {
     b.put_u8(v as u8);
 }
 
-pub(super) fn put_compact_nullable_str(b: &mut BytesMut, s: Option<&str>) {
+pub(crate) fn put_compact_nullable_str(b: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => {
             put_uvarint(b, s.len() as u32 + 1);
@@ -96,15 +96,15 @@ pub(super) fn put_compact_nullable_str(b: &mut BytesMut, s: Option<&str>) {
     }
 }
 
-pub(super) fn put_compact_str(b: &mut BytesMut, s: &str) {
+pub(crate) fn put_compact_str(b: &mut BytesMut, s: &str) {
     put_compact_nullable_str(b, Some(s));
 }
 
-pub(super) fn put_no_tags(b: &mut BytesMut) {
+pub(crate) fn put_no_tags(b: &mut BytesMut) {
     put_uvarint(b, 0);
 }
 
-pub(super) fn flexible_value(f: impl FnOnce(&mut BytesMut)) -> Bytes {
+pub(crate) fn flexible_value(f: impl FnOnce(&mut BytesMut)) -> Bytes {
     let mut b = BytesMut::new();
     b.put_i16(0);
     f(&mut b);
@@ -112,7 +112,7 @@ pub(super) fn flexible_value(f: impl FnOnce(&mut BytesMut)) -> Bytes {
     b.freeze()
 }
 
-pub(super) fn get_uvarint(b: &mut Bytes) -> Result<u32, FormatError> {
+pub(crate) fn get_uvarint(b: &mut Bytes) -> Result<u32, FormatError> {
     let mut v = 0u32;
     for shift in (0..35).step_by(7) {
         need(b, 1)?;
@@ -125,7 +125,7 @@ pub(super) fn get_uvarint(b: &mut Bytes) -> Result<u32, FormatError> {
     Err(FormatError("varint too long".into()))
 }
 
-pub(super) fn get_compact_nullable_str(b: &mut Bytes) -> Result<Option<String>, FormatError> {
+pub(crate) fn get_compact_nullable_str(b: &mut Bytes) -> Result<Option<String>, FormatError> {
     let n = get_uvarint(b)?;
     if n == 0 {
         return Ok(None);
@@ -138,12 +138,12 @@ pub(super) fn get_compact_nullable_str(b: &mut Bytes) -> Result<Option<String>, 
         .map_err(|_| FormatError("string is not UTF-8".into()))
 }
 
-pub(super) fn get_compact_str(b: &mut Bytes) -> Result<String, FormatError> {
+pub(crate) fn get_compact_str(b: &mut Bytes) -> Result<String, FormatError> {
     Ok(get_compact_nullable_str(b)?.unwrap_or_default())
 }
 
 /// Array length of a compact array (null reads as empty).
-pub(super) fn get_compact_len(b: &mut Bytes) -> Result<usize, FormatError> {
+pub(crate) fn get_compact_len(b: &mut Bytes) -> Result<usize, FormatError> {
     let n = get_uvarint(b)? as usize;
     let n = n.saturating_sub(1);
     // Every element takes at least one byte: a cheap sanity bound.
@@ -151,7 +151,7 @@ pub(super) fn get_compact_len(b: &mut Bytes) -> Result<usize, FormatError> {
     Ok(n)
 }
 
-pub(super) fn skip_tags(b: &mut Bytes) -> Result<(), FormatError> {
+pub(crate) fn skip_tags(b: &mut Bytes) -> Result<(), FormatError> {
     let n = get_uvarint(b)?;
     for _ in 0..n {
         get_uvarint(b)?;
@@ -162,7 +162,7 @@ pub(super) fn skip_tags(b: &mut Bytes) -> Result<(), FormatError> {
     Ok(())
 }
 
-pub(super) fn get_uuid(b: &mut Bytes) -> Result<Uuid, FormatError> {
+pub(crate) fn get_uuid(b: &mut Bytes) -> Result<Uuid, FormatError> {
     need(b, 16)?;
     let mut id = [0u8; 16];
     b.copy_to_slice(&mut id);

@@ -500,18 +500,13 @@ pub fn describe_log_dirs(
 
 pub fn init_producer_id(
     broker: &Arc<Broker>,
-    req: InitProducerIdRequest,
+    _req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
     resp.ongoing_txn_producer_id = ProducerId(-1);
     resp.ongoing_txn_producer_epoch = -1;
-    if req.transactional_id.is_some() {
-        // Transactions are not implemented yet; say so instead of pretending.
-        resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
-        return resp;
-    }
     // KIP-679: IdempotentWrite on the cluster, or Write on some topic.
     let authz = Authz::current(broker);
     if !authz.cluster(AclOperation::IdempotentWrite)

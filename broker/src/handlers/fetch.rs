@@ -16,8 +16,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use skein_storage::batch::iter_batches;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -148,6 +150,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             max_bytes,
             &topics,
             (replica_id, replica_epoch),
+            read_committed,
         );
         let expired = Instant::now() >= deadline;
         if total >= min_bytes || errored || expired || waits.is_empty() {
@@ -174,8 +177,11 @@ struct PartResult {
     /// For a follower whose log diverges: `(epoch, end offset)` to truncate to.
     diverging: Option<(i32, i64)>,
     high_watermark: i64,
+    last_stable_offset: i64,
     log_start_offset: i64,
     records: Bytes,
+    /// For a `read_committed` consumer: aborted transactions among `records`.
+    aborted: Option<Vec<skein_storage::AbortedTxn>>,
 }
 
 fn read_pass(
@@ -184,6 +190,7 @@ fn read_pass(
     max_bytes: usize,
     topics: &[(TopicName, Uuid, Option<String>)],
     (replica_id, replica_epoch): (i32, i64),
+    read_committed: bool,
 ) -> (Vec<PartResult>, usize, bool) {
     let now = crate::system::now_ms();
     let mut total = 0usize;
@@ -197,11 +204,14 @@ fn read_pass(
                     error: Some(e.clone()),
                     diverging: None,
                     high_watermark: -1,
+                    last_stable_offset: -1,
                     log_start_offset: -1,
                     records: Bytes::new(),
+                    aborted: None,
                 }
             }
             Ok(p) => {
+                let mut aborted_txns = None;
                 let budget = (w.max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
                 let result = if budget == 0 && total > 0 {
                     Ok((Bytes::new(), None))
@@ -225,10 +235,20 @@ fn read_pass(
                         (r.records, r.diverging)
                     })
                 } else {
-                    p.read(w.fetch_offset, budget, total == 0, w.current_leader_epoch)
-                        .map(|r| (r.records, None))
+                    p.read(
+                        w.fetch_offset,
+                        budget,
+                        total == 0,
+                        w.current_leader_epoch,
+                        read_committed,
+                    )
+                    .map(|(r, aborted)| {
+                        aborted_txns = aborted;
+                        (r.records, None)
+                    })
                 };
                 let hw = p.high_watermark();
+                let last_stable = p.last_stable_offset();
                 let lso = p.log_start_offset();
                 match result {
                     Ok((records, diverging)) => {
@@ -239,8 +259,10 @@ fn read_pass(
                             error: None,
                             diverging,
                             high_watermark: hw,
+                            last_stable_offset: last_stable,
                             log_start_offset: lso,
                             records,
+                            aborted: aborted_txns,
                         }
                     }
                     Err(e) => {
@@ -249,8 +271,10 @@ fn read_pass(
                             error: Some(e),
                             diverging: None,
                             high_watermark: hw,
+                            last_stable_offset: last_stable,
                             log_start_offset: lso,
                             records: Bytes::new(),
+                            aborted: None,
                         }
                     }
                 }
@@ -309,11 +333,22 @@ fn build_response(
         let mut pd = PartitionData::default();
         pd.partition_index = w.partition;
         pd.high_watermark = r.high_watermark;
-        pd.last_stable_offset = r.high_watermark;
+        pd.last_stable_offset = r.last_stable_offset;
         pd.log_start_offset = r.log_start_offset;
         pd.preferred_read_replica = BrokerId(-1);
         pd.aborted_transactions = if read_committed {
-            Some(Vec::new())
+            Some(
+                r.aborted
+                    .iter()
+                    .flatten()
+                    .map(|t| {
+                        let mut a = AbortedTransaction::default();
+                        a.producer_id = ProducerId(t.producer_id);
+                        a.first_offset = t.first_offset;
+                        a
+                    })
+                    .collect(),
+            )
         } else {
             None
         };

@@ -38,7 +38,8 @@ pub fn find_coordinator(
         vec![req.key.to_string()]
     };
     // Any broker answers: the coordinator is the leader of the group's
-    // partition of `__consumer_offsets`.
+    // partition of `__consumer_offsets` (of the transactional id's of
+    // `__transaction_state`).
     let authz = Authz::current(broker);
     let lookup = |key: &str| -> Result<(i32, String, i32), (ResponseError, String)> {
         match req.key_type {
@@ -52,11 +53,13 @@ pub fn find_coordinator(
                     "Transactional Id authorization failed.".into(),
                 ))
             }
-            0 => {
-                let id = broker
-                    .groups
-                    .coordinator_of(broker, key)
-                    .map_err(|e| (e.code, e.message))?;
+            0 | 1 => {
+                let id = if req.key_type == 0 {
+                    broker.groups.coordinator_of(broker, key)
+                } else {
+                    broker.txns.coordinator_of(broker, key)
+                }
+                .map_err(|e| (e.code, e.message))?;
                 let image = broker.metadata.image();
                 let b = image.brokers.get(&id).ok_or_else(|| {
                     (
@@ -76,10 +79,6 @@ pub fn find_coordinator(
                 })?;
                 Ok((id, host.to_string(), port as i32))
             }
-            1 => Err((
-                ResponseError::CoordinatorNotAvailable,
-                "transactions are not supported yet".into(),
-            )),
             t => Err((
                 ResponseError::InvalidRequest,
                 format!("unknown key type {t}"),

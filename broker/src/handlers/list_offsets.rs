@@ -55,7 +55,14 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                     -1
                 };
                 part.check_leader(epoch)?;
-                lookup(&part, p.timestamp, client, version).map(|r| (r, part.leader_epoch()))
+                lookup(
+                    &part,
+                    p.timestamp,
+                    client,
+                    version,
+                    req.isolation_level == 1,
+                )
+                .map(|r| (r, part.leader_epoch()))
             });
             match result {
                 Ok((Some((offset, ts)), epoch)) => {
@@ -87,8 +94,14 @@ fn lookup(
     timestamp: i64,
     client: bool,
     version: i16,
+    read_committed: bool,
 ) -> Result<Option<(i64, i64)>, ApiError> {
-    let hw = part.high_watermark();
+    // A read_committed client sees up to the last stable offset.
+    let hw = if read_committed {
+        part.last_stable_offset()
+    } else {
+        part.high_watermark()
+    };
     let lagging = || {
         if client && part.high_watermark_lagging() {
             let code = if version >= 5 {

@@ -24,6 +24,7 @@ pub mod produce;
 pub mod quotas;
 pub mod refused_batches;
 pub mod scram;
+pub mod txn;
 
 /// APIs and the version ranges we implement. Versions are capped where a
 /// newer version would change semantics we do not implement yet.
@@ -60,6 +61,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 2),
+    (ApiKey::DescribeProducers, 0, 0),
     // v0: the tokens follow as bare frames (before KIP-152); librdkafka
     // looks for v0 to know the broker speaks SASL at all.
     (ApiKey::SaslHandshake, 0, 1),
@@ -153,7 +162,29 @@ async fn dispatch(
             ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r, v))
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(admin::init_producer_id(broker, r))
+            ResponseKind::InitProducerId(txn::init_producer_id(broker, r).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions_to_txn(broker, r, v).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets_to_txn(broker, r).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(broker, r).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(broker, r).await)
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(txn::write_txn_markers(broker, r).await)
+        }
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(txn::describe_transactions(broker, r))
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(txn::list_transactions(broker, r))
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(txn::describe_producers(broker, r))
         }
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, r))

@@ -133,6 +133,7 @@ fn fetch_group(
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
     member: Option<(&str, i32)>,
+    require_stable: bool,
 ) -> Result<FetchedTopics, ResponseError> {
     if let Some(e) = refused(broker, group, AclOperation::Describe) {
         return Err(e);
@@ -155,7 +156,17 @@ fn fetch_group(
     let rows = broker.groups.fetch_offsets(group, topics, member)?;
     let mut out: FetchedTopics = Vec::new();
     for (t, p, o) in rows.into_iter().filter(|(t, _, _)| may(t)) {
+        let unstable =
+            || require_stable && broker.groups.has_unstable_offset(group, &(t.clone(), p));
         let row = match o {
+            // An open transaction holds an offset for it (KIP-447).
+            _ if unstable() => (
+                p,
+                -1,
+                -1,
+                String::new(),
+                ResponseError::UnstableOffsetCommit.code(),
+            ),
             Some(o) => (p, o.offset, o.leader_epoch, o.metadata, 0),
             None => (p, -1, -1, String::new(), 0),
         };
@@ -196,7 +207,7 @@ pub fn offset_fetch(
             let member = g.member_id.as_deref().map(|m| (m, g.member_epoch));
             let mut rg = offset_fetch_response::OffsetFetchResponseGroup::default();
             rg.group_id = g.group_id.clone();
-            match fetch_group(broker, &g.group_id, topics, member) {
+            match fetch_group(broker, &g.group_id, topics, member, req.require_stable) {
                 Err(e) => rg.error_code = e.code(),
                 Ok(topics) => {
                     for (t, rows) in topics {
@@ -226,7 +237,7 @@ pub fn offset_fetch(
             .collect::<Vec<_>>()
     });
     let requested = topics.clone();
-    match fetch_group(broker, &req.group_id, topics, None) {
+    match fetch_group(broker, &req.group_id, topics, None, req.require_stable) {
         Err(e) => {
             if version >= 2 {
                 resp.error_code = e.code();

@@ -50,7 +50,14 @@ fn markers_close_transactions_and_aborted_ones_are_indexed_across_restarts() {
     assert_eq!(append(&mut log, txn_batch(1, 0, 0, 3), 1_000), 0);
     assert_eq!(log.first_unstable_offset(), Some(0));
     assert_eq!(append(&mut log, txn_batch(2, 0, 0, 2), 1_000), 3);
-    assert_eq!(append(&mut log, producer_batch(3, 0, 0, 1, 1_000, |_| "plain".into()), 1_000), 5);
+    assert_eq!(
+        append(
+            &mut log,
+            producer_batch(3, 0, 0, 1, 1_000, |_| "plain".into()),
+            1_000
+        ),
+        5
+    );
     assert_eq!(append(&mut log, txn_batch(1, 0, 3, 2), 1_000), 6);
     // Producer 1 aborts (marker at 8): producer 2's transaction is now first.
     assert_eq!(append(&mut log, marker(1, 0, false), 1_000), 8);
@@ -70,7 +77,10 @@ fn markers_close_transactions_and_aborted_ones_are_indexed_across_restarts() {
     assert_eq!(log.aborted_transactions(0, 10), vec![aborted]);
     // A second transaction of producer 1 stays open over a crash.
     assert_eq!(append(&mut log, txn_batch(1, 0, 5, 4), 1_000), 10);
-    assert!(log.num_segments() > 1, "the test wants the marker in an older segment");
+    assert!(
+        log.num_segments() > 1,
+        "the test wants the marker in an older segment"
+    );
     drop(log); // no clean close: recovery replays from the last snapshot
     let log = Log::open(&path, cfg(), 2_000).unwrap();
     assert_eq!(log.first_unstable_offset(), Some(10));

@@ -72,6 +72,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *               {"t":ms,"ev":"commit","offsets":{"p":next offset,..}}   after a successful commit
  *               {"t":ms,"ev":"commit_failed","error":".."}
  *             Runs until the stop file exists, N records were processed, or the timeout; then closes (leaves the group).
+ *   txn-produce, txn-copy: transactions (see Txn).
+ *   consume also takes [--isolation read_committed|read_uncommitted].
  */
 public final class Client {
     private static final HexFormat HEX = HexFormat.of();
@@ -98,6 +100,8 @@ public final class Client {
             case "consume" -> consume(bootstrap, opt);
             case "offsets" -> offsets(bootstrap, opt);
             case "group-consume" -> groupConsume(bootstrap, opt);
+            case "txn-produce" -> Txn.produce(bootstrap, opt);
+            case "txn-copy" -> Txn.copy(bootstrap, opt);
             default -> die("unknown subcommand " + cmd);
         }
         System.out.flush();
@@ -263,7 +267,12 @@ public final class Client {
     }
 
     static KafkaConsumer<byte[], byte[]> consumer(String bootstrap) {
+        return consumer(bootstrap, "read_uncommitted");
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(String bootstrap, String isolation) {
         Properties p = new Properties();
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -292,7 +301,7 @@ public final class Client {
         long timeoutMs = Long.parseLong(opt.getOrDefault("timeout-ms", "60000"));
         long deadline = System.currentTimeMillis() + timeoutMs;
         long count = 0;
-        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap);
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap, opt.getOrDefault("isolation", "read_uncommitted"));
              BufferedWriter w = Files.newBufferedWriter(out, StandardCharsets.UTF_8)) {
             List<TopicPartition> tps = partitionsOf(c, topic);
             c.assign(tps);

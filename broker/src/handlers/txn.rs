@@ -1,0 +1,616 @@
+//! The transaction APIs: InitProducerId with a transactional id,
+//! AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit from
+//! producers; WriteTxnMarkers from coordinators (and Kafka's
+//! `kafka-transactions` tool); DescribeTransactions, ListTransactions and
+//! DescribeProducers for admins. Decoding, authorization and encoding; the
+//! rules live in `crate::txn` and `crate::group::txn_offsets`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::*;
+use skein_controller::acls::{AclOperation, ResourceType};
+
+use super::strb;
+use crate::authorizer::Authz;
+use crate::broker::Broker;
+use crate::error::ApiError;
+use crate::group::offsets::CommittedOffset;
+use crate::metadata::CONSUMER_OFFSETS;
+use crate::system::now_ms;
+use crate::txn::TxnState;
+
+fn txn_denied(broker: &Broker, tid: &str) -> bool {
+    !Authz::current(broker).allowed(AclOperation::Write, ResourceType::TransactionalId, tid)
+}
+
+pub async fn init_producer_id(
+    broker: &Arc<Broker>,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let Some(tid) = req.transactional_id.as_ref().map(|t| t.0.to_string()) else {
+        return super::admin::init_producer_id(broker, req);
+    };
+    let mut resp = InitProducerIdResponse::default();
+    resp.producer_id = ProducerId(-1);
+    resp.producer_epoch = -1;
+    resp.ongoing_txn_producer_id = ProducerId(-1);
+    resp.ongoing_txn_producer_epoch = -1;
+    if txn_denied(broker, &tid) {
+        resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return resp;
+    }
+    let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
+    match broker
+        .txns
+        .init_producer_id(broker, &tid, req.transaction_timeout_ms, expected)
+        .await
+    {
+        Ok((id, epoch)) => {
+            resp.producer_id = ProducerId(id);
+            resp.producer_epoch = epoch;
+        }
+        Err(e) => resp.error_code = e.code.code(),
+    }
+    resp
+}
+
+/// One transaction's partitions to add: every partition's error.
+async fn add_partitions(
+    broker: &Arc<Broker>,
+    tid: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    topics: &[add_partitions_to_txn_request::AddPartitionsToTxnTopic],
+) -> Vec<add_partitions_to_txn_response::AddPartitionsToTxnTopicResult> {
+    use add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    };
+    let authz = Authz::current(broker);
+    let mut errors: BTreeMap<(String, i32), ResponseError> = BTreeMap::new();
+    let mut wanted = Vec::new();
+    for t in topics {
+        let name = t.name.0.to_string();
+        for p in &t.partitions {
+            let tp = (name.clone(), *p);
+            if !authz.topic(AclOperation::Write, &name) {
+                errors.insert(tp, ResponseError::TopicAuthorizationFailed);
+            } else if broker
+                .metadata
+                .topic(&name)
+                .is_none_or(|m| *p < 0 || *p as usize >= m.partitions.len())
+            {
+                errors.insert(tp, ResponseError::UnknownTopicOrPartition);
+            } else {
+                wanted.push(tp);
+            }
+        }
+    }
+    let outcome = if txn_denied(broker, tid) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !errors.is_empty() {
+        // Kafka adds nothing when any partition is refused.
+        for tp in &wanted {
+            errors.insert(tp.clone(), ResponseError::OperationNotAttempted);
+        }
+        None
+    } else {
+        broker
+            .txns
+            .add_partitions(broker, tid, producer_id, producer_epoch, &wanted)
+            .await
+            .err()
+            .map(|e| e.code)
+    };
+    topics
+        .iter()
+        .map(|t| {
+            let mut rt = AddPartitionsToTxnTopicResult::default();
+            rt.name = t.name.clone();
+            rt.results_by_partition = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let tp = (t.name.0.to_string(), *p);
+                    let code = errors.get(&tp).copied().or(outcome).map_or(0, |e| e.code());
+                    let mut r = AddPartitionsToTxnPartitionResult::default();
+                    r.partition_index = *p;
+                    r.partition_error_code = code;
+                    r
+                })
+                .collect();
+            rt
+        })
+        .collect()
+}
+
+pub async fn add_partitions_to_txn(
+    broker: &Arc<Broker>,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    let mut resp = AddPartitionsToTxnResponse::default();
+    if version <= 3 {
+        resp.results_by_topic_v3_and_below = add_partitions(
+            broker,
+            &req.v3_and_below_transactional_id.0,
+            req.v3_and_below_producer_id.0,
+            req.v3_and_below_producer_epoch,
+            &req.v3_and_below_topics,
+        )
+        .await;
+        return resp;
+    }
+    // v4+: brokers' batched form (KIP-890); ClusterAction is required.
+    if !Authz::current(broker).cluster(AclOperation::ClusterAction) {
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        return resp;
+    }
+    for t in &req.transactions {
+        let mut r = add_partitions_to_txn_response::AddPartitionsToTxnResult::default();
+        r.transactional_id = t.transactional_id.clone();
+        r.topic_results = if t.verify_only {
+            verify_only(broker, t)
+        } else {
+            add_partitions(
+                broker,
+                &t.transactional_id.0,
+                t.producer_id.0,
+                t.producer_epoch,
+                &t.topics,
+            )
+            .await
+        };
+        resp.results_by_transaction.push(r);
+    }
+    resp
+}
+
+/// `verify_only`: whether each partition is in the producer's open
+/// transaction (`INVALID_TXN_STATE` when not), changing nothing.
+fn verify_only(
+    broker: &Arc<Broker>,
+    t: &add_partitions_to_txn_request::AddPartitionsToTxnTransaction,
+) -> Vec<add_partitions_to_txn_response::AddPartitionsToTxnTopicResult> {
+    use add_partitions_to_txn_response::{
+        AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    };
+    let meta = broker.txns.describe(broker, &t.transactional_id.0);
+    t.topics
+        .iter()
+        .map(|topic| {
+            let mut rt = AddPartitionsToTxnTopicResult::default();
+            rt.name = topic.name.clone();
+            rt.results_by_partition = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let code = match &meta {
+                        Err(e) => e.code.code(),
+                        Ok(m)
+                            if m.producer_id != t.producer_id.0
+                                || m.producer_epoch != t.producer_epoch =>
+                        {
+                            ResponseError::InvalidProducerEpoch.code()
+                        }
+                        Ok(m)
+                            if m.state == TxnState::Ongoing
+                                && m.partitions.contains(&(topic.name.0.to_string(), *p)) =>
+                        {
+                            0
+                        }
+                        Ok(_) => ResponseError::InvalidTxnState.code(),
+                    };
+                    let mut r = AddPartitionsToTxnPartitionResult::default();
+                    r.partition_index = *p;
+                    r.partition_error_code = code;
+                    r
+                })
+                .collect();
+            rt
+        })
+        .collect()
+}
+
+pub async fn add_offsets_to_txn(
+    broker: &Arc<Broker>,
+    req: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
+    let mut resp = AddOffsetsToTxnResponse::default();
+    let tid = req.transactional_id.0.to_string();
+    let group = req.group_id.0.to_string();
+    if txn_denied(broker, &tid) {
+        resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return resp;
+    }
+    if !Authz::current(broker).group(AclOperation::Read, &group) {
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
+        return resp;
+    }
+    // The group's partition of `__consumer_offsets` joins the transaction.
+    let p = match broker.groups.coordinator_of(broker, &group) {
+        Ok(_) => broker
+            .metadata
+            .topic(CONSUMER_OFFSETS)
+            .map(|t| crate::group::partition_for(&group, t.partitions.len() as i32)),
+        Err(e) => {
+            resp.error_code = e.code.code();
+            return resp;
+        }
+    };
+    let Some(p) = p else {
+        resp.error_code = ResponseError::CoordinatorNotAvailable.code();
+        return resp;
+    };
+    if let Err(e) = broker
+        .txns
+        .add_partitions(
+            broker,
+            &tid,
+            req.producer_id.0,
+            req.producer_epoch,
+            &[(CONSUMER_OFFSETS.to_string(), p)],
+        )
+        .await
+    {
+        resp.error_code = e.code.code();
+    }
+    resp
+}
+
+pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest) -> EndTxnResponse {
+    let mut resp = EndTxnResponse::default();
+    let tid = req.transactional_id.0.to_string();
+    if txn_denied(broker, &tid) {
+        resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return resp;
+    }
+    if let Err(e) = broker
+        .txns
+        .end_txn(
+            broker,
+            &tid,
+            req.producer_id.0,
+            req.producer_epoch,
+            req.committed,
+        )
+        .await
+    {
+        resp.error_code = e.code.code();
+    }
+    resp.producer_id = ProducerId(-1);
+    resp.producer_epoch = -1;
+    resp
+}
+
+/// Appends one marker as leader and waits until the ISR has it; a marker
+/// in `__consumer_offsets` also ends the transaction's held offsets.
+pub async fn append_marker(
+    broker: &Arc<Broker>,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+) -> Result<(), ApiError> {
+    let part = broker.replicas.get_or_err(topic, partition)?;
+    let leader_epoch = part.leader_epoch();
+    let marker = skein_storage::ControlMarker {
+        commit,
+        coordinator_epoch,
+    };
+    let info = part.append_marker(producer_id, producer_epoch, marker, now_ms())?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    crate::replica_manager::wait_replicated(&part, info.last_offset + 1, leader_epoch, deadline)
+        .await?;
+    if topic == CONSUMER_OFFSETS {
+        broker.groups.complete_txn(
+            broker,
+            partition,
+            producer_id,
+            commit,
+            (leader_epoch, info.last_offset + 1),
+        );
+    }
+    Ok(())
+}
+
+pub async fn write_txn_markers(
+    broker: &Arc<Broker>,
+    req: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    use write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    };
+    let allowed = Authz::current(broker).cluster(AclOperation::ClusterAction);
+    let mut resp = WriteTxnMarkersResponse::default();
+    for m in req.markers {
+        let mut rm = WritableTxnMarkerResult::default();
+        rm.producer_id = m.producer_id;
+        for t in m.topics {
+            let mut rt = WritableTxnMarkerTopicResult::default();
+            rt.name = t.name.clone();
+            for p in t.partition_indexes {
+                let code = if !allowed {
+                    ResponseError::ClusterAuthorizationFailed.code()
+                } else {
+                    match append_marker(
+                        broker,
+                        &t.name.0,
+                        p,
+                        m.producer_id.0,
+                        m.producer_epoch,
+                        m.transaction_result,
+                        m.coordinator_epoch,
+                    )
+                    .await
+                    {
+                        Ok(()) => 0,
+                        Err(e) => e.code.code(),
+                    }
+                };
+                let mut rp = WritableTxnMarkerPartitionResult::default();
+                rp.partition_index = p;
+                rp.error_code = code;
+                rt.partitions.push(rp);
+            }
+            rm.topics.push(rt);
+        }
+        resp.markers.push(rm);
+    }
+    resp
+}
+
+pub async fn txn_offset_commit(
+    broker: &Arc<Broker>,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let group = req.group_id.0.to_string();
+    let tid = req.transactional_id.0.to_string();
+    let now = now_ms();
+    let authz = Authz::current(broker);
+    let mut errors: BTreeMap<(String, i32), ResponseError> = BTreeMap::new();
+    let mut offsets = Vec::new();
+    for t in &req.topics {
+        let denied = !authz.topic(AclOperation::Read, &t.name.0);
+        for p in &t.partitions {
+            let tp = (t.name.0.to_string(), p.partition_index);
+            let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
+            if denied {
+                errors.insert(tp, ResponseError::TopicAuthorizationFailed);
+            } else if metadata.len() > 4096 {
+                errors.insert(tp, ResponseError::OffsetMetadataTooLarge);
+            } else if broker.metadata.topic(&tp.0).is_none() {
+                errors.insert(tp, ResponseError::UnknownTopicOrPartition);
+            } else {
+                offsets.push((
+                    tp,
+                    CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                        commit_timestamp_ms: now,
+                    },
+                ));
+            }
+        }
+    }
+    let whole = if txn_denied(broker, &tid) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if let Some(e) = super::groups::refused(broker, &group, AclOperation::Read) {
+        Some(e)
+    } else if let Err(e) = broker.groups.ensure_coordinator(broker, &group) {
+        Some(e.code)
+    } else {
+        match broker.groups.commit_txn_offsets(
+            broker,
+            &group,
+            (req.producer_id.0, req.producer_epoch),
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id,
+            offsets,
+        ) {
+            Ok(None) => None,
+            Ok(Some(pending)) => {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+                match broker.groups.complete_txn_commit(pending, deadline).await {
+                    Ok(()) => None,
+                    Err(e) if e.code == ResponseError::NotLeaderOrFollower => {
+                        Some(ResponseError::NotCoordinator)
+                    }
+                    Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+                }
+            }
+            Err(e) => Some(e.code),
+        }
+    };
+    let mut resp = TxnOffsetCommitResponse::default();
+    for t in req.topics {
+        let mut rt = txn_offset_commit_response::TxnOffsetCommitResponseTopic::default();
+        rt.name = t.name.clone();
+        for p in t.partitions {
+            let tp = (t.name.0.to_string(), p.partition_index);
+            let mut rp = txn_offset_commit_response::TxnOffsetCommitResponsePartition::default();
+            rp.partition_index = p.partition_index;
+            rp.error_code = errors.get(&tp).copied().or(whole).map_or(0, |e| e.code());
+            rt.partitions.push(rp);
+        }
+        resp.topics.push(rt);
+    }
+    resp
+}
+
+pub fn describe_transactions(
+    broker: &Arc<Broker>,
+    req: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    use describe_transactions_response::{TopicData, TransactionState};
+    let authz = Authz::current(broker);
+    let mut resp = DescribeTransactionsResponse::default();
+    for tid in req.transactional_ids {
+        let mut s = TransactionState::default();
+        s.transactional_id = tid.clone();
+        s.producer_id = ProducerId(-1);
+        s.producer_epoch = -1;
+        s.transaction_start_time_ms = -1;
+        if !authz.allowed(
+            AclOperation::Describe,
+            ResourceType::TransactionalId,
+            &tid.0,
+        ) {
+            s.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+            resp.transaction_states.push(s);
+            continue;
+        }
+        match broker.txns.describe(broker, &tid.0) {
+            Err(e) => s.error_code = e.code.code(),
+            Ok(m) => {
+                s.transaction_state = strb(m.state.name());
+                s.transaction_timeout_ms = m.timeout_ms;
+                s.transaction_start_time_ms = m.start_ms;
+                s.producer_id = ProducerId(m.producer_id);
+                s.producer_epoch = m.producer_epoch;
+                let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+                for (t, p) in &m.partitions {
+                    if authz.topic(AclOperation::Describe, t) {
+                        by_topic.entry(t.clone()).or_default().push(*p);
+                    }
+                }
+                s.topics = by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        let mut td = TopicData::default();
+                        td.topic = TopicName(strb(t));
+                        td.partitions = ps;
+                        td
+                    })
+                    .collect();
+            }
+        }
+        resp.transaction_states.push(s);
+    }
+    resp
+}
+
+pub fn list_transactions(
+    broker: &Arc<Broker>,
+    req: ListTransactionsRequest,
+) -> ListTransactionsResponse {
+    let authz = Authz::current(broker);
+    let mut resp = ListTransactionsResponse::default();
+    let mut states = Vec::new();
+    for f in &req.state_filters {
+        match TxnState::from_name(f) {
+            Some(s) => states.push(s),
+            None => resp.unknown_state_filters.push(f.clone()),
+        }
+    }
+    let now = now_ms();
+    let pattern = req
+        .transactional_id_pattern
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(regex_lite_match);
+    for d in broker.txns.list(broker) {
+        let m = &d.meta;
+        let keep = (req.state_filters.is_empty() || states.contains(&m.state))
+            && (req.producer_id_filters.is_empty()
+                || req.producer_id_filters.iter().any(|p| p.0 == m.producer_id))
+            && (req.duration_filter < 0
+                || (m.state == TxnState::Ongoing && now - m.start_ms >= req.duration_filter))
+            && pattern.as_ref().is_none_or(|f| f(&d.transactional_id))
+            && authz.allowed(
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                &d.transactional_id,
+            );
+        if keep {
+            let mut s = list_transactions_response::TransactionState::default();
+            s.transactional_id = TransactionalId(strb(d.transactional_id.clone()));
+            s.producer_id = ProducerId(m.producer_id);
+            s.transaction_state = strb(m.state.name());
+            resp.transaction_states.push(s);
+        }
+    }
+    resp
+}
+
+/// KIP-1152's `transactional_id_pattern` is a Java regex; the common
+/// forms (a literal, `prefix.*`, `.*`) are matched, anything else only
+/// literally.
+fn regex_lite_match(pattern: &str) -> Box<dyn Fn(&str) -> bool> {
+    let p = pattern.to_string();
+    if p == ".*" {
+        Box::new(|_| true)
+    } else if let Some(prefix) = p
+        .strip_suffix(".*")
+        .filter(|s| !s.contains(['.', '*', '[', '(', '?', '+']))
+    {
+        let prefix = prefix.to_string();
+        Box::new(move |id| id.starts_with(&prefix))
+    } else {
+        Box::new(move |id| id == p)
+    }
+}
+
+pub fn describe_producers(
+    broker: &Arc<Broker>,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    use describe_producers_response::{PartitionResponse, ProducerState, TopicResponse};
+    let authz = Authz::current(broker);
+    let mut resp = DescribeProducersResponse::default();
+    for t in req.topics {
+        let mut rt = TopicResponse::default();
+        rt.name = t.name.clone();
+        let denied = !authz.topic(AclOperation::Read, &t.name.0);
+        for p in t.partition_indexes {
+            let mut rp = PartitionResponse::default();
+            rp.partition_index = p;
+            let part = if denied {
+                Err(crate::authorizer::topic_denied())
+            } else {
+                broker
+                    .replicas
+                    .get_or_err(&t.name.0, p)
+                    .and_then(|part| part.check_leader(-1).map(|_| part))
+            };
+            match part {
+                Err(e) => {
+                    rp.error_code = e.code.code();
+                    rp.error_message = Some(strb(e.message));
+                }
+                Ok(part) => {
+                    rp.active_producers = part.with_log(|l| {
+                        let mut v: Vec<ProducerState> = l
+                            .producer_state()
+                            .producers()
+                            .iter()
+                            .map(|(id, e)| {
+                                let last = e.batches.back();
+                                let mut s = ProducerState::default();
+                                s.producer_id = ProducerId(*id);
+                                s.producer_epoch = e.epoch as i32;
+                                s.last_sequence = last.map_or(-1, |b| b.last_seq);
+                                s.last_timestamp = last.map_or(-1, |b| b.max_timestamp);
+                                s.coordinator_epoch = -1;
+                                s.current_txn_start_offset =
+                                    e.current_txn_first_offset.unwrap_or(-1);
+                                s
+                            })
+                            .collect();
+                        v.sort_by_key(|s| s.producer_id.0);
+                        v
+                    });
+                }
+            }
+            rt.partitions.push(rp);
+        }
+        resp.topics.push(rt);
+    }
+    resp
+}

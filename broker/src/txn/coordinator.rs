@@ -1,0 +1,593 @@
+//! The transaction coordinator's state and requests. One lock guards every
+//! transactional id this broker coordinates; it is never held across an
+//! `.await`. A state change is appended under the lock (so the log order
+//! is the order of changes), marked pending, and applied once the ISR has
+//! it; requests that find a change pending, or markers being written, are
+//! answered `CONCURRENT_TRANSACTIONS` and retried by the client.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use tracing::{debug, info, warn};
+
+use super::log_format;
+pub use super::metadata::TxnMetadata;
+use super::{partition_for, TxnConfig, TxnState, TRANSACTION_STATE};
+use crate::broker::Broker;
+use crate::error::ApiError;
+use crate::system::now_ms;
+
+/// How long a state change may take to reach the ISR.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn api(code: ResponseError, msg: impl Into<String>) -> ApiError {
+    ApiError::new(code, msg)
+}
+
+fn concurrent(tid: &str) -> ApiError {
+    api(
+        ResponseError::ConcurrentTransactions,
+        format!("transaction {tid} is completing; retry"),
+    )
+}
+
+/// What a request makes of a transaction.
+pub(super) enum Change {
+    /// Nothing to write: answer with the current state.
+    None,
+    /// Write this state, then answer.
+    Write(TxnMetadata),
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) txns: HashMap<String, TxnMetadata>,
+    /// Leader epoch at which each `__transaction_state` partition was loaded.
+    pub(super) loaded_epochs: HashMap<i32, i32>,
+    pub(super) last_abort_check_ms: i64,
+    pub(super) last_expiry_check_ms: i64,
+    /// Transactions whose markers a task is writing now.
+    pub(super) completing: std::collections::HashSet<String>,
+}
+
+/// Metrics of the coordinator.
+pub(super) struct TxnMetrics {
+    pub(super) ongoing: prometheus::IntGauge,
+    pub(super) completed: prometheus::IntCounterVec,
+}
+
+impl TxnMetrics {
+    fn new(registry: &prometheus::Registry) -> Self {
+        let ongoing = prometheus::IntGauge::new(
+            "skein_transactions_ongoing",
+            "Transactions this broker coordinates that are open or completing",
+        )
+        .expect("metric");
+        let completed = prometheus::IntCounterVec::new(
+            prometheus::Opts::new(
+                "skein_transactions_completed_total",
+                "Transactions this broker coordinated to the end, by result",
+            ),
+            &["result"],
+        )
+        .expect("metric");
+        let _ = registry.register(Box::new(ongoing.clone()));
+        let _ = registry.register(Box::new(completed.clone()));
+        Self { ongoing, completed }
+    }
+}
+
+/// The broker's transaction coordinator.
+pub struct TxnCoordinator {
+    pub cfg: TxnConfig,
+    state: Mutex<State>,
+    pub(super) metrics: TxnMetrics,
+    pub(super) markers: super::markers::MarkerChannels,
+}
+
+/// A transaction as DescribeTransactions and ListTransactions show it.
+#[derive(Debug, Clone)]
+pub struct TxnDescription {
+    pub transactional_id: String,
+    pub meta: TxnMetadata,
+}
+
+impl TxnCoordinator {
+    pub fn new(cfg: TxnConfig, registry: &prometheus::Registry) -> Self {
+        Self {
+            cfg,
+            state: Mutex::new(State::default()),
+            metrics: TxnMetrics::new(registry),
+            markers: Default::default(),
+        }
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("transaction coordinator lock")
+    }
+
+    pub(crate) fn state_topic(
+        &self,
+        broker: &Broker,
+    ) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
+        crate::internal_topics::ensure(
+            broker,
+            &crate::internal_topics::InternalTopic {
+                name: TRANSACTION_STATE,
+                partitions: self.cfg.state_partitions,
+                replication_factor: self.cfg.state_replication_factor,
+                min_isr: Some(self.cfg.state_min_isr),
+                segment_bytes: self.cfg.state_segment_bytes,
+            },
+        )
+    }
+
+    /// The broker coordinating `transactional_id` (FindCoordinator key type 1).
+    pub fn coordinator_of(&self, broker: &Broker, transactional_id: &str) -> Result<i32, ApiError> {
+        let topic = self.state_topic(broker)?;
+        let p = partition_for(transactional_id, topic.partitions.len() as i32);
+        let leader = topic.partitions[p as usize].leader;
+        match broker.metadata.image().brokers.get(&leader) {
+            Some(b) if b.alive => Ok(leader),
+            _ => Err(api(
+                ResponseError::CoordinatorNotAvailable,
+                format!("{TRANSACTION_STATE}-{p} has no leader now"),
+            )),
+        }
+    }
+
+    /// The partition of `transactional_id` when this broker leads it (and
+    /// has loaded it at its current leader epoch).
+    pub(super) fn led_partition(
+        &self,
+        broker: &Arc<Broker>,
+        transactional_id: &str,
+    ) -> Result<(i32, i32), ApiError> {
+        let Some(topic) = broker.metadata.topic(TRANSACTION_STATE) else {
+            return Err(api(
+                ResponseError::NotCoordinator,
+                format!("{TRANSACTION_STATE} does not exist yet"),
+            ));
+        };
+        let p = partition_for(transactional_id, topic.partitions.len() as i32);
+        let part = broker
+            .replicas
+            .get(TRANSACTION_STATE, p)
+            .filter(|part| part.is_leader())
+            .ok_or_else(|| {
+                api(
+                    ResponseError::NotCoordinator,
+                    format!("{TRANSACTION_STATE}-{p} is not led by this broker"),
+                )
+            })?;
+        if !part.leadership_confirmed(now_ms(), broker.config.replica_lag_time_max_ms) {
+            return Err(api(
+                ResponseError::NotCoordinator,
+                format!("{TRANSACTION_STATE}-{p}: no in-sync follower has fetched from this broker lately"),
+            ));
+        }
+        let epoch = self.ensure_loaded(broker, p);
+        Ok((p, epoch))
+    }
+
+    /// Applies `decide` to the transaction of `tid` and, when it asks,
+    /// writes the new state and waits until the ISR has it.
+    pub(super) async fn transition(
+        &self,
+        broker: &Arc<Broker>,
+        tid: &str,
+        decide: impl FnOnce(Option<&TxnMetadata>, i64) -> Result<Change, ApiError>,
+    ) -> Result<TxnMetadata, ApiError> {
+        let (p, coordinator_epoch) = self.led_partition(broker, tid)?;
+        let part = broker.replicas.get_or_err(TRANSACTION_STATE, p)?;
+        let (pending, prior, target) = {
+            let mut st = self.lock();
+            let cur = st.txns.get(tid);
+            if cur.is_some_and(|m| m.pending) {
+                return Err(concurrent(tid));
+            }
+            let now = now_ms();
+            let mut target = match decide(cur, now)? {
+                Change::None => {
+                    return cur.cloned().ok_or_else(|| {
+                        api(ResponseError::TransactionalIdNotFound, tid.to_string())
+                    })
+                }
+                Change::Write(t) => t,
+            };
+            target.coordinator_epoch = coordinator_epoch;
+            target.pending = false;
+            let leader_epoch = part.leader_epoch();
+            let mut batch = crate::group::log_format::encode_batch(
+                &[(
+                    log_format::key(tid),
+                    Some(log_format::value(&target.stored())),
+                )],
+                now,
+            );
+            let info = part.append_as_leader(&mut batch, false, now).map_err(|e| {
+                warn!(transactional_id = tid, error = %e, "append to __transaction_state failed");
+                api(ResponseError::CoordinatorNotAvailable, e.message)
+            })?;
+            let prior = cur.cloned();
+            let mut marked = target.clone();
+            marked.pending = true;
+            if let Some(m) = &prior {
+                marked = TxnMetadata {
+                    pending: true,
+                    ..m.clone()
+                };
+            }
+            st.txns.insert(tid.to_string(), marked);
+            ((info.last_offset + 1, leader_epoch), prior, target)
+        };
+        let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
+        let written =
+            crate::replica_manager::wait_replicated(&part, pending.0, pending.1, deadline).await;
+        let mut st = self.lock();
+        if st.loaded_epochs.get(&p) != Some(&coordinator_epoch) {
+            // Reloaded (or unloaded) meanwhile: what is in memory now came
+            // from the log; only a placeholder of this write may remain.
+            if st.txns.get(tid).is_some_and(|m| m.pending) {
+                match prior {
+                    Some(m) => st.txns.insert(tid.to_string(), m),
+                    None => st.txns.remove(tid),
+                };
+            }
+            return Err(api(
+                ResponseError::NotCoordinator,
+                format!("{TRANSACTION_STATE}-{p} changed leader while writing"),
+            ));
+        }
+        match written {
+            Ok(()) => {
+                st.txns.insert(tid.to_string(), target.clone());
+                self.metrics
+                    .ongoing
+                    .set(st.txns.values().filter(|m| !m.state.is_complete()).count() as i64);
+                Ok(target)
+            }
+            Err(e) => {
+                match prior {
+                    Some(m) => st.txns.insert(tid.to_string(), m),
+                    None => st.txns.remove(tid),
+                };
+                let code = if e.code == ResponseError::NotLeaderOrFollower {
+                    ResponseError::NotCoordinator
+                } else {
+                    ResponseError::CoordinatorNotAvailable
+                };
+                Err(api(code, e.message))
+            }
+        }
+    }
+
+    /// InitProducerId with a transactional id: a new producer id, or the
+    /// same id at the next epoch (fencing every older producer of the id).
+    /// An open transaction is aborted first; the client retries meanwhile.
+    pub async fn init_producer_id(
+        &self,
+        broker: &Arc<Broker>,
+        tid: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), ApiError> {
+        if timeout_ms <= 0 || timeout_ms > self.cfg.max_timeout_ms {
+            return Err(api(
+                ResponseError::InvalidTransactionTimeout,
+                format!(
+                    "transaction.timeout.ms {timeout_ms} is not within 1..={} (transaction.max.timeout.ms)",
+                    self.cfg.max_timeout_ms
+                ),
+            ));
+        }
+        let mut must_abort = false;
+        let fresh_id = match self.lock().txns.get(tid) {
+            Some(m) if m.producer_epoch < i16::MAX - 1 => None,
+            _ => Some(broker.metadata.allocate_producer_id()?),
+        };
+        let result = self
+            .transition(broker, tid, |cur, now| {
+                let Some(m) = cur else {
+                    return Ok(Change::Write(TxnMetadata {
+                        producer_id: fresh_id.expect("allocated for a new id"),
+                        producer_epoch: 0,
+                        last_producer_epoch: -1,
+                        timeout_ms,
+                        state: TxnState::Empty,
+                        partitions: BTreeSet::new(),
+                        start_ms: -1,
+                        last_update_ms: now,
+                        pending: false,
+                        coordinator_epoch: -1,
+                    }));
+                };
+                if let Some((pid, epoch)) = expected {
+                    let known = m.producer_id == pid
+                        && (m.producer_epoch == epoch || m.last_producer_epoch == epoch);
+                    if !known {
+                        return Err(api(
+                            ResponseError::ProducerFenced,
+                            format!("producer {pid} epoch {epoch} was fenced by a newer producer"),
+                        ));
+                    }
+                }
+                match m.state {
+                    TxnState::Ongoing => {
+                        must_abort = true;
+                        Err(concurrent(tid))
+                    }
+                    TxnState::PrepareCommit
+                    | TxnState::PrepareAbort
+                    | TxnState::PrepareEpochFence
+                    | TxnState::Dead => Err(concurrent(tid)),
+                    TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                        let mut next = m.clone();
+                        match fresh_id {
+                            Some(id) if m.producer_epoch >= i16::MAX - 1 => {
+                                next.producer_id = id;
+                                next.producer_epoch = 0;
+                                next.last_producer_epoch = -1;
+                            }
+                            _ => {
+                                next.last_producer_epoch = m.producer_epoch;
+                                next.producer_epoch = m.producer_epoch + 1;
+                            }
+                        }
+                        next.timeout_ms = timeout_ms;
+                        next.state = TxnState::Empty;
+                        next.partitions.clear();
+                        next.start_ms = -1;
+                        next.last_update_ms = now;
+                        Ok(Change::Write(next))
+                    }
+                }
+            })
+            .await;
+        if must_abort {
+            self.abort_open(
+                broker,
+                tid,
+                "a new producer initialised with its transactional id",
+            );
+        }
+        result.map(|m| (m.producer_id, m.producer_epoch))
+    }
+
+    /// AddPartitionsToTxn and AddOffsetsToTxn: the partitions join the
+    /// producer's transaction (which starts if none is open).
+    pub async fn add_partitions(
+        &self,
+        broker: &Arc<Broker>,
+        tid: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[(String, i32)],
+    ) -> Result<(), ApiError> {
+        self.transition(broker, tid, |cur, now| {
+            let m = cur.ok_or_else(|| {
+                api(
+                    ResponseError::InvalidProducerIdMapping,
+                    format!("unknown transactional id {tid}"),
+                )
+            })?;
+            m.check_producer(producer_id, producer_epoch)?;
+            match m.state {
+                TxnState::PrepareCommit | TxnState::PrepareAbort => return Err(concurrent(tid)),
+                TxnState::Dead | TxnState::PrepareEpochFence => {
+                    return Err(api(
+                        ResponseError::InvalidTxnState,
+                        format!("transaction {tid} is {}", m.state.name()),
+                    ))
+                }
+                _ => {}
+            }
+            let all_in = partitions.iter().all(|tp| m.partitions.contains(tp));
+            if m.state == TxnState::Ongoing && all_in {
+                return Ok(Change::None);
+            }
+            let mut next = m.clone();
+            if m.state != TxnState::Ongoing {
+                next.start_ms = now;
+                next.partitions.clear();
+            }
+            next.state = TxnState::Ongoing;
+            next.partitions.extend(partitions.iter().cloned());
+            next.last_update_ms = now;
+            Ok(Change::Write(next))
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// EndTxn: PrepareCommit or PrepareAbort is written (then the client
+    /// is answered), the markers follow, then CompleteCommit/CompleteAbort.
+    pub async fn end_txn(
+        &self,
+        broker: &Arc<Broker>,
+        tid: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> Result<(), ApiError> {
+        let mut started = false;
+        self.transition(broker, tid, |cur, now| {
+            let m = cur.ok_or_else(|| {
+                api(
+                    ResponseError::InvalidProducerIdMapping,
+                    format!("unknown transactional id {tid}"),
+                )
+            })?;
+            m.check_producer(producer_id, producer_epoch)?;
+            let invalid = || {
+                api(
+                    ResponseError::InvalidTxnState,
+                    format!(
+                        "cannot {} transaction {tid} in state {}",
+                        if commit { "commit" } else { "abort" },
+                        m.state.name()
+                    ),
+                )
+            };
+            match (m.state, commit) {
+                (TxnState::Ongoing, _) => {
+                    started = true;
+                    let mut next = m.clone();
+                    next.state = if commit {
+                        TxnState::PrepareCommit
+                    } else {
+                        TxnState::PrepareAbort
+                    };
+                    next.last_update_ms = now;
+                    Ok(Change::Write(next))
+                }
+                // A retry of an EndTxn that already went through.
+                (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+                    Ok(Change::None)
+                }
+                (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                    Err(concurrent(tid))
+                }
+                _ => Err(invalid()),
+            }
+        })
+        .await?;
+        if started {
+            self.spawn_completion(broker, tid);
+        }
+        Ok(())
+    }
+
+    /// Aborts the open transaction of `tid` with the producer epoch bumped,
+    /// so the producer that opened it is fenced (transaction timeout, or a
+    /// new producer initialising the id).
+    pub(super) fn abort_open(&self, broker: &Arc<Broker>, tid: &str, why: &'static str) {
+        let b = broker.clone();
+        let tid = tid.to_string();
+        broker.spawn(tokio::spawn(async move {
+            let r = b
+                .txns
+                .transition(&b, &tid, |cur, now| {
+                    let Some(m) = cur.filter(|m| m.state == TxnState::Ongoing) else {
+                        return Ok(Change::None);
+                    };
+                    let mut next = m.clone();
+                    if m.producer_epoch < i16::MAX - 1 {
+                        next.last_producer_epoch = m.producer_epoch;
+                        next.producer_epoch = m.producer_epoch + 1;
+                    }
+                    next.state = TxnState::PrepareAbort;
+                    next.last_update_ms = now;
+                    Ok(Change::Write(next))
+                })
+                .await;
+            match r {
+                Ok(m) if m.state == TxnState::PrepareAbort => {
+                    info!(transactional_id = %tid, producer_id = m.producer_id, epoch = m.producer_epoch, why, "aborting an open transaction");
+                    b.txns.spawn_completion(&b, &tid);
+                }
+                Ok(_) => {}
+                Err(e) => warn!(transactional_id = %tid, error = %e, "could not abort an open transaction"),
+            }
+        }));
+    }
+
+    /// Writes the markers of a prepared transaction, then its completion
+    /// (one task per transaction; the timer starts it again for any
+    /// prepared transaction without one).
+    pub(super) fn spawn_completion(&self, broker: &Arc<Broker>, tid: &str) {
+        if !self.lock().completing.insert(tid.to_string()) {
+            return;
+        }
+        let b = broker.clone();
+        let tid = tid.to_string();
+        broker.spawn(tokio::spawn(async move {
+            b.txns.complete(&b, &tid).await;
+            b.txns.lock().completing.remove(&tid);
+        }));
+    }
+
+    async fn complete(&self, broker: &Arc<Broker>, tid: &str) {
+        let Some(m) = self.lock().txns.get(tid).cloned() else {
+            return;
+        };
+        if !m.state.is_preparing() {
+            return;
+        }
+        let commit = m.state == TxnState::PrepareCommit;
+        debug!(transactional_id = %tid, producer_id = m.producer_id, epoch = m.producer_epoch, commit, partitions = m.partitions.len(), "writing transaction markers");
+        if let Err(e) = super::markers::write_all(broker, tid, &m, commit).await {
+            // No longer the coordinator: the new one finishes the transaction.
+            info!(transactional_id = %tid, error = %e, "markers not all written here");
+            return;
+        }
+        let r = self
+            .transition(broker, tid, |cur, now| {
+                let Some(c) = cur.filter(|c| {
+                    c.state == m.state
+                        && c.producer_id == m.producer_id
+                        && c.producer_epoch == m.producer_epoch
+                }) else {
+                    return Ok(Change::None);
+                };
+                let mut next = c.clone();
+                next.state = if commit {
+                    TxnState::CompleteCommit
+                } else {
+                    TxnState::CompleteAbort
+                };
+                next.partitions.clear();
+                next.last_update_ms = now;
+                Ok(Change::Write(next))
+            })
+            .await;
+        match r {
+            Ok(_) => {
+                self.metrics
+                    .completed
+                    .with_label_values(&[if commit { "commit" } else { "abort" }])
+                    .inc();
+            }
+            // The timer tries again (markers are idempotent for readers).
+            Err(e) => {
+                warn!(transactional_id = %tid, error = %e, "could not complete a transaction; will retry")
+            }
+        }
+    }
+
+    /// Transactions of the given ids, for DescribeTransactions: each one's
+    /// state or the error for it.
+    pub fn describe(&self, broker: &Arc<Broker>, tid: &str) -> Result<TxnMetadata, ApiError> {
+        self.led_partition(broker, tid)?;
+        self.lock().txns.get(tid).cloned().ok_or_else(|| {
+            api(
+                ResponseError::TransactionalIdNotFound,
+                format!("no transactional id {tid}"),
+            )
+        })
+    }
+
+    /// Every transaction this broker coordinates (ListTransactions).
+    pub fn list(&self, broker: &Arc<Broker>) -> Vec<TxnDescription> {
+        self.tick_load(broker);
+        self.lock()
+            .txns
+            .iter()
+            .map(|(id, m)| TxnDescription {
+                transactional_id: id.clone(),
+                meta: m.clone(),
+            })
+            .collect()
+    }
+
+    /// Number of open or completing transactions (tests, metrics).
+    pub fn ongoing(&self) -> usize {
+        self.lock()
+            .txns
+            .values()
+            .filter(|m| !m.state.is_complete())
+            .count()
+    }
+}

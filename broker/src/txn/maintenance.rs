@@ -1,0 +1,127 @@
+//! The coordinator's timer: loads `__transaction_state` partitions this
+//! broker came to lead (and drops those it lost), finishes prepared
+//! transactions no task is completing, aborts transactions past their
+//! `transaction.timeout.ms`, and forgets ids idle for
+//! `transactional.id.expiration.ms`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::info;
+
+use super::coordinator::TxnCoordinator;
+use super::log_format;
+use super::{TxnState, TRANSACTION_STATE};
+use crate::broker::Broker;
+use crate::system::now_ms;
+
+impl TxnCoordinator {
+    /// Starts the timer: loads partitions this broker came to lead, finishes
+    /// transactions found half way, aborts expired ones, forgets idle ids.
+    pub fn start(broker: &Arc<Broker>) {
+        let me = Arc::downgrade(broker);
+        broker.spawn(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let Some(b) = me.upgrade() else { return };
+                b.txns.tick(&b);
+            }
+        }));
+    }
+
+    /// The periodic work: see [`TxnCoordinator::start`].
+    pub(super) fn tick(&self, broker: &Arc<Broker>) {
+        self.tick_load(broker);
+        let now = now_ms();
+        let (expired, idle) = {
+            let mut st = self.lock();
+            let mut expired = Vec::new();
+            if now - st.last_abort_check_ms >= self.cfg.abort_check_interval_ms {
+                st.last_abort_check_ms = now;
+                expired = st
+                    .txns
+                    .iter()
+                    .filter(|(_, m)| {
+                        !m.pending
+                            && m.state == TxnState::Ongoing
+                            && m.start_ms + m.timeout_ms as i64 <= now
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect();
+            }
+            let mut idle = Vec::new();
+            if now - st.last_expiry_check_ms >= self.cfg.remove_expired_interval_ms {
+                st.last_expiry_check_ms = now;
+                idle = st
+                    .txns
+                    .iter()
+                    .filter(|(_, m)| {
+                        !m.pending
+                            && m.state.is_complete()
+                            && now - m.last_update_ms >= self.cfg.id_expiration_ms
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect();
+            }
+            (expired, idle)
+        };
+        for tid in expired {
+            self.abort_open(broker, &tid, "transaction.timeout.ms passed");
+        }
+        let stuck: Vec<String> = {
+            let st = self.lock();
+            st.txns
+                .iter()
+                .filter(|(id, m)| {
+                    m.state.is_preparing() && !m.pending && !st.completing.contains(*id)
+                })
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        for tid in stuck {
+            self.spawn_completion(broker, &tid);
+        }
+        for tid in idle {
+            self.expire_id(broker, &tid);
+        }
+    }
+
+    /// Loads every `__transaction_state` partition this broker came to lead.
+    pub(super) fn tick_load(&self, broker: &Arc<Broker>) {
+        let Some(topic) = broker.metadata.topic(TRANSACTION_STATE) else {
+            return;
+        };
+        for p in 0..topic.partitions.len() as i32 {
+            if broker
+                .replicas
+                .get(TRANSACTION_STATE, p)
+                .is_some_and(|part| part.is_leader())
+            {
+                self.ensure_loaded(broker, p);
+            } else {
+                self.unload(broker, p, topic.partitions.len() as i32);
+            }
+        }
+    }
+
+    /// Forgets an idle transactional id (`transactional.id.expiration.ms`):
+    /// a tombstone, so compaction removes it from the log too.
+    pub(super) fn expire_id(&self, broker: &Arc<Broker>, tid: &str) {
+        let Ok((p, epoch)) = self.led_partition(broker, tid) else {
+            return;
+        };
+        let Ok(part) = broker.replicas.get_or_err(TRANSACTION_STATE, p) else {
+            return;
+        };
+        let mut st = self.lock();
+        if st.loaded_epochs.get(&p) != Some(&epoch) || st.txns.get(tid).is_none_or(|m| m.pending) {
+            return;
+        }
+        let mut batch =
+            crate::group::log_format::encode_batch(&[(log_format::key(tid), None)], now_ms());
+        if part.append_as_leader(&mut batch, false, now_ms()).is_ok() {
+            st.txns.remove(tid);
+            info!(transactional_id = tid, "transactional id expired");
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Writing a transaction's COMMIT or ABORT markers (Kafka's
+//! `TransactionMarkerChannelManager`): WriteTxnMarkers to the leader of
+//! every partition in the transaction (the local append for partitions this
+//! broker leads), retried until each is written, its topic is gone, or this
+//! broker stops coordinating the transaction.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::error::{ParseResponseErrorCode, ResponseError};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
+use tracing::{debug, warn};
+
+use super::metadata::TxnMetadata;
+use crate::broker::Broker;
+use crate::error::ApiError;
+use crate::handlers::strb;
+use crate::replication::client::BrokerClient;
+
+type Channel = Arc<tokio::sync::Mutex<Option<BrokerClient>>>;
+
+/// One connection per broker markers are sent to, kept between transactions.
+#[derive(Default)]
+pub struct MarkerChannels {
+    channels: Mutex<HashMap<i32, Channel>>,
+}
+
+impl MarkerChannels {
+    fn channel(&self, broker_id: i32) -> Channel {
+        self.channels
+            .lock()
+            .expect("marker channels lock")
+            .entry(broker_id)
+            .or_default()
+            .clone()
+    }
+}
+
+type Tp = (String, i32);
+
+/// Writes the markers of `m` into all its partitions.
+pub(super) async fn write_all(
+    broker: &Arc<Broker>,
+    tid: &str,
+    m: &TxnMetadata,
+    commit: bool,
+) -> Result<(), ApiError> {
+    let mut remaining: BTreeSet<Tp> = m.partitions.clone();
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        if remaining.is_empty() {
+            return Ok(());
+        }
+        // Still the coordinator at the same epoch? (Not whether followers
+        // fetched lately: a slow follower must not stop the markers.)
+        let n = broker
+            .metadata
+            .topic(super::TRANSACTION_STATE)
+            .map_or(0, |t| t.partitions.len() as i32);
+        let p = super::partition_for(tid, n);
+        let still = broker
+            .replicas
+            .get(super::TRANSACTION_STATE, p)
+            .is_some_and(|part| part.is_leader() && part.leader_epoch() == m.coordinator_epoch);
+        if !still {
+            return Err(ApiError::new(
+                ResponseError::NotCoordinator,
+                "this broker no longer leads the transaction's state partition at its epoch",
+            ));
+        }
+        let mut by_leader: BTreeMap<i32, Vec<Tp>> = BTreeMap::new();
+        for tp in remaining.clone() {
+            let leader = broker
+                .metadata
+                .topic(&tp.0)
+                .map(|t| t.partitions.get(tp.1 as usize).map(|p| p.leader));
+            match leader {
+                // The topic or partition is gone: nothing to mark.
+                None | Some(None) => {
+                    remaining.remove(&tp);
+                }
+                Some(Some(l)) if l >= 0 => by_leader.entry(l).or_default().push(tp),
+                Some(Some(_)) => {}
+            }
+        }
+        for (leader, tps) in by_leader {
+            let results = if leader == broker.config.node_id {
+                let mut out = Vec::new();
+                for tp in tps {
+                    let r = crate::handlers::txn::append_marker(
+                        broker,
+                        &tp.0,
+                        tp.1,
+                        m.producer_id,
+                        m.producer_epoch,
+                        commit,
+                        m.coordinator_epoch,
+                    )
+                    .await
+                    .map_err(|e| e.code);
+                    out.push((tp, r));
+                }
+                out
+            } else {
+                send(broker, leader, m, commit, &tps).await
+            };
+            for (tp, r) in results {
+                match r {
+                    Ok(()) => {
+                        remaining.remove(&tp);
+                    }
+                    // The partition has a newer epoch of this producer or a
+                    // newer coordinator wrote to it: this marker is moot.
+                    Err(
+                        code @ (ResponseError::InvalidProducerEpoch
+                        | ResponseError::TransactionCoordinatorFenced),
+                    ) => {
+                        warn!(transactional_id = tid, topic = %tp.0, partition = tp.1, ?code, "marker refused as stale");
+                        remaining.remove(&tp);
+                    }
+                    Err(code) => {
+                        debug!(transactional_id = tid, topic = %tp.0, partition = tp.1, ?code, "marker not written yet; retrying");
+                    }
+                }
+            }
+        }
+        if !remaining.is_empty() {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+}
+
+/// WriteTxnMarkers to another broker; every partition's outcome.
+async fn send(
+    broker: &Arc<Broker>,
+    leader: i32,
+    m: &TxnMetadata,
+    commit: bool,
+    tps: &[Tp],
+) -> Vec<(Tp, Result<(), ResponseError>)> {
+    let failed = |code| tps.iter().map(|tp| (tp.clone(), Err(code))).collect();
+    let Some(addr) = broker
+        .metadata
+        .image()
+        .brokers
+        .get(&leader)
+        .filter(|b| b.alive)
+        .map(|b| format!("{}:{}", b.host, b.port))
+    else {
+        return failed(ResponseError::BrokerNotAvailable);
+    };
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (t, p) in tps {
+        by_topic.entry(t.as_str()).or_default().push(*p);
+    }
+    let mut marker = WritableTxnMarker::default();
+    marker.producer_id = ProducerId(m.producer_id);
+    marker.producer_epoch = m.producer_epoch;
+    marker.transaction_result = commit;
+    marker.coordinator_epoch = m.coordinator_epoch;
+    marker.topics = by_topic
+        .into_iter()
+        .map(|(t, ps)| {
+            let mut wt = WritableTxnMarkerTopic::default();
+            wt.name = TopicName(strb(t));
+            wt.partition_indexes = ps;
+            wt
+        })
+        .collect();
+    let mut req = WriteTxnMarkersRequest::default();
+    req.markers = vec![marker];
+
+    let channel = broker.txns.markers.channel(leader);
+    let mut conn = channel.lock().await;
+    if conn.is_none() {
+        let client_id = format!("skein-broker-{}-txn-markers", broker.config.node_id);
+        match BrokerClient::connect(&addr, client_id, &broker.config.inter_broker_security).await {
+            Ok(c) => *conn = Some(c),
+            Err(e) => {
+                debug!(leader, %addr, error = %e, "cannot connect to send markers");
+                return failed(ResponseError::NetworkException);
+            }
+        }
+    }
+    let call = conn.as_mut().expect("connected").call(&req, 1);
+    let resp = match tokio::time::timeout(Duration::from_secs(30), call).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            debug!(leader, error = %e, "WriteTxnMarkers failed");
+            *conn = None;
+            return failed(ResponseError::NetworkException);
+        }
+        Err(_) => {
+            *conn = None;
+            return failed(ResponseError::RequestTimedOut);
+        }
+    };
+    let mut out = Vec::new();
+    for r in resp.markers {
+        for t in r.topics {
+            for p in t.partitions {
+                let tp = (t.name.0.to_string(), p.partition_index);
+                let result = match p.error_code.err() {
+                    None => Ok(()),
+                    Some(code) => Err(code),
+                };
+                out.push((tp, result));
+            }
+        }
+    }
+    // Partitions the response did not mention are retried.
+    for tp in tps {
+        if !out.iter().any(|(o, _)| o == tp) {
+            out.push((tp.clone(), Err(ResponseError::UnknownServerError)));
+        }
+    }
+    out
+}

@@ -1,0 +1,86 @@
+//! What the coordinator knows about one transactional id.
+
+use std::collections::BTreeSet;
+
+use kafka_protocol::error::ResponseError;
+
+use super::log_format::StoredTxn;
+use super::TxnState;
+use crate::error::ApiError;
+
+/// One transactional id as the coordinator knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnMetadata {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The epoch before the last bump (a retried InitProducerId carrying
+    /// it is not fenced, KIP-360).
+    pub last_producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub state: TxnState,
+    pub partitions: BTreeSet<(String, i32)>,
+    /// When the open transaction started (-1: none).
+    pub start_ms: i64,
+    pub last_update_ms: i64,
+    /// A change written but not yet replicated.
+    pub pending: bool,
+    /// Leader epoch of the `__transaction_state` partition when loaded or
+    /// written: the markers carry it.
+    pub coordinator_epoch: i32,
+}
+
+impl TxnMetadata {
+    pub(super) fn stored(&self) -> StoredTxn {
+        StoredTxn {
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            timeout_ms: self.timeout_ms,
+            state: self.state,
+            partitions: self.partitions.clone(),
+            last_update_ms: self.last_update_ms,
+            start_ms: self.start_ms,
+        }
+    }
+
+    pub(super) fn from_stored(s: StoredTxn, coordinator_epoch: i32) -> Self {
+        TxnMetadata {
+            producer_id: s.producer_id,
+            producer_epoch: s.producer_epoch,
+            last_producer_epoch: -1,
+            timeout_ms: s.timeout_ms,
+            state: s.state,
+            partitions: s.partitions,
+            start_ms: s.start_ms,
+            last_update_ms: s.last_update_ms,
+            pending: false,
+            coordinator_epoch,
+        }
+    }
+
+    /// The producer's id and epoch must be the current ones.
+    pub(super) fn check_producer(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<(), ApiError> {
+        if self.producer_id != producer_id {
+            return Err(ApiError::new(
+                ResponseError::InvalidProducerIdMapping,
+                format!(
+                    "producer id {producer_id} is not the transactional id's ({})",
+                    self.producer_id
+                ),
+            ));
+        }
+        if self.producer_epoch != producer_epoch {
+            return Err(ApiError::new(
+                ResponseError::ProducerFenced,
+                format!(
+                    "producer epoch {producer_epoch} is not the current epoch {}: a newer producer with this transactional id fenced it",
+                    self.producer_epoch
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
