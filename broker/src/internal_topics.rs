@@ -65,3 +65,17 @@ pub fn ensure(broker: &Broker, t: &InternalTopic<'_>) -> Result<Arc<TopicView>, 
         }
     }
 }
+
+/// The live leader of the partition of `key` (a group or a transactional
+/// id, hashed as Kafka does): the coordinator FindCoordinator names.
+pub fn coordinator(broker: &Broker, topic: &TopicView, key: &str) -> Result<i32, ApiError> {
+    let p = crate::group::partition_for(key, topic.partitions.len() as i32);
+    let leader = topic.partitions[p as usize].leader;
+    match broker.metadata.image().brokers.get(&leader) {
+        Some(b) if b.alive => Ok(leader),
+        _ => Err(ApiError::new(
+            ResponseError::CoordinatorNotAvailable,
+            format!("{}-{p} has no leader now", topic.name),
+        )),
+    }
+}

@@ -34,6 +34,9 @@ pub struct Metrics {
     pub log_segments: IntGaugeVec,
     pub log_start_offset: IntGaugeVec,
     pub log_end_offset: IntGaugeVec,
+    /// As leader: high watermark minus last stable offset (records open
+    /// transactions hold back from read_committed consumers).
+    pub lso_lag: IntGaugeVec,
     pub partitions: IntGauge,
     pub partition_leaders: IntGauge,
     pub under_replicated: IntGauge,
@@ -160,6 +163,11 @@ impl Metrics {
             "Next offset to be written in a partition's log.",
             pl,
         );
+        let lso_lag = gauge(
+            "skein_partition_lso_lag",
+            "Records between the last stable offset and the high watermark of a partition this broker leads: what open transactions hold back from read_committed consumers.",
+            pl,
+        );
         let simple = |name: &str, help: &str| {
             let g = IntGauge::new(name, help).expect("metric");
             registry.register(Box::new(g.clone())).expect("register");
@@ -251,6 +259,7 @@ impl Metrics {
             log_segments,
             log_start_offset,
             log_end_offset,
+            lso_lag,
         }
     }
 
@@ -291,9 +300,14 @@ impl Metrics {
         self.log_segments.reset();
         self.log_start_offset.reset();
         self.log_end_offset.reset();
+        self.lso_lag.reset();
         for p in replicas.all() {
             let idx = p.index.to_string();
             let labels = [p.topic.as_str(), idx.as_str()];
+            if p.is_leader() {
+                let lag = p.high_watermark() - p.last_stable_offset();
+                self.lso_lag.with_label_values(&labels).set(lag.max(0));
+            }
             p.with_log(|l| {
                 self.log_size
                     .with_label_values(&labels)

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brokers import Broker, make_broker  # noqa: E402
+from brokers import Broker, LocalCluster, make_broker  # noqa: E402
 
 TARGET = os.environ.get("E2E_TARGET", "skein")
 _active: list[Broker] = []
@@ -79,6 +79,22 @@ def new_broker(tmp_path):
             b.stop()
         if b in _active:
             _active.remove(b)
+
+
+@pytest.fixture
+def cluster3(tmp_path):
+    """A 3-broker local cluster (`skein-operator local`, which restarts a killed broker) with
+    short failure detection; Skein only."""
+    if TARGET != "skein":
+        pytest.skip("runs Skein's own local platform (skein-operator local)")
+    c = LocalCluster(tmp_path / "cluster", 3, {"replica.lag.time.max.ms": "2000",
+                                               "broker.heartbeat.interval.ms": "500",
+                                               "group.initial.rebalance.delay.ms": "0"})
+    _start(c)
+    yield c
+    c.stop()
+    if c in _active:
+        _active.remove(c)
 
 
 @pytest.fixture

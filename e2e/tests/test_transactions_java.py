@@ -20,8 +20,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import util
-from brokers import LocalCluster
-from conftest import TARGET, _active
 from util import java, java_cmd, kafka_tool
 
 pytestmark = pytest.mark.transactions
@@ -108,21 +106,7 @@ def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transactio
     assert values(broker.bootstrap, topic, 1, "read_committed") == ["after"]
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    if TARGET != "skein":
-        pytest.skip("runs Skein's own local platform (skein-operator local)")
-    c = LocalCluster(tmp_path / "cluster", 3, {"replica.lag.time.max.ms": "2000",
-                                               "broker.heartbeat.interval.ms": "500",
-                                               "group.initial.rebalance.delay.ms": "0"})
-    _active.append(c)
-    c.start()
-    yield c
-    c.stop()
-    _active.remove(c)
-
-
-def leader(c: LocalCluster, topic: str, partition: int) -> int:
+def leader(c, topic: str, partition: int) -> int:
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     md = admin.list_topics(topic, timeout=10)
     t = md.topics.get(topic)
@@ -131,8 +115,8 @@ def leader(c: LocalCluster, topic: str, partition: int) -> int:
     return t.partitions[partition].leader
 
 
-def test_consume_transform_produce_survives_a_killed_coordinator_and_fences_a_zombie(cluster, tmp):
-    c = cluster
+def test_consume_transform_produce_survives_a_killed_coordinator_and_fences_a_zombie(cluster3, tmp):
+    c = cluster3
     src, dst, group, tid = "ctp-in", "ctp-out", "ctp-group", "ctp-app"
     create(c.bootstrap, src, 3, rf=3)
     create(c.bootstrap, dst, 3, rf=3)

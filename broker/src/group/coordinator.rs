@@ -157,17 +157,7 @@ impl GroupCoordinator {
     /// The broker that coordinates `group`: the leader of its partition of
     /// `__consumer_offsets` (created when missing).
     pub fn coordinator_of(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
-        let topic = self.offsets_topic(broker)?;
-        let p = partition_for(group, topic.partitions.len() as i32);
-        let leader = topic.partitions[p as usize].leader;
-        let image = broker.metadata.image();
-        match image.brokers.get(&leader) {
-            Some(b) if b.alive => Ok(leader),
-            _ => Err(api(
-                ResponseError::CoordinatorNotAvailable,
-                format!("{CONSUMER_OFFSETS}-{p} has no leader now"),
-            )),
-        }
+        crate::internal_topics::coordinator(broker, &*self.offsets_topic(broker)?, group)
     }
 
     pub(crate) fn offsets_topic(
@@ -488,15 +478,7 @@ impl GroupCoordinator {
         if let Some(e) = check {
             return Err(api(e, format!("offset commit rejected by group {group}")));
         }
-        let records: Vec<(Bytes, Option<Bytes>)> = offsets
-            .iter()
-            .map(|((t, p), o)| {
-                (
-                    log_format::offset_key(group, t, *p),
-                    Some(log_format::offset_value(o)),
-                )
-            })
-            .collect();
+        let records = log_format::offset_records(group, &offsets);
         let pending = self.append(broker, group, &records)?;
         if !st.consumer.contains_key(group) {
             st.classic

@@ -223,6 +223,17 @@ fn decode_group_value(group: &str, v: &Bytes) -> Result<Option<ClassicGroup>, Fo
 }
 
 /// Encodes keyed records as one uncompressed magic-v2 batch.
+/// The offset records of a commit of `group`.
+pub fn offset_records(
+    group: &str,
+    offsets: &[(super::offsets::TopicPartition, CommittedOffset)],
+) -> Vec<(Bytes, Option<Bytes>)> {
+    offsets
+        .iter()
+        .map(|((t, p), o)| (offset_key(group, t, *p), Some(offset_value(o))))
+        .collect()
+}
+
 pub fn encode_batch(records: &[(Bytes, Option<Bytes>)], now_ms: i64) -> BytesMut {
     encode_batch_as(records, now_ms, None)
 }

@@ -58,15 +58,7 @@ impl GroupCoordinator {
         if offsets.is_empty() {
             return Ok(None);
         }
-        let records: Vec<(Bytes, Option<Bytes>)> = offsets
-            .iter()
-            .map(|((t, p), o)| {
-                (
-                    log_format::offset_key(group, t, *p),
-                    Some(log_format::offset_value(o)),
-                )
-            })
-            .collect();
+        let records = log_format::offset_records(group, &offsets);
         let write = self.append_txn(broker, group, &records, producer)?;
         Ok(Some(PendingTxnCommit {
             write,

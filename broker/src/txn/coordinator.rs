@@ -75,6 +75,10 @@ impl TxnMetrics {
         .expect("metric");
         let _ = registry.register(Box::new(ongoing.clone()));
         let _ = registry.register(Box::new(completed.clone()));
+        // Both series exist from the start, so rate() has data at once.
+        for result in ["commit", "abort"] {
+            completed.with_label_values(&[result]);
+        }
         Self { ongoing, completed }
     }
 }
@@ -126,16 +130,7 @@ impl TxnCoordinator {
 
     /// The broker coordinating `transactional_id` (FindCoordinator key type 1).
     pub fn coordinator_of(&self, broker: &Broker, transactional_id: &str) -> Result<i32, ApiError> {
-        let topic = self.state_topic(broker)?;
-        let p = partition_for(transactional_id, topic.partitions.len() as i32);
-        let leader = topic.partitions[p as usize].leader;
-        match broker.metadata.image().brokers.get(&leader) {
-            Some(b) if b.alive => Ok(leader),
-            _ => Err(api(
-                ResponseError::CoordinatorNotAvailable,
-                format!("{TRANSACTION_STATE}-{p} has no leader now"),
-            )),
-        }
+        crate::internal_topics::coordinator(broker, &*self.state_topic(broker)?, transactional_id)
     }
 
     /// The partition of `transactional_id` when this broker leads it (and

@@ -32,6 +32,7 @@ impl TxnCoordinator {
     /// The periodic work: see [`TxnCoordinator::start`].
     pub(super) fn tick(&self, broker: &Arc<Broker>) {
         self.tick_load(broker);
+        self.metrics.ongoing.set(self.ongoing() as i64);
         let now = now_ms();
         let (expired, idle) = {
             let mut st = self.lock();

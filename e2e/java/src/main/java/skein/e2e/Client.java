@@ -73,6 +73,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *               {"t":ms,"ev":"commit_failed","error":".."}
  *             Runs until the stop file exists, N records were processed, or the timeout; then closes (leaves the group).
  *   txn-produce, txn-copy: transactions (see Txn).
+ *   streams-count: a Kafka Streams exactly-once application (see StreamsCount).
  *   consume also takes [--isolation read_committed|read_uncommitted].
  */
 public final class Client {
@@ -102,6 +103,7 @@ public final class Client {
             case "group-consume" -> groupConsume(bootstrap, opt);
             case "txn-produce" -> Txn.produce(bootstrap, opt);
             case "txn-copy" -> Txn.copy(bootstrap, opt);
+            case "streams-count" -> StreamsCount.run(bootstrap, opt);
             default -> die("unknown subcommand " + cmd);
         }
         System.out.flush();
