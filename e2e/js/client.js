@@ -22,6 +22,11 @@
 //                    {"t","ev":"commit","offsets":{"p":next}}  {"t","ev":"commit_failed","error"}
 //                  Runs until the stop file exists or the timeout, then disconnects (leaves the group).
 //
+//   txn-produce    --topic T --tid ID --txns N --per-txn M [--abort-every K] [--offsets-group G --offsets-topic T2]
+//                  N transactions of M records ("tX-rY"), every K-th aborted; with --offsets-group, each
+//                  transaction also commits offset X+1 of partition 0 of T2 for group G (sendOffsets).
+//                  Prints {"committed":C,"aborted":A}.
+//
 // zstd is not supported: the only kafkajs zstd codec (@kafkajs/zstd -> cppzst) fails to compile with Node 20.
 'use strict';
 
@@ -325,6 +330,46 @@ async function groupMember(opt) {
   return { consumed: count, commit_failures: commitFailures };
 }
 
+async function txnProduce(opt) {
+  const producer = kafka(opt).producer({
+    transactionalId: req(opt, 'tid'),
+    idempotent: true,
+    maxInFlightRequests: 1,
+    transactionTimeout: 60000,
+  });
+  await producer.connect();
+  const topic = req(opt, 'topic');
+  const txns = Number(req(opt, 'txns'));
+  const perTxn = Number(req(opt, 'per-txn'));
+  const abortEvery = Number(opt['abort-every'] || 0);
+  let committed = 0;
+  let aborted = 0;
+  try {
+    for (let t = 0; t < txns; t++) {
+      const txn = await producer.transaction();
+      const messages = [];
+      for (let r = 0; r < perTxn; r++) messages.push({ key: `k${r}`, value: `t${t}-r${r}` });
+      await txn.send({ topic, messages });
+      if (opt['offsets-group'] !== undefined) {
+        await txn.sendOffsets({
+          consumerGroupId: opt['offsets-group'],
+          topics: [{ topic: req(opt, 'offsets-topic'), partitions: [{ partition: 0, offset: String(t + 1) }] }],
+        });
+      }
+      if (abortEvery > 0 && (t + 1) % abortEvery === 0) {
+        await txn.abort();
+        aborted++;
+      } else {
+        await txn.commit();
+        committed++;
+      }
+    }
+  } finally {
+    await producer.disconnect();
+  }
+  return { committed, aborted };
+}
+
 async function main() {
   const { cmd, opt } = parseArgs(process.argv.slice(2));
   const cmds = {
@@ -335,6 +380,7 @@ async function main() {
     offsets,
     'consume-group': consumeGroup,
     'group-member': groupMember,
+    'txn-produce': txnProduce,
   };
   if (!cmds[cmd]) throw new Error(`unknown subcommand ${cmd}`);
   const result = await cmds[cmd](opt);

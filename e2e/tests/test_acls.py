@@ -200,6 +200,31 @@ def test_produce_needs_write_on_the_topic(broker):
     assert errors and all("AUTHORIZATION_FAILED" in e for e in errors), errors
 
 
+def test_transactions_need_write_on_the_transactional_id(broker):
+    from confluent_kafka import Producer
+    create_topic(broker, "acl-txn")
+    allow(broker, acl(ResourceType.TOPIC, "acl-txn", "User:bob", AclOperation.WRITE))
+
+    def txn_producer(tid: str) -> Producer:
+        p = Producer({**broker.conf("bob"), "transactional.id": tid})
+        p.init_transactions(20)
+        return p
+
+    # Write on the topic is not enough: InitProducerId is refused for the transactional id.
+    with pytest.raises(KafkaException) as e:
+        txn_producer("bob-app")
+    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in str(e.value) or "authorization" in str(e.value).lower(), e.value
+    allow(broker, acl(ResourceType.TRANSACTIONAL_ID, "bob-", "User:bob", AclOperation.WRITE,
+                      pattern=ResourcePatternType.PREFIXED))
+    p = txn_producer("bob-app")
+    p.begin_transaction()
+    p.produce("acl-txn", value=b"in a transaction")
+    p.commit_transaction(20)
+    # Another id outside the prefix is still refused.
+    with pytest.raises(KafkaException):
+        txn_producer("other-app")
+
+
 def test_consume_needs_read_on_the_topic_and_the_group(broker):
     create_topic(broker, "acl-consume")
     assert produce_errors(broker.conf("admin"), "acl-consume", 10) == []

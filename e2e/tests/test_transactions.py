@@ -1,4 +1,4 @@
-"""Transactions with real clients (confluent-kafka / librdkafka): commit and abort, what
+"""Transactions with real clients (confluent-kafka / librdkafka, and kafkajs): commit and abort, what
 read_committed and read_uncommitted consumers see, the last stable offset holding read_committed
 readers back while a transaction is open, fencing of a zombie producer, offsets committed inside
 a transaction (send_offsets_to_transaction), and recovery of it all after kill -9."""
@@ -9,6 +9,8 @@ import time
 import uuid
 
 import pytest
+
+import util
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -181,3 +183,20 @@ def test_transactions_survive_kill_9(new_broker, topic):
         assert not any(v.startswith("a-") or v == "hanging" for v in got), f"aborted data visible: {got}"
         time.sleep(1)
     assert sorted(got) == sorted(expected)
+
+
+def test_kafkajs_transactions_commit_abort_and_send_offsets(broker, topic):
+    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap, f"{topic}-src", partitions=1)
+    group = f"g-{topic}"
+    r = util.js("txn-produce", broker.bootstrap, topic=topic, tid=f"js-{topic}", txns=6, per_txn=10,
+                abort_every=2, offsets_group=group, offsets_topic=f"{topic}-src")
+    assert r == {"committed": 3, "aborted": 3}
+    committed = sorted(f"t{t}-r{i}" for t in range(6) if (t + 1) % 2 != 0 for i in range(10))
+    assert sorted(read_all(broker.bootstrap, topic, "read_committed")) == committed
+    assert len(read_all(broker.bootstrap, topic, "read_uncommitted")) == 60
+    # Offsets sent in transactions 1, 3 and 5 (committed) count; 2, 4 and 6 (aborted) do not.
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    got = c.committed([TopicPartition(f"{topic}-src", 0)], timeout=10)[0].offset
+    c.close()
+    assert got == 5, f"committed offset {got}: the last committed transaction sent 5"

@@ -12,8 +12,12 @@
 //! - A tombstone (null value) that is still the latest for its key is kept
 //!   until `delete.retention.ms` has passed since its batch's max timestamp,
 //!   so consumers have time to see the delete.
-//! - Control batches are copied unchanged; transactional aborts are not
-//!   filtered yet.
+//! - Transactions: batches of aborted transactions (found through the
+//!   segments' `.txnindex`) neither supersede anything nor survive cleaning;
+//!   control batches (markers) are copied unchanged, so a marker outlives its
+//!   transaction's data (Kafka removes it in a later pass, after
+//!   `delete.retention.ms`; Skein keeps it, a few dozen bytes). Nothing at or
+//!   after the first open transaction is cleaned.
 //! - A batch whose records all survive is copied byte for byte; a batch that
 //!   loses some is re-encoded with its codec, offsets, timestamps, headers and
 //!   producer id/epoch/sequence preserved (its base offset becomes the first
@@ -149,6 +153,26 @@ impl Log {
             return Ok(stats);
         }
 
+        // Aborted transactions, by producer: (first offset, marker offset).
+        let mut aborted: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for s in &self.segments {
+            for t in s.aborted_txns() {
+                aborted
+                    .entry(t.producer_id)
+                    .or_default()
+                    .push((t.first_offset, t.last_offset));
+            }
+        }
+        let is_aborted = |h: &BatchHeader| {
+            h.is_transactional()
+                && !h.is_control()
+                && aborted.get(&h.producer_id).is_some_and(|ranges| {
+                    ranges
+                        .iter()
+                        .any(|(first, last)| *first <= h.base_offset && h.base_offset <= *last)
+                })
+        };
+
         // Latest offset of every key in the dirty range.
         let mut latest: HashMap<Bytes, i64> = HashMap::new();
         for segment in &self.segments[..cleanable] {
@@ -157,7 +181,7 @@ impl Log {
             }
             let mut failure = None;
             segment.for_each_batch(0, |_, h, bytes| {
-                if h.is_control() || h.last_offset() < first_dirty {
+                if h.is_control() || h.last_offset() < first_dirty || is_aborted(h) {
                     return Ok(true);
                 }
                 match crate::record_decode::decode_records(bytes) {
@@ -186,13 +210,16 @@ impl Log {
         for i in 0..cleanable {
             let source = &self.segments[i];
             let mut cleaned = LogSegment::create(&self.dir, source.base_offset(), CLEANED)?;
-            // Aborted data is kept for now, so its transactions stay listed.
+            // Markers stay, so their transactions stay listed.
             cleaned.reset_aborted_txns(0, Some(source.aborted_txns().to_vec()))?;
             let mut failure = None;
             let mut removed = 0u64;
             source.for_each_batch(0, |_, h, bytes| {
                 let kept = if h.is_control() {
                     Ok(Some(bytes.to_vec()))
+                } else if is_aborted(h) {
+                    removed += h.records_count.max(0) as u64;
+                    Ok(None)
                 } else {
                     crate::record_decode::decode_records(bytes).and_then(|records| {
                         if !crate::record_decode::offsets_in_order(&records, h) {

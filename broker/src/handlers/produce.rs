@@ -35,6 +35,14 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
     // acks=all appends, waited for once every partition is written.
     let mut pending: Vec<Pending> = Vec::new();
     let authz = Authz::current(broker);
+    // A transactional producer needs Write on its transactional id too.
+    let txn_denied = req.transactional_id.as_ref().is_some_and(|t| {
+        !authz.allowed(
+            AclOperation::Write,
+            skein_controller::acls::ResourceType::TransactionalId,
+            &t.0,
+        )
+    });
     for td in req.topic_data {
         // Authorization comes before existence (Write on the topic): a
         // topic one may not write to is not revealed to exist.
@@ -70,6 +78,11 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
                 Err(ApiError::new(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, got {acks}"),
+                ))
+            } else if txn_denied {
+                Err(ApiError::new(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "Transactional Id authorization failed.",
                 ))
             } else if denied {
                 Err(topic_denied())

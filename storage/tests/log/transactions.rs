@@ -131,3 +131,99 @@ fn a_deleted_txnindex_is_rebuilt_by_the_replay_after_a_crash() {
         }]
     );
 }
+
+fn keyed_txn_batch(pid: i64, seq: i32, kvs: &[(&str, &str)]) -> Vec<u8> {
+    let records: Vec<_> = kvs
+        .iter()
+        .map(|(k, v)| {
+            let mut r = record(Some(k), Some(v), 1_000);
+            r.producer_id = pid;
+            r.producer_epoch = 0;
+            r.sequence = seq;
+            r.transactional = true;
+            r
+        })
+        .collect();
+    encode(&records, kafka_protocol::records::Compression::None)
+}
+
+#[test]
+fn compaction_drops_aborted_data_which_never_supersedes_committed_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        cleanup_policy: skein_storage::CleanupPolicy::COMPACT,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path().join("c-0"), cfg, 1_000).unwrap();
+    // Committed: a=1, b=1. Aborted (later): a=2, c=2. Committed again: b=3.
+    append(
+        &mut log,
+        keyed_txn_batch(1, 0, &[("a", "1"), ("b", "1")]),
+        1_000,
+    );
+    append(&mut log, marker(1, 0, true), 1_000);
+    append(
+        &mut log,
+        keyed_txn_batch(2, 0, &[("a", "2"), ("c", "2")]),
+        1_000,
+    );
+    append(&mut log, marker(2, 0, false), 1_000);
+    append(&mut log, keyed_txn_batch(1, 2, &[("b", "3")]), 1_000);
+    append(&mut log, marker(1, 0, true), 1_000);
+    // An open transaction at the end holds the cleaner back from it.
+    let open_at = log.log_end_offset();
+    append(&mut log, keyed_txn_batch(3, 0, &[("a", "open")]), 1_000);
+    log.maybe_roll(i64::MAX / 4).unwrap();
+    append(
+        &mut log,
+        kv_batch(
+            &[("z", Some("x"))],
+            1_000,
+            kafka_protocol::records::Compression::None,
+        ),
+        1_000,
+    );
+    log.maybe_roll(i64::MAX / 2).unwrap();
+    assert!(log.num_segments() >= 2);
+    // Nothing before the open transaction's segment boundary is cleaned yet
+    // beyond it; close it so everything is cleanable.
+    assert_eq!(log.first_unstable_offset(), Some(open_at));
+    append(&mut log, marker(3, 0, false), 1_000);
+    log.maybe_roll(i64::MAX / 2).unwrap();
+    append(
+        &mut log,
+        kv_batch(
+            &[("y", Some("x"))],
+            1_000,
+            kafka_protocol::records::Compression::None,
+        ),
+        1_000,
+    );
+    let stats = log.compact(0).unwrap();
+    assert!(stats.records_removed >= 4, "{stats:?}");
+    let kept: Vec<(String, Option<String>)> = read_all(&log)
+        .iter()
+        .filter(|r| !r.control)
+        .map(|r| {
+            (
+                String::from_utf8(r.key.clone().unwrap().to_vec()).unwrap(),
+                r.value
+                    .as_ref()
+                    .map(|v| String::from_utf8(v.to_vec()).unwrap()),
+            )
+        })
+        .collect();
+    // a=1 survives (the aborted a=2 and a=open never superseded it), b=3
+    // replaced b=1, c=2 (aborted) is gone.
+    assert!(kept.contains(&("a".into(), Some("1".into()))), "{kept:?}");
+    assert!(kept.contains(&("b".into(), Some("3".into()))), "{kept:?}");
+    assert!(
+        !kept
+            .iter()
+            .any(|(k, v)| k == "c" || v.as_deref() == Some("2") || v.as_deref() == Some("open")),
+        "{kept:?}"
+    );
+    assert!(!kept.contains(&("b".into(), Some("1".into()))), "{kept:?}");
+    // The markers stay.
+    assert_eq!(read_all(&log).iter().filter(|r| r.control).count(), 4);
+}
