@@ -425,11 +425,12 @@ PP_FINAL = re.compile(
     r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 
 
-def producer_perf(bootstrap, topic, n, size, acks, log, extra=(), config: Path | None = None):
+def producer_perf(bootstrap, topic, n, size, acks, log, extra=(), config: Path | None = None,
+                  tool_args=()):
     conf = ["--producer.config", str(config)] if config else []
     out = java_tool("org.apache.kafka.tools.ProducerPerformance",
                     ["--topic", topic, "--num-records", str(n), "--record-size", str(size),
-                     "--throughput", "-1", *conf, "--producer-props", f"bootstrap.servers={bootstrap}",
+                     "--throughput", "-1", *conf, *tool_args, "--producer-props", f"bootstrap.servers={bootstrap}",
                      f"acks={acks}", *extra], timeout=1800, log=log)
     m = None
     for m in PP_FINAL.finditer(out):
@@ -546,6 +547,7 @@ class Sizes:
             self.p8 = 200_000
             self.small = 500_000
             self.zstd = 100_000
+            self.txn = 100_000
             self.rf3 = 100_000
             self.e2e = 1_000
             self.rate_count = 2_000
@@ -554,6 +556,7 @@ class Sizes:
             self.p8 = 2_000_000      # 2 GiB: also the topic the consume rows read
             self.small = 3_000_000   # 300 MB of 100-byte records
             self.zstd = 500_000
+            self.txn = 500_000
             self.rf3 = 300_000       # 300 MiB: three JVMs on two cores are slow
             self.e2e = 3_000
             self.rate_count = 10_000
@@ -580,7 +583,8 @@ def run_single(system: Single, sizes: Sizes, classes: Path, caps: dict, log: Pat
     m["rss_rest_mib"] = sum(proc_rss_bytes(p) for p in pids) / MIB
 
     create_topics(system.bootstrap, [("p1", 1, 1, {}), ("p8", 8, 1, {}), ("small", 8, 1, {}),
-                                     ("zstd", 8, 1, {}), ("lat", 1, 1, {}), ("lat-rate", 1, 1, {})])
+                                     ("zstd", 8, 1, {}), ("txn", 8, 1, {}), ("lat", 1, 1, {}),
+                                     ("lat-rate", 1, 1, {})])
     bs = system.bootstrap
     peak = 0
 
@@ -616,6 +620,12 @@ def run_single(system: Single, sizes: Sizes, classes: Path, caps: dict, log: Pat
     attempt("produce_small", lambda: producer_perf(bs, "small", sizes.small, 100, "1", log))
     attempt("produce_zstd", lambda: producer_perf(bs, "zstd", sizes.zstd, 1024, "1", log,
                                                   ["compression.type=zstd"]))
+    # Transactions of 100 ms (a commit about every 100 ms, as an exactly-once stream
+    # processor with a short commit interval does): the coordinator's writes, the markers
+    # in every partition and acks=all on each batch.
+    attempt("produce_txn", lambda: producer_perf(bs, "txn", sizes.txn, 1024, "all", log,
+                                                 tool_args=["--transactional-id", f"bench-{system.kind}",
+                                                            "--transaction-duration-ms", "100"]))
     if "produce_p8" in m:
         w = attempt("consume_assign",
                     lambda: bench_client(classes, ["consume", bs, "p8", str(sizes.p8), "20000"], log))
@@ -746,6 +756,8 @@ ROWS = [
      lambda m: m["produce_small"]["records_per_s"], 1.5),
     ("produce_zstd", "produce 1 KiB zstd, acks=1, RF=1, 8 partitions", "MiB/s", "higher",
      lambda m: m["produce_zstd"]["mb_per_s"], 1.5),
+    ("produce_txn", "produce 1 KiB in transactions of 100 ms, acks=all, RF=1, 8 partitions", "MiB/s",
+     "higher", lambda m: m["produce_txn"]["mb_per_s"], 1.5),
     ("produce_ssl", "produce 1 KiB, acks=1, RF=1, 8 partitions, SSL", "MiB/s", "higher",
      lambda m: m["produce_ssl"]["mb_per_s"], 1.5),
     ("produce_sasl_ssl", "produce 1 KiB, acks=1, RF=1, 8 partitions, SASL_SSL SCRAM-SHA-512", "MiB/s",
