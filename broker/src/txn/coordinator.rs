@@ -286,8 +286,12 @@ impl TxnCoordinator {
         let result = self
             .transition(broker, tid, |cur, now| {
                 let Some(m) = cur else {
+                    // Gone since the first look (expired, reloaded): retry.
+                    let Some(producer_id) = fresh_id else {
+                        return Err(concurrent(tid));
+                    };
                     return Ok(Change::Write(TxnMetadata {
-                        producer_id: fresh_id.expect("allocated for a new id"),
+                        producer_id,
                         producer_epoch: 0,
                         last_producer_epoch: -1,
                         timeout_ms,
