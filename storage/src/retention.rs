@@ -38,8 +38,8 @@ impl Log {
         self.enforce_retention_up_to(now_ms, self.log_end_offset)
     }
 
-    /// Deletes whole segments lying entirely below `high_watermark`: those
-    /// below the log start offset, and with `cleanup.policy` containing
+    /// Deletes whole segments lying entirely below `high_watermark` (and the
+    /// first open transaction): those below the log start offset, and with `cleanup.policy` containing
     /// `delete`, those whose newest record is older than `retention.ms` and
     /// the oldest ones while the log exceeds `retention.bytes`. The active
     /// segment goes too when it qualifies, after rolling a fresh one, as in
@@ -54,6 +54,13 @@ impl Log {
         if !self.config.cleanup_policy.delete {
             return Ok(deleted);
         }
+        // Never past the first open transaction: its records must stay
+        // until it commits or aborts (a hanging one is aborted by its
+        // coordinator once `transaction.timeout.ms` passed, which moves this
+        // bound on).
+        let high_watermark = self
+            .first_unstable_offset()
+            .map_or(high_watermark, |o| o.min(high_watermark));
         let retention_ms = self.config.retention_ms;
         if retention_ms >= 0 {
             let count =

@@ -227,3 +227,43 @@ fn compaction_drops_aborted_data_which_never_supersedes_committed_values() {
     // The markers stay.
     assert_eq!(read_all(&log).iter().filter(|r| r.control).count(), 4);
 }
+
+#[test]
+fn retention_never_deletes_an_open_transaction_until_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        retention_ms: 1,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path().join("r-0"), cfg, 1_000).unwrap();
+    append(&mut log, txn_batch(5, 0, 0, 3), 1_000);
+    log.maybe_roll(i64::MAX / 4).unwrap();
+    append(
+        &mut log,
+        producer_batch(6, 0, 0, 2, 1_000, |_| "later".into()),
+        1_000,
+    );
+    log.maybe_roll(i64::MAX / 2).unwrap();
+    append(
+        &mut log,
+        producer_batch(6, 0, 2, 1, 1_000, |_| "last".into()),
+        1_000,
+    );
+    assert!(log.num_segments() >= 3);
+    // Every segment is past retention, but the first holds an open transaction.
+    let now = 10_000_000;
+    assert_eq!(
+        log.enforce_retention_up_to(now, log.log_end_offset())
+            .unwrap(),
+        0
+    );
+    assert_eq!(log.log_start_offset(), 0);
+    // Once it ends, retention goes ahead.
+    append(&mut log, marker(5, 0, false), 1_000);
+    assert!(
+        log.enforce_retention_up_to(now, log.log_end_offset())
+            .unwrap()
+            >= 1
+    );
+    assert!(log.log_start_offset() > 0);
+}
