@@ -257,13 +257,15 @@ def make_broker(target: str, workdir: Path, overrides: dict[str, str] | None = N
     raise RuntimeError(f"E2E_TARGET must be 'skein' or 'kafka', not {target!r}")
 
 
-def free_port_range(n: int) -> int:
-    """A base port such that base..base+n-1 are all free on loopback."""
+def free_port_range(n: int, taken: set[int] | None = None) -> int:
+    """A base port such that base..base+n-1 are all free on loopback and none is in `taken`
+    (ports already handed out for other listeners that are not bound yet); they are added to it."""
     import random
+    taken = taken if taken is not None else set()
     for _ in range(200):
         base = random.randint(20000, 60000 - n)
-        ok = True
-        for p in range(base, base + n):
+        ok = not any(p in taken for p in range(base, base + n))
+        for p in range(base, base + n) if ok else ():
             try:
                 with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                     s.bind(("127.0.0.1", p))
@@ -271,6 +273,7 @@ def free_port_range(n: int) -> int:
                 ok = False
                 break
         if ok:
+            taken.update(range(base, base + n))
             return base
     raise RuntimeError(f"no {n} consecutive free ports")
 
@@ -299,10 +302,13 @@ class LocalCluster:
         self.log_path = self.workdir / "operator.log"
         self.n = brokers
         self.overrides = dict(overrides or {})
-        self.kafka_port = free_port_range(brokers)
-        self.control_port = free_port_range(brokers)
-        self.metrics_port = free_port_range(brokers)
-        self.controller_metrics = free_port()
+        # Three ranges and a port, none bound until the cluster starts: they must not overlap
+        # (a broker's metrics port on another's control port fails its start).
+        taken: set[int] = set()
+        self.kafka_port = free_port_range(brokers, taken)
+        self.control_port = free_port_range(brokers, taken)
+        self.metrics_port = free_port_range(brokers, taken)
+        self.controller_metrics = free_port_range(1, taken)
         self.binary = Path(os.environ.get("SKEIN_OPERATOR_BIN", REPO_DIR / "target" / "release" / "skein-operator"))
         self.broker_bin = Path(os.environ.get("SKEIN_BROKER_BIN", self.binary.parent / "skein-broker"))
         self.proc: subprocess.Popen | None = None
