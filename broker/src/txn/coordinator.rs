@@ -239,9 +239,6 @@ impl TxnCoordinator {
         match written {
             Ok(()) => {
                 st.txns.insert(tid.to_string(), target.clone());
-                self.metrics
-                    .ongoing
-                    .set(st.txns.values().filter(|m| !m.state.is_complete()).count() as i64);
                 Ok(target)
             }
             Err(e) => {
@@ -366,13 +363,7 @@ impl TxnCoordinator {
         partitions: &[(String, i32)],
     ) -> Result<(), ApiError> {
         self.transition(broker, tid, |cur, now| {
-            let m = cur.ok_or_else(|| {
-                api(
-                    ResponseError::InvalidProducerIdMapping,
-                    format!("unknown transactional id {tid}"),
-                )
-            })?;
-            m.check_producer(producer_id, producer_epoch)?;
+            let m = TxnMetadata::of_producer(cur, tid, producer_id, producer_epoch)?;
             match m.state {
                 TxnState::PrepareCommit | TxnState::PrepareAbort => return Err(concurrent(tid)),
                 TxnState::Dead | TxnState::PrepareEpochFence => {
@@ -413,13 +404,7 @@ impl TxnCoordinator {
     ) -> Result<(), ApiError> {
         let mut started = false;
         self.transition(broker, tid, |cur, now| {
-            let m = cur.ok_or_else(|| {
-                api(
-                    ResponseError::InvalidProducerIdMapping,
-                    format!("unknown transactional id {tid}"),
-                )
-            })?;
-            m.check_producer(producer_id, producer_epoch)?;
+            let m = TxnMetadata::of_producer(cur, tid, producer_id, producer_epoch)?;
             let invalid = || {
                 api(
                     ResponseError::InvalidTxnState,

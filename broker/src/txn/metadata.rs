@@ -57,12 +57,26 @@ impl TxnMetadata {
         }
     }
 
-    /// The producer's id and epoch must be the current ones.
-    pub(super) fn check_producer(
-        &self,
+    /// The transaction of `tid` when `producer_id` at `producer_epoch` is
+    /// its current producer (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn).
+    pub(super) fn of_producer<'a>(
+        cur: Option<&'a TxnMetadata>,
+        tid: &str,
         producer_id: i64,
         producer_epoch: i16,
-    ) -> Result<(), ApiError> {
+    ) -> Result<&'a TxnMetadata, ApiError> {
+        let m = cur.ok_or_else(|| {
+            ApiError::new(
+                ResponseError::InvalidProducerIdMapping,
+                format!("unknown transactional id {tid}"),
+            )
+        })?;
+        m.check_producer(producer_id, producer_epoch)?;
+        Ok(m)
+    }
+
+    /// The producer's id and epoch must be the current ones.
+    fn check_producer(&self, producer_id: i64, producer_epoch: i16) -> Result<(), ApiError> {
         if self.producer_id != producer_id {
             return Err(ApiError::new(
                 ResponseError::InvalidProducerIdMapping,
