@@ -9,6 +9,8 @@ use skein_storage::StorageError;
 pub struct ApiError {
     pub code: ResponseError,
     pub message: String,
+    /// KIP-467: the refused records of a produced batch, by index.
+    pub record_errors: Vec<skein_storage::RecordError>,
 }
 
 impl ApiError {
@@ -16,6 +18,7 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            record_errors: Vec::new(),
         }
     }
 
@@ -53,7 +56,16 @@ impl From<StorageError> for ApiError {
         let code = match &e {
             StorageError::CorruptRecord(_) => ResponseError::CorruptMessage,
             StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
-            StorageError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
+            StorageError::RejectedRecords { timestamp, errors } => {
+                let code = if *timestamp {
+                    ResponseError::InvalidTimestamp
+                } else {
+                    ResponseError::InvalidRecord
+                };
+                let mut err = ApiError::new(code, e.to_string());
+                err.record_errors = errors.clone();
+                return err;
+            }
             StorageError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
             StorageError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
             StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,

@@ -1,3 +1,5 @@
+use std::io::IsTerminal;
+
 use clap::Parser;
 use skein_broker::{BrokerConfig, Cli};
 use tracing_subscriber::EnvFilter;
@@ -5,6 +7,8 @@ use tracing_subscriber::EnvFilter;
 fn main() {
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_env("SKEIN_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour only on a terminal: a log file or a container log must not carry escape codes.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     if cli.log_format == "json" {
         tracing_subscriber::fmt()
             .json()
@@ -14,6 +18,7 @@ fn main() {
     } else {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .with_ansi(ansi)
             .with_writer(std::io::stderr)
             .init();
     }

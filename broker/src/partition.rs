@@ -65,6 +65,9 @@ struct State {
     /// Offset where the current leader epoch starts (a follower must reach
     /// it before it may join the ISR).
     epoch_start_offset: i64,
+    /// As follower: the high watermark the leader sent last, not capped by
+    /// this replica's log end (-1 before the first fetch in this epoch).
+    leader_high_watermark: i64,
 }
 
 /// A proposed ISR change, for the control layer to send as AlterPartition.
@@ -136,6 +139,7 @@ impl Partition {
                 high_watermark: lso,
                 min_isr: 1,
                 epoch_start_offset: 0,
+                leader_high_watermark: -1,
             }),
             log: RwLock::new(log),
             changed: Notify::new(),
@@ -277,6 +281,9 @@ impl Partition {
         st.isr.clear();
         st.pending_isr = None;
         st.followers.clear();
+        if !same {
+            st.leader_high_watermark = -1;
+        }
         drop(st);
         self.changed.notify_waiters();
         !same
@@ -698,6 +705,7 @@ impl Partition {
             log.log_end_offset()
         };
         st.high_watermark = leader_hw.min(leo).max(st.high_watermark.min(leo));
+        st.leader_high_watermark = leader_hw;
         drop(st);
         self.changed.notify_waiters();
         Ok(true)
@@ -765,6 +773,21 @@ impl Partition {
 
     pub fn log_start_offset(&self) -> i64 {
         self.log.read().expect("log lock").log_start_offset()
+    }
+
+    /// How far this replica's log end is behind the committed log, as
+    /// DescribeLogDirs reports it (Kafka's `getLogEndOffsetLag`: the high
+    /// watermark minus the log end, never negative). A follower measures
+    /// from the high watermark its leader last sent, not from its own copy
+    /// (which is capped by its log end and would always say 0).
+    pub fn offset_lag(&self) -> i64 {
+        let st = self.state();
+        let leo = self.log.read().expect("log lock").log_end_offset();
+        let hw = match st.role {
+            Role::Follower { .. } => st.leader_high_watermark.max(st.high_watermark),
+            _ => st.high_watermark,
+        };
+        (hw - leo).max(0)
     }
 
     pub fn log_end_offset(&self) -> i64 {

@@ -115,3 +115,40 @@ fn a_new_leaders_high_watermark_lags_until_its_followers_fetch() {
     assert!(p.make_follower(2, 3, 3, vec![1, 2]));
     assert!(!p.high_watermark_lagging());
 }
+
+/// DescribeLogDirs' offset lag: a follower behind its leader reports how far
+/// (from the leader's high watermark, which its own copy of the high
+/// watermark cannot show), a caught-up follower and a leader report 0.
+#[test]
+fn a_follower_behind_its_leader_reports_its_offset_lag() {
+    use kafka_protocol::records::Compression;
+    let (_d, leader) = partition(1);
+    leader.make_leader(1, 1, vec![1, 2], vec![1], 0).unwrap();
+    let mut batch = skein_storage::testing::kv_batch(
+        &[("a", Some("1")), ("b", Some("2")), ("c", Some("3"))],
+        1_000,
+        Compression::None,
+    );
+    leader.append_as_leader(&mut batch, true, 10).unwrap();
+    assert_eq!(leader.high_watermark(), 3);
+    assert_eq!(leader.offset_lag(), 0);
+
+    let (_d2, follower) = partition(2);
+    assert!(follower.make_follower(1, 1, 1, vec![1, 2]));
+    assert_eq!(
+        follower.offset_lag(),
+        0,
+        "nothing heard from the leader yet"
+    );
+    // The leader answers a fetch with an empty read but its high watermark.
+    assert!(follower.append_as_follower(1, &[], 3, 20).unwrap());
+    assert_eq!(follower.high_watermark(), 0, "capped by its own log end");
+    assert_eq!(follower.offset_lag(), 3);
+    let read = leader
+        .read_for_follower(2, 7, 0, -1, 1, 1 << 20, true, 30)
+        .unwrap();
+    assert!(follower
+        .append_as_follower(1, &read.records, read.high_watermark, 40)
+        .unwrap());
+    assert_eq!(follower.offset_lag(), 0);
+}

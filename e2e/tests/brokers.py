@@ -74,6 +74,10 @@ class Broker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def client_conf(self) -> dict[str, str]:
+        """confluent-kafka settings for this broker (plaintext)."""
+        return {"bootstrap.servers": self.bootstrap}
+
     # -- to implement -------------------------------------------------------------------------
     def command(self) -> list[str]:
         raise NotImplementedError

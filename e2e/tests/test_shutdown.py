@@ -54,6 +54,10 @@ def test_sigterm_stops_a_broker_whose_controller_is_gone(tmp_path):
             f"broker still running {took:.1f}s after SIGTERM:\n" + cluster.broker_log(1).read_text()[-3000:])
         print(f"broker exited {took:.1f}s after SIGTERM with no controller")
         assert "logs closed" in cluster.broker_log(1).read_text()
+        # Neither writes colour codes into a file (only a terminal gets them).
+        for log in (cluster.broker_log(1), cluster.broker_log(2), cluster.log_path):
+            text = log.read_text(errors="replace")
+            assert text and "\x1b[" not in text, f"escape codes in {log.name}: {text[:300]!r}"
     finally:
         for p in pids:
             if p and running(p):

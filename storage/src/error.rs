@@ -16,10 +16,18 @@ pub enum StorageError {
     /// Only record batch format v2 is stored (`UNSUPPORTED_VERSION` / `CORRUPT_MESSAGE`).
     #[error("unsupported record batch magic {0}")]
     UnsupportedMagic(i8),
-    /// A CreateTime timestamp outside `message.timestamp.before.max.ms` /
-    /// `message.timestamp.after.max.ms` of the append time (`INVALID_TIMESTAMP`).
-    #[error("invalid timestamp: {0}")]
-    InvalidTimestamp(String),
+    /// KIP-467: records of a batch refused one by one, each by its index in
+    /// the batch: keyless records on a compacted topic (`INVALID_RECORD`),
+    /// CreateTime timestamps outside `message.timestamp.before.max.ms` /
+    /// `message.timestamp.after.max.ms` (`INVALID_TIMESTAMP`, which wins
+    /// when both are present, as in Kafka). Nothing of the batch is written.
+    #[error("{}", rejected_message(*.timestamp, .errors))]
+    RejectedRecords {
+        /// Whether a timestamp is among the reasons.
+        timestamp: bool,
+        /// Every refused record, in batch order.
+        errors: Vec<RecordError>,
+    },
     /// A batch is larger than `max.message.bytes` (`MESSAGE_TOO_LARGE`).
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge {
@@ -59,4 +67,34 @@ pub enum StorageError {
     /// Decoding or re-encoding records during compaction failed.
     #[error("compaction failed: {0}")]
     Compaction(String),
+}
+
+/// One refused record of a batch (KIP-467's `BatchIndexAndErrorMessage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    /// The record's index inside its batch (0-based).
+    pub batch_index: i32,
+    /// Why it was refused.
+    pub message: String,
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "record {}: {}", self.batch_index, self.message)
+    }
+}
+
+/// The partition-level message of a refusal with record errors (the words
+/// Kafka's clients show for it).
+fn rejected_message(timestamp: bool, errors: &[RecordError]) -> String {
+    if timestamp {
+        return "One or more records have been rejected due to invalid timestamp".into();
+    }
+    let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, \
+         and only showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    )
 }

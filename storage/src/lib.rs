@@ -34,7 +34,7 @@ mod test_util;
 
 pub use checkpoint::write_atomic;
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
-pub use error::StorageError;
+pub use error::{RecordError, StorageError};
 pub use log::{AppendInfo, CleanStats, Log, ReadResult};
 pub use log_txn::{control_batch, ControlMarker};
 pub use txn_index::AbortedTxn;

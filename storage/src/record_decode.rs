@@ -275,19 +275,10 @@ pub fn decode_records(batch: &[u8]) -> Result<Vec<kafka_protocol::records::Recor
     decode_records_within(batch, MAX_DECODED_BATCH_BYTES)
 }
 
-/// Rejects a batch with a keyless record (Kafka: "Compacted topic cannot
-/// accept message without key").
-///
-/// The compaction of a topic works record by record, so a producer's batch
-/// for it must also number its records 0, 1, 2, ... (offset deltas); one
-/// that does not would be compacted into batches out of offset order.
-pub fn check_keys(batch_bytes: &[u8]) -> Result<(), StorageError> {
-    let records = decode_records(batch_bytes)?;
-    if records.iter().any(|r| r.key.is_none()) {
-        return Err(StorageError::InvalidRecord(
-            "compacted topic cannot accept a record without a key".into(),
-        ));
-    }
+/// A compacted topic's batch must number its records 0, 1, 2, ... (offset
+/// deltas): compaction works record by record, and a batch that does not
+/// would be compacted into batches out of offset order.
+pub fn check_dense_offsets(records: &[Record]) -> Result<(), StorageError> {
     let base = records.first().map_or(0, |r| r.offset);
     if records
         .iter()

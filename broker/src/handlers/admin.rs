@@ -480,7 +480,7 @@ pub fn describe_log_dirs(
         let mut d = DescribeLogDirsPartition::default();
         d.partition_index = part.index;
         d.partition_size = part.with_log(|l| l.size_bytes()) as i64;
-        d.offset_lag = 0;
+        d.offset_lag = part.offset_lag();
         by_topic.entry(part.topic.clone()).or_default().push(d);
     }
     result.topics = by_topic

@@ -10,7 +10,9 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use skein_storage::batch::BatchHeader;
 
@@ -119,6 +121,16 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
                     tracing::debug!(topic = %td.name.0, partition = pd.index, error = %e, "produce rejected");
                     pr.error_code = e.code();
                     pr.error_message = e.message();
+                    pr.record_errors = e
+                        .record_errors
+                        .iter()
+                        .map(|r| {
+                            let mut b = BatchIndexAndErrorMessage::default();
+                            b.batch_index = r.batch_index;
+                            b.batch_index_error_message = Some(strb(r.message.clone()));
+                            b
+                        })
+                        .collect();
                 }
             }
             tr.partition_responses.push(pr);

@@ -324,11 +324,25 @@ fn compacted_topic_rejects_keyless_records() {
         ..config()
     };
     let mut log = Log::open(dir.path(), cfg, 0).unwrap();
-    let mut keyless = encode(&[record(None, Some("v"), 0)], Compression::Snappy);
-    assert!(matches!(
-        log.append_as_leader(&mut keyless, 0, 0),
-        Err(StorageError::InvalidRecord(_))
-    ));
+    let mut keyless = encode(
+        &[
+            record(Some("a"), Some("v"), 0),
+            record(None, Some("v"), 0),
+            record(Some("b"), Some("v"), 0),
+            record(None, None, 0),
+        ],
+        Compression::Snappy,
+    );
+    // KIP-467: the batch is refused, naming each keyless record by index.
+    match log.append_as_leader(&mut keyless, 0, 0) {
+        Err(StorageError::RejectedRecords { timestamp, errors }) => {
+            assert!(!timestamp);
+            let idx: Vec<i32> = errors.iter().map(|e| e.batch_index).collect();
+            assert_eq!(idx, [1, 3]);
+            assert!(errors[0].message.contains("without key"), "{errors:?}");
+        }
+        other => panic!("expected record errors, got {other:?}"),
+    }
     assert_eq!(log.log_end_offset(), 0);
     append(
         &mut log,
@@ -573,12 +587,46 @@ fn create_time_timestamps_outside_the_allowed_window_are_refused() {
         .unwrap();
     log.append_as_leader(&mut batch(2, now + HOUR, 10), 0, now)
         .unwrap();
-    // Too old, too new: INVALID_TIMESTAMP, nothing written.
+    // Too old, too new: INVALID_TIMESTAMP naming every record, nothing written.
     for ts in [now - HOUR - 1, now + HOUR + 1] {
         let err = log
             .append_as_leader(&mut batch(2, ts, 10), 0, now)
             .unwrap_err();
-        assert!(matches!(err, StorageError::InvalidTimestamp(_)), "{err}");
+        match &err {
+            StorageError::RejectedRecords { timestamp, errors } => {
+                assert!(*timestamp);
+                assert_eq!(
+                    errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(),
+                    [0, 1]
+                );
+            }
+            other => panic!("expected record errors, got {other:?}"),
+        }
+    }
+    // One record in the middle older than the first: found by itself.
+    let mut mixed = encode(
+        &[
+            record(Some("a"), Some("v"), now),
+            record(Some("b"), Some("v"), now - 2 * HOUR),
+            record(Some("c"), Some("v"), now),
+        ],
+        Compression::Lz4,
+    );
+    match log.append_as_leader(&mut mixed, 0, now) {
+        Err(StorageError::RejectedRecords {
+            timestamp: true,
+            errors,
+        }) => {
+            assert_eq!(errors.len(), 1);
+            assert_eq!(errors[0].batch_index, 1);
+            assert!(
+                errors[0]
+                    .message
+                    .contains("message.timestamp.before.max.ms"),
+                "{errors:?}"
+            );
+        }
+        other => panic!("expected a timestamp record error, got {other:?}"),
     }
     assert_eq!(log.log_end_offset(), 4);
     // LogAppendTime topics stamp the broker time instead: no check.

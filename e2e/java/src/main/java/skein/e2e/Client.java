@@ -220,6 +220,7 @@ public final class Client {
         List<String> lines = Files.readAllLines(input, StandardCharsets.UTF_8);
         long[] parts = new long[lines.size()];
         long[] offs = new long[lines.size()];
+        String[] errs = new String[lines.size()];
         AtomicReference<Exception> firstError = new AtomicReference<>();
         try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
             for (int i = 0; i < lines.size(); i++) {
@@ -247,6 +248,7 @@ public final class Client {
                         firstError.compareAndSet(null, e);
                         parts[idx] = -1;
                         offs[idx] = -1;
+                        errs[idx] = e.getClass().getSimpleName() + ": " + e.getMessage();
                     } else {
                         parts[idx] = md.partition();
                         offs[idx] = md.offset();
@@ -262,7 +264,8 @@ public final class Client {
         }
         try (BufferedWriter w = Files.newBufferedWriter(out, StandardCharsets.UTF_8)) {
             for (int i = 0; i < lines.size(); i++) {
-                w.write("{\"i\":" + i + ",\"p\":" + parts[i] + ",\"o\":" + offs[i] + "}\n");
+                w.write("{\"i\":" + i + ",\"p\":" + parts[i] + ",\"o\":" + offs[i]
+                        + (errs[i] == null ? "" : ",\"e\":" + q(errs[i])) + "}\n");
             }
         }
         System.out.println("{\"produced\":" + lines.size() + "}");

@@ -1,0 +1,91 @@
+"""Places where Skein must answer as Apache Kafka 4.1 does (issue #20), seen through real clients.
+Every test here also runs against Apache Kafka (E2E_TARGET=kafka).
+
+KIP-467 record-level errors: a batch with refused records is refused whole, and the Produce
+response names each refused record by its index in the batch, so the Java producer fails those
+records with InvalidRecordException and the broker's reason, and the others with "part of a batch
+which had one or more invalid records"; librdkafka fails the batch with the partition's error code
+(INVALID_RECORD, or INVALID_TIMESTAMP when a timestamp is among the reasons)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import util
+
+
+def create(bootstrap: str, topic: str, config: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values():
+        f.result(30)
+
+
+def java_produce(bootstrap: str, topic: str, tmp: Path, rows: list[tuple[bytes | None, int | None]]) -> list[dict]:
+    """Sends (key, timestamp) records with the Java producer in one batch; one result per record."""
+    inp = tmp / "in.tsv"
+    with open(inp, "w") as f:
+        for i, (key, ts) in enumerate(rows):
+            f.write(f"{key.hex() if key is not None else '-'}\t{f'value-{i}'.encode().hex()}\t-\t"
+                    f"{ts if ts is not None else '-'}\n")
+    out = tmp / "out.jsonl"
+    util.java("produce", bootstrap, topic=topic, input=inp, out=out, allow_errors="true")
+    return util.read_jsonl(out)
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "conformance-probe"})
+    try:
+        return util.high_watermark(c, topic, 0)
+    finally:
+        c.close()
+
+
+def test_keyless_records_on_a_compacted_topic_are_named_in_record_errors(broker, topic, tmp):
+    create(broker.bootstrap, topic, {"cleanup.policy": "compact"})
+    got = java_produce(broker.bootstrap, topic, tmp, [(b"k0", None), (None, None), (b"k2", None), (None, None)])
+    assert [r["p"] for r in got] == [-1, -1, -1, -1], got
+    for i in (1, 3):
+        assert got[i]["e"].startswith("InvalidRecordException"), got[i]
+        assert "without key" in got[i]["e"], got[i]
+    for i in (0, 2):
+        # Not a refused record itself: failed because its batch was refused.
+        assert "without key" not in got[i]["e"] and "batch" in got[i]["e"], got[i]
+
+    # librdkafka: every record of the batch fails with INVALID_RECORD.
+    errors = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "retries": 0})
+    for key in (b"k", None, b"k3"):
+        p.produce(topic, key=key, value=b"v", on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(30) == 0
+    assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_RECORD] * 3, errors
+    assert end_offset(broker.bootstrap, topic) == 0, "a refused batch must write nothing"
+
+
+def test_timestamps_outside_the_allowed_window_are_named_in_record_errors(broker, topic, tmp):
+    create(broker.bootstrap, topic, {"message.timestamp.after.max.ms": "3600000",
+                                     "message.timestamp.before.max.ms": "3600000"})
+    now = int(time.time() * 1000)
+    got = java_produce(broker.bootstrap, topic, tmp,
+                       [(b"a", now), (b"b", now + 7_200_000), (b"c", now), (b"d", now - 7_200_000)])
+    assert [r["p"] for r in got] == [-1, -1, -1, -1], got
+    # The Java producer raises InvalidRecordException with the broker's message for a record named
+    # in record_errors (whatever the partition's error code).
+    for i in (1, 3):
+        assert got[i]["e"].startswith("InvalidRecordException") and "Timestamp" in got[i]["e"], got[i]
+    for i in (0, 2):
+        assert "Timestamp" not in got[i]["e"] and "batch" in got[i]["e"], got[i]
+    # librdkafka sees the partition's error code: INVALID_TIMESTAMP.
+    errors = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "retries": 0})
+    for ts in (now, now + 7_200_000):
+        p.produce(topic, key=b"k", value=b"v", timestamp=ts, on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(30) == 0
+    assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_TIMESTAMP] * 2, errors
+    assert end_offset(broker.bootstrap, topic) == 0
+    # The same records inside the window are written.
+    got = java_produce(broker.bootstrap, topic, tmp, [(b"a", now), (b"b", now + 60_000), (b"c", now - 60_000)])
+    assert [r["o"] for r in got] == [0, 1, 2], got
