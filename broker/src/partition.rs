@@ -38,6 +38,9 @@ pub enum Role {
 struct FollowerProgress {
     /// The follower has every offset below this (-1: not fetched yet).
     log_end_offset: i64,
+    /// The follower's log start offset, as its last fetch said (-1: not
+    /// fetched yet); the low watermark DeleteRecords waits for.
+    log_start_offset: i64,
     /// Last time the follower had everything the leader had.
     last_caught_up_ms: i64,
     /// Leader LEO and time of the follower's previous fetch.
@@ -83,6 +86,20 @@ pub struct IsrProposal {
     /// them (KIP-903): the controller refuses a member that re-registered
     /// since, whose caught-up log may have been lost in a crash.
     pub new_isr_broker_epochs: BTreeMap<i32, u64>,
+}
+
+/// A follower's fetch of one partition, as its Fetch request states it.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowerFetch {
+    pub replica_id: i32,
+    /// The follower's broker epoch (KIP-903; -1 before Fetch v15).
+    pub replica_epoch: i64,
+    pub fetch_offset: i64,
+    /// The follower's log start offset (-1 if it did not say).
+    pub log_start_offset: i64,
+    /// KIP-320: the epoch of the follower's last record (-1: none).
+    pub last_fetched_epoch: i32,
+    pub current_leader_epoch: i32,
 }
 
 /// What the leader tells a follower about its fetch.
@@ -240,6 +257,7 @@ impl Partition {
             if *r != self.local_id {
                 st.followers.entry(*r).or_insert(FollowerProgress {
                     log_end_offset: -1,
+                    log_start_offset: -1,
                     // A fresh leader gives every ISR member a full lag window.
                     last_caught_up_ms: now_ms,
                     leo_at_last_fetch: -1,
@@ -480,20 +498,22 @@ impl Partition {
     /// A follower's fetch: records its progress (which may move the high
     /// watermark or allow it back into the ISR), checks for a divergent log
     /// (KIP-320) and reads up to the log end offset.
-    #[allow(clippy::too_many_arguments)]
     pub fn read_for_follower(
         &self,
-        replica_id: i32,
-        replica_epoch: i64,
-        fetch_offset: i64,
-        last_fetched_epoch: i32,
-        current_leader_epoch: i32,
+        f: FollowerFetch,
         max_bytes: usize,
         min_one_batch: bool,
         now_ms: i64,
     ) -> Result<ReplicaRead, ApiError> {
+        let FollowerFetch {
+            replica_id,
+            replica_epoch,
+            fetch_offset,
+            last_fetched_epoch,
+            ..
+        } = f;
         let mut st = self.state();
-        self.check_epoch(&st, current_leader_epoch)?;
+        self.check_epoch(&st, f.current_leader_epoch)?;
         if st.role != Role::Leader {
             return Err(not_leader(&self.topic, self.index));
         }
@@ -533,12 +553,16 @@ impl Partition {
         // follower ahead of us has a tail it must truncate first.
         let mut proposal = None;
         if fetch_offset <= leo {
-            let p = st.followers.entry(replica_id).or_insert(FollowerProgress {
-                log_end_offset: -1,
-                last_caught_up_ms: 0,
-                leo_at_last_fetch: -1,
-                last_fetch_ms: now_ms,
-            });
+            let p = st
+                .followers
+                .entry(f.replica_id)
+                .or_insert(FollowerProgress {
+                    log_end_offset: -1,
+                    log_start_offset: -1,
+                    last_caught_up_ms: 0,
+                    leo_at_last_fetch: -1,
+                    last_fetch_ms: now_ms,
+                });
             if fetch_offset >= leo {
                 p.last_caught_up_ms = now_ms;
             } else if fetch_offset >= p.leo_at_last_fetch && p.leo_at_last_fetch >= 0 {
@@ -547,9 +571,13 @@ impl Partition {
             p.log_end_offset = fetch_offset;
             p.leo_at_last_fetch = leo;
             p.last_fetch_ms = now_ms;
+            // A follower that moved its log start (after a DeleteRecords)
+            // may complete a DeleteRecords waiting for the low watermark.
+            let lso_moved = f.log_start_offset != p.log_start_offset;
+            p.log_start_offset = f.log_start_offset;
             let old_hw = st.high_watermark;
             self.maybe_advance_hw(&mut st, leo);
-            if st.high_watermark != old_hw {
+            if st.high_watermark != old_hw || lso_moved {
                 self.changed.notify_waiters();
             }
             proposal = self.maybe_expand_isr(&mut st, replica_id, replica_epoch, fetch_offset);
@@ -691,20 +719,28 @@ impl Partition {
         leader_epoch: i32,
         records: &[u8],
         leader_hw: i64,
+        leader_log_start: i64,
         now_ms: i64,
     ) -> Result<bool, ApiError> {
         let mut st = self.state();
         if st.leader_epoch != leader_epoch || !matches!(st.role, Role::Follower { .. }) {
             return Ok(false);
         }
-        let leo = {
+        {
             let mut log = self.log.write().expect("log lock");
             if !records.is_empty() {
                 log.append_as_follower(records, now_ms)?;
             }
-            log.log_end_offset()
-        };
-        st.high_watermark = leader_hw.min(leo).max(st.high_watermark.min(leo));
+            let leo = log.log_end_offset();
+            st.high_watermark = leader_hw.min(leo).max(st.high_watermark.min(leo));
+            // The leader's DeleteRecords (or retention) moved its log start:
+            // follow, within what this replica holds as committed (Kafka's
+            // `maybeIncrementLogStartOffset(leaderLogStartOffset)`).
+            let to = leader_log_start.min(st.high_watermark);
+            if to > log.log_start_offset() {
+                log.delete_records_before(to)?;
+            }
+        }
         st.leader_high_watermark = leader_hw;
         drop(st);
         self.changed.notify_waiters();
@@ -773,6 +809,52 @@ impl Partition {
 
     pub fn log_start_offset(&self) -> i64 {
         self.log.read().expect("log lock").log_start_offset()
+    }
+
+    /// DeleteRecords on the leader: makes `offset` (-1: the high watermark)
+    /// the log start offset. Followers follow through their fetches (the
+    /// leader's log start offset is in every fetch response). Returns the
+    /// offset the low watermark must reach.
+    pub fn delete_records_on_leader(&self, offset: i64) -> Result<i64, ApiError> {
+        let st = self.state();
+        if st.role != Role::Leader {
+            return Err(not_leader(&self.topic, self.index));
+        }
+        let hw = st.high_watermark;
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return Err(ApiError::new(
+                ResponseError::OffsetOutOfRange,
+                format!(
+                    "cannot delete records of {}-{} before offset {target}: the high watermark is {hw}",
+                    self.topic, self.index
+                ),
+            ));
+        }
+        let mut log = self.log.write().expect("log lock");
+        log.delete_records_before(target)?;
+        drop(log);
+        drop(st);
+        self.changed.notify_waiters();
+        Ok(target)
+    }
+
+    /// As leader, the low watermark (Kafka's `lowWatermarkIfLeader`): the
+    /// smallest log start offset among this replica and the followers on
+    /// brokers `alive` says are up (a follower that has not fetched in this
+    /// term counts as -1).
+    pub fn low_watermark(&self, alive: impl Fn(i32) -> bool) -> Result<i64, ApiError> {
+        let st = self.state();
+        if st.role != Role::Leader {
+            return Err(not_leader(&self.topic, self.index));
+        }
+        let own = self.log.read().expect("log lock").log_start_offset();
+        Ok(st
+            .replicas
+            .iter()
+            .filter(|r| **r != self.local_id && alive(**r))
+            .map(|r| st.followers.get(r).map_or(-1, |p| p.log_start_offset))
+            .fold(own, i64::min))
     }
 
     /// How far this replica's log end is behind the committed log, as

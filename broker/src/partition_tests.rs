@@ -15,8 +15,20 @@ fn partition(local_id: i32) -> (tempfile::TempDir, Partition) {
 
 fn follower_fetch(p: &Partition, replica: i32, now_ms: i64) {
     let leo = p.fetch_position().0;
-    p.read_for_follower(replica, 7, leo, -1, p.leader_epoch(), 1 << 20, true, now_ms)
-        .unwrap();
+    p.read_for_follower(
+        FollowerFetch {
+            replica_id: replica,
+            replica_epoch: 7,
+            fetch_offset: leo,
+            log_start_offset: 0,
+            last_fetched_epoch: -1,
+            current_leader_epoch: p.leader_epoch(),
+        },
+        1 << 20,
+        true,
+        now_ms,
+    )
+    .unwrap();
 }
 
 /// A leader whose in-sync followers stopped fetching from it (they follow
@@ -63,7 +75,19 @@ fn an_isr_expansion_carries_the_broker_epoch_of_the_fetch() {
     p.make_leader(1, 1, vec![1, 2, 3], vec![1, 2], 0).unwrap();
     let leo = p.fetch_position().0;
     let r = p
-        .read_for_follower(3, 42, leo, -1, 1, 1 << 20, true, 10)
+        .read_for_follower(
+            FollowerFetch {
+                replica_id: 3,
+                replica_epoch: 42,
+                fetch_offset: leo,
+                log_start_offset: 0,
+                last_fetched_epoch: -1,
+                current_leader_epoch: 1,
+            },
+            1 << 20,
+            true,
+            10,
+        )
         .unwrap();
     let proposal = r.proposal.expect("a caught-up follower is proposed");
     assert_eq!(proposal.new_isr, vec![1, 2, 3]);
@@ -72,7 +96,19 @@ fn an_isr_expansion_carries_the_broker_epoch_of_the_fetch() {
     let (_d, p) = partition(1);
     p.make_leader(1, 1, vec![1, 2, 3], vec![1, 2], 0).unwrap();
     let r = p
-        .read_for_follower(3, -1, leo, -1, 1, 1 << 20, true, 10)
+        .read_for_follower(
+            FollowerFetch {
+                replica_id: 3,
+                replica_epoch: -1,
+                fetch_offset: leo,
+                log_start_offset: 0,
+                last_fetched_epoch: -1,
+                current_leader_epoch: 1,
+            },
+            1 << 20,
+            true,
+            10,
+        )
         .unwrap();
     assert!(r
         .proposal
@@ -141,14 +177,32 @@ fn a_follower_behind_its_leader_reports_its_offset_lag() {
         "nothing heard from the leader yet"
     );
     // The leader answers a fetch with an empty read but its high watermark.
-    assert!(follower.append_as_follower(1, &[], 3, 20).unwrap());
+    assert!(follower.append_as_follower(1, &[], 3, 0, 20).unwrap());
     assert_eq!(follower.high_watermark(), 0, "capped by its own log end");
     assert_eq!(follower.offset_lag(), 3);
     let read = leader
-        .read_for_follower(2, 7, 0, -1, 1, 1 << 20, true, 30)
+        .read_for_follower(
+            FollowerFetch {
+                replica_id: 2,
+                replica_epoch: 7,
+                fetch_offset: 0,
+                log_start_offset: 0,
+                last_fetched_epoch: -1,
+                current_leader_epoch: 1,
+            },
+            1 << 20,
+            true,
+            30,
+        )
         .unwrap();
     assert!(follower
-        .append_as_follower(1, &read.records, read.high_watermark, 40)
+        .append_as_follower(
+            1,
+            &read.records,
+            read.high_watermark,
+            read.log_start_offset,
+            40
+        )
         .unwrap());
     assert_eq!(follower.offset_lag(), 0);
 }

@@ -421,3 +421,73 @@ async fn produce_timeout(
     let resp = c.call(&req, 9).await.unwrap();
     resp.responses[0].partition_responses[0].clone()
 }
+
+async fn delete_records(c: &mut Client, topic: &str, offset: i64, timeout_ms: i32) -> (i16, i64) {
+    let mut p = delete_records_request::DeleteRecordsPartition::default();
+    p.partition_index = 0;
+    p.offset = offset;
+    let mut t = delete_records_request::DeleteRecordsTopic::default();
+    t.name = topic_name(topic);
+    t.partitions = vec![p];
+    let mut req = DeleteRecordsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = timeout_ms;
+    let resp = c.call(&req, 2).await.unwrap();
+    let pr = &resp.topics[0].partitions[0];
+    (pr.error_code, pr.low_watermark)
+}
+
+/// DeleteRecords as Kafka's: refused by a follower, done by the leader, and
+/// answered once every live replica has moved its log start offset (the
+/// low watermark), so deleted records do not come back after a failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delete_records_is_led_by_the_leader_and_survives_a_failover() {
+    let mut cluster = TestCluster::start(3, &[]).await;
+    let mut c = cluster.client(1).await;
+    create_replicated_topic(&mut c, "trim", 1, 3, &[("min.insync.replicas", "2")]).await;
+    let (leader, _, _) = cluster
+        .wait_for("full ISR", "trim", 0, |l, _, isr| l > 0 && isr.len() == 3)
+        .await;
+    let mut lc = cluster.client(leader).await;
+    let r = produce_acks(&mut lc, "trim", 0, named_batch("a", 10), -1).await;
+    assert_eq!(r.error_code, 0);
+
+    let follower = (1..=3).find(|b| *b != leader).unwrap();
+    let mut fc = cluster.client(follower).await;
+    assert_eq!(delete_records(&mut fc, "trim", 6, 5000).await.0, NOT_LEADER);
+    assert_eq!(
+        delete_records(&mut lc, "trim", 11, 5000).await.0,
+        ResponseError::OffsetOutOfRange.code(),
+        "beyond the high watermark"
+    );
+    // The answer's low watermark is every replica's log start offset.
+    assert_eq!(delete_records(&mut lc, "trim", 6, 5000).await, (0, 6));
+    assert_eq!(list_offset(&mut lc, "trim", 0, -2).await, (0, 6));
+
+    cluster.stop(leader, Stop::Crash).await;
+    let (new_leader, _, _) = cluster
+        .wait_for("a new leader", "trim", 0, |l, _, _| l > 0 && l != leader)
+        .await;
+    let mut nc = cluster.client(new_leader).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let earliest = loop {
+        let (code, off) = list_offset(&mut nc, "trim", 0, -2).await;
+        if code == 0 {
+            break off;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ListOffsets on the new leader: {code}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(earliest, 6, "deleted records came back after the failover");
+    assert_eq!(
+        fetch(&mut nc, "trim", 0, 0, 0, 0).await.error_code,
+        ResponseError::OffsetOutOfRange.code()
+    );
+    assert_eq!(
+        values(&read_from(&mut nc, "trim", 0, 6).await),
+        (6..10).map(|i| format!("a-{i}")).collect::<Vec<_>>()
+    );
+}

@@ -89,3 +89,28 @@ def test_timestamps_outside_the_allowed_window_are_named_in_record_errors(broker
     # The same records inside the window are written.
     got = java_produce(broker.bootstrap, topic, tmp, [(b"a", now), (b"b", now + 60_000), (b"c", now - 60_000)])
     assert [r["o"] for r in got] == [0, 1, 2], got
+
+
+def test_delete_records_answers_the_low_watermark(broker, topic):
+    """DeleteRecords through librdkafka's admin API: the answer carries the new low watermark,
+    consumers start there, and an offset beyond the high watermark is refused."""
+    from confluent_kafka import TopicPartition
+    create(broker.bootstrap, topic, {})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(10):
+        p.produce(topic, value=f"v{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    res = admin.delete_records([TopicPartition(topic, 0, 6)], request_timeout=30)
+    assert list(res.values())[0].result(30).low_watermark == 6
+    bad = admin.delete_records([TopicPartition(topic, 0, 11)], request_timeout=30)
+    try:
+        list(bad.values())[0].result(30)
+        raise AssertionError("deleting beyond the high watermark must fail")
+    except Exception as e:  # noqa: BLE001
+        assert "OFFSET_OUT_OF_RANGE" in str(e) or "out of range" in str(e).lower(), e
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic}"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (6, 10)
+    finally:
+        c.close()

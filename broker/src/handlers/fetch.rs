@@ -30,7 +30,7 @@ use super::strb;
 use crate::authorizer::{topic_denied, Authz};
 use crate::broker::Broker;
 use crate::error::ApiError;
-use crate::partition::Partition;
+use crate::partition::{FollowerFetch, Partition};
 
 /// One requested partition, resolved once per request.
 struct Wanted {
@@ -40,6 +40,8 @@ struct Wanted {
     max_bytes: i32,
     current_leader_epoch: i32,
     last_fetched_epoch: i32,
+    /// A follower's log start offset (Fetch v5+; -1 before).
+    log_start_offset: i64,
     part: Result<Arc<Partition>, ApiError>,
 }
 
@@ -123,6 +125,11 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
                 current_leader_epoch: fp.current_leader_epoch,
                 last_fetched_epoch: if version >= 12 {
                     fp.last_fetched_epoch
+                } else {
+                    -1
+                },
+                log_start_offset: if version >= 5 {
+                    fp.log_start_offset
                 } else {
                     -1
                 },
@@ -219,11 +226,14 @@ fn read_pass(
                     // KIP-74: the first batch is returned even if it is larger
                     // than the limits, so a reader can always make progress.
                     p.read_for_follower(
-                        replica_id,
-                        replica_epoch,
-                        w.fetch_offset,
-                        w.last_fetched_epoch,
-                        w.current_leader_epoch,
+                        FollowerFetch {
+                            replica_id,
+                            replica_epoch,
+                            fetch_offset: w.fetch_offset,
+                            log_start_offset: w.log_start_offset,
+                            last_fetched_epoch: w.last_fetched_epoch,
+                            current_leader_epoch: w.current_leader_epoch,
+                        },
                         budget,
                         total == 0,
                         now,

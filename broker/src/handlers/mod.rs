@@ -190,7 +190,7 @@ async fn dispatch(
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, r))
         }
         RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(admin::delete_records(broker, r))
+            ResponseKind::DeleteRecords(admin::delete_records(broker, r).await)
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(configs::describe(broker, r))

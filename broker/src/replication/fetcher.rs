@@ -358,7 +358,7 @@ async fn apply(
     let records = pd.records.unwrap_or_default();
     let p = part.clone();
     tokio::task::spawn_blocking(move || {
-        p.append_as_follower(epoch, &records, pd.high_watermark, now)
+        p.append_as_follower(epoch, &records, pd.high_watermark, pd.log_start_offset, now)
     })
     .await
     .expect("append task")?;

@@ -493,10 +493,19 @@ pub async fn create_replicated_topic(
     c.call(&req, 7).await.unwrap()
 }
 
-/// Every record of a partition, read from `offset` up to the high watermark.
+/// Every record of a partition, read from offset 0 up to the high watermark.
 pub async fn read_all(c: &mut Client, topic: &str, partition: i32) -> Vec<(i64, Bytes, Bytes)> {
+    read_from(c, topic, partition, 0).await
+}
+
+/// Every record of a partition, read from `offset` up to the high watermark.
+pub async fn read_from(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    mut offset: i64,
+) -> Vec<(i64, Bytes, Bytes)> {
     let mut out = Vec::new();
-    let mut offset = 0;
     loop {
         let pd = fetch(c, topic, partition, offset, 0, 0).await;
         assert_eq!(pd.error_code, 0, "fetch error {}", pd.error_code);
