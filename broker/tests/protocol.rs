@@ -405,3 +405,68 @@ async fn a_failed_acks_zero_produce_closes_the_connection() {
     );
     b.stop().await;
 }
+
+/// DescribeTopicPartitions (KIP-966): every partition once, in topic-name
+/// order, paged by `response_partition_limit` with a cursor; named topics
+/// that do not exist are answered UNKNOWN_TOPIC_OR_PARTITION.
+#[tokio::test]
+async fn describe_topic_partitions_pages_with_a_cursor() {
+    let b = TestBroker::start(&[]).await;
+    let mut c = b.client().await;
+    assert_eq!(
+        create_topic(&mut c, "dtp-b", 3).await.topics[0].error_code,
+        0
+    );
+    assert_eq!(
+        create_topic(&mut c, "dtp-a", 5).await.topics[0].error_code,
+        0
+    );
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let mut req = DescribeTopicPartitionsRequest::default();
+        req.response_partition_limit = 4;
+        req.cursor = cursor.take();
+        let resp = c.call(&req, 0).await.unwrap();
+        pages += 1;
+        for t in &resp.topics {
+            assert_eq!(t.error_code, 0);
+            let name = t.name.as_ref().unwrap().0.to_string();
+            for p in &t.partitions {
+                assert_eq!(p.error_code, 0);
+                assert_eq!(p.leader_id.0, 1);
+                assert_eq!(p.isr_nodes.len(), 1);
+                assert_eq!(p.eligible_leader_replicas.as_deref(), Some(&[][..]));
+                seen.push((name.clone(), p.partition_index));
+            }
+        }
+        match resp.next_cursor {
+            Some(next) => {
+                let mut cur = describe_topic_partitions_request::Cursor::default();
+                cur.topic_name = next.topic_name;
+                cur.partition_index = next.partition_index;
+                cursor = Some(cur);
+            }
+            None => break,
+        }
+        assert!(pages < 10, "the cursor does not advance");
+    }
+    let want: Vec<(String, i32)> = (0..5)
+        .map(|i| ("dtp-a".to_string(), i))
+        .chain((0..3).map(|i| ("dtp-b".to_string(), i)))
+        .collect();
+    assert_eq!(seen, want);
+    assert_eq!(pages, 2);
+
+    let mut t = describe_topic_partitions_request::TopicRequest::default();
+    t.name = topic_name("dtp-missing");
+    let mut req = DescribeTopicPartitionsRequest::default();
+    req.response_partition_limit = 2000;
+    req.topics = vec![t];
+    let resp = c.call(&req, 0).await.unwrap();
+    assert_eq!(
+        resp.topics[0].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+}

@@ -430,6 +430,7 @@ fn build_view(st: &State) -> ClusterView {
                         leader_epoch: p.leader_epoch,
                         adding_replicas: p.adding_replicas.clone(),
                         removing_replicas: p.removing_replicas.clone(),
+                        elr: p.elr.clone(),
                     })
                     .collect(),
                 configs: t.spec.configs.clone(),

@@ -27,6 +27,9 @@ pub struct PartitionView {
     /// Replicas a running reassignment drops once the target is in sync.
     #[serde(default)]
     pub removing_replicas: Vec<i32>,
+    /// Eligible leader replicas (KIP-966), for DescribeTopicPartitions.
+    #[serde(default)]
+    pub elr: Vec<i32>,
 }
 
 /// One topic.

@@ -15,7 +15,7 @@ use skein_controller::acls::{AclOperation, ResourceType, CLUSTER_NAME};
 use super::strb;
 use crate::authorizer::{may_create, Authz};
 use crate::broker::Broker;
-use crate::metadata::{validate_topic_name, TopicView};
+use crate::metadata::{validate_topic_name, ClusterView, TopicView};
 
 pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> MetadataResponse {
     let cfg = &broker.config;
@@ -65,7 +65,7 @@ pub fn handle(broker: &Arc<Broker>, req: MetadataRequest, version: i16) -> Metad
         };
     let with_ops = version >= 8 && req.include_topic_authorized_operations;
     let entry = |t: &TopicView| {
-        let mut e = topic_entry(t);
+        let mut e = topic_entry(t, &image);
         if with_ops {
             e.topic_authorized_operations =
                 authz.authorized_operations(ResourceType::Topic, &t.name);
@@ -142,7 +142,8 @@ fn error_entry(name: Option<String>, id: Uuid, code: ResponseError) -> MetadataR
     t
 }
 
-fn topic_entry(t: &TopicView) -> MetadataResponseTopic {
+fn topic_entry(t: &TopicView, image: &ClusterView) -> MetadataResponseTopic {
+    let alive = |id: &i32| image.brokers.get(id).is_some_and(|b| b.alive);
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(strb(t.name.clone())));
     out.topic_id = t.id;
@@ -159,6 +160,14 @@ fn topic_entry(t: &TopicView) -> MetadataResponseTopic {
             mp.leader_epoch = p.leader_epoch;
             mp.replica_nodes = p.replicas.iter().copied().map(BrokerId).collect();
             mp.isr_nodes = p.isr.iter().copied().map(BrokerId).collect();
+            // Replicas on brokers that are down (Metadata v5+).
+            mp.offline_replicas = p
+                .replicas
+                .iter()
+                .filter(|r| !alive(r))
+                .copied()
+                .map(BrokerId)
+                .collect();
             if p.leader < 0 {
                 mp.error_code = ResponseError::LeaderNotAvailable.code();
             }

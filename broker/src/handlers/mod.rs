@@ -13,6 +13,7 @@ pub mod admin;
 pub mod api_versions;
 pub mod configs;
 pub mod consumer_group;
+pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod groups;
@@ -69,6 +70,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
     // v0: the tokens follow as bare frames (before KIP-152); librdkafka
     // looks for v0 to know the broker speaks SASL at all.
     (ApiKey::SaslHandshake, 0, 1),
@@ -185,6 +187,9 @@ async fn dispatch(
         }
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(txn::describe_producers(broker, r))
+        }
+        RequestKind::DescribeTopicPartitions(r) => {
+            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(broker, r))
         }
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, r))

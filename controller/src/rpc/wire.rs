@@ -73,6 +73,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
                         leader_epoch: p.leader_epoch,
                         adding_replicas: p.adding_replicas.clone(),
                         removing_replicas: p.removing_replicas.clone(),
+                        elr: p.elr.clone(),
                         ..Default::default()
                     })
                     .collect(),
@@ -125,6 +126,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
                             leader_epoch: p.leader_epoch,
                             adding_replicas: p.adding_replicas,
                             removing_replicas: p.removing_replicas,
+                            elr: p.elr,
                         })
                         .collect(),
                 };
