@@ -728,6 +728,25 @@ pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, usize> {
     Ok(out)
 }
 
+/// Whether a broker setting holds a secret, whose value DescribeConfigs must
+/// never return (Kafka's PASSWORD-typed configs: key, keystore and truststore
+/// passwords, PEM keys and certificate chains given inline, JAAS
+/// configurations with their credentials, client secrets), also under a
+/// `listener.name.<listener>.[<mechanism>.]` prefix.
+pub fn is_sensitive(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["password", "secret", "jaas.config"]
+        .iter()
+        .any(|w| k.contains(w))
+        || [
+            "keystore.key",
+            "keystore.certificate.chain",
+            "truststore.certificates",
+        ]
+        .iter()
+        .any(|s| k.ends_with(s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -819,5 +838,32 @@ mod tests {
         assert!(validate_topic_config("cleanup.policy", "shred").is_err());
         assert!(validate_topic_config("min.insync.replicas", "0").is_err());
         assert!(validate_topic_config("cleanup.policy", "compact").is_ok());
+    }
+
+    #[test]
+    fn secrets_are_sensitive_whatever_their_listener_prefix() {
+        for k in [
+            "ssl.keystore.password",
+            "ssl.key.password",
+            "ssl.truststore.password",
+            "ssl.keystore.key",
+            "ssl.keystore.certificate.chain",
+            "ssl.truststore.certificates",
+            "sasl.jaas.config",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config",
+            "listener.name.external.ssl.keystore.password",
+            "sasl.oauthbearer.client.credentials.client.secret",
+            "password.encoder.secret",
+        ] {
+            assert!(is_sensitive(k), "{k}");
+        }
+        for k in [
+            "listeners",
+            "ssl.keystore.location",
+            "log.dirs",
+            "sasl.enabled.mechanisms",
+        ] {
+            assert!(!is_sensitive(k), "{k}");
+        }
     }
 }

@@ -176,6 +176,18 @@ def test_kafka_configs_manages_scram_users_and_logins_follow(sasl_broker, pki, s
     assert produce(conf(sasl_broker, pki, "SCRAM-SHA-256", "carol", "carol-1"), topic, 1) == []
 
 
+def test_broker_configs_never_show_secrets(sasl_broker):
+    """kafka-configs --describe --entity-type brokers --all: the JAAS configurations (with the
+    PLAIN users' passwords) are listed as sensitive, without their values, as Kafka lists
+    PASSWORD-typed configs; the other settings show their values."""
+    out = kafka_configs(sasl_broker.bootstrap, "--describe", "--entity-type", "brokers",
+                        "--entity-name", "1", "--all").stdout.decode()
+    assert "listener.name.sasl_plaintext.plain.sasl.jaas.config=null sensitive=true" in out, out
+    assert "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512 sensitive=false" in out, out
+    for password in PLAIN_USERS.values():
+        assert password not in out, out
+
+
 def test_admin_api_validation_of_scram_credentials(sasl_broker):
     a = AdminClient({"bootstrap.servers": sasl_broker.bootstrap})
     ok = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 10000)

@@ -22,6 +22,9 @@ use crate::error::ApiError;
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 
+/// Kafka's ConfigType code of a password (DescribeConfigs v3+).
+const CONFIG_TYPE_PASSWORD: i8 = 9;
+
 /// Kafka's ConfigType codes (DescribeConfigs v3+).
 fn config_type(key: &str) -> i8 {
     const BOOLEAN: i8 = 1;
@@ -134,10 +137,17 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                     for (key, value) in broker.config.raw.iter().filter(|(k, _)| wanted(k)) {
                         let mut c = DescribeConfigsResourceResult::default();
                         c.name = strb(key.clone());
-                        c.value = Some(strb(value.clone()));
                         c.read_only = true;
                         c.config_source = SOURCE_STATIC_BROKER;
-                        c.config_type = 2;
+                        if crate::config::is_sensitive(key) {
+                            // As Kafka: a password's value never leaves the broker.
+                            c.value = None;
+                            c.is_sensitive = true;
+                            c.config_type = CONFIG_TYPE_PASSWORD;
+                        } else {
+                            c.value = Some(strb(value.clone()));
+                            c.config_type = 2;
+                        }
                         r.configs.push(c);
                     }
                 }
