@@ -95,10 +95,8 @@ impl Broker {
         let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
         let controller = ControllerService::open(
             Some(&config.data_dir.join("cluster-metadata.json")),
-            ControllerConfig {
-                min_insync_replicas: config.min_insync_replicas.max(1) as usize,
-                ..ControllerConfig::default()
-            },
+            ControllerConfig::default()
+                .with_broker_settings(|k| config.raw.get(k).map(String::as_str)),
         )?;
         Self::start(config, controller, true, meta).await
     }

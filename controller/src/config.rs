@@ -22,6 +22,33 @@ pub struct ControllerConfig {
     pub min_insync_replicas: usize,
 }
 
+impl ControllerConfig {
+    /// The controller's share of the brokers' cluster-wide settings (the
+    /// `server.properties` keys Kafka's controller reads), looked up with
+    /// `get`; what is missing or unparsable keeps its default.
+    /// `leader.imbalance.per.broker.percentage` is not read: like Kafka's
+    /// KRaft controller, the rebalance moves every partition whose preferred
+    /// leader is eligible again.
+    pub fn with_broker_settings<'a>(mut self, get: impl Fn(&str) -> Option<&'a str>) -> Self {
+        let parse_bool = |k: &str| get(k).and_then(|v| v.trim().parse::<bool>().ok());
+        if let Some(v) = get("min.insync.replicas").and_then(|v| v.trim().parse::<usize>().ok()) {
+            self.min_insync_replicas = v.max(1);
+        }
+        if let Some(v) = parse_bool("unclean.leader.election.enable") {
+            self.unclean_leader_election_enable = v;
+        }
+        if let Some(v) = parse_bool("auto.leader.rebalance.enable") {
+            self.auto_leader_rebalance_enable = v;
+        }
+        if let Some(v) = get("leader.imbalance.check.interval.seconds")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            self.leader_imbalance_check_interval_ms = v.saturating_mul(1000).max(1000);
+        }
+        self
+    }
+}
+
 impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
@@ -32,5 +59,28 @@ impl Default for ControllerConfig {
             producer_id_block_size: crate::producer_ids::PRODUCER_ID_BLOCK_SIZE,
             min_insync_replicas: 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_settings_reach_the_controller() {
+        let settings = [
+            ("min.insync.replicas", "2"),
+            ("unclean.leader.election.enable", "true"),
+            ("auto.leader.rebalance.enable", "false"),
+            ("leader.imbalance.check.interval.seconds", "30"),
+        ];
+        let c = ControllerConfig::default()
+            .with_broker_settings(|k| settings.iter().find(|(n, _)| *n == k).map(|(_, v)| *v));
+        assert_eq!(c.min_insync_replicas, 2);
+        assert!(c.unclean_leader_election_enable);
+        assert!(!c.auto_leader_rebalance_enable);
+        assert_eq!(c.leader_imbalance_check_interval_ms, 30_000);
+        let d = ControllerConfig::default().with_broker_settings(|_| Some("nonsense"));
+        assert_eq!(d, ControllerConfig::default());
     }
 }

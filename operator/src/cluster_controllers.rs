@@ -504,18 +504,14 @@ impl ClusterControllers {
             name: cm_name.clone(),
             source,
         })?;
+        // The brokers' cluster-wide settings (spec.config) the controller
+        // acts on: min.insync.replicas for the eligible leader replicas,
+        // unclean elections, the preferred-leader rebalance.
         let config = ControllerConfig {
             broker_session_timeout_ms: self.session_timeout_ms,
-            // The brokers' cluster default (spec.config), which the
-            // controller needs for the eligible leader replicas.
-            min_insync_replicas: kc
-                .spec
-                .config
-                .get("min.insync.replicas")
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(1),
             ..ControllerConfig::default()
-        };
+        }
+        .with_broker_settings(|k| kc.spec.config.get(k).map(String::as_str));
         let controller = ControllerService::open_store(Some(Box::new(store)), config)
             .map_err(ControllerStartError::Image)?;
         let rt = Arc::new(ClusterController {

@@ -209,15 +209,14 @@ pub async fn run_local(
 ) -> anyhow::Result<()> {
     anyhow::ensure!(opts.brokers >= 1, "--brokers must be at least 1");
     std::fs::create_dir_all(opts.data_dir.join("controller"))?;
+    // The brokers' cluster-wide settings the controller acts on
+    // (min.insync.replicas for the eligible leader replicas, unclean
+    // elections, the preferred-leader rebalance).
     let config = ControllerConfig {
         broker_session_timeout_ms: opts.session_timeout_ms,
-        // The brokers' cluster default, which the controller needs for the
-        // eligible leader replicas.
-        min_insync_replicas: override_value(&opts.overrides, "min.insync.replicas")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1),
         ..Default::default()
-    };
+    }
+    .with_broker_settings(|k| override_value(&opts.overrides, k));
     let controller = ControllerService::open(
         Some(
             &opts
