@@ -241,7 +241,13 @@ impl BrokerConfig {
             Some(c) => Some(parse_val::<SocketAddr>("control.listen", c)?),
         };
         let control_tls = control_tls(&raw)?;
-        let log_defaults = log_config_from(&raw, &LogConfig::default(), true)?;
+        // Kafka 4's broker defaults where they differ from the storage
+        // layer's: CreateTime at most an hour ahead (KIP-1030).
+        let kafka_defaults = LogConfig {
+            message_timestamp_after_max_ms: KAFKA_TIMESTAMP_AFTER_MAX_MS,
+            ..LogConfig::default()
+        };
+        let log_defaults = log_config_from(&raw, &kafka_defaults, true)?;
         let mut cfg = BrokerConfig {
             node_id: num(&raw, "node.id", 1)?,
             data_dir: PathBuf::from(get("log.dirs").or(get("log.dir")).unwrap_or("./skein-data")),
@@ -514,6 +520,9 @@ fn clamp_u64(v: u64) -> String {
 }
 
 /// Reads log settings from either broker-level (`broker_keys`) or topic-level names.
+/// `log.message.timestamp.after.max.ms` default of Kafka 4 (KIP-1030).
+pub const KAFKA_TIMESTAMP_AFTER_MAX_MS: i64 = 3_600_000;
+
 fn log_config_from(
     raw: &BTreeMap<String, String>,
     base: &LogConfig,
@@ -779,6 +788,10 @@ mod tests {
         assert_eq!(c.node_id, 1);
         assert_eq!(c.log_defaults.segment_bytes, 1 << 30);
         assert_eq!(c.log_defaults.retention_ms, 7 * 24 * 3_600_000);
+        assert_eq!(
+            c.log_defaults.message_timestamp_after_max_ms, 3_600_000,
+            "Kafka 4 (KIP-1030)"
+        );
     }
 
     #[test]

@@ -138,14 +138,19 @@ async fn consumers_see_only_up_to_the_high_watermark_and_the_isr_shrinks() {
     // The follower stops fetching, but the controller has not noticed yet:
     // an acks=1 write is in the leader's log but not committed.
     cluster.stop(follower, Stop::Crash).await;
-    // "b" is written later than "a" (timestamps from B_TIME on).
-    const B_TIME: i64 = 1_800_000_000_000;
+    // "b" is written later than "a" (timestamps from b_time on, a minute
+    // ahead: within message.timestamp.after.max.ms).
+    let b_time: i64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        + 60_000;
     let b = bytes::Bytes::from(skein_storage::testing::producer_batch(
         -1,
         -1,
         -1,
         5,
-        B_TIME,
+        b_time,
         |i| format!("b-{i}"),
     ));
     let r = produce_acks(&mut lc, "hw", 0, b, 1).await;
@@ -158,7 +163,7 @@ async fn consumers_see_only_up_to_the_high_watermark_and_the_isr_shrinks() {
     assert_eq!(visible.len() as i64, latest);
     // Nor find it by its timestamp: an offset at or past the high watermark
     // is no answer (-1), as with Kafka.
-    let by_time = list_offset(&mut lc, "hw", 0, B_TIME).await;
+    let by_time = list_offset(&mut lc, "hw", 0, b_time).await;
     assert_eq!(by_time, (0, if latest == 5 { -1 } else { 5 }));
 
     // Once the follower leaves the ISR (the leader's lag check or the
@@ -175,7 +180,7 @@ async fn consumers_see_only_up_to_the_high_watermark_and_the_isr_shrinks() {
         values(&read_all(&mut lc, "hw", 0).await),
         expected(&[("a", 5), ("b", 5)])
     );
-    assert_eq!(list_offset(&mut lc, "hw", 0, B_TIME).await, (0, 5));
+    assert_eq!(list_offset(&mut lc, "hw", 0, b_time).await, (0, 5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
