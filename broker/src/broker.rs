@@ -477,16 +477,42 @@ impl Broker {
         replication_factor: i16,
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<TopicView>, ApiError> {
+        self.create_topic_as(name, partitions, replication_factor, configs, None, false)?
+            .ok_or_else(|| {
+                ApiError::new(ResponseError::UnknownTopicOrPartition, "topic not created")
+            })
+    }
+
+    /// Creates a topic, on explicit replica lists when `assignment` is given;
+    /// with `validate_only` only checks that it could be (`None`).
+    pub fn create_topic_as(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<Option<Arc<TopicView>>, ApiError> {
         self.config
             .topic_log_config(&configs)
             .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
-        let topic = self
-            .metadata
-            .create_topic(name, partitions, replication_factor, configs)?;
-        info!(
-            topic = name,
-            partitions, replication_factor, "topic created"
-        );
+        let topic = self.metadata.create_topic_as(
+            name,
+            partitions,
+            replication_factor,
+            configs,
+            assignment,
+            validate_only,
+        )?;
+        if let Some(t) = &topic {
+            info!(
+                topic = name,
+                partitions = t.partitions.len(),
+                replication_factor = t.replication_factor(),
+                "topic created"
+            );
+        }
         Ok(topic)
     }
 

@@ -199,7 +199,7 @@ impl MetadataStore {
         )
     }
 
-    /// Creates a topic; the controller core places its replicas.
+    /// Creates a topic placed by the controller.
     pub fn create_topic(
         &self,
         name: &str,
@@ -207,14 +207,32 @@ impl MetadataStore {
         replication_factor: i16,
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<TopicView>, ApiError> {
+        self.create_topic_as(name, partitions, replication_factor, configs, None, false)?
+            .ok_or_else(|| Self::unknown(name))
+    }
+
+    /// Creates a topic: placed by the controller, or on `assignment`'s
+    /// replica lists (preferred leader first) as CreateTopics gives them.
+    /// With `validate_only` the controller checks everything a creation
+    /// would (names, configs, placement on the live brokers) and creates
+    /// nothing; `None` is returned then.
+    pub fn create_topic_as(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<Option<Arc<TopicView>>, ApiError> {
         validate_topic_name(name)?;
-        if partitions < 1 {
+        if assignment.is_none() && partitions < 1 {
             return Err(ApiError::new(
                 ResponseError::InvalidPartitions,
                 format!("number of partitions must be at least 1, got {partitions}"),
             ));
         }
-        if replication_factor < 1 {
+        if assignment.is_none() && replication_factor < 1 {
             return Err(ApiError::new(
                 ResponseError::InvalidReplicationFactor,
                 format!("replication factor must be at least 1, got {replication_factor}"),
@@ -229,10 +247,12 @@ impl MetadataStore {
         let mut t = NewTopic::new(
             name,
             TopicId(Uuid::new_v4().as_u128()),
-            partitions as u32,
-            replication_factor as u16,
+            partitions.max(0) as u32,
+            replication_factor.max(0) as u16,
         );
         t.configs = configs;
+        t.assignment = assignment;
+        t.validate_only = validate_only;
         request(
             self.controller.as_ref(),
             Event::CreateTopic(t),
@@ -241,9 +261,13 @@ impl MetadataStore {
                 _ => None,
             },
         )?;
-        self.topic(name).ok_or_else(|| Self::unknown(name))
+        if validate_only {
+            return Ok(None);
+        }
+        self.topic(name)
+            .ok_or_else(|| Self::unknown(name))
+            .map(Some)
     }
-
     /// Removes a topic from the image (replicas delete their logs).
     pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicView>, ApiError> {
         let meta = self.topic(name).ok_or_else(|| Self::unknown(name))?;
@@ -260,8 +284,14 @@ impl MetadataStore {
         Ok(meta)
     }
 
-    /// Grows a topic to `count` partitions.
-    pub fn create_partitions(&self, name: &str, count: i32) -> Result<Arc<TopicView>, ApiError> {
+    /// Grows a topic to `count` partitions, placed by the controller or on
+    /// `assignment`'s replica lists (one per new partition).
+    pub fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        assignment: Option<Vec<Vec<i32>>>,
+    ) -> Result<Arc<TopicView>, ApiError> {
         let current = self
             .topic(name)
             .ok_or_else(|| Self::unknown(name))?
@@ -278,7 +308,7 @@ impl MetadataStore {
             Event::CreatePartitions {
                 topic: name.to_string(),
                 count: count as u32,
-                assignment: None,
+                assignment,
             },
             |r| match r {
                 Reply::CreatePartitions { result, .. } => Some(result),
@@ -534,10 +564,10 @@ mod tests {
             ResponseError::InvalidReplicationFactor
         );
         assert_eq!(
-            store.create_partitions("a", 2).unwrap_err().code,
+            store.create_partitions("a", 2, None).unwrap_err().code,
             ResponseError::InvalidPartitions
         );
-        store.create_partitions("a", 5).unwrap();
+        store.create_partitions("a", 5, None).unwrap();
         let pid = store.allocate_producer_id().unwrap();
         let cluster_id = store.image().cluster_id.clone();
         assert_eq!(cluster_id.len(), 22);

@@ -496,3 +496,116 @@ async fn delete_records_is_led_by_the_leader_and_survives_a_failover() {
         (6..10).map(|i| format!("a-{i}")).collect::<Vec<_>>()
     );
 }
+
+fn assigned_topic(name: &str, lists: &[&[i32]]) -> create_topics_request::CreatableTopic {
+    let mut t = create_topics_request::CreatableTopic::default();
+    t.name = topic_name(name);
+    t.num_partitions = -1;
+    t.replication_factor = -1;
+    t.assignments = lists
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut a = create_topics_request::CreatableReplicaAssignment::default();
+            a.partition_index = i as i32;
+            a.broker_ids = l.iter().copied().map(BrokerId).collect();
+            a
+        })
+        .collect();
+    t
+}
+
+/// CreateTopics and CreatePartitions place replicas exactly as the request
+/// assigns them (they were checked, then placed by the controller anyway),
+/// and validate_only answers as a creation would on this cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn explicit_replica_assignments_are_honoured_and_validate_only_answers_like_a_create() {
+    let cluster = TestCluster::start(3, &[]).await;
+    let mut c = cluster.client(1).await;
+    let replicas = |topic: &str| -> Vec<Vec<i32>> {
+        let image = cluster.controller.image();
+        image.topics[topic]
+            .partitions
+            .iter()
+            .map(|p| p.replicas.clone())
+            .collect()
+    };
+    let mut req = CreateTopicsRequest::default();
+    req.topics = vec![assigned_topic("placed", &[&[3, 1], &[2, 3], &[1, 2]])];
+    req.timeout_ms = 5000;
+    let resp = c.call(&req, 7).await.unwrap();
+    assert_eq!(
+        resp.topics[0].error_code, 0,
+        "{:?}",
+        resp.topics[0].error_message
+    );
+    assert_eq!(replicas("placed"), vec![vec![3, 1], vec![2, 3], vec![1, 2]]);
+    // The first replica of each list leads.
+    let image = cluster.controller.image();
+    let leaders: Vec<i32> = image.topics["placed"]
+        .partitions
+        .iter()
+        .map(|p| p.leader)
+        .collect();
+    assert_eq!(leaders, [3, 2, 1]);
+
+    // Gaps in the partition numbering, an unknown broker: refused.
+    let mut gap = assigned_topic("gap", &[&[1], &[2]]);
+    gap.assignments[1].partition_index = 5;
+    let mut unknown = assigned_topic("unknown", &[&[1, 9]]);
+    unknown.assignments[0].partition_index = 0;
+    req.topics = vec![gap, unknown];
+    let resp = c.call(&req, 7).await.unwrap();
+    for t in &resp.topics {
+        assert_eq!(
+            t.error_code,
+            ResponseError::InvalidReplicaAssignment.code(),
+            "{}",
+            t.name.0
+        );
+    }
+
+    // validate_only: RF 3 is possible on three brokers, RF 4 is not, an
+    // existing name is refused; nothing is created.
+    let mut ok = create_topics_request::CreatableTopic::default();
+    ok.name = topic_name("maybe");
+    ok.num_partitions = 2;
+    ok.replication_factor = 3;
+    let mut too_many = ok.clone();
+    too_many.name = topic_name("too-many");
+    too_many.replication_factor = 4;
+    let mut exists = ok.clone();
+    exists.name = topic_name("placed");
+    req.topics = vec![ok, too_many, exists];
+    req.validate_only = true;
+    let resp = c.call(&req, 7).await.unwrap();
+    let codes: Vec<i16> = resp.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(
+        codes,
+        [
+            0,
+            ResponseError::InvalidReplicationFactor.code(),
+            ResponseError::TopicAlreadyExists.code()
+        ]
+    );
+    assert_eq!(resp.topics[0].num_partitions, 2);
+    assert!(!cluster.controller.image().topics.contains_key("maybe"));
+
+    // CreatePartitions with an assignment.
+    let mut a = create_partitions_request::CreatePartitionsAssignment::default();
+    a.broker_ids = vec![BrokerId(2), BrokerId(1)];
+    let mut t = create_partitions_request::CreatePartitionsTopic::default();
+    t.name = topic_name("placed");
+    t.count = 4;
+    t.assignments = Some(vec![a]);
+    let mut req = CreatePartitionsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 5000;
+    let resp = c.call(&req, 3).await.unwrap();
+    assert_eq!(
+        resp.results[0].error_code, 0,
+        "{:?}",
+        resp.results[0].error_message
+    );
+    assert_eq!(replicas("placed")[3], vec![2, 1]);
+}

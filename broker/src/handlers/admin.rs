@@ -173,35 +173,31 @@ fn create_one(
             .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
         configs.insert(key, value);
     }
-    let (partitions, rf) = if !t.assignments.is_empty() {
+    let assignment = if t.assignments.is_empty() {
+        None
+    } else {
         if t.num_partitions != -1 || t.replication_factor != -1 {
             return Err(ApiError::new(
                 ResponseError::InvalidRequest,
                 "both replica assignments and partitions/replication factor were given",
             ));
         }
-        let rf = t.assignments[0].broker_ids.len() as i16;
-        for a in &t.assignments {
-            if a.broker_ids.iter().any(|b| !is_broker(broker, b.0)) {
-                return Err(ApiError::new(
-                    ResponseError::InvalidReplicaAssignment,
-                    "replica assignment names a broker that does not exist",
-                ));
-            }
-        }
-        (t.assignments.len() as i32, rf)
-    } else {
-        let p = if t.num_partitions == -1 {
-            broker.config.num_partitions
-        } else {
-            t.num_partitions
-        };
-        let rf = if t.replication_factor == -1 {
-            broker.config.default_replication_factor
-        } else {
-            t.replication_factor
-        };
-        (p, rf)
+        Some(replica_lists(&t.assignments)?)
+    };
+    let (partitions, rf) = match &assignment {
+        Some(a) => (a.len() as i32, a[0].len() as i16),
+        None => (
+            if t.num_partitions == -1 {
+                broker.config.num_partitions
+            } else {
+                t.num_partitions
+            },
+            if t.replication_factor == -1 {
+                broker.config.default_replication_factor
+            } else {
+                t.replication_factor
+            },
+        ),
     };
     if partitions < 1 {
         return Err(ApiError::new(
@@ -215,23 +211,47 @@ fn create_one(
             "replication factor must be at least 1",
         ));
     }
-    if validate_only {
-        if broker.metadata.topic(name).is_some() {
-            return Err(ApiError::new(
-                ResponseError::TopicAlreadyExists,
-                format!("topic '{name}' already exists"),
-            ));
-        }
-        if rf > 1 {
-            return Err(ApiError::new(
-                ResponseError::InvalidReplicationFactor,
-                format!("replication factor {rf} is not possible with 1 available broker"),
-            ));
-        }
-        return Ok((Uuid::nil(), partitions, rf, configs));
+    // validate_only goes through the controller too: it answers exactly as
+    // a creation would (existing name, placement on the live brokers).
+    match broker.create_topic_as(
+        name,
+        partitions,
+        rf,
+        configs.clone(),
+        assignment,
+        validate_only,
+    )? {
+        Some(topic) => Ok((topic.id, partitions, rf, topic.configs.clone())),
+        None => Ok((Uuid::nil(), partitions, rf, configs)),
     }
-    let topic = broker.create_topic(name, partitions, rf, configs)?;
-    Ok((topic.id, partitions, rf, topic.configs.clone()))
+}
+
+/// CreateTopics' replica assignments as replica lists by partition: the
+/// partition indexes must be 0, 1, 2, ... (in any order), as Kafka requires.
+fn replica_lists(
+    assignments: &[create_topics_request::CreatableReplicaAssignment],
+) -> Result<Vec<Vec<i32>>, ApiError> {
+    let mut by_index: Vec<(i32, Vec<i32>)> = assignments
+        .iter()
+        .map(|a| {
+            (
+                a.partition_index,
+                a.broker_ids.iter().map(|b| b.0).collect(),
+            )
+        })
+        .collect();
+    by_index.sort_by_key(|(i, _)| *i);
+    if by_index
+        .iter()
+        .enumerate()
+        .any(|(n, (i, _))| *i != n as i32)
+    {
+        return Err(ApiError::new(
+            ResponseError::InvalidReplicaAssignment,
+            "partitions in the replica assignment must be numbered 0, 1, 2, ... without gaps",
+        ));
+    }
+    Ok(by_index.into_iter().map(|(_, r)| r).collect())
 }
 
 pub fn delete_topics(
@@ -337,11 +357,14 @@ pub fn create_partitions(
             if added > MAX_PARTITIONS_PER_REQUEST {
                 return Err(too_many_partitions());
             }
-            if let Some(a) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
+            let assignment = t.assignments.as_ref().filter(|a| !a.is_empty()).map(|a| {
+                a.iter()
+                    .map(|x| x.broker_ids.iter().map(|b| b.0).collect::<Vec<i32>>())
+                    .collect::<Vec<_>>()
+            });
+            if let Some(a) = &assignment {
                 if a.len() as i32 != t.count - current
-                    || a.iter()
-                        .flat_map(|x| x.broker_ids.iter())
-                        .any(|b| !is_broker(broker, b.0))
+                    || a.iter().flatten().any(|b| !is_broker(broker, *b))
                 {
                     return Err(ApiError::new(
                         ResponseError::InvalidReplicaAssignment,
@@ -352,8 +375,11 @@ pub fn create_partitions(
             if req.validate_only {
                 return Ok(());
             }
-            // The controller tells the new partitions' replicas to open them.
-            broker.metadata.create_partitions(&t.name.0, t.count)?;
+            // The controller places the new partitions (on the given replica
+            // lists, if any) and tells their replicas to open them.
+            broker
+                .metadata
+                .create_partitions(&t.name.0, t.count, assignment)?;
             Ok(())
         })();
         if let Err(e) = outcome {

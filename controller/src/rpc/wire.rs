@@ -9,8 +9,8 @@ use super::security_wire as sw;
 use crate::plane::PartitionChange;
 use crate::view::{BrokerView, ClusterView, PartitionView, TopicView};
 use crate::{
-    AlterPartitionRequest, ControllerError, DirectoryId, ElectionType, Endpoint, Event, NewTopic,
-    PartitionState, ProducerIdBlock, Reply, TopicId, TopicPartition,
+    AlterPartitionRequest, BrokerId, ControllerError, DirectoryId, ElectionType, Endpoint, Event,
+    NewTopic, PartitionState, ProducerIdBlock, Reply, TopicId, TopicPartition,
 };
 
 fn endpoints_to_pb(endpoints: &[Endpoint]) -> Vec<pb::Endpoint> {
@@ -235,6 +235,20 @@ pub fn changes_from_pb(changes: pb::PartitionChanges) -> Vec<PartitionChange> {
         .collect()
 }
 
+/// Explicit replica lists on the wire (none: an empty list).
+fn assignment_to_pb(a: &Option<Vec<Vec<BrokerId>>>) -> Vec<pb::ReplicaList> {
+    a.iter()
+        .flatten()
+        .map(|replicas| pb::ReplicaList {
+            replicas: replicas.clone(),
+        })
+        .collect()
+}
+
+fn assignment_from_pb(a: Vec<pb::ReplicaList>) -> Option<Vec<Vec<BrokerId>>> {
+    (!a.is_empty()).then(|| a.into_iter().map(|l| l.replicas).collect())
+}
+
 pub fn state_to_pb(p: &PartitionState) -> pb::PartitionView {
     pb::PartitionView {
         replicas: p.replicas.clone(),
@@ -299,13 +313,17 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             replication_factor: t.replication_factor as u32,
             configs: t.configs.clone().into_iter().collect(),
             validate_only: t.validate_only,
+            assignment: assignment_to_pb(&t.assignment),
         }),
-        Event::CreatePartitions { topic, count, .. } => {
-            request::Kind::CreatePartitions(pb::CreatePartitions {
-                topic: topic.clone(),
-                count: *count,
-            })
-        }
+        Event::CreatePartitions {
+            topic,
+            count,
+            assignment,
+        } => request::Kind::CreatePartitions(pb::CreatePartitions {
+            topic: topic.clone(),
+            count: *count,
+            assignment: assignment_to_pb(assignment),
+        }),
         Event::TopicConfigChanged { topic, configs } => {
             request::Kind::AlterConfigs(pb::AlterConfigs {
                 topic: topic.clone(),
@@ -391,13 +409,13 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             partitions: t.partitions,
             replication_factor: t.replication_factor as u16,
             configs: t.configs.into_iter().collect(),
-            assignment: None,
+            assignment: assignment_from_pb(t.assignment),
             validate_only: t.validate_only,
         }),
         request::Kind::CreatePartitions(c) => Event::CreatePartitions {
             topic: c.topic,
             count: c.count,
-            assignment: None,
+            assignment: assignment_from_pb(c.assignment),
         },
         request::Kind::AlterConfigs(a) => Event::TopicConfigChanged {
             topic: a.topic,
@@ -696,5 +714,27 @@ mod tests {
             broker(vec![]).endpoint(Some("SSL")),
             Some(("10.0.0.1", 9092))
         );
+    }
+
+    #[test]
+    fn explicit_replica_assignments_cross_the_wire() {
+        let mut t = NewTopic::new("t", TopicId(7), 2, 2);
+        t.assignment = Some(vec![vec![3, 1], vec![2, 3]]);
+        t.validate_only = true;
+        let create = Event::CreateTopic(t);
+        let kind = event_to_pb(&create).expect("sent by brokers");
+        assert_eq!(event_from_pb(1, kind), create);
+        let grow = Event::CreatePartitions {
+            topic: "t".into(),
+            count: 3,
+            assignment: Some(vec![vec![1, 2]]),
+        };
+        assert_eq!(event_from_pb(1, event_to_pb(&grow).unwrap()), grow);
+        let placed = Event::CreatePartitions {
+            topic: "t".into(),
+            count: 3,
+            assignment: None,
+        };
+        assert_eq!(event_from_pb(1, event_to_pb(&placed).unwrap()), placed);
     }
 }
