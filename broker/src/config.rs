@@ -487,7 +487,7 @@ pub fn effective_topic_config(
         "flush.messages" => clamp_u64(d.flush_interval_messages),
         "flush.ms" => clamp_u64(d.flush_interval_ms),
         "index.interval.bytes" => d.index_interval_bytes.to_string(),
-        "max.compaction.lag.ms" => i64::MAX.to_string(),
+        "max.compaction.lag.ms" => d.max_compaction_lag_ms.to_string(),
         "max.message.bytes" => d.max_message_bytes.to_string(),
         "message.timestamp.after.max.ms" => d.message_timestamp_after_max_ms.to_string(),
         "message.timestamp.before.max.ms" => d.message_timestamp_before_max_ms.to_string(),
@@ -496,14 +496,14 @@ pub fn effective_topic_config(
             TimestampType::LogAppendTime => "LogAppendTime".into(),
         },
         "min.cleanable.dirty.ratio" => d.min_cleanable_dirty_ratio.to_string(),
-        "min.compaction.lag.ms" => "0".into(),
+        "min.compaction.lag.ms" => d.min_compaction_lag_ms.to_string(),
         "min.insync.replicas" => broker.min_insync_replicas.to_string(),
         "preallocate" => "false".into(),
         "retention.bytes" => d.retention_bytes.to_string(),
         "retention.ms" => d.retention_ms.to_string(),
         "segment.bytes" => d.segment_bytes.to_string(),
         "segment.index.bytes" => d.segment_index_bytes.to_string(),
-        "segment.jitter.ms" => "0".into(),
+        "segment.jitter.ms" => d.segment_jitter_ms.to_string(),
         "segment.ms" => d.segment_ms.to_string(),
         "unclean.leader.election.enable" => broker
             .raw
@@ -581,6 +581,33 @@ fn log_config_from(
     }
     if let Some(v) = get(key("flush.ms", "log.flush.interval.ms")) {
         c.flush_interval_ms = parse_val(key("flush.ms", "log.flush.interval.ms"), v)?;
+    }
+    if broker_keys {
+        if let Some(v) = get("log.roll.jitter.hours") {
+            c.segment_jitter_ms = parse_val::<i64>("log.roll.jitter.hours", v)? * 3_600_000;
+        }
+    }
+    for (topic_key, broker_key, field) in [
+        (
+            "segment.jitter.ms",
+            "log.roll.jitter.ms",
+            &mut c.segment_jitter_ms as &mut i64,
+        ),
+        (
+            "min.compaction.lag.ms",
+            "log.cleaner.min.compaction.lag.ms",
+            &mut c.min_compaction_lag_ms,
+        ),
+        (
+            "max.compaction.lag.ms",
+            "log.cleaner.max.compaction.lag.ms",
+            &mut c.max_compaction_lag_ms,
+        ),
+    ] {
+        let k = key(topic_key, broker_key);
+        if let Some(v) = get(k) {
+            *field = parse_val(k, v)?;
+        }
     }
     if let Some(v) = get(key(
         "delete.retention.ms",

@@ -97,7 +97,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "max.compaction.lag.ms",
         "log.cleaner.max.compaction.lag.ms",
         Long { min: 1 },
-        false,
+        true,
     ),
     def(
         "max.message.bytes",
@@ -133,7 +133,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "min.compaction.lag.ms",
         "log.cleaner.min.compaction.lag.ms",
         Long { min: 0 },
-        false,
+        true,
     ),
     def(
         "min.insync.replicas",
@@ -160,7 +160,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "segment.jitter.ms",
         "log.roll.jitter.ms",
         Long { min: 0 },
-        false,
+        true,
     ),
     def("segment.ms", "log.roll.ms", Long { min: 1 }, true),
     def(

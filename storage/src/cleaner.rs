@@ -130,9 +130,15 @@ impl Log {
         let max_offset = self
             .first_unstable_offset()
             .map_or(max_offset, |o| o.min(max_offset));
+        // min.compaction.lag.ms: a segment holding a record younger than
+        // the lag (by its largest timestamp) and all after it wait.
+        let min_lag = self.config.min_compaction_lag_ms;
         let cleanable = self.segments[..self.segments.len() - 1]
             .iter()
-            .take_while(|s| s.next_offset() <= max_offset)
+            .take_while(|s| {
+                s.next_offset() <= max_offset
+                    && (min_lag <= 0 || now_ms.saturating_sub(s.max_timestamp()) >= min_lag)
+            })
             .count();
         if cleanable == 0 {
             return Ok(stats);
@@ -148,7 +154,19 @@ impl Log {
             }
         }
         let total = clean_bytes + dirty_bytes;
-        if total == 0 || (dirty_bytes as f64 / total as f64) < self.config.min_cleanable_dirty_ratio
+        // max.compaction.lag.ms: a dirty record older than the lag makes the
+        // clean due whatever the dirty ratio (Kafka measures from the first
+        // dirty batch's timestamp).
+        let overdue = dirty_bytes > 0
+            && self.config.max_compaction_lag_ms < i64::MAX
+            && self.segments[..cleanable]
+                .iter()
+                .find(|s| s.next_offset() > first_dirty)
+                .and_then(|s| s.first_batch_max_timestamp(first_dirty))
+                .is_some_and(|t| now_ms.saturating_sub(t) > self.config.max_compaction_lag_ms);
+        if total == 0
+            || (!overdue
+                && (dirty_bytes as f64 / total as f64) < self.config.min_cleanable_dirty_ratio)
         {
             return Ok(stats);
         }

@@ -8,6 +8,10 @@ pub struct LogConfig {
     pub segment_bytes: u64,
     /// `segment.ms`: roll a non-empty active segment once it is this old.
     pub segment_ms: i64,
+    /// `segment.jitter.ms`: each segment rolls up to this much (at most
+    /// `segment.ms`) earlier, so partitions created together do not all
+    /// roll at the same moment.
+    pub segment_jitter_ms: i64,
     /// `segment.index.bytes`: maximum size of an `.index`/`.timeindex` file; roll when full.
     pub segment_index_bytes: u64,
     /// `index.interval.bytes`: bytes of log between two sparse index entries.
@@ -28,6 +32,12 @@ pub struct LogConfig {
     pub delete_retention_ms: i64,
     /// `min.cleanable.dirty.ratio`: compact only when this share of the log is uncompacted.
     pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: a segment with a record younger than this
+    /// is not compacted yet.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: once the oldest uncompacted record is this
+    /// old, the log is compacted whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
     /// `message.timestamp.type`: whether the broker overwrites batch timestamps on append.
     pub message_timestamp_type: TimestampType,
     /// `message.timestamp.before.max.ms`: how far in the past a CreateTime
@@ -44,6 +54,7 @@ impl Default for LogConfig {
         LogConfig {
             segment_bytes: 1024 * 1024 * 1024,
             segment_ms: 7 * DAY_MS,
+            segment_jitter_ms: 0,
             segment_index_bytes: 10 * 1024 * 1024,
             index_interval_bytes: 4096,
             retention_ms: 7 * DAY_MS,
@@ -54,6 +65,8 @@ impl Default for LogConfig {
             flush_interval_ms: u64::MAX,
             delete_retention_ms: DAY_MS,
             min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             message_timestamp_type: TimestampType::CreateTime,
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: i64::MAX,

@@ -539,7 +539,7 @@ impl Log {
             return Ok(());
         }
         let full_by_size = active.size() + incoming_bytes > config.segment_bytes;
-        let full_by_age = active.age_ms(now_ms) > config.segment_ms;
+        let full_by_age = active.age_ms(now_ms) > self.roll_after_ms(active.base_offset());
         let full_indexes = active.indexes_full(config.segment_index_bytes);
         if full_by_size || full_by_age || full_indexes || offset_overflow {
             tracing::debug!(
@@ -581,10 +581,25 @@ impl Log {
     /// checked on every append).
     pub fn maybe_roll(&mut self, now_ms: i64) -> Result<(), StorageError> {
         let active = self.active();
-        if !active.is_empty() && active.age_ms(now_ms) > self.config.segment_ms {
+        if !active.is_empty() && active.age_ms(now_ms) > self.roll_after_ms(active.base_offset()) {
             self.roll(self.log_end_offset)?;
         }
         Ok(())
+    }
+
+    /// The age at which the segment starting at `base_offset` rolls:
+    /// `segment.ms` less its jitter (Kafka's `rollJitterMs`, a value below
+    /// `min(segment.jitter.ms, segment.ms)`; here drawn from the partition
+    /// and the base offset, so it is stable across restarts).
+    fn roll_after_ms(&self, base_offset: i64) -> i64 {
+        let (ms, jitter) = (self.config.segment_ms, self.config.segment_jitter_ms);
+        if jitter <= 0 || ms <= 0 {
+            return ms;
+        }
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (self.dir.file_name(), base_offset).hash(&mut h);
+        ms - (h.finish() % jitter.min(ms) as u64) as i64
     }
 
     /// Index of the segment that would hold `offset` (the last one starting at or before it).

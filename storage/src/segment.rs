@@ -445,6 +445,21 @@ impl LogSegment {
         self.max_timestamp
     }
 
+    /// The max timestamp of the first batch ending at or after `from`
+    /// (`None` if there is none or the file cannot be read).
+    pub(crate) fn first_batch_max_timestamp(&self, from: i64) -> Option<i64> {
+        let mut found = None;
+        self.for_each_batch(0, |_, h, _| {
+            if h.last_offset() >= from {
+                found = Some(h.max_timestamp);
+                return Ok(false);
+            }
+            Ok(true)
+        })
+        .ok()?;
+        found
+    }
+
     pub(crate) fn offset_of_max_timestamp(&self) -> i64 {
         self.offset_of_max_timestamp
     }

@@ -138,6 +138,42 @@ fn rolls_by_size_and_reads_across_many_segments() {
     assert_eq!(headers(&r.records).len(), 4);
 }
 
+/// segment.jitter.ms: each partition's segments roll a little earlier than
+/// segment.ms, by an amount below min(jitter, segment.ms) that differs from
+/// one partition to the next.
+#[test]
+fn segment_jitter_spreads_rolls_below_segment_ms() {
+    let root = tempfile::tempdir().unwrap();
+    let mut roll_ages = Vec::new();
+    for p in 0..8 {
+        let cfg = LogConfig {
+            segment_ms: 1_000,
+            segment_jitter_ms: 800,
+            ..config()
+        };
+        let mut log = Log::open(root.path().join(format!("t-{p}")), cfg, 0).unwrap();
+        append(&mut log, batch(1, 0, 10), 0);
+        let rolled_at = (0..=1_100)
+            .step_by(10)
+            .find(|t| {
+                log.maybe_roll(*t).unwrap();
+                log.num_segments() == 2
+            })
+            .expect("rolled by segment.ms");
+        assert!(
+            (200..=1_010).contains(&rolled_at),
+            "partition {p} rolled at {rolled_at}"
+        );
+        roll_ages.push(rolled_at);
+    }
+    roll_ages.sort();
+    roll_ages.dedup();
+    assert!(
+        roll_ages.len() > 1,
+        "every partition rolled at the same age: {roll_ages:?}"
+    );
+}
+
 #[test]
 fn rolls_by_age_and_by_full_index() {
     let dir = tempfile::tempdir().unwrap();

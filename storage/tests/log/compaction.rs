@@ -394,3 +394,69 @@ fn assert_reads_progress(log: &Log) {
         offset = next;
     }
 }
+
+/// min.compaction.lag.ms: segments holding a record younger than the lag
+/// are left alone; once old enough they are compacted.
+#[test]
+fn min_compaction_lag_holds_young_segments_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, latest) = updated_log(dir.path(), Compression::None, 30);
+    roll_now(&mut log);
+    // Records carry timestamps 0..294.
+    log.update_config(LogConfig {
+        min_compaction_lag_ms: 1_000,
+        ..log.config().clone()
+    });
+    let stats = log.compact(500).unwrap();
+    assert_eq!(
+        stats.segments_cleaned, 0,
+        "every segment is younger than the lag: {stats:?}"
+    );
+    // At 1150 only segments whose newest record is at most 150 qualify.
+    let partial = log.compact(1_150).unwrap();
+    assert!(
+        partial.records_removed > 0 && partial.records_removed < 145,
+        "{partial:?}"
+    );
+    let rest = log.compact(5_000).unwrap();
+    assert_eq!(partial.records_removed + rest.records_removed, 145);
+    let got: HashMap<String, i64> = read_all(&log).iter().map(|r| (key(r), r.offset)).collect();
+    assert_eq!(got, latest);
+}
+
+/// max.compaction.lag.ms: a dirty record older than the lag makes the clean
+/// due even below min.cleanable.dirty.ratio.
+#[test]
+fn max_compaction_lag_forces_a_clean_below_the_dirty_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = updated_log(dir.path(), Compression::None, 30);
+    roll_now(&mut log);
+    assert_eq!(log.compact(0).unwrap().records_removed, 145);
+    // A little more: one round of updates, then out of the active segment.
+    let kvs: Vec<(&str, Option<&str>)> = vec![("k0", Some("late")), ("k1", Some("late"))];
+    append(&mut log, kv_batch(&kvs, 1_000, Compression::None), 0);
+    roll_now(&mut log);
+    log.update_config(LogConfig {
+        min_cleanable_dirty_ratio: 0.99,
+        ..log.config().clone()
+    });
+    assert_eq!(
+        log.compact(2_000).unwrap().segments_cleaned,
+        0,
+        "below the dirty ratio"
+    );
+    log.update_config(LogConfig {
+        max_compaction_lag_ms: 5_000,
+        ..log.config().clone()
+    });
+    assert_eq!(
+        log.compact(2_000).unwrap().segments_cleaned,
+        0,
+        "not overdue yet"
+    );
+    let stats = log.compact(10_000).unwrap();
+    assert_eq!(
+        stats.records_removed, 2,
+        "overdue: k0 and k1 superseded: {stats:?}"
+    );
+}
