@@ -481,7 +481,11 @@ pub fn effective_topic_config(
     let d = &broker.log_defaults;
     let v = match key {
         "cleanup.policy" => d.cleanup_policy.as_kafka_str().to_string(),
-        "compression.type" => "producer".into(),
+        "compression.type" => broker
+            .raw
+            .get("compression.type")
+            .cloned()
+            .unwrap_or_else(|| "producer".into()),
         "delete.retention.ms" => d.delete_retention_ms.to_string(),
         "file.delete.delay.ms" => "60000".into(),
         "flush.messages" => clamp_u64(d.flush_interval_messages),
@@ -608,6 +612,16 @@ fn log_config_from(
         if let Some(v) = get(k) {
             *field = parse_val(k, v)?;
         }
+    }
+    if let Some(v) = get("compression.type") {
+        c.compression_type =
+            skein_storage::recompress::parse_compression_type(v).ok_or_else(|| {
+                ConfigError::Value {
+                    key: "compression.type".into(),
+                    value: v.into(),
+                    reason: "must be one of uncompressed, zstd, lz4, snappy, gzip, producer".into(),
+                }
+            })?;
     }
     if let Some(v) = get(key(
         "delete.retention.ms",

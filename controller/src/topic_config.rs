@@ -66,7 +66,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "compression.type",
         "compression.type",
         OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
-        false,
+        true,
     ),
     def(
         "delete.retention.ms",

@@ -9,8 +9,11 @@ which had one or more invalid records"; librdkafka fails the batch with the part
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
+
+import pytest
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -114,3 +117,31 @@ def test_delete_records_answers_the_low_watermark(broker, topic):
         assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (6, 10)
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("topic_codec,stored", [("lz4", "lz4"), ("uncompressed", "none"), ("producer", "gzip")])
+def test_topic_compression_type_is_how_batches_are_stored(broker, topic, topic_codec, stored):
+    """A topic's compression.type other than `producer` makes the broker store every batch with
+    that codec whatever the producer used (Kafka's DumpLogSegments reads the codec back from the
+    segment file); consumers read the same records either way."""
+    create(broker.bootstrap, topic, {"compression.type": topic_codec})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "gzip", "linger.ms": 20,
+                  "enable.idempotence": True})
+    for i in range(50):
+        p.produce(topic, key=f"k{i}".encode(), value=(f"value-{i}-" + "x" * 100).encode(), partition=0)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 50 and time.monotonic() < deadline:
+        m = c.poll(1)
+        if m is not None and not m.error():
+            got.append(m.value().decode())
+    c.close()
+    assert got == [f"value-{i}-" + "x" * 100 for i in range(50)]
+    segment = next((broker.data_dir / f"{topic}-0").glob("*.log"))
+    out = util.kafka_tool("kafka.tools.DumpLogSegments", "--files", str(segment)).stdout.decode()
+    codecs = set(re.findall(r"compresscodec: (\w+)", out))
+    assert codecs == {stored}, out[-2000:]

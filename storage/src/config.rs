@@ -45,6 +45,9 @@ pub struct LogConfig {
     pub message_timestamp_before_max_ms: i64,
     /// `message.timestamp.after.max.ms`: how far in the future it may be.
     pub message_timestamp_after_max_ms: i64,
+    /// `compression.type`: `None` (`producer`) keeps each batch as sent; a
+    /// codec makes the leader store every batch with it.
+    pub compression_type: Option<kafka_protocol::records::Compression>,
 }
 
 impl Default for LogConfig {
@@ -70,6 +73,7 @@ impl Default for LogConfig {
             message_timestamp_type: TimestampType::CreateTime,
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: i64::MAX,
+            compression_type: None,
         }
     }
 }

@@ -21,6 +21,7 @@ mod log_txn;
 mod offset_index;
 pub mod producer_state;
 mod read_pool;
+pub mod recompress;
 pub mod record_decode;
 mod recovery;
 mod retention;
