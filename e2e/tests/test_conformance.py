@@ -145,3 +145,31 @@ def test_topic_compression_type_is_how_batches_are_stored(broker, topic, topic_c
     out = util.kafka_tool("kafka.tools.DumpLogSegments", "--files", str(segment)).stdout.decode()
     codecs = set(re.findall(r"compresscodec: (\w+)", out))
     assert codecs == {stored}, out[-2000:]
+
+
+def test_kip848_regex_subscription_is_resolved_by_the_broker(group_broker, topic):
+    """A KIP-848 consumer (group.protocol=consumer) subscribing with a regular expression: the
+    group coordinator resolves it over the topics (librdkafka sends the pattern), so records of
+    every matching topic arrive and a topic outside the pattern is left alone."""
+    b = group_broker.bootstrap
+    matching = [f"{topic}-a", f"{topic}-b"]
+    for t in matching + [f"x{topic}"]:
+        create(b, t, {})
+    p = Producer({"bootstrap.servers": b})
+    for t in matching + [f"x{topic}"]:
+        for i in range(5):
+            p.produce(t, value=f"{t}/{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": b, "group.id": f"g-{topic}", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([f"^{re.escape(topic)}-.*"])
+    got = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < 10 and time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is not None and not m.error():
+                got.add(m.value().decode())
+    finally:
+        c.close()
+    assert got == {f"{t}/{i}" for t in matching for i in range(5)}, sorted(got)

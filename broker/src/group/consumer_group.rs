@@ -186,12 +186,7 @@ impl ConsumerGroup {
             .as_deref()
             .and_then(|r| regex::Regex::new(&format!("^(?:{r})$")).ok())
         {
-            out.extend(
-                topics
-                    .keys()
-                    .filter(|t| !t.starts_with("__") && re.is_match(t))
-                    .cloned(),
-            );
+            out.extend(topics.keys().filter(|t| re.is_match(t)).cloned());
         }
         out
     }

@@ -217,3 +217,25 @@ fn regex_subscription_matches_whole_names() {
     assert_eq!(a.len(), 1);
     assert!(a.contains_key(&Uuid::from_bytes([1; 16])));
 }
+
+/// As Kafka's coordinator: a regular expression resolves over every topic
+/// it is given, internal ones included when the pattern matches them.
+#[test]
+fn regex_subscription_matches_internal_topics_too() {
+    let c = cfg();
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    let t = Topics::from([
+        (
+            "__consumer_offsets".to_string(),
+            (Uuid::from_bytes([1; 16]), 2),
+        ),
+        ("orders".to_string(), (Uuid::from_bytes([2; 16]), 1)),
+    ]);
+    let mut j = join("a", None);
+    j.subscribed_topic_names = Some(vec![]);
+    j.subscribed_topic_regex = Some("__consumer.*".into());
+    let r = g.heartbeat(j, &t, &c, 0, &mut id).unwrap();
+    let a = r.assignment.unwrap();
+    assert_eq!(a.keys().collect::<Vec<_>>(), [&Uuid::from_bytes([1; 16])]);
+}

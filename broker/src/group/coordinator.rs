@@ -675,13 +675,17 @@ impl GroupCoordinator {
         Ok(out)
     }
 
+    /// A ConsumerGroupHeartbeat. `visible` says which topics the member
+    /// may see (Describe): a regex subscription resolves only to those.
     pub fn consumer_heartbeat(
         &self,
         broker: &Broker,
         group: &str,
         hb: Heartbeat,
+        visible: &dyn Fn(&str) -> bool,
     ) -> Result<HeartbeatReply, HeartbeatError> {
-        let topics = topics_view(broker);
+        let mut topics = topics_view(broker);
+        topics.retain(|name, _| visible(name));
         let now = now_ms();
         let mut st = self.lock();
         if let Some(g) = st.classic.get(group) {
@@ -857,13 +861,15 @@ impl GroupCoordinator {
 }
 
 /// Topics consumer groups may subscribe to: name → (id, partitions).
+/// Every topic, internal ones included, as KIP-848 subscriptions resolve
+/// against them (Kafka resolves names and regular expressions over the
+/// whole metadata image).
 pub fn topics_view(broker: &Broker) -> Topics {
     broker
         .metadata
         .image()
         .topics
         .values()
-        .filter(|t| !t.is_internal())
         .map(|t| (t.name.clone(), (t.id, t.partitions.len() as i32)))
         .collect()
 }

@@ -71,7 +71,13 @@ pub fn heartbeat(
         client_id: client_id.to_string(),
         client_host: client_host(),
     };
-    match broker.groups.consumer_heartbeat(broker, &group, hb) {
+    // Topics a regular expression may resolve to: those this principal may
+    // describe (named ones were checked above).
+    let visible = |t: &str| authz.topic(AclOperation::Describe, t);
+    match broker
+        .groups
+        .consumer_heartbeat(broker, &group, hb, &visible)
+    {
         Ok(r) => {
             resp.member_id = Some(strb(r.member_id));
             resp.member_epoch = r.member_epoch;
