@@ -129,6 +129,9 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     pub message_max_bytes: u64,
     pub socket_request_max_bytes: usize,
+    /// `connections.max.idle.ms`: a client connection with no request for
+    /// this long is closed (Kafka's default, 10 minutes).
+    pub connections_max_idle_ms: u64,
     /// `max.connections`, `max.connections.per.ip(.overrides)`.
     pub connection_limits: crate::connection_quotas::ConnectionLimits,
     pub log_retention_check_interval_ms: u64,
@@ -266,6 +269,7 @@ impl BrokerConfig {
             auto_create_topics_enable: boolean(&raw, "auto.create.topics.enable", true)?,
             message_max_bytes: log_defaults.max_message_bytes,
             socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
+            connections_max_idle_ms: num(&raw, "connections.max.idle.ms", 600_000u64)?,
             connection_limits: crate::connection_quotas::ConnectionLimits::from_config(&raw)?,
             log_retention_check_interval_ms: num(&raw, "log.retention.check.interval.ms", 300_000)?,
             log_cleaner_enable: boolean(&raw, "log.cleaner.enable", true)?,

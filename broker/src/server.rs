@@ -191,6 +191,7 @@ async fn handle_connection(
         session.set_principal(p);
     }
     let max = broker.config.socket_request_max_bytes;
+    let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
     let mut stopped = broker.stopped();
     loop {
         let size = tokio::select! {
@@ -201,6 +202,13 @@ async fn handle_connection(
             },
             // The broker stopped: close instead of serving from a dead broker.
             _ = stopped.wait_for(|s| *s) => return Ok(()),
+            // connections.max.idle.ms without a request: closed, as Kafka's
+            // selector closes idle connections (clients reconnect when they
+            // need to).
+            _ = tokio::time::sleep(idle) => {
+                debug!(%peer, idle_ms = broker.config.connections_max_idle_ms, "closing idle connection");
+                return Ok(());
+            }
         };
         // A bare SASL token (after a v0 handshake) may be shorter than a
         // request header.

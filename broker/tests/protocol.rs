@@ -470,3 +470,26 @@ async fn describe_topic_partitions_pages_with_a_cursor() {
         ResponseError::UnknownTopicOrPartition.code()
     );
 }
+
+/// connections.max.idle.ms: a connection without a request for that long is
+/// closed; one that keeps sending requests stays open.
+#[tokio::test]
+async fn idle_connections_are_closed_after_connections_max_idle_ms() {
+    let b = TestBroker::start(&["connections.max.idle.ms=600"]).await;
+    let mut idle = b.client().await;
+    let mut busy = b.client().await;
+    let req = ApiVersionsRequest::default();
+    idle.call(&req, 3).await.unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1_500) {
+        busy.call(&req, 3)
+            .await
+            .expect("a busy connection stays open");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        idle.is_closed().await,
+        "an idle connection outlived connections.max.idle.ms"
+    );
+    busy.call(&req, 3).await.unwrap();
+}

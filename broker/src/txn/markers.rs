@@ -177,27 +177,37 @@ async fn send(
 
     let channel = broker.txns.markers.channel(leader);
     let mut conn = channel.lock().await;
-    if conn.is_none() {
-        let client_id = format!("skein-broker-{}-txn-markers", broker.config.node_id);
-        match BrokerClient::connect(&addr, client_id, &broker.config.inter_broker_security).await {
-            Ok(c) => *conn = Some(c),
-            Err(e) => {
-                debug!(leader, %addr, error = %e, "cannot connect to send markers");
-                return failed(ResponseError::NetworkException);
+    // A kept connection may have been closed by the leader meanwhile
+    // (connections.max.idle.ms): one more try on a fresh one.
+    let mut reused = conn.is_some();
+    let resp = loop {
+        if conn.is_none() {
+            let client_id = format!("skein-broker-{}-txn-markers", broker.config.node_id);
+            match BrokerClient::connect(&addr, client_id, &broker.config.inter_broker_security)
+                .await
+            {
+                Ok(c) => *conn = Some(c),
+                Err(e) => {
+                    debug!(leader, %addr, error = %e, "cannot connect to send markers");
+                    return failed(ResponseError::NetworkException);
+                }
             }
         }
-    }
-    let call = conn.as_mut().expect("connected").call(&req, 1);
-    let resp = match tokio::time::timeout(Duration::from_secs(30), call).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
-            debug!(leader, error = %e, "WriteTxnMarkers failed");
-            *conn = None;
-            return failed(ResponseError::NetworkException);
-        }
-        Err(_) => {
-            *conn = None;
-            return failed(ResponseError::RequestTimedOut);
+        let call = conn.as_mut().expect("connected").call(&req, 1);
+        match tokio::time::timeout(Duration::from_secs(30), call).await {
+            Ok(Ok(r)) => break r,
+            Ok(Err(e)) => {
+                debug!(leader, error = %e, "WriteTxnMarkers failed");
+                *conn = None;
+                if std::mem::take(&mut reused) {
+                    continue;
+                }
+                return failed(ResponseError::NetworkException);
+            }
+            Err(_) => {
+                *conn = None;
+                return failed(ResponseError::RequestTimedOut);
+            }
         }
     };
     let mut out = Vec::new();
