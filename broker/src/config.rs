@@ -491,7 +491,7 @@ pub fn effective_topic_config(
             .cloned()
             .unwrap_or_else(|| "producer".into()),
         "delete.retention.ms" => d.delete_retention_ms.to_string(),
-        "file.delete.delay.ms" => "60000".into(),
+        "file.delete.delay.ms" => d.file_delete_delay_ms.to_string(),
         "flush.messages" => clamp_u64(d.flush_interval_messages),
         "flush.ms" => clamp_u64(d.flush_interval_ms),
         "index.interval.bytes" => d.index_interval_bytes.to_string(),
@@ -605,6 +605,11 @@ fn log_config_from(
             "min.compaction.lag.ms",
             "log.cleaner.min.compaction.lag.ms",
             &mut c.min_compaction_lag_ms,
+        ),
+        (
+            "file.delete.delay.ms",
+            "log.segment.delete.delay.ms",
+            &mut c.file_delete_delay_ms,
         ),
         (
             "max.compaction.lag.ms",

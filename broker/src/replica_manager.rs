@@ -331,6 +331,10 @@ impl ReplicaManager {
                 if let Err(e) = log.maybe_flush(now_ms) {
                     warn!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
                 }
+                // Segments deleted file.delete.delay.ms ago.
+                if let Err(e) = log.delete_retired(now_ms) {
+                    warn!(topic = %p.topic, partition = p.index, error = %e, "removing deleted segments failed");
+                }
                 if retention && log.config().cleanup_policy.delete {
                     match log.enforce_retention_up_to(now_ms, hw) {
                         Ok(n) if n > 0 => {

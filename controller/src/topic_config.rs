@@ -78,7 +78,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "file.delete.delay.ms",
         "log.segment.delete.delay.ms",
         Long { min: 0 },
-        false,
+        true,
     ),
     def(
         "flush.messages",

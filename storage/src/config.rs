@@ -45,6 +45,9 @@ pub struct LogConfig {
     pub message_timestamp_before_max_ms: i64,
     /// `message.timestamp.after.max.ms`: how far in the future it may be.
     pub message_timestamp_after_max_ms: i64,
+    /// `file.delete.delay.ms`: how long a segment deleted by retention or
+    /// DeleteRecords stays on disk as `.deleted` files (0: removed at once).
+    pub file_delete_delay_ms: i64,
     /// `compression.type`: `None` (`producer`) keeps each batch as sent; a
     /// codec makes the leader store every batch with it.
     pub compression_type: Option<kafka_protocol::records::Compression>,
@@ -74,6 +77,7 @@ impl Default for LogConfig {
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: i64::MAX,
             compression_type: None,
+            file_delete_delay_ms: 60_000,
         }
     }
 }

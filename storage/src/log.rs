@@ -98,6 +98,9 @@ pub struct Log {
     pub(crate) last_flush_ms: i64,
     /// Idempotent producers' sequence state.
     pub(crate) producer_state: ProducerStateManager,
+    /// Files of deleted segments, renamed `.deleted`, and when to remove
+    /// them (`file.delete.delay.ms`); leftovers go at the next open.
+    pub(crate) retired: Vec<(i64, Vec<PathBuf>)>,
 }
 
 /// Validated batches of one append: each header with its position in the buffer.

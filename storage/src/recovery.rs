@@ -226,6 +226,7 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             producer_state: crate::producer_state::ProducerStateManager::new(),
+            retired: Vec::new(),
         };
         log.rebuild_producer_state(now_ms)?;
         // Whatever recovery read back is now made durable, so the recovery

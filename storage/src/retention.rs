@@ -99,6 +99,24 @@ impl Log {
         Ok(self.log_start_offset)
     }
 
+    /// Removes the `.deleted` files whose `file.delete.delay.ms` is over
+    /// (all of them with `now_ms` = `i64::MAX`); returns how many segments.
+    pub fn delete_retired(&mut self, now_ms: i64) -> Result<usize, StorageError> {
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retired)
+            .into_iter()
+            .partition(|(at, _)| *at <= now_ms);
+        self.retired = keep;
+        for (_, files) in &due {
+            for f in files {
+                match std::fs::remove_file(f) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                    _ => {}
+                }
+            }
+        }
+        Ok(due.len())
+    }
+
     pub(crate) fn set_log_start_offset(&mut self, offset: i64) -> Result<(), StorageError> {
         self.log_start_offset = offset;
         checkpoint::write(&self.dir.join(LOG_START_OFFSET_FILE), offset)?;
@@ -117,9 +135,16 @@ impl Log {
             self.roll(self.log_end_offset)?;
         }
         let doomed: Vec<LogSegment> = self.segments.drain(..count).collect();
+        let delay = self.config.file_delete_delay_ms;
         for segment in doomed {
             tracing::info!(segment = %segment.log_path().display(), "deleting segment");
-            segment.delete()?;
+            if delay > 0 {
+                let due = wall_clock_ms().saturating_add(delay);
+                let files = segment.retire(&self.dir)?;
+                self.retired.push((due, files));
+            } else {
+                segment.delete()?;
+            }
         }
         sync_dir(&self.dir)?;
         let first_base = self.segments[0].base_offset();
@@ -140,4 +165,11 @@ impl Log {
             .count();
         self.delete_oldest_segments(count)
     }
+}
+
+/// The wall clock in milliseconds (when a retired segment's files are due).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -777,6 +777,24 @@ impl LogSegment {
         }
     }
 
+    /// Kafka's asynchronous delete: the files are renamed `<name>.deleted`
+    /// now and removed later (`file.delete.delay.ms`), so a reader that has
+    /// them open is not cut off. Returns the renamed paths.
+    pub(crate) fn retire(mut self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let deleted = crate::recovery::DELETED;
+        self.rename_files(dir, "", deleted)?;
+        let base = self.base_offset;
+        Ok([
+            LOG_SUFFIX,
+            INDEX_SUFFIX,
+            TIME_INDEX_SUFFIX,
+            TXN_INDEX_SUFFIX,
+        ]
+        .iter()
+        .map(|suffix| file_path(dir, base, suffix, deleted))
+        .collect())
+    }
+
     /// Removes the segment's files.
     pub(crate) fn delete(mut self) -> io::Result<()> {
         self.offset_index.file().delete()?;

@@ -47,6 +47,50 @@ fn retention_by_time_deletes_expired_segments_but_keeps_the_active_one() {
     assert_eq!(log.log_start_offset(), 24);
 }
 
+/// file.delete.delay.ms: a segment deleted by retention leaves `.deleted`
+/// files (a reader holding them is not cut off) that go once the delay is
+/// over, or at the next open; with 0 they go at once.
+#[test]
+fn deleted_segments_stay_as_deleted_files_for_file_delete_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        retention_ms: 7 * DAY,
+        file_delete_delay_ms: 60_000,
+        ..config()
+    };
+    let mut log = log_with_aged_segments(dir.path(), cfg.clone());
+    assert_eq!(log.enforce_retention(9 * DAY + DAY / 2).unwrap(), 3);
+    let deleted = |base: i64, suffix: &str| dir.path().join(format!("{base:020}.{suffix}.deleted"));
+    for base in [0, 8, 16] {
+        assert!(!seg(dir.path(), base, "log").exists());
+        assert!(deleted(base, "log").exists() && deleted(base, "index").exists());
+    }
+    assert_eq!(log.delete_retired(0).unwrap(), 0, "not due yet");
+    assert!(deleted(0, "log").exists());
+    assert_eq!(log.delete_retired(i64::MAX).unwrap(), 3);
+    assert!(!deleted(0, "log").exists() && !deleted(16, "timeindex").exists());
+
+    // Left over when the broker stops: removed when the log opens again.
+    assert_eq!(log.enforce_retention(10 * DAY + DAY / 2).unwrap(), 1);
+    assert!(deleted(24, "log").exists());
+    drop(log);
+    let log = Log::open(dir.path(), cfg.clone(), 0).unwrap();
+    assert!(!deleted(24, "log").exists());
+    assert_eq!(log.log_start_offset(), 32);
+
+    // file.delete.delay.ms=0: removed at once.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = log_with_aged_segments(
+        dir.path(),
+        LogConfig {
+            file_delete_delay_ms: 0,
+            ..cfg
+        },
+    );
+    assert_eq!(log.enforce_retention(9 * DAY + DAY / 2).unwrap(), 3);
+    assert!(!dir.path().join(format!("{:020}.log.deleted", 0)).exists());
+}
+
 #[test]
 fn fully_expired_log_rolls_and_deletes_the_active_segment() {
     let dir = tempfile::tempdir().unwrap();
