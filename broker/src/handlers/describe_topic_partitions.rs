@@ -137,13 +137,7 @@ fn partition_entry(
     // Skein keeps no last known ELR (Kafka's record of the ELR members when
     // the ELR emptied); the field is present and empty.
     out.last_known_elr = Some(Vec::new());
-    out.offline_replicas = p
-        .replicas
-        .iter()
-        .filter(|r| !alive(r))
-        .copied()
-        .map(BrokerId)
-        .collect();
+    out.offline_replicas = super::metadata::offline_replicas(image, &p.replicas);
     if p.leader >= 0 && alive(&p.leader) {
         out.leader_id = BrokerId(p.leader);
     } else {

@@ -142,8 +142,17 @@ fn error_entry(name: Option<String>, id: Uuid, code: ResponseError) -> MetadataR
     t
 }
 
+/// The replicas on brokers that are not alive (fenced or gone).
+pub(super) fn offline_replicas(image: &ClusterView, replicas: &[i32]) -> Vec<BrokerId> {
+    replicas
+        .iter()
+        .filter(|r| !image.brokers.get(r).is_some_and(|b| b.alive))
+        .copied()
+        .map(BrokerId)
+        .collect()
+}
+
 fn topic_entry(t: &TopicView, image: &ClusterView) -> MetadataResponseTopic {
-    let alive = |id: &i32| image.brokers.get(id).is_some_and(|b| b.alive);
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(strb(t.name.clone())));
     out.topic_id = t.id;
@@ -161,13 +170,7 @@ fn topic_entry(t: &TopicView, image: &ClusterView) -> MetadataResponseTopic {
             mp.replica_nodes = p.replicas.iter().copied().map(BrokerId).collect();
             mp.isr_nodes = p.isr.iter().copied().map(BrokerId).collect();
             // Replicas on brokers that are down (Metadata v5+).
-            mp.offline_replicas = p
-                .replicas
-                .iter()
-                .filter(|r| !alive(r))
-                .copied()
-                .map(BrokerId)
-                .collect();
+            mp.offline_replicas = offline_replicas(image, &p.replicas);
             if p.leader < 0 {
                 mp.error_code = ResponseError::LeaderNotAvailable.code();
             }

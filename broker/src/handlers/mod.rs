@@ -13,6 +13,7 @@ pub mod admin;
 pub mod api_versions;
 pub mod configs;
 pub mod consumer_group;
+pub mod delete_records;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
@@ -195,7 +196,7 @@ async fn dispatch(
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, r))
         }
         RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(admin::delete_records(broker, r).await)
+            ResponseKind::DeleteRecords(delete_records::handle(broker, r).await)
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(configs::describe(broker, r))
