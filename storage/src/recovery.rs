@@ -20,16 +20,13 @@ use crate::leader_epoch::{LeaderEpochCache, LEADER_EPOCH_FILE};
 use crate::log::{
     Log, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
-use crate::segment::{file_path, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::segment::{file_path, LogSegment, DELETED, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use crate::txn_index::TXN_INDEX_SUFFIX;
 
 /// Suffix of compaction output still being written.
 pub(crate) const CLEANED: &str = ".cleaned";
 /// Suffix of complete compaction output waiting to replace the live segment.
 pub(crate) const SWAP: &str = ".swap";
-/// Suffix of a segment scheduled for deletion.
-pub(crate) const DELETED: &str = ".deleted";
-
 /// A file name split into (base offset, kind, extra suffix).
 fn parse_name(name: &str) -> Option<(i64, &str, &str)> {
     let (base, rest) = name.split_once('.')?;

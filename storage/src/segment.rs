@@ -23,6 +23,8 @@ use crate::txn_index::{AbortedTxn, TxnIndex, TXN_INDEX_SUFFIX};
 
 /// File extension of the record data.
 pub(crate) const LOG_SUFFIX: &str = "log";
+/// Suffix of a deleted segment's files until `file.delete.delay.ms` is over.
+pub(crate) const DELETED: &str = ".deleted";
 /// File extension of the offset index.
 pub(crate) const INDEX_SUFFIX: &str = "index";
 /// File extension of the time index.
@@ -781,7 +783,7 @@ impl LogSegment {
     /// now and removed later (`file.delete.delay.ms`), so a reader that has
     /// them open is not cut off. Returns the renamed paths.
     pub(crate) fn retire(mut self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        let deleted = crate::recovery::DELETED;
+        let deleted = DELETED;
         self.rename_files(dir, "", deleted)?;
         let base = self.base_offset;
         Ok([
