@@ -373,12 +373,6 @@ impl Partition {
             }
             let (info, leo) = {
                 let mut log = self.log.write().expect("log lock");
-                // compression.type other than `producer`: stored re-encoded.
-                let mut recompressed = log.recompressed(records)?;
-                let records = match recompressed.as_deref_mut() {
-                    Some(r) => r,
-                    None => records,
-                };
                 // The log applies the flush policy (flush.messages / flush.ms) itself.
                 let info = log.append_as_leader(records, st.leader_epoch, now_ms)?;
                 (info, log.log_end_offset())

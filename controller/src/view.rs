@@ -157,6 +157,11 @@ impl ClusterView {
     pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerView> {
         self.brokers.values().filter(|b| b.alive)
     }
+
+    /// Whether broker `id` is registered and not fenced.
+    pub fn is_alive(&self, id: i32) -> bool {
+        self.brokers.get(&id).is_some_and(|b| b.alive)
+    }
 }
 
 /// 16 bytes as Kafka prints cluster, topic and directory ids: URL-safe

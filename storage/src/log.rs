@@ -227,16 +227,6 @@ impl Log {
             .expect("a log always has a segment")
     }
 
-    /// The producer's batches as this topic stores them: re-encoded with
-    /// `compression.type`'s codec when it names one and a batch has another
-    /// (`None`: store them as sent).
-    pub fn recompressed(&self, records: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        match self.config.compression_type {
-            Some(target) => crate::recompress::recompress(records, target),
-            None => Ok(None),
-        }
-    }
-
     /// The record-level checks of a producer's batch (Kafka's LogValidator,
     /// KIP-467): on a compacted topic every record needs a key (and the
     /// batch dense offset deltas); under CreateTime every timestamp must lie

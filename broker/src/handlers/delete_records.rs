@@ -73,8 +73,7 @@ async fn wait_low_watermark(
         tokio::pin!(changed);
         changed.as_mut().enable();
         let image = broker.metadata.image();
-        let alive = |id: i32| image.brokers.get(&id).is_some_and(|b| b.alive);
-        let low = part.low_watermark(alive)?;
+        let low = part.low_watermark(|id| image.is_alive(id))?;
         if low >= target {
             return Ok(low);
         }

@@ -127,7 +127,6 @@ fn partition_entry(
     p: &skein_controller::view::PartitionView,
 ) -> DescribeTopicPartitionsResponsePartition {
     let ids = |v: &[i32]| v.iter().copied().map(BrokerId).collect::<Vec<_>>();
-    let alive = |id: &i32| image.brokers.get(id).is_some_and(|b| b.alive);
     let mut out = DescribeTopicPartitionsResponsePartition::default();
     out.partition_index = index as i32;
     out.leader_epoch = p.leader_epoch;
@@ -138,7 +137,7 @@ fn partition_entry(
     // the ELR emptied); the field is present and empty.
     out.last_known_elr = Some(Vec::new());
     out.offline_replicas = super::metadata::offline_replicas(image, &p.replicas);
-    if p.leader >= 0 && alive(&p.leader) {
+    if image.is_alive(p.leader) {
         out.leader_id = BrokerId(p.leader);
     } else {
         out.leader_id = BrokerId(-1);

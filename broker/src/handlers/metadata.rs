@@ -146,7 +146,7 @@ fn error_entry(name: Option<String>, id: Uuid, code: ResponseError) -> MetadataR
 pub(super) fn offline_replicas(image: &ClusterView, replicas: &[i32]) -> Vec<BrokerId> {
     replicas
         .iter()
-        .filter(|r| !image.brokers.get(r).is_some_and(|b| b.alive))
+        .filter(|r| !image.is_alive(**r))
         .copied()
         .map(BrokerId)
         .collect()

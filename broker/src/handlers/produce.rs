@@ -299,8 +299,15 @@ fn append_batch(
     let part = broker.replicas.get_or_err(topic, partition)?;
     let epoch = part.leader_epoch();
     // The offsets are written into the batch headers, so the batches need a
-    // private mutable copy; everything else stays byte-for-byte as sent.
-    let mut buf = BytesMut::from(&records[..]);
+    // private mutable copy; everything else stays byte-for-byte as sent,
+    // unless the topic's compression.type names another codec: then they
+    // are re-encoded here, before the partition's locks are taken.
+    let target = part.with_log(|l| l.config().compression_type);
+    let recompressed = match target {
+        Some(codec) => skein_storage::recompress::recompress(&records, codec)?,
+        None => None,
+    };
+    let mut buf = BytesMut::from(recompressed.as_deref().unwrap_or(&records[..]));
     let info = part
         .append_as_leader(&mut buf, acks_all, now_ms())
         .inspect_err(|e| log_storage_error(broker, topic, partition, e))?;
@@ -321,7 +328,7 @@ fn append_batch(
         .metrics
         .bytes_in
         .with_label_values(&[topic])
-        .inc_by(buf.len() as u64);
+        .inc_by(records.len() as u64);
     broker
         .metrics
         .records_in
