@@ -39,6 +39,8 @@ pub struct Broker {
     /// Repeated warnings (refused ISR changes, storage errors) are logged
     /// once per partition every 10 s.
     pub log_throttle: crate::log_throttle::LogThrottle,
+    /// Incremental fetch sessions (KIP-227).
+    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Runs its own controller (a single-node cluster, Kafka's combined
     /// mode) rather than sharing one with other brokers.
     combined: bool,
@@ -172,6 +174,10 @@ impl Broker {
         let quotas = crate::quotas::QuotaManager::new(&metrics.registry);
         let connection_quotas =
             crate::connection_quotas::ConnectionQuotas::new(config.connection_limits.clone());
+        let fetch_sessions = crate::fetch_session::FetchSessionCache::new(
+            config.fetch_session_cache_slots,
+            &metrics.registry,
+        );
         let broker = Arc::new(Self {
             metadata,
             config,
@@ -183,6 +189,7 @@ impl Broker {
             quotas,
             connection_quotas,
             log_throttle: crate::log_throttle::LogThrottle::new(Duration::from_secs(10)),
+            fetch_sessions,
             combined,
             tasks: Mutex::new(Vec::new()),
             stopped: watch::channel(false).0,

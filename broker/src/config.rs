@@ -132,6 +132,9 @@ pub struct BrokerConfig {
     /// `connections.max.idle.ms`: a client connection with no request for
     /// this long is closed (Kafka's default, 10 minutes).
     pub connections_max_idle_ms: u64,
+    /// `max.incremental.fetch.session.cache.slots`: fetch sessions (KIP-227)
+    /// kept; 0 turns them off.
+    pub fetch_session_cache_slots: usize,
     /// `max.connections`, `max.connections.per.ip(.overrides)`.
     pub connection_limits: crate::connection_quotas::ConnectionLimits,
     pub log_retention_check_interval_ms: u64,
@@ -270,6 +273,11 @@ impl BrokerConfig {
             message_max_bytes: log_defaults.max_message_bytes,
             socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
             connections_max_idle_ms: num(&raw, "connections.max.idle.ms", 600_000u64)?,
+            fetch_session_cache_slots: num(
+                &raw,
+                "max.incremental.fetch.session.cache.slots",
+                1000usize,
+            )?,
             connection_limits: crate::connection_quotas::ConnectionLimits::from_config(&raw)?,
             log_retention_check_interval_ms: num(&raw, "log.retention.check.interval.ms", 300_000)?,
             log_cleaner_enable: boolean(&raw, "log.cleaner.enable", true)?,
@@ -506,7 +514,7 @@ pub fn effective_topic_config(
         "min.cleanable.dirty.ratio" => d.min_cleanable_dirty_ratio.to_string(),
         "min.compaction.lag.ms" => d.min_compaction_lag_ms.to_string(),
         "min.insync.replicas" => broker.min_insync_replicas.to_string(),
-        "preallocate" => "false".into(),
+        "preallocate" => d.preallocate.to_string(),
         "retention.bytes" => d.retention_bytes.to_string(),
         "retention.ms" => d.retention_ms.to_string(),
         "segment.bytes" => d.segment_bytes.to_string(),
@@ -621,6 +629,9 @@ fn log_config_from(
         if let Some(v) = get(k) {
             *field = parse_val(k, v)?;
         }
+    }
+    if let Some(v) = get(key("preallocate", "log.preallocate")) {
+        c.preallocate = parse_val(key("preallocate", "log.preallocate"), v)?;
     }
     if let Some(v) = get("compression.type") {
         c.compression_type =

@@ -10,6 +10,7 @@ pub mod clean_shutdown;
 pub mod config;
 pub mod connection_quotas;
 pub mod error;
+pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod inter_broker;

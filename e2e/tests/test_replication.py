@@ -454,3 +454,58 @@ def test_kafka_reassign_partitions_moves_a_partition(cluster, topic, tmp_path):
     w.halt.set()
     w.join(200)
     verify_acked(w.acked, consume_all(cluster, topic, 1))
+
+
+def session_metrics(c: LocalCluster, broker_id: int) -> tuple[float, float]:
+    """(fetch sessions cached, incremental fetches answered) of one broker."""
+    import re
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{c.metrics_port + broker_id - 1}/metrics",
+                                  timeout=10).read().decode()
+    sessions = re.search(r"^skein_fetch_sessions (\S+)$", text, re.M)
+    incremental = re.search(r'^skein_fetch_session_requests_total\{kind="incremental"\} (\S+)$', text, re.M)
+    return (float(sessions[1]) if sessions else 0.0, float(incremental[1]) if incremental else 0.0)
+
+
+def test_followers_fetch_through_incremental_sessions(cluster, topic):
+    """KIP-227 between brokers: each follower keeps one fetch session with each leader, so every
+    broker (leading a third of 12 partitions) holds the sessions of its two followers and answers
+    their idle long polls incrementally. A SIGKILLed broker comes back with no sessions; once it
+    leads again its followers open new ones, and every replica is back in sync, holding every
+    acknowledged record."""
+    create_topic(cluster, topic, 12)
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "log_level": 3})
+    for i in range(600):
+        p.produce(topic, f"rec-{i:08d}".encode(), partition=i % 12)
+    assert p.flush(60) == 0
+    wait_in_sync(cluster, topic)
+
+    def sessions_everywhere():
+        return all(session_metrics(cluster, b)[0] >= 2 for b in (1, 2, 3))
+
+    util.wait_until(sessions_everywhere, 30, "two follower sessions on every broker")
+    before = [session_metrics(cluster, b)[1] for b in (1, 2, 3)]
+    time.sleep(3)  # idle: followers long-poll (replica.fetch.wait.max.ms 500) through their sessions
+    after = [session_metrics(cluster, b)[1] for b in (1, 2, 3)]
+    assert all(a - b >= 4 for a, b in zip(after, before)), (before, after)
+
+    victim = leader_of(cluster, topic, 0)
+    cluster.signal_broker(victim, signal.SIGKILL)
+    util.wait_until(lambda: leader_of(cluster, topic, 0) != victim, 30, "a new leader")
+    for i in range(600, 900):
+        p.produce(topic, f"rec-{i:08d}".encode(), partition=i % 12)
+    assert p.flush(60) == 0
+    wait_in_sync(cluster, topic)
+    # Leadership returns to the restarted broker (preferred election); its followers open new
+    # sessions with it.
+    from confluent_kafka import ElectionType, TopicPartition
+    fut = admin_client(cluster).elect_leaders(ElectionType.PREFERRED,
+                                              [TopicPartition(topic, i) for i in range(12)])
+    fut.result(30)
+    util.wait_until(lambda: any(leader_of(cluster, topic, i) == victim for i in range(12)), 30,
+                    "the restarted broker leads again")
+    util.wait_until(sessions_everywhere, 30, "sessions opened on the restarted broker")
+    got = consume_all(cluster, topic, 12)
+    values = sorted(v for recs in got.values() for _, v in recs)
+    assert values == [f"rec-{i:08d}".encode() for i in range(900)]

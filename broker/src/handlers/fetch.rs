@@ -8,6 +8,7 @@
 //! fetch offset is their progress (it moves the high watermark and the ISR),
 //! and a divergent log is answered with the epoch to truncate to.
 
+use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use super::strb;
 use crate::authorizer::{topic_denied, Authz};
 use crate::broker::Broker;
 use crate::error::ApiError;
+use crate::fetch_session::{Outcome, Reported};
 use crate::partition::{FollowerFetch, Partition};
 
 /// One requested partition, resolved once per request.
@@ -78,64 +80,71 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         (req.max_bytes as usize).min(limit)
     };
 
+    // KIP-227: the session decides which partitions this fetch reads.
+    let plan = match broker.fetch_sessions.begin(&req, version) {
+        Ok(plan) => plan,
+        Err(e) => {
+            let mut resp = FetchResponse::default();
+            resp.error_code = e.code();
+            return resp;
+        }
+    };
+
     // Resolve topics (by id from v13, by name before) and partitions once.
     let mut topics: Vec<(TopicName, Uuid, Option<String>)> = Vec::new();
-    let mut wanted: Vec<Wanted> = Vec::new();
+    let mut topic_index: HashMap<(TopicName, Uuid), (usize, bool)> = HashMap::new();
+    let mut wanted: Vec<Wanted> = Vec::with_capacity(plan.partitions.len());
     // Followers need ClusterAction; consumers Read on each topic, checked
     // before existence (by name) or after the id is resolved (by id).
     let authz = Authz::current(broker);
     let follower_denied = replica_id >= 0 && !authz.cluster(AclOperation::ClusterAction);
-    for ft in &req.topics {
-        let meta = if version >= 13 {
-            broker.metadata.topic_by_id(ft.topic_id)
-        } else {
-            broker.metadata.topic(&ft.topic)
-        };
-        let topic_idx = topics.len();
-        topics.push((
-            ft.topic.clone(),
-            ft.topic_id,
-            meta.as_ref().map(|m| m.name.clone()),
-        ));
-        let denied = follower_denied
-            || (replica_id < 0
-                && match (&meta, version >= 13) {
-                    (Some(m), _) => !authz.topic(AclOperation::Read, &m.name),
-                    (None, true) => false,
-                    (None, false) => !authz.topic(AclOperation::Read, &ft.topic.0),
-                });
-        for fp in &ft.partitions {
-            let part = match &meta {
-                _ if denied => Err(topic_denied()),
-                Some(m) => broker.replicas.get_or_err(&m.name, fp.partition),
-                None if version >= 13 => Err(ApiError::new(
-                    ResponseError::UnknownTopicId,
-                    "unknown topic id",
-                )),
-                None => Err(ApiError::new(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("topic '{}' does not exist", ft.topic.0),
-                )),
-            };
-            wanted.push(Wanted {
-                topic_idx,
-                partition: fp.partition,
-                fetch_offset: fp.fetch_offset,
-                max_bytes: fp.partition_max_bytes,
-                current_leader_epoch: fp.current_leader_epoch,
-                last_fetched_epoch: if version >= 12 {
-                    fp.last_fetched_epoch
+    let mut metas = HashMap::new();
+    for (key, state) in &plan.partitions {
+        let (topic_idx, denied) = *topic_index
+            .entry((key.topic.clone(), key.topic_id))
+            .or_insert_with(|| {
+                let meta = if version >= 13 {
+                    broker.metadata.topic_by_id(key.topic_id)
                 } else {
-                    -1
-                },
-                log_start_offset: if version >= 5 {
-                    fp.log_start_offset
-                } else {
-                    -1
-                },
-                part,
+                    broker.metadata.topic(&key.topic)
+                };
+                let denied = follower_denied
+                    || (replica_id < 0
+                        && match (&meta, version >= 13) {
+                            (Some(m), _) => !authz.topic(AclOperation::Read, &m.name),
+                            (None, true) => false,
+                            (None, false) => !authz.topic(AclOperation::Read, &key.topic.0),
+                        });
+                topics.push((
+                    key.topic.clone(),
+                    key.topic_id,
+                    meta.as_ref().map(|m| m.name.clone()),
+                ));
+                metas.insert(topics.len() - 1, meta);
+                (topics.len() - 1, denied)
             });
-        }
+        let part = match &metas[&topic_idx] {
+            _ if denied => Err(topic_denied()),
+            Some(m) => broker.replicas.get_or_err(&m.name, key.partition),
+            None if version >= 13 => Err(ApiError::new(
+                ResponseError::UnknownTopicId,
+                "unknown topic id",
+            )),
+            None => Err(ApiError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic '{}' does not exist", key.topic.0),
+            )),
+        };
+        wanted.push(Wanted {
+            topic_idx,
+            partition: key.partition,
+            fetch_offset: state.fetch_offset,
+            max_bytes: state.max_bytes,
+            current_leader_epoch: state.current_leader_epoch,
+            last_fetched_epoch: state.last_fetched_epoch,
+            log_start_offset: state.log_start_offset,
+            part,
+        });
     }
 
     let parts: Vec<Arc<Partition>> = wanted
@@ -161,7 +170,25 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         );
         let expired = Instant::now() >= deadline;
         if total >= min_bytes || errored || expired || waits.is_empty() {
-            return build_response(results, &topics, &wanted, version, read_committed);
+            let outcomes: Vec<Outcome> = results
+                .iter()
+                .map(|r| Outcome {
+                    reported: Reported {
+                        high_watermark: r.high_watermark,
+                        last_stable_offset: r.last_stable_offset,
+                        log_start_offset: r.log_start_offset,
+                    },
+                    must_send: !r.records.is_empty() || r.error.is_some() || r.diverging.is_some(),
+                })
+                .collect();
+            let (session_id, send) =
+                broker
+                    .fetch_sessions
+                    .finish(&plan, &outcomes, version, replica_id >= 0);
+            let mut resp =
+                build_response(results, &send, &topics, &wanted, version, read_committed);
+            resp.session_id = session_id;
+            return resp;
         }
         if parked.is_none() {
             parked = Some(broker.metrics.park("fetch"));
@@ -319,13 +346,13 @@ fn count_out(broker: &Broker, topic: &str, records: &Bytes) {
 
 fn build_response(
     results: Vec<PartResult>,
+    send: &[bool],
     topics: &[(TopicName, Uuid, Option<String>)],
     wanted: &[Wanted],
     version: i16,
     read_committed: bool,
 ) -> FetchResponse {
     let mut resp = FetchResponse::default();
-    resp.session_id = 0;
     let mut by_topic: Vec<FetchableTopicResponse> = topics
         .iter()
         .map(|(name, id, resolved)| {
@@ -339,7 +366,7 @@ fn build_response(
             t
         })
         .collect();
-    for (w, r) in wanted.iter().zip(results) {
+    for ((w, r), _) in wanted.iter().zip(results).zip(send).filter(|(_, s)| **s) {
         let mut pd = PartitionData::default();
         pd.partition_index = w.partition;
         pd.high_watermark = r.high_watermark;
@@ -372,6 +399,8 @@ fn build_response(
         pd.records = Some(r.records);
         by_topic[w.topic_idx].partitions.push(pd);
     }
+    // An incremental response leaves out the topics with nothing new.
+    by_topic.retain(|t| !t.partitions.is_empty());
     resp.responses = by_topic;
     resp
 }

@@ -3,20 +3,22 @@
 //! partition this broker follows from it, with the ordinary Fetch API and
 //! `replica_id` set, appends what it gets with `append_as_follower`, and
 //! truncates a divergent tail first when the leader reports one (Fetch v12+
-//! diverging epoch, KIP-320).
+//! diverging epoch, KIP-320). Each task keeps a fetch session with its
+//! leader (KIP-227, `session.rs`): partitions with nothing new are left out
+//! of both requests and responses.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::fetch_request::FetchPartition;
+use kafka_protocol::messages::{BrokerId, FetchRequest};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::client::{BrokerClient, ClientError};
+use super::session::SessionHandler;
 use crate::partition::TopicPartition;
 use crate::partition::{Partition, TruncateTo};
 
@@ -160,6 +162,7 @@ async fn run(
     let mut conn: Option<BrokerClient> = None;
     // Storage and authentication errors: logged once per key every 10 s.
     let storage_errors = crate::log_throttle::LogThrottle::new(Duration::from_secs(10));
+    let mut session = SessionHandler::default();
     loop {
         let assigned: Vec<(Arc<Partition>, i32)> = partitions
             .lock()
@@ -203,7 +206,7 @@ async fn run(
                 }
             }
         }
-        let req = build_request(&config, epoch(), &assigned);
+        let req = build_request(&config, epoch(), &assigned, &mut session);
         let client = conn.as_mut().expect("connected above");
         let timeout = Duration::from_millis(config.max_wait_ms.max(0) as u64 + 10_000);
         let resp = match tokio::time::timeout(timeout, client.call(&req, FETCH_VERSION)).await {
@@ -211,18 +214,25 @@ async fn run(
             Ok(Err(e)) => {
                 debug!(leader, error = %e, "fetch from leader failed");
                 conn = None;
+                session.failed();
                 tokio::time::sleep(backoff).await;
                 continue;
             }
             Err(_) => {
                 debug!(leader, "fetch from leader timed out");
                 conn = None;
+                session.failed();
                 continue;
             }
         };
+        session.handle(&resp);
         if resp.error_code != 0 {
             debug!(leader, code = resp.error_code, "fetch refused");
-            tokio::time::sleep(backoff).await;
+            // A session the leader no longer knows (it restarted, or
+            // evicted it): the next fetch opens a new one at once.
+            if !SessionHandler::is_session_error(resp.error_code) {
+                tokio::time::sleep(backoff).await;
+            }
             continue;
         }
         let mut failed = false;
@@ -266,28 +276,22 @@ fn build_request(
     config: &FetcherConfig,
     broker_epoch: u64,
     assigned: &[(Arc<Partition>, i32)],
+    session: &mut SessionHandler,
 ) -> FetchRequest {
-    let mut topics: Vec<FetchTopic> = Vec::new();
-    for (part, epoch) in assigned {
-        let (leo, last_epoch) = part.fetch_position();
-        let mut fp = FetchPartition::default();
-        fp.partition = part.index;
-        fp.current_leader_epoch = *epoch;
-        fp.fetch_offset = leo;
-        fp.last_fetched_epoch = last_epoch;
-        fp.log_start_offset = part.log_start_offset();
-        fp.partition_max_bytes = config.partition_max_bytes;
-        match topics.iter_mut().find(|t| t.topic.0.as_str() == part.topic) {
-            Some(t) => t.partitions.push(fp),
-            None => {
-                let mut t = FetchTopic::default();
-                t.topic = TopicName(StrBytes::from_string(part.topic.clone()));
-                t.topic_id = part.topic_id;
-                t.partitions = vec![fp];
-                topics.push(t);
-            }
-        }
-    }
+    let wanted = assigned
+        .iter()
+        .map(|(part, epoch)| {
+            let (leo, last_epoch) = part.fetch_position();
+            let mut fp = FetchPartition::default();
+            fp.partition = part.index;
+            fp.current_leader_epoch = *epoch;
+            fp.fetch_offset = leo;
+            fp.last_fetched_epoch = last_epoch;
+            fp.log_start_offset = part.log_start_offset();
+            fp.partition_max_bytes = config.partition_max_bytes;
+            ((part.topic_id, part.index), fp)
+        })
+        .collect();
     let mut req = FetchRequest::default();
     // v15 moved the replica id into `replica_state`; the old field is -1.
     req.replica_id = BrokerId(-1);
@@ -297,9 +301,7 @@ fn build_request(
     req.min_bytes = 1;
     req.max_bytes = config.response_max_bytes;
     req.isolation_level = 0;
-    req.session_id = 0;
-    req.session_epoch = -1;
-    req.topics = topics;
+    session.build(&mut req, wanted);
     req
 }
 

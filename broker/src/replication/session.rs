@@ -1,0 +1,207 @@
+//! The follower's side of a fetch session (KIP-227, Kafka's
+//! `FetchSessionHandler`): the first fetch to a leader names every
+//! partition and opens a session; later fetches name only the partitions
+//! whose fetch state changed and those to forget, and the leader answers
+//! only the partitions with news. With thousands of followed partitions
+//! that turns most of each idle fetch's bytes (both ways) into nothing.
+//!
+//! Any doubt about the session (an error, a lost connection, a refused
+//! epoch) goes back to a full fetch with epoch 0, which also closes the
+//! old session on the leader.
+
+use std::collections::HashMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use uuid::Uuid;
+
+/// One partition as the follower asks for it.
+pub type Key = (Uuid, i32);
+
+#[derive(Debug, Default)]
+pub struct SessionHandler {
+    /// The leader's session id; 0 while there is none.
+    id: i32,
+    /// The epoch of the next request (0: a full fetch).
+    next_epoch: i32,
+    /// What the leader's session holds for each partition, as last sent.
+    sent: HashMap<Key, FetchPartition>,
+    /// What the request in flight sends, until its response says the
+    /// session took it.
+    pending: Option<(HashMap<Key, FetchPartition>, bool)>,
+}
+
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch == i32::MAX {
+        1
+    } else {
+        epoch + 1
+    }
+}
+
+impl SessionHandler {
+    /// Fills the request's partitions and session fields from `wanted`
+    /// (every partition this fetcher follows, with its current state).
+    pub fn build(&mut self, req: &mut FetchRequest, wanted: Vec<(Key, FetchPartition)>) {
+        let full = self.id == 0 || self.next_epoch == 0;
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        let add = |topics: &mut Vec<FetchTopic>, topic_id: Uuid, fp: FetchPartition| match topics
+            .iter_mut()
+            .find(|t| t.topic_id == topic_id)
+        {
+            Some(t) => t.partitions.push(fp),
+            None => {
+                let mut t = FetchTopic::default();
+                t.topic_id = topic_id;
+                t.partitions = vec![fp];
+                topics.push(t);
+            }
+        };
+        let now: HashMap<Key, FetchPartition> = wanted.iter().cloned().collect();
+        for (key, fp) in wanted {
+            if full || self.sent.get(&key) != Some(&fp) {
+                add(&mut topics, key.0, fp);
+            }
+        }
+        let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+        if !full {
+            for key in self.sent.keys().filter(|k| !now.contains_key(*k)) {
+                match forgotten.iter_mut().find(|f| f.topic_id == key.0) {
+                    Some(f) => f.partitions.push(key.1),
+                    None => {
+                        let mut f = ForgottenTopic::default();
+                        f.topic_id = key.0;
+                        f.partitions = vec![key.1];
+                        forgotten.push(f);
+                    }
+                }
+            }
+        }
+        req.topics = topics;
+        req.forgotten_topics_data = forgotten;
+        req.session_id = self.id;
+        req.session_epoch = if full { 0 } else { self.next_epoch };
+        self.pending = Some((now, full));
+    }
+
+    /// Learns from the response whether the session took the request. An
+    /// error means the next fetch is a full one.
+    pub fn handle(&mut self, resp: &FetchResponse) {
+        let Some((now, full)) = self.pending.take() else {
+            return;
+        };
+        if resp.error_code != 0 {
+            let code = ResponseError::try_from_code(resp.error_code);
+            if code == Some(ResponseError::FetchSessionIdNotFound) {
+                self.id = 0;
+            }
+            self.next_epoch = 0;
+            return;
+        }
+        if full {
+            self.id = resp.session_id;
+            self.next_epoch = 1;
+        } else {
+            self.next_epoch = next_epoch(self.next_epoch);
+        }
+        self.sent = if self.id == 0 { HashMap::new() } else { now };
+    }
+
+    /// A top-level error about the session itself, fixed by a full fetch.
+    pub fn is_session_error(code: i16) -> bool {
+        code == ResponseError::FetchSessionIdNotFound.code()
+            || code == ResponseError::InvalidFetchSessionEpoch.code()
+            || code == ResponseError::FetchSessionTopicIdError.code()
+    }
+
+    /// The request got no answer: the leader may or may not have moved the
+    /// session on, so the next fetch starts over (closing this session).
+    pub fn failed(&mut self) {
+        self.pending = None;
+        self.next_epoch = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(partition: i32, offset: i64) -> FetchPartition {
+        let mut p = FetchPartition::default();
+        p.partition = partition;
+        p.fetch_offset = offset;
+        p
+    }
+
+    fn named(req: &FetchRequest) -> Vec<(i32, i64)> {
+        let mut v: Vec<_> = req
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (p.partition, p.fetch_offset)))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn ok(session_id: i32) -> FetchResponse {
+        let mut r = FetchResponse::default();
+        r.session_id = session_id;
+        r
+    }
+
+    #[test]
+    fn sends_everything_first_then_only_changes_and_forgets() {
+        let t = Uuid::new_v4();
+        let mut h = SessionHandler::default();
+        let mut req = FetchRequest::default();
+        h.build(&mut req, vec![((t, 0), fp(0, 5)), ((t, 1), fp(1, 7))]);
+        assert_eq!((req.session_id, req.session_epoch), (0, 0));
+        assert_eq!(named(&req), vec![(0, 5), (1, 7)]);
+        h.handle(&ok(42));
+
+        h.build(&mut req, vec![((t, 0), fp(0, 5)), ((t, 1), fp(1, 9))]);
+        assert_eq!((req.session_id, req.session_epoch), (42, 1));
+        assert_eq!(named(&req), vec![(1, 9)]);
+        h.handle(&ok(42));
+
+        h.build(&mut req, vec![((t, 1), fp(1, 9))]);
+        assert_eq!(req.session_epoch, 2);
+        assert!(named(&req).is_empty());
+        assert_eq!(req.forgotten_topics_data[0].partitions, vec![0]);
+        h.handle(&ok(42));
+
+        // A refused epoch: the next fetch is full again, on the same id
+        // (epoch 0 closes it on the leader).
+        h.build(&mut req, vec![((t, 1), fp(1, 9))]);
+        let mut refused = ok(0);
+        refused.error_code = ResponseError::InvalidFetchSessionEpoch.code();
+        h.handle(&refused);
+        h.build(&mut req, vec![((t, 1), fp(1, 9))]);
+        assert_eq!((req.session_id, req.session_epoch), (42, 0));
+        assert_eq!(named(&req), vec![(1, 9)]);
+        assert!(req.forgotten_topics_data.is_empty());
+    }
+
+    #[test]
+    fn a_leader_without_sessions_gets_full_fetches() {
+        let t = Uuid::new_v4();
+        let mut h = SessionHandler::default();
+        let mut req = FetchRequest::default();
+        for _ in 0..3 {
+            h.build(&mut req, vec![((t, 0), fp(0, 1))]);
+            assert_eq!((req.session_id, req.session_epoch), (0, 0));
+            assert_eq!(named(&req), vec![(0, 1)]);
+            h.handle(&ok(0));
+        }
+        // A lost answer starts over too.
+        h.handle(&ok(9));
+        h.build(&mut req, vec![((t, 0), fp(0, 1))]);
+        h.handle(&ok(9));
+        h.build(&mut req, vec![((t, 0), fp(0, 1))]);
+        assert_eq!(req.session_epoch, 1);
+        h.failed();
+        h.build(&mut req, vec![((t, 0), fp(0, 1))]);
+        assert_eq!((req.session_id, req.session_epoch), (9, 0));
+    }
+}
