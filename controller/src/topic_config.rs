@@ -141,7 +141,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Int { min: 1 },
         true,
     ),
-    def("preallocate", "log.preallocate", Boolean, false),
+    def("preallocate", "log.preallocate", Boolean, true),
     def(
         "retention.bytes",
         "log.retention.bytes",

@@ -51,6 +51,8 @@ pub struct LogConfig {
     /// `compression.type`: `None` (`producer`) keeps each batch as sent; a
     /// codec makes the leader store every batch with it.
     pub compression_type: Option<kafka_protocol::records::Compression>,
+    /// `preallocate`: new segment files start at `segment.bytes` long.
+    pub preallocate: bool,
 }
 
 impl Default for LogConfig {
@@ -78,6 +80,7 @@ impl Default for LogConfig {
             message_timestamp_after_max_ms: i64::MAX,
             compression_type: None,
             file_delete_delay_ms: 60_000,
+            preallocate: false,
         }
     }
 }

@@ -537,7 +537,7 @@ impl Log {
                 let old = self.segments.pop().expect("active segment");
                 old.delete()?;
                 self.segments
-                    .push(LogSegment::create(&self.dir, first_offset, "")?);
+                    .push(new_segment(&self.dir, first_offset, config)?);
             }
             return Ok(());
         }
@@ -568,7 +568,7 @@ impl Log {
         }
         self.active_mut().on_become_inactive()?;
         self.segments
-            .push(LogSegment::create(&self.dir, base_offset, "")?);
+            .push(new_segment(&self.dir, base_offset, &self.config)?);
         // A snapshot at every segment boundary bounds the scan on restart.
         self.producer_state
             .write_snapshot(&self.dir, self.log_end_offset)?;
@@ -734,7 +734,7 @@ impl Log {
             segment.delete()?;
         }
         self.segments
-            .push(LogSegment::create(&self.dir, offset, "")?);
+            .push(new_segment(&self.dir, offset, &self.config)?);
         sync_dir(&self.dir)?;
         self.log_end_offset = offset;
         self.recovery_point = offset;
@@ -750,6 +750,7 @@ impl Log {
     /// Flushes, records the segments' final time index entries and leaves a
     /// clean-shutdown marker so the next `open` skips validation.
     pub fn close(mut self) -> Result<(), StorageError> {
+        self.active_mut().trim()?;
         self.active_mut().append_final_time_entry()?;
         self.producer_state
             .write_snapshot(&self.dir, self.log_end_offset)?;
@@ -815,4 +816,18 @@ impl Log {
     pub fn producer_state(&self) -> &ProducerStateManager {
         &self.producer_state
     }
+}
+
+/// A new active segment, preallocated to `segment.bytes` when the log's
+/// `preallocate` is set.
+pub(crate) fn new_segment(
+    dir: &Path,
+    base_offset: i64,
+    config: &LogConfig,
+) -> Result<LogSegment, StorageError> {
+    let mut segment = LogSegment::create(dir, base_offset, "")?;
+    if config.preallocate {
+        segment.preallocate(config.segment_bytes)?;
+    }
+    Ok(segment)
 }

@@ -198,7 +198,7 @@ impl Log {
         }
         if segments.is_empty() {
             let base = start_checkpoint.unwrap_or(0).max(0);
-            segments.push(LogSegment::create(&dir, base, "")?);
+            segments.push(crate::log::new_segment(&dir, base, &config)?);
         }
         let last = segments.last().expect("at least one segment");
         let log_end_offset = last.next_offset().max(last.base_offset());

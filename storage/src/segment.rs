@@ -691,6 +691,7 @@ impl LogSegment {
     /// Adds the final time index entry (the segment's max timestamp) so a
     /// restart can read it without scanning, and releases index handles.
     pub(crate) fn on_become_inactive(&mut self) -> io::Result<()> {
+        self.trim()?;
         if self.max_timestamp >= 0 {
             self.time_index
                 .maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
@@ -699,6 +700,28 @@ impl LogSegment {
         self.offset_index.file().close_writer();
         self.time_index.file().close_writer();
         self.txn_index.close_writer();
+        Ok(())
+    }
+
+    /// `preallocate`: grows the file to `bytes` at once, as Kafka's
+    /// `RandomAccessFile.setLength` does (sparse where the file system
+    /// allows). Appends write at `size`, never at the file's end; the zeros
+    /// past it are given back by [`Self::trim`] when the segment stops being
+    /// active or the log closes, and by recovery after a crash (a zero
+    /// header is an invalid batch, cut like a torn write).
+    pub(crate) fn preallocate(&mut self, bytes: u64) -> io::Result<()> {
+        if bytes > self.size {
+            self.log.set_len(bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Cuts a preallocated file back to the data it holds.
+    pub(crate) fn trim(&mut self) -> io::Result<()> {
+        if self.log.metadata()?.len() > self.size {
+            self.log.set_len(self.size)?;
+            self.dirty = true;
+        }
         Ok(())
     }
 

@@ -294,3 +294,51 @@ fn interrupted_compaction_after_the_commit_point_is_completed() {
     assert_eq!(first, expected);
     assert!(first.len() < first_segment_end as usize);
 }
+
+/// `preallocate`: a new segment file is `segment.bytes` long from the start;
+/// a rolled segment and a cleanly closed log are cut back to their data;
+/// after a crash the zeros past the data are cut like a torn tail and
+/// every appended record is still there.
+#[test]
+fn preallocated_segments_are_trimmed_on_roll_and_close_and_recovered_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        preallocate: true,
+        ..cfg()
+    };
+    let size = batch(2, 0, 40).len() as u64;
+    let mut log = Log::open(dir.path(), config.clone(), 0).unwrap();
+    let len = |dir: &std::path::Path| fs::metadata(last_segment(dir)).unwrap().len();
+    assert_eq!(len(dir.path()), 1_000, "the active segment is preallocated");
+    for i in 0..8 {
+        append(&mut log, batch(2, i, 40), 0);
+    }
+    // Six batches fit a 1000-byte segment: the first is rolled and trimmed.
+    assert_eq!(log.segment_base_offsets(), vec![0, 12]);
+    let first = dir.path().join(format!("{:020}.log", 0));
+    assert_eq!(fs::metadata(&first).unwrap().len(), 6 * size);
+    assert_eq!(len(dir.path()), 1_000);
+    log.close().unwrap();
+    assert_eq!(
+        len(dir.path()),
+        2 * size,
+        "a clean close trims the active segment"
+    );
+
+    let mut log = Log::open(dir.path(), config.clone(), 0).unwrap();
+    assert_eq!(log.log_end_offset(), 16);
+    append(&mut log, batch(2, 9, 40), 0);
+    // A crash with a preallocated active segment (grown again by hand, as
+    // a segment created after the reopen would be).
+    drop(log);
+    OpenOptions::new()
+        .write(true)
+        .open(last_segment(dir.path()))
+        .unwrap()
+        .set_len(1_000)
+        .unwrap();
+    let log = Log::open(dir.path(), config, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 18);
+    assert_consistent(&log);
+    assert_eq!(read_all(&log).len(), 18);
+}
