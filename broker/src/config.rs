@@ -135,6 +135,9 @@ pub struct BrokerConfig {
     /// `max.incremental.fetch.session.cache.slots`: fetch sessions (KIP-227)
     /// kept; 0 turns them off.
     pub fetch_session_cache_slots: usize,
+    /// `replica.selector.class` is Kafka's `RackAwareReplicaSelector`
+    /// (KIP-392): leaders send consumers to a follower in their rack.
+    pub rack_aware_replica_selector: bool,
     /// `max.connections`, `max.connections.per.ip(.overrides)`.
     pub connection_limits: crate::connection_quotas::ConnectionLimits,
     pub log_retention_check_interval_ms: u64,
@@ -273,6 +276,9 @@ impl BrokerConfig {
             message_max_bytes: log_defaults.max_message_bytes,
             socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
             connections_max_idle_ms: num(&raw, "connections.max.idle.ms", 600_000u64)?,
+            rack_aware_replica_selector: crate::replica_selector::parse(
+                raw.get("replica.selector.class").map(String::as_str),
+            )?,
             fetch_session_cache_slots: num(
                 &raw,
                 "max.incremental.fetch.session.cache.slots",

@@ -26,6 +26,7 @@ pub mod principal;
 pub mod quotas;
 pub mod remote_controller;
 pub mod replica_manager;
+pub mod replica_selector;
 pub mod replication;
 pub mod request_context;
 pub mod sasl;

@@ -422,10 +422,19 @@ impl Partition {
         min_one_batch: bool,
         current_leader_epoch: i32,
         read_committed: bool,
+        follower_reads: bool,
     ) -> Result<(ReadResult, Option<Vec<AbortedTxn>>), ApiError> {
         let st = self.state();
         self.check_epoch(&st, current_leader_epoch)?;
-        if st.role != Role::Leader {
+        // KIP-392: a consumer that knows of preferred read replicas (Fetch
+        // v11+) may read from a follower, up to the high watermark the
+        // follower knows.
+        let serves = match st.role {
+            Role::Leader => true,
+            Role::Follower { .. } => follower_reads,
+            Role::Stopped => false,
+        };
+        if !serves {
             return Err(not_leader(&self.topic, self.index));
         }
         let log = self.log.read().expect("log lock");
@@ -791,6 +800,33 @@ impl Partition {
     }
 
     /// The high watermark (the last committed offset + 1).
+    /// As leader, the replicas a consumer fetching at `fetch_offset` could
+    /// read from instead (KIP-392): the in-sync followers holding that
+    /// offset, as `(id, log end offset, ms since caught up)`. `None` when
+    /// this replica does not lead.
+    pub fn read_replica_candidates(
+        &self,
+        fetch_offset: i64,
+        now_ms: i64,
+    ) -> Option<Vec<(i32, i64, i64)>> {
+        let st = self.state();
+        if st.role != Role::Leader {
+            return None;
+        }
+        Some(
+            st.followers
+                .iter()
+                .filter(|(id, _)| st.isr.contains(id))
+                .filter(|(_, f)| {
+                    f.log_end_offset >= fetch_offset
+                        && f.log_start_offset >= 0
+                        && f.log_start_offset <= fetch_offset
+                })
+                .map(|(id, f)| (*id, f.log_end_offset, now_ms - f.last_caught_up_ms))
+                .collect(),
+        )
+    }
+
     pub fn high_watermark(&self) -> i64 {
         self.state().high_watermark
     }

@@ -38,7 +38,8 @@ pub struct LocalOptions {
     pub metrics_listen: SocketAddr,
     /// The `skein-broker` executable.
     pub broker_bin: PathBuf,
-    /// Extra broker configs (`key=value`), passed to every broker.
+    /// Extra broker configs (`key=value`), passed to every broker, `{id}`
+    /// replaced by its id.
     pub overrides: Vec<String>,
     /// `broker.session.timeout.ms`: a broker whose heartbeats stop this long is fenced.
     pub session_timeout_ms: u64,
@@ -95,7 +96,9 @@ impl BrokerProcess {
             .arg("--metrics-listen")
             .arg(&self.metrics);
         for o in extra.iter().chain(&self.own).chain(&opts.overrides) {
-            cmd.arg("--override").arg(o);
+            // `{id}` makes a per-broker value (e.g. `broker.rack=zone-{id}`).
+            cmd.arg("--override")
+                .arg(o.replace("{id}", &self.id.to_string()));
         }
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -62,7 +62,8 @@ struct LocalArgs {
     /// `broker.session.timeout.ms`: a broker whose heartbeats stop this long is fenced.
     #[arg(long, default_value_t = 6000)]
     session_timeout_ms: u64,
-    /// A broker config for every broker, by its Kafka name. Repeatable.
+    /// A broker config for every broker, by its Kafka name; `{id}` in the
+    /// value becomes the broker's id (`broker.rack=zone-{id}`). Repeatable.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
     /// Host of each broker with `{id}` for its id, instead of --host

@@ -3,7 +3,10 @@
 //! `min.bytes`). Waiting is event-driven: appends notify the partition, so an
 //! idle consumer costs nothing until data arrives or the wait expires.
 //!
-//! Consumers read up to the high watermark from the leader only. Followers
+//! Consumers read up to the high watermark from the leader, or with Fetch
+//! v11+ from a follower up to the high watermark it knows; a leader with
+//! `replica.selector.class` set may send a consumer to a follower in its
+//! rack (KIP-392, `replica_selector.rs`). Followers
 //! fetch with `replica_id` set: they read up to the log end offset, their
 //! fetch offset is their progress (it moves the high watermark and the ISR),
 //! and a divergent log is answered with the epoch to truncate to.
@@ -33,6 +36,7 @@ use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::fetch_session::{Outcome, Reported};
 use crate::partition::{FollowerFetch, Partition};
+use crate::replica_selector::RackChoice;
 
 /// One requested partition, resolved once per request.
 struct Wanted {
@@ -147,6 +151,32 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         });
     }
 
+    // KIP-392: a consumer naming its rack may be sent to a follower there.
+    let rack_choice = (replica_id < 0
+        && version >= 11
+        && broker.config.rack_aware_replica_selector
+        && !req.rack_id.is_empty())
+    .then(|| {
+        let listener = crate::request_context::listener_name();
+        RackChoice {
+            client_rack: req.rack_id.to_string(),
+            leader_rack: broker.config.rack.clone(),
+            racks: broker
+                .metadata
+                .image()
+                .live_brokers()
+                .filter(|b| b.endpoint(listener.as_deref()).is_some())
+                .map(|b| (b.id, b.rack.clone()))
+                .collect(),
+        }
+    });
+    let reader = Reader {
+        replica: (replica_id, replica_epoch),
+        read_committed,
+        follower_reads: replica_id < 0 && version >= 11,
+        rack_choice: rack_choice.as_ref(),
+    };
+
     let parts: Vec<Arc<Partition>> = wanted
         .iter()
         .filter_map(|w| w.part.as_ref().ok().cloned())
@@ -160,14 +190,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         for w in waits.iter_mut() {
             w.as_mut().enable();
         }
-        let (results, total, errored) = read_pass(
-            broker,
-            &wanted,
-            max_bytes,
-            &topics,
-            (replica_id, replica_epoch),
-            read_committed,
-        );
+        let (results, total, errored) = read_pass(broker, &wanted, max_bytes, &topics, &reader);
         let expired = Instant::now() >= deadline;
         if total >= min_bytes || errored || expired || waits.is_empty() {
             let outcomes: Vec<Outcome> = results
@@ -216,6 +239,19 @@ struct PartResult {
     records: Bytes,
     /// For a `read_committed` consumer: aborted transactions among `records`.
     aborted: Option<Vec<skein_storage::AbortedTxn>>,
+    /// KIP-392: the replica the consumer should fetch from instead (-1: here).
+    preferred_read_replica: i32,
+}
+
+/// Who reads, and how.
+struct Reader<'a> {
+    /// `(replica id, broker epoch)`: a follower when the id is >= 0.
+    replica: (i32, i64),
+    read_committed: bool,
+    /// A consumer that may be served by a follower (Fetch v11+).
+    follower_reads: bool,
+    /// Set when the leader may send the consumer to a follower.
+    rack_choice: Option<&'a RackChoice>,
 }
 
 fn read_pass(
@@ -223,9 +259,10 @@ fn read_pass(
     wanted: &[Wanted],
     max_bytes: usize,
     topics: &[(TopicName, Uuid, Option<String>)],
-    (replica_id, replica_epoch): (i32, i64),
-    read_committed: bool,
+    reader: &Reader<'_>,
 ) -> (Vec<PartResult>, usize, bool) {
+    let (replica_id, replica_epoch) = reader.replica;
+    let read_committed = reader.read_committed;
     let now = crate::system::now_ms();
     let mut total = 0usize;
     let mut errored = false;
@@ -242,9 +279,30 @@ fn read_pass(
                     log_start_offset: -1,
                     records: Bytes::new(),
                     aborted: None,
+                    preferred_read_replica: -1,
                 }
             }
             Ok(p) => {
+                let preferred = reader
+                    .rack_choice
+                    .zip(p.read_replica_candidates(w.fetch_offset, now))
+                    .and_then(|(choice, candidates)| choice.select(&candidates));
+                if let Some(preferred) = preferred {
+                    // No records, and no long poll (as Kafka): the consumer
+                    // goes to the preferred replica at once.
+                    errored = true;
+                    out.push(PartResult {
+                        error: None,
+                        diverging: None,
+                        high_watermark: p.high_watermark(),
+                        last_stable_offset: p.last_stable_offset(),
+                        log_start_offset: p.log_start_offset(),
+                        records: Bytes::new(),
+                        aborted: None,
+                        preferred_read_replica: preferred,
+                    });
+                    continue;
+                }
                 let mut aborted_txns = None;
                 let budget = (w.max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
                 let result = if budget == 0 && total > 0 {
@@ -278,6 +336,7 @@ fn read_pass(
                         total == 0,
                         w.current_leader_epoch,
                         read_committed,
+                        reader.follower_reads,
                     )
                     .map(|(r, aborted)| {
                         aborted_txns = aborted;
@@ -300,6 +359,7 @@ fn read_pass(
                             log_start_offset: lso,
                             records,
                             aborted: aborted_txns,
+                            preferred_read_replica: -1,
                         }
                     }
                     Err(e) => {
@@ -312,6 +372,7 @@ fn read_pass(
                             log_start_offset: lso,
                             records: Bytes::new(),
                             aborted: None,
+                            preferred_read_replica: -1,
                         }
                     }
                 }
@@ -372,7 +433,7 @@ fn build_response(
         pd.high_watermark = r.high_watermark;
         pd.last_stable_offset = r.last_stable_offset;
         pd.log_start_offset = r.log_start_offset;
-        pd.preferred_read_replica = BrokerId(-1);
+        pd.preferred_read_replica = BrokerId(r.preferred_read_replica);
         pd.aborted_transactions = if read_committed {
             Some(
                 r.aborted
