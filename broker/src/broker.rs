@@ -584,21 +584,14 @@ impl Broker {
                     .clamp(100, 60_000),
             );
             let retention_every = broker.config.log_retention_check_interval_ms.max(100);
-            let cleaner_every: i64 = 15_000;
             let mut last_retention = now_ms();
-            let mut last_clean = now_ms();
             let mut last_hw_checkpoint = now_ms();
             loop {
                 tokio::time::sleep(tick).await;
                 let now = now_ms();
                 let retention = now - last_retention >= retention_every as i64;
-                let compaction =
-                    broker.config.log_cleaner_enable && now - last_clean >= cleaner_every;
                 if retention {
                     last_retention = now;
-                }
-                if compaction {
-                    last_clean = now;
                 }
                 // Kafka's replica.high.watermark.checkpoint.interval.ms default.
                 let hw_checkpoint = now - last_hw_checkpoint >= 5_000;
@@ -608,7 +601,7 @@ impl Broker {
                 let replicas = broker.replicas.clone();
                 let expiry = broker.config.producer_id_expiration_ms;
                 if let Err(e) = tokio::task::spawn_blocking(move || {
-                    replicas.maintain(now, retention, compaction, expiry);
+                    replicas.maintain(now, retention, expiry);
                     if hw_checkpoint {
                         replicas.checkpoint_high_watermarks();
                     }

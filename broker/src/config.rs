@@ -141,7 +141,8 @@ pub struct BrokerConfig {
     /// `max.connections`, `max.connections.per.ip(.overrides)`.
     pub connection_limits: crate::connection_quotas::ConnectionLimits,
     pub log_retention_check_interval_ms: u64,
-    pub log_cleaner_enable: bool,
+    /// `log.cleaner.*`.
+    pub cleaner: crate::log_cleaner::CleanerConfig,
     pub log_flush_scheduler_interval_ms: u64,
     pub min_insync_replicas: i32,
     /// `replica.lag.time.max.ms`: a follower that has not caught up for this
@@ -286,7 +287,14 @@ impl BrokerConfig {
             )?,
             connection_limits: crate::connection_quotas::ConnectionLimits::from_config(&raw)?,
             log_retention_check_interval_ms: num(&raw, "log.retention.check.interval.ms", 300_000)?,
-            log_cleaner_enable: boolean(&raw, "log.cleaner.enable", true)?,
+            cleaner: crate::log_cleaner::CleanerConfig {
+                enable: boolean(&raw, "log.cleaner.enable", true)?,
+                threads: num(&raw, "log.cleaner.threads", 1usize)?,
+                backoff_ms: num(&raw, "log.cleaner.backoff.ms", 15_000u64)?,
+                dedupe_buffer_size: num(&raw, "log.cleaner.dedupe.buffer.size", 134_217_728usize)?,
+                io_max_bytes_per_second: num(&raw, "log.cleaner.io.max.bytes.per.second", f64::MAX)
+                    .map(|r: f64| (r < f64::MAX && r > 0.0).then_some(r))?,
+            },
             log_flush_scheduler_interval_ms: num(&raw, "log.flush.scheduler.interval.ms", 1000u64)?,
             min_insync_replicas: num(&raw, "min.insync.replicas", 1)?,
             replica_lag_time_max_ms: num(&raw, "replica.lag.time.max.ms", 30_000)?,

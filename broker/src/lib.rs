@@ -17,6 +17,7 @@ pub mod inter_broker;
 pub mod internal_topics;
 pub mod jaas;
 pub mod listeners;
+pub mod log_cleaner;
 pub mod log_throttle;
 pub mod meta_properties;
 pub mod metadata;
@@ -120,6 +121,7 @@ async fn serve_until(
         });
     }
     broker.spawn_maintenance();
+    log_cleaner::spawn(&broker);
     group::GroupCoordinator::start(&broker);
     txn::TxnCoordinator::start(&broker);
     let servers: Vec<_> = listeners

@@ -311,17 +311,11 @@ impl ReplicaManager {
 
     /// One pass of background log maintenance. Blocking file I/O: run it on
     /// a blocking thread.
-    pub fn maintain(
-        &self,
-        now_ms: i64,
-        retention: bool,
-        compaction: bool,
-        producer_expiration_ms: i64,
-    ) {
+    pub fn maintain(&self, now_ms: i64, retention: bool, producer_expiration_ms: i64) {
         for p in self.all() {
-            // Nothing above the high watermark is deleted or compacted: it
-            // may still be truncated away. (Read before the log lock: the
-            // partition state lock comes first.)
+            // Nothing above the high watermark is deleted: it may still be
+            // truncated away. (Read before the log lock: the partition
+            // state lock comes first.) Compaction: `log_cleaner.rs`.
             let hw = p.high_watermark();
             p.with_log_mut(|log| {
                 log.expire_producers(now_ms, producer_expiration_ms);
@@ -342,19 +336,6 @@ impl ReplicaManager {
                         }
                         Ok(_) => {}
                         Err(e) => warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
-                    }
-                }
-                if compaction && log.config().cleanup_policy.compact {
-                    match log.compact_up_to(now_ms, hw) {
-                        Ok(s) if s.segments_cleaned > 0 => info!(
-                            topic = %p.topic,
-                            partition = p.index,
-                            segments = s.segments_cleaned,
-                            removed = s.records_removed,
-                            "compacted"
-                        ),
-                        Ok(_) => {}
-                        Err(e) => warn!(topic = %p.topic, partition = p.index, error = %e, "compaction failed"),
                     }
                 }
             });

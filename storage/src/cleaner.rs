@@ -22,14 +22,27 @@
 //!   loses some is re-encoded with its codec, offsets, timestamps, headers and
 //!   producer id/epoch/sequence preserved (its base offset becomes the first
 //!   surviving offset); an emptied batch is dropped.
-//! - The key map is an in-memory `HashMap` of the full keys; Kafka bounds it
-//!   with `log.cleaner.dedupe.buffer.size`, which we do not yet.
+//! - The key map holds the full keys (no hash collisions, unlike Kafka's MD5
+//!   map) within a memory budget (`log.cleaner.dedupe.buffer.size` over
+//!   `log.cleaner.threads`, counting each key's bytes plus 48 for the entry):
+//!   when the dirty range does not fit, a pass cleans up to the end of the
+//!   last dirty segment the map covers and the next pass goes on from there,
+//!   as Kafka does. The first dirty segment is always mapped whole.
 //!
-//! Each cleaned segment is written as `.cleaned` files, fsynced, renamed to
-//! `.swap` (the `.log` last, as the commit point) and then renamed over the
-//! live files; `recovery::prepare_dir` finishes or discards an interrupted swap.
+//! A clean runs in three steps so produce and fetch on the partition never
+//! wait for it: [`Log::plan_clean`] (under the log's read lock) picks the
+//! segments and takes its own handles on their files; [`CleanPlan::run`]
+//! (no lock) maps the keys and writes the cleaned copies as `.cleaned`
+//! files, fsynced; [`Log::commit_clean`] (under the write lock, a few
+//! renames and directory fsyncs) checks that nothing truncated, deleted or
+//! replaced those segments meanwhile — else the copies are dropped and the
+//! next pass starts over — then renames every copy to `.swap` (the `.log`
+//! last, the commit point), then over the live files;
+//! `recovery::prepare_dir` finishes or discards an interrupted swap.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::path::PathBuf;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions};
@@ -39,7 +52,8 @@ use crate::checkpoint::{self, sync_dir};
 use crate::error::StorageError;
 use crate::log::{CleanStats, Log, CLEANER_CHECKPOINT_FILE};
 use crate::recovery::{CLEANED, SWAP};
-use crate::segment::LogSegment;
+use crate::segment::{scan_batches, LogSegment, ScanEnd};
+use crate::txn_index::AbortedTxn;
 
 fn compression_of(header: &BatchHeader) -> Result<Compression, StorageError> {
     Ok(match header.compression() {
@@ -104,25 +118,110 @@ fn retain(
     true
 }
 
+/// Bytes a key costs in the key map: the key itself and the entry.
+const MAP_ENTRY_OVERHEAD: usize = 48;
+
+/// Aborted transactions, by producer: (first offset, marker offset).
+type AbortedRanges = HashMap<i64, Vec<(i64, i64)>>;
+
+fn is_aborted(aborted: &AbortedRanges, h: &BatchHeader) -> bool {
+    h.is_transactional()
+        && !h.is_control()
+        && aborted.get(&h.producer_id).is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|(first, last)| *first <= h.base_offset && h.base_offset <= *last)
+        })
+}
+
+/// A segment to clean, read through the plan's own file handle.
+struct Source {
+    base_offset: i64,
+    size: u64,
+    next_offset: i64,
+    log: File,
+    path: PathBuf,
+    aborted_txns: Vec<AbortedTxn>,
+}
+
+impl Source {
+    fn for_each_batch(
+        &self,
+        mut visit: impl FnMut(&BatchHeader, &[u8]) -> std::io::Result<bool>,
+    ) -> std::io::Result<()> {
+        let end = scan_batches(&self.log, 0, self.size, true, i64::MIN, |_, h, body| {
+            visit(h, body.expect("validated scans carry bodies"))
+        })?;
+        if let ScanEnd::Invalid { position, reason } = end {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{} at byte {position}: {reason}", self.path.display()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A clean chosen under the log's lock, to run without it.
+pub struct CleanPlan {
+    dir: PathBuf,
+    /// The log's layout generation when planned (see `Log::generation`).
+    generation: u64,
+    now_ms: i64,
+    first_dirty: i64,
+    sources: Vec<Source>,
+    aborted: AbortedRanges,
+    delete_retention_ms: i64,
+    index_interval: u64,
+}
+
+/// Cleaned copies of the first segments, ready to swap in.
+pub struct CleanOutput {
+    generation: u64,
+    /// The sources' `(base offset, size)`, to check they are unchanged.
+    replaces: Vec<(i64, u64)>,
+    cleaned: Vec<LogSegment>,
+    /// Where the cleaner checkpoint moves.
+    end_offset: i64,
+    stats: CleanStats,
+}
+
 impl Log {
     /// Compacts the non-active segments: see [`Log::compact_up_to`].
     pub fn compact(&mut self, now_ms: i64) -> Result<CleanStats, StorageError> {
         self.compact_up_to(now_ms, self.log_end_offset)
     }
 
-    /// Compacts the non-active segments that end at or below `max_offset`
-    /// (the broker passes the high watermark, as Kafka never cleans beyond
-    /// it). Does nothing unless `cleanup.policy` contains `compact` and the
-    /// uncompacted share of those segments is at least
-    /// `min.cleanable.dirty.ratio`. See the module docs for the rules.
+    /// Plans, runs and commits a clean in one go, with an unbounded key map
+    /// (tests, tools). The broker runs the three steps itself so that only
+    /// the last holds the write lock.
     pub fn compact_up_to(
         &mut self,
         now_ms: i64,
         max_offset: i64,
     ) -> Result<CleanStats, StorageError> {
-        let mut stats = CleanStats::default();
+        match self.plan_clean(now_ms, max_offset)? {
+            None => Ok(CleanStats::default()),
+            Some(plan) => {
+                let out = plan.run(usize::MAX, &mut |_| {})?;
+                Ok(self.commit_clean(out)?.unwrap_or_default())
+            }
+        }
+    }
+
+    /// Chooses what a clean would rewrite: the non-active segments that end
+    /// at or below `max_offset` (the broker passes the high watermark, as
+    /// Kafka never cleans beyond it) and before the first open transaction.
+    /// `None` unless `cleanup.policy` contains `compact` and the uncompacted
+    /// share of those segments is at least `min.cleanable.dirty.ratio` (or a
+    /// dirty record is older than `max.compaction.lag.ms`).
+    pub fn plan_clean(
+        &self,
+        now_ms: i64,
+        max_offset: i64,
+    ) -> Result<Option<CleanPlan>, StorageError> {
         if !self.config.cleanup_policy.compact {
-            return Ok(stats);
+            return Ok(None);
         }
         // Never beyond the first open transaction (Kafka's first unstable
         // offset): its records may yet be aborted, so they must not
@@ -141,9 +240,8 @@ impl Log {
             })
             .count();
         if cleanable == 0 {
-            return Ok(stats);
+            return Ok(None);
         }
-        let end_offset = self.segments[cleanable].base_offset();
         let first_dirty = self.cleaner_checkpoint.max(self.log_start_offset);
         let (mut clean_bytes, mut dirty_bytes) = (0u64, 0u64);
         for s in &self.segments[..cleanable] {
@@ -168,11 +266,9 @@ impl Log {
             || (!overdue
                 && (dirty_bytes as f64 / total as f64) < self.config.min_cleanable_dirty_ratio)
         {
-            return Ok(stats);
+            return Ok(None);
         }
-
-        // Aborted transactions, by producer: (first offset, marker offset).
-        let mut aborted: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        let mut aborted: AbortedRanges = HashMap::new();
         for s in &self.segments {
             for t in s.aborted_txns() {
                 aborted
@@ -181,25 +277,111 @@ impl Log {
                     .push((t.first_offset, t.last_offset));
             }
         }
-        let is_aborted = |h: &BatchHeader| {
-            h.is_transactional()
-                && !h.is_control()
-                && aborted.get(&h.producer_id).is_some_and(|ranges| {
-                    ranges
-                        .iter()
-                        .any(|(first, last)| *first <= h.base_offset && h.base_offset <= *last)
-                })
-        };
+        let mut sources = Vec::with_capacity(cleanable);
+        for s in &self.segments[..cleanable] {
+            sources.push(Source {
+                base_offset: s.base_offset(),
+                size: s.size(),
+                next_offset: s.next_offset(),
+                log: s.log_file().try_clone()?,
+                path: s.log_path().to_path_buf(),
+                aborted_txns: s.aborted_txns().to_vec(),
+            });
+        }
+        Ok(Some(CleanPlan {
+            dir: self.dir.clone(),
+            generation: self.generation,
+            now_ms,
+            first_dirty,
+            sources,
+            aborted,
+            delete_retention_ms: self.config.delete_retention_ms,
+            index_interval: self.config.index_interval_bytes,
+        }))
+    }
 
-        // Latest offset of every key in the dirty range.
+    /// Swaps in a clean's output unless the log changed under it (then the
+    /// copies are deleted and `None` returned). Runs under the write lock:
+    /// only renames, directory fsyncs and the checkpoint.
+    pub fn commit_clean(&mut self, out: CleanOutput) -> Result<Option<CleanStats>, StorageError> {
+        let n = out.cleaned.len();
+        let unchanged = out.generation == self.generation
+            && self.segments.len() > n
+            && out
+                .replaces
+                .iter()
+                .zip(&self.segments)
+                .all(|(&(base, size), s)| s.base_offset() == base && s.size() == size);
+        if !unchanged {
+            tracing::info!(dir = %self.dir.display(), "log changed during compaction; the pass is dropped");
+            for c in out.cleaned {
+                c.delete()?;
+            }
+            return Ok(None);
+        }
+        // Crash-safe swap: durable .cleaned -> .swap (commit) -> live names.
+        let mut cleaned = out.cleaned;
+        for c in &mut cleaned {
+            c.rename_files(&self.dir, CLEANED, SWAP)?;
+        }
+        sync_dir(&self.dir)?;
+        for (i, mut c) in cleaned.into_iter().enumerate() {
+            c.rename_files(&self.dir, SWAP, "")?;
+            // The old segment's handles now point at unlinked files; dropping
+            // it releases them without touching the new files.
+            self.segments[i] = c;
+        }
+        sync_dir(&self.dir)?;
+        // Emptied segments are removed, except the first, whose base offset
+        // anchors the log start offset across restarts.
+        let mut doomed = Vec::new();
+        let mut i = n;
+        while i > 1 {
+            i -= 1;
+            if self.segments[i].is_empty() {
+                doomed.push(self.segments.remove(i));
+            }
+        }
+        if !doomed.is_empty() {
+            self.generation += 1;
+        }
+        for segment in doomed {
+            segment.delete()?;
+        }
+        sync_dir(&self.dir)?;
+        self.cleaner_checkpoint = out.end_offset;
+        checkpoint::write(&self.dir.join(CLEANER_CHECKPOINT_FILE), out.end_offset)?;
+        tracing::info!(dir = %self.dir.display(), stats = ?out.stats, "compacted log");
+        Ok(Some(out.stats))
+    }
+}
+
+impl CleanPlan {
+    /// Maps the dirty keys (within `map_budget` bytes) and writes the
+    /// cleaned copies. `io` is told every byte read and written (the
+    /// broker's `log.cleaner.io.max.bytes.per.second` throttle sleeps in it).
+    pub fn run(
+        self,
+        map_budget: usize,
+        io: &mut dyn FnMut(usize),
+    ) -> Result<CleanOutput, StorageError> {
+        let first_dirty = self.first_dirty;
+        // Latest offset of every key in the dirty range, segment by segment
+        // until the budget is spent.
         let mut latest: HashMap<Bytes, i64> = HashMap::new();
-        for segment in &self.segments[..cleanable] {
-            if segment.next_offset() <= first_dirty {
+        let mut map_bytes = 0usize;
+        let mut mapped_end = first_dirty;
+        for source in &self.sources {
+            if source.next_offset <= first_dirty {
                 continue;
             }
+            if mapped_end > first_dirty && map_bytes >= map_budget {
+                break;
+            }
             let mut failure = None;
-            segment.for_each_batch(0, |_, h, bytes| {
-                if h.is_control() || h.last_offset() < first_dirty || is_aborted(h) {
+            source.for_each_batch(|h, bytes| {
+                io(bytes.len());
+                if h.is_control() || h.last_offset() < first_dirty || is_aborted(&self.aborted, h) {
                     return Ok(true);
                 }
                 match crate::record_decode::decode_records(bytes) {
@@ -207,7 +389,10 @@ impl Log {
                     Ok(records) => {
                         for r in records {
                             if let (Some(k), true) = (r.key, r.offset >= first_dirty) {
-                                latest.insert(k, r.offset);
+                                let len = k.len();
+                                if latest.insert(k, r.offset).is_none() {
+                                    map_bytes += len + MAP_ENTRY_OVERHEAD;
+                                }
                             }
                         }
                         Ok(true)
@@ -221,93 +406,106 @@ impl Log {
             if let Some(e) = failure {
                 return Err(e);
             }
+            mapped_end = source.next_offset;
         }
+        // Segments past the mapped range wait for the next pass.
+        let count = self
+            .sources
+            .iter()
+            .take_while(|s| s.next_offset <= mapped_end)
+            .count();
 
-        let delete_retention_ms = self.config.delete_retention_ms;
-        let interval = self.config.index_interval_bytes;
-        for i in 0..cleanable {
-            let source = &self.segments[i];
-            let mut cleaned = LogSegment::create(&self.dir, source.base_offset(), CLEANED)?;
-            // Markers stay, so their transactions stay listed.
-            cleaned.reset_aborted_txns(0, Some(source.aborted_txns().to_vec()))?;
-            let mut failure = None;
-            let mut removed = 0u64;
-            source.for_each_batch(0, |_, h, bytes| {
-                let kept = if h.is_control() {
-                    Ok(Some(bytes.to_vec()))
-                } else if is_aborted(h) {
-                    removed += h.records_count.max(0) as u64;
-                    Ok(None)
-                } else {
-                    crate::record_decode::decode_records(bytes).and_then(|records| {
-                        if !crate::record_decode::offsets_in_order(&records, h) {
-                            // Not compactable record by record: kept whole.
-                            return Ok(Some(bytes.to_vec()));
-                        }
-                        let total = records.len();
-                        let survivors: Vec<Record> = records
-                            .into_iter()
-                            .filter(|r| retain(r, h, &latest, now_ms, delete_retention_ms))
-                            .collect();
-                        removed += (total - survivors.len()) as u64;
-                        if survivors.len() == total {
-                            Ok(Some(bytes.to_vec()))
-                        } else if survivors.is_empty() {
-                            Ok(None)
-                        } else {
-                            reencode(h, &survivors).map(Some)
-                        }
-                    })
-                };
-                match kept {
-                    Ok(Some(out)) => {
-                        let header = BatchHeader::parse(&out).map_err(std::io::Error::other)?;
-                        cleaned.append(&out, &[(header, 0)], interval, now_ms)?;
-                        Ok(true)
+        let mut stats = CleanStats::default();
+        let mut cleaned_segments = Vec::with_capacity(count);
+        for source in &self.sources[..count] {
+            let cleaned = self.clean_one(source, &latest, &mut stats, &mut *io);
+            match cleaned {
+                Ok(c) => cleaned_segments.push(c),
+                Err(e) => {
+                    for c in cleaned_segments {
+                        let _ = c.delete();
                     }
-                    Ok(None) => Ok(true),
-                    Err(e) => {
-                        failure = Some(e);
-                        Ok(false)
-                    }
+                    return Err(e);
                 }
-            })?;
-            if let Some(e) = failure {
-                cleaned.delete()?;
-                return Err(e);
             }
-            stats.segments_cleaned += 1;
-            stats.bytes_before += source.size();
-            stats.bytes_after += cleaned.size();
-            stats.records_removed += removed;
+        }
+        Ok(CleanOutput {
+            generation: self.generation,
+            replaces: self.sources[..count]
+                .iter()
+                .map(|s| (s.base_offset, s.size))
+                .collect(),
+            cleaned: cleaned_segments,
+            end_offset: mapped_end,
+            stats,
+        })
+    }
 
-            // Crash-safe swap: durable .cleaned -> .swap (commit) -> live names.
-            cleaned.on_become_inactive()?;
-            cleaned.rename_files(&self.dir, CLEANED, SWAP)?;
-            sync_dir(&self.dir)?;
-            cleaned.rename_files(&self.dir, SWAP, "")?;
-            sync_dir(&self.dir)?;
-            // The old segment's handles now point at unlinked files; dropping
-            // it releases them without touching the new files.
-            self.segments[i] = cleaned;
-        }
-        // Emptied segments are removed, except the first, whose base offset
-        // anchors the log start offset across restarts.
-        let mut doomed = Vec::new();
-        let mut i = cleanable;
-        while i > 1 {
-            i -= 1;
-            if self.segments[i].is_empty() {
-                doomed.push(self.segments.remove(i));
+    fn clean_one(
+        &self,
+        source: &Source,
+        latest: &HashMap<Bytes, i64>,
+        stats: &mut CleanStats,
+        io: &mut dyn FnMut(usize),
+    ) -> Result<LogSegment, StorageError> {
+        let (now_ms, delete_retention_ms) = (self.now_ms, self.delete_retention_ms);
+        let mut cleaned = LogSegment::create(&self.dir, source.base_offset, CLEANED)?;
+        // Markers stay, so their transactions stay listed.
+        cleaned.reset_aborted_txns(0, Some(source.aborted_txns.clone()))?;
+        let mut failure = None;
+        let mut removed = 0u64;
+        source.for_each_batch(|h, bytes| {
+            io(bytes.len());
+            let kept = if h.is_control() {
+                Ok(Some(bytes.to_vec()))
+            } else if is_aborted(&self.aborted, h) {
+                removed += h.records_count.max(0) as u64;
+                Ok(None)
+            } else {
+                crate::record_decode::decode_records(bytes).and_then(|records| {
+                    if !crate::record_decode::offsets_in_order(&records, h) {
+                        // Not compactable record by record: kept whole.
+                        return Ok(Some(bytes.to_vec()));
+                    }
+                    let total = records.len();
+                    let survivors: Vec<Record> = records
+                        .into_iter()
+                        .filter(|r| retain(r, h, latest, now_ms, delete_retention_ms))
+                        .collect();
+                    removed += (total - survivors.len()) as u64;
+                    if survivors.len() == total {
+                        Ok(Some(bytes.to_vec()))
+                    } else if survivors.is_empty() {
+                        Ok(None)
+                    } else {
+                        reencode(h, &survivors).map(Some)
+                    }
+                })
+            };
+            match kept {
+                Ok(Some(out)) => {
+                    let header = BatchHeader::parse(&out).map_err(std::io::Error::other)?;
+                    io(out.len());
+                    cleaned.append(&out, &[(header, 0)], self.index_interval, now_ms)?;
+                    Ok(true)
+                }
+                Ok(None) => Ok(true),
+                Err(e) => {
+                    failure = Some(e);
+                    Ok(false)
+                }
             }
+        })?;
+        if let Some(e) = failure {
+            cleaned.delete()?;
+            return Err(e);
         }
-        for segment in doomed {
-            segment.delete()?;
-        }
-        sync_dir(&self.dir)?;
-        self.cleaner_checkpoint = end_offset;
-        checkpoint::write(&self.dir.join(CLEANER_CHECKPOINT_FILE), end_offset)?;
-        tracing::info!(dir = %self.dir.display(), ?stats, "compacted log");
-        Ok(stats)
+        stats.segments_cleaned += 1;
+        stats.bytes_before += source.size;
+        stats.bytes_after += cleaned.size();
+        stats.records_removed += removed;
+        // Durable before the swap, and without the log's lock.
+        cleaned.on_become_inactive()?;
+        Ok(cleaned)
     }
 }

@@ -101,6 +101,9 @@ pub struct Log {
     /// Files of deleted segments, renamed `.deleted`, and when to remove
     /// them (`file.delete.delay.ms`); leftovers go at the next open.
     pub(crate) retired: Vec<(i64, Vec<PathBuf>)>,
+    /// Moves whenever segments are truncated or removed, so a clean planned
+    /// before (see `cleaner.rs`) knows its view of the segments is stale.
+    pub(crate) generation: u64,
 }
 
 /// Validated batches of one append: each header with its position in the buffer.
@@ -685,6 +688,7 @@ impl Log {
     /// Drops everything at or after `offset` (a follower discarding a
     /// divergent tail). The batch containing `offset` goes entirely.
     pub fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
+        self.generation += 1;
         if offset < 0 {
             return Err(self.out_of_range(offset));
         }
@@ -730,6 +734,7 @@ impl Log {
     /// Deletes every segment and starts an empty log at `offset` (a follower
     /// whose leader's log starts after this log ends).
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
+        self.generation += 1;
         for segment in self.segments.drain(..) {
             segment.delete()?;
         }

@@ -224,6 +224,7 @@ impl Log {
             last_flush_ms: now_ms,
             producer_state: crate::producer_state::ProducerStateManager::new(),
             retired: Vec::new(),
+            generation: 0,
         };
         log.rebuild_producer_state(now_ms)?;
         // Whatever recovery read back is now made durable, so the recovery

@@ -135,6 +135,7 @@ impl Log {
             self.roll(self.log_end_offset)?;
         }
         let doomed: Vec<LogSegment> = self.segments.drain(..count).collect();
+        self.generation += 1;
         let delay = self.config.file_delete_delay_ms;
         for segment in doomed {
             tracing::info!(segment = %segment.log_path().display(), "deleting segment");

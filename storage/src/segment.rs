@@ -87,7 +87,7 @@ impl<'a> ChunkReader<'a> {
 /// Walks batches in `file` from `start` to `end`. With `validate`, reads each
 /// whole batch and checks its CRC; batches must also start at or after
 /// `min_offset` and increase. `visit` sees each valid batch's position and header.
-fn scan_batches(
+pub(crate) fn scan_batches(
     file: &File,
     start: u64,
     end: u64,
@@ -464,6 +464,11 @@ impl LogSegment {
 
     pub(crate) fn offset_of_max_timestamp(&self) -> i64 {
         self.offset_of_max_timestamp
+    }
+
+    /// The `.log` file (the cleaner reads through its own handle on it).
+    pub(crate) fn log_file(&self) -> &File {
+        &self.log
     }
 
     pub(crate) fn log_path(&self) -> &Path {

@@ -2,6 +2,7 @@
 //! magic-v2 batches built by kafka-protocol's encoder.
 
 mod append_read;
+mod clean_passes;
 mod common;
 mod compaction;
 mod idempotence;
