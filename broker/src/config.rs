@@ -142,7 +142,7 @@ pub struct BrokerConfig {
     pub connection_limits: crate::connection_quotas::ConnectionLimits,
     pub log_retention_check_interval_ms: u64,
     /// `log.cleaner.*`.
-    pub cleaner: crate::log_cleaner::CleanerConfig,
+    pub cleaner: CleanerConfig,
     pub log_flush_scheduler_interval_ms: u64,
     pub min_insync_replicas: i32,
     /// `replica.lag.time.max.ms`: a follower that has not caught up for this
@@ -277,7 +277,7 @@ impl BrokerConfig {
             message_max_bytes: log_defaults.max_message_bytes,
             socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
             connections_max_idle_ms: num(&raw, "connections.max.idle.ms", 600_000u64)?,
-            rack_aware_replica_selector: crate::replica_selector::parse(
+            rack_aware_replica_selector: replica_selector(
                 raw.get("replica.selector.class").map(String::as_str),
             )?,
             fetch_session_cache_slots: num(
@@ -287,7 +287,7 @@ impl BrokerConfig {
             )?,
             connection_limits: crate::connection_quotas::ConnectionLimits::from_config(&raw)?,
             log_retention_check_interval_ms: num(&raw, "log.retention.check.interval.ms", 300_000)?,
-            cleaner: crate::log_cleaner::CleanerConfig {
+            cleaner: CleanerConfig {
                 enable: boolean(&raw, "log.cleaner.enable", true)?,
                 threads: num(&raw, "log.cleaner.threads", 1usize)?,
                 backoff_ms: num(&raw, "log.cleaner.backoff.ms", 15_000u64)?,
@@ -733,6 +733,46 @@ fn positive<T: std::str::FromStr + PartialOrd + Default>(
     Ok(x)
 }
 
+/// `replica.selector.class`: unset (the leader serves every consumer, as
+/// Kafka's default) or Kafka's rack-aware selector (KIP-392). Another class
+/// cannot be loaded by a broker that is not a JVM: refused at start-up.
+fn replica_selector(value: Option<&str>) -> Result<bool, ConfigError> {
+    use crate::replica_selector::RACK_AWARE;
+    match value.map(str::trim) {
+        None | Some("") => Ok(false),
+        Some(RACK_AWARE) => Ok(true),
+        Some(other) => Err(ConfigError::Value {
+            key: "replica.selector.class".into(),
+            value: other.into(),
+            reason: format!("the only replica selector is {RACK_AWARE}"),
+        }),
+    }
+}
+
+/// The cleaner's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerConfig {
+    pub enable: bool,
+    pub threads: usize,
+    pub backoff_ms: u64,
+    pub dedupe_buffer_size: usize,
+    /// Bytes per second read and written by all cleaner threads; `None`:
+    /// no limit.
+    pub io_max_bytes_per_second: Option<f64>,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        Self {
+            enable: true,
+            threads: 1,
+            backoff_ms: 15_000,
+            dedupe_buffer_size: 128 * 1024 * 1024,
+            io_max_bytes_per_second: None,
+        }
+    }
+}
+
 fn parse_val<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
     v.trim().parse().map_err(|_| ConfigError::Value {
         key: key.into(),
@@ -846,6 +886,15 @@ mod tests {
             "7".to_string(),
         )]);
         assert_eq!(txn_config(&raw).unwrap().state_partitions, 7);
+    }
+
+    #[test]
+    fn only_kafkas_rack_aware_replica_selector_is_accepted() {
+        use crate::replica_selector::RACK_AWARE;
+        assert!(!replica_selector(None).unwrap());
+        assert!(!replica_selector(Some(" ")).unwrap());
+        assert!(replica_selector(Some(RACK_AWARE)).unwrap());
+        assert!(replica_selector(Some("com.example.MySelector")).is_err());
     }
 
     fn cli(args: &[&str]) -> Cli {

@@ -21,30 +21,6 @@ use tracing::{info, warn};
 use crate::broker::Broker;
 use crate::partition::Partition;
 
-/// The cleaner's settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CleanerConfig {
-    pub enable: bool,
-    pub threads: usize,
-    pub backoff_ms: u64,
-    pub dedupe_buffer_size: usize,
-    /// Bytes per second read and written by all cleaner threads; `None`:
-    /// no limit.
-    pub io_max_bytes_per_second: Option<f64>,
-}
-
-impl Default for CleanerConfig {
-    fn default() -> Self {
-        Self {
-            enable: true,
-            threads: 1,
-            backoff_ms: 15_000,
-            dedupe_buffer_size: 128 * 1024 * 1024,
-            io_max_bytes_per_second: None,
-        }
-    }
-}
-
 /// Kafka's `Throttler`: sleeps whoever reports bytes when the rate since
 /// the window started is above the limit. Windows restart every second.
 pub struct IoThrottle {

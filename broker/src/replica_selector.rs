@@ -8,25 +8,8 @@
 
 use std::collections::HashMap;
 
-use crate::config::ConfigError;
-
 /// Kafka's rack-aware selector, the only one Skein (like Kafka) ships.
 pub const RACK_AWARE: &str = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
-
-/// `replica.selector.class`: unset (the leader serves every consumer, as
-/// Kafka's default) or the rack-aware selector. Another class cannot be
-/// loaded by a broker that is not a JVM: refused at start-up.
-pub fn parse(value: Option<&str>) -> Result<bool, ConfigError> {
-    match value.map(str::trim) {
-        None | Some("") => Ok(false),
-        Some(RACK_AWARE) => Ok(true),
-        Some(other) => Err(ConfigError::Value {
-            key: "replica.selector.class".into(),
-            value: other.into(),
-            reason: format!("the only replica selector is {RACK_AWARE}"),
-        }),
-    }
-}
 
 /// What a request needs to choose: the consumer's rack, the leader's (this
 /// broker's) rack and the rack of every live broker reachable on the
@@ -95,13 +78,5 @@ mod tests {
         let tie = [(2, 100, 30), (3, 100, 10)];
         assert_eq!(choice("b", Some("a")).select(&tie), Some(3));
         assert_eq!(choice("b", Some("a")).select(&[]), None);
-    }
-
-    #[test]
-    fn only_kafkas_rack_aware_selector_is_accepted() {
-        assert!(!parse(None).unwrap());
-        assert!(!parse(Some(" ")).unwrap());
-        assert!(parse(Some(RACK_AWARE)).unwrap());
-        assert!(parse(Some("com.example.MySelector")).is_err());
     }
 }
