@@ -7,7 +7,8 @@
 #   - Python venv with pinned requirements.txt      -> e2e/.venv
 #   - kafkajs + snappy/lz4 codecs (package-lock.json) -> e2e/js/node_modules
 #   - Java kafka-clients driver (Maven)             -> e2e/java/target (+ target/classpath.txt)
-#   - Apache Kafka server + CLI tools jars (Maven)  -> e2e/.cache/kafka-$KAFKA_VERSION/libs
+#   - Apache Kafka server + CLI tools + Connect (runtime, JSON converter, file connectors) jars (Maven)
+#                                                   -> e2e/.cache/kafka-$KAFKA_VERSION/libs
 #
 # Needs: apt-get, python3 (+venv), node/npm, java 17+, mvn. Each step is skipped when its
 # inputs did not change since the last successful run (stamp files hold a hash of the inputs).
@@ -111,13 +112,13 @@ else
     echo "$h" > "$E2E_DIR/java/target/.e2e-stamp"
 fi
 
-# 5. Apache Kafka server + tools jars ---------------------------------------------------------
+# 5. Apache Kafka server + tools + Connect jars --------------------------------------------
 KLIBS="$CACHE/kafka-$KAFKA_VERSION/libs"
 h=$(hash_of "$E2E_DIR/kafka-dist/pom.xml")
 if fresh "$CACHE/kafka-$KAFKA_VERSION/.stamp" "$h" && [[ -d "$KLIBS" ]]; then
     say "Apache Kafka $KAFKA_VERSION jars up to date: $KLIBS"
 else
-    say "fetching Apache Kafka $KAFKA_VERSION server + tools jars into $KLIBS"
+    say "fetching Apache Kafka $KAFKA_VERSION server + tools + Connect jars into $KLIBS"
     rm -rf "$KLIBS"
     "${MVN[@]}" -f "$E2E_DIR/kafka-dist/pom.xml" dependency:copy-dependencies \
         -DoutputDirectory="$KLIBS" -DincludeScope=runtime

@@ -428,3 +428,114 @@ class LocalCluster:
                 continue
             out.append(f"--- {p.name} ---\n" + "\n".join(lines[-n:]))
         return "\n".join(out)
+
+
+class KafkaClusterNode(KafkaBroker):
+    """One node of KafkaCluster: broker and controller (KRaft combined mode) of a static
+    three-voter quorum, formatted with the cluster's id."""
+
+    def __init__(self, workdir: Path, node_id: int, controller_ports: dict[int, int], cluster_id: str,
+                 overrides: dict[str, str] | None = None):
+        self.name = f"kafka-{node_id}"
+        super().__init__(workdir, overrides)
+        self.node_id = node_id
+        self.controller_ports = controller_ports
+        self.controller_port = controller_ports[node_id]
+        self.cluster_id = cluster_id
+
+    def properties(self) -> dict[str, str]:
+        n = len(self.controller_ports)
+        p = super().properties()
+        p.update({
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": ",".join(f"{i}@127.0.0.1:{port}"
+                                                 for i, port in sorted(self.controller_ports.items())),
+            "default.replication.factor": str(min(3, n)),
+            "offsets.topic.replication.factor": str(min(3, n)),
+            "transaction.state.log.replication.factor": str(min(3, n)),
+            "transaction.state.log.min.isr": str(min(2, n)),
+            "share.coordinator.state.topic.replication.factor": str(min(3, n)),
+            "share.coordinator.state.topic.min.isr": str(min(2, n)),
+        })
+        p.update(self.overrides)
+        return p
+
+    def prepare(self) -> None:
+        self.props_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        cmd = self._java() + ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                              "-c", str(self.props_path)]
+        self._log_marker("format: " + " ".join(cmd))
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        with open(self.log_path, "a") as f:
+            f.write(r.stdout + r.stderr)
+        if r.returncode != 0:
+            raise RuntimeError(f"kafka StorageTool format failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+
+    def wait_ready_extra(self, deadline: float) -> None:
+        """Until the quorum has a leader and this broker is registered (listed in metadata)."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({**self.client_conf(), "log_level": 3})
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                if self.node_id in admin.list_topics(timeout=5).brokers:
+                    return
+            except Exception as e:  # noqa: BLE001
+                last = e
+            time.sleep(0.5)
+        raise RuntimeError(f"{self.name} not ready (metadata) in time: {last}; log tail:\n" + self.log_tail(80))
+
+
+class KafkaCluster:
+    """Apache Kafka, N nodes each broker and controller (KRaft combined mode, static quorum):
+    the reference for tests that need a replicated cluster (E2E_TARGET=kafka). Unlike
+    `skein-operator local` nothing restarts a broker that dies."""
+
+    name = "kafka-cluster"
+
+    def __init__(self, workdir: Path, brokers: int = 3, overrides: dict[str, str] | None = None):
+        self.workdir = Path(workdir)
+        self.n = brokers
+        taken: set[int] = set()
+        controllers = {i: free_port_range(1, taken) for i in range(1, brokers + 1)}
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.nodes = [KafkaClusterNode(self.workdir / f"node-{i}", i, controllers, cluster_id, overrides)
+                      for i in range(1, brokers + 1)]
+        self.log_path = self.nodes[0].log_path
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def client_conf(self) -> dict[str, str]:
+        return {"bootstrap.servers": self.bootstrap}
+
+    def start(self) -> None:
+        """Starts every node at once (a node is ready only when a majority of the quorum is up)."""
+        import threading
+        errors: list[Exception] = []
+
+        def start(node: KafkaClusterNode) -> None:
+            try:
+                node.start()
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=start, args=(n,)) for n in self.nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def stop(self, timeout: float = 60.0) -> None:
+        for n in self.nodes:
+            if n.running():
+                n.proc.send_signal(signal.SIGTERM)
+        for n in self.nodes:
+            n.stop(timeout)
+
+    def log_tail(self, n: int = 100) -> str:
+        return "\n".join(f"--- {node.name} ({node.log_path}) ---\n{node.log_tail(n)}" for node in self.nodes)

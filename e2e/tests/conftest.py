@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from brokers import Broker, LocalCluster, make_broker  # noqa: E402
+from brokers import Broker, KafkaCluster, LocalCluster, make_broker  # noqa: E402
 
 TARGET = os.environ.get("E2E_TARGET", "skein")
 _active: list[Broker] = []
@@ -81,15 +81,34 @@ def new_broker(tmp_path):
             _active.remove(b)
 
 
+# Short failure detection for the 3-broker local clusters.
+CLUSTER3_OVERRIDES = {"replica.lag.time.max.ms": "2000", "broker.heartbeat.interval.ms": "500",
+                      "group.initial.rebalance.delay.ms": "0"}
+
+
 @pytest.fixture
 def cluster3(tmp_path):
     """A 3-broker local cluster (`skein-operator local`, which restarts a killed broker) with
     short failure detection; Skein only."""
     if TARGET != "skein":
         pytest.skip("runs Skein's own local platform (skein-operator local)")
-    c = LocalCluster(tmp_path / "cluster", 3, {"replica.lag.time.max.ms": "2000",
-                                               "broker.heartbeat.interval.ms": "500",
-                                               "group.initial.rebalance.delay.ms": "0"})
+    c = LocalCluster(tmp_path / "cluster", 3, CLUSTER3_OVERRIDES)
+    _start(c)
+    yield c
+    c.stop()
+    if c in _active:
+        _active.remove(c)
+
+
+@pytest.fixture
+def replicated_cluster(tmp_path):
+    """Three brokers of the target under test: Skein's local platform (as `cluster3`) or three
+    Apache Kafka nodes (KRaft, each broker and controller). For tests that need replication but
+    not the local platform's restart of a killed broker."""
+    if TARGET == "kafka":
+        c = KafkaCluster(tmp_path / "cluster", 3)
+    else:
+        c = LocalCluster(tmp_path / "cluster", 3, CLUSTER3_OVERRIDES)
     _start(c)
     yield c
     c.stop()

@@ -74,6 +74,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *             Runs until the stop file exists, N records were processed, or the timeout; then closes (leaves the group).
  *   txn-produce, txn-copy: transactions (see Txn).
  *   streams-count: a Kafka Streams exactly-once application (see StreamsCount).
+ *   schema-store: Schema Registry's storage and single-writer election pattern (see SchemaStore).
  *   consume also takes [--isolation read_committed|read_uncommitted].
  */
 public final class Client {
@@ -104,6 +105,7 @@ public final class Client {
             case "txn-produce" -> Txn.produce(bootstrap, opt);
             case "txn-copy" -> Txn.copy(bootstrap, opt);
             case "streams-count" -> StreamsCount.run(bootstrap, opt);
+            case "schema-store" -> SchemaStore.run(bootstrap, opt);
             default -> die("unknown subcommand " + cmd);
         }
         System.out.flush();
