@@ -6,6 +6,7 @@ pub mod api_label;
 pub mod authorizer;
 pub mod authorizer_config;
 pub mod broker;
+pub mod broker_config_defs;
 pub mod clean_shutdown;
 pub mod config;
 pub mod connection_quotas;

@@ -110,3 +110,26 @@ def test_get_offset_shell(broker, topic, tmp):
     assert end_offsets(b, topic, -2) == {0: 0}
     assert end_offsets(b, topic, ts0 + 505) == {0: 51}
     assert end_offsets(b, topic, ts0) == {0: 0}
+
+
+def test_config_command_lists_every_broker_config_with_its_source_and_synonyms(broker):
+    """kafka-configs --describe --entity-type brokers --all: every broker config with its value,
+    where it comes from and its synonyms, as Kafka 4.1 lists them (log.retention.ms unset is
+    null, its value coming from log.retention.hours); the others show Kafka's defaults."""
+    out = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--describe",
+                     "--entity-type", "brokers", "--entity-name", "1", "--all").stdout.decode()
+    for line in [
+        "log.segment.bytes=1073741824 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+        "log.retention.hours=168 sensitive=false synonyms={DEFAULT_CONFIG:log.retention.hours=168}",
+        "log.retention.ms=null sensitive=false synonyms={}",
+        "replica.selector.class=null sensitive=false synonyms={}",
+        "message.max.bytes=1048588 sensitive=false synonyms={DEFAULT_CONFIG:message.max.bytes=1048588}",
+        "log.cleaner.threads=1 sensitive=false synonyms={DEFAULT_CONFIG:log.cleaner.threads=1}",
+        "log.message.timestamp.after.max.ms=3600000 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:log.message.timestamp.after.max.ms=3600000}",
+    ]:
+        assert line in out, f"{line!r} missing from:\n{out}"
+    # Without --all only dynamic configs are listed: none are set.
+    out = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--describe",
+                     "--entity-type", "brokers", "--entity-name", "1").stdout.decode()
+    assert "log.segment.bytes" not in out, out

@@ -22,9 +22,6 @@ use crate::error::ApiError;
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 
-/// Kafka's ConfigType code of a password (DescribeConfigs v3+).
-const CONFIG_TYPE_PASSWORD: i8 = 9;
-
 /// Kafka's ConfigType codes (DescribeConfigs v3+).
 fn config_type(key: &str) -> i8 {
     const BOOLEAN: i8 = 1;
@@ -134,19 +131,29 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                     r.error_code = ResponseError::InvalidRequest.code();
                     r.error_message = Some(strb(format!("this is broker {id}")));
                 } else {
-                    for (key, value) in broker.config.raw.iter().filter(|(k, _)| wanted(k)) {
+                    for d in crate::broker_config_defs::describe(&broker.config.raw)
+                        .into_iter()
+                        .filter(|d| wanted(&d.name))
+                    {
                         let mut c = DescribeConfigsResourceResult::default();
-                        c.name = strb(key.clone());
+                        c.name = strb(d.name);
+                        c.value = d.value.map(strb);
                         c.read_only = true;
-                        c.config_source = SOURCE_STATIC_BROKER;
-                        if crate::config::is_sensitive(key) {
-                            // As Kafka: a password's value never leaves the broker.
-                            c.value = None;
-                            c.is_sensitive = true;
-                            c.config_type = CONFIG_TYPE_PASSWORD;
-                        } else {
-                            c.value = Some(strb(value.clone()));
-                            c.config_type = 2;
+                        c.config_source = d.source;
+                        c.is_sensitive = d.sensitive;
+                        c.config_type = d.kind as i8;
+                        if req.include_synonyms {
+                            c.synonyms = d
+                                .synonyms
+                                .into_iter()
+                                .map(|(name, value, source)| {
+                                    let mut s = DescribeConfigsSynonym::default();
+                                    s.name = strb(name);
+                                    s.value = value.map(strb);
+                                    s.source = source;
+                                    s
+                                })
+                                .collect();
                         }
                         r.configs.push(c);
                     }

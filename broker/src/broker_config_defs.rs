@@ -1,0 +1,355 @@
+//! Every broker config Skein reads, as DescribeConfigs lists it for a
+//! broker (`kafka-configs --describe --entity-type brokers --all`): Kafka's
+//! name, type and default, whether Kafka lets it change without a restart,
+//! and its synonyms (`log.retention.ms` > `.minutes` > `.hours`).
+//!
+//! A value comes from, highest first: the properties file or `--override`
+//! under the name or one of its synonyms (STATIC_BROKER_CONFIG), else the
+//! default (DEFAULT_CONFIG). Secrets are never shown (PASSWORD, null).
+
+use std::collections::BTreeMap;
+
+/// Kafka's `ConfigType` codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i8)]
+pub enum Kind {
+    Boolean = 1,
+    Str = 2,
+    Int = 3,
+    Short = 4,
+    Long = 5,
+    Double = 6,
+    List = 7,
+    Class = 8,
+    Password = 9,
+}
+
+/// Kafka's `ConfigSource` codes.
+pub const SOURCE_STATIC_BROKER: i8 = 4;
+pub const SOURCE_DEFAULT: i8 = 5;
+
+/// One broker config.
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerConfigDef {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Kafka's (and Skein's) default; `None`: null.
+    pub default: Option<&'static str>,
+    /// Lower-priority names for the same setting (Kafka's synonyms).
+    pub synonyms: &'static [&'static str],
+}
+
+const fn d(name: &'static str, kind: Kind, default: Option<&'static str>) -> BrokerConfigDef {
+    BrokerConfigDef {
+        name,
+        kind,
+        default,
+        synonyms: &[],
+    }
+}
+
+const fn s(
+    name: &'static str,
+    kind: Kind,
+    default: Option<&'static str>,
+    synonyms: &'static [&'static str],
+) -> BrokerConfigDef {
+    BrokerConfigDef {
+        name,
+        kind,
+        default,
+        synonyms,
+    }
+}
+
+use Kind::*;
+
+const LONG_MAX: &str = "9223372036854775807";
+const INT_MAX: &str = "2147483647";
+
+/// Every broker config Skein reads, by name.
+pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
+    d("advertised.listeners", Str, None),
+    d("allow.everyone.if.no.acl.found", Boolean, Some("false")),
+    d("authorizer.class.name", Str, Some("")),
+    d("auto.create.topics.enable", Boolean, Some("true")),
+    d("auto.leader.rebalance.enable", Boolean, Some("true")),
+    d("broker.heartbeat.interval.ms", Int, Some("2000")),
+    d("broker.rack", Str, None),
+    d("compression.type", Str, Some("producer")),
+    d("connections.max.idle.ms", Long, Some("600000")),
+    d("connections.max.reauth.ms", Long, Some("0")),
+    d("controlled.shutdown.timeout.ms", Long, Some("30000")),
+    d("default.replication.factor", Int, Some("1")),
+    d("group.consumer.heartbeat.interval.ms", Int, Some("5000")),
+    d("group.consumer.session.timeout.ms", Int, Some("45000")),
+    d("group.initial.rebalance.delay.ms", Int, Some("3000")),
+    d("group.max.session.timeout.ms", Int, Some("1800000")),
+    d("group.max.size", Int, Some(INT_MAX)),
+    d("group.min.session.timeout.ms", Int, Some("6000")),
+    d("inter.broker.listener.name", Str, None),
+    d("leader.imbalance.check.interval.seconds", Long, Some("300")),
+    d("listener.security.protocol.map", Str, None),
+    d("listeners", Str, Some("PLAINTEXT://:9092")),
+    d("log.cleaner.backoff.ms", Long, Some("15000")),
+    d("log.cleaner.dedupe.buffer.size", Long, Some("134217728")),
+    d("log.cleaner.delete.retention.ms", Long, Some("86400000")),
+    d("log.cleaner.enable", Boolean, Some("true")),
+    d(
+        "log.cleaner.io.max.bytes.per.second",
+        Double,
+        Some("1.7976931348623157E308"),
+    ),
+    d("log.cleaner.max.compaction.lag.ms", Long, Some(LONG_MAX)),
+    d("log.cleaner.min.cleanable.ratio", Double, Some("0.5")),
+    d("log.cleaner.min.compaction.lag.ms", Long, Some("0")),
+    d("log.cleaner.threads", Int, Some("1")),
+    d("log.cleanup.policy", List, Some("delete")),
+    s("log.dirs", Str, None, &["log.dir"]),
+    d("log.dir", Str, Some("/tmp/kafka-logs")),
+    d("log.flush.interval.messages", Long, Some(LONG_MAX)),
+    s(
+        "log.flush.interval.ms",
+        Long,
+        None,
+        &["log.flush.scheduler.interval.ms"],
+    ),
+    d("log.flush.scheduler.interval.ms", Long, Some("1000")),
+    d("log.index.interval.bytes", Int, Some("4096")),
+    d("log.index.size.max.bytes", Int, Some("10485760")),
+    d("log.message.timestamp.after.max.ms", Long, Some("3600000")),
+    d("log.message.timestamp.before.max.ms", Long, Some(LONG_MAX)),
+    d("log.message.timestamp.type", Str, Some("CreateTime")),
+    d("log.preallocate", Boolean, Some("false")),
+    d("log.retention.bytes", Long, Some("-1")),
+    d("log.retention.check.interval.ms", Long, Some("300000")),
+    d("log.retention.hours", Int, Some("168")),
+    s("log.retention.minutes", Int, None, &["log.retention.hours"]),
+    s(
+        "log.retention.ms",
+        Long,
+        None,
+        &["log.retention.minutes", "log.retention.hours"],
+    ),
+    d("log.roll.hours", Int, Some("168")),
+    s("log.roll.jitter.ms", Long, None, &["log.roll.jitter.hours"]),
+    d("log.roll.jitter.hours", Int, Some("0")),
+    s("log.roll.ms", Long, None, &["log.roll.hours"]),
+    d("log.segment.bytes", Int, Some("1073741824")),
+    d("log.segment.delete.delay.ms", Long, Some("60000")),
+    d("max.connections", Int, Some(INT_MAX)),
+    d("max.connections.per.ip", Int, Some(INT_MAX)),
+    d("max.connections.per.ip.overrides", Str, Some("")),
+    d(
+        "max.incremental.fetch.session.cache.slots",
+        Int,
+        Some("1000"),
+    ),
+    d("message.max.bytes", Int, Some("1048588")),
+    d("min.insync.replicas", Int, Some("1")),
+    d("node.id", Int, Some("-1")),
+    d("num.partitions", Int, Some("1")),
+    d("offsets.retention.check.interval.ms", Long, Some("600000")),
+    d("offsets.retention.minutes", Int, Some("10080")),
+    d("offsets.topic.num.partitions", Int, Some("50")),
+    d("offsets.topic.replication.factor", Short, Some("3")),
+    d("producer.id.expiration.ms", Int, Some("86400000")),
+    d("replica.fetch.backoff.ms", Int, Some("1000")),
+    d("replica.fetch.max.bytes", Int, Some("1048576")),
+    d("replica.fetch.response.max.bytes", Int, Some("10485760")),
+    d("replica.fetch.wait.max.ms", Int, Some("500")),
+    d("replica.lag.time.max.ms", Long, Some("30000")),
+    d("replica.selector.class", Class, None),
+    d("sasl.enabled.mechanisms", List, Some("GSSAPI")),
+    d("security.inter.broker.protocol", Str, Some("PLAINTEXT")),
+    d("socket.request.max.bytes", Int, Some("104857600")),
+    d("ssl.client.auth", Str, Some("none")),
+    d("ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3")),
+    d("ssl.key.password", Password, None),
+    d("ssl.keystore.location", Str, None),
+    d("ssl.keystore.password", Password, None),
+    d("ssl.keystore.type", Str, Some("JKS")),
+    d("ssl.principal.mapping.rules", Str, Some("DEFAULT")),
+    d("ssl.truststore.location", Str, None),
+    d("ssl.truststore.password", Password, None),
+    d("ssl.truststore.type", Str, Some("JKS")),
+    d("super.users", Str, None),
+    d(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        Int,
+        Some("10000"),
+    ),
+    d("transaction.max.timeout.ms", Int, Some("900000")),
+    d(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        Int,
+        Some("3600000"),
+    ),
+    d("transaction.state.log.min.isr", Int, Some("2")),
+    d("transaction.state.log.num.partitions", Int, Some("50")),
+    d("transaction.state.log.replication.factor", Short, Some("3")),
+    d(
+        "transaction.state.log.segment.bytes",
+        Int,
+        Some("104857600"),
+    ),
+    d("transactional.id.expiration.ms", Int, Some("604800000")),
+    d("unclean.leader.election.enable", Boolean, Some("false")),
+];
+
+/// One config as DescribeConfigs reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Described {
+    pub name: String,
+    /// `None` for a secret or a null default.
+    pub value: Option<String>,
+    pub source: i8,
+    pub kind: Kind,
+    pub sensitive: bool,
+    /// `(name, value, source)`, highest priority first.
+    pub synonyms: Vec<(String, Option<String>, i8)>,
+}
+
+fn is_secret(name: &str, kind: Kind) -> bool {
+    kind == Password || crate::config::is_sensitive(name)
+}
+
+/// Every broker config: the table's, then those set in the properties that
+/// the table does not know (listener-prefixed settings, Skein's own keys).
+pub fn describe(raw: &BTreeMap<String, String>) -> Vec<Described> {
+    let mut out: Vec<Described> = BROKER_CONFIGS
+        .iter()
+        .map(|d| describe_one(d, raw))
+        .collect();
+    for (k, v) in raw {
+        if BROKER_CONFIGS.iter().any(|d| d.name == k) {
+            continue;
+        }
+        let secret = crate::config::is_sensitive(k);
+        let kind = if secret { Password } else { Str };
+        let value = (!secret).then(|| v.clone());
+        out.push(Described {
+            name: k.clone(),
+            value: value.clone(),
+            source: SOURCE_STATIC_BROKER,
+            kind,
+            sensitive: secret,
+            synonyms: vec![(k.clone(), value, SOURCE_STATIC_BROKER)],
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn describe_one(def: &BrokerConfigDef, raw: &BTreeMap<String, String>) -> Described {
+    let secret = is_secret(def.name, def.kind);
+    let shown = |v: &str| (!secret).then(|| v.to_string());
+    let mut synonyms = Vec::new();
+    for name in std::iter::once(def.name).chain(def.synonyms.iter().copied()) {
+        if let Some(v) = raw.get(name) {
+            synonyms.push((name.to_string(), shown(v), SOURCE_STATIC_BROKER));
+        }
+    }
+    if let Some(default) = def.default {
+        synonyms.push((def.name.to_string(), shown(default), SOURCE_DEFAULT));
+    }
+    // The name's own value, as in Kafka: a synonym in other units
+    // (minutes, hours) is listed among the synonyms only.
+    let (value, source) = match synonyms.first() {
+        Some((name, v, src)) if name == def.name => (v.clone(), *src),
+        _ => (None, SOURCE_DEFAULT),
+    };
+    Described {
+        name: def.name.to_string(),
+        value,
+        source,
+        kind: if secret { Password } else { def.kind },
+        sensitive: secret,
+        synonyms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn find<'a>(all: &'a [Described], name: &str) -> &'a Described {
+        all.iter().find(|d| d.name == name).unwrap()
+    }
+
+    #[test]
+    fn defaults_static_values_synonyms_and_secrets() {
+        let all = describe(&raw(&[
+            ("log.retention.hours", "24"),
+            ("num.partitions", "3"),
+            ("ssl.keystore.password", "hunter2"),
+            ("listener.name.external.ssl.keystore.password", "hunter2"),
+            ("control.listen", "127.0.0.1:9192"),
+        ]));
+        let np = find(&all, "num.partitions");
+        assert_eq!(
+            (np.value.as_deref(), np.source),
+            (Some("3"), SOURCE_STATIC_BROKER)
+        );
+        assert_eq!(
+            np.synonyms,
+            vec![
+                (
+                    "num.partitions".into(),
+                    Some("3".into()),
+                    SOURCE_STATIC_BROKER
+                ),
+                ("num.partitions".into(), Some("1".into()), SOURCE_DEFAULT),
+            ]
+        );
+        let seg = find(&all, "log.segment.bytes");
+        assert_eq!(
+            (seg.value.as_deref(), seg.source, seg.kind),
+            (Some("1073741824"), SOURCE_DEFAULT, Int)
+        );
+        // log.retention.ms: null, its synonyms say where the value is set.
+        let ms = find(&all, "log.retention.ms");
+        assert_eq!(ms.value, None);
+        assert_eq!(
+            ms.synonyms,
+            vec![(
+                "log.retention.hours".into(),
+                Some("24".into()),
+                SOURCE_STATIC_BROKER
+            )]
+        );
+        assert!(find(&describe(&raw(&[])), "log.retention.ms")
+            .synonyms
+            .is_empty());
+        let hours = find(&all, "log.retention.hours");
+        assert_eq!(
+            (hours.value.as_deref(), hours.source),
+            (Some("24"), SOURCE_STATIC_BROKER)
+        );
+        for name in [
+            "ssl.keystore.password",
+            "listener.name.external.ssl.keystore.password",
+        ] {
+            let p = find(&all, name);
+            assert!(
+                p.sensitive && p.value.is_none() && p.kind == Password,
+                "{p:?}"
+            );
+            assert!(p.synonyms.iter().all(|(_, v, _)| v.is_none()), "{p:?}");
+        }
+        let own = find(&all, "control.listen");
+        assert_eq!(own.value.as_deref(), Some("127.0.0.1:9192"));
+        // Sorted, each name once.
+        let names: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+    }
+}
