@@ -520,6 +520,16 @@ fn followers_awaiting_the_leader(
     g: &mut ClassicGroup,
     ids: &mut Ids,
 ) -> (String, Vec<String>, i32) {
+    members_awaiting_the_leader(g, ids, false)
+}
+
+/// As [`followers_awaiting_the_leader`], static members (instance ids
+/// `i-a`, `i-b`, `i-c`) when `static_members`.
+fn members_awaiting_the_leader(
+    g: &mut ClassicGroup,
+    ids: &mut Ids,
+    static_members: bool,
+) -> (String, Vec<String>, i32) {
     let c = GroupConfig {
         initial_rebalance_delay_ms: 100,
         ..GroupConfig::default()
@@ -527,8 +537,9 @@ fn followers_awaiting_the_leader(
     let mut fx = Vec::new();
     let mut all = Vec::new();
     for (i, meta) in ["a", "b", "c"].into_iter().enumerate() {
+        let instance = format!("i-{meta}");
         all.push(wait_id(g.join(
-            req("", None, meta),
+            req("", static_members.then_some(instance.as_str()), meta),
             &c,
             i as i64,
             &mut ids.gen(),
@@ -619,4 +630,79 @@ fn a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() {
     assert!(!g.members.contains_key(&leader));
     assert_eq!(g.state, GroupState::PreparingRebalance);
     assert_eq!(syncs(&fx).len(), 2, "both parked members told to rejoin");
+}
+
+#[test]
+fn a_static_leader_dying_before_sync_expires_alone_and_static_followers_rejoin() {
+    let c = cfg();
+    let mut ids = Ids(0);
+    let mut g = ClassicGroup::new("g", 0);
+    let (leader, followers, gen) = members_awaiting_the_leader(&mut g, &mut ids, true);
+    let mut fx = Vec::new();
+    g.tick(&c, 10_300, &mut fx);
+    assert!(
+        !g.members.contains_key(&leader),
+        "the silent static leader expired"
+    );
+    for f in &followers {
+        assert!(
+            g.members.contains_key(f),
+            "a static member parked in SyncGroup stays"
+        );
+    }
+    assert_eq!(g.state, GroupState::PreparingRebalance);
+    assert_eq!(
+        syncs(&fx)
+            .iter()
+            .filter(|(_, r)| r.error == Some(ResponseError::RebalanceInProgress))
+            .count(),
+        2
+    );
+    // They rejoin under their instance ids and member ids, and the group goes on.
+    let mut fx = Vec::new();
+    for f in &followers {
+        let instance = g.members[f].instance_id.clone().unwrap();
+        wait_id(g.join(
+            req(f, Some(&instance), "x"),
+            &c,
+            10_450,
+            &mut ids.gen(),
+            &mut fx,
+        ));
+    }
+    assert_eq!(g.state, GroupState::CompletingRebalance);
+    assert_eq!(g.generation, gen + 1);
+    assert_eq!(g.members.len(), 2);
+}
+
+#[test]
+fn a_member_parked_in_join_group_is_not_expired_while_others_are() {
+    let c = GroupConfig {
+        initial_rebalance_delay_ms: 0,
+        ..cfg()
+    };
+    let mut ids = Ids(0);
+    let mut g = ClassicGroup::new("g", 0);
+    let (leader, followers, gen) = followers_awaiting_the_leader(&mut g, &mut ids);
+    let mut fx = Vec::new();
+    // Everyone syncs: the group is stable.
+    g.sync(&leader, None, gen, None, None, vec![], 400, &mut fx);
+    assert_eq!(g.state, GroupState::Stable);
+    // One member rejoins (a new subscription) and parks in JoinGroup; the
+    // others go silent. A session later they expire, the parked one does not,
+    // and the rebalance completes with it alone.
+    let parked = followers[0].clone();
+    let outcome = g.join(req(&parked, None, "y"), &c, 1_000, &mut ids.gen(), &mut fx);
+    assert!(matches!(outcome, JoinOutcome::Wait(_)), "{outcome:?}");
+    let mut fx = Vec::new();
+    g.tick(&c, 11_500, &mut fx);
+    assert!(
+        g.members.contains_key(&parked),
+        "a member parked in JoinGroup is not expired"
+    );
+    assert!(!g.members.contains_key(&leader));
+    assert!(!g.members.contains_key(&followers[1]));
+    assert_eq!(g.state, GroupState::CompletingRebalance);
+    assert_eq!(joins(&fx).len(), 1, "the parked JoinGroup is answered");
+    assert_eq!(g.leader.as_deref(), Some(parked.as_str()));
 }
