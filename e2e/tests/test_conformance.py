@@ -36,7 +36,8 @@ def java_produce(bootstrap: str, topic: str, tmp: Path, rows: list[tuple[bytes |
             f.write(f"{key.hex() if key is not None else '-'}\t{f'value-{i}'.encode().hex()}\t-\t"
                     f"{ts if ts is not None else '-'}\n")
     out = tmp / "out.jsonl"
-    util.java("produce", bootstrap, topic=topic, input=inp, out=out, allow_errors="true")
+    # A long linger: the records go as one batch (flush sends it), however busy the machine.
+    util.java("produce", bootstrap, topic=topic, input=inp, out=out, allow_errors="true", linger_ms=2000)
     return util.read_jsonl(out)
 
 

@@ -210,7 +210,8 @@ public final class Client {
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, opt.getOrDefault("compression", "none"));
         p.put(ProducerConfig.ACKS_CONFIG, opt.getOrDefault("acks", "all"));
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, opt.getOrDefault("idempotence", "true"));
-        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        // --linger-ms: a long linger keeps a few records in one batch (tests of batch-level answers).
+        p.put(ProducerConfig.LINGER_MS_CONFIG, opt.getOrDefault("linger-ms", "5"));
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
