@@ -57,11 +57,14 @@ async fn acks_all_is_replicated_and_survives_leader_loss() {
         .wait_for("full ISR", "orders", 0, |l, _, isr| l > 0 && isr.len() == 3)
         .await;
 
-    // Followers never serve consumers.
+    // Followers serve consumers only from Fetch v11 (KIP-392, as Kafka),
+    // up to the high watermark they know; never produce requests.
     let follower = (1..=3).find(|b| *b != leader).unwrap();
     let mut fc = cluster.client(follower).await;
-    let pd = fetch(&mut fc, "orders", 0, 0, 0, 0).await;
+    let pd = fetch_version(&mut fc, "orders", 0, 0, (0, 0), 10).await;
     assert_eq!(pd.error_code, NOT_LEADER);
+    let pd = fetch_version(&mut fc, "orders", 0, 0, (0, 0), 11).await;
+    assert_eq!((pd.error_code, pd.high_watermark), (0, 0));
     let r = produce_acks(&mut fc, "orders", 0, named_batch("x", 1), -1).await;
     assert_eq!(r.error_code, NOT_LEADER);
 
@@ -110,9 +113,12 @@ async fn acks_all_is_replicated_and_survives_leader_loss() {
             |_, _, isr| isr.contains(&leader) && isr.len() == 3,
         )
         .await;
+    // It follows: a consumer of Fetch v10 is sent to the leader.
     let mut oc = cluster.client(leader).await;
     assert_eq!(
-        fetch(&mut oc, "orders", 0, 0, 0, 0).await.error_code,
+        fetch_version(&mut oc, "orders", 0, 0, (0, 0), 10)
+            .await
+            .error_code,
         NOT_LEADER
     );
 }

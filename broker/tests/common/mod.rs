@@ -237,6 +237,18 @@ pub async fn fetch(
     max_wait_ms: i32,
     min_bytes: i32,
 ) -> fetch_response::PartitionData {
+    fetch_version(c, topic, partition, offset, (max_wait_ms, min_bytes), 12).await
+}
+
+/// [`fetch`] with a given Fetch version (4..=12: topics by name).
+pub async fn fetch_version(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    (max_wait_ms, min_bytes): (i32, i32),
+    version: i16,
+) -> fetch_response::PartitionData {
     let mut fp = fetch_request::FetchPartition::default();
     fp.partition = partition;
     fp.fetch_offset = offset;
@@ -254,7 +266,7 @@ pub async fn fetch(
     req.max_bytes = 50 << 20;
     req.session_epoch = -1;
     req.topics = vec![ft];
-    let resp = c.call(&req, 12).await.unwrap();
+    let resp = c.call(&req, version).await.unwrap();
     resp.responses
         .into_iter()
         .next()
