@@ -147,6 +147,12 @@ pub enum Reply {
         partition: u32,
         result: Result<(), ControllerError>,
     },
+    /// How many partitions a reassignment was started (or replaced) for;
+    /// 0 when every partition had the replication factor already.
+    AlterReplicationFactor {
+        topic: String,
+        result: Result<u32, ControllerError>,
+    },
     /// The new leader.
     ElectLeader {
         topic: String,

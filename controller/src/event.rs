@@ -67,6 +67,17 @@ pub enum Event {
         partition: u32,
         target: Option<Vec<BrokerId>>,
     },
+    /// The topic's replication factor becomes `replication_factor` (a Topic
+    /// resource's `spec.replicationFactor` changed): every partition whose
+    /// target has another number of replicas is reassigned
+    /// ([`crate::replication_factor`]: replicas added on the least-loaded
+    /// brokers and racks, or removed, never the leader), and partitions
+    /// added later get it. Applied to every partition or to none.
+    /// Answered with [`crate::Reply::AlterReplicationFactor`].
+    AlterReplicationFactor {
+        topic: String,
+        replication_factor: u16,
+    },
     /// `ElectLeaders` for the given partitions.
     ElectLeaders {
         election: ElectionType,

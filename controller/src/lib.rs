@@ -2,7 +2,7 @@
 //!
 //! * The **core** ([`ControllerCore`] and the modules `command`, `config`,
 //!   `election`, `error`, `event`, `invariants`, `model`, `placement`,
-//!   `producer_ids`, `reassignment`, `scaling`): a pure state machine
+//!   `producer_ids`, `reassignment`, `replication_factor`, `scaling`): a pure state machine
 //!   (events in, commands out) that places replicas, elects leaders, tracks
 //!   ISRs and plans scaling. No I/O, no clock, no randomness: the
 //!   deterministic simulation drives it.
@@ -58,6 +58,7 @@ pub mod plane;
 pub mod producer_ids;
 pub mod quotas;
 pub mod reassignment;
+pub mod replication_factor;
 pub mod rpc;
 pub mod scaling;
 pub mod scram;

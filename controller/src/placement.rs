@@ -6,7 +6,9 @@
 //! follower is taken from a rack the partition does not use yet (when
 //! brokers have racks), then from the brokers holding the fewest replicas,
 //! then in ring order after the leader, so ties spread like Kafka's
-//! round-robin. Existing partitions are never moved by placement.
+//! round-robin. Existing partitions are never moved by placement;
+//! [`add_replicas`] picks more followers for one the same way (a
+//! replication factor that grows).
 
 use std::collections::BTreeMap;
 
@@ -56,6 +58,11 @@ impl BrokerLoad {
                 *self.leaders.entry(*b).or_default() += 1;
             }
         }
+    }
+
+    /// Counts one more follower replica on `b`.
+    pub fn add_follower(&mut self, b: BrokerId) {
+        *self.replicas.entry(b).or_default() += 1;
     }
 
     fn replicas_of(&self, b: BrokerId) -> u32 {
@@ -114,14 +121,14 @@ pub fn place_partitions(
         let mut chosen = vec![leader_idx];
         while chosen.len() < rf {
             let used_racks: Vec<RackKey<'_>> = chosen.iter().map(|&i| rack_key(ring[i])).collect();
-            let next = (0..n)
-                .filter(|i| !chosen.contains(i))
-                .min_by_key(|&i| {
-                    let rack_used = used_racks.contains(&rack_key(ring[i]));
-                    let ring_distance = (i + n - leader_idx) % n;
-                    (rack_used, load.replicas_of(ring[i].id), ring_distance)
-                })
-                .expect("rf <= brokers");
+            let next = next_follower(
+                &ring,
+                load,
+                &used_racks,
+                |i| chosen.contains(&i),
+                leader_idx,
+            )
+            .expect("rf <= brokers");
             chosen.push(next);
         }
         let replicas: Vec<BrokerId> = chosen.iter().map(|&i| ring[i].id).collect();
@@ -129,6 +136,71 @@ pub fn place_partitions(
         out.push(replicas);
     }
     Ok(out)
+}
+
+/// Index in `ring` of the next follower of a partition whose replicas use
+/// `used_racks`: a broker not `taken`, on a rack not used yet, holding the
+/// fewest replicas, nearest after `anchor` (the preferred leader's place)
+/// in ring order.
+fn next_follower(
+    ring: &[&PlacementBroker],
+    load: &BrokerLoad,
+    used_racks: &[RackKey<'_>],
+    taken: impl Fn(usize) -> bool,
+    anchor: usize,
+) -> Option<usize> {
+    let n = ring.len();
+    (0..n).filter(|&i| !taken(i)).min_by_key(|&i| {
+        let rack_used = used_racks.contains(&rack_key(ring[i]));
+        let ring_distance = (i + n - anchor % n.max(1)) % n;
+        (rack_used, load.replicas_of(ring[i].id), ring_distance)
+    })
+}
+
+/// Picks `count` more replicas for a partition that has `current`
+/// (preferred leader first) from `brokers`, the way [`place_partitions`]
+/// picks followers, and counts them in `load`. `current` carries the racks
+/// of the replicas the partition has; they need not be in `brokers` (a
+/// replica on a fenced broker stays and is never picked again). Returns the
+/// new replicas in the order picked.
+pub fn add_replicas(
+    brokers: &[PlacementBroker],
+    current: &[PlacementBroker],
+    load: &mut BrokerLoad,
+    count: usize,
+) -> Result<Vec<BrokerId>, ControllerError> {
+    let mut ring: Vec<&PlacementBroker> = brokers.iter().collect();
+    ring.sort_by_key(|b| b.id);
+    ring.dedup_by_key(|b| b.id);
+    let is_current = |id: BrokerId| current.iter().any(|c| c.id == id);
+    let free = ring.iter().filter(|b| !is_current(b.id)).count();
+    if free < count {
+        return Err(ControllerError::InvalidReplicationFactor(format!(
+            "replication factor {} is larger than the {} available brokers",
+            current.len() + count,
+            current.len() + free
+        )));
+    }
+    // Ring order starts after the preferred leader, wherever it would sit.
+    let anchor = current
+        .first()
+        .map_or(0, |leader| ring.partition_point(|b| b.id < leader.id));
+    let mut used_racks: Vec<RackKey<'_>> = current.iter().map(rack_key).collect();
+    let mut picked: Vec<usize> = Vec::with_capacity(count);
+    for _ in 0..count {
+        let next = next_follower(
+            &ring,
+            load,
+            &used_racks,
+            |i| picked.contains(&i) || is_current(ring[i].id),
+            anchor,
+        )
+        .expect("enough free brokers");
+        used_racks.push(rack_key(ring[next]));
+        load.add_follower(ring[next].id);
+        picked.push(next);
+    }
+    Ok(picked.into_iter().map(|i| ring[i].id).collect())
 }
 
 #[cfg(test)]
@@ -253,5 +325,68 @@ mod tests {
         reversed.reverse();
         let b = place_partitions(&reversed, &mut BrokerLoad::default(), 9, 2).unwrap();
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn added_replicas_go_to_unused_racks_then_the_least_loaded_brokers() {
+        let bs = brokers(&[
+            (1, Some("a")),
+            (2, Some("a")),
+            (3, Some("b")),
+            (4, Some("b")),
+            (5, Some("c")),
+        ]);
+        let on = |ids: &[BrokerId]| -> Vec<PlacementBroker> {
+            ids.iter()
+                .map(|id| bs.iter().find(|b| b.id == *id).unwrap().clone())
+                .collect()
+        };
+        let mut load = BrokerLoad::default();
+        load.add(&[1]);
+        load.replicas.insert(3, 7);
+        // From [1] (rack a): one new replica in rack b (4, less loaded than
+        // 3), one in rack c.
+        let added = add_replicas(&bs, &on(&[1]), &mut load, 2).unwrap();
+        assert_eq!(added, vec![4, 5]);
+        assert_eq!(load.replicas_of(4), 1);
+        assert_eq!(load.leaders_of(4), 0, "added replicas are followers");
+        // Racks exhausted: the least-loaded broker not used yet.
+        let added = add_replicas(&bs, &on(&[3, 5, 4]), &mut load, 1).unwrap();
+        assert_eq!(added, vec![2]);
+    }
+
+    #[test]
+    fn added_replicas_keep_the_brokers_balanced() {
+        // Growing RF 1 -> 2 of 12 partitions placed on 4 brokers: every
+        // broker ends with 6 replicas, each partition keeps its leader first.
+        let bs = brokers(&[(1, None), (2, None), (3, None), (4, None)]);
+        let mut load = BrokerLoad::default();
+        let firsts = place_partitions(&bs, &mut load, 12, 1).unwrap();
+        for first in &firsts {
+            let current = vec![PlacementBroker::new(first[0], None)];
+            let added = add_replicas(&bs, &current, &mut load, 1).unwrap();
+            assert_ne!(added, first.clone());
+        }
+        for b in 1..=4 {
+            assert_eq!(load.replicas_of(b), 6, "{load:?}");
+            assert_eq!(load.leaders_of(b), 3, "{load:?}");
+        }
+    }
+
+    #[test]
+    fn more_replicas_than_free_brokers_is_refused() {
+        let bs = brokers(&[(1, None), (2, None)]);
+        let current = vec![PlacementBroker::new(1, None)];
+        let err = add_replicas(&bs, &current, &mut BrokerLoad::default(), 2).unwrap_err();
+        assert_eq!(err.kafka_code(), 38);
+        assert!(
+            err.to_string().contains("larger than the 2 available"),
+            "{err}"
+        );
+        // A current replica on a broker that is not available stays and counts.
+        let current = vec![PlacementBroker::new(9, None)];
+        let added = add_replicas(&bs, &current, &mut BrokerLoad::default(), 2).unwrap();
+        assert_eq!(added.len(), 2);
+        assert!(!added.contains(&9));
     }
 }

@@ -1,6 +1,7 @@
 //! Deterministic simulation: random event sequences (brokers crashing,
 //! restarting and shutting down, ISR proposals fresh and stale,
-//! reassignments, topic churn, controller restarts from the persisted
+//! reassignments, replication factor changes, topic churn, controller
+//! restarts from the persisted
 //! image) with the controller's invariants checked after every event.
 //!
 //! `SKEIN_SIM_SEED=123` replays one seed; `SKEIN_SIM_RUNS=N` runs N seeds
@@ -81,6 +82,10 @@ enum Intent {
         topic: String,
         partition: u32,
         target: Option<Vec<BrokerId>>,
+    },
+    ReplicationFactor {
+        topic: String,
+        replication_factor: u16,
     },
     ElectUnclean,
     Create {
@@ -227,7 +232,8 @@ impl Sim {
                 None => Ok(()),
             },
             56..=71 => self.alter_partition(),
-            72..=78 => self.reassign(),
+            72..=76 => self.reassign(),
+            77..=78 => self.alter_replication_factor(),
             79..=83 => self.create_topic(),
             84..=85 => {
                 let topics: Vec<String> = self.core.topics().keys().cloned().collect();
@@ -407,6 +413,33 @@ impl Sim {
             intent,
         )?;
         Ok(())
+    }
+
+    fn alter_replication_factor(&mut self) -> Result<(), String> {
+        let topics: Vec<String> = self.core.topics().keys().cloned().collect();
+        let Some(topic) = self.rng.pick(&topics) else {
+            return Ok(());
+        };
+        let replication_factor = 1 + self.rng.below(self.universe.len() as u64) as u16;
+        let intent = Intent::ReplicationFactor {
+            topic: topic.clone(),
+            replication_factor,
+        };
+        let commands = self.apply(
+            Event::AlterReplicationFactor {
+                topic,
+                replication_factor,
+            },
+            intent,
+        )?;
+        match expect_reply(&commands)? {
+            Reply::AlterReplicationFactor { result: Ok(_), .. }
+            | Reply::AlterReplicationFactor {
+                result: Err(ControllerError::InvalidReplicationFactor(_)),
+                ..
+            } => Ok(()),
+            other => Err(format!("unexpected replication factor reply {other:?}")),
+        }
     }
 
     /// Distinct racks among brokers that may take new replicas (a broker
@@ -880,6 +913,7 @@ impl Sim {
                 Intent::Reassign {
                     topic, partition, ..
                 } => topic == name && *partition == key.1,
+                Intent::ReplicationFactor { topic, .. } => topic == name,
                 _ => false,
             };
             // An unclean election resets the ISR, which can complete a
@@ -902,6 +936,9 @@ impl Sim {
                     Intent::Reassign { target: None, .. } => {
                         sorted(&s.replicas) == sorted(&prev.original_replicas())
                     }
+                    Intent::ReplicationFactor {
+                        replication_factor, ..
+                    } => s.replicas.len() == usize::from(*replication_factor),
                     _ => completed_by_unclean,
                 };
                 if !ok {

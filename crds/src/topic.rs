@@ -65,7 +65,11 @@ pub struct TopicSpec {
     #[schemars(range(min = 1, max = 100000))]
     #[x_kube(validation = Rule::new("self >= oldSelf").message("partitions may not decrease"))]
     pub partitions: i32,
-    /// Replicas of every partition, on distinct brokers.
+    /// Replicas of every partition, on distinct brokers. May change: the
+    /// operator reassigns every partition to the new number of replicas
+    /// (added replicas catch up and join the ISR before the change counts;
+    /// removed ones go once the replicas that stay are in sync; the leader
+    /// stays). At most the cluster's number of brokers.
     #[schemars(range(min = 1, max = 32767))]
     pub replication_factor: i32,
     /// Topic configuration by Kafka's names: `retention.ms`, `retention.bytes`,
@@ -121,6 +125,13 @@ pub struct PartitionStatus {
     /// Leader epoch; grows with every leader change.
     #[serde(default)]
     pub leader_epoch: i32,
+    /// Replicas a running reassignment adds (still catching up, or in the
+    /// ISR while others of the same change catch up).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<i32>,
+    /// Replicas a running reassignment removes once the others are in sync.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<i32>,
 }
 
 impl Topic {

@@ -39,6 +39,16 @@ fn partitions_may_grow_but_not_shrink() {
 }
 
 #[test]
+fn replication_factor_may_grow_and_shrink() {
+    let old = topic(3);
+    for rf in [1, 2, 5] {
+        let mut changed = topic(3);
+        changed.spec.replication_factor = rf;
+        assert!(validate_cel_update(&changed, &old).is_ok(), "{rf}");
+    }
+}
+
+#[test]
 fn cluster_ref_and_topic_name_are_immutable() {
     let old = topic(3);
     let mut moved = topic(3);

@@ -58,6 +58,10 @@ import time
 from pathlib import Path
 
 
+# The runners of one test process (one per namespace) share the hosts file.
+HOSTS_LOCK = threading.Lock()
+
+
 class PodRunner:
     def __init__(self, kubectl: list[str], namespace: str, binaries: dict[str, str], workdir: Path,
                  selector: str = "app.kubernetes.io/name=skein", api: tuple[str, int] | None = None,
@@ -73,7 +77,7 @@ class PodRunner:
         self.procs: dict[str, dict] = {}  # pod uid -> {name, proc, log}
         self.terminating: dict[int, str] = {}  # pid -> pod IP, until the process is gone
         self.hosts_file = Path(os.environ.get("SKEIN_K8S_HOSTS_FILE", "/etc/hosts"))
-        self.hosts_base = Path("/etc/hosts").read_text() if os.environ.get("SKEIN_K8S_HOSTS_FILE") else None
+        self.manage_hosts = bool(os.environ.get("SKEIN_K8S_HOSTS_FILE"))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.started: list[tuple[str, str]] = []  # (pod, uid) in start order
@@ -243,24 +247,32 @@ class PodRunner:
                     print(f"pod runner: secret {name} key {k} updated for pod {entry['name']}", flush=True)
 
     def _write_hosts(self, pods):
-        if self.hosts_base is None:
+        """Maps this runner's pods (and Ingress hosts) in the hosts file. The
+        runners of other namespaces share the file: each rewrites only its own
+        lines (tagged with its namespace), so they do not take turns erasing
+        each other's names (which left a name resolvable only half the time)."""
+        if not self.manage_hosts:
             return
-        lines = [self.hosts_base.rstrip("\n"), "# pod DNS names (e2e/k8s/pod_runner.py)"]
+        tag = f"# pod_runner.py {self.ns}"
+        own = []
         for p in pods:
             sub = p["spec"].get("subdomain")
             if not sub:
                 continue
             name, ns, ip = p["metadata"]["name"], p["metadata"]["namespace"], p["status"]["podIP"]
-            lines.append(f"{ip} {name}.{sub}.{ns}.svc {name}.{sub}.{ns}.svc.cluster.local")
+            own.append(f"{ip} {name}.{sub}.{ns}.svc {name}.{sub}.{ns}.svc.cluster.local  {tag}")
         if self.ingress_hosts:
-            lines.append(f"{self.node_ports.host} {' '.join(self.ingress_hosts)}")
-        text = "\n".join(lines) + "\n"
-        if self.hosts_file.read_text() != text:
-            # In place (/etc/hosts is a bind mount of this file), overwritten rather than truncated
-            # first: a lookup at that moment must not find the file empty.
-            with open(self.hosts_file, "r+") as f:
-                f.write(text)
-                f.truncate()
+            own.append(f"{self.node_ports.host} {' '.join(self.ingress_hosts)}  {tag}")
+        with HOSTS_LOCK:
+            current = self.hosts_file.read_text()
+            others = [line for line in current.splitlines() if not line.endswith(tag)]
+            text = "\n".join(others + own) + "\n"
+            if current != text:
+                # In place (/etc/hosts is a bind mount of this file), overwritten rather than truncated
+                # first: a lookup at that moment must not find the file empty.
+                with open(self.hosts_file, "r+") as f:
+                    f.write(text)
+                    f.truncate()
 
     def _binary(self, image: str) -> str:
         for name, path in self.binaries.items():

@@ -476,6 +476,29 @@ def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
                "every partition back to a full ISR")
 
 
+def lose_volume(env, pod: str):
+    """Deletes a broker pod together with its PersistentVolumeClaim, and waits
+    until the StatefulSet has made a new, empty claim for the recreated pod:
+    what a lost disk looks like on Kubernetes."""
+    spec = env.get("-n", NS, "get", "pod", pod)["spec"]
+    claim = next(v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v)
+    old_claim_uid = env.get("-n", NS, "get", "pvc", claim)["metadata"]["uid"]
+    env.k("-n", NS, "delete", "pvc", claim, "--wait=false")  # held by pvc-protection until the pod is gone
+    env.k("-n", NS, "delete", "pod", pod, "--wait=false")
+
+    def new_claim():
+        c = env.get("-n", NS, "get", "pvc", "--field-selector", f"metadata.name={claim}")["items"]
+        if c and c[0]["metadata"]["uid"] != old_claim_uid and c[0]["status"].get("phase") == "Bound":
+            return c[0]
+        # A pod recreated before the old claim was gone waits for a claim that
+        # is being deleted; deleting it again lets the StatefulSet make both anew.
+        p = env.get("-n", NS, "get", "pods", "--field-selector", f"metadata.name={pod}")["items"]
+        if p and p[0]["status"].get("phase") == "Pending" and not c:
+            env.k("-n", NS, "delete", "pod", pod, "--wait=false")
+        return None
+    wait_until(new_claim, 120, f"a new claim {claim} bound for the recreated pod")
+
+
 def test_a_broker_on_a_new_volume_loses_no_acknowledged_record(env):
     """A pod whose PersistentVolumeClaim is deleted comes back on a new, empty
     volume (what a lost disk looks like on Kubernetes). The broker formats it
@@ -507,25 +530,9 @@ def test_a_broker_on_a_new_volume_loses_no_acknowledged_record(env):
     parts = topic_partitions(env, "durable")
     victim = parts[0]["leader"]
     pod = f"{CLUSTER}-{victim}"
-    spec = env.get("-n", NS, "get", "pod", pod)["spec"]
-    claim = next(v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v)
-    old_claim_uid = env.get("-n", NS, "get", "pvc", claim)["metadata"]["uid"]
     losses_before = next((b.get("storageLosses", 0) for b in env.get("-n", NS, "get", "kafkacluster", CLUSTER)
                           ["status"]["brokers"] if b["id"] == victim), 0)
-    env.k("-n", NS, "delete", "pvc", claim, "--wait=false")  # held by pvc-protection until the pod is gone
-    env.k("-n", NS, "delete", "pod", pod, "--wait=false")
-
-    def new_claim():
-        c = env.get("-n", NS, "get", "pvc", "--field-selector", f"metadata.name={claim}")["items"]
-        if c and c[0]["metadata"]["uid"] != old_claim_uid and c[0]["status"].get("phase") == "Bound":
-            return c[0]
-        # A pod recreated before the old claim was gone waits for a claim that
-        # is being deleted; deleting it again lets the StatefulSet make both anew.
-        p = env.get("-n", NS, "get", "pods", "--field-selector", f"metadata.name={pod}")["items"]
-        if p and p[0]["status"].get("phase") == "Pending" and not c:
-            env.k("-n", NS, "delete", "pod", pod, "--wait=false")
-        return None
-    wait_until(new_claim, 120, f"a new claim {claim} bound for the recreated pod")
+    lose_volume(env, pod)
 
     def status_broker():
         kc = env.get("-n", NS, "get", "kafkacluster", CLUSTER)
@@ -1653,4 +1660,153 @@ spec:
     finally:
         env.k("-n", NS, "delete", "kafkauser", "erin", "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "topic", "relay-t", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_replication_factor_change_reassigns_every_partition(env):
+    """spec.replicationFactor of a Topic changes: 1 -> 3 on a three-broker cluster adds two
+    replicas to every partition through a reassignment (they catch up and join the ISR; the
+    preferred leader stays first), which the Topic status, the Kafka Metadata API and
+    kafka-topics --describe all show. Then the broker that held partition 0's only replica
+    loses its pod and its volume, and every acknowledged record is read back from the replicas
+    the change added. 3 -> 2 drops one replica of each partition and keeps its leader."""
+    import re
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    name, topic = "grow", "grow-t"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 3
+  storage:
+    size: 1Gi
+  config:
+    # Leadership returns to the preferred replicas within a second.
+    leader.imbalance.check.interval.seconds: "1"
+""")
+    topic_yaml = f"""apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {topic}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 3
+  replicationFactor: 1
+"""
+    boot = ",".join(f"{name}-{i}.{name}-brokers.{NS}.svc:9092" for i in range(3))
+
+    def partitions() -> list[dict]:
+        return topic_partitions(env, topic)
+
+    def settled(rf: int) -> list[dict] | None:
+        """The partitions once each has `rf` replicas, all in sync, with a
+        leader and no reassignment running; the Topic Ready for its spec."""
+        t = env.get("-n", NS, "get", "topic", topic)
+        ps = t.get("status", {}).get("partitions", [])
+        ok = len(ps) == 3 and all(len(p["replicas"]) == rf and sorted(p["isr"]) == sorted(p["replicas"])
+                                  and p["leader"] >= 0 and not p.get("addingReplicas")
+                                  and not p.get("removingReplicas") for p in ps)
+        current = t["status"].get("observedGeneration") == t["metadata"]["generation"]
+        return ps if ok and current and cond(t, "Ready") == "True" else None
+
+    def metadata() -> dict:
+        md = AdminClient({"bootstrap.servers": boot}).list_topics(topic, timeout=10).topics[topic]
+        return {p.id: (sorted(p.replicas), sorted(p.isrs), p.leader) for p in md.partitions.values()}
+
+    def read_all(want: int) -> list[bytes]:
+        cons = Consumer({"bootstrap.servers": boot, "group.id": f"rf-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})
+        cons.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        return poll_values(cons, want, 90)
+
+    def events(reason: str) -> list[dict]:
+        return [e for e in env.get("-n", NS, "get", "events", "--field-selector", f"reason={reason}")["items"]
+                if e.get("involvedObject", {}).get("name") == topic]
+
+    try:
+        # The topic once all three brokers are up: placed on one broker each (created earlier, its
+        # replicas would be moved onto the brokers that joined later).
+        wait_until(lambda: len([b for b in env.get("-n", NS, "get", "kafkacluster", name)
+                                .get("status", {}).get("brokers", []) if b["ready"]]) == 3,
+                   240, f"3 brokers of {name} registered")
+        env.k("apply", "-f", "-", stdin=topic_yaml)
+        before = wait_until(lambda: settled(1), 120, f"{topic} placed at replication factor 1 and Ready")
+        assert sorted(p["replicas"][0] for p in before) == [0, 1, 2], before
+        originals = {p["partition"]: p["replicas"][0] for p in before}
+        prod = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        acked: list[bytes] = []
+        failed: list[str] = []
+
+        def report(err, msg):
+            (failed.append(str(err)) if err else acked.append(msg.value()))
+        for i in range(3000):
+            prod.produce(topic, f"rf-{i}".encode() + b"x" * 100, partition=i % 3, on_delivery=report)
+            if i % 500 == 0:
+                prod.poll(0)
+        assert prod.flush(60) == 0 and not failed, failed[:3]
+        assert len(acked) == 3000
+
+        # 1 -> 3: every partition reassigned; its only replica stays first (the preferred leader).
+        env.k("-n", NS, "patch", "topic", topic, "--type=merge", "-p", '{"spec": {"replicationFactor": 3}}')
+        grown = wait_until(lambda: settled(3), 180, f"every partition of {topic} with 3 replicas in sync")
+        for p in grown:
+            assert p["replicas"][0] == originals[p["partition"]], p
+            assert sorted(p["replicas"]) == [0, 1, 2], p
+        started = wait_until(lambda: events("ReplicationFactorChanging"), 30, "a ReplicationFactorChanging Event")
+        assert "replication factor 3: reassigning 3 partition(s)" in started[-1]["message"], started[-1]
+        wait_until(lambda: events("ReplicationFactorChanged"), 60, "a ReplicationFactorChanged Event")
+        wait_until(lambda: all(r == [0, 1, 2] and i == [0, 1, 2] for r, i, _ in metadata().values()), 30,
+                   "the brokers' Metadata: 3 replicas, all in sync, for every partition")
+        described = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", boot,
+                               "--describe", "--topic", topic).stdout.decode()
+        rows = re.findall(r"Partition: (\d+)\s+Leader: (-?\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]*)", described)
+        assert len(rows) == 3, described
+        for _, _, replicas, isr in rows:
+            assert sorted(replicas.split(",")) == ["0", "1", "2"] and sorted(isr.split(",")) == ["0", "1", "2"], \
+                described
+        print("kafka-topics --describe after 1 -> 3:\n" + described.strip())
+
+        # The broker that held partition 0's only copy loses its pod and its volume: every
+        # acknowledged record is still there, served by the replicas the change added.
+        victim = originals[0]
+        lose_volume(env, f"{name}-{victim}")
+        got = read_all(len(acked))
+        assert len(got) == len(acked) and sorted(got) == sorted(acked), \
+            f"{len(got)} read back of {len(acked)} acknowledged after broker {victim} lost its volume"
+        print(f"broker {victim} (partition 0's original replica) on a new volume: all {len(acked)} records read back")
+
+        # 3 -> 2, once the victim has caught up and the preferred leaders lead again.
+        leaders = wait_until(lambda: (lambda ps: {p["partition"]: p["leader"] for p in ps}
+                                      if ps and all(p["leader"] == p["replicas"][0] for p in ps) else None)(
+            settled(3)), 180, "every partition in sync again, led by its preferred replica")
+        replicas3 = {p["partition"]: p["replicas"] for p in partitions()}
+        env.k("-n", NS, "patch", "topic", topic, "--type=merge", "-p", '{"spec": {"replicationFactor": 2}}')
+        shrunk = wait_until(lambda: settled(2), 120, f"every partition of {topic} with 2 replicas in sync")
+        for p in shrunk:
+            i = p["partition"]
+            assert p["leader"] == leaders[i] and p["replicas"][0] == leaders[i], (p, leaders)
+            assert set(p["replicas"]) < set(replicas3[i]), (p, replicas3)
+        wait_until(lambda: all(len(r) == 2 and r == i for r, i, _ in metadata().values()), 30,
+                   "the brokers' Metadata: 2 replicas for every partition")
+        got = read_all(len(acked))
+        assert sorted(got) == sorted(acked), f"{len(got)} read back of {len(acked)} after 3 -> 2"
+
+        # More replicas than brokers: refused, and nothing moves.
+        env.k("-n", NS, "patch", "topic", topic, "--type=merge", "-p", '{"spec": {"replicationFactor": 4}}')
+        t = wait_until(lambda: (lambda o: o if cond(o, "Degraded") == "True" else None)(
+            env.get("-n", NS, "get", "topic", topic)), 60, "replication factor 4 refused")
+        deg = [c for c in t["status"]["conditions"] if c["type"] == "Degraded"][0]
+        assert deg["reason"] == "ReplicationFactorTooLarge", deg
+        assert all(len(p["replicas"]) == 2 for p in partitions())
+        r = env.k_run("-n", NS, "patch", "topic", topic, "--type=merge", "-p", '{"spec": {"replicationFactor": 0}}')
+        assert r.returncode != 0 and "replicationFactor" in r.stderr, r.stderr
+    finally:
+        env.k("-n", NS, "delete", "topic", topic, "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)

@@ -11,9 +11,10 @@
 //!   process gone) is reported lost at once, so its partitions get new
 //!   leaders without waiting for a timeout.
 //! - Every published view is mirrored into the `.status` of the cluster's
-//!   Topic resources (leader, replicas, ISR, leader epoch per partition), and
-//!   a topic created through the Kafka API (`CreateTopics`, auto-creation)
-//!   gets a Topic resource.
+//!   Topic resources, and a topic created through the Kafka API gets a
+//!   Topic resource ([`crate::topic_mirror`]).
+//! - A Topic's spec reaches it through [`ClusterController::ensure_topic`]:
+//!   create, add partitions, change the replication factor, change configs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -21,15 +22,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 use skein_controller::rpc::maintain_session;
 use skein_controller::{ControlPlaneError, ControllerError, ControllerService, ImageStore};
 
 use crate::error::ControllerStartError;
 use skein_controller::{ControllerConfig, Event, NewTopic, Reply, TopicId};
-use skein_crds::{KafkaCluster, PartitionStatus, Topic, TopicSpec};
+use skein_crds::{KafkaCluster, TopicSpec};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -38,11 +38,6 @@ use crate::build::{labels, ClusterNames};
 
 /// Key of the image in the controller ConfigMap.
 pub const METADATA_KEY: &str = "cluster-metadata.json";
-/// Field manager of the partition part of Topic status (the Topic
-/// reconciler owns the conditions under its own manager).
-pub const STATUS_MANAGER: &str = "skein-operator-controller";
-/// Label on Topic resources made for topics created through the Kafka API.
-pub const CREATED_BY_KAFKA: &str = "skein.dev/created-by";
 
 /// Name of the ConfigMap holding a cluster's controller image.
 pub fn metadata_config_map(cluster: &str) -> String {
@@ -180,6 +175,21 @@ impl ImageStore for ConfigMapImageStore {
     }
 }
 
+/// What [`ClusterController::ensure_topic`] did about the replication factor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplicationFactorStep {
+    /// Every partition has the spec's number of replicas, or a running
+    /// reassignment heads for it.
+    InPlace,
+    /// Reassignments to the spec's replication factor started for this many
+    /// partitions.
+    Started(u32),
+    /// The controller cannot start it now (fewer live brokers than
+    /// replicas, a partition without an in-sync replica); asked again on
+    /// the next reconcile.
+    Blocked(String),
+}
+
 /// The controller of one KafkaCluster and its broker sessions.
 pub struct ClusterController {
     pub controller: Arc<ControllerService>,
@@ -275,65 +285,109 @@ impl ClusterController {
         }
     }
 
-    /// Creates the topic, or grows it and updates its configs to the spec.
+    /// Creates the topic, or brings it to the spec: its replication factor
+    /// (a reassignment of every partition whose target has another number
+    /// of replicas), its partition count, its configs. The replication
+    /// factor goes first so partitions added with it are placed at the new
+    /// one. A replication factor the controller cannot reach now is
+    /// reported, not an error: the rest of the spec is still applied.
     pub fn ensure_topic(
         &self,
         spec: &TopicSpec,
         kafka_name: &str,
-    ) -> Result<(), ControlPlaneError> {
+    ) -> Result<ReplicationFactorStep, ControlPlaneError> {
         let view = self.controller.view();
         let configs: BTreeMap<String, String> = spec.config.clone();
-        match view.topics.get(kafka_name) {
-            None => {
-                let mut t = NewTopic::new(
-                    kafka_name,
-                    TopicId(uuid::Uuid::new_v4().as_u128()),
-                    spec.partitions.max(1) as u32,
-                    spec.replication_factor.max(1) as u16,
-                );
-                t.configs = configs;
-                self.controller
-                    .request(Event::CreateTopic(t), |r| match r {
-                        Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
-                        _ => None,
-                    })?;
-                info!(topic = kafka_name, "topic created by the controller");
-            }
-            Some(meta) => {
-                if (meta.partitions.len() as i32) < spec.partitions {
-                    self.controller.request(
-                        Event::CreatePartitions {
-                            topic: kafka_name.to_string(),
-                            count: spec.partitions as u32,
-                            assignment: None,
-                        },
-                        |r| match r {
-                            Reply::CreatePartitions { result, .. } => Some(result),
-                            _ => None,
-                        },
-                    )?;
-                    info!(
-                        topic = kafka_name,
-                        partitions = spec.partitions,
-                        "partitions added"
-                    );
-                }
-                if meta.configs != configs {
-                    self.controller.request(
-                        Event::TopicConfigChanged {
-                            topic: kafka_name.to_string(),
-                            configs,
-                        },
-                        |r| match r {
-                            Reply::AlterConfigs { result, .. } => Some(result),
-                            _ => None,
-                        },
-                    )?;
-                    info!(topic = kafka_name, "topic configs changed");
-                }
-            }
+        let Some(meta) = view.topics.get(kafka_name) else {
+            let mut t = NewTopic::new(
+                kafka_name,
+                TopicId(uuid::Uuid::new_v4().as_u128()),
+                spec.partitions.max(1) as u32,
+                spec.replication_factor.max(1) as u16,
+            );
+            t.configs = configs;
+            self.controller
+                .request(Event::CreateTopic(t), |r| match r {
+                    Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
+                    _ => None,
+                })?;
+            info!(topic = kafka_name, "topic created by the controller");
+            return Ok(ReplicationFactorStep::InPlace);
+        };
+        let step = self.ensure_replication_factor(meta, spec.replication_factor)?;
+        if (meta.partitions.len() as i32) < spec.partitions {
+            self.controller.request(
+                Event::CreatePartitions {
+                    topic: kafka_name.to_string(),
+                    count: spec.partitions as u32,
+                    assignment: None,
+                },
+                |r| match r {
+                    Reply::CreatePartitions { result, .. } => Some(result),
+                    _ => None,
+                },
+            )?;
+            info!(
+                topic = kafka_name,
+                partitions = spec.partitions,
+                "partitions added"
+            );
         }
-        Ok(())
+        if meta.configs != configs {
+            self.controller.request(
+                Event::TopicConfigChanged {
+                    topic: kafka_name.to_string(),
+                    configs,
+                },
+                |r| match r {
+                    Reply::AlterConfigs { result, .. } => Some(result),
+                    _ => None,
+                },
+            )?;
+            info!(topic = kafka_name, "topic configs changed");
+        }
+        Ok(step)
+    }
+
+    /// Asks the controller for `rf` replicas per partition when a
+    /// partition's target (its replicas, less those a running reassignment
+    /// removes) has another number. The controller's refusals come back as
+    /// [`ReplicationFactorStep::Blocked`]; failures to reach or persist it
+    /// as errors.
+    fn ensure_replication_factor(
+        &self,
+        meta: &skein_controller::TopicView,
+        rf: i32,
+    ) -> Result<ReplicationFactorStep, ControlPlaneError> {
+        let want = usize::try_from(rf.max(1)).unwrap_or(1);
+        let settled = meta
+            .partitions
+            .iter()
+            .all(|p| p.replicas.len() - p.removing_replicas.len() == want);
+        if settled {
+            return Ok(ReplicationFactorStep::InPlace);
+        }
+        let r = self.controller.request(
+            Event::AlterReplicationFactor {
+                topic: meta.name.clone(),
+                replication_factor: u16::try_from(want).unwrap_or(u16::MAX),
+            },
+            |r| match r {
+                Reply::AlterReplicationFactor { result, .. } => Some(result),
+                _ => None,
+            },
+        );
+        match r {
+            Ok(partitions) => {
+                info!(topic = %meta.name, replication_factor = want, partitions, "replication factor change started");
+                Ok(ReplicationFactorStep::Started(partitions))
+            }
+            Err(ControlPlaneError::Controller(e)) => {
+                warn!(topic = %meta.name, replication_factor = want, error = %e, "replication factor change refused for now");
+                Ok(ReplicationFactorStep::Blocked(e.to_string()))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Deletes the topic and its data; a topic the controller does not know
@@ -363,37 +417,6 @@ impl Drop for ClusterController {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// The partition list of a topic as Topic status shows it.
-pub fn partition_status(meta: &skein_controller::TopicView) -> Vec<PartitionStatus> {
-    meta.partitions
-        .iter()
-        .enumerate()
-        .map(|(i, p)| PartitionStatus {
-            partition: i as i32,
-            leader: p.leader,
-            replicas: p.replicas.clone(),
-            isr: p.isr.clone(),
-            leader_epoch: p.leader_epoch,
-        })
-        .collect()
-}
-
-/// The Topic resource name for a Kafka topic name: lower case, `_` and `.`
-/// become `-` (the Kafka name is kept in `spec.topicName`).
-pub fn resource_name(kafka_name: &str) -> String {
-    let s: String = kafka_name
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | '0'..='9' | '-' => c,
-            'A'..='Z' => c.to_ascii_lowercase(),
-            _ => '-',
-        })
-        .collect();
-    let s = s.trim_matches('-');
-    let s = if s.is_empty() { "topic" } else { s };
-    s.chars().take(253).collect()
 }
 
 /// Every cluster's [`ClusterController`], by namespace and name.
@@ -526,7 +549,7 @@ impl ClusterControllers {
         {
             let mut tasks = rt.tasks.lock().expect("tasks lock");
             tasks.push(controller.spawn_ticker(Duration::from_millis(250)));
-            tasks.push(tokio::spawn(mirror_topics(
+            tasks.push(tokio::spawn(crate::topic_mirror::mirror_topics(
                 self.client.clone(),
                 names.clone(),
                 controller.clone(),
@@ -543,151 +566,122 @@ impl ClusterControllers {
     }
 }
 
-/// Sets the per-cluster gauges from a view.
-fn observe(
-    metrics: &crate::metrics::Metrics,
-    names: &ClusterNames,
-    view: &skein_controller::ClusterView,
-) {
-    let labels = [names.namespace.as_str(), names.cluster.as_str()];
-    let health = view.partition_health();
-    metrics
-        .offline
-        .with_label_values(&labels)
-        .set(health.offline as i64);
-    metrics
-        .under_replicated
-        .with_label_values(&labels)
-        .set(health.under_replicated as i64);
-    metrics
-        .reassigning
-        .with_label_values(&labels)
-        .set(health.reassigning as i64);
-    metrics
-        .brokers_alive
-        .with_label_values(&labels)
-        .set(view.brokers.values().filter(|b| b.alive).count() as i64);
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Writes the controller's view into the cluster's Topic resources whenever
-/// it changes (and every 10 s, for Topics created since), and creates Topic
-/// resources for topics made through the Kafka API.
-async fn mirror_topics(
-    client: Client,
-    names: ClusterNames,
-    controller: Arc<ControllerService>,
-    metrics: crate::metrics::Metrics,
-) {
-    let topics: Api<Topic> = Api::namespaced(client, &names.namespace);
-    let mut changes = controller.subscribe();
-    let mut written: HashMap<String, serde_json::Value> = HashMap::new();
-    let mut elections_seen: HashMap<&'static str, u64> = HashMap::new();
-    loop {
-        tokio::select! {
-            r = changes.changed() => if r.is_err() { return },
-            _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+    /// A cluster's controller in memory, with brokers 0..3 registered and no
+    /// sessions (its instructions go nowhere).
+    fn runtime() -> ClusterController {
+        let controller = ControllerService::open(None, ControllerConfig::default()).unwrap();
+        for broker in 0..3 {
+            controller
+                .handle(Event::BrokerRegistered {
+                    broker,
+                    host: format!("demo-{broker}"),
+                    port: 9092,
+                    rack: None,
+                    directory_id: None,
+                    previous_broker_epoch: None,
+                    endpoints: vec![],
+                })
+                .unwrap();
         }
-        // Let a burst of changes (an election touches many partitions) settle.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let view = controller.view();
-        observe(&metrics, &names, &view);
-        let labels = [names.namespace.as_str(), names.cluster.as_str()];
-        for kind in ["clean", "unclean", "preferred"] {
-            let now = controller.elections.with_label_values(&[kind]).get();
-            let seen = elections_seen.entry(kind).or_insert(0);
-            if now > *seen {
-                metrics
-                    .elections
-                    .with_label_values(&[labels[0], labels[1], kind])
-                    .inc_by(now - *seen);
-                *seen = now;
-            }
+        ClusterController {
+            controller,
+            names: ClusterNames {
+                cluster: "demo".into(),
+                namespace: "streaming".into(),
+            },
+            control_port: 9192,
+            sessions: Mutex::new(BTreeMap::new()),
+            tasks: Mutex::new(Vec::new()),
+            restarting: Mutex::new(None),
+            tls: Mutex::new(None),
         }
-        let list = match topics.list(&ListParams::default()).await {
-            Ok(l) => l.items,
-            Err(e) => {
-                warn!(error = %e, "listing Topics to mirror partition state");
-                continue;
-            }
-        };
-        let ours: Vec<&Topic> = list
+    }
+
+    fn spec(partitions: i32, replication_factor: i32) -> TopicSpec {
+        TopicSpec {
+            cluster_ref: skein_crds::ClusterRef {
+                name: "demo".into(),
+            },
+            topic_name: None,
+            partitions,
+            replication_factor,
+            config: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_changed_replication_factor_is_reassigned_and_asked_for_once() {
+        let rt = runtime();
+        assert_eq!(
+            rt.ensure_topic(&spec(3, 1), "orders"),
+            Ok(ReplicationFactorStep::InPlace)
+        );
+        assert_eq!(
+            rt.ensure_topic(&spec(3, 3), "orders"),
+            Ok(ReplicationFactorStep::Started(3))
+        );
+        let view = rt.controller.view();
+        for p in &view.topics["orders"].partitions {
+            assert_eq!(p.replicas.len(), 3, "{p:?}");
+            assert_eq!(p.adding_replicas.len(), 2, "{p:?}");
+            assert_eq!(p.isr, vec![p.leader], "new replicas not in sync yet");
+        }
+        // The change is running: asking again starts nothing.
+        assert_eq!(
+            rt.ensure_topic(&spec(3, 3), "orders"),
+            Ok(ReplicationFactorStep::InPlace)
+        );
+        // Partitions added now get three replicas at once.
+        assert_eq!(
+            rt.ensure_topic(&spec(4, 3), "orders"),
+            Ok(ReplicationFactorStep::InPlace)
+        );
+        let view = rt.controller.view();
+        let added = &view.topics["orders"].partitions[3];
+        assert_eq!((added.replicas.len(), added.isr.len()), (3, 3));
+        // Back to 1 before the new replicas caught up: each partition keeps
+        // its leader, the rest go.
+        assert_eq!(
+            rt.ensure_topic(&spec(4, 1), "orders"),
+            Ok(ReplicationFactorStep::Started(4))
+        );
+        let view = rt.controller.view();
+        for p in &view.topics["orders"].partitions {
+            assert_eq!(p.replicas, vec![p.leader], "{p:?}");
+            assert!(p.adding_replicas.is_empty() && p.removing_replicas.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_replication_factor_the_controller_cannot_reach_is_reported_not_failed() {
+        let rt = runtime();
+        rt.ensure_topic(&spec(2, 1), "orders").unwrap();
+        // Four replicas on three brokers (validation refuses this before it
+        // gets here; the controller's answer is the backstop).
+        let step = rt.ensure_topic(&spec(3, 4), "orders").unwrap();
+        assert!(
+            matches!(&step, ReplicationFactorStep::Blocked(why) if why.contains("larger than the 3 available")),
+            "{step:?}"
+        );
+        // The rest of the spec is still applied.
+        assert_eq!(rt.controller.view().topics["orders"].partitions.len(), 3);
+        // A lost broker: three replicas no longer fit on the live ones.
+        rt.controller
+            .handle(Event::BrokerLost { broker: 2 })
+            .unwrap();
+        let step = rt.ensure_topic(&spec(3, 3), "orders").unwrap();
+        assert!(
+            matches!(step, ReplicationFactorStep::Blocked(_)),
+            "{step:?}"
+        );
+        let view = rt.controller.view();
+        assert!(view.topics["orders"]
+            .partitions
             .iter()
-            .filter(|t| t.spec.cluster_ref.name == names.cluster)
-            .collect();
-        for t in &ours {
-            if t.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let Some(meta) = view.topics.get(t.kafka_name()) else {
-                continue;
-            };
-            let partitions = partition_status(meta);
-            let under = partitions
-                .iter()
-                .filter(|p| p.isr.len() < p.replicas.len())
-                .count() as i32;
-            let status = json!({
-                "topicId": skein_controller::kafka_base64(meta.id.into_bytes()),
-                "partitions": partitions,
-                "underReplicatedPartitions": under,
-            });
-            let name = t.name_any();
-            if written.get(&name) == Some(&status) {
-                continue;
-            }
-            let patch = json!({
-                "apiVersion": Topic::api_version(&()),
-                "kind": Topic::kind(&()),
-                "status": status,
-            });
-            match topics
-                .patch_status(
-                    &name,
-                    &PatchParams::apply(STATUS_MANAGER).force(),
-                    &Patch::Apply(&patch),
-                )
-                .await
-            {
-                Ok(_) => {
-                    written.insert(name, status);
-                }
-                Err(e) => warn!(topic = %name, error = %e, "writing partition status"),
-            }
-        }
-        // Topics made through the Kafka API get a resource.
-        for (kafka_name, meta) in view.topics.iter() {
-            if kafka_name.starts_with("__") || ours.iter().any(|t| t.kafka_name() == kafka_name) {
-                continue;
-            }
-            let name = resource_name(kafka_name);
-            if list.iter().any(|t| t.name_any() == name) {
-                continue; // taken by another cluster's Topic; leave it
-            }
-            let rf = meta.partitions.first().map_or(1, |p| p.replicas.len()) as i32;
-            let topic = Topic::new(
-                &name,
-                TopicSpec {
-                    cluster_ref: skein_crds::ClusterRef {
-                        name: names.cluster.clone(),
-                    },
-                    topic_name: (name != *kafka_name).then(|| kafka_name.clone()),
-                    partitions: meta.partitions.len() as i32,
-                    replication_factor: rf,
-                    config: meta.configs.clone(),
-                },
-            );
-            let mut topic = topic;
-            topic.metadata.labels = Some(BTreeMap::from([(
-                CREATED_BY_KAFKA.to_string(),
-                "kafka-api".to_string(),
-            )]));
-            match topics.create(&PostParams::default(), &topic).await {
-                Ok(_) => {
-                    info!(topic = %kafka_name, resource = %name, "Topic resource created for a Kafka-API topic")
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => warn!(topic = %kafka_name, error = %e, "creating a Topic resource"),
-            }
-        }
+            .all(|p| p.replicas.len() == 1));
     }
 }

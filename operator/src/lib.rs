@@ -25,6 +25,7 @@ pub mod local_tls;
 pub mod metrics;
 pub mod reconcile;
 pub mod status;
+pub mod topic_mirror;
 pub mod users;
 pub mod validate;
 

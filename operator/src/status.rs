@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::StatefulSetStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::Serialize;
 use skein_crds::condition::condition;
-use skein_crds::{ConditionStatus as S, ConditionType as T, KafkaCluster, Topic};
+use skein_crds::{ConditionStatus as S, ConditionType as T, KafkaCluster, PartitionStatus, Topic};
 
 use crate::build::{selector_string, ClusterNames};
 use crate::validate::InvalidSpec;
@@ -268,36 +268,77 @@ pub fn cluster_invalid(kc: &KafkaCluster, invalid: &InvalidSpec, now: Time) -> C
     }
 }
 
+/// Reason of a Topic's `Ready`/`Reconciling` while its partitions are
+/// being reassigned to another replication factor.
+pub const REPLICATION_FACTOR_CHANGING: &str = "ReplicationFactorChanging";
+/// Reason while the controller cannot start that reassignment yet.
+pub const REPLICATION_FACTOR_CHANGE_BLOCKED: &str = "ReplicationFactorChangeBlocked";
+
+/// Whether a partition has `rf` replicas and no reassignment that changes
+/// their number runs: its replicas before (without those being added) and
+/// after (without those being removed) both count `rf`. A move that keeps
+/// the number (a scale-up filling new brokers) does not count as a change.
+fn has_replication_factor(p: &PartitionStatus, rf: usize) -> bool {
+    let before = p.replicas.len().saturating_sub(p.adding_replicas.len());
+    let after = p.replicas.len().saturating_sub(p.removing_replicas.len());
+    before == rf && after == rf
+}
+
 /// Topic status when its spec is acceptable: ready once the cluster
-/// controller has placed every partition and each has a leader.
-pub fn topic_accepted(topic: &Topic, now: Time) -> TopicStatusPatch {
+/// controller has placed every partition, each has a leader and the
+/// spec's replication factor (`placed`: the controller's partitions, from
+/// its view or the mirrored status). `blocked` is why the controller
+/// refused to start a replication factor change for now.
+pub fn topic_accepted(
+    topic: &Topic,
+    placed: &[PartitionStatus],
+    blocked: Option<&str>,
+    now: Time,
+) -> TopicStatusPatch {
     let generation = topic.metadata.generation;
     let prev = previous_topic_conditions(topic);
-    let placed = topic
-        .status
-        .as_ref()
-        .map(|s| s.partitions.as_slice())
-        .unwrap_or(&[]);
     let want = usize::try_from(topic.spec.partitions).unwrap_or(0);
+    let rf = usize::try_from(topic.spec.replication_factor).unwrap_or(0);
     let offline = placed.iter().filter(|p| p.leader < 0).count();
-    let ready = placed.len() >= want && offline == 0;
-    let (reason, msg) = if ready {
+    let changing = placed
+        .iter()
+        .filter(|p| !has_replication_factor(p, rf))
+        .count();
+    let (ready, reason, msg) = if placed.len() < want {
         (
-            "PartitionsOnline",
-            format!("{want} partition(s) placed, each with a leader"),
-        )
-    } else if placed.len() < want {
-        (
+            false,
             "AwaitingPlacement",
             format!(
                 "{}/{want} partition(s) placed by the cluster controller",
                 placed.len()
             ),
         )
-    } else {
+    } else if offline > 0 {
         (
+            false,
             "PartitionsOffline",
             format!("{offline} partition(s) have no leader"),
+        )
+    } else if let Some(why) = blocked.filter(|_| changing > 0) {
+        (
+            false,
+            REPLICATION_FACTOR_CHANGE_BLOCKED,
+            format!("replication factor {rf} cannot be reached now, retrying: {why}"),
+        )
+    } else if changing > 0 {
+        (
+            false,
+            REPLICATION_FACTOR_CHANGING,
+            format!(
+                "{changing}/{} partition(s) being reassigned to replication factor {rf}: added replicas count once they have caught up and joined the ISR, removed ones go once the replicas that stay are in sync",
+                placed.len()
+            ),
+        )
+    } else {
+        (
+            true,
+            "PartitionsOnline",
+            format!("{want} partition(s) placed, each with a leader"),
         )
     };
     TopicStatusPatch {

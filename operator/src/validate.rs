@@ -38,6 +38,8 @@ pub enum InvalidSpec {
         replication_factor: i32,
         replicas: i32,
     },
+    #[error("replication factor {replication_factor} is less than 1")]
+    ReplicationFactorTooSmall { replication_factor: i32 },
     #[error("replication factor {replication_factor} is more than the {replicas} brokers of cluster {cluster:?}")]
     ReplicationFactorTooLarge {
         cluster: String,
@@ -69,6 +71,7 @@ impl InvalidSpec {
             InvalidSpec::EmptyImage => "EmptyImage",
             InvalidSpec::ListenerPortTaken { .. } => "ListenerPortTaken",
             InvalidSpec::ReplicationFactorDoesNotFit { .. } => "ReplicationFactorDoesNotFit",
+            InvalidSpec::ReplicationFactorTooSmall { .. } => "ReplicationFactorTooSmall",
             InvalidSpec::ReplicationFactorTooLarge { .. } => "ReplicationFactorTooLarge",
             InvalidSpec::UnknownTopicConfig { .. } => "UnknownTopicConfig",
             InvalidSpec::InvalidTopicConfig { .. } => "InvalidTopicConfig",
@@ -154,8 +157,18 @@ pub fn validate_cluster(kc: &KafkaCluster, topics: &[Topic]) -> Result<(), Inval
     Ok(())
 }
 
-/// Checks a topic against its cluster and Kafka's topic configs.
+/// Checks a topic against its cluster and Kafka's topic configs. The
+/// replication factor is checked on every change, not only at creation:
+/// a Topic's replication factor may change (the controller reassigns its
+/// partitions), within 1 and the cluster's brokers.
 pub fn validate_topic(topic: &Topic, cluster: &KafkaCluster) -> Result<(), InvalidSpec> {
+    if topic.spec.replication_factor < 1 {
+        // The CRD's schema refuses it too; an object written before the
+        // schema said so must not reach the controller.
+        return Err(InvalidSpec::ReplicationFactorTooSmall {
+            replication_factor: topic.spec.replication_factor,
+        });
+    }
     if topic.spec.replication_factor > cluster.spec.replicas {
         return Err(InvalidSpec::ReplicationFactorTooLarge {
             cluster: cluster.metadata.name.clone().unwrap_or_default(),
@@ -319,6 +332,20 @@ mod tests {
                 .unwrap_err()
                 .reason(),
             "ReplicationFactorTooLarge"
+        );
+        assert_eq!(
+            validate_topic(&topic(0, json!({})), &kc)
+                .unwrap_err()
+                .reason(),
+            "ReplicationFactorTooSmall"
+        );
+        // min.insync.replicas is checked against the replication factor the
+        // topic is changing to.
+        assert_eq!(
+            validate_topic(&topic(1, json!({"min.insync.replicas": "2"})), &kc)
+                .unwrap_err()
+                .reason(),
+            "InvalidTopicConfig"
         );
     }
 }

@@ -257,3 +257,156 @@ async fn an_unreachable_cluster_never_blocks_deletion_past_the_grace_period() {
     within(reconcile_at(Arc::new(t), ctx, now())).await.unwrap();
     finish(mock).await;
 }
+
+/// A Topic at replication factor 3 (generation 2, the change not yet
+/// looked at) whose mirrored status has these partitions and conditions.
+fn changed_topic(partitions: Value, conditions: Value, observed: i64) -> Topic {
+    let mut t = topic(3, true, None);
+    t.metadata.generation = Some(2);
+    t.spec.partitions = partitions.as_array().unwrap().len() as i32;
+    t.status = Some(
+        serde_json::from_value(json!({
+            "observedGeneration": observed, "partitions": partitions, "conditions": conditions,
+        }))
+        .unwrap(),
+    );
+    t
+}
+
+#[tokio::test]
+async fn a_topic_changing_its_replication_factor_is_reconciling_until_every_partition_has_it() {
+    let (ctx, server, _) = test_context();
+    let t = changed_topic(
+        json!([
+            // Not reassigned yet (the controller's placement is older).
+            {"partition": 0, "leader": 1, "replicas": [1], "isr": [1], "leaderEpoch": 0},
+            // Two new replicas catching up.
+            {"partition": 1, "leader": 2, "replicas": [2, 0, 1], "isr": [2], "leaderEpoch": 0,
+             "addingReplicas": [0, 1]},
+            // Done.
+            {"partition": 2, "leader": 0, "replicas": [0, 1, 2], "isr": [0, 1, 2], "leaderEpoch": 0},
+        ]),
+        json!([]),
+        1,
+    );
+    let script = vec![
+        get_cluster(),
+        status_patch(|s| {
+            assert_eq!(s["observedGeneration"], 2);
+            let ready = condition(s, "Ready");
+            assert_eq!(ready["status"], "False");
+            assert_eq!(ready["reason"], "ReplicationFactorChanging");
+            let msg = ready["message"].as_str().unwrap();
+            assert!(
+                msg.starts_with("2/3 partition(s) being reassigned to replication factor 3"),
+                "{msg}"
+            );
+            let reconciling = condition(s, "Reconciling");
+            assert_eq!(reconciling["status"], "True");
+            assert_eq!(reconciling["reason"], "ReplicationFactorChanging");
+            assert_eq!(condition(s, "Degraded")["status"], "False");
+        }),
+        event("Normal", "Accepted"),
+    ];
+    let mock = server.run(script);
+    let action = within(reconcile_at(Arc::new(t), ctx, now())).await.unwrap();
+    finish(mock).await;
+    assert_eq!(
+        action,
+        Action::requeue(std::time::Duration::from_secs(30)),
+        "looked at again soon"
+    );
+}
+
+#[tokio::test]
+async fn a_shrink_waiting_for_the_replicas_that_stay_is_still_changing() {
+    let (ctx, server, _) = test_context();
+    let mut t = changed_topic(
+        json!([
+            {"partition": 0, "leader": 1, "replicas": [1, 2, 0], "isr": [1], "leaderEpoch": 0,
+             "removingReplicas": [0]},
+        ]),
+        json!([]),
+        2,
+    );
+    t.spec.replication_factor = 2;
+    let script = vec![
+        get_cluster(),
+        status_patch(|s| {
+            assert_eq!(condition(s, "Ready")["reason"], "ReplicationFactorChanging");
+            assert_eq!(condition(s, "Ready")["status"], "False");
+        }),
+    ];
+    let mock = server.run(script);
+    within(reconcile_at(Arc::new(t), ctx, now())).await.unwrap();
+    finish(mock).await;
+}
+
+#[tokio::test]
+async fn a_replica_move_that_keeps_the_factor_leaves_the_topic_ready() {
+    let (ctx, server, _) = test_context();
+    // A scale-up filling a new broker: 3 replaces 0, still three replicas.
+    let t = changed_topic(
+        json!([
+            {"partition": 0, "leader": 1, "replicas": [3, 1, 2, 0], "isr": [1, 2, 0], "leaderEpoch": 0,
+             "addingReplicas": [3], "removingReplicas": [0]},
+        ]),
+        json!([]),
+        2,
+    );
+    let script = vec![
+        get_cluster(),
+        status_patch(|s| {
+            assert_eq!(condition(s, "Ready")["status"], "True");
+            assert_eq!(condition(s, "Ready")["reason"], "PartitionsOnline");
+        }),
+    ];
+    let mock = server.run(script);
+    within(reconcile_at(Arc::new(t), ctx, now())).await.unwrap();
+    finish(mock).await;
+}
+
+#[tokio::test]
+async fn the_end_of_a_replication_factor_change_is_ready_with_an_event() {
+    let (ctx, server, _) = test_context();
+    let was = json!({"type": "Ready", "status": "False", "reason": "ReplicationFactorChanging",
+                     "message": "1/1 partition(s) being reassigned", "observedGeneration": 2,
+                     "lastTransitionTime": "2023-11-14T22:00:00Z"});
+    let t = changed_topic(
+        json!([
+            {"partition": 0, "leader": 1, "replicas": [1, 2, 0], "isr": [1, 2, 0], "leaderEpoch": 1},
+        ]),
+        json!([was]),
+        2,
+    );
+    let script = vec![
+        get_cluster(),
+        status_patch(|s| {
+            assert_eq!(condition(s, "Ready")["status"], "True");
+            assert_eq!(condition(s, "Reconciling")["status"], "False");
+        }),
+        event("Normal", "ReplicationFactorChanged"),
+    ];
+    let mock = server.run(script);
+    within(reconcile_at(Arc::new(t), ctx, now())).await.unwrap();
+    finish(mock).await;
+}
+
+#[tokio::test]
+async fn a_replication_factor_below_one_is_refused() {
+    let (ctx, server, _) = test_context();
+    let t = topic(0, true, None);
+    let script = vec![
+        get_cluster(),
+        status_patch(|s| {
+            let degraded = condition(s, "Degraded");
+            assert_eq!(degraded["status"], "True");
+            assert_eq!(degraded["reason"], "ReplicationFactorTooSmall");
+        }),
+        event("Warning", "ReplicationFactorTooSmall"),
+    ];
+    let mock = server.run(script);
+    let action = within(reconcile_at(Arc::new(t), ctx, now())).await.unwrap();
+    finish(mock).await;
+    assert_eq!(action, Action::await_change());
+}

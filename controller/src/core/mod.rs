@@ -133,6 +133,10 @@ impl ControllerCore {
                 partition,
                 target,
             } => self.on_reassign(topic, partition, target),
+            Event::AlterReplicationFactor {
+                topic,
+                replication_factor,
+            } => self.on_alter_replication_factor(topic, replication_factor),
             Event::ElectLeaders {
                 election,
                 partitions,

@@ -1,4 +1,5 @@
-//! Topic lifecycle: create, grow, reconfigure, delete.
+//! Topic lifecycle: create, grow, change the replication factor,
+//! reconfigure, delete.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +11,7 @@ use crate::event::NewTopic;
 use crate::model::{BrokerId, PartitionState, TopicId, TopicImage, TopicSpec};
 use crate::placement::{self, BrokerLoad, PlacementBroker};
 use crate::reassignment;
+use crate::replication_factor::{self, ReplicaHost};
 
 /// Most partitions one topic may have; guards against requests that would
 /// exhaust memory.
@@ -166,6 +168,58 @@ impl ControllerCore {
         self.out.persist.push(Command::PersistTopic(t.spec.clone()));
         self.add_partitions(topic, states);
         Ok(())
+    }
+
+    pub(super) fn on_alter_replication_factor(&mut self, topic: String, replication_factor: u16) {
+        let result = self.alter_replication_factor(&topic, replication_factor);
+        self.reply(Reply::AlterReplicationFactor { topic, result });
+    }
+
+    /// Starts the reassignments that give every partition of `topic`
+    /// `rf` replicas (planned by [`replication_factor::plan`]) and makes
+    /// `rf` the topic's replication factor for partitions added later.
+    /// Every partition's reassignment is checked before any starts, so a
+    /// refusal (too few live brokers, a partition without an in-sync
+    /// replica) changes nothing. Returns how many partitions it started.
+    fn alter_replication_factor(&mut self, topic: &str, rf: u16) -> Result<u32, ControllerError> {
+        let t = self
+            .image
+            .topics
+            .get(topic)
+            .ok_or(ControllerError::UnknownTopicOrPartition)?;
+        let hosts: Vec<ReplicaHost> = self
+            .image
+            .brokers
+            .values()
+            .map(|b| ReplicaHost::new(b.id, b.rack.as_deref(), b.is_eligible()))
+            .collect();
+        let mut load = BrokerLoad::from_partitions(self.all_partitions().map(|(_, _, s)| s));
+        let targets = replication_factor::plan(&t.partitions, rf, &hosts, &mut load)?;
+        let mut starts = Vec::new();
+        for (p, target) in targets.into_iter().enumerate() {
+            let Some(target) = target else { continue };
+            let refused = |e: ControllerError| {
+                ControllerError::InvalidReplicationFactor(format!(
+                    "partition {p} cannot move to {target:?}: {e}"
+                ))
+            };
+            reassignment::validate_replica_list(&target, |b| self.is_registered(b))
+                .map_err(refused)?;
+            let next = reassignment::start(&t.partitions[p], &target).map_err(refused)?;
+            starts.push((p as u32, next));
+        }
+        if t.spec.replication_factor != rf {
+            let t = self.image.topics.get_mut(topic).expect("checked above");
+            t.spec.replication_factor = rf;
+            self.out.persist.push(Command::PersistTopic(t.spec.clone()));
+            self.out.publish = true;
+        }
+        let unclean = self.unclean_enabled(topic);
+        let started = starts.len() as u32;
+        for (p, next) in starts {
+            self.commit_partition(topic, p, next, unclean, Origin::Controller);
+        }
+        Ok(started)
     }
 
     /// Appends new partitions to a topic, persists them and tells their

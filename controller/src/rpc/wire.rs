@@ -524,6 +524,13 @@ pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
             }
             None
         }
+        // Not a broker's request (the operator's own), answered as a count.
+        Some(Reply::AlterReplicationFactor { result, .. }) => {
+            if let Err(e) = result {
+                fail(&e);
+            }
+            None
+        }
         Some(Reply::ElectLeader { result, .. }) => match result {
             Ok(leader) => Some(reply::Result::Leader(leader)),
             Err(e) => {

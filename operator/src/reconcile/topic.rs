@@ -1,6 +1,12 @@
 //! Reconciler of `Topic`: checks the topic against its cluster and Kafka's
-//! topic configs and reports it in conditions. Placement, leaders and ISRs
-//! are the cluster controller's; it writes them into `.status.partitions`.
+//! topic configs, hands it to the cluster's controller and reports it in
+//! conditions. Placement, leaders and ISRs are the cluster controller's; it
+//! writes them into `.status.partitions`. A changed
+//! `spec.replicationFactor` is carried out by the controller as a
+//! reassignment of every partition; while it runs the Topic is not Ready
+//! (reason `ReplicationFactorChanging`, or `ReplicationFactorChangeBlocked`
+//! while the controller cannot start it), with Events when it starts, is
+//! refused and is done.
 //!
 //! Deleting a Topic goes through the finalizer [`TOPIC_FINALIZER`]: its data
 //! is removed through the cluster (Kafka `DeleteTopics`). That is best effort:
@@ -11,21 +17,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::ResourceExt;
+use skein_crds::condition::{self, ConditionType};
 use skein_crds::Topic;
 use tracing::{info, warn};
 
 use super::{cleanup_grace_over, get_cluster, patch_status, publish};
 use crate::build::ClusterNames;
+use crate::cluster_controllers::ReplicationFactorStep;
 use crate::context::Context;
 use crate::error::TopicRemovalError;
 use crate::error::{Error, Result};
+use crate::topic_mirror::partition_status;
 use crate::{status, validate};
 
 /// Resource kind label for metrics.
@@ -113,23 +122,46 @@ async fn apply(
         return Ok(Action::await_change());
     }
 
-    // The cluster's controller creates the topic, adds partitions and
-    // applies configs; its placement comes back into status.partitions.
+    // The cluster's controller creates the topic, changes its replication
+    // factor, adds partitions and applies configs; its placement comes back
+    // into status.partitions. Readiness is judged on the controller's own
+    // view where it runs (fresher than the mirrored status).
+    let mut step = None;
+    let mut live = None;
     if let Some(rt) = ctx
         .controllers
         .as_ref()
         .and_then(|r| r.get(&ns, cluster_name))
     {
-        if let Err(source) = rt.ensure_topic(&topic.spec, topic.kafka_name()) {
-            warn!(topic = %name, namespace = %ns, error = %source, "the controller refused the topic");
-            return Err(Error::Controller {
-                topic: topic.kafka_name().to_string(),
-                source,
-            });
+        match rt.ensure_topic(&topic.spec, topic.kafka_name()) {
+            Ok(s) => step = Some(s),
+            Err(source) => {
+                warn!(topic = %name, namespace = %ns, error = %source, "the controller refused the topic");
+                return Err(Error::Controller {
+                    topic: topic.kafka_name().to_string(),
+                    source,
+                });
+            }
         }
+        live = rt
+            .controller
+            .view()
+            .topics
+            .get(topic.kafka_name())
+            .map(|meta| partition_status(meta));
     }
-
-    let patch = status::topic_accepted(topic, now_t);
+    let placed = live.unwrap_or_else(|| {
+        topic
+            .status
+            .as_ref()
+            .map(|s| s.partitions.clone())
+            .unwrap_or_default()
+    });
+    let blocked = match &step {
+        Some(ReplicationFactorStep::Blocked(why)) => Some(why.as_str()),
+        _ => None,
+    };
+    let patch = status::topic_accepted(topic, &placed, blocked, now_t);
     let ready = skein_crds::condition::is_true(&patch.conditions, skein_crds::ConditionType::Ready);
     patch_status(topics, &name, &patch).await?;
     if first_look {
@@ -139,11 +171,74 @@ async fn apply(
         );
         publish(ctx, topic, EventType::Normal, "Accepted", "Validate", note).await;
     }
+    replication_factor_events(ctx, topic, step.as_ref(), &patch.conditions).await;
     Ok(Action::requeue(Duration::from_secs(if ready {
         300
     } else {
         30
     })))
+}
+
+/// Events of a replication factor change: when reassignments start, when
+/// the controller first refuses to start them, and when the change is done
+/// (Ready again after `ReplicationFactorChanging`).
+async fn replication_factor_events(
+    ctx: &Context,
+    topic: &Topic,
+    step: Option<&ReplicationFactorStep>,
+    now: &[Condition],
+) {
+    let rf = topic.spec.replication_factor;
+    let before = topic.status.as_ref().map_or(&[][..], |s| &s.conditions[..]);
+    let reason_before = |t: ConditionType| condition::find(before, t).map(|c| c.reason.as_str());
+    match step {
+        Some(ReplicationFactorStep::Started(n)) => {
+            let note = format!(
+                "replication factor {rf}: reassigning {n} partition(s); added replicas count once they have caught up, removed ones go once the others are in sync"
+            );
+            publish(
+                ctx,
+                topic,
+                EventType::Normal,
+                status::REPLICATION_FACTOR_CHANGING,
+                "Reassign",
+                note,
+            )
+            .await;
+        }
+        Some(ReplicationFactorStep::Blocked(why))
+            if reason_before(ConditionType::Reconciling)
+                != Some(status::REPLICATION_FACTOR_CHANGE_BLOCKED) =>
+        {
+            let note = format!("replication factor {rf} cannot be reached now (retrying): {why}");
+            publish(
+                ctx,
+                topic,
+                EventType::Warning,
+                status::REPLICATION_FACTOR_CHANGE_BLOCKED,
+                "Reassign",
+                note,
+            )
+            .await;
+        }
+        _ => {}
+    }
+    let was_changing = matches!(
+        reason_before(ConditionType::Ready),
+        Some(status::REPLICATION_FACTOR_CHANGING | status::REPLICATION_FACTOR_CHANGE_BLOCKED)
+    );
+    if was_changing && condition::is_true(now, ConditionType::Ready) {
+        let note = format!("every partition has {rf} replicas, all in sync");
+        publish(
+            ctx,
+            topic,
+            EventType::Normal,
+            "ReplicationFactorChanged",
+            "Reassign",
+            note,
+        )
+        .await;
+    }
 }
 
 async fn cleanup(topic: &Topic, ctx: &Context, now: Timestamp) -> Result<Action> {
