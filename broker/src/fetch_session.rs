@@ -125,24 +125,29 @@ fn next_epoch(epoch: i32) -> i32 {
     }
 }
 
+impl PartKey {
+    /// A partition as Fetch `version` names it: by topic id from v13, by
+    /// name before.
+    fn of(version: i16, topic: &TopicName, topic_id: Uuid, partition: i32) -> Self {
+        let by_id = version >= 13;
+        PartKey {
+            topic: if by_id {
+                TopicName::default()
+            } else {
+                topic.clone()
+            },
+            topic_id: if by_id { topic_id } else { Uuid::nil() },
+            partition,
+        }
+    }
+}
+
 /// The partitions a request names, in its order, with their fetch state.
 pub fn requested(req: &FetchRequest, version: i16) -> Vec<(PartKey, FetchState)> {
     let mut out = Vec::new();
     for ft in &req.topics {
         for fp in &ft.partitions {
-            let key = PartKey {
-                topic: if version >= 13 {
-                    TopicName::default()
-                } else {
-                    ft.topic.clone()
-                },
-                topic_id: if version >= 13 {
-                    ft.topic_id
-                } else {
-                    Uuid::nil()
-                },
-                partition: fp.partition,
-            };
+            let key = PartKey::of(version, &ft.topic, ft.topic_id, fp.partition);
             let state = FetchState {
                 fetch_offset: fp.fetch_offset,
                 max_bytes: fp.partition_max_bytes,
@@ -168,19 +173,7 @@ fn forgotten(req: &FetchRequest, version: i16) -> Vec<PartKey> {
     let mut out = Vec::new();
     for ft in &req.forgotten_topics_data {
         for &partition in &ft.partitions {
-            out.push(PartKey {
-                topic: if version >= 13 {
-                    TopicName::default()
-                } else {
-                    ft.topic.clone()
-                },
-                topic_id: if version >= 13 {
-                    ft.topic_id
-                } else {
-                    Uuid::nil()
-                },
-                partition,
-            });
+            out.push(PartKey::of(version, &ft.topic, ft.topic_id, partition));
         }
     }
     out
