@@ -102,7 +102,8 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     // before existence (by name) or after the id is resolved (by id).
     let authz = Authz::current(broker);
     let follower_denied = replica_id >= 0 && !authz.cluster(AclOperation::ClusterAction);
-    let mut metas = HashMap::new();
+    // Each resolved topic's metadata, by its index in `topics`.
+    let mut metas = Vec::new();
     for (key, state) in &plan.partitions {
         let (topic_idx, denied) = *topic_index
             .entry((key.topic.clone(), key.topic_id))
@@ -124,10 +125,10 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
                     key.topic_id,
                     meta.as_ref().map(|m| m.name.clone()),
                 ));
-                metas.insert(topics.len() - 1, meta);
+                metas.push(meta);
                 (topics.len() - 1, denied)
             });
-        let part = match &metas[&topic_idx] {
+        let part = match &metas[topic_idx] {
             _ if denied => Err(topic_denied()),
             Some(m) => broker.replicas.get_or_err(&m.name, key.partition),
             None if version >= 13 => Err(ApiError::new(
