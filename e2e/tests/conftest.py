@@ -92,12 +92,7 @@ def cluster3(tmp_path):
     short failure detection; Skein only."""
     if TARGET != "skein":
         pytest.skip("runs Skein's own local platform (skein-operator local)")
-    c = LocalCluster(tmp_path / "cluster", 3, CLUSTER3_OVERRIDES)
-    _start(c)
-    yield c
-    c.stop()
-    if c in _active:
-        _active.remove(c)
+    yield from _running(LocalCluster(tmp_path / "cluster", 3, CLUSTER3_OVERRIDES))
 
 
 @pytest.fixture
@@ -109,6 +104,11 @@ def replicated_cluster(tmp_path):
         c = KafkaCluster(tmp_path / "cluster", 3)
     else:
         c = LocalCluster(tmp_path / "cluster", 3, CLUSTER3_OVERRIDES)
+    yield from _running(c)
+
+
+def _running(c):
+    """Starts a cluster for a fixture, stops it afterwards."""
     _start(c)
     yield c
     c.stop()
