@@ -22,7 +22,11 @@ use skein_controller::{BrokerLink, ControlPlane, ControllerService, PartitionCha
 
 /// Everything request handlers share.
 pub struct Broker {
+    /// The configuration it started with (properties file, flags).
     pub config: BrokerConfig,
+    /// The configuration in force: `config` with the dynamic broker configs
+    /// over it (see [`Broker::effective_config`]).
+    pub dynamic: crate::dynamic_config::DynamicConfig,
     pub metadata: Arc<MetadataStore>,
     pub replicas: Arc<ReplicaManager>,
     pub metrics: Arc<Metrics>,
@@ -79,6 +83,12 @@ impl BrokerLink for LocalLink {
             for t in topics {
                 b.apply_topic_config(&t);
             }
+        }
+    }
+
+    fn broker_configs_changed(&self) {
+        if let Some(b) = self.0.upgrade() {
+            b.apply_dynamic_configs();
         }
     }
 }
@@ -180,6 +190,7 @@ impl Broker {
         );
         let broker = Arc::new(Self {
             metadata,
+            dynamic: crate::dynamic_config::DynamicConfig::new(&config),
             config,
             replicas,
             metrics,
@@ -213,6 +224,7 @@ impl Broker {
             )
         })
         .await??;
+        broker.apply_dynamic_configs();
         let image = broker.metadata.image();
         meta.join_cluster(&broker.config.data_dir, &image.cluster_id)?;
         if combined {
@@ -336,7 +348,7 @@ impl Broker {
             )
         })?;
         let log_config = self
-            .config
+            .effective_config()
             .topic_log_config(&meta.configs)
             .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
         Ok(HostedTopic {
@@ -352,7 +364,7 @@ impl Broker {
         let Some(meta) = self.metadata.topic(topic) else {
             return;
         };
-        let lc = match self.config.topic_log_config(&meta.configs) {
+        let lc = match self.effective_config().topic_log_config(&meta.configs) {
             Ok(lc) => lc,
             Err(e) => {
                 warn!(topic, error = %e, "cannot apply topic configs");
@@ -372,7 +384,45 @@ impl Broker {
             .configs
             .get("min.insync.replicas")
             .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(self.config.min_insync_replicas.max(1) as usize)
+            .unwrap_or(self.effective_config().min_insync_replicas.max(1) as usize)
+    }
+
+    /// The configuration in force: the one it started with, with the
+    /// dynamic broker configs over it.
+    pub fn effective_config(&self) -> Arc<BrokerConfig> {
+        self.dynamic.get()
+    }
+
+    /// Takes up the dynamic broker configs of the metadata view if they
+    /// changed: the log defaults of every hosted topic follow at once, the
+    /// log cleaner at its next pass.
+    pub fn apply_dynamic_configs(&self) {
+        let layers = self.metadata.image().broker_configs.clone();
+        match self.dynamic.update(&self.config, &layers) {
+            Ok(false) => {}
+            Ok(true) => {
+                let (default, own) = crate::dynamic_config::layers(&layers, self.config.node_id);
+                info!(
+                    cluster_default = ?default,
+                    broker = ?own,
+                    "dynamic broker configs applied"
+                );
+                let mut topics: Vec<String> = self
+                    .replicas
+                    .all()
+                    .iter()
+                    .map(|p| p.topic.clone())
+                    .collect();
+                topics.sort();
+                topics.dedup();
+                for t in topics {
+                    self.apply_topic_config(&t);
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot apply the dynamic broker configs: the previous ones stay in force")
+            }
+        }
     }
 
     /// Keeps `task` to be stopped with the broker.
@@ -476,103 +526,6 @@ impl Broker {
         self.stopped.subscribe()
     }
 
-    /// Creates a topic; the controller places it and tells the replicas.
-    pub fn create_topic(
-        &self,
-        name: &str,
-        partitions: i32,
-        replication_factor: i16,
-        configs: BTreeMap<String, String>,
-    ) -> Result<Arc<TopicView>, ApiError> {
-        self.create_topic_as(name, partitions, replication_factor, configs, None, false)?
-            .ok_or_else(|| {
-                ApiError::new(ResponseError::UnknownTopicOrPartition, "topic not created")
-            })
-    }
-
-    /// Creates a topic, on explicit replica lists when `assignment` is given;
-    /// with `validate_only` only checks that it could be (`None`).
-    pub fn create_topic_as(
-        &self,
-        name: &str,
-        partitions: i32,
-        replication_factor: i16,
-        configs: BTreeMap<String, String>,
-        assignment: Option<Vec<Vec<i32>>>,
-        validate_only: bool,
-    ) -> Result<Option<Arc<TopicView>>, ApiError> {
-        self.config
-            .topic_log_config(&configs)
-            .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
-        let topic = self.metadata.create_topic_as(
-            name,
-            partitions,
-            replication_factor,
-            configs,
-            assignment,
-            validate_only,
-        )?;
-        if let Some(t) = &topic {
-            info!(
-                topic = name,
-                partitions = t.partitions.len(),
-                replication_factor = t.replication_factor(),
-                "topic created"
-            );
-        }
-        Ok(topic)
-    }
-
-    /// The replication factor of auto-created topics:
-    /// `default.replication.factor`, at most the number of live brokers.
-    pub fn auto_replication_factor(&self) -> i16 {
-        let live = self.metadata.image().live_brokers().count().max(1) as i16;
-        self.config.default_replication_factor.clamp(1, live)
-    }
-
-    /// Auto-creates `name` with the broker defaults when allowed; returns the
-    /// topic if it exists afterwards.
-    pub fn auto_create(&self, name: &str) -> Result<Arc<TopicView>, ApiError> {
-        if let Some(t) = self.metadata.topic(name) {
-            return Ok(t);
-        }
-        // The coordinators' topics are made as they make them (Kafka's
-        // AutoTopicCreationManager), never with the defaults of user topics.
-        if name == crate::metadata::CONSUMER_OFFSETS {
-            return self.groups.offsets_topic(self);
-        }
-        if name == crate::txn::TRANSACTION_STATE {
-            return self.txns.state_topic(self);
-        }
-        if !self.config.auto_create_topics_enable {
-            return Err(ApiError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("topic '{name}' does not exist and auto.create.topics.enable is false"),
-            ));
-        }
-        match self.create_topic(
-            name,
-            self.config.num_partitions,
-            self.auto_replication_factor(),
-            BTreeMap::new(),
-        ) {
-            Err(e) if e.code == ResponseError::TopicAlreadyExists => {
-                self.metadata.topic(name).ok_or_else(|| {
-                    ApiError::new(ResponseError::UnknownTopicOrPartition, "topic vanished")
-                })
-            }
-            other => other,
-        }
-    }
-
-    /// Deletes a topic: metadata first, then its data.
-    pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicView>, ApiError> {
-        let t = self.metadata.delete_topic(name)?;
-        self.replicas.delete_topic(name);
-        info!(topic = name, "topic deleted");
-        Ok(t)
-    }
-
     /// Spawns retention, compaction, roll and flush work on a timer.
     pub fn spawn_maintenance(self: &Arc<Self>) {
         let broker = self.clone();
@@ -588,6 +541,9 @@ impl Broker {
             let mut last_hw_checkpoint = now_ms();
             loop {
                 tokio::time::sleep(tick).await;
+                // Normally applied when the controller says they changed;
+                // this catches a view that arrived some other way.
+                broker.apply_dynamic_configs();
                 let now = now_ms();
                 let retention = now - last_retention >= retention_every as i64;
                 if retention {

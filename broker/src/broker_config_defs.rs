@@ -3,9 +3,11 @@
 //! name, type and default, whether Kafka lets it change without a restart,
 //! and its synonyms (`log.retention.ms` > `.minutes` > `.hours`).
 //!
-//! A value comes from, highest first: the properties file or `--override`
-//! under the name or one of its synonyms (STATIC_BROKER_CONFIG), else the
-//! default (DEFAULT_CONFIG). Secrets are never shown (PASSWORD, null).
+//! A value comes from, highest first: this broker's dynamic value
+//! (DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic default
+//! (DYNAMIC_DEFAULT_BROKER_CONFIG), the properties file or `--override`
+//! (STATIC_BROKER_CONFIG), each under the name or one of its synonyms, else
+//! the default (DEFAULT_CONFIG). Secrets are never shown (PASSWORD, null).
 
 use std::collections::BTreeMap;
 
@@ -25,6 +27,8 @@ pub enum Kind {
 }
 
 /// Kafka's `ConfigSource` codes.
+pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
+pub const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 pub const SOURCE_STATIC_BROKER: i8 = 4;
 pub const SOURCE_DEFAULT: i8 = 5;
 
@@ -216,10 +220,20 @@ fn is_secret(name: &str, kind: Kind) -> bool {
 
 /// Every broker config: the table's, then those set in the properties that
 /// the table does not know (listener-prefixed settings, Skein's own keys).
-pub fn describe(raw: &BTreeMap<String, String>) -> Vec<Described> {
+/// `default` and `own` are the dynamic layers (cluster-wide, this broker's).
+pub fn describe(
+    raw: &BTreeMap<String, String>,
+    default: &BTreeMap<String, String>,
+    own: &BTreeMap<String, String>,
+) -> Vec<Described> {
+    let layers = [
+        (own, SOURCE_DYNAMIC_BROKER),
+        (default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+        (raw, SOURCE_STATIC_BROKER),
+    ];
     let mut out: Vec<Described> = BROKER_CONFIGS
         .iter()
-        .map(|d| describe_one(d, raw))
+        .map(|d| describe_one(d, &layers))
         .collect();
     for (k, v) in raw {
         if BROKER_CONFIGS.iter().any(|d| d.name == k) {
@@ -241,23 +255,40 @@ pub fn describe(raw: &BTreeMap<String, String>) -> Vec<Described> {
     out
 }
 
-fn describe_one(def: &BrokerConfigDef, raw: &BTreeMap<String, String>) -> Described {
+fn describe_one(def: &BrokerConfigDef, layers: &[(&BTreeMap<String, String>, i8)]) -> Described {
     let secret = is_secret(def.name, def.kind);
     let shown = |v: &str| (!secret).then(|| v.to_string());
+    let names = || std::iter::once(def.name).chain(def.synonyms.iter().copied());
     let mut synonyms = Vec::new();
-    for name in std::iter::once(def.name).chain(def.synonyms.iter().copied()) {
-        if let Some(v) = raw.get(name) {
-            synonyms.push((name.to_string(), shown(v), SOURCE_STATIC_BROKER));
+    // Kafka's order (its ConfigHelper): by layer, then by name within a
+    // layer, Kafka's defaults last.
+    for (layer, source) in layers {
+        for name in names() {
+            if let Some(v) = layer.get(name) {
+                synonyms.push((name.to_string(), shown(v), *source));
+            }
         }
     }
-    if let Some(default) = def.default {
-        synonyms.push((def.name.to_string(), shown(default), SOURCE_DEFAULT));
+    for name in names() {
+        let default = BROKER_CONFIGS
+            .iter()
+            .find(|d| d.name == name)
+            .and_then(|d| d.default);
+        if let Some(v) = default {
+            synonyms.push((name.to_string(), shown(v), SOURCE_DEFAULT));
+        }
     }
-    // The name's own value, as in Kafka: a synonym in other units
-    // (minutes, hours) is listed among the synonyms only.
+    // As Kafka, the list starts at the name's own first value: values of
+    // synonyms in other units (minutes, hours) above it are left out, and
+    // a name without a value of its own is null, from DEFAULT_CONFIG.
+    let own = synonyms
+        .iter()
+        .position(|(name, _, _)| name == def.name)
+        .unwrap_or(synonyms.len());
+    synonyms.drain(..own);
     let (value, source) = match synonyms.first() {
-        Some((name, v, src)) if name == def.name => (v.clone(), *src),
-        _ => (None, SOURCE_DEFAULT),
+        Some((_, v, src)) => (v.clone(), *src),
+        None => (None, SOURCE_DEFAULT),
     };
     Described {
         name: def.name.to_string(),
@@ -279,13 +310,17 @@ mod tests {
             .collect()
     }
 
+    fn describe_static(raw: &BTreeMap<String, String>) -> Vec<Described> {
+        describe(raw, &BTreeMap::new(), &BTreeMap::new())
+    }
+
     fn find<'a>(all: &'a [Described], name: &str) -> &'a Described {
         all.iter().find(|d| d.name == name).unwrap()
     }
 
     #[test]
     fn defaults_static_values_synonyms_and_secrets() {
-        let all = describe(&raw(&[
+        let all = describe_static(&raw(&[
             ("log.retention.hours", "24"),
             ("num.partitions", "3"),
             ("ssl.keystore.password", "hunter2"),
@@ -313,18 +348,12 @@ mod tests {
             (seg.value.as_deref(), seg.source, seg.kind),
             (Some("1073741824"), SOURCE_DEFAULT, Int)
         );
-        // log.retention.ms: null, its synonyms say where the value is set.
+        // log.retention.ms unset: null, and (as Kafka) no synonyms, the
+        // hours being above its own (absent) value.
         let ms = find(&all, "log.retention.ms");
-        assert_eq!(ms.value, None);
-        assert_eq!(
-            ms.synonyms,
-            vec![(
-                "log.retention.hours".into(),
-                Some("24".into()),
-                SOURCE_STATIC_BROKER
-            )]
-        );
-        assert!(find(&describe(&raw(&[])), "log.retention.ms")
+        assert_eq!((ms.value.as_deref(), ms.source), (None, SOURCE_DEFAULT));
+        assert!(ms.synonyms.is_empty(), "{ms:?}");
+        assert!(find(&describe_static(&raw(&[])), "log.retention.ms")
             .synonyms
             .is_empty());
         let hours = find(&all, "log.retention.hours");
@@ -351,5 +380,53 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(names, sorted);
+    }
+
+    #[test]
+    fn dynamic_values_come_first_with_their_sources() {
+        let file = raw(&[("log.retention.hours", "24"), ("message.max.bytes", "100")]);
+        let default = raw(&[("log.retention.ms", "60000"), ("message.max.bytes", "200")]);
+        let own = raw(&[("message.max.bytes", "300")]);
+        let all = describe(&file, &default, &own);
+        let m = find(&all, "message.max.bytes");
+        assert_eq!(
+            (m.value.as_deref(), m.source),
+            (Some("300"), SOURCE_DYNAMIC_BROKER)
+        );
+        let sources: Vec<i8> = m.synonyms.iter().map(|s| s.2).collect();
+        assert_eq!(
+            sources,
+            vec![
+                SOURCE_DYNAMIC_BROKER,
+                SOURCE_DYNAMIC_DEFAULT_BROKER,
+                SOURCE_STATIC_BROKER,
+                SOURCE_DEFAULT
+            ]
+        );
+        let r = find(&all, "log.retention.ms");
+        assert_eq!(
+            (r.value.as_deref(), r.source),
+            (Some("60000"), SOURCE_DYNAMIC_DEFAULT_BROKER)
+        );
+        // Below its own value, the synonyms in other units: the static
+        // hours, then Kafka's default hours.
+        let below: Vec<(&str, i8)> = r.synonyms[1..]
+            .iter()
+            .map(|(n, _, s)| (n.as_str(), *s))
+            .collect();
+        assert_eq!(
+            below,
+            vec![
+                ("log.retention.hours", SOURCE_STATIC_BROKER),
+                ("log.retention.hours", SOURCE_DEFAULT)
+            ]
+        );
+    }
+
+    #[test]
+    fn every_dynamic_config_is_described() {
+        for k in crate::dynamic_config::DYNAMIC {
+            assert!(BROKER_CONFIGS.iter().any(|d| d.name == *k), "{k}");
+        }
     }
 }

@@ -10,6 +10,7 @@ pub mod broker_config_defs;
 pub mod clean_shutdown;
 pub mod config;
 pub mod connection_quotas;
+pub mod dynamic_config;
 pub mod error;
 pub mod fetch_session;
 pub mod group;
@@ -36,6 +37,7 @@ pub mod server;
 pub mod ssl_principal;
 pub mod system;
 pub mod tls;
+pub mod topic_admin;
 pub mod txn;
 
 pub use broker::{Broker, Stop};

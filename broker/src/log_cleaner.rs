@@ -11,7 +11,8 @@
 //! the threads: each clean's key map gets its share, and a dirty range that
 //! does not fit is cleaned over several passes), and
 //! `log.cleaner.io.max.bytes.per.second` (unlimited: all threads together
-//! read and write at most that).
+//! read and write at most that). All but `log.cleaner.enable` may change
+//! at run time (dynamic broker configs): each pass reads them afresh.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -57,19 +58,22 @@ impl IoThrottle {
 
 /// Starts the cleaner if `log.cleaner.enable`.
 pub fn spawn(broker: &Arc<Broker>) {
-    let config = broker.config.cleaner.clone();
-    if !config.enable {
+    if !broker.config.cleaner.enable {
         return;
     }
     let b = broker.clone();
     broker.spawn(tokio::spawn(async move {
-        let threads = config.threads.max(1);
-        let budget = (config.dedupe_buffer_size / threads).max(1);
-        let throttle = config
-            .io_max_bytes_per_second
-            .map(|r| Arc::new(IoThrottle::new(r)));
-        let backoff = Duration::from_millis(config.backoff_ms.max(10));
+        let mut throttle: Option<Arc<IoThrottle>> = None;
         loop {
+            let config = b.effective_config().cleaner.clone();
+            let threads = config.threads.max(1);
+            let budget = (config.dedupe_buffer_size / threads).max(1);
+            if throttle.as_ref().map(|t| t.rate) != config.io_max_bytes_per_second {
+                throttle = config
+                    .io_max_bytes_per_second
+                    .map(|r| Arc::new(IoThrottle::new(r)));
+            }
+            let backoff = Duration::from_millis(config.backoff_ms.max(10));
             let compacted: Vec<Arc<Partition>> = b
                 .replicas
                 .all()

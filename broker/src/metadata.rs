@@ -356,6 +356,21 @@ impl MetadataStore {
         )
     }
 
+    /// Dynamic broker configs, checked changes only: applied whole.
+    pub fn alter_broker_configs(
+        &self,
+        changes: Vec<skein_controller::broker_configs::BrokerConfigChange>,
+    ) -> Result<(), ApiError> {
+        request(
+            self.controller.as_ref(),
+            Event::AlterBrokerConfigs { changes },
+            |r| match r {
+                Reply::AlterBrokerConfigs { result } => Some(result),
+                _ => None,
+            },
+        )
+    }
+
     /// `CreateAcls`, checked bindings only: applied whole.
     pub fn create_acls(&self, bindings: Vec<skein_controller::AclBinding>) -> Result<(), ApiError> {
         request(

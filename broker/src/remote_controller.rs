@@ -312,10 +312,13 @@ impl RemoteController {
             })
             .map(|(name, _)| name.clone())
             .collect();
-        if !changed.is_empty() {
-            let link = self.link.lock().expect("link lock").clone();
-            if let Some(link) = link {
+        let link = self.link.lock().expect("link lock").clone();
+        if let Some(link) = link {
+            if !changed.is_empty() {
                 link.topic_configs_changed(changed);
+            }
+            if old.broker_configs != new.broker_configs {
+                link.broker_configs_changed();
             }
         }
     }

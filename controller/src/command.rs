@@ -35,6 +35,8 @@ pub enum Command {
     PersistClientQuotas(ClientQuotas),
     /// Store the ACLs (all of them).
     PersistAcls(crate::acls::Acls),
+    /// Store the dynamic broker configs (all of them: they are few).
+    PersistBrokerConfigs(crate::broker_configs::BrokerConfigs),
     /// Store one user's SCRAM credentials (none left: remove the user).
     PersistScramCredentials {
         user: String,
@@ -167,6 +169,9 @@ pub enum Reply {
         result: Result<(), ControllerError>,
     },
     AlterClientQuotas {
+        result: Result<(), ControllerError>,
+    },
+    AlterBrokerConfigs {
         result: Result<(), ControllerError>,
     },
     CreateAcls {

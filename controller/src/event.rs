@@ -94,6 +94,11 @@ pub enum Event {
     },
     /// `AlterClientQuotas`: set or remove quota values, applied whole.
     AlterClientQuotas { changes: Vec<QuotaChange> },
+    /// `IncrementalAlterConfigs`/`AlterConfigs` on broker resources: set or
+    /// remove dynamic broker configs, applied whole.
+    AlterBrokerConfigs {
+        changes: Vec<crate::broker_configs::BrokerConfigChange>,
+    },
     /// `CreateAcls`: add bindings, applied whole.
     CreateAcls {
         bindings: Vec<crate::acls::AclBinding>,

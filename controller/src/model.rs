@@ -349,6 +349,12 @@ pub struct MetadataImage {
     /// The cluster's ACLs.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub acls: crate::acls::Acls,
+    /// Dynamic broker configs, per broker and cluster-wide.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::broker_configs::BrokerConfigs::is_empty"
+    )]
+    pub broker_configs: crate::broker_configs::BrokerConfigs,
 }
 
 /// A running reassignment, as `ListPartitionReassignments` reports it.

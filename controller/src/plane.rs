@@ -45,6 +45,8 @@ pub trait BrokerLink: Send + Sync {
     fn deliver(&self, changes: Vec<PartitionChange>);
     /// The configs of `topics` changed in the view this broker sees.
     fn topic_configs_changed(&self, _topics: Vec<String>) {}
+    /// The dynamic broker configs changed in the view this broker sees.
+    fn broker_configs_changed(&self) {}
 }
 
 /// Why a request to the controller got no answer from the controller core

@@ -222,6 +222,7 @@ impl ControllerService {
             Event::TopicConfigChanged { topic, .. } => Some(topic.clone()),
             _ => None,
         };
+        let broker_configs = matches!(event, Event::AlterBrokerConfigs { .. });
         let commands = st.core.handle(event, (self.clock)());
         let mut replies = Vec::new();
         let mut persist = false;
@@ -236,6 +237,7 @@ impl ControllerService {
                 | Command::PersistCluster(_)
                 | Command::PersistScramCredentials { .. }
                 | Command::PersistClientQuotas(_)
+                | Command::PersistBrokerConfigs(_)
                 | Command::PersistAcls(_) => persist = true,
                 Command::BrokerStorageLost {
                     broker,
@@ -352,6 +354,11 @@ impl ControllerService {
         if let Some(topic) = config_topic.filter(|_| persist) {
             for link in st.links.values() {
                 link.topic_configs_changed(vec![topic.clone()]);
+            }
+        }
+        if broker_configs && persist {
+            for link in st.links.values() {
+                link.broker_configs_changed();
             }
         }
         Ok(replies)
@@ -473,6 +480,7 @@ fn build_view(st: &State) -> ClusterView {
         scram_credentials: Arc::new(core.scram_credentials().clone()),
         client_quotas: Arc::new(core.client_quotas().clone()),
         acls: Arc::new(core.acls().clone()),
+        broker_configs: Arc::new(core.broker_configs().clone()),
     }
     .index_ids()
 }

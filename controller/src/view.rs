@@ -111,6 +111,8 @@ pub struct ClusterView {
     pub client_quotas: Arc<crate::quotas::ClientQuotas>,
     /// The cluster's ACLs.
     pub acls: Arc<crate::acls::Acls>,
+    /// Dynamic broker configs, for each broker to lay over its own.
+    pub broker_configs: Arc<crate::broker_configs::BrokerConfigs>,
 }
 
 /// Partitions of a view by health, as status, metrics and the operator's

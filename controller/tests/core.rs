@@ -1190,6 +1190,7 @@ fn commands_come_out_persist_first_publish_last() {
         | Command::PersistCluster(_)
         | Command::PersistScramCredentials { .. }
         | Command::PersistClientQuotas(_)
+        | Command::PersistBrokerConfigs(_)
         | Command::PersistAcls(_) => 0,
         Command::BecomeLeader { .. }
         | Command::BecomeFollower { .. }

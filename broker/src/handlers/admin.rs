@@ -110,7 +110,7 @@ pub fn create_topics(
                             .map(|d| &d.name)
                             .map(|k| {
                                 let (value, set) =
-                                    effective_topic_config(&broker.config, &configs, k);
+                                    effective_topic_config(&broker.effective_config(), &configs, k);
                                 let mut c = CreatableTopicConfigs::default();
                                 c.name = strb(*k);
                                 c.value = Some(strb(value));

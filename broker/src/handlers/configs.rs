@@ -1,5 +1,5 @@
-//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic
-//! configs (broker configs are described, not altered: they are static).
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: topic
+//! configs here, broker configs in `broker_configs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use super::admin::{SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER};
 use super::strb;
 use crate::authorizer::{cluster_denied, topic_denied, Authz};
 use crate::broker::Broker;
+use crate::broker_config_defs::{SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER};
 use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
 use crate::error::ApiError;
 
@@ -95,10 +96,19 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                     )));
                 }
                 Some(t) => {
+                    let config = broker.effective_config();
+                    let (default, own) = crate::dynamic_config::layers(
+                        &broker.metadata.image().broker_configs,
+                        broker.config.node_id,
+                    );
                     for def in TOPIC_CONFIGS.iter().filter(|d| wanted(d.name)) {
                         let (key, broker_key) = (&def.name, &def.broker_default);
-                        let (value, set) = effective_topic_config(&broker.config, &t.configs, key);
-                        let broker_source = if broker.config.raw.contains_key(*broker_key) {
+                        let (value, set) = effective_topic_config(&config, &t.configs, key);
+                        let broker_source = if own.contains_key(*broker_key) {
+                            SOURCE_DYNAMIC_BROKER
+                        } else if default.contains_key(*broker_key) {
+                            SOURCE_DYNAMIC_DEFAULT_BROKER
+                        } else if broker.config.raw.contains_key(*broker_key) {
                             SOURCE_STATIC_BROKER
                         } else {
                             SOURCE_DEFAULT
@@ -117,7 +127,7 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                                 c.synonyms.push(synonym(key, &value, SOURCE_DYNAMIC_TOPIC));
                             }
                             let (default, _) =
-                                effective_topic_config(&broker.config, &BTreeMap::new(), key);
+                                effective_topic_config(&config, &BTreeMap::new(), key);
                             c.synonyms
                                 .push(synonym(broker_key, &default, broker_source));
                         }
@@ -125,40 +135,18 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                     }
                 }
             },
-            RESOURCE_BROKER => {
-                let id = broker.config.node_id.to_string();
-                if !res.resource_name.is_empty() && res.resource_name.as_str() != id {
-                    r.error_code = ResponseError::InvalidRequest.code();
-                    r.error_message = Some(strb(format!("this is broker {id}")));
-                } else {
-                    for d in crate::broker_config_defs::describe(&broker.config.raw)
-                        .into_iter()
-                        .filter(|d| wanted(&d.name))
-                    {
-                        let mut c = DescribeConfigsResourceResult::default();
-                        c.name = strb(d.name);
-                        c.value = d.value.map(strb);
-                        c.read_only = true;
-                        c.config_source = d.source;
-                        c.is_sensitive = d.sensitive;
-                        c.config_type = d.kind as i8;
-                        if req.include_synonyms {
-                            c.synonyms = d
-                                .synonyms
-                                .into_iter()
-                                .map(|(name, value, source)| {
-                                    let mut s = DescribeConfigsSynonym::default();
-                                    s.name = strb(name);
-                                    s.value = value.map(strb);
-                                    s.source = source;
-                                    s
-                                })
-                                .collect();
-                        }
-                        r.configs.push(c);
-                    }
+            RESOURCE_BROKER => match super::broker_configs::describe(
+                broker,
+                res.resource_name.as_str(),
+                &wanted,
+                req.include_synonyms,
+            ) {
+                Ok(configs) => r.configs = configs,
+                Err(e) => {
+                    r.error_code = e.code();
+                    r.error_message = e.message();
                 }
-            }
+            },
             other => {
                 r.error_code = ResponseError::InvalidRequest.code();
                 r.error_message = Some(strb(format!("resource type {other} is not supported")));
@@ -196,7 +184,7 @@ fn apply_topic_configs(
     }
     // Checks the combination (e.g. segment sizes) before anything changes.
     broker
-        .config
+        .effective_config()
         .topic_log_config(&configs)
         .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
     if validate_only {
@@ -210,17 +198,10 @@ fn apply_topic_configs(
 }
 
 fn not_alterable(resource_type: i8) -> ApiError {
-    if resource_type == RESOURCE_BROKER {
-        ApiError::new(
-            ResponseError::InvalidRequest,
-            "broker configs are static in Skein: change the properties file or --override and restart",
-        )
-    } else {
-        ApiError::new(
-            ResponseError::InvalidRequest,
-            format!("resource type {resource_type} cannot be altered"),
-        )
-    }
+    ApiError::new(
+        ResponseError::InvalidRequest,
+        format!("resource type {resource_type} cannot be altered"),
+    )
 }
 
 pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResponse {
@@ -253,6 +234,22 @@ pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResp
                 broker,
                 res.resource_name.as_str(),
                 configs,
+                req.validate_only,
+            )
+        } else if res.resource_type == RESOURCE_BROKER {
+            let values = res
+                .configs
+                .iter()
+                .filter_map(|c| {
+                    c.value
+                        .as_ref()
+                        .map(|v| (c.name.to_string(), v.to_string()))
+                })
+                .collect();
+            super::broker_configs::alter(
+                broker,
+                res.resource_name.as_str(),
+                values,
                 req.validate_only,
             )
         } else {
@@ -292,13 +289,24 @@ pub fn incremental_alter(
                 &res.configs,
                 req.validate_only,
             )
-        } else if res.resource_type == RESOURCE_BROKER
-            && res.configs.iter().all(|c| c.config_operation == 1)
-        {
-            // Broker configs are static, so there is never a dynamic value to
-            // delete: DELETE succeeds as a no-op (kafka-reassign-partitions
-            // --verify clears replication throttles this way).
-            Ok(())
+        } else if res.resource_type == RESOURCE_BROKER {
+            let ops = res
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.config_operation,
+                        c.value.as_ref().map(|v| v.to_string()),
+                    )
+                })
+                .collect();
+            super::broker_configs::incremental_alter(
+                broker,
+                res.resource_name.as_str(),
+                ops,
+                req.validate_only,
+            )
         } else {
             Err(not_alterable(res.resource_type))
         };
@@ -348,7 +356,8 @@ fn incremental_topic(
                         format!("{key} is not a list; APPEND and SUBTRACT apply to lists only"),
                     ));
                 }
-                let (current, _) = effective_topic_config(&broker.config, &configs, &key);
+                let (current, _) =
+                    effective_topic_config(&broker.effective_config(), &configs, &key);
                 let mut items: Vec<String> = current
                     .split(',')
                     .map(|s| s.trim().to_string())

@@ -11,6 +11,7 @@ use crate::broker::Broker;
 pub mod acls;
 pub mod admin;
 pub mod api_versions;
+pub mod broker_configs;
 pub mod configs;
 pub mod consumer_group;
 pub mod delete_records;

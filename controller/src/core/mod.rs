@@ -2,6 +2,7 @@
 //! out; no I/O, no clock (time comes with each event).
 
 mod acls;
+mod broker_configs;
 mod brokers;
 mod partitions;
 mod quotas;
@@ -150,6 +151,7 @@ impl ControllerCore {
                 deletions,
             } => self.on_alter_scram_credentials(upsertions, deletions),
             Event::AlterClientQuotas { changes } => self.on_alter_client_quotas(changes),
+            Event::AlterBrokerConfigs { changes } => self.on_alter_broker_configs(changes),
             Event::CreateAcls { bindings } => self.on_create_acls(bindings),
             Event::DeleteAcls { filters } => self.on_delete_acls(filters),
             Event::Tick => self.on_tick(),

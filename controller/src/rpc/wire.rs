@@ -4,6 +4,7 @@
 use uuid::Uuid;
 
 use super::acl_wire as aw;
+use super::config_wire as cw;
 use super::pb::{self, reply, request};
 use super::security_wire as sw;
 use crate::plane::PartitionChange;
@@ -82,6 +83,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
         scram_credentials: sw::scram_credentials_to_pb(&v.scram_credentials),
         client_quotas: sw::client_quotas_to_pb(&v.client_quotas),
         acls: v.acls.iter().map(aw::binding_to_pb).collect(),
+        broker_configs: cw::broker_configs_to_pb(&v.broker_configs),
     }
 }
 
@@ -137,6 +139,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
         scram_credentials: std::sync::Arc::new(sw::scram_credentials_from_pb(v.scram_credentials)),
         client_quotas: std::sync::Arc::new(sw::client_quotas_from_pb(v.client_quotas)),
         acls: std::sync::Arc::new(aw::bindings_from_pb(v.acls).into_iter().collect()),
+        broker_configs: std::sync::Arc::new(cw::broker_configs_from_pb(v.broker_configs)),
     }
     .index_ids()
 }
@@ -375,6 +378,7 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             deletions,
         } => sw::alter_scram_to_pb(upsertions, deletions),
         Event::AlterClientQuotas { changes } => sw::alter_quotas_to_pb(changes),
+        Event::AlterBrokerConfigs { changes } => cw::alter_to_pb(changes),
         Event::CreateAcls { bindings } => aw::create_acls_to_pb(bindings),
         Event::DeleteAcls { filters } => aw::delete_acls_to_pb(filters),
         _ => return None,
@@ -452,6 +456,7 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
         },
         request::Kind::AlterScramCredentials(a) => sw::alter_scram_from_pb(a),
         request::Kind::AlterClientQuotas(a) => sw::alter_quotas_from_pb(a),
+        request::Kind::AlterBrokerConfigs(a) => cw::alter_from_pb(a),
         request::Kind::CreateAcls(c) => aw::create_acls_from_pb(c),
         request::Kind::DeleteAcls(d) => aw::delete_acls_from_pb(d),
     }
@@ -517,6 +522,7 @@ pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
             | Reply::ReassignPartition { result, .. }
             | Reply::AlterScramCredentials { result }
             | Reply::AlterClientQuotas { result }
+            | Reply::AlterBrokerConfigs { result }
             | Reply::CreateAcls { result },
         ) => {
             if let Err(e) = result {
@@ -631,6 +637,7 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
         },
         Event::AlterScramCredentials { .. } => Reply::AlterScramCredentials { result: unit() },
         Event::AlterClientQuotas { .. } => Reply::AlterClientQuotas { result: unit() },
+        Event::AlterBrokerConfigs { .. } => Reply::AlterBrokerConfigs { result: unit() },
         Event::CreateAcls { .. } => Reply::CreateAcls { result: unit() },
         Event::DeleteAcls { .. } => Reply::DeleteAcls {
             result: match (r.result.clone(), r.error_code) {

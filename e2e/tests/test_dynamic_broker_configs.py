@@ -1,0 +1,119 @@
+"""Dynamic broker configs with Kafka's own `kafka-configs`: values set for one broker
+(`--entity-name ID`) or for all (`--entity-default`) are stored by the controller, shown with
+their source (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG), applied without a restart
+(a topic without its own `max.message.bytes` takes the broker's new `message.max.bytes`), kept
+across a restart, and refused by name for configs that only a restart can change. Runs against
+Apache Kafka too (E2E_TARGET=kafka)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import TARGET
+from brokers import make_broker
+from util import kafka_tool, wait_until
+
+
+@pytest.fixture
+def own_broker(tmp_path):
+    b = make_broker(TARGET, tmp_path / "broker")
+    b.start()
+    yield b
+    b.stop()
+
+
+def configs(bootstrap: str, *args: str, check: bool = True):
+    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args, check=check)
+    return r if not check else r.stdout.decode()
+
+
+def describe_broker(bootstrap: str, entity: str, *extra: str) -> str:
+    where = ["--entity-default"] if entity == "" else ["--entity-name", entity]
+    return configs(bootstrap, "--describe", "--entity-type", "brokers", *where, *extra)
+
+
+def produce_one(bootstrap: str, topic: str, size: int) -> str | None:
+    """Sends one record of `size` bytes; the delivery error's name, or None."""
+    errors: list = []
+    p = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 10_000_000, "retries": 0})
+    p.produce(topic, b"x" * size, on_delivery=lambda err, _msg: errors.append(err))
+    p.flush(30)
+    assert len(errors) == 1, errors
+    return errors[0].name() if errors[0] else None
+
+
+def test_dynamic_broker_configs_are_shown_applied_and_kept_across_a_restart(own_broker, topic):
+    b = own_broker
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    a.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+
+    # The cluster-wide default, then one broker's own value.
+    configs(b.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
+            "--add-config", "log.retention.ms=3600000,log.cleaner.threads=2")
+    configs(b.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "1",
+            "--add-config", "message.max.bytes=2048")
+    wait_until(lambda: "message.max.bytes=2048" in describe_broker(b.bootstrap, "1"), 30,
+               "the broker's own value described")
+    out = describe_broker(b.bootstrap, "")
+    assert ("log.retention.ms=3600000 sensitive=false "
+            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}") in out, out
+    assert "log.cleaner.threads=2" in out and "message.max.bytes" not in out, out
+    # Without --all only dynamic values; each with where it comes from, highest first.
+    out = describe_broker(b.bootstrap, "1")
+    assert ("message.max.bytes=2048 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:message.max.bytes=2048, "
+            "DEFAULT_CONFIG:message.max.bytes=1048588}") in out, out
+    out = describe_broker(b.bootstrap, "1", "--all")
+    assert ("log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+            "log.retention.ms=3600000, DEFAULT_CONFIG:log.retention.hours=168}") in out, out
+    assert "log.segment.bytes=1073741824 sensitive=false" in out, out
+    # A topic without its own values takes them, and says where they come from.
+    out = configs(b.bootstrap, "--describe", "--entity-type", "topics", "--entity-name", topic, "--all")
+    assert "retention.ms=3600000" in out and "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000" in out, out
+    assert "max.message.bytes=2048" in out and "DYNAMIC_BROKER_CONFIG:message.max.bytes=2048" in out, out
+
+    # In force without a restart: a record over the broker's new limit is refused.
+    assert produce_one(b.bootstrap, topic, 4000) == "MSG_SIZE_TOO_LARGE"
+    assert produce_one(b.bootstrap, topic, 1000) is None
+
+    # A config only a restart can change is refused by name; so is a value that does not parse.
+    r = configs(b.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "1",
+                "--add-config", "num.partitions=5", check=False)
+    assert r.returncode != 0 and b"Cannot update these configs dynamically" in r.stdout + r.stderr, r
+    r = configs(b.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
+                "--add-config", "log.segment.bytes=many", check=False)
+    assert r.returncode != 0 and b"log.segment.bytes" in r.stdout + r.stderr, r
+    assert "log.segment.bytes" not in describe_broker(b.bootstrap, "")
+
+    # Stored by the controller: still there after a restart, and still in force.
+    b.stop()
+    b.start()
+    wait_until(lambda: "message.max.bytes=2048" in describe_broker(b.bootstrap, "1"), 60,
+               "the broker's own value after a restart")
+    assert "log.retention.ms=3600000" in describe_broker(b.bootstrap, "")
+    assert produce_one(b.bootstrap, topic, 4000) == "MSG_SIZE_TOO_LARGE"
+
+    # Deleted: the static value (here Kafka's default) is back in force.
+    configs(b.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "1",
+            "--delete-config", "message.max.bytes")
+    wait_until(lambda: "message.max.bytes" not in describe_broker(b.bootstrap, "1"), 30,
+               "the broker's own value gone")
+    wait_until(lambda: produce_one(b.bootstrap, topic, 4000) is None, 30,
+               "a 4000-byte record taken again")
+
+
+def test_each_broker_of_a_cluster_takes_the_default_and_only_its_own_values(replicated_cluster):
+    c = replicated_cluster
+    configs(c.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
+            "--add-config", "log.retention.bytes=123456789")
+    configs(c.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "2",
+            "--add-config", "log.cleaner.backoff.ms=1000")
+    for broker_id in ("1", "2", "3"):
+        wait_until(lambda: "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=123456789"
+                   in describe_broker(c.bootstrap, broker_id, "--all"), 30,
+                   f"broker {broker_id} showing the cluster default")
+    wait_until(lambda: "log.cleaner.backoff.ms=1000" in describe_broker(c.bootstrap, "2"), 30,
+               "broker 2 showing its own value")
+    out = describe_broker(c.bootstrap, "3", "--all")
+    assert "log.cleaner.backoff.ms=15000 sensitive=false synonyms={DEFAULT_CONFIG:" in out, out
