@@ -27,6 +27,8 @@ pub struct Broker {
     /// The configuration in force: `config` with the dynamic broker configs
     /// over it (see [`Broker::effective_config`]).
     pub dynamic: crate::dynamic_config::DynamicConfig,
+    /// `leader/follower.replication.throttled.rate` and their usage.
+    pub replication_quotas: crate::replication_quota::ReplicationQuotas,
     pub metadata: Arc<MetadataStore>,
     pub replicas: Arc<ReplicaManager>,
     pub metrics: Arc<Metrics>,
@@ -159,6 +161,27 @@ impl Broker {
         let metadata = Arc::new(MetadataStore::new(config.node_id, controller.clone()));
         metadata.set_clean_shutdown_epoch(crate::clean_shutdown::take(&config.data_dir)?);
         let epoch_of = metadata.clone();
+        let replication_quotas = crate::replication_quota::ReplicationQuotas::default();
+        replication_quotas.set(config.replication_throttle);
+        let view_of = metadata.clone();
+        let local_id = config.node_id;
+        let follower_throttle = crate::replication_quota::FollowerThrottle {
+            quota: replication_quotas.follower.clone(),
+            throttled: Arc::new(move |topic: &str, partition: i32| {
+                view_of.topic(topic).is_some_and(|t| {
+                    crate::replication_quota::lists(
+                        t.configs
+                            .get(crate::replication_quota::FOLLOWER_REPLICAS)
+                            .map(String::as_str),
+                        partition,
+                        local_id,
+                    ) && t
+                        .partitions
+                        .get(partition as usize)
+                        .is_some_and(|p| !p.isr.contains(&local_id))
+                })
+            }),
+        };
         let fetchers = FetcherManager::new(
             FetcherConfig {
                 local_id: config.node_id,
@@ -168,6 +191,7 @@ impl Broker {
                 backoff_ms: config.replica_fetch_backoff_ms,
                 security: config.inter_broker_security.clone(),
             },
+            follower_throttle,
             addresses,
             Arc::new(move || epoch_of.broker_epoch()),
         );
@@ -191,6 +215,7 @@ impl Broker {
         let broker = Arc::new(Self {
             metadata,
             dynamic: crate::dynamic_config::DynamicConfig::new(&config),
+            replication_quotas,
             config,
             replicas,
             metrics,
@@ -401,6 +426,8 @@ impl Broker {
         match self.dynamic.update(&self.config, &layers) {
             Ok(false) => {}
             Ok(true) => {
+                self.replication_quotas
+                    .set(self.effective_config().replication_throttle);
                 let (default, own) = crate::dynamic_config::layers(&layers, self.config.node_id);
                 info!(
                     cluster_default = ?default,

@@ -138,6 +138,9 @@ pub struct BrokerConfig {
     /// `replica.selector.class` is Kafka's `RackAwareReplicaSelector`
     /// (KIP-392): leaders send consumers to a follower in their rack.
     pub rack_aware_replica_selector: bool,
+    /// `leader.replication.throttled.rate` and
+    /// `follower.replication.throttled.rate` in bytes/s (`None`: unlimited).
+    pub replication_throttle: (Option<f64>, Option<f64>),
     /// `max.connections`, `max.connections.per.ip(.overrides)`.
     pub connection_limits: crate::connection_quotas::ConnectionLimits,
     pub log_retention_check_interval_ms: u64,
@@ -280,6 +283,10 @@ impl BrokerConfig {
             rack_aware_replica_selector: replica_selector(
                 raw.get("replica.selector.class").map(String::as_str),
             )?,
+            replication_throttle: (
+                rate(&raw, crate::replication_quota::LEADER_RATE)?,
+                rate(&raw, crate::replication_quota::FOLLOWER_RATE)?,
+            ),
             fetch_session_cache_slots: num(
                 &raw,
                 "max.incremental.fetch.session.cache.slots",
@@ -547,6 +554,18 @@ pub fn effective_topic_config(
 
 fn clamp_u64(v: u64) -> String {
     v.min(i64::MAX as u64).to_string()
+}
+
+/// A replication throttle rate.
+fn rate(raw: &BTreeMap<String, String>, key: &str) -> Result<Option<f64>, ConfigError> {
+    let value = raw.get(key);
+    crate::replication_quota::parse_rate(value.map(String::as_str)).map_err(|reason| {
+        ConfigError::Value {
+            key: key.into(),
+            value: value.cloned().unwrap_or_default(),
+            reason,
+        }
+    })
 }
 
 /// Reads log settings from either broker-level (`broker_keys`) or topic-level names.

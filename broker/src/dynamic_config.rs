@@ -12,7 +12,8 @@
 //! the log defaults of topics (retention, segments, flush, cleanup,
 //! message size and timestamps, `min.insync.replicas`, compression) —
 //! applied to every hosted partition without a topic override — and the
-//! log cleaner's threads, buffer, backoff and I/O rate. Keys Kafka treats
+//! log cleaner's threads, buffer, backoff and I/O rate, and the replication
+//! throttles (`replication_quota`). Keys Kafka treats
 //! as static are refused with INVALID_CONFIG, as Kafka does; so are the
 //! dynamic ones Skein does not implement yet, by name.
 
@@ -52,6 +53,9 @@ pub const DYNAMIC: &[&str] = &[
     "log.segment.delete.delay.ms",
     "message.max.bytes",
     "min.insync.replicas",
+    // Replication throttles.
+    "follower.replication.throttled.rate",
+    "leader.replication.throttled.rate",
     // The log cleaner.
     "log.cleaner.backoff.ms",
     "log.cleaner.dedupe.buffer.size",
@@ -61,14 +65,6 @@ pub const DYNAMIC: &[&str] = &[
 
 /// Dynamic in Kafka, not (yet) changeable at run time in Skein.
 const NOT_YET: &[(&str, &str)] = &[
-    (
-        "leader.replication.throttled.rate",
-        "replication throttles are not implemented",
-    ),
-    (
-        "follower.replication.throttled.rate",
-        "replication throttles are not implemented",
-    ),
     (
         "unclean.leader.election.enable",
         "the controller reads it from its own settings; set it per topic instead",
@@ -266,8 +262,8 @@ mod tests {
         assert!(check_key("log.cleaner.threads").is_ok());
         let e = check_key("num.partitions").unwrap_err();
         assert!(e.contains("Cannot update these configs dynamically"), "{e}");
-        let e = check_key("leader.replication.throttled.rate").unwrap_err();
-        assert!(e.contains("not implemented"), "{e}");
+        let e = check_key("max.connections").unwrap_err();
+        assert!(e.contains("start-up only"), "{e}");
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod remote_controller;
 pub mod replica_manager;
 pub mod replica_selector;
 pub mod replication;
+pub mod replication_quota;
 pub mod request_context;
 pub mod sasl;
 pub mod server;

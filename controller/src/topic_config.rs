@@ -24,6 +24,8 @@ pub enum ConfigKind {
     OneOf(&'static [&'static str]),
     /// A non-empty comma-separated list of the given strings.
     ListOf(&'static [&'static str]),
+    /// Replicas as `partition:broker,...`, `*` (all) or empty (none).
+    ReplicaList,
 }
 
 /// One topic-level config.
@@ -87,10 +89,23 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         true,
     ),
     def("flush.ms", "log.flush.interval.ms", Long { min: 0 }, true),
+    // No broker default (Kafka's is an empty list).
+    def(
+        "follower.replication.throttled.replicas",
+        "",
+        ReplicaList,
+        true,
+    ),
     def(
         "index.interval.bytes",
         "log.index.interval.bytes",
         Int { min: 0 },
+        true,
+    ),
+    def(
+        "leader.replication.throttled.replicas",
+        "",
+        ReplicaList,
         true,
     ),
     def(
@@ -235,6 +250,21 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicConfigEr
                 )))
             }
         }
+        // Kafka's ThrottledReplicaListValidator.
+        ReplicaList => {
+            let replica = |e: &str| {
+                e.trim().split_once(':').is_some_and(|(p, b)| {
+                    p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok()
+                })
+            };
+            if v.is_empty() || v == "*" || v.split(',').all(replica) {
+                Ok(())
+            } else {
+                Err(invalid(
+                    "must be * or replicas as partition:broker separated by commas".into(),
+                ))
+            }
+        }
     }
 }
 
@@ -266,6 +296,9 @@ mod tests {
             ("unclean.leader.election.enable", "true"),
             ("message.timestamp.after.max.ms", "3600000"),
             ("message.timestamp.type", "LogAppendTime"),
+            ("leader.replication.throttled.replicas", "0:1,1:2"),
+            ("follower.replication.throttled.replicas", "*"),
+            ("follower.replication.throttled.replicas", ""),
         ];
         for (k, v) in ok {
             assert_eq!(validate_topic_config(k, v), Ok(()), "{k}={v}");
@@ -281,6 +314,8 @@ mod tests {
             ("min.cleanable.dirty.ratio", "1.5"),
             ("preallocate", "yes"),
             ("message.timestamp.type", "Now"),
+            ("leader.replication.throttled.replicas", "0-1"),
+            ("follower.replication.throttled.replicas", "a:1"),
         ];
         for (k, v) in bad {
             assert!(

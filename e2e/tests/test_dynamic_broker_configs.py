@@ -7,6 +7,9 @@ Apache Kafka too (E2E_TARGET=kafka)."""
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -117,3 +120,65 @@ def test_each_broker_of_a_cluster_takes_the_default_and_only_its_own_values(repl
                "broker 2 showing its own value")
     out = describe_broker(c.bootstrap, "3", "--all")
     assert "log.cleaner.backoff.ms=15000 sensitive=false synonyms={DEFAULT_CONFIG:" in out, out
+
+
+def isr(bootstrap: str, topic: str) -> list[int]:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    return sorted(md.topics[topic].partitions[0].isrs)
+
+
+def test_reassignment_throttle_holds_a_moving_replica_to_its_rate(replicated_cluster, topic, tmp_path):
+    """`kafka-reassign-partitions --throttle`: the tool sets the brokers' dynamic
+    leader/follower.replication.throttled.rate and the topic's *.replication.throttled.replicas;
+    a new replica outside the ISR then copies the partition at about that rate (after the first
+    window: the rate is measured over 10 s), where unthrottled it takes a second or two; --verify
+    removes every throttle once the move is done."""
+    c = replicated_cluster
+    a = AdminClient({"bootstrap.servers": c.bootstrap})
+    a.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1, replica_assignment=[[1]])])[topic].result(30)
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "1", "linger.ms": 20,
+                  "batch.size": 1_000_000, "compression.type": "none"})
+    value = bytes(range(256)) * 4
+    for i in range(24_000):  # 24 MiB on broker 1
+        while True:
+            try:
+                p.produce(topic, value, key=str(i).encode())
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(60) == 0
+
+    plan = tmp_path / "reassign.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}))
+    tool = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    start = time.monotonic()
+    r = kafka_tool(tool, "--bootstrap-server", c.bootstrap, "--reassignment-json-file", str(plan),
+                   "--execute", "--throttle", "1000000", check=False)
+    out = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+    assert r.returncode == 0, out
+    assert "follower.replication.throttled.rate=1000000" in describe_broker(c.bootstrap, "2"), out
+    topic_configs = configs(c.bootstrap, "--describe", "--entity-type", "topics", "--entity-name", topic)
+    assert "follower.replication.throttled.replicas=0:2" in topic_configs, topic_configs
+    wait_until(lambda: isr(c.bootstrap, topic) == [1, 2], 180, "the new replica in the ISR")
+    took = time.monotonic() - start
+    print(f"24 MiB copied in {took:.1f} s under a 1 MB/s throttle")
+    assert took > 8, f"the new replica caught up in {took:.1f} s: not held to 1 MB/s"
+
+    last: list[str] = []
+
+    def verified():
+        v = kafka_tool(tool, "--bootstrap-server", c.bootstrap, "--reassignment-json-file", str(plan),
+                       "--verify", check=False)
+        text = v.stdout.decode(errors="replace") + v.stderr.decode(errors="replace")
+        last[:] = [text]
+        return v.returncode == 0 and "is completed" in text and "Clearing broker-level throttles" in text
+    try:
+        wait_until(verified, 60, "--verify: completed, throttle removed")
+    except AssertionError:
+        raise AssertionError(f"kafka-reassign-partitions --verify said:\n{last[0] if last else ''}") from None
+    for broker_id in ("1", "2"):
+        assert "replication.throttled.rate" not in describe_broker(c.bootstrap, broker_id)
+    topic_configs = configs(c.bootstrap, "--describe", "--entity-type", "topics", "--entity-name", topic)
+    assert "throttled.replicas" not in topic_configs, topic_configs

@@ -32,7 +32,9 @@ fn config_type(key: &str) -> i8 {
     const DOUBLE: i8 = 6;
     const LIST: i8 = 7;
     match key {
-        "cleanup.policy" => LIST,
+        "cleanup.policy"
+        | "leader.replication.throttled.replicas"
+        | "follower.replication.throttled.replicas" => LIST,
         "compression.type" | "message.timestamp.type" => STRING,
         "unclean.leader.election.enable" | "preallocate" => BOOLEAN,
         "min.cleanable.dirty.ratio" => DOUBLE,
@@ -128,8 +130,10 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                             }
                             let (default, _) =
                                 effective_topic_config(&config, &BTreeMap::new(), key);
-                            c.synonyms
-                                .push(synonym(broker_key, &default, broker_source));
+                            if !broker_key.is_empty() {
+                                c.synonyms
+                                    .push(synonym(broker_key, &default, broker_source));
+                            }
                         }
                         r.configs.push(c);
                     }

@@ -305,8 +305,16 @@ fn read_pass(
                     continue;
                 }
                 let mut aborted_txns = None;
-                let budget = (w.max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
-                let result = if budget == 0 && total > 0 {
+                let mut budget = (w.max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
+                let throttled = replica_id >= 0 && leader_throttled(broker, p, replica_id);
+                // Over the leader throttle: no records for a throttled
+                // replica, its fetch position still taken (Kafka's
+                // `shouldLeaderThrottle`).
+                let held = throttled && broker.replication_quotas.leader.exceeded();
+                if held {
+                    budget = 0;
+                }
+                let result = if budget == 0 && total > 0 && !held {
                     Ok((Bytes::new(), None))
                 } else if replica_id >= 0 {
                     // KIP-74: the first batch is returned even if it is larger
@@ -321,12 +329,15 @@ fn read_pass(
                             current_leader_epoch: w.current_leader_epoch,
                         },
                         budget,
-                        total == 0,
+                        total == 0 && !held,
                         now,
                     )
                     .map(|r| {
                         if let Some(proposal) = r.proposal {
                             broker.replicas.propose_isr(proposal);
+                        }
+                        if throttled {
+                            broker.replication_quotas.leader.record(r.records.len());
                         }
                         (r.records, r.diverging)
                     })
@@ -387,6 +398,24 @@ fn read_pass(
         out.push(r);
     }
     (out, total, errored)
+}
+
+/// Whether follower `replica_id`'s fetch of `p` counts against the leader
+/// throttle: the topic names this broker's replica in
+/// `leader.replication.throttled.replicas` and the follower is outside the
+/// ISR.
+fn leader_throttled(broker: &Broker, p: &Partition, replica_id: i32) -> bool {
+    broker.replication_quotas.leader.limit().is_some()
+        && broker.metadata.topic(&p.topic).is_some_and(|t| {
+            crate::replication_quota::lists(
+                t.configs
+                    .get(crate::replication_quota::LEADER_REPLICAS)
+                    .map(String::as_str),
+                p.index,
+                broker.config.node_id,
+            )
+        })
+        && !p.isr().contains(&replica_id)
 }
 
 fn count_out(broker: &Broker, topic: &str, records: &Bytes) {

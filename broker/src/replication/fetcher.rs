@@ -21,6 +21,7 @@ use super::client::{BrokerClient, ClientError};
 use super::session::SessionHandler;
 use crate::partition::TopicPartition;
 use crate::partition::{Partition, TruncateTo};
+use crate::replication_quota::FollowerThrottle;
 
 /// Fetch v12: the first version with diverging epochs; topics by name.
 /// v15 (KIP-903): the follower's broker epoch rides along in
@@ -63,6 +64,7 @@ struct Fetcher {
 /// Every fetcher of this broker, keyed by leader.
 pub struct FetcherManager {
     config: FetcherConfig,
+    throttle: FollowerThrottle,
     addresses: AddressBook,
     epoch: EpochSource,
     fetchers: Mutex<HashMap<i32, Fetcher>>,
@@ -72,9 +74,15 @@ pub struct FetcherManager {
 }
 
 impl FetcherManager {
-    pub fn new(config: FetcherConfig, addresses: AddressBook, epoch: EpochSource) -> Self {
+    pub fn new(
+        config: FetcherConfig,
+        throttle: FollowerThrottle,
+        addresses: AddressBook,
+        epoch: EpochSource,
+    ) -> Self {
         Self {
             config,
+            throttle,
             addresses,
             epoch,
             fetchers: Mutex::new(HashMap::new()),
@@ -95,6 +103,7 @@ impl FetcherManager {
             let wake = Arc::new(Notify::new());
             let task = tokio::spawn(run(
                 self.config.clone(),
+                self.throttle.clone(),
                 leader,
                 self.addresses.clone(),
                 self.epoch.clone(),
@@ -152,6 +161,7 @@ fn remove_from(fetchers: &mut HashMap<i32, Fetcher>, tp: &TopicPartition, keep: 
 /// One fetcher task: fetch, apply, repeat; reconnect with backoff on error.
 async fn run(
     config: FetcherConfig,
+    throttle: FollowerThrottle,
     leader: i32,
     addresses: AddressBook,
     epoch: EpochSource,
@@ -206,7 +216,22 @@ async fn run(
                 }
             }
         }
-        let req = build_request(&config, epoch(), &assigned, &mut session);
+        // Over the follower throttle: the throttled replicas sit this
+        // fetch out (Kafka's `shouldFollowerThrottle`).
+        let fetching: Vec<(Arc<Partition>, i32)> = if throttle.quota.exceeded() {
+            assigned
+                .iter()
+                .filter(|(p, _)| !(throttle.throttled)(&p.topic, p.index))
+                .cloned()
+                .collect()
+        } else {
+            assigned.clone()
+        };
+        if fetching.is_empty() {
+            tokio::time::sleep(backoff.min(Duration::from_millis(100))).await;
+            continue;
+        }
+        let req = build_request(&config, epoch(), &fetching, &mut session);
         let client = conn.as_mut().expect("connected above");
         let timeout = Duration::from_millis(config.max_wait_ms.max(0) as u64 + 10_000);
         let resp = match tokio::time::timeout(timeout, client.call(&req, FETCH_VERSION)).await {
@@ -247,6 +272,10 @@ async fn run(
                     continue;
                 };
                 let tp = (part.topic.as_str(), part.index);
+                let bytes = pd.records.as_ref().map_or(0, |r| r.len());
+                if bytes > 0 && (throttle.throttled)(tp.0, tp.1) {
+                    throttle.quota.record(bytes);
+                }
                 if let Err(e) = apply(part, *epoch, pd).await {
                     match &e {
                         // A full disk or an I/O error: this replica falls

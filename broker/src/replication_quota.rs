@@ -1,0 +1,164 @@
+//! Replication throttles (Kafka's `ReplicationQuotaManager`, KIP-73): the
+//! bytes a broker sends to followers (`leader.replication.throttled.rate`)
+//! and fetches as a follower (`follower.replication.throttled.rate`), in
+//! bytes per second over Kafka's window of samples, for the replicas a
+//! topic names in `leader.replication.throttled.replicas` and
+//! `follower.replication.throttled.replicas` (`partition:broker,...` or
+//! `*`). `kafka-reassign-partitions --throttle` sets all four, so moving a
+//! partition does not starve producers and consumers of bandwidth.
+//!
+//! As in Kafka, only replicas outside the ISR are held back (an in-sync
+//! follower is never slowed, so acks=all producers are not), and only
+//! while the measured rate is over the limit: a throttled partition is
+//! left out of the follower's fetch, or answered without records by the
+//! leader, until the rate falls below it. Its bytes are counted either
+//! way.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use crate::quotas::Sampler;
+
+/// The topic configs that name throttled replicas.
+pub const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
+pub const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
+/// The broker configs that set the rates.
+pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
+pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
+
+/// One direction's limit and usage.
+pub struct ReplicationQuota {
+    limit: RwLock<Option<f64>>,
+    usage: Mutex<Sampler>,
+}
+
+impl Default for ReplicationQuota {
+    fn default() -> Self {
+        Self {
+            limit: RwLock::new(None),
+            usage: Mutex::new(Sampler::new()),
+        }
+    }
+}
+
+impl ReplicationQuota {
+    /// Bytes per second, or `None`: unlimited (Kafka's default, Long.MAX).
+    pub fn set_limit(&self, limit: Option<f64>) {
+        *self.limit.write().expect("replication quota lock") = limit;
+    }
+
+    pub fn limit(&self) -> Option<f64> {
+        *self.limit.read().expect("replication quota lock")
+    }
+
+    /// Whether the bytes of throttled replicas are over the limit now.
+    pub fn exceeded(&self) -> bool {
+        self.limit().is_some_and(|limit| {
+            self.usage
+                .lock()
+                .expect("replication quota lock")
+                .rate(Instant::now())
+                > limit
+        })
+    }
+
+    /// Counts `bytes` of a throttled replica.
+    pub fn record(&self, bytes: usize) {
+        if bytes > 0 && self.limit().is_some() {
+            self.usage
+                .lock()
+                .expect("replication quota lock")
+                .record(Instant::now(), bytes as f64);
+        }
+    }
+}
+
+/// Both directions.
+#[derive(Default)]
+pub struct ReplicationQuotas {
+    pub leader: Arc<ReplicationQuota>,
+    pub follower: Arc<ReplicationQuota>,
+}
+
+impl ReplicationQuotas {
+    /// Takes the limits of a configuration (`BrokerConfig::replication_throttle`).
+    pub fn set(&self, (leader, follower): (Option<f64>, Option<f64>)) {
+        self.leader.set_limit(leader);
+        self.follower.set_limit(follower);
+    }
+}
+
+/// Whether a follower's replica of `(topic, partition)` is throttled now:
+/// named in the topic's follower list and outside the ISR.
+pub type FollowerThrottled = Arc<dyn Fn(&str, i32) -> bool + Send + Sync>;
+
+/// What a follower's fetchers need to honour the follower throttle.
+#[derive(Clone)]
+pub struct FollowerThrottle {
+    pub quota: Arc<ReplicationQuota>,
+    pub throttled: FollowerThrottled,
+}
+
+/// A rate setting as Kafka writes it (a long; Long.MAX and negatives: none).
+pub fn parse_rate(value: Option<&str>) -> Result<Option<f64>, String> {
+    let Some(v) = value.map(str::trim) else {
+        return Ok(None);
+    };
+    match v.parse::<i64>() {
+        Ok(n) if n == i64::MAX => Ok(None),
+        Ok(n) if n >= 0 => Ok(Some(n as f64)),
+        _ => Err(format!(
+            "'{v}' is not a rate in bytes per second (a non-negative long)"
+        )),
+    }
+}
+
+/// Whether a `*.replication.throttled.replicas` value names replica
+/// `partition:broker` (or all, `*`).
+pub fn lists(value: Option<&str>, partition: i32, broker: i32) -> bool {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return false;
+    };
+    v == "*"
+        || v.split(',').any(|entry| {
+            entry.trim().split_once(':').is_some_and(|(p, b)| {
+                p.trim().parse() == Ok(partition) && b.trim().parse() == Ok(broker)
+            })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replica_lists() {
+        assert!(lists(Some("*"), 3, 7));
+        assert!(lists(Some("0:1, 3:7"), 3, 7));
+        assert!(!lists(Some("0:1,3:8"), 3, 7));
+        assert!(!lists(Some(""), 0, 1));
+        assert!(!lists(None, 0, 1));
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate(None), Ok(None));
+        assert_eq!(parse_rate(Some("9223372036854775807")), Ok(None));
+        assert_eq!(parse_rate(Some("1048576")), Ok(Some(1_048_576.0)));
+        assert!(parse_rate(Some("fast")).is_err());
+    }
+
+    #[test]
+    fn over_the_limit_only_with_a_limit() {
+        let q = ReplicationQuota::default();
+        q.record(1 << 30);
+        assert!(!q.exceeded(), "no limit: never exceeded, nothing counted");
+        q.set_limit(Some(1000.0));
+        q.record(5_000);
+        assert!(!q.exceeded(), "5 kB over a 10 s window is 500 B/s");
+        q.record(20_000);
+        assert!(q.exceeded());
+        q.set_limit(None);
+        assert!(!q.exceeded());
+    }
+}
