@@ -161,7 +161,9 @@ impl Broker {
         let metadata = Arc::new(MetadataStore::new(config.node_id, controller.clone()));
         metadata.set_clean_shutdown_epoch(crate::clean_shutdown::take(&config.data_dir)?);
         let epoch_of = metadata.clone();
-        let replication_quotas = crate::replication_quota::ReplicationQuotas::default();
+        let metrics = Arc::new(Metrics::new());
+        let replication_quotas =
+            crate::replication_quota::ReplicationQuotas::new(&metrics.registry);
         replication_quotas.set(config.replication_throttle);
         let view_of = metadata.clone();
         let local_id = config.node_id;
@@ -201,7 +203,6 @@ impl Broker {
             fetchers,
             isr_tx,
         ));
-        let metrics = Arc::new(Metrics::new());
         let _ = metrics.data_dir.set(config.data_dir.clone());
         let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
         let txns = crate::txn::TxnCoordinator::new(config.txns.clone(), &metrics.registry);

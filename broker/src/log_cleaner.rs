@@ -131,7 +131,15 @@ fn clean(p: &Partition, budget: usize, throttle: Option<&IoThrottle>) -> bool {
             return false;
         }
     };
-    match p.with_log_mut(|log| log.commit_clean(out)) {
+    // The replaced segments are closed here, after the write lock is
+    // released (closing a large unlinked file takes tens of milliseconds).
+    let committed = p
+        .with_log_mut(|log| log.commit_clean_deferred(out))
+        .map(|(stats, retired)| {
+            drop(retired);
+            stats
+        });
+    match committed {
         Ok(Some(s)) if s.records_removed > 0 => {
             info!(
                 topic = %p.topic,

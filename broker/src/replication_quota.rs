@@ -13,9 +13,17 @@
 //! left out of the follower's fetch, or answered without records by the
 //! leader, until the rate falls below it. Its bytes are counted either
 //! way.
+//!
+//! Metrics, by `direction` (leader, follower):
+//! `skein_replication_throttle_rate_bytes` (the limit, absent when none),
+//! `skein_replication_throttled_bytes_total` (bytes of throttled replicas)
+//! and `skein_replication_throttle_held_total` (partition fetches held back
+//! because the rate was over the limit).
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
+
+use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec, Opts, Registry};
 
 use crate::quotas::Sampler;
 
@@ -30,21 +38,42 @@ pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 pub struct ReplicationQuota {
     limit: RwLock<Option<f64>>,
     usage: Mutex<Sampler>,
-}
-
-impl Default for ReplicationQuota {
-    fn default() -> Self {
-        Self {
-            limit: RwLock::new(None),
-            usage: Mutex::new(Sampler::new()),
-        }
-    }
+    direction: &'static str,
+    limit_gauge: GaugeVec,
+    bytes: IntCounter,
+    held: IntCounter,
 }
 
 impl ReplicationQuota {
+    fn new(direction: &'static str, metrics: &Metrics) -> Self {
+        Self {
+            limit: RwLock::new(None),
+            usage: Mutex::new(Sampler::new()),
+            direction,
+            limit_gauge: metrics.limit.clone(),
+            bytes: metrics.bytes.with_label_values(&[direction]),
+            held: metrics.held.with_label_values(&[direction]),
+        }
+    }
+
     /// Bytes per second, or `None`: unlimited (Kafka's default, Long.MAX).
     pub fn set_limit(&self, limit: Option<f64>) {
         *self.limit.write().expect("replication quota lock") = limit;
+        match limit {
+            Some(l) => self.gauge().set(l),
+            None => {
+                let _ = self.limit_gauge.remove_label_values(&[self.direction]);
+            }
+        }
+    }
+
+    fn gauge(&self) -> Gauge {
+        self.limit_gauge.with_label_values(&[self.direction])
+    }
+
+    /// Counts `n` partition fetches held back by this throttle.
+    pub fn held(&self, n: usize) {
+        self.held.inc_by(n as u64);
     }
 
     pub fn limit(&self) -> Option<f64> {
@@ -65,6 +94,7 @@ impl ReplicationQuota {
     /// Counts `bytes` of a throttled replica.
     pub fn record(&self, bytes: usize) {
         if bytes > 0 && self.limit().is_some() {
+            self.bytes.inc_by(bytes as u64);
             self.usage
                 .lock()
                 .expect("replication quota lock")
@@ -73,14 +103,59 @@ impl ReplicationQuota {
     }
 }
 
+struct Metrics {
+    limit: GaugeVec,
+    bytes: IntCounterVec,
+    held: IntCounterVec,
+}
+
 /// Both directions.
-#[derive(Default)]
 pub struct ReplicationQuotas {
     pub leader: Arc<ReplicationQuota>,
     pub follower: Arc<ReplicationQuota>,
 }
 
 impl ReplicationQuotas {
+    pub fn new(registry: &Registry) -> Self {
+        let metrics = Metrics {
+            limit: GaugeVec::new(
+                Opts::new(
+                    "skein_replication_throttle_rate_bytes",
+                    "leader/follower.replication.throttled.rate in force, bytes per second (absent: no throttle).",
+                ),
+                &["direction"],
+            )
+            .expect("metric"),
+            bytes: IntCounterVec::new(
+                Opts::new(
+                    "skein_replication_throttled_bytes_total",
+                    "Bytes replicated for throttled replicas (named in *.replication.throttled.replicas and outside the ISR).",
+                ),
+                &["direction"],
+            )
+            .expect("metric"),
+            held: IntCounterVec::new(
+                Opts::new(
+                    "skein_replication_throttle_held_total",
+                    "Partition fetches of throttled replicas held back because the rate was over the throttle.",
+                ),
+                &["direction"],
+            )
+            .expect("metric"),
+        };
+        for m in [
+            Box::new(metrics.limit.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(metrics.bytes.clone()),
+            Box::new(metrics.held.clone()),
+        ] {
+            registry.register(m).expect("register");
+        }
+        Self {
+            leader: Arc::new(ReplicationQuota::new("leader", &metrics)),
+            follower: Arc::new(ReplicationQuota::new("follower", &metrics)),
+        }
+    }
+
     /// Takes the limits of a configuration (`BrokerConfig::replication_throttle`).
     pub fn set(&self, (leader, follower): (Option<f64>, Option<f64>)) {
         self.leader.set_limit(leader);
@@ -150,7 +225,8 @@ mod tests {
 
     #[test]
     fn over_the_limit_only_with_a_limit() {
-        let q = ReplicationQuota::default();
+        let registry = Registry::new();
+        let q = ReplicationQuotas::new(&registry).leader.clone();
         q.record(1 << 30);
         assert!(!q.exceeded(), "no limit: never exceeded, nothing counted");
         q.set_limit(Some(1000.0));
@@ -160,5 +236,16 @@ mod tests {
         assert!(q.exceeded());
         q.set_limit(None);
         assert!(!q.exceeded());
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&registry.gather())
+            .unwrap();
+        assert!(
+            text.contains("skein_replication_throttled_bytes_total{direction=\"leader\"} 25000"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("skein_replication_throttle_rate_bytes{"),
+            "{text}"
+        );
     }
 }

@@ -34,7 +34,8 @@
 //! segments and takes its own handles on their files; [`CleanPlan::run`]
 //! (no lock) maps the keys and writes the cleaned copies as `.cleaned`
 //! files, fsynced; [`Log::commit_clean`] (under the write lock, a few
-//! renames and directory fsyncs) checks that nothing truncated, deleted or
+//! renames and directory fsyncs; the replaced segments are closed after the
+//! lock is released, see [`Log::commit_clean_deferred`]) checks that nothing truncated, deleted or
 //! replaced those segments meanwhile — else the copies are dropped and the
 //! next pass starts over — then renames every copy to `.swap` (the `.log`
 //! last, the commit point), then over the live files;
@@ -304,6 +305,21 @@ impl Log {
     /// copies are deleted and `None` returned). Runs under the write lock:
     /// only renames, directory fsyncs and the checkpoint.
     pub fn commit_clean(&mut self, out: CleanOutput) -> Result<Option<CleanStats>, StorageError> {
+        let (stats, retired) = self.commit_clean_deferred(out)?;
+        drop(retired);
+        Ok(stats)
+    }
+
+    /// [`Log::commit_clean`], handing back the replaced segments for the
+    /// caller to drop once it has released the log's lock: closing the last
+    /// handle of a large unlinked segment frees its blocks, tens of
+    /// milliseconds each, which producers on the partition would otherwise
+    /// wait for.
+    pub fn commit_clean_deferred(
+        &mut self,
+        out: CleanOutput,
+    ) -> Result<(Option<CleanStats>, RetiredSegments), StorageError> {
+        let mut retired = RetiredSegments(Vec::new());
         let n = out.cleaned.len();
         let unchanged = out.generation == self.generation
             && self.segments.len() > n
@@ -317,7 +333,7 @@ impl Log {
             for c in out.cleaned {
                 c.delete()?;
             }
-            return Ok(None);
+            return Ok((None, retired));
         }
         // Crash-safe swap: durable .cleaned -> .swap (commit) -> live names.
         let mut cleaned = out.cleaned;
@@ -329,7 +345,7 @@ impl Log {
             c.rename_files(&self.dir, SWAP, "")?;
             // The old segment's handles now point at unlinked files; dropping
             // it releases them without touching the new files.
-            self.segments[i] = c;
+            retired.0.push(std::mem::replace(&mut self.segments[i], c));
         }
         sync_dir(&self.dir)?;
         // Emptied segments are removed, except the first, whose base offset
@@ -352,7 +368,22 @@ impl Log {
         self.cleaner_checkpoint = out.end_offset;
         checkpoint::write(&self.dir.join(CLEANER_CHECKPOINT_FILE), out.end_offset)?;
         tracing::info!(dir = %self.dir.display(), stats = ?out.stats, "compacted log");
-        Ok(Some(out.stats))
+        Ok((Some(out.stats), retired))
+    }
+}
+
+/// Segments a clean replaced, their files already unlinked: dropping this
+/// closes them.
+#[must_use = "dropping closes the replaced segments' files: do it after releasing the log's lock"]
+pub struct RetiredSegments(Vec<LogSegment>);
+
+impl RetiredSegments {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 

@@ -34,7 +34,7 @@ mod txn_index;
 mod test_util;
 
 pub use checkpoint::write_atomic;
-pub use cleaner::{CleanOutput, CleanPlan};
+pub use cleaner::{CleanOutput, CleanPlan, RetiredSegments};
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use error::{RecordError, StorageError};
 pub use log::{AppendInfo, CleanStats, Log, ReadResult};

@@ -313,6 +313,7 @@ fn read_pass(
                 let held = throttled && broker.replication_quotas.leader.exceeded();
                 if held {
                     budget = 0;
+                    broker.replication_quotas.leader.held(1);
                 }
                 let result = if budget == 0 && total > 0 && !held {
                     Ok((Bytes::new(), None))

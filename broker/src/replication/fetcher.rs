@@ -219,11 +219,13 @@ async fn run(
         // Over the follower throttle: the throttled replicas sit this
         // fetch out (Kafka's `shouldFollowerThrottle`).
         let fetching: Vec<(Arc<Partition>, i32)> = if throttle.quota.exceeded() {
-            assigned
+            let kept: Vec<_> = assigned
                 .iter()
                 .filter(|(p, _)| !(throttle.throttled)(&p.topic, p.index))
                 .cloned()
-                .collect()
+                .collect();
+            throttle.quota.held(assigned.len() - kept.len());
+            kept
         } else {
             assigned.clone()
         };

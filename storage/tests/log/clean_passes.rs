@@ -96,6 +96,34 @@ fn appends_and_reads_go_on_while_a_clean_runs_and_are_kept() {
     assert_eq!(latest_values(&log)["k3"].1, "during");
 }
 
+/// The replaced segments are handed back, not closed under the caller's
+/// lock: closing a large unlinked segment takes tens of milliseconds, which
+/// producers on the partition would wait for (the compaction latency
+/// benchmark, e2e/bench/compaction_latency.py, showed 190-440 ms stalls).
+#[test]
+fn a_commit_hands_back_the_replaced_segments_to_close_after_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = written(dir.path());
+    let segments_before = log.num_segments();
+    let plan = log
+        .plan_clean(0, log.log_end_offset())
+        .unwrap()
+        .expect("a clean is due");
+    let out = plan.run(usize::MAX, &mut |_| {}).unwrap();
+    let (stats, retired) = log.commit_clean_deferred(out).unwrap();
+    let stats = stats.expect("nothing overtook the clean");
+    assert_eq!(retired.len(), stats.segments_cleaned);
+    assert!(
+        retired.len() >= 2 && retired.len() < segments_before,
+        "{} of {segments_before}",
+        retired.len()
+    );
+    // The log is whole before they are closed.
+    assert_eq!(read_all(&log).len(), 10 + 1);
+    drop(retired);
+    assert_eq!(latest_values(&log)["k7"].1, "r39-k7");
+}
+
 #[test]
 fn a_clean_overtaken_by_a_truncation_or_retention_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
