@@ -102,6 +102,29 @@ pub fn alter(
     apply(broker, resource, changes, validate_only)
 }
 
+/// IncrementalAlterConfigs' APPEND (`append`) or SUBTRACT of the items of
+/// `value` to or from the list `current`.
+pub fn edit_list(current: &str, append: bool, value: Option<&str>) -> String {
+    let mut items: Vec<String> = current
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    for v in value.unwrap_or("").split(',').map(str::trim) {
+        if v.is_empty() {
+            continue;
+        }
+        if append {
+            if !items.iter().any(|i| i == v) {
+                items.push(v.to_string());
+            }
+        } else {
+            items.retain(|i| i != v);
+        }
+    }
+    items.join(",")
+}
+
 /// `IncrementalAlterConfigs`: `(name, operation, value)` each.
 pub fn incremental_alter(
     broker: &Broker,
@@ -137,24 +160,7 @@ pub fn incremental_alter(
                             .and_then(|d| d.default.map(str::to_string))
                     })
                     .unwrap_or_default();
-                let mut items: Vec<String> = current
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                for v in value.as_deref().unwrap_or("").split(',').map(str::trim) {
-                    if v.is_empty() {
-                        continue;
-                    }
-                    if op == APPEND {
-                        if !items.iter().any(|i| i == v) {
-                            items.push(v.to_string());
-                        }
-                    } else {
-                        items.retain(|i| i != v);
-                    }
-                }
-                Some(items.join(","))
+                Some(edit_list(&current, op == APPEND, value.as_deref()))
             }
             other => {
                 return Err(ApiError::new(
@@ -234,4 +240,24 @@ pub fn describe(
             c
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_list;
+
+    #[test]
+    fn append_and_subtract_keep_order_and_each_item_once() {
+        assert_eq!(edit_list("delete", true, Some("compact")), "delete,compact");
+        assert_eq!(
+            edit_list("delete,compact", true, Some("compact")),
+            "delete,compact"
+        );
+        assert_eq!(
+            edit_list("delete, compact", false, Some("delete")),
+            "compact"
+        );
+        assert_eq!(edit_list("", true, Some("a,,b")), "a,b");
+        assert_eq!(edit_list("a", false, None), "a");
+    }
 }

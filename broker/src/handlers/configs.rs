@@ -221,35 +221,27 @@ pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResp
             &res.resource_name,
             AclOperation::AlterConfigs,
         );
+        // AlterConfigs replaces the whole set (of a topic, or of a broker's
+        // dynamic values).
+        let values: BTreeMap<String, String> = res
+            .configs
+            .iter()
+            .filter_map(|c| {
+                c.value
+                    .as_ref()
+                    .map(|v| (c.name.to_string(), v.to_string()))
+            })
+            .collect();
         let outcome = if let Some(e) = denied {
             Err(e)
         } else if res.resource_type == RESOURCE_TOPIC {
-            // AlterConfigs replaces the whole set.
-            let configs = res
-                .configs
-                .iter()
-                .filter_map(|c| {
-                    c.value
-                        .as_ref()
-                        .map(|v| (c.name.to_string(), v.to_string()))
-                })
-                .collect();
             apply_topic_configs(
                 broker,
                 res.resource_name.as_str(),
-                configs,
+                values,
                 req.validate_only,
             )
         } else if res.resource_type == RESOURCE_BROKER {
-            let values = res
-                .configs
-                .iter()
-                .filter_map(|c| {
-                    c.value
-                        .as_ref()
-                        .map(|v| (c.name.to_string(), v.to_string()))
-                })
-                .collect();
             super::broker_configs::alter(
                 broker,
                 res.resource_name.as_str(),
@@ -329,10 +321,7 @@ fn incremental_topic(
     ops: &[incremental_alter_configs_request::AlterableConfig],
     validate_only: bool,
 ) -> Result<(), ApiError> {
-    const SET: i8 = 0;
-    const DELETE: i8 = 1;
-    const APPEND: i8 = 2;
-    const SUBTRACT: i8 = 3;
+    use super::broker_configs::{APPEND, DELETE, SET, SUBTRACT};
     let meta = broker.metadata.topic(topic).ok_or_else(|| {
         ApiError::new(
             ResponseError::UnknownTopicOrPartition,
@@ -362,26 +351,12 @@ fn incremental_topic(
                 }
                 let (current, _) =
                     effective_topic_config(&broker.effective_config(), &configs, &key);
-                let mut items: Vec<String> = current
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                for v in value
-                    .unwrap_or_default()
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                {
-                    if op.config_operation == APPEND {
-                        if !items.iter().any(|i| i == v) {
-                            items.push(v.to_string());
-                        }
-                    } else {
-                        items.retain(|i| i != v);
-                    }
-                }
-                configs.insert(key, items.join(","));
+                let edited = super::broker_configs::edit_list(
+                    &current,
+                    op.config_operation == APPEND,
+                    value.as_deref(),
+                );
+                configs.insert(key, edited);
             }
             other => {
                 return Err(ApiError::new(
