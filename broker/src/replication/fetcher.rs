@@ -275,7 +275,8 @@ async fn run(
                 };
                 let tp = (part.topic.as_str(), part.index);
                 let bytes = pd.records.as_ref().map_or(0, |r| r.len());
-                if bytes > 0 && (throttle.throttled)(tp.0, tp.1) {
+                if bytes > 0 && throttle.quota.limit().is_some() && (throttle.throttled)(tp.0, tp.1)
+                {
                     throttle.quota.record(bytes);
                 }
                 if let Err(e) = apply(part, *epoch, pd).await {
