@@ -174,7 +174,7 @@ async fn run(
     let storage_errors = crate::log_throttle::LogThrottle::new(Duration::from_secs(10));
     let mut session = SessionHandler::default();
     loop {
-        let assigned: Vec<(Arc<Partition>, i32)> = partitions
+        let mut assigned: Vec<(Arc<Partition>, i32)> = partitions
             .lock()
             .expect("fetcher partitions lock")
             .values()
@@ -218,22 +218,16 @@ async fn run(
         }
         // Over the follower throttle: the throttled replicas sit this
         // fetch out (Kafka's `shouldFollowerThrottle`).
-        let fetching: Vec<(Arc<Partition>, i32)> = if throttle.quota.exceeded() {
-            let kept: Vec<_> = assigned
-                .iter()
-                .filter(|(p, _)| !(throttle.throttled)(&p.topic, p.index))
-                .cloned()
-                .collect();
-            throttle.quota.held(assigned.len() - kept.len());
-            kept
-        } else {
-            assigned.clone()
-        };
-        if fetching.is_empty() {
-            tokio::time::sleep(backoff.min(Duration::from_millis(100))).await;
-            continue;
+        if throttle.quota.exceeded() {
+            let before = assigned.len();
+            assigned.retain(|(p, _)| !(throttle.throttled)(&p.topic, p.index));
+            throttle.quota.held(before - assigned.len());
+            if assigned.is_empty() {
+                tokio::time::sleep(backoff.min(Duration::from_millis(100))).await;
+                continue;
+            }
         }
-        let req = build_request(&config, epoch(), &fetching, &mut session);
+        let req = build_request(&config, epoch(), &assigned, &mut session);
         let client = conn.as_mut().expect("connected above");
         let timeout = Duration::from_millis(config.max_wait_ms.max(0) as u64 + 10_000);
         let resp = match tokio::time::timeout(timeout, client.call(&req, FETCH_VERSION)).await {
