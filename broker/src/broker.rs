@@ -15,7 +15,6 @@ use crate::error::ApiError;
 use crate::meta_properties::MetaProperties;
 use crate::metadata::{ClusterView, MetadataStore, TopicView};
 use crate::metrics::Metrics;
-use crate::partition::IsrProposal;
 use crate::replica_manager::ReplicaManager;
 use crate::replication::fetcher::{AddressBook, FetcherConfig, FetcherManager};
 use skein_controller::{BrokerLink, ControlPlane, ControllerService, PartitionChange};
@@ -103,12 +102,12 @@ struct HostedTopic<'a> {
 }
 
 impl Broker {
-    /// A single-node cluster: runs its own controller with the image in
-    /// `<data-dir>/cluster-metadata.json`, opens and recovers its logs.
+    /// A single-node cluster: runs its own controller with its metadata log in
+    /// `<data-dir>/cluster-metadata/`, opens and recovers its logs.
     pub async fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
         let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
         let controller = ControllerService::open(
-            Some(&config.data_dir.join("cluster-metadata.json")),
+            Some(&config.data_dir.join("cluster-metadata")),
             ControllerConfig::default()
                 .with_broker_settings(|k| config.raw.get(k).map(String::as_str)),
         )?;
@@ -460,48 +459,6 @@ impl Broker {
 
     /// Sends the leaders' ISR proposals to the controller, one at a time,
     /// and hands each answer back to its partition.
-    fn spawn_isr_sender(self: &Arc<Self>, mut rx: mpsc::UnboundedReceiver<IsrProposal>) {
-        let me = Arc::downgrade(self);
-        self.spawn(tokio::spawn(async move {
-            while let Some(p) = rx.recv().await {
-                let Some(b) = me.upgrade() else { return };
-                let prop = p.clone();
-                let b2 = b.clone();
-                let result =
-                    tokio::task::spawn_blocking(move || b2.metadata.alter_partition(&prop)).await;
-                let Some(part) = b.replicas.get(&p.topic, p.partition) else {
-                    continue;
-                };
-                match result {
-                    Ok(Ok(state)) => {
-                        info!(topic = %p.topic, partition = p.partition, isr = ?state.isr, "ISR changed");
-                        let before = part.isr().len();
-                        if state.isr.len() < before {
-                            b.metrics.isr_shrinks.inc();
-                        } else if state.isr.len() > before {
-                            b.metrics.isr_expands.inc();
-                        }
-                        part.complete_isr_change(
-                            p.leader_epoch,
-                            Some((state.isr, state.partition_epoch)),
-                        );
-                    }
-                    Ok(Err(e)) => {
-                        let key = format!("isr {} {} {:?}", p.topic, p.partition, e.code);
-                        if let Some(left_out) = b.log_throttle.allow(&key) {
-                            warn!(topic = %p.topic, partition = p.partition, error = %e, left_out, "ISR change refused");
-                        }
-                        part.complete_isr_change(p.leader_epoch, None);
-                    }
-                    Err(e) => {
-                        warn!(error = %e, "ISR change task failed");
-                        part.complete_isr_change(p.leader_epoch, None);
-                    }
-                }
-            }
-        }));
-    }
-
     /// Checks for lagging followers every half `replica.lag.time.max.ms`.
     fn spawn_isr_shrinker(self: &Arc<Self>) {
         let me = Arc::downgrade(self);

@@ -17,6 +17,7 @@ pub mod group;
 pub mod handlers;
 pub mod inter_broker;
 pub mod internal_topics;
+pub mod isr_sender;
 pub mod jaas;
 pub mod listeners;
 pub mod log_cleaner;

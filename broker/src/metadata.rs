@@ -4,8 +4,8 @@
 //! admin, ISR changes, producer-id blocks).
 //!
 //! The controller is a [`skein_controller::ControllerService`]: a single
-//! broker runs its own (Kafka's combined mode, image in
-//! `<data-dir>/cluster-metadata.json`); brokers of an in-process test
+//! broker runs its own (Kafka's combined mode, metadata log in
+//! `<data-dir>/cluster-metadata/`); brokers of an in-process test
 //! cluster share one; brokers of a multi-process cluster reach it through
 //! [`crate::remote_controller::RemoteController`].
 
@@ -156,26 +156,52 @@ impl MetadataStore {
         });
     }
 
-    /// Sends a leader's ISR proposal (AlterPartition); the new state on success.
-    pub fn alter_partition(&self, p: &IsrProposal) -> Result<PartitionState, ApiError> {
-        request(
+    /// A leader's ISR proposals (AlterPartition), several in one round trip and one controller commit;
+    /// a result for each, in order.
+    pub fn alter_partitions(
+        &self,
+        proposals: &[IsrProposal],
+    ) -> Result<Vec<Result<PartitionState, ApiError>>, ApiError> {
+        let batch = proposals.iter().map(|p| self.alter_request(p)).collect();
+        let replies = request(
             self.controller.as_ref(),
-            Event::AlterPartition(AlterPartitionRequest {
-                broker: self.node_id,
-                broker_epoch: self.broker_epoch(),
-                topic: p.topic.clone(),
-                topic_id: TopicId(p.topic_id.as_u128()),
-                partition: p.partition as u32,
-                leader_epoch: p.leader_epoch,
-                partition_epoch: p.partition_epoch,
-                new_isr: p.new_isr.clone(),
-                new_isr_broker_epochs: p.new_isr_broker_epochs.clone(),
-            }),
+            Event::AlterPartitions(batch),
             |r| match r {
-                Reply::AlterPartition { result, .. } => Some(result),
+                Reply::AlterPartitions(replies) => Some(Ok(replies)),
                 _ => None,
             },
-        )
+        )?;
+        let mut results: Vec<Result<PartitionState, ApiError>> = replies
+            .into_iter()
+            .map(|r| match r {
+                Reply::AlterPartition { result, .. } => result.map_err(ApiError::from),
+                _ => Err(ApiError::new(
+                    ResponseError::UnknownServerError,
+                    "no answer for this partition".to_string(),
+                )),
+            })
+            .collect();
+        results.resize_with(proposals.len(), || {
+            Err(ApiError::new(
+                ResponseError::UnknownServerError,
+                "no answer for this partition".to_string(),
+            ))
+        });
+        Ok(results)
+    }
+
+    fn alter_request(&self, p: &IsrProposal) -> AlterPartitionRequest {
+        AlterPartitionRequest {
+            broker: self.node_id,
+            broker_epoch: self.broker_epoch(),
+            topic: p.topic.clone(),
+            topic_id: TopicId(p.topic_id.as_u128()),
+            partition: p.partition as u32,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: p.new_isr.clone(),
+            new_isr_broker_epochs: p.new_isr_broker_epochs.clone(),
+        }
     }
 
     /// A consistent snapshot of the whole image.
@@ -533,7 +559,7 @@ mod tests {
     /// A combined-mode store: its own controller, image under `dir`.
     fn open_store(dir: &std::path::Path) -> MetadataStore {
         let controller = skein_controller::ControllerService::open(
-            Some(&dir.join("cluster-metadata.json")),
+            Some(&dir.join("cluster-metadata")),
             Default::default(),
         )
         .unwrap();

@@ -18,7 +18,7 @@ use skein_controller::rpc::pb::broker_control_server::{BrokerControl, BrokerCont
 use skein_controller::rpc::pb::{
     self, controller_message, reply, request, BrokerMessage, ControllerMessage,
 };
-use skein_controller::rpc::wire::{changes_from_pb, event_to_pb, reply_from_pb, view_from_pb};
+use skein_controller::rpc::wire::{apply_view_pb, changes_from_pb, event_to_pb, reply_from_pb};
 use skein_controller::{
     BrokerLink, ClusterView, ControlPlane, ControlPlaneError, ControllerError, Event,
     PartitionChange, Reply,
@@ -443,7 +443,18 @@ impl BrokerControl for ControlService {
                     }
                 };
                 match msg.kind {
-                    Some(controller_message::Kind::Metadata(v)) => me.set_view(view_from_pb(v)),
+                    Some(controller_message::Kind::Metadata(v)) => {
+                        let current = me.view();
+                        match apply_view_pb(&current, v) {
+                            Ok(view) => me.set_view(view),
+                            Err(e) => {
+                                // Out of step: a new session starts from a
+                                // whole view.
+                                tracing::warn!(error = %e, "controller session out of step; reconnecting");
+                                break;
+                            }
+                        }
+                    }
                     Some(controller_message::Kind::Changes(c)) => {
                         // In order, and off the async threads (opening a log
                         // may recover it).

@@ -137,6 +137,9 @@ pub enum Reply {
         topic: String,
         result: Result<(), ControllerError>,
     },
+    /// The result of each proposal of an `AlterPartitions` batch, in order
+    /// (each a [`Reply::AlterPartition`]).
+    AlterPartitions(Vec<Reply>),
     /// The partition state after the proposal (for the leader to adopt).
     AlterPartition {
         broker: BrokerId,

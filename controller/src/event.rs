@@ -60,6 +60,9 @@ pub enum Event {
     DeleteTopic { topic: String },
     /// A partition leader proposes a new ISR (Kafka's `AlterPartition`).
     AlterPartition(AlterPartitionRequest),
+    /// Several ISR proposals in one batch: one commit, one reply
+    /// ([`crate::Reply::AlterPartitions`]) with a result per proposal.
+    AlterPartitions(Vec<AlterPartitionRequest>),
     /// `AlterPartitionReassignments` for one partition: move it to `target`,
     /// or cancel the running reassignment when `target` is `None`.
     ReassignPartition {

@@ -64,6 +64,7 @@ pub mod rpc;
 pub mod scaling;
 pub mod scram;
 pub mod service;
+pub mod store;
 pub mod topic_config;
 pub mod view;
 
@@ -80,7 +81,8 @@ pub use crate::model::{
 pub use crate::plane::{request, BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};
 pub use crate::quotas::{ClientQuotas, QuotaEntity, QuotaEntityType, QuotaValue};
 pub use crate::scram::{ScramCredential, ScramCredentials, ScramMechanism, ScramUpsertion};
-pub use crate::service::{ControllerService, FileImageStore, ImageStore};
+pub use crate::service::ControllerService;
+pub use crate::store::{BlobStore, FileBlobStore, MetadataLog, MetadataRecord, StoreLimits};
 pub use crate::view::{
     kafka_base64, BrokerView, ClusterView, PartitionHealth, PartitionView, TopicView,
     CONSUMER_OFFSETS,

@@ -205,8 +205,10 @@ pub struct PartitionState {
     /// Grows on every change; `AlterPartition` must name the current one.
     pub partition_epoch: i32,
     /// Replicas a reassignment is adding (not yet caught up).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adding_replicas: Vec<BrokerId>,
     /// Replicas a reassignment will drop once the target is in sync.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removing_replicas: Vec<BrokerId>,
 }
 

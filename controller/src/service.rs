@@ -1,72 +1,37 @@
 //! [`ControllerService`]: the controller core with its I/O around it —
-//! the persisted image ([`ImageStore`]), the published [`ClusterView`], and
+//! the metadata log ([`crate::store`]), the published [`ClusterView`], and
 //! delivery of partition instructions to the brokers attached to it.
 //!
-//! A single `skein-broker` runs one for itself (combined mode, image in
-//! `<data-dir>/cluster-metadata.json`); the operator runs one per cluster
-//! (image in a file for the `local` platform, in a ConfigMap on
-//! Kubernetes); tests run one for several in-process brokers. Events are
-//! handled one at a time under a lock, and the instructions they produce are
-//! delivered before the lock is released, so every broker sees them in the
-//! controller's order.
+//! A single `skein-broker` runs one for itself (combined mode, metadata log
+//! in `<data-dir>/cluster-metadata/`); the operator runs one per cluster
+//! (files for the `local` platform, ConfigMaps on Kubernetes); tests run
+//! one for several in-process brokers. Events are handled one at a time
+//! under a lock, and the instructions they produce are delivered before the
+//! lock is released, so every broker sees them in the controller's order.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::plane::{BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};
+use crate::store::{new_writer_id, BlobStore, FileBlobStore, MetadataLog, MetadataRecord};
 use crate::view::{kafka_base64, BrokerView, ClusterView, PartitionView, TopicView};
 use crate::{
     Command, ControllerConfig, ControllerCore, ControllerError, Event, MetadataImage, Reply,
 };
 
-/// The file the image is kept in.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct PersistedMetadata {
-    cluster_id: String,
-    image: MetadataImage,
-}
-
-/// Where the controller keeps its image: a file for a broker or the local
-/// platform, a ConfigMap on Kubernetes. `save` is called under the
-/// controller's lock before any instruction derived from the change goes out,
-/// so it must be durable when it returns.
-pub trait ImageStore: Send + Sync {
-    /// The bytes last saved, `None` when nothing was ever saved.
-    fn load(&self) -> std::io::Result<Option<Vec<u8>>>;
-    fn save(&self, bytes: &[u8]) -> std::io::Result<()>;
-    /// For error messages.
-    fn describe(&self) -> String;
-}
-
-/// [`ImageStore`] in one file, replaced atomically.
-pub struct FileImageStore(pub PathBuf);
-
-impl ImageStore for FileImageStore {
-    fn load(&self) -> std::io::Result<Option<Vec<u8>>> {
-        match std::fs::read(&self.0) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-    fn save(&self, bytes: &[u8]) -> std::io::Result<()> {
-        write_atomic(&self.0, bytes)
-    }
-    fn describe(&self) -> String {
-        self.0.display().to_string()
-    }
-}
-
 struct State {
     core: ControllerCore,
     cluster_id: String,
-    store: Option<Box<dyn ImageStore>>,
+    /// The metadata log (`None`: in memory only).
+    log: Option<MetadataLog>,
     links: BTreeMap<i32, Arc<dyn BrokerLink>>,
+    /// An event changed the core but its commit failed, so its view was
+    /// never published: the next view is built whole.
+    view_stale: bool,
 }
 
 /// The controller core, persisted and connected to its brokers.
@@ -76,6 +41,9 @@ pub struct ControllerService {
     /// one finds the topic it refers to. Separate from `state` so a broker
     /// can read it while the controller is delivering.
     view: RwLock<Arc<ClusterView>>,
+    /// The topics each recent view changed (`None`: anything may have),
+    /// by version, so sessions can send brokers deltas.
+    history: Mutex<std::collections::VecDeque<(u64, Option<BTreeSet<String>>)>>,
     published: tokio::sync::watch::Sender<u64>,
     /// `skein_controller_leader_elections_total{kind}`: clean, unclean,
     /// preferred (registered by whoever exports the controller's metrics).
@@ -103,9 +71,35 @@ pub fn system_clock() -> Clock {
 impl ControllerService {
     /// Bumped whenever a new view is published (sessions push it to their
     /// brokers).
-    fn publish_view(&self, view: ClusterView) {
-        *self.view.write().expect("view lock") = Arc::new(view);
+    fn publish_view(&self, mut view: ClusterView, changed: Option<BTreeSet<String>>) {
+        {
+            let mut current = self.view.write().expect("view lock");
+            view.version = current.version + 1;
+            let mut history = self.history.lock().expect("history lock");
+            history.push_back((view.version, changed));
+            while history.len() > HISTORY {
+                history.pop_front();
+            }
+            *current = Arc::new(view);
+        }
         self.published.send_modify(|n| *n += 1);
+    }
+
+    /// The topics that changed from view `base` to view `to` (`None` when
+    /// that is no longer known: send the whole view).
+    pub fn topics_changed_between(&self, base: u64, to: u64) -> Option<BTreeSet<String>> {
+        let history = self.history.lock().expect("history lock");
+        let first = history.front()?.0;
+        if base + 1 < first || to < base {
+            return None;
+        }
+        let mut out = BTreeSet::new();
+        for (version, changed) in history.iter() {
+            if *version > base && *version <= to {
+                out.extend(changed.as_ref()?.iter().cloned());
+            }
+        }
+        Some(out)
     }
 
     /// Completes a `changed()` each time a new view is published.
@@ -113,17 +107,24 @@ impl ControllerService {
         self.published.subscribe()
     }
 
-    /// A controller whose image lives in `path` (created when missing), or
-    /// only in memory when `path` is `None`.
-    pub fn open(path: Option<&Path>, config: ControllerConfig) -> std::io::Result<Arc<Self>> {
-        let store = path.map(|p| Box::new(FileImageStore(p.to_path_buf())) as Box<dyn ImageStore>);
+    /// A controller whose metadata log lives in the directory `dir`
+    /// (created when missing; an older Skein's image in `<dir>.json` is
+    /// moved into it), or only in memory when `dir` is `None`.
+    pub fn open(dir: Option<&Path>, config: ControllerConfig) -> std::io::Result<Arc<Self>> {
+        let store = match dir {
+            Some(dir) => Some(
+                Box::new(FileBlobStore::open(dir, Some(dir.with_extension("json")))?)
+                    as Box<dyn BlobStore>,
+            ),
+            None => None,
+        };
         Self::open_store(store, config)
     }
 
-    /// A controller whose image lives in `store` (an empty cluster with a
-    /// new cluster id when the store holds nothing yet).
+    /// A controller whose metadata log lives in `store` (an empty cluster
+    /// with a new cluster id when the store holds nothing yet).
     pub fn open_store(
-        store: Option<Box<dyn ImageStore>>,
+        store: Option<Box<dyn BlobStore>>,
         config: ControllerConfig,
     ) -> std::io::Result<Arc<Self>> {
         Self::open_with_clock(store, config, system_clock())
@@ -131,38 +132,33 @@ impl ControllerService {
 
     /// [`Self::open_store`] with the time the core sees coming from `clock`.
     pub fn open_with_clock(
-        store: Option<Box<dyn ImageStore>>,
+        store: Option<Box<dyn BlobStore>>,
         config: ControllerConfig,
         clock: Clock,
     ) -> std::io::Result<Arc<Self>> {
-        let loaded = match &store {
-            Some(store) => match store.load()? {
-                Some(bytes) => {
-                    let invalid = |e: String| {
-                        std::io::Error::new(
-                            std::io::ErrorKind::InvalidData,
-                            format!("{}: {e}", store.describe()),
-                        )
-                    };
-                    let p: PersistedMetadata =
-                        serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
-                    let core = ControllerCore::from_image(p.image, config.clone())
-                        .map_err(|e| invalid(e.to_string()))?;
-                    Some((core, p.cluster_id))
-                }
-                None => None,
-            },
-            None => None,
+        let (core, cluster_id, log) = match store {
+            Some(store) => {
+                let opened = MetadataLog::open(store, new_writer_id(), new_cluster_id)?;
+                let core = ControllerCore::from_image(opened.image, config).map_err(|e| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{}: {e}", opened.log.describe()),
+                    )
+                })?;
+                (core, opened.cluster_id, Some(opened.log))
+            }
+            None => (ControllerCore::new(config), new_cluster_id(), None),
         };
-        let (core, cluster_id) =
-            loaded.unwrap_or_else(|| (ControllerCore::new(config), new_cluster_id()));
         let state = State {
             core,
             cluster_id,
-            store,
+            log,
             links: BTreeMap::new(),
+            view_stale: false,
         };
-        let view = RwLock::new(Arc::new(build_view(&state)));
+        let mut first = full_view(&state);
+        first.version = 1;
+        let view = RwLock::new(Arc::new(first));
         let elections = prometheus::IntCounterVec::new(
             prometheus::Opts::new(
                 "skein_controller_leader_elections_total",
@@ -182,6 +178,7 @@ impl ControllerService {
         Ok(Arc::new(Self {
             state: Mutex::new(state),
             view,
+            history: Mutex::new(std::collections::VecDeque::from([(1, None)])),
             published: tokio::sync::watch::channel(0).0,
             elections,
             storage_lost,
@@ -216,7 +213,8 @@ impl ControllerService {
     /// anyone sees it, publishes the view, delivers instructions, and
     /// returns the replies.
     pub fn handle(&self, event: Event) -> Result<Vec<Reply>, ControlPlaneError> {
-        let mut st = self.state.lock().expect("controller lock");
+        let mut guard = self.state.lock().expect("controller lock");
+        let st = &mut *guard;
         let rebalancing = matches!(event, Event::Tick | Event::ElectLeaders { .. });
         let config_topic = match &event {
             Event::TopicConfigChanged { topic, .. } => Some(topic.clone()),
@@ -225,7 +223,9 @@ impl ControllerService {
         let broker_configs = matches!(event, Event::AlterBrokerConfigs { .. });
         let commands = st.core.handle(event, (self.clock)());
         let mut replies = Vec::new();
-        let mut persist = false;
+        let mut records = Vec::new();
+        let mut changed_topics = BTreeSet::new();
+        let mut changed_rest = false;
         let mut publish = false;
         let mut changes: BTreeMap<i32, Vec<PartitionChange>> = BTreeMap::new();
         for c in commands {
@@ -238,7 +238,19 @@ impl ControllerService {
                 | Command::PersistScramCredentials { .. }
                 | Command::PersistClientQuotas(_)
                 | Command::PersistBrokerConfigs(_)
-                | Command::PersistAcls(_) => persist = true,
+                | Command::PersistAcls(_) => {
+                    match &c {
+                        Command::PersistTopic(spec) => {
+                            changed_topics.insert(spec.name.clone());
+                        }
+                        Command::PersistPartition { topic, .. }
+                        | Command::DeleteTopic { topic, .. } => {
+                            changed_topics.insert(topic.clone());
+                        }
+                        _ => changed_rest = true,
+                    }
+                    records.extend(MetadataRecord::from_command(&c))
+                }
                 Command::BrokerStorageLost {
                     broker,
                     previous,
@@ -331,20 +343,20 @@ impl ControllerService {
                 Command::PublishMetadata => publish = true,
             }
         }
-        if persist {
-            if let Some(store) = &st.store {
-                let bytes = serde_json::to_vec_pretty(&PersistedMetadata {
-                    cluster_id: st.cluster_id.clone(),
-                    image: st.core.image().clone(),
-                })
-                .expect("serializable");
-                store
-                    .save(&bytes)
-                    .map_err(|e| ControlPlaneError::Storage(e.to_string()))?;
+        let persist = !records.is_empty();
+        if let Some(log) = &mut st.log {
+            if let Err(e) = log.append(records, st.core.image()) {
+                st.view_stale = true;
+                return Err(ControlPlaneError::Storage(e.to_string()));
             }
         }
-        if persist || publish || !changes.is_empty() {
-            self.publish_view(build_view(&st));
+        if persist || publish || !changes.is_empty() || st.view_stale {
+            if std::mem::take(&mut st.view_stale) {
+                self.publish_view(full_view(st), None);
+            } else {
+                let view = updated_view(st, &self.view(), &changed_topics, changed_rest);
+                self.publish_view(view, Some(changed_topics));
+            }
         }
         for (broker, list) in changes {
             if let Some(link) = st.links.get(&broker) {
@@ -417,34 +429,79 @@ impl ControlPlane for ControllerService {
     }
 }
 
-/// The view of the controller's image brokers and platforms read.
-fn build_view(st: &State) -> ClusterView {
-    let core = &st.core;
-    let topics = core
+/// How many recent views remember what they changed.
+const HISTORY: usize = 1024;
+
+fn topic_view(name: &str, t: &crate::TopicImage) -> Arc<TopicView> {
+    Arc::new(TopicView {
+        name: name.to_string(),
+        id: Uuid::from_u128(t.spec.topic_id.0),
+        partitions: t
+            .partitions
+            .iter()
+            .map(|p| PartitionView {
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+                adding_replicas: p.adding_replicas.clone(),
+                removing_replicas: p.removing_replicas.clone(),
+                elr: p.elr.clone(),
+            })
+            .collect(),
+        configs: t.spec.configs.clone(),
+    })
+}
+
+/// The view brokers and platforms read, from the previous one and what an
+/// event changed (topics by name, and whether anything else did): only
+/// those parts are built again, so an ISR change in a cluster of 100 000
+/// partitions copies one topic, not all of them.
+fn updated_view(
+    st: &State,
+    previous: &ClusterView,
+    changed_topics: &BTreeSet<String>,
+    changed_rest: bool,
+) -> ClusterView {
+    let mut view = if changed_rest {
+        ClusterView {
+            topics: previous.topics.clone(),
+            topic_names_by_id: previous.topic_names_by_id.clone(),
+            ..full_view_without_topics(st)
+        }
+    } else {
+        previous.clone()
+    };
+    for name in changed_topics {
+        match st.core.topics().get(name) {
+            Some(t) => {
+                view.topics.insert(name.clone(), topic_view(name, t));
+            }
+            None => {
+                view.topics.remove(name);
+            }
+        }
+    }
+    if changed_topics.is_empty() {
+        view
+    } else {
+        view.index_ids()
+    }
+}
+
+fn full_view(st: &State) -> ClusterView {
+    let mut view = full_view_without_topics(st);
+    view.topics = st
+        .core
         .topics()
         .iter()
-        .map(|(name, t)| {
-            let meta = TopicView {
-                name: name.clone(),
-                id: Uuid::from_u128(t.spec.topic_id.0),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| PartitionView {
-                        replicas: p.replicas.clone(),
-                        isr: p.isr.clone(),
-                        leader: p.leader,
-                        leader_epoch: p.leader_epoch,
-                        adding_replicas: p.adding_replicas.clone(),
-                        removing_replicas: p.removing_replicas.clone(),
-                        elr: p.elr.clone(),
-                    })
-                    .collect(),
-                configs: t.spec.configs.clone(),
-            };
-            (name.clone(), Arc::new(meta))
-        })
+        .map(|(name, t)| (name.clone(), topic_view(name, t)))
         .collect();
+    view.index_ids()
+}
+
+fn full_view_without_topics(st: &State) -> ClusterView {
+    let core = &st.core;
     let brokers: BTreeMap<i32, BrokerView> = core
         .brokers()
         .values()
@@ -473,7 +530,8 @@ fn build_view(st: &State) -> ClusterView {
         .unwrap_or(-1);
     ClusterView {
         cluster_id: st.cluster_id.clone(),
-        topics,
+        version: 0,
+        topics: Default::default(),
         topic_names_by_id: Default::default(),
         brokers,
         controller_id,
@@ -482,28 +540,9 @@ fn build_view(st: &State) -> ClusterView {
         acls: Arc::new(core.acls().clone()),
         broker_configs: Arc::new(core.broker_configs().clone()),
     }
-    .index_ids()
 }
 
 fn new_cluster_id() -> String {
     // Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
     kafka_base64(Uuid::new_v4().into_bytes())
-}
-
-/// Writes `bytes` to `path` so that a crash leaves the old or the new file.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
 }

@@ -95,6 +95,9 @@ impl BrokerView {
 #[derive(Debug, Clone, Default)]
 pub struct ClusterView {
     pub cluster_id: String,
+    /// Grows with every view the controller publishes (0: not published
+    /// by a controller); a delta names the version it applies to.
+    pub version: u64,
     /// Shared, so a request handler can hold a topic without copying its
     /// partitions.
     pub topics: BTreeMap<String, Arc<TopicView>>,

@@ -1206,3 +1206,50 @@ fn commands_come_out_persist_first_publish_last() {
     assert_eq!(ranks, sorted, "{commands:#?}");
     assert_eq!(ranks.iter().filter(|r| **r == 3).count(), 1);
 }
+
+#[test]
+fn a_batch_of_isr_proposals_is_one_commit_with_a_result_each_in_order() {
+    let mut core = common::cluster(3);
+    create(&mut core, "b", 42, 3, 3);
+    // Every partition's ISR shrinks to its leader and one other; one
+    // proposal in the batch is stale.
+    let mut batch = Vec::new();
+    for p in 0..3u32 {
+        let state = core.partition("b", p).unwrap().clone();
+        let keep: Vec<i32> = state.isr.iter().copied().take(2).collect();
+        let Event::AlterPartition(mut req) = common::propose_isr(&core, "b", p, &keep) else {
+            unreachable!()
+        };
+        if p == 1 {
+            req.partition_epoch += 5;
+        }
+        batch.push(req);
+    }
+    let commands = core.handle(Event::AlterPartitions(batch), 10);
+    let Reply::AlterPartitions(replies) = common::reply(&commands) else {
+        panic!("one AlterPartitions reply")
+    };
+    let partitions: Vec<u32> = replies
+        .iter()
+        .map(|r| match r {
+            Reply::AlterPartition { partition, .. } => *partition,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(partitions, vec![0, 1, 2]);
+    let ok: Vec<bool> = replies
+        .iter()
+        .map(|r| matches!(r, Reply::AlterPartition { result: Ok(_), .. }))
+        .collect();
+    assert_eq!(ok, vec![true, false, true], "{replies:?}");
+    assert_eq!(core.partition("b", 0).unwrap().isr.len(), 2);
+    assert_eq!(core.partition("b", 1).unwrap().isr.len(), 3);
+    let persisted = commands
+        .iter()
+        .filter(|c| matches!(c, Command::PersistPartition { .. }))
+        .count();
+    assert_eq!(
+        persisted, 2,
+        "the two accepted changes are persisted together"
+    );
+}

@@ -1,8 +1,12 @@
 //! Deterministic simulation: random event sequences (brokers crashing,
 //! restarting and shutting down, ISR proposals fresh and stale,
 //! reassignments, replication factor changes, topic churn, controller
-//! restarts from the persisted
-//! image) with the controller's invariants checked after every event.
+//! restarts from the metadata log) with the controller's invariants checked
+//! after every event. Every batch of records goes through the real metadata
+//! log (in a memory store with small objects, so batches span blobs and
+//! snapshots come often), and some batches are crashed at every write
+//! boundary: the log must then hold the state before or after the batch,
+//! from which a controller starts with every invariant holding.
 //!
 //! `SKEIN_SIM_SEED=123` replays one seed; `SKEIN_SIM_RUNS=N` runs N seeds
 //! (from `SKEIN_SIM_FIRST_SEED`, default 0); `SKEIN_SIM_STEPS` sets the
@@ -15,11 +19,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use common::{register, test_config, Rng};
 use skein_controller::invariants;
+use skein_controller::store::{MemoryBlobStore, StoreFault};
 use skein_controller::{
     AlterPartitionRequest, BrokerId, Command, ControllerCore, ControllerError, DirectoryId,
     ElectionType, Event, MetadataImage, NewTopic, PartitionState, Reply, TopicId, TopicImage,
     TopicPartition, NO_LEADER,
 };
+use skein_controller::{MetadataLog, MetadataRecord};
 
 const DEFAULT_RUNS: u64 = 1000;
 const DEFAULT_STEPS: usize = 200;
@@ -47,9 +53,13 @@ struct Sim {
     next_topic_id: u128,
     recent: VecDeque<String>,
     stats: Stats,
-    /// The store a platform would keep, built only from `Persist*`
-    /// commands; controller restarts rebuild from it.
+    /// The image rebuilt only from `Persist*` commands, to check that they
+    /// describe every change.
     store: MetadataImage,
+    /// The metadata log those commands are committed to; controller
+    /// restarts rebuild from it.
+    blobs: MemoryBlobStore,
+    log: MetadataLog,
     /// Each broker's current disk (directory id); a lost disk gets a new one.
     disks: BTreeMap<BrokerId, u128>,
     next_disk: u128,
@@ -67,6 +77,8 @@ struct Stats {
     controller_restarts: u64,
     fenced_by_tick: u64,
     disks_lost: u64,
+    /// Writes of the metadata log crashed at.
+    store_crashes: u64,
 }
 
 /// What an event is about, so the checks know what it may change.
@@ -109,6 +121,7 @@ impl Sim {
                 (id, rack)
             })
             .collect();
+        let blobs = MemoryBlobStore::tiny();
         Sim {
             rng,
             core: ControllerCore::new(test_config()),
@@ -124,6 +137,10 @@ impl Sim {
             recent: VecDeque::new(),
             stats: Stats::default(),
             store: MetadataImage::default(),
+            log: MetadataLog::open(Box::new(blobs.clone()), "sim0".into(), || "sim".into())
+                .expect("a new log")
+                .log,
+            blobs,
             disks: BTreeMap::new(),
             next_disk: 0,
             previous_dirs: BTreeMap::new(),
@@ -551,17 +568,20 @@ impl Sim {
         }
     }
 
-    /// Rebuilds the controller from the store kept from `Persist*`
-    /// commands, through JSON as a platform would save it.
+    /// Rebuilds the controller from the metadata log, as a platform does
+    /// after a restart (a new writer on the same store).
     fn restart_controller(&mut self) -> Result<(), String> {
         self.log("controller restart".into());
         self.stats.controller_restarts += 1;
-        let json = serde_json::to_string(&self.store).map_err(|e| e.to_string())?;
-        let image: MetadataImage = serde_json::from_str(&json).map_err(|e| e.to_string())?;
-        if image != self.store {
-            return Err("image changed in a JSON round trip".into());
+        let writer = format!("sim{}", self.stats.controller_restarts);
+        let opened = MetadataLog::open(Box::new(self.blobs.clone()), writer, || "new".into())
+            .map_err(|e| e.to_string())?;
+        if opened.image != self.store || opened.cluster_id != "sim" {
+            return Err("the metadata log does not hold the persisted image".into());
         }
-        self.core = ControllerCore::from_image(image, test_config()).map_err(|e| e.to_string())?;
+        self.log = opened.log;
+        self.core =
+            ControllerCore::from_image(opened.image, test_config()).map_err(|e| e.to_string())?;
         // A new controller cannot know when brokers last spoke; everyone
         // gets a fresh session.
         for b in self.core.brokers().values().filter(|b| b.is_alive()) {
@@ -572,6 +592,7 @@ impl Sim {
 
     /// Applies persistence commands to the simulated store.
     fn persist(&mut self, commands: &[Command]) -> Result<(), String> {
+        let before = self.store.clone();
         for c in commands {
             match c {
                 Command::PersistBroker(info) => {
@@ -617,6 +638,56 @@ impl Sim {
         }
         if &self.store != self.core.image() {
             return Err("persist commands do not reproduce the image".into());
+        }
+        let records: Vec<MetadataRecord> = commands
+            .iter()
+            .filter_map(MetadataRecord::from_command)
+            .collect();
+        if !records.is_empty() && self.rng.chance(3) {
+            self.crash_at_every_write(&records, &before)?;
+        }
+        self.log
+            .append(records, self.core.image())
+            .map_err(|e| format!("metadata log: {e}"))
+    }
+
+    /// Commits `records` on copies of the store, crashing (or failing
+    /// after the write landed) at each write in turn; each time the store
+    /// must hold `before` or the core's image, and a controller must start
+    /// from it.
+    fn crash_at_every_write(
+        &mut self,
+        records: &[MetadataRecord],
+        before: &MetadataImage,
+    ) -> Result<(), String> {
+        let open = |store: &MemoryBlobStore, writer: &str| {
+            MetadataLog::open(Box::new(store.clone()), writer.into(), || "new".into())
+                .map_err(|e| format!("reopening the metadata log: {e}"))
+        };
+        let probe = self.blobs.fork();
+        let mut log = open(&probe, "probe")?.log;
+        probe.set_fault(None);
+        log.append(records.to_vec(), self.core.image())
+            .map_err(|e| e.to_string())?;
+        let writes = probe.writes();
+        for op in 0..writes {
+            for landed in [false, true] {
+                let copy = self.blobs.fork();
+                let mut log = open(&copy, "crash")?.log;
+                copy.set_fault(Some(StoreFault { op, landed }));
+                let result = log.append(records.to_vec(), self.core.image());
+                let after = open(&copy.fork(), "recover")?.image;
+                if &after != before && &after != self.core.image() {
+                    return Err(format!(
+                        "a crash at write {op} of {writes} (landed: {landed}, {result:?}) left neither the state before the batch nor after it"
+                    ));
+                }
+                invariants::check_image(&after)
+                    .map_err(|e| format!("after a crash at write {op}: {e}"))?;
+                ControllerCore::from_image(after, test_config())
+                    .map_err(|e| format!("after a crash at write {op}: {e}"))?;
+                self.stats.store_crashes += 1;
+            }
         }
         Ok(())
     }
@@ -1095,7 +1166,9 @@ fn simulation_reaches_the_hard_paths() {
         total.controller_restarts += s.controller_restarts;
         total.fenced_by_tick += s.fenced_by_tick;
         total.disks_lost += s.disks_lost;
+        total.store_crashes += s.store_crashes;
     }
+    assert!(total.store_crashes > 100, "{total:?}");
     assert!(total.disks_lost > 0, "{total:?}");
     assert!(total.unclean_elections > 0, "{total:?}");
     assert!(total.went_offline > 0, "{total:?}");

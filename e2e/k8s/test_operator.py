@@ -384,8 +384,15 @@ def test_kafkacluster_builds_objects_and_becomes_ready(env):
     wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
                "KafkaCluster Ready=True")
     cm = env.get("-n", NS, "get", "configmap", f"{CLUSTER}-controller")
-    image = json.loads(cm["data"]["cluster-metadata.json"])
-    assert image["cluster_id"], "controller image persisted in its ConfigMap"
+    head = json.loads(cm["data"]["head.json"])
+    assert head["cluster_id"], "controller metadata log's head persisted in its ConfigMap"
+    assert head["snapshot"], "the head names the snapshot's blob ConfigMaps"
+    records = list(head["tail"])
+    for blob in head["snapshot"] + head["log"]:
+        text = env.get("-n", NS, "get", "configmap", f"{CLUSTER}-controller-{blob}")["data"]["records.jsonl"]
+        records += [json.loads(line) for line in text.splitlines()]
+    registered = {r["broker"]["id"] for r in records if r["type"] == "broker"}
+    assert registered == {0, 1, 2}, f"broker registrations in the metadata log: {registered}"
 
 
 def test_topic_gets_partitions_in_status_and_serves_clients(env):

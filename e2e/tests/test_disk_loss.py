@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 import urllib.request
 
@@ -74,7 +75,8 @@ def produce_acked(c: LocalCluster, topic: str, partitions: int) -> dict[bytes, t
 def trusted_replicas(c: LocalCluster, topic: str, partition: int) -> list[int]:
     """The replicas the controller's persisted state trusts with the data after the clean stop: the
     ISR, then the eligible leader replicas (the order a clean election would try them in)."""
-    meta = json.loads((c.data_dir / "controller" / "cluster-metadata.json").read_text())
+    meta = json.loads(subprocess.run([str(c.binary), "metadata", str(c.data_dir / "controller" / "cluster-metadata")],
+                                     check=True, capture_output=True, text=True).stdout)
     state = meta["image"]["topics"][topic]["partitions"][partition]
     return state["isr"] + [b for b in state.get("elr", []) if b not in state["isr"]]
 

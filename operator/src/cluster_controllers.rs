@@ -1,11 +1,12 @@
 //! The controller core on the `kubernetes` platform: one
 //! [`ControllerService`] per `KafkaCluster`, inside the operator process.
 //!
-//! - Its image (topics, partitions, leaders, ISRs, epochs, producer-id
-//!   blocks) lives in the ConfigMap `<cluster>-controller`, replaced with a
-//!   `resourceVersion` precondition before any instruction derived from a
-//!   change goes out: a second writer (a stale operator replica) gets a
-//!   conflict instead of overwriting newer state.
+//! - Its metadata log (topics, partitions, leaders, ISRs, epochs,
+//!   producer-id blocks) lives in ConfigMaps ([`crate::metadata_store`]):
+//!   a head `<cluster>-controller`, replaced with a `resourceVersion`
+//!   precondition before any instruction derived from a change goes out (a
+//!   second writer, a stale operator replica, gets a conflict instead of
+//!   overwriting newer state), and blobs of records it names.
 //! - It holds a session with every broker pod, dialled at the pod's stable
 //!   DNS name and control port. A broker whose session breaks (pod deleted,
 //!   process gone) is reported lost at once, so its partitions get new
@@ -20,12 +21,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ObjectMeta, PostParams};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, Resource};
 use skein_controller::rpc::maintain_session;
-use skein_controller::{ControlPlaneError, ControllerError, ControllerService, ImageStore};
+use skein_controller::{ControlPlaneError, ControllerError, ControllerService};
 
 use crate::error::ControllerStartError;
 use skein_controller::{ControllerConfig, Event, NewTopic, Reply, TopicId};
@@ -34,146 +32,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::build::{labels, ClusterNames};
+use crate::build::ClusterNames;
 
-/// Key of the image in the controller ConfigMap.
-pub const METADATA_KEY: &str = "cluster-metadata.json";
-
-/// Name of the ConfigMap holding a cluster's controller image.
-pub fn metadata_config_map(cluster: &str) -> String {
-    format!("{cluster}-controller")
-}
-
-struct SaveRequest {
-    bytes: Vec<u8>,
-    reply: std::sync::mpsc::Sender<std::io::Result<()>>,
-}
-
-/// [`ImageStore`] in a ConfigMap. Saves run on a thread of their own with
-/// its own client, so the controller's synchronous `save` never waits on the
-/// runtime it is called from.
-pub struct ConfigMapImageStore {
-    name: String,
-    namespace: String,
-    initial: Option<Vec<u8>>,
-    tx: tokio::sync::mpsc::UnboundedSender<SaveRequest>,
-}
-
-impl ConfigMapImageStore {
-    /// Reads the ConfigMap (if any) and starts the writer thread.
-    pub async fn open(
-        config: kube::Config,
-        client: &Client,
-        namespace: &str,
-        name: &str,
-        owner: Option<OwnerReference>,
-    ) -> Result<Self, kube::Error> {
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-        let existing = api.get_opt(name).await?;
-        let initial = existing
-            .as_ref()
-            .and_then(|cm| cm.data.as_ref()?.get(METADATA_KEY).cloned())
-            .map(String::into_bytes);
-        let mut version = existing.as_ref().and_then(|cm| cm.resource_version());
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<SaveRequest>();
-        let (ns, cm_name) = (namespace.to_string(), name.to_string());
-        std::thread::Builder::new()
-            .name(format!("metadata-{name}"))
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("metadata writer runtime");
-                rt.block_on(async move {
-                    let client = match Client::try_from(config) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            while let Some(req) = rx.recv().await {
-                                let _ = req.reply.send(Err(std::io::Error::other(format!(
-                                    "no Kubernetes client: {e}"
-                                ))));
-                            }
-                            return;
-                        }
-                    };
-                    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
-                    while let Some(req) = rx.recv().await {
-                        let r = save(&api, &ns, &cm_name, &owner, &mut version, req.bytes).await;
-                        let _ = req.reply.send(r);
-                    }
-                });
-            })
-            .map_err(|e| kube::Error::Service(Box::new(e)))?;
-        Ok(Self {
-            name: name.to_string(),
-            namespace: namespace.to_string(),
-            initial,
-            tx,
-        })
-    }
-}
-
-async fn save(
-    api: &Api<ConfigMap>,
-    ns: &str,
-    name: &str,
-    owner: &Option<OwnerReference>,
-    version: &mut Option<String>,
-    bytes: Vec<u8>,
-) -> std::io::Result<()> {
-    let text = String::from_utf8(bytes).map_err(std::io::Error::other)?;
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            namespace: Some(ns.to_string()),
-            resource_version: version.clone(),
-            labels: Some(BTreeMap::from([(
-                labels::MANAGED_BY.to_string(),
-                labels::OPERATOR.to_string(),
-            )])),
-            owner_references: owner.clone().map(|o| vec![o]),
-            ..ObjectMeta::default()
-        },
-        data: Some(BTreeMap::from([(METADATA_KEY.to_string(), text)])),
-        ..ConfigMap::default()
-    };
-    let pp = PostParams::default();
-    let result = match version {
-        Some(_) => api.replace(name, &pp, &cm).await,
-        None => api.create(&pp, &cm).await,
-    };
-    match result {
-        Ok(written) => {
-            *version = written.resource_version();
-            Ok(())
-        }
-        Err(kube::Error::Api(e)) if e.code == 409 => Err(std::io::Error::other(format!(
-            "ConfigMap {ns}/{name} was changed by another writer (is a second operator active?): {}",
-            e.message
-        ))),
-        Err(e) => Err(std::io::Error::other(format!("ConfigMap {ns}/{name}: {e}"))),
-    }
-}
-
-impl ImageStore for ConfigMapImageStore {
-    fn load(&self) -> std::io::Result<Option<Vec<u8>>> {
-        Ok(self.initial.clone())
-    }
-    fn save(&self, bytes: &[u8]) -> std::io::Result<()> {
-        let (reply, wait) = std::sync::mpsc::channel();
-        self.tx
-            .send(SaveRequest {
-                bytes: bytes.to_vec(),
-                reply,
-            })
-            .map_err(|_| std::io::Error::other("metadata writer stopped"))?;
-        wait.recv_timeout(Duration::from_secs(30))
-            .map_err(|_| std::io::Error::other("metadata writer did not answer in 30 s"))?
-    }
-    fn describe(&self) -> String {
-        format!("ConfigMap {}/{}", self.namespace, self.name)
-    }
-}
+pub use crate::metadata_store::metadata_config_map;
 
 /// What [`ClusterController::ensure_topic`] did about the replication factor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -514,19 +375,13 @@ impl ClusterControllers {
             o.controller = Some(false);
             o
         });
-        let cm_name = metadata_config_map(&names.cluster);
-        let store = ConfigMapImageStore::open(
+        let store = crate::metadata_store::ConfigMapBlobStore::start(
             self.config.clone(),
-            &self.client,
             &names.namespace,
-            &cm_name,
+            &names.cluster,
             owner,
         )
-        .await
-        .map_err(|source| ControllerStartError::ConfigMap {
-            name: cm_name.clone(),
-            source,
-        })?;
+        .map_err(ControllerStartError::Image)?;
         // The brokers' cluster-wide settings (spec.config) the controller
         // acts on: min.insync.replicas for the eligible leader replicas,
         // unclean elections, the preferred-leader rebalance.
@@ -535,8 +390,13 @@ impl ClusterControllers {
             ..ControllerConfig::default()
         }
         .with_broker_settings(|k| kc.spec.config.get(k).map(String::as_str));
-        let controller = ControllerService::open_store(Some(Box::new(store)), config)
-            .map_err(ControllerStartError::Image)?;
+        // Reading the log is blocking I/O (the store's own thread answers).
+        let controller = tokio::task::spawn_blocking(move || {
+            ControllerService::open_store(Some(Box::new(store)), config)
+        })
+        .await
+        .map_err(|e| ControllerStartError::Image(std::io::Error::other(e)))?
+        .map_err(ControllerStartError::Image)?;
         let rt = Arc::new(ClusterController {
             controller: controller.clone(),
             names: names.clone(),

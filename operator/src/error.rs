@@ -8,12 +8,6 @@ use crate::kafka_admin::AdminError;
 /// Why a cluster's controller could not be started in the operator.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerStartError {
-    #[error("reading ConfigMap {name}: {source}")]
-    ConfigMap {
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
     #[error("controller metadata: {0}")]
     Image(#[source] std::io::Error),
     /// The control plane's certificates could not be made or read.

@@ -22,6 +22,7 @@ pub mod leader;
 pub mod listener_tls;
 pub mod local;
 pub mod local_tls;
+pub mod metadata_store;
 pub mod metrics;
 pub mod reconcile;
 pub mod status;

@@ -1,6 +1,6 @@
 //! The `local` platform: the controller core and N `skein-broker` processes
 //! on this machine, no Kubernetes. The controller runs in this process with
-//! its metadata in `<data-dir>/controller/cluster-metadata.json` (written
+//! its metadata log in `<data-dir>/controller/cluster-metadata/` (written
 //! atomically); each broker gets `<data-dir>/broker-<id>/`, a Kafka port, a
 //! control port (the controller dials it) and a metrics port. A broker that
 //! dies is started again, as a StatefulSet would; Ctrl-C or SIGTERM stops
@@ -221,12 +221,7 @@ pub async fn run_local(
     }
     .with_broker_settings(|k| override_value(&opts.overrides, k));
     let controller = ControllerService::open(
-        Some(
-            &opts
-                .data_dir
-                .join("controller")
-                .join("cluster-metadata.json"),
-        ),
+        Some(&opts.data_dir.join("controller").join("cluster-metadata")),
         config,
     )?;
     let ticker = controller.spawn_ticker(Duration::from_millis(250));

@@ -31,6 +31,14 @@ enum Command {
     /// Run a cluster on this machine without Kubernetes: the controller in
     /// this process and N `skein-broker` processes on loopback.
     Local(LocalArgs),
+    /// Print the controller's committed metadata (cluster id and image) as
+    /// JSON, read from a metadata log directory without changing it, e.g.
+    /// `skein-data/controller/cluster-metadata` or a lone broker's
+    /// `<data-dir>/cluster-metadata`.
+    Metadata {
+        /// The metadata log directory.
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -156,6 +164,28 @@ fn main() -> ExitCode {
         Command::Crds => {
             print!("{}", skein_crds::crd_yaml());
             ExitCode::SUCCESS
+        }
+        Command::Metadata { dir } => {
+            let read = skein_controller::FileBlobStore::open_existing(&dir)
+                .and_then(|store| skein_controller::MetadataLog::read(Box::new(store)));
+            match read {
+                Ok(Some((cluster_id, image))) => {
+                    let out = serde_json::json!({ "cluster_id": cluster_id, "image": image });
+                    println!("{out:#}");
+                    ExitCode::SUCCESS
+                }
+                Ok(None) => {
+                    eprintln!(
+                        "skein-operator metadata: no metadata log in {}",
+                        dir.display()
+                    );
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("skein-operator metadata: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Local(args) => {
             init_logging(&cli.log_format);

@@ -4,7 +4,15 @@
 //! epoch and truncates anything after it (KIP-101/KIP-279).
 //!
 //! File format (Kafka's): a version line `0`, the entry count, then one
-//! `<epoch> <start offset>` line per entry. Rewritten atomically on change.
+//! `<epoch> <start offset>` line per entry. Rewritten atomically (and
+//! fsynced) when entries are truncated, and when the log is flushed after
+//! new epochs were assigned: a new epoch costs no I/O when it is assigned,
+//! so a broker taking over thousands of partitions does not write and sync
+//! a file for each (Kafka's KAFKA-15046). An epoch lost with a crash is
+//! found again in the batches of the segments recovery re-reads (everything
+//! after the recovery point, which a flush moves only after this file is
+//! durable); an epoch that wrote nothing before the crash is not needed:
+//! the replica no longer leads it.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -51,6 +59,8 @@ pub(crate) fn end_offset_for(
 pub(crate) struct LeaderEpochCache {
     path: PathBuf,
     entries: Vec<EpochEntry>,
+    /// Entries assigned since the file was last written.
+    dirty: bool,
 }
 
 impl LeaderEpochCache {
@@ -71,7 +81,11 @@ impl LeaderEpochCache {
             }
             Err(e) => return Err(e),
         };
-        Ok(LeaderEpochCache { path, entries })
+        Ok(LeaderEpochCache {
+            path,
+            entries,
+            dirty: false,
+        })
     }
 
     pub(crate) fn entries(&self) -> &[EpochEntry] {
@@ -95,7 +109,22 @@ impl LeaderEpochCache {
             epoch,
             start_offset,
         });
-        self.persist()
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// The latest epoch, if any.
+    pub(crate) fn latest_epoch(&self) -> Option<i32> {
+        self.entries.last().map(|e| e.epoch)
+    }
+
+    /// Writes the file if epochs were assigned since it was last written
+    /// (called before the log's recovery point moves, and at close).
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        if self.dirty {
+            self.persist()?;
+        }
+        Ok(())
     }
 
     /// Drops epochs starting at or after `end_offset` (log truncated there).
@@ -132,7 +161,8 @@ impl LeaderEpochCache {
         self.persist()
     }
 
-    fn persist(&self) -> io::Result<()> {
+    fn persist(&mut self) -> io::Result<()> {
+        self.dirty = false;
         let tmp = self.path.with_extension("tmp");
         {
             let mut f = File::create(&tmp)?;
@@ -206,6 +236,8 @@ mod tests {
         cache.assign(3, 10).unwrap();
         cache.assign(5, 20).unwrap();
         assert_eq!(cache.entries(), &[e(1, 0), e(3, 10), e(5, 20)]);
+        assert!(!path.exists(), "assigning costs no I/O");
+        cache.flush().unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
             "0\n3\n1 0\n3 10\n5 20\n"
@@ -218,6 +250,7 @@ mod tests {
         // A new epoch with an earlier start offset replaces contradicting entries.
         cache.assign(6, 11).unwrap();
         assert_eq!(cache.entries(), &[e(6, 11)]);
+        cache.flush().unwrap();
 
         let reloaded = LeaderEpochCache::load(path.clone()).unwrap();
         assert_eq!(reloaded.entries(), &[e(6, 11)]);

@@ -577,6 +577,9 @@ impl Log {
             .write_snapshot(&self.dir, self.log_end_offset)?;
         sync_dir(&self.dir)?;
         if self.recovery_point < self.log_end_offset {
+            // Epochs of the data the recovery point passes must be durable:
+            // recovery re-reads only what comes after it.
+            self.epochs.flush()?;
             self.recovery_point = self.log_end_offset;
             checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), self.recovery_point)?;
         }
@@ -660,6 +663,7 @@ impl Log {
         for segment in &mut self.segments {
             segment.flush()?;
         }
+        self.epochs.flush()?;
         if self.recovery_point != self.log_end_offset
             || !self.dir.join(RECOVERY_POINT_FILE).exists()
         {

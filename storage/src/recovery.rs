@@ -147,6 +147,11 @@ impl Log {
         now_ms: i64,
     ) -> Result<Log, StorageError> {
         let dir = dir.into();
+        // A partition this broker has never held: nothing to recover, and
+        // nothing to make durable yet (a crash that loses the new directory
+        // loses no record; it is made again). Creating thousands of
+        // partitions then costs no fsync per partition.
+        let is_new = !dir.exists();
         fs::create_dir_all(&dir)?;
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = marker.exists();
@@ -156,6 +161,8 @@ impl Log {
         let cleaner_checkpoint = checkpoint::read(&dir.join(CLEANER_CHECKPOINT_FILE))?.unwrap_or(0);
 
         let mut segments: Vec<LogSegment> = Vec::new();
+        // Leader epochs seen in the batches of recovered segments.
+        let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
         let bases = &state.bases;
         let mut i = 0;
         while i < bases.len() {
@@ -165,7 +172,7 @@ impl Log {
             let beyond_recovery_point = is_last || bases[i + 1] > recovery_point;
             let recover = (!clean && beyond_recovery_point) || state.swapped.contains(&base);
             let min_offset = segments.last().map_or(i64::MIN, |s| s.next_offset());
-            let (segment, truncated) = LogSegment::open(
+            let (segment, truncated, epochs) = LogSegment::open(
                 &dir,
                 base,
                 recover,
@@ -174,6 +181,7 @@ impl Log {
                 now_ms,
             )?;
             segments.push(segment);
+            recovered_epochs.extend(epochs);
             i += 1;
             if truncated > 0 && i < bases.len() {
                 tracing::warn!(dir = %dir.display(), base, "deleting segments after a truncated one");
@@ -211,6 +219,15 @@ impl Log {
         let mut epochs = LeaderEpochCache::load(dir.join(LEADER_EPOCH_FILE))?;
         epochs.truncate_from_end(log_end_offset)?;
         epochs.truncate_from_start(log_start_offset)?;
+        // The cache is made durable only when the log is flushed (as Kafka
+        // does since KAFKA-15046), so after a crash an epoch may be missing
+        // for data after the recovery point: the batches say where each
+        // epoch began (Kafka's LogSegment.recover does the same).
+        for (epoch, start) in recovered_epochs {
+            if start >= log_start_offset && epochs.latest_epoch().is_none_or(|e| epoch > e) {
+                epochs.assign(epoch, start)?;
+            }
+        }
         let mut log = Log {
             epochs,
             dir,
@@ -227,6 +244,9 @@ impl Log {
             generation: 0,
         };
         log.rebuild_producer_state(now_ms)?;
+        if is_new {
+            return Ok(log);
+        }
         // Whatever recovery read back is now made durable, so the recovery
         // point can move to the end.
         log.flush()?;
@@ -262,7 +282,8 @@ mod tests {
     /// that is not UTF-8 (here the 24 bytes of a time index) made `Log::open`
     /// fail, so the partition never loaded; one claiming 10^15 entries made
     /// it reserve memory for all of them. The cache is advisory: both are
-    /// now ignored like any malformed checkpoint.
+    /// now ignored like any malformed checkpoint, and the epochs are found
+    /// again in the batches of the segment recovery re-reads.
     #[test]
     fn garbage_leader_epoch_checkpoint_does_not_stop_recovery() {
         let crash_input_checkpoint: &[u8] = &[
@@ -280,8 +301,55 @@ mod tests {
             fs::write(dir.path().join(LEADER_EPOCH_FILE), checkpoint).unwrap();
             let log = Log::open(dir.path(), config, 0).unwrap();
             assert_eq!(log.log_end_offset(), 3);
-            assert_eq!(log.latest_epoch(), None);
+            assert_eq!(log.leader_epoch_entries(), vec![(1, 0)]);
         }
+    }
+
+    /// A partition directory made by `open` gets no checkpoints (no fsync
+    /// per new partition); a crash before anything is written loses
+    /// nothing, and the log opens again empty.
+    #[test]
+    fn a_new_log_writes_no_checkpoint_and_reopens_after_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t-0");
+        let log = Log::open(&path, LogConfig::default(), 0).unwrap();
+        assert!(!path.join(RECOVERY_POINT_FILE).exists());
+        assert!(!path.join(LOG_START_OFFSET_FILE).exists());
+        drop(log);
+        let mut log = Log::open(&path, LogConfig::default(), 0).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+        log.append_as_leader(&mut crate::test_util::batch(2, 1_000), 0, 0)
+            .unwrap();
+        assert_eq!(log.log_end_offset(), 2);
+    }
+
+    /// New epochs are written to the checkpoint only when the log is
+    /// flushed; after a crash, the batches after the recovery point give
+    /// them back, so OffsetForLeaderEpoch answers as before the crash.
+    #[test]
+    fn epochs_not_flushed_before_a_crash_are_rebuilt_from_the_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig::default();
+        let mut log = Log::open(dir.path(), config.clone(), 0).unwrap();
+        log.assign_leader_epoch(1, 0).unwrap();
+        log.append_as_leader(&mut crate::test_util::batch(3, 1_000), 1, 0)
+            .unwrap();
+        log.flush().unwrap();
+        // A new term: epoch 4 at offset 3, then an empty term 6 at 5.
+        log.assign_leader_epoch(4, 3).unwrap();
+        log.append_as_leader(&mut crate::test_util::batch(2, 1_000), 4, 0)
+            .unwrap();
+        log.assign_leader_epoch(6, 5).unwrap();
+        assert_eq!(log.leader_epoch_entries(), vec![(1, 0), (4, 3), (6, 5)]);
+        let on_disk = fs::read_to_string(dir.path().join(LEADER_EPOCH_FILE)).unwrap();
+        assert_eq!(on_disk, "0\n1\n1 0\n", "only the flushed epoch is written");
+        drop(log); // a crash: no close
+        let log = Log::open(dir.path(), config, 0).unwrap();
+        assert_eq!(log.log_end_offset(), 5);
+        // Epoch 4 wrote data and is back; epoch 6 wrote nothing and its
+        // replica leads it no more.
+        assert_eq!(log.leader_epoch_entries(), vec![(1, 0), (4, 3)]);
+        assert_eq!(log.end_offset_for_epoch(1), Some((1, 3)));
     }
 
     /// A batch whose base offset (not covered by the CRC) is near i64::MAX

@@ -144,6 +144,10 @@ pub(crate) fn scan_batches(
     Ok(ScanEnd::Complete)
 }
 
+/// Where each leader epoch first appears in a segment's batches:
+/// `(epoch, base offset)`, epochs ascending.
+pub(crate) type EpochStarts = Vec<(i32, i64)>;
+
 /// One segment of a partition log.
 #[derive(Debug)]
 pub(crate) struct LogSegment {
@@ -220,7 +224,7 @@ impl LogSegment {
         min_offset: i64,
         index_interval: u64,
         now_ms: i64,
-    ) -> Result<(Self, u64), StorageError> {
+    ) -> Result<(Self, u64, EpochStarts), StorageError> {
         let log_path = file_path(dir, base_offset, LOG_SUFFIX, "");
         let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
         let size = log.metadata()?.len();
@@ -283,10 +287,10 @@ impl LogSegment {
                 }
             }
         }
-        let truncated = if needs_recovery {
+        let (truncated, epochs) = if needs_recovery {
             segment.recover(min_offset, index_interval)?
         } else {
-            0
+            (0, Vec::new())
         };
         if segment.size > 0 {
             // Kafka's `rollingBasedTimestamp`: the first batch's timestamp.
@@ -299,7 +303,7 @@ impl LogSegment {
                 .map_or(-1, |h| h.max_timestamp);
             segment.rolling_base_ms = Some(if first_ts >= 0 { first_ts } else { now_ms });
         }
-        Ok((segment, truncated))
+        Ok((segment, truncated, epochs))
     }
 
     /// Recomputes the end offset and max timestamp from the time index's last
@@ -347,13 +351,16 @@ impl LogSegment {
     }
 
     /// Validates every batch, truncates at the first bad one and rebuilds the
-    /// indexes. Returns the number of bytes cut off.
+    /// indexes. Returns the number of bytes cut off, and where each leader
+    /// epoch first appears in the valid batches (epochs ascending), so the
+    /// leader epoch cache can be rebuilt for data it was not flushed with.
     pub(crate) fn recover(
         &mut self,
         min_offset: i64,
         index_interval: u64,
-    ) -> Result<u64, StorageError> {
+    ) -> Result<(u64, EpochStarts), StorageError> {
         let base = self.base_offset;
+        let mut epochs: Vec<(i32, i64)> = Vec::new();
         let mut offset_entries = Vec::new();
         let mut time_entries: Vec<TimeEntry> = Vec::new();
         let mut since_last = 0u64;
@@ -393,6 +400,13 @@ impl LogSegment {
                 since_last += h.total_size() as u64;
                 next = h.next_offset();
                 valid_end = pos + h.total_size() as u64;
+                if h.partition_leader_epoch >= 0
+                    && epochs
+                        .last()
+                        .is_none_or(|(e, _)| h.partition_leader_epoch > *e)
+                {
+                    epochs.push((h.partition_leader_epoch, h.base_offset));
+                }
                 Ok(true)
             },
         )?;
@@ -424,7 +438,7 @@ impl LogSegment {
         self.next_offset = next;
         self.bytes_since_last_index_entry = since_last;
         self.dirty = true;
-        Ok(truncated)
+        Ok((truncated, epochs))
     }
 
     pub(crate) fn base_offset(&self) -> i64 {

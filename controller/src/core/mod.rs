@@ -129,6 +129,7 @@ impl ControllerCore {
             Event::TopicConfigChanged { topic, configs } => self.on_config_changed(topic, configs),
             Event::DeleteTopic { topic } => self.on_delete_topic(topic),
             Event::AlterPartition(request) => self.on_alter_partition(request),
+            Event::AlterPartitions(requests) => self.on_alter_partitions(requests),
             Event::ReassignPartition {
                 topic,
                 partition,

@@ -23,6 +23,26 @@ impl ControllerCore {
         });
     }
 
+    /// A batch of proposals: each is checked and applied in turn (a later
+    /// one sees the earlier ones' effects), and their replies come back as
+    /// one.
+    pub(super) fn on_alter_partitions(&mut self, requests: Vec<AlterPartitionRequest>) {
+        let start = self.out.notices.len();
+        for request in requests {
+            self.on_alter_partition(request);
+        }
+        let mut replies = Vec::new();
+        let mut rest = Vec::new();
+        for c in self.out.notices.drain(start..) {
+            match c {
+                crate::command::Command::Reply(r @ Reply::AlterPartition { .. }) => replies.push(r),
+                other => rest.push(other),
+            }
+        }
+        self.out.notices.extend(rest);
+        self.reply(Reply::AlterPartitions(replies));
+    }
+
     /// Kafka's AlterPartition checks, in its order: the broker's
     /// registration, the partition, leadership and leader epoch, the
     /// partition epoch, then the proposed ISR.

@@ -15,6 +15,7 @@ mod config_wire;
 mod security_wire;
 pub mod session;
 pub mod tls;
+mod view_wire;
 pub mod wire;
 
 pub use session::{drive_session, maintain_session, SessionEnd};

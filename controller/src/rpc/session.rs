@@ -15,7 +15,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::pb::{self, broker_control_client::BrokerControlClient, controller_message, request};
 use super::pb::{BrokerMessage, ControllerMessage};
-use super::wire::{changes_to_pb, event_from_pb, reply_to_pb, view_to_pb};
+use super::wire::{changes_to_pb, event_from_pb, reply_to_pb, view_delta_to_pb, view_to_pb};
 use crate::plane::{BrokerLink, PartitionChange};
 use crate::{ControllerService, Event};
 
@@ -28,15 +28,37 @@ const BROKER_ID_NOT_REGISTERED: i32 = 102;
 struct SessionLink {
     controller: std::sync::Weak<ControllerService>,
     outbound: mpsc::UnboundedSender<ControllerMessage>,
+    /// The version of the last view sent (0: none yet): the next one goes
+    /// as a delta from it when the controller still knows what changed.
+    sent: std::sync::Mutex<u64>,
 }
 
 impl SessionLink {
+    /// Sends the latest view unless the broker has it: the topics changed
+    /// since the last one sent, or the whole view.
     fn send_view(&self) {
-        if let Some(c) = self.controller.upgrade() {
-            let _ = self.outbound.send(ControllerMessage {
-                kind: Some(controller_message::Kind::Metadata(view_to_pb(&c.view()))),
-            });
+        let Some(c) = self.controller.upgrade() else {
+            return;
+        };
+        let mut sent = self.sent.lock().expect("sent lock");
+        let view = c.view();
+        if *sent == view.version {
+            return;
         }
+        let message = match c.topics_changed_between(*sent, view.version) {
+            Some(changed) if *sent != 0 => view_delta_to_pb(&view, *sent, &changed),
+            _ => view_to_pb(&view),
+        };
+        *sent = view.version;
+        let _ = self.outbound.send(ControllerMessage {
+            kind: Some(controller_message::Kind::Metadata(message)),
+        });
+    }
+
+    /// Sends the whole latest view (a broker that registers starts from it).
+    fn send_full_view(&self) {
+        *self.sent.lock().expect("sent lock") = 0;
+        self.send_view();
     }
 }
 
@@ -93,6 +115,7 @@ pub async fn drive_session(
     let link = Arc::new(SessionLink {
         controller: Arc::downgrade(&controller),
         outbound: tx.clone(),
+        sent: std::sync::Mutex::new(0),
     });
     loop {
         tokio::select! {
@@ -157,7 +180,7 @@ pub async fn drive_session(
                     }
                     broker = Some(r.broker_id);
                     controller.attach(r.broker_id, link.clone());
-                    link.send_view();
+                    link.send_full_view();
                 }
                 let Some(id) = broker else {
                     // A request left over from the broker's previous session.

@@ -7,146 +7,13 @@ use super::acl_wire as aw;
 use super::config_wire as cw;
 use super::pb::{self, reply, request};
 use super::security_wire as sw;
+pub use super::view_wire::{apply_view_pb, view_delta_to_pb, view_from_pb, view_to_pb};
+use super::view_wire::{endpoints_from_pb, endpoints_to_pb, uuid_from};
 use crate::plane::PartitionChange;
-use crate::view::{BrokerView, ClusterView, PartitionView, TopicView};
 use crate::{
-    AlterPartitionRequest, BrokerId, ControllerError, DirectoryId, ElectionType, Endpoint, Event,
-    NewTopic, PartitionState, ProducerIdBlock, Reply, TopicId, TopicPartition,
+    AlterPartitionRequest, BrokerId, ControllerError, DirectoryId, ElectionType, Event, NewTopic,
+    PartitionState, ProducerIdBlock, Reply, TopicId, TopicPartition,
 };
-
-fn endpoints_to_pb(endpoints: &[Endpoint]) -> Vec<pb::Endpoint> {
-    endpoints
-        .iter()
-        .map(|e| pb::Endpoint {
-            name: e.name.clone(),
-            host: e.host.clone(),
-            port: e.port as u32,
-        })
-        .collect()
-}
-
-/// Endpoints from the wire; a port out of range drops the entry.
-fn endpoints_from_pb(endpoints: Vec<pb::Endpoint>) -> Vec<Endpoint> {
-    endpoints
-        .into_iter()
-        .filter_map(|e| {
-            Some(Endpoint {
-                name: e.name,
-                host: e.host,
-                port: u16::try_from(e.port).ok()?,
-            })
-        })
-        .collect()
-}
-
-pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
-    pb::MetadataView {
-        cluster_id: v.cluster_id.clone(),
-        controller_id: v.controller_id,
-        brokers: v
-            .brokers
-            .values()
-            .map(|b| pb::BrokerView {
-                id: b.id,
-                host: b.host.clone(),
-                port: b.port as u32,
-                rack: b.rack.clone(),
-                alive: b.alive,
-                storage_lost: b.storage_lost,
-                storage_losses: b.storage_losses,
-                endpoints: endpoints_to_pb(&b.endpoints),
-            })
-            .collect(),
-        topics: v
-            .topics
-            .values()
-            .map(|t| pb::TopicView {
-                name: t.name.clone(),
-                topic_id: t.id.as_bytes().to_vec(),
-                configs: t.configs.clone().into_iter().collect(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| pb::PartitionView {
-                        replicas: p.replicas.clone(),
-                        isr: p.isr.clone(),
-                        leader: p.leader,
-                        leader_epoch: p.leader_epoch,
-                        adding_replicas: p.adding_replicas.clone(),
-                        removing_replicas: p.removing_replicas.clone(),
-                        elr: p.elr.clone(),
-                        ..Default::default()
-                    })
-                    .collect(),
-            })
-            .collect(),
-        scram_credentials: sw::scram_credentials_to_pb(&v.scram_credentials),
-        client_quotas: sw::client_quotas_to_pb(&v.client_quotas),
-        acls: v.acls.iter().map(aw::binding_to_pb).collect(),
-        broker_configs: cw::broker_configs_to_pb(&v.broker_configs),
-    }
-}
-
-pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
-    ClusterView {
-        cluster_id: v.cluster_id,
-        controller_id: v.controller_id,
-        brokers: v
-            .brokers
-            .into_iter()
-            .map(|b| {
-                (
-                    b.id,
-                    BrokerView {
-                        id: b.id,
-                        host: b.host,
-                        port: b.port as u16,
-                        rack: b.rack,
-                        alive: b.alive,
-                        storage_lost: b.storage_lost,
-                        storage_losses: b.storage_losses,
-                        endpoints: endpoints_from_pb(b.endpoints),
-                    },
-                )
-            })
-            .collect(),
-        topics: v
-            .topics
-            .into_iter()
-            .map(|t| {
-                let meta = TopicView {
-                    name: t.name.clone(),
-                    id: uuid_from(&t.topic_id),
-                    configs: t.configs.into_iter().collect(),
-                    partitions: t
-                        .partitions
-                        .into_iter()
-                        .map(|p| PartitionView {
-                            replicas: p.replicas,
-                            isr: p.isr,
-                            leader: p.leader,
-                            leader_epoch: p.leader_epoch,
-                            adding_replicas: p.adding_replicas,
-                            removing_replicas: p.removing_replicas,
-                            elr: p.elr,
-                        })
-                        .collect(),
-                };
-                (t.name, std::sync::Arc::new(meta))
-            })
-            .collect(),
-        topic_names_by_id: Default::default(),
-        scram_credentials: std::sync::Arc::new(sw::scram_credentials_from_pb(v.scram_credentials)),
-        client_quotas: std::sync::Arc::new(sw::client_quotas_from_pb(v.client_quotas)),
-        acls: std::sync::Arc::new(aw::bindings_from_pb(v.acls).into_iter().collect()),
-        broker_configs: std::sync::Arc::new(cw::broker_configs_from_pb(v.broker_configs)),
-    }
-    .index_ids()
-}
-
-fn uuid_from(bytes: &[u8]) -> Uuid {
-    Uuid::from_slice(bytes).unwrap_or(Uuid::nil())
-}
 
 fn topic_id_from(bytes: &[u8]) -> TopicId {
     TopicId(uuid_from(bytes).as_u128())
@@ -279,6 +146,37 @@ pub fn state_from_pb(p: pb::PartitionView) -> PartitionState {
 }
 
 /// The request kind for a broker's event (`None`: not carried over the wire).
+fn alter_to_pb(a: &AlterPartitionRequest) -> pb::AlterPartition {
+    pb::AlterPartition {
+        broker_epoch: a.broker_epoch,
+        topic: a.topic.clone(),
+        topic_id: Uuid::from_u128(a.topic_id.0).as_bytes().to_vec(),
+        partition: a.partition,
+        leader_epoch: a.leader_epoch,
+        partition_epoch: a.partition_epoch,
+        new_isr: a.new_isr.clone(),
+        new_isr_broker_epochs: a
+            .new_isr_broker_epochs
+            .iter()
+            .map(|(b, e)| (*b, *e))
+            .collect(),
+    }
+}
+
+fn alter_from_pb(broker: i32, a: pb::AlterPartition) -> AlterPartitionRequest {
+    AlterPartitionRequest {
+        broker,
+        broker_epoch: a.broker_epoch,
+        topic: a.topic,
+        topic_id: topic_id_from(&a.topic_id),
+        partition: a.partition,
+        leader_epoch: a.leader_epoch,
+        partition_epoch: a.partition_epoch,
+        new_isr: a.new_isr,
+        new_isr_broker_epochs: a.new_isr_broker_epochs.into_iter().collect(),
+    }
+}
+
 pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
     Some(match event {
         Event::BrokerRegistered {
@@ -336,19 +234,9 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
         Event::DeleteTopic { topic } => request::Kind::DeleteTopic(pb::DeleteTopic {
             name: topic.clone(),
         }),
-        Event::AlterPartition(a) => request::Kind::AlterPartition(pb::AlterPartition {
-            broker_epoch: a.broker_epoch,
-            topic: a.topic.clone(),
-            topic_id: Uuid::from_u128(a.topic_id.0).as_bytes().to_vec(),
-            partition: a.partition,
-            leader_epoch: a.leader_epoch,
-            partition_epoch: a.partition_epoch,
-            new_isr: a.new_isr.clone(),
-            new_isr_broker_epochs: a
-                .new_isr_broker_epochs
-                .iter()
-                .map(|(b, e)| (*b, *e))
-                .collect(),
+        Event::AlterPartition(a) => request::Kind::AlterPartition(alter_to_pb(a)),
+        Event::AlterPartitions(items) => request::Kind::AlterPartitions(pb::AlterPartitions {
+            items: items.iter().map(alter_to_pb).collect(),
         }),
         Event::AllocateProducerIds { broker_epoch, .. } => {
             request::Kind::AllocateProducerIds(pb::AllocateProducerIds {
@@ -426,17 +314,13 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             configs: a.configs.into_iter().collect(),
         },
         request::Kind::DeleteTopic(d) => Event::DeleteTopic { topic: d.name },
-        request::Kind::AlterPartition(a) => Event::AlterPartition(AlterPartitionRequest {
-            broker,
-            broker_epoch: a.broker_epoch,
-            topic: a.topic,
-            topic_id: topic_id_from(&a.topic_id),
-            partition: a.partition,
-            leader_epoch: a.leader_epoch,
-            partition_epoch: a.partition_epoch,
-            new_isr: a.new_isr,
-            new_isr_broker_epochs: a.new_isr_broker_epochs.into_iter().collect(),
-        }),
+        request::Kind::AlterPartition(a) => Event::AlterPartition(alter_from_pb(broker, a)),
+        request::Kind::AlterPartitions(a) => Event::AlterPartitions(
+            a.items
+                .into_iter()
+                .map(|a| alter_from_pb(broker, a))
+                .collect(),
+        ),
         request::Kind::AllocateProducerIds(a) => Event::AllocateProducerIds {
             broker,
             broker_epoch: a.broker_epoch,
@@ -497,6 +381,30 @@ pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
                 None
             }
         },
+        Some(Reply::AlterPartitions(replies)) => {
+            Some(reply::Result::AlterPartitions(pb::AlterPartitionResults {
+                results: replies
+                    .into_iter()
+                    .map(|r| match r {
+                        Reply::AlterPartition { result: Ok(s), .. } => pb::AlterPartitionResult {
+                            error_code: 0,
+                            error_message: String::new(),
+                            partition: Some(state_to_pb(&s)),
+                        },
+                        Reply::AlterPartition { result: Err(e), .. } => pb::AlterPartitionResult {
+                            error_code: e.kafka_code() as i32,
+                            error_message: e.to_string(),
+                            partition: None,
+                        },
+                        _ => pb::AlterPartitionResult {
+                            error_code: -1,
+                            error_message: "no answer for this partition".into(),
+                            partition: None,
+                        },
+                    })
+                    .collect(),
+            }))
+        }
         Some(Reply::AllocateProducerIds { result, .. }) => match result {
             Ok(block) => Some(reply::Result::ProducerIds(pb::ProducerIdBlock {
                 first_producer_id: block.first_producer_id,
@@ -601,6 +509,35 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
             topic: topic.clone(),
             result: unit(),
         },
+        Event::AlterPartitions(items) => {
+            let results = match (&r.result, r.error_code) {
+                (Some(reply::Result::AlterPartitions(res)), 0) => res.results.clone(),
+                _ => Vec::new(),
+            };
+            Reply::AlterPartitions(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| Reply::AlterPartition {
+                        broker: a.broker,
+                        topic: a.topic.clone(),
+                        partition: a.partition,
+                        result: match results.get(i) {
+                            Some(pb::AlterPartitionResult {
+                                error_code: 0,
+                                partition: Some(p),
+                                ..
+                            }) => Ok(state_from_pb(p.clone())),
+                            Some(x) => Err(ControllerError::Remote {
+                                code: x.error_code as i16,
+                                message: x.error_message.clone(),
+                            }),
+                            None => Err(err()),
+                        },
+                    })
+                    .collect(),
+            )
+        }
         Event::AlterPartition(a) => Reply::AlterPartition {
             broker: a.broker,
             topic: a.topic.clone(),
@@ -656,7 +593,8 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::view::BrokerView;
+    use crate::view::{BrokerView, ClusterView};
+    use crate::Endpoint;
 
     fn broker(endpoints: Vec<Endpoint>) -> BrokerView {
         BrokerView {

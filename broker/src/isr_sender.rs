@@ -1,0 +1,81 @@
+//! Sending a leader's ISR proposals to the controller, in batches.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use crate::broker::Broker;
+use crate::partition::IsrProposal;
+
+impl Broker {
+    /// Sends ISR proposals to the controller: whatever is queued when the
+    /// previous round trip ends goes in one batch (Kafka's
+    /// AlterPartitionManager does the same), so a broker that comes back
+    /// and catches up on thousands of partitions rejoins their ISRs in a
+    /// few commits, not one per partition.
+    pub(crate) fn spawn_isr_sender(self: &Arc<Self>, mut rx: mpsc::UnboundedReceiver<IsrProposal>) {
+        const MAX_BATCH: usize = 2_000;
+        let me = Arc::downgrade(self);
+        self.spawn(tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let Some(b) = me.upgrade() else { return };
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(p) => batch.push(p),
+                        Err(_) => break,
+                    }
+                }
+                let props = batch.clone();
+                let b2 = b.clone();
+                let results = tokio::task::spawn_blocking(move || {
+                    match b2.metadata.alter_partitions(&props) {
+                        Ok(results) => results,
+                        Err(e) => props.iter().map(|_| Err(e.clone())).collect(),
+                    }
+                })
+                .await;
+                let results = match results {
+                    Ok(r) => r,
+                    Err(e) => {
+                        warn!(error = %e, "ISR change task failed");
+                        for p in &batch {
+                            if let Some(part) = b.replicas.get(&p.topic, p.partition) {
+                                part.complete_isr_change(p.leader_epoch, None);
+                            }
+                        }
+                        continue;
+                    }
+                };
+                for (p, result) in batch.iter().zip(results) {
+                    let Some(part) = b.replicas.get(&p.topic, p.partition) else {
+                        continue;
+                    };
+                    match result {
+                        Ok(state) => {
+                            info!(topic = %p.topic, partition = p.partition, isr = ?state.isr, "ISR changed");
+                            let before = part.isr().len();
+                            if state.isr.len() < before {
+                                b.metrics.isr_shrinks.inc();
+                            } else if state.isr.len() > before {
+                                b.metrics.isr_expands.inc();
+                            }
+                            part.complete_isr_change(
+                                p.leader_epoch,
+                                Some((state.isr, state.partition_epoch)),
+                            );
+                        }
+                        Err(e) => {
+                            let key = format!("isr {} {} {:?}", p.topic, p.partition, e.code);
+                            if let Some(left_out) = b.log_throttle.allow(&key) {
+                                warn!(topic = %p.topic, partition = p.partition, error = %e, left_out, "ISR change refused");
+                            }
+                            part.complete_isr_change(p.leader_epoch, None);
+                        }
+                    }
+                }
+            }
+        }));
+    }
+}

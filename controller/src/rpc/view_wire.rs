@@ -1,0 +1,197 @@
+//! Conversions of the metadata view (whole, and deltas between versions)
+//! to and from the control-plane messages.
+
+use super::acl_wire as aw;
+use super::config_wire as cw;
+use super::pb;
+use super::security_wire as sw;
+use crate::model::Endpoint;
+use crate::view::{BrokerView, ClusterView, PartitionView, TopicView};
+use uuid::Uuid;
+
+pub(super) fn uuid_from(bytes: &[u8]) -> Uuid {
+    Uuid::from_slice(bytes).unwrap_or(Uuid::nil())
+}
+
+pub(super) fn endpoints_to_pb(endpoints: &[Endpoint]) -> Vec<pb::Endpoint> {
+    endpoints
+        .iter()
+        .map(|e| pb::Endpoint {
+            name: e.name.clone(),
+            host: e.host.clone(),
+            port: e.port as u32,
+        })
+        .collect()
+}
+
+/// Endpoints from the wire; a port out of range drops the entry.
+pub(super) fn endpoints_from_pb(endpoints: Vec<pb::Endpoint>) -> Vec<Endpoint> {
+    endpoints
+        .into_iter()
+        .filter_map(|e| {
+            Some(Endpoint {
+                name: e.name,
+                host: e.host,
+                port: u16::try_from(e.port).ok()?,
+            })
+        })
+        .collect()
+}
+
+pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
+    pb::MetadataView {
+        cluster_id: v.cluster_id.clone(),
+        controller_id: v.controller_id,
+        brokers: v
+            .brokers
+            .values()
+            .map(|b| pb::BrokerView {
+                id: b.id,
+                host: b.host.clone(),
+                port: b.port as u32,
+                rack: b.rack.clone(),
+                alive: b.alive,
+                storage_lost: b.storage_lost,
+                storage_losses: b.storage_losses,
+                endpoints: endpoints_to_pb(&b.endpoints),
+            })
+            .collect(),
+        topics: v.topics.values().map(|t| topic_to_pb(t)).collect(),
+        scram_credentials: sw::scram_credentials_to_pb(&v.scram_credentials),
+        client_quotas: sw::client_quotas_to_pb(&v.client_quotas),
+        acls: v.acls.iter().map(aw::binding_to_pb).collect(),
+        broker_configs: cw::broker_configs_to_pb(&v.broker_configs),
+        version: v.version,
+        base_version: 0,
+        deleted_topics: Vec::new(),
+    }
+}
+
+fn topic_to_pb(t: &TopicView) -> pb::TopicView {
+    pb::TopicView {
+        name: t.name.clone(),
+        topic_id: t.id.as_bytes().to_vec(),
+        configs: t.configs.clone().into_iter().collect(),
+        partitions: t
+            .partitions
+            .iter()
+            .map(|p| pb::PartitionView {
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+                adding_replicas: p.adding_replicas.clone(),
+                removing_replicas: p.removing_replicas.clone(),
+                elr: p.elr.clone(),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+/// `v` as a delta from the view of version `base`: only the topics in
+/// `changed` (those `v` no longer has as deleted), everything else whole.
+pub fn view_delta_to_pb(
+    v: &ClusterView,
+    base: u64,
+    changed: &std::collections::BTreeSet<String>,
+) -> pb::MetadataView {
+    let mut m = view_to_pb(&ClusterView {
+        topics: Default::default(),
+        ..v.clone()
+    });
+    m.base_version = base;
+    for name in changed {
+        match v.topics.get(name) {
+            Some(t) => m.topics.push(topic_to_pb(t)),
+            None => m.deleted_topics.push(name.clone()),
+        }
+    }
+    m
+}
+
+/// The view a message describes, applied to `current` when it is a delta.
+/// A delta from another version than `current`'s is refused (the session
+/// must start again with a whole view).
+pub fn apply_view_pb(
+    current: &ClusterView,
+    mut m: pb::MetadataView,
+) -> Result<ClusterView, String> {
+    let base = m.base_version;
+    if base == 0 {
+        return Ok(view_from_pb(m));
+    }
+    if base != current.version {
+        return Err(format!(
+            "metadata delta from version {base}, but this broker has version {}",
+            current.version
+        ));
+    }
+    let deleted = std::mem::take(&mut m.deleted_topics);
+    let mut next = view_from_pb(m);
+    let mut topics = current.topics.clone();
+    for name in &deleted {
+        topics.remove(name);
+    }
+    topics.append(&mut next.topics);
+    next.topics = topics;
+    Ok(next.index_ids())
+}
+
+pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
+    ClusterView {
+        cluster_id: v.cluster_id,
+        version: v.version,
+        controller_id: v.controller_id,
+        brokers: v
+            .brokers
+            .into_iter()
+            .map(|b| {
+                (
+                    b.id,
+                    BrokerView {
+                        id: b.id,
+                        host: b.host,
+                        port: b.port as u16,
+                        rack: b.rack,
+                        alive: b.alive,
+                        storage_lost: b.storage_lost,
+                        storage_losses: b.storage_losses,
+                        endpoints: endpoints_from_pb(b.endpoints),
+                    },
+                )
+            })
+            .collect(),
+        topics: v
+            .topics
+            .into_iter()
+            .map(|t| {
+                let meta = TopicView {
+                    name: t.name.clone(),
+                    id: uuid_from(&t.topic_id),
+                    configs: t.configs.into_iter().collect(),
+                    partitions: t
+                        .partitions
+                        .into_iter()
+                        .map(|p| PartitionView {
+                            replicas: p.replicas,
+                            isr: p.isr,
+                            leader: p.leader,
+                            leader_epoch: p.leader_epoch,
+                            adding_replicas: p.adding_replicas,
+                            removing_replicas: p.removing_replicas,
+                            elr: p.elr,
+                        })
+                        .collect(),
+                };
+                (t.name, std::sync::Arc::new(meta))
+            })
+            .collect(),
+        topic_names_by_id: Default::default(),
+        scram_credentials: std::sync::Arc::new(sw::scram_credentials_from_pb(v.scram_credentials)),
+        client_quotas: std::sync::Arc::new(sw::client_quotas_from_pb(v.client_quotas)),
+        acls: std::sync::Arc::new(aw::bindings_from_pb(v.acls).into_iter().collect()),
+        broker_configs: std::sync::Arc::new(cw::broker_configs_from_pb(v.broker_configs)),
+    }
+    .index_ids()
+}

@@ -1,0 +1,348 @@
+//! [`BlobStore`] in ConfigMaps: the controller's metadata log on the
+//! `kubernetes` platform (`docs/metadata-store.md`).
+//!
+//! - The **head** is the ConfigMap `<cluster>-controller`, key `head.json`,
+//!   replaced with a `resourceVersion` precondition: a second writer (a
+//!   stale operator replica) gets a conflict instead of overwriting newer
+//!   state, and its blobs are never named by a head.
+//! - Each **blob** is a ConfigMap `<cluster>-controller-<blob>` (key
+//!   `records.jsonl`, well under the 1 MiB object limit), created once and
+//!   labelled with the cluster and `component=metadata`, so the unused ones
+//!   can be listed and deleted.
+//! - An older Skein's whole image (key `cluster-metadata.json` of the head
+//!   ConfigMap) is read once and replaced by a snapshot.
+//!
+//! Every object is owned by the KafkaCluster, so they go with it. Requests
+//! run on a thread of their own with its own client, so the controller's
+//! synchronous calls never wait on the runtime they are called from.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::{Client, ResourceExt};
+use skein_controller::{BlobStore, StoreLimits};
+
+use crate::build::labels;
+
+/// Key of the head in the controller ConfigMap.
+pub const HEAD_KEY: &str = "head.json";
+/// Key of an older Skein's whole image in the same ConfigMap.
+pub const LEGACY_KEY: &str = "cluster-metadata.json";
+/// Key of a blob's records.
+pub const BLOB_KEY: &str = "records.jsonl";
+/// `app.kubernetes.io/component` of the blob ConfigMaps.
+pub const COMPONENT: &str = "metadata";
+
+/// Name of the ConfigMap holding a cluster's metadata head.
+pub fn metadata_config_map(cluster: &str) -> String {
+    format!("{cluster}-controller")
+}
+
+enum Op {
+    ReadHead,
+    WriteHead(Vec<u8>, Option<String>),
+    ReadBlob(String),
+    WriteBlob(String, Vec<u8>),
+    DeleteBlob(String),
+    ListBlobs,
+    ReadLegacy,
+}
+
+enum Done {
+    Head(Option<(Vec<u8>, String)>),
+    Version(String),
+    Bytes(Option<Vec<u8>>),
+    Unit,
+    Names(Vec<String>),
+}
+
+type Request = (Op, std::sync::mpsc::Sender<io::Result<Done>>);
+
+/// The metadata log's objects of one KafkaCluster.
+pub struct ConfigMapBlobStore {
+    cluster: String,
+    namespace: String,
+    tx: tokio::sync::mpsc::UnboundedSender<Request>,
+}
+
+struct Worker {
+    api: Api<ConfigMap>,
+    namespace: String,
+    cluster: String,
+    owner: Option<OwnerReference>,
+    /// The head ConfigMap's version when it exists without a head (an
+    /// older Skein's image): the first head replaces it.
+    bare_version: Option<String>,
+}
+
+impl ConfigMapBlobStore {
+    /// Starts the request thread for the cluster's objects.
+    pub fn start(
+        config: kube::Config,
+        namespace: &str,
+        cluster: &str,
+        owner: Option<OwnerReference>,
+    ) -> io::Result<Self> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Request>();
+        let (ns, name) = (namespace.to_string(), cluster.to_string());
+        std::thread::Builder::new()
+            .name(format!("metadata-{cluster}"))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("metadata store runtime");
+                rt.block_on(async move {
+                    let client = match Client::try_from(config) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            while let Some((_, reply)) = rx.recv().await {
+                                let _ = reply.send(Err(io::Error::other(format!(
+                                    "no Kubernetes client: {e}"
+                                ))));
+                            }
+                            return;
+                        }
+                    };
+                    let mut worker = Worker {
+                        api: Api::namespaced(client, &ns),
+                        namespace: ns,
+                        cluster: name,
+                        owner,
+                        bare_version: None,
+                    };
+                    while let Some((op, reply)) = rx.recv().await {
+                        let _ = reply.send(worker.run(op).await);
+                    }
+                });
+            })?;
+        Ok(Self {
+            cluster: cluster.to_string(),
+            namespace: namespace.to_string(),
+            tx,
+        })
+    }
+
+    fn call(&self, op: Op) -> io::Result<Done> {
+        let (reply, wait) = std::sync::mpsc::channel();
+        self.tx
+            .send((op, reply))
+            .map_err(|_| io::Error::other("metadata store thread stopped"))?;
+        wait.recv_timeout(Duration::from_secs(30))
+            .map_err(|_| io::Error::other("the API server did not answer in 30 s"))?
+    }
+}
+
+fn unexpected() -> io::Error {
+    io::Error::other("metadata store: unexpected answer")
+}
+
+impl BlobStore for ConfigMapBlobStore {
+    fn read_head(&self) -> io::Result<Option<(Vec<u8>, String)>> {
+        match self.call(Op::ReadHead)? {
+            Done::Head(h) => Ok(h),
+            _ => Err(unexpected()),
+        }
+    }
+    fn write_head(&self, bytes: &[u8], expected: Option<&str>) -> io::Result<String> {
+        match self.call(Op::WriteHead(bytes.to_vec(), expected.map(str::to_string)))? {
+            Done::Version(v) => Ok(v),
+            _ => Err(unexpected()),
+        }
+    }
+    fn read_blob(&self, name: &str) -> io::Result<Vec<u8>> {
+        match self.call(Op::ReadBlob(name.to_string()))? {
+            Done::Bytes(Some(b)) => Ok(b),
+            Done::Bytes(None) => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("metadata blob {name} is missing"),
+            )),
+            _ => Err(unexpected()),
+        }
+    }
+    fn write_blob(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.call(Op::WriteBlob(name.to_string(), bytes.to_vec()))
+            .map(|_| ())
+    }
+    fn delete_blob(&self, name: &str) -> io::Result<()> {
+        self.call(Op::DeleteBlob(name.to_string())).map(|_| ())
+    }
+    fn list_blobs(&self) -> io::Result<Vec<String>> {
+        match self.call(Op::ListBlobs)? {
+            Done::Names(n) => Ok(n),
+            _ => Err(unexpected()),
+        }
+    }
+    fn read_legacy_image(&self) -> io::Result<Option<Vec<u8>>> {
+        match self.call(Op::ReadLegacy)? {
+            Done::Bytes(b) => Ok(b),
+            _ => Err(unexpected()),
+        }
+    }
+    fn limits(&self) -> StoreLimits {
+        StoreLimits {
+            // A ConfigMap holds at most 1 MiB; stay well under it.
+            max_blob_bytes: 768 << 10,
+            max_tail_bytes: 128 << 10,
+            min_snapshot_interval_bytes: 4 << 20,
+            max_log_blobs: 64,
+        }
+    }
+    fn describe(&self) -> String {
+        format!(
+            "ConfigMap {}/{}",
+            self.namespace,
+            metadata_config_map(&self.cluster)
+        )
+    }
+}
+
+impl Worker {
+    fn head_name(&self) -> String {
+        metadata_config_map(&self.cluster)
+    }
+
+    fn blob_name(&self, blob: &str) -> String {
+        format!("{}-{blob}", self.head_name())
+    }
+
+    fn error(&self, what: &str, e: kube::Error) -> io::Error {
+        match e {
+            kube::Error::Api(e) if e.code == 409 => io::Error::other(format!(
+                "{what} in {} was changed by another writer (is a second operator active?): {}",
+                self.namespace, e.message
+            )),
+            e => io::Error::other(format!("{what} in {}: {e}", self.namespace)),
+        }
+    }
+
+    fn object(&self, name: String, component: Option<&str>, key: &str, text: String) -> ConfigMap {
+        let mut l = BTreeMap::from([
+            (labels::MANAGED_BY.to_string(), labels::OPERATOR.to_string()),
+            (labels::NAME.to_string(), labels::APP_NAME.to_string()),
+            (labels::INSTANCE.to_string(), self.cluster.clone()),
+        ]);
+        if let Some(c) = component {
+            l.insert(labels::COMPONENT.to_string(), c.to_string());
+        }
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(l),
+                owner_references: self.owner.clone().map(|o| vec![o]),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([(key.to_string(), text)])),
+            ..ConfigMap::default()
+        }
+    }
+
+    async fn run(&mut self, op: Op) -> io::Result<Done> {
+        let head = self.head_name();
+        match op {
+            Op::ReadHead | Op::ReadLegacy => {
+                let legacy = matches!(op, Op::ReadLegacy);
+                let cm = self
+                    .api
+                    .get_opt(&head)
+                    .await
+                    .map_err(|e| self.error(&head, e))?;
+                let Some(cm) = cm else {
+                    return Ok(if legacy {
+                        Done::Bytes(None)
+                    } else {
+                        Done::Head(None)
+                    });
+                };
+                let version = cm.resource_version().unwrap_or_default();
+                let value = |key: &str| {
+                    cm.data
+                        .as_ref()
+                        .and_then(|d| d.get(key))
+                        .map(|s| s.clone().into_bytes())
+                };
+                if legacy {
+                    return Ok(Done::Bytes(value(LEGACY_KEY)));
+                }
+                let found = value(HEAD_KEY);
+                if found.is_none() {
+                    self.bare_version = Some(version.clone());
+                }
+                Ok(Done::Head(found.map(|b| (b, version))))
+            }
+            Op::WriteHead(bytes, expected) => {
+                let text = String::from_utf8(bytes).map_err(io::Error::other)?;
+                let mut cm = self.object(head.clone(), None, HEAD_KEY, text);
+                let version = expected.or_else(|| self.bare_version.clone());
+                let pp = PostParams::default();
+                let written = match version {
+                    Some(v) => {
+                        cm.metadata.resource_version = Some(v);
+                        self.api.replace(&head, &pp, &cm).await
+                    }
+                    None => self.api.create(&pp, &cm).await,
+                }
+                .map_err(|e| self.error(&head, e))?;
+                self.bare_version = None;
+                Ok(Done::Version(
+                    written.resource_version().unwrap_or_default(),
+                ))
+            }
+            Op::ReadBlob(blob) => {
+                let name = self.blob_name(&blob);
+                let cm = self
+                    .api
+                    .get_opt(&name)
+                    .await
+                    .map_err(|e| self.error(&name, e))?;
+                Ok(Done::Bytes(cm.and_then(|cm| {
+                    cm.data?.remove(BLOB_KEY).map(String::into_bytes)
+                })))
+            }
+            Op::WriteBlob(blob, bytes) => {
+                let name = self.blob_name(&blob);
+                let text = String::from_utf8(bytes).map_err(io::Error::other)?;
+                let cm = self.object(name.clone(), Some(COMPONENT), BLOB_KEY, text);
+                self.api
+                    .create(&PostParams::default(), &cm)
+                    .await
+                    .map_err(|e| self.error(&name, e))?;
+                Ok(Done::Unit)
+            }
+            Op::DeleteBlob(blob) => {
+                let name = self.blob_name(&blob);
+                match self.api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => Ok(Done::Unit),
+                    Err(kube::Error::Api(e)) if e.code == 404 => Ok(Done::Unit),
+                    Err(e) => Err(self.error(&name, e)),
+                }
+            }
+            Op::ListBlobs => {
+                let lp = ListParams::default().labels(&format!(
+                    "{}={},{}={COMPONENT}",
+                    labels::INSTANCE,
+                    self.cluster,
+                    labels::COMPONENT
+                ));
+                let list = self
+                    .api
+                    .list_metadata(&lp)
+                    .await
+                    .map_err(|e| self.error("metadata blobs", e))?;
+                let prefix = format!("{head}-");
+                Ok(Done::Names(
+                    list.items
+                        .iter()
+                        .filter_map(|o| o.metadata.name.as_deref()?.strip_prefix(&prefix))
+                        .map(str::to_string)
+                        .collect(),
+                ))
+            }
+        }
+    }
+}
