@@ -284,6 +284,7 @@ impl Broker {
         // once per partition, so applying it stays linear in its size.
         let image = self.metadata.image();
         let mut topics: BTreeMap<String, Result<HostedTopic<'_>, ApiError>> = BTreeMap::new();
+        self.open_new_logs(&image, &mut topics, &changes, now);
         for change in changes {
             let result = match change {
                 PartitionChange::Leader {
@@ -336,6 +337,71 @@ impl Broker {
                 warn!(error = %e, "cannot apply the controller's instruction");
             }
         }
+    }
+
+    /// Opens (recovers) on several threads the logs that `changes` give
+    /// this broker for the first time — every hosted partition when it
+    /// starts, thousands at a large CreateTopics — so that the changes,
+    /// applied in order afterwards, find them open. A partition the batch
+    /// also stops is left to the ordered pass. A log that fails to open here
+    /// is tried again, and its error reported, by that pass.
+    fn open_new_logs<'a>(
+        &self,
+        image: &'a ClusterView,
+        topics: &mut BTreeMap<String, Result<HostedTopic<'a>, ApiError>>,
+        changes: &[PartitionChange],
+        now: i64,
+    ) {
+        const OPEN_THREADS: usize = 8;
+        let stopped: std::collections::BTreeSet<(&str, i32)> = changes
+            .iter()
+            .filter_map(|c| match c {
+                PartitionChange::Stop {
+                    topic, partition, ..
+                } => Some((topic.as_str(), *partition)),
+                _ => None,
+            })
+            .collect();
+        let mut new: Vec<(&str, i32)> = changes
+            .iter()
+            .filter_map(|c| match c {
+                PartitionChange::Leader {
+                    topic, partition, ..
+                }
+                | PartitionChange::Follower {
+                    topic, partition, ..
+                } => Some((topic.as_str(), *partition)),
+                PartitionChange::Stop { .. } => None,
+            })
+            .filter(|k| !stopped.contains(k) && self.replicas.get(k.0, k.1).is_none())
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        if new.len() < 2 {
+            return;
+        }
+        for (topic, _) in &new {
+            if !topics.contains_key(*topic) {
+                let resolved = self.resolve_topic(image, topic);
+                topics.insert(topic.to_string(), resolved);
+            }
+        }
+        let topics = &*topics;
+        let queue = Mutex::new(new);
+        std::thread::scope(|s| {
+            for _ in 0..OPEN_THREADS {
+                s.spawn(|| loop {
+                    let Some((topic, partition)) = queue.lock().expect("open queue").pop() else {
+                        return;
+                    };
+                    if let Some(Ok(t)) = topics.get(topic) {
+                        let _ = self
+                            .replicas
+                            .open_partition(t.meta, partition, &t.log_config, now);
+                    }
+                });
+            }
+        });
     }
 
     /// The replica of `topic`-`partition`, opened with the topic's configs;

@@ -465,16 +465,22 @@ impl MetadataStore {
         )
     }
 
-    /// ElectLeaders for one partition: the preferred replica if it is in
-    /// sync, or (`unclean`) any live replica of an offline partition.
-    /// Returns the new leader.
-    pub fn elect_leader(
+    /// ElectLeaders for many partitions in one controller request and one
+    /// commit: the preferred replica of each if it is in sync, or
+    /// (`unclean`) any live replica of an offline partition. Returns each
+    /// partition's new leader or error, in order.
+    pub fn elect_leaders(
         &self,
-        topic: &str,
-        partition: i32,
+        partitions: &[(String, u32)],
         unclean: bool,
-    ) -> Result<i32, ApiError> {
-        request(
+    ) -> Result<Vec<Result<i32, ApiError>>, ApiError> {
+        let no_answer = || {
+            ApiError::new(
+                ResponseError::UnknownServerError,
+                "no answer for this partition".to_string(),
+            )
+        };
+        let replies = request(
             self.controller.as_ref(),
             Event::ElectLeaders {
                 election: if unclean {
@@ -482,16 +488,25 @@ impl MetadataStore {
                 } else {
                     ElectionType::Preferred
                 },
-                partitions: vec![skein_controller::TopicPartition::new(
-                    topic,
-                    partition.max(0) as u32,
-                )],
+                partitions: partitions
+                    .iter()
+                    .map(|(t, p)| skein_controller::TopicPartition::new(t, *p))
+                    .collect(),
             },
             |r| match r {
-                Reply::ElectLeader { result, .. } => Some(result),
+                Reply::ElectLeaders(replies) => Some(Ok(replies)),
                 _ => None,
             },
-        )
+        )?;
+        let mut results: Vec<Result<i32, ApiError>> = replies
+            .into_iter()
+            .map(|r| match r {
+                Reply::ElectLeader { result, .. } => result.map_err(ApiError::from),
+                _ => Err(no_answer()),
+            })
+            .collect();
+        results.resize_with(partitions.len(), || Err(no_answer()));
+        Ok(results)
     }
 
     /// Hands out the next producer id from a block the controller allocated

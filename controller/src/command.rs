@@ -158,6 +158,9 @@ pub enum Reply {
         topic: String,
         result: Result<u32, ControllerError>,
     },
+    /// The result of each partition of an `ElectLeaders` event, in order
+    /// (each a [`Reply::ElectLeader`]): one reply, one commit for all.
+    ElectLeaders(Vec<Reply>),
     /// The new leader.
     ElectLeader {
         topic: String,

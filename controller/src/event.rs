@@ -81,7 +81,9 @@ pub enum Event {
         topic: String,
         replication_factor: u16,
     },
-    /// `ElectLeaders` for the given partitions.
+    /// `ElectLeaders` for the given partitions: every election is
+    /// committed as one batch and answered with one
+    /// [`crate::Reply::ElectLeaders`].
     ElectLeaders {
         election: ElectionType,
         partitions: Vec<TopicPartition>,

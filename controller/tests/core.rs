@@ -41,6 +41,14 @@ fn alter_result(commands: &[Command]) -> Result<skein_controller::PartitionState
     }
 }
 
+/// The one result of an `ElectLeaders` event for one partition.
+fn elected(commands: &[Command]) -> Reply {
+    match reply(commands) {
+        Reply::ElectLeaders(mut results) if results.len() == 1 => results.remove(0),
+        other => panic!("{other:?}"),
+    }
+}
+
 fn lose(core: &mut ControllerCore, broker: i32) -> Vec<Command> {
     core.handle(Event::BrokerLost { broker }, 0)
 }
@@ -383,7 +391,7 @@ fn elect_leaders_unclean_overrides_topic_config() {
         0,
     );
     assert!(matches!(
-        reply(&commands),
+        elected(&commands),
         Reply::ElectLeader { result: Ok(2), .. }
     ));
     assert!(commands
@@ -397,7 +405,7 @@ fn elect_leaders_unclean_overrides_topic_config() {
         0,
     );
     assert!(matches!(
-        reply(&commands),
+        elected(&commands),
         Reply::ElectLeader {
             result: Err(ControllerError::ElectionNotNeeded),
             ..
@@ -465,10 +473,78 @@ fn no_automatic_rebalance_when_disabled_but_elect_leaders_works() {
         500,
     );
     assert!(matches!(
-        reply(&commands),
+        elected(&commands),
         Reply::ElectLeader { result: Ok(1), .. }
     ));
     assert_eq!(core.partition("t", 0).unwrap().leader, 1);
+}
+
+#[test]
+fn elect_leaders_for_many_partitions_is_one_reply_in_order() {
+    let config = ControllerConfig {
+        auto_leader_rebalance_enable: false,
+        ..test_config()
+    };
+    let mut core = ControllerCore::new(config);
+    for b in 1..=2 {
+        core.handle(register(b, None), 0);
+    }
+    create(&mut core, "t", 1, 4, 2);
+    lose(&mut core, 1);
+    core.handle(register(1, None), 0);
+    for p in 0..4 {
+        let isr = core.partition("t", p).unwrap().replicas.clone();
+        core.handle(propose_isr(&core, "t", p, &isr), 0);
+    }
+    // Partitions whose preferred replica (1) lost leadership move back;
+    // the others need no election; an unknown partition is refused.
+    let moved: Vec<u32> = (0..4)
+        .filter(|&p| {
+            let s = core.partition("t", p).unwrap();
+            s.leader != s.replicas[0]
+        })
+        .collect();
+    assert!(!moved.is_empty() && moved.len() < 4, "{moved:?}");
+    let mut asked: Vec<TopicPartition> = (0..4).map(|p| TopicPartition::new("t", p)).collect();
+    asked.push(TopicPartition::new("t", 9));
+    let commands = core.handle(
+        Event::ElectLeaders {
+            election: ElectionType::Preferred,
+            partitions: asked,
+        },
+        500,
+    );
+    let Reply::ElectLeaders(results) = reply(&commands) else {
+        panic!("one batch reply wanted: {commands:#?}");
+    };
+    let got: Vec<(u32, Result<i32, ControllerError>)> = results
+        .into_iter()
+        .map(|r| match r {
+            Reply::ElectLeader {
+                partition, result, ..
+            } => (partition, result),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let mut wanted: Vec<(u32, Result<i32, ControllerError>)> = (0..4)
+        .map(|p| {
+            if moved.contains(&p) {
+                (p, Ok(1))
+            } else {
+                (p, Err(ControllerError::ElectionNotNeeded))
+            }
+        })
+        .collect();
+    wanted.push((9, Err(ControllerError::UnknownTopicOrPartition)));
+    assert_eq!(got, wanted);
+    for p in 0..4 {
+        let told = leaders_told(&commands, "t", p);
+        assert_eq!(told, if moved.contains(&p) { vec![1] } else { vec![] });
+        assert_eq!(
+            core.partition("t", p).unwrap().leader,
+            core.partition("t", p).unwrap().replicas[0]
+        );
+    }
 }
 
 // ----- ISR proposals (AlterPartition) ----------------------------------------------

@@ -520,9 +520,20 @@ impl Sim {
     }
 
     fn elect_leaders(&mut self) -> Result<(), String> {
-        let Some((topic, partition)) = self.rng.pick(&self.partitions()) else {
+        let all = self.partitions();
+        if all.is_empty() {
             return Ok(());
-        };
+        }
+        // One to four partitions per request, an unknown one now and then.
+        let mut partitions = Vec::new();
+        for _ in 0..1 + self.rng.below(4) {
+            if let Some((topic, partition)) = self.rng.pick(&all) {
+                partitions.push(TopicPartition::new(topic, partition));
+            }
+        }
+        if self.rng.chance(10) {
+            partitions.push(TopicPartition::new("no-such-topic", 0));
+        }
         let (election, intent) = if self.rng.chance(70) {
             (ElectionType::Preferred, Intent::Other)
         } else {
@@ -531,7 +542,7 @@ impl Sim {
         self.apply(
             Event::ElectLeaders {
                 election,
-                partitions: vec![TopicPartition::new(topic, partition)],
+                partitions,
             },
             intent,
         )?;
@@ -732,7 +743,6 @@ impl Sim {
             .count();
         let wanted = match event {
             Event::BrokerLost { .. } | Event::Tick => 0,
-            Event::ElectLeaders { partitions, .. } => partitions.len(),
             _ => 1,
         };
         if replies != wanted {

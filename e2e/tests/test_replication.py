@@ -9,6 +9,7 @@ partition whose every in-sync replica is gone goes offline instead of electing a
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -509,3 +510,42 @@ def test_followers_fetch_through_incremental_sessions(cluster, topic):
     got = consume_all(cluster, topic, 12)
     values = sorted(v for recs in got.values() for _, v in recs)
     assert values == [f"rec-{i:08d}".encode() for i in range(900)]
+
+
+def test_kafka_leader_election_moves_every_partition_back_to_its_preferred_replica(cluster, topic):
+    """Kafka's kafka-leader-election --all-topic-partitions after a broker's loss and return:
+    every partition the broker had led goes back to it (its preferred replica) in one command —
+    the broker asks the controller for them in batches, not one round trip per partition — and
+    the tool reports each one it moved. Asked again, nothing needs an election."""
+    partitions = 60
+    create_topic(cluster, topic, partitions)
+    wait_in_sync(cluster, topic)
+    victim = 1
+    # The assignment's first replica, in Metadata's order (describe() sorts the replicas).
+    md = admin_client(cluster).list_topics(topic, timeout=10).topics[topic]
+    preferred = {p.id: list(p.replicas)[0] for p in md.partitions.values()}
+    theirs = sorted(p for p, b in preferred.items() if b == victim)
+    assert theirs, preferred
+    cluster.signal_broker(victim, signal.SIGKILL)
+    util.wait_until(lambda: all(s["leader"] not in (victim, -1) for s in describe(cluster, topic, [2, 3]).values()),
+                    60, f"no partition led by broker {victim}")
+    util.wait_until(lambda: cluster.broker_pid(victim) is not None, 60, f"broker {victim} restarted")
+    wait_in_sync(cluster, topic)
+    assert all(describe(cluster, topic)[p]["leader"] != victim for p in theirs), "moved back before asked"
+
+    tool = "org.apache.kafka.tools.LeaderElectionCommand"
+    r = util.kafka_tool(tool, "--bootstrap-server", cluster.bootstrap, "--election-type", "PREFERRED",
+                        "--all-topic-partitions", check=False)
+    out = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+    assert r.returncode == 0, out
+    assert "Successfully completed leader election (PREFERRED)" in out, out
+    reported = set(re.findall(re.escape(topic) + r"-(\d+)", out))
+    assert reported == {str(p) for p in theirs}, f"moved {sorted(theirs)}, reported:\n{out}"
+    state = describe(cluster, topic)
+    assert {p: s["leader"] for p, s in state.items()} == preferred
+
+    again = util.kafka_tool(tool, "--bootstrap-server", cluster.bootstrap, "--election-type", "PREFERRED",
+                            "--all-topic-partitions", check=False)
+    out = again.stdout.decode(errors="replace") + again.stderr.decode(errors="replace")
+    assert again.returncode == 0, out
+    assert f"{topic}-" not in out, f"partitions elected again:\n{out}"

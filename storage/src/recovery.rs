@@ -250,7 +250,11 @@ impl Log {
         // Whatever recovery read back is now made durable, so the recovery
         // point can move to the end.
         log.flush()?;
-        checkpoint::write(&log.dir.join(LOG_START_OFFSET_FILE), log.log_start_offset)?;
+        // (After a clean stop the stored start offset is usually the one in
+        // force: it is not written, and fsynced, again.)
+        if start_checkpoint != Some(log.log_start_offset) {
+            checkpoint::write(&log.dir.join(LOG_START_OFFSET_FILE), log.log_start_offset)?;
+        }
         if clean {
             fs::remove_file(&marker)?;
             sync_dir(&log.dir)?;

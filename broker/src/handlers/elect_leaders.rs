@@ -1,7 +1,9 @@
 //! ElectLeaders (KIP-460, `kafka-leader-election`): move leadership back to
 //! the preferred replica, or give an offline partition a leader from outside
 //! its ISR and eligible leader replicas (unclean: records may be lost). The
-//! controller decides; this handler asks it once per partition.
+//! controller decides: this handler asks it for up to [`BATCH`] partitions
+//! per request, each batch committed as one (a whole-cluster preferred
+//! election is a handful of round trips, not one per partition).
 
 use std::sync::Arc;
 
@@ -14,6 +16,10 @@ use skein_controller::acls::AclOperation;
 use super::strb;
 use crate::authorizer::{cluster_denied, Authz};
 use crate::broker::Broker;
+use crate::error::ApiError;
+
+/// Partitions per controller request.
+const BATCH: usize = 5_000;
 
 /// Kafka's `ElectionType` codes.
 const PREFERRED: i8 = 0;
@@ -43,24 +49,50 @@ pub fn handle(broker: &Arc<Broker>, req: ElectLeadersRequest) -> ElectLeadersRes
     if denied {
         resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
     }
-    for (topic, partitions) in wanted {
-        let mut result = ReplicaElectionResult::default();
-        result.topic = topic.clone();
-        for partition in partitions {
-            let outcome = match req.election_type {
-                _ if denied => Err(cluster_denied()),
-                PREFERRED | UNCLEAN => broker
-                    .metadata
-                    .elect_leader(&topic.0, partition, req.election_type == UNCLEAN)
-                    .map(|_| ()),
-                other => Err(crate::error::ApiError::new(
+    // Every partition's outcome, in the request's order: refused here, or
+    // asked of the controller in batches below.
+    let mut outcomes: Vec<Vec<Option<Result<(), ApiError>>>> = Vec::new();
+    let mut asked: Vec<(String, u32)> = Vec::new();
+    let mut slots: Vec<(usize, usize)> = Vec::new();
+    for (t, (topic, partitions)) in wanted.iter().enumerate() {
+        let mut row = Vec::with_capacity(partitions.len());
+        for (i, &partition) in partitions.iter().enumerate() {
+            row.push(match req.election_type {
+                _ if denied => Some(Err(cluster_denied())),
+                PREFERRED | UNCLEAN if partition >= 0 => {
+                    asked.push((topic.0.to_string(), partition as u32));
+                    slots.push((t, i));
+                    None
+                }
+                PREFERRED | UNCLEAN => Some(Err(ApiError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("no partition {partition}"),
+                ))),
+                other => Some(Err(ApiError::new(
                     ResponseError::InvalidRequest,
                     format!("unknown election type {other}"),
-                )),
-            };
+                ))),
+            });
+        }
+        outcomes.push(row);
+    }
+    let unclean = req.election_type == UNCLEAN;
+    for (chunk, chunk_slots) in asked.chunks(BATCH).zip(slots.chunks(BATCH)) {
+        let results = match broker.metadata.elect_leaders(chunk, unclean) {
+            Ok(results) => results.into_iter().map(|r| r.map(|_| ())).collect(),
+            Err(e) => vec![Err(e); chunk.len()],
+        };
+        for (&(t, i), result) in chunk_slots.iter().zip(results) {
+            outcomes[t][i] = Some(result);
+        }
+    }
+    for ((topic, partitions), row) in wanted.into_iter().zip(outcomes) {
+        let mut result = ReplicaElectionResult::default();
+        result.topic = topic;
+        for (partition, outcome) in partitions.into_iter().zip(row) {
             let mut p = PartitionResult::default();
             p.partition_id = partition;
-            match outcome {
+            match outcome.expect("every partition has an outcome") {
                 Ok(()) => {}
                 Err(e) if all && e.code == ResponseError::ElectionNotNeeded => continue,
                 Err(e) => {

@@ -180,14 +180,18 @@ impl ControllerCore {
         election: ElectionType,
         partitions: Vec<TopicPartition>,
     ) {
-        for tp in partitions {
-            let result = self.elect(election, &tp);
-            self.reply(Reply::ElectLeader {
-                topic: tp.topic,
-                partition: tp.partition,
-                result,
-            });
-        }
+        let results = partitions
+            .into_iter()
+            .map(|tp| {
+                let result = self.elect(election, &tp);
+                Reply::ElectLeader {
+                    topic: tp.topic,
+                    partition: tp.partition,
+                    result,
+                }
+            })
+            .collect();
+        self.reply(Reply::ElectLeaders(results));
     }
 
     fn elect(

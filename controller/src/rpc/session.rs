@@ -17,7 +17,7 @@ use super::pb::{self, broker_control_client::BrokerControlClient, controller_mes
 use super::pb::{BrokerMessage, ControllerMessage};
 use super::wire::{changes_to_pb, event_from_pb, reply_to_pb, view_delta_to_pb, view_to_pb};
 use crate::plane::{BrokerLink, PartitionChange};
-use crate::{ControllerService, Event};
+use crate::{ControllerService, Event, Reply};
 
 /// Kafka's INCONSISTENT_CLUSTER_ID.
 const INCONSISTENT_CLUSTER_ID: i32 = 104;
@@ -194,6 +194,9 @@ pub async fn drive_session(
                     });
                     continue;
                 };
+                // A broker of the previous version elects one partition per
+                // request and reads one leader back.
+                let single = matches!(kind, request::Kind::ElectLeader(_));
                 let event = event_from_pb(id, kind);
                 let c = controller.clone();
                 let out = tx.clone();
@@ -202,7 +205,13 @@ pub async fn drive_session(
                 // delivered in the controller's order by the link.
                 tokio::task::spawn_blocking(move || {
                     let reply = match c.handle(event) {
-                        Ok(replies) => reply_to_pb(req.id, replies.into_iter().next()),
+                        Ok(replies) => {
+                            let reply = match replies.into_iter().next() {
+                                Some(Reply::ElectLeaders(one)) if single => one.into_iter().next(),
+                                other => other,
+                            };
+                            reply_to_pb(req.id, reply)
+                        }
                         Err(e) => pb::Reply {
                             id: req.id,
                             error_code: e.kafka_code() as i32,

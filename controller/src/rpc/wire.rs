@@ -246,10 +246,15 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
         Event::ElectLeaders {
             election,
             partitions,
-        } if partitions.len() == 1 => request::Kind::ElectLeader(pb::ElectLeader {
-            topic: partitions[0].topic.clone(),
-            partition: partitions[0].partition,
-            unclean: *election == ElectionType::Unclean,
+        } => request::Kind::ElectLeaders(pb::ElectLeaders {
+            items: partitions
+                .iter()
+                .map(|tp| pb::ElectLeader {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    unclean: *election == ElectionType::Unclean,
+                })
+                .collect(),
         }),
         Event::ReassignPartition {
             topic,
@@ -325,6 +330,19 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             broker,
             broker_epoch: a.broker_epoch,
         },
+        request::Kind::ElectLeaders(e) => Event::ElectLeaders {
+            election: if e.items.first().is_some_and(|i| i.unclean) {
+                ElectionType::Unclean
+            } else {
+                ElectionType::Preferred
+            },
+            partitions: e
+                .items
+                .into_iter()
+                .map(|i| TopicPartition::new(i.topic, i.partition))
+                .collect(),
+        },
+        // A broker of the previous version asks for one partition at a time.
         request::Kind::ElectLeader(e) => Event::ElectLeaders {
             election: if e.unclean {
                 ElectionType::Unclean
@@ -400,6 +418,30 @@ pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
                             error_code: -1,
                             error_message: "no answer for this partition".into(),
                             partition: None,
+                        },
+                    })
+                    .collect(),
+            }))
+        }
+        Some(Reply::ElectLeaders(replies)) => {
+            Some(reply::Result::ElectLeaders(pb::ElectLeaderResults {
+                results: replies
+                    .into_iter()
+                    .map(|r| match r {
+                        Reply::ElectLeader { result: Ok(l), .. } => pb::ElectLeaderResult {
+                            error_code: 0,
+                            error_message: String::new(),
+                            leader: l,
+                        },
+                        Reply::ElectLeader { result: Err(e), .. } => pb::ElectLeaderResult {
+                            error_code: e.kafka_code() as i32,
+                            error_message: e.to_string(),
+                            leader: -1,
+                        },
+                        _ => pb::ElectLeaderResult {
+                            error_code: -1,
+                            error_message: "no answer for this partition".into(),
+                            leader: -1,
                         },
                     })
                     .collect(),
@@ -564,14 +606,34 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
             partition: *partition,
             result: unit(),
         },
-        Event::ElectLeaders { partitions, .. } if partitions.len() == 1 => Reply::ElectLeader {
-            topic: partitions[0].topic.clone(),
-            partition: partitions[0].partition,
-            result: match (&r.result, r.error_code) {
-                (Some(reply::Result::Leader(l)), 0) => Ok(*l),
-                _ => Err(err()),
-            },
-        },
+        Event::ElectLeaders { partitions, .. } => {
+            let results = match (&r.result, r.error_code) {
+                (Some(reply::Result::ElectLeaders(res)), 0) => res.results.clone(),
+                _ => Vec::new(),
+            };
+            Reply::ElectLeaders(
+                partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(i, tp)| Reply::ElectLeader {
+                        topic: tp.topic.clone(),
+                        partition: tp.partition,
+                        result: match results.get(i) {
+                            Some(pb::ElectLeaderResult {
+                                error_code: 0,
+                                leader,
+                                ..
+                            }) => Ok(*leader),
+                            Some(x) => Err(ControllerError::Remote {
+                                code: x.error_code as i16,
+                                message: x.error_message.clone(),
+                            }),
+                            None => Err(err()),
+                        },
+                    })
+                    .collect(),
+            )
+        }
         Event::AlterScramCredentials { .. } => Reply::AlterScramCredentials { result: unit() },
         Event::AlterClientQuotas { .. } => Reply::AlterClientQuotas { result: unit() },
         Event::AlterBrokerConfigs { .. } => Reply::AlterBrokerConfigs { result: unit() },
@@ -688,5 +750,54 @@ mod tests {
             assignment: None,
         };
         assert_eq!(event_from_pb(1, event_to_pb(&placed).unwrap()), placed);
+    }
+
+    #[test]
+    fn elect_leaders_cross_the_wire_as_one_request_and_one_reply() {
+        let tps = vec![TopicPartition::new("a", 0), TopicPartition::new("b", 3)];
+        let elect = Event::ElectLeaders {
+            election: ElectionType::Unclean,
+            partitions: tps.clone(),
+        };
+        let kind = event_to_pb(&elect).expect("sent by brokers");
+        assert!(matches!(&kind, request::Kind::ElectLeaders(e) if e.items.len() == 2));
+        assert_eq!(event_from_pb(1, kind), elect);
+        let answer = Reply::ElectLeaders(vec![
+            Reply::ElectLeader {
+                topic: "a".into(),
+                partition: 0,
+                result: Ok(2),
+            },
+            Reply::ElectLeader {
+                topic: "b".into(),
+                partition: 3,
+                result: Err(ControllerError::ElectionNotNeeded),
+            },
+        ]);
+        let Reply::ElectLeaders(back) = reply_from_pb(&elect, reply_to_pb(9, Some(answer))) else {
+            panic!("one batch reply");
+        };
+        assert!(matches!(back[0], Reply::ElectLeader { result: Ok(2), .. }));
+        let Reply::ElectLeader {
+            result: Err(ControllerError::Remote { code, .. }),
+            ..
+        } = &back[1]
+        else {
+            panic!("{:?}", back[1]);
+        };
+        assert_eq!(*code, ControllerError::ElectionNotNeeded.kafka_code());
+        // A broker of the previous version sends one partition per request.
+        let old = request::Kind::ElectLeader(pb::ElectLeader {
+            topic: "a".into(),
+            partition: 0,
+            unclean: false,
+        });
+        assert_eq!(
+            event_from_pb(1, old),
+            Event::ElectLeaders {
+                election: ElectionType::Preferred,
+                partitions: vec![TopicPartition::new("a", 0)],
+            }
+        );
     }
 }
