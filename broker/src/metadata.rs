@@ -45,6 +45,27 @@ fn request<T>(
     Ok(skein_controller::request(control, event, pick)?)
 }
 
+/// The per-partition results of a batch reply, one for each of `n` items
+/// in order; an item the controller did not answer is an error.
+fn per_partition<T>(
+    replies: Vec<Reply>,
+    n: usize,
+    pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
+) -> Vec<Result<T, ApiError>> {
+    let no_answer = || {
+        ApiError::new(
+            ResponseError::UnknownServerError,
+            "no answer for this partition".to_string(),
+        )
+    };
+    let mut results: Vec<Result<T, ApiError>> = replies
+        .into_iter()
+        .map(|r| pick(r).map_or_else(|| Err(no_answer()), |r| r.map_err(ApiError::from)))
+        .collect();
+    results.resize_with(n, || Err(no_answer()));
+    results
+}
+
 /// This broker's handle on the cluster metadata and the controller.
 pub struct MetadataStore {
     node_id: i32,
@@ -171,23 +192,10 @@ impl MetadataStore {
                 _ => None,
             },
         )?;
-        let mut results: Vec<Result<PartitionState, ApiError>> = replies
-            .into_iter()
-            .map(|r| match r {
-                Reply::AlterPartition { result, .. } => result.map_err(ApiError::from),
-                _ => Err(ApiError::new(
-                    ResponseError::UnknownServerError,
-                    "no answer for this partition".to_string(),
-                )),
-            })
-            .collect();
-        results.resize_with(proposals.len(), || {
-            Err(ApiError::new(
-                ResponseError::UnknownServerError,
-                "no answer for this partition".to_string(),
-            ))
-        });
-        Ok(results)
+        Ok(per_partition(replies, proposals.len(), |r| match r {
+            Reply::AlterPartition { result, .. } => Some(result),
+            _ => None,
+        }))
     }
 
     fn alter_request(&self, p: &IsrProposal) -> AlterPartitionRequest {
@@ -474,12 +482,6 @@ impl MetadataStore {
         partitions: &[(String, u32)],
         unclean: bool,
     ) -> Result<Vec<Result<i32, ApiError>>, ApiError> {
-        let no_answer = || {
-            ApiError::new(
-                ResponseError::UnknownServerError,
-                "no answer for this partition".to_string(),
-            )
-        };
         let replies = request(
             self.controller.as_ref(),
             Event::ElectLeaders {
@@ -498,15 +500,10 @@ impl MetadataStore {
                 _ => None,
             },
         )?;
-        let mut results: Vec<Result<i32, ApiError>> = replies
-            .into_iter()
-            .map(|r| match r {
-                Reply::ElectLeader { result, .. } => result.map_err(ApiError::from),
-                _ => Err(no_answer()),
-            })
-            .collect();
-        results.resize_with(partitions.len(), || Err(no_answer()));
-        Ok(results)
+        Ok(per_partition(replies, partitions.len(), |r| match r {
+            Reply::ElectLeader { result, .. } => Some(result),
+            _ => None,
+        }))
     }
 
     /// Hands out the next producer id from a block the controller allocated

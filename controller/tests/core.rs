@@ -447,8 +447,9 @@ fn preferred_leader_returns_once_back_in_sync() {
     assert_eq!((s.leader, s.leader_epoch), (1, 2));
 }
 
-#[test]
-fn no_automatic_rebalance_when_disabled_but_elect_leaders_works() {
+/// Two brokers, no automatic leader rebalance, topic "t" of `partitions`
+/// (RF 2) created, then broker 1 lost and registered again.
+fn broker_1_back_without_rebalance(partitions: u32) -> ControllerCore {
     let config = ControllerConfig {
         auto_leader_rebalance_enable: false,
         ..test_config()
@@ -457,9 +458,15 @@ fn no_automatic_rebalance_when_disabled_but_elect_leaders_works() {
     for b in 1..=2 {
         core.handle(register(b, None), 0);
     }
-    create(&mut core, "t", 1, 1, 2);
+    create(&mut core, "t", 1, partitions, 2);
     lose(&mut core, 1);
     core.handle(register(1, None), 0);
+    core
+}
+
+#[test]
+fn no_automatic_rebalance_when_disabled_but_elect_leaders_works() {
+    let mut core = broker_1_back_without_rebalance(1);
     let expand = propose_isr(&core, "t", 0, &[2, 1]);
     core.handle(expand, 0);
     // Within the session timeout, with the rebalance interval (0) elapsed.
@@ -481,17 +488,7 @@ fn no_automatic_rebalance_when_disabled_but_elect_leaders_works() {
 
 #[test]
 fn elect_leaders_for_many_partitions_is_one_reply_in_order() {
-    let config = ControllerConfig {
-        auto_leader_rebalance_enable: false,
-        ..test_config()
-    };
-    let mut core = ControllerCore::new(config);
-    for b in 1..=2 {
-        core.handle(register(b, None), 0);
-    }
-    create(&mut core, "t", 1, 4, 2);
-    lose(&mut core, 1);
-    core.handle(register(1, None), 0);
+    let mut core = broker_1_back_without_rebalance(4);
     for p in 0..4 {
         let isr = core.partition("t", p).unwrap().replicas.clone();
         core.handle(propose_isr(&core, "t", p, &isr), 0);
