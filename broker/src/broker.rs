@@ -48,14 +48,16 @@ pub struct Broker {
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Runs its own controller (a single-node cluster, Kafka's combined
     /// mode) rather than sharing one with other brokers.
-    combined: bool,
+    pub(crate) combined: bool,
     /// Background tasks, stopped with the broker.
-    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Set when the broker stops; open connections close on it.
-    stopped: watch::Sender<bool>,
+    pub(crate) stopped: watch::Sender<bool>,
     /// The `directory.id` of its log directory (meta.properties), sent with
     /// every registration.
     pub directory_id: skein_controller::DirectoryId,
+    /// Its controlled shutdown has run (once per process).
+    pub(crate) shut_down_controlled: std::sync::atomic::AtomicBool,
 }
 
 /// How a broker stops.
@@ -230,13 +232,17 @@ impl Broker {
             tasks: Mutex::new(Vec::new()),
             stopped: watch::channel(false).0,
             directory_id: meta.directory_id,
+            shut_down_controlled: std::sync::atomic::AtomicBool::new(false),
         });
         controller.attach(
             broker.config.node_id,
             Arc::new(LocalLink(Arc::downgrade(&broker))),
         );
         // Registration makes the controller send this broker its roles,
-        // which opens (and recovers) the logs.
+        // which opens (and recovers) the logs. The answer comes before they
+        // are applied: heartbeats start at once (the controller would fence
+        // a broker silent for its session timeout, and thousands of roles
+        // can take longer to apply), and clients are served once they are.
         let b = broker.clone();
         let directory_id = meta.directory_id;
         tokio::task::spawn_blocking(move || {
@@ -249,6 +255,11 @@ impl Broker {
             )
         })
         .await??;
+        if !combined {
+            broker.spawn_heartbeats();
+        }
+        let b = broker.clone();
+        tokio::task::spawn_blocking(move || b.metadata.wait_applied()).await?;
         broker.apply_dynamic_configs();
         let image = broker.metadata.image();
         meta.join_cluster(&broker.config.data_dir, &image.cluster_id)?;
@@ -264,9 +275,6 @@ impl Broker {
         );
         broker.spawn_isr_sender(isr_rx);
         broker.spawn_isr_shrinker();
-        if !combined {
-            broker.spawn_heartbeats();
-        }
         Ok(broker)
     }
 
@@ -619,80 +627,5 @@ impl Broker {
                 }
             }
         }));
-    }
-
-    /// Stops the broker. `Graceful` moves leadership to other brokers
-    /// first (controlled shutdown) and closes the logs cleanly.
-    pub async fn stop(self: &Arc<Self>, how: Stop) {
-        let id = self.config.node_id;
-        if how == Stop::Crash {
-            // Dead at once: no role change, request or fetcher from now on.
-            self.stopped.send_replace(true);
-        }
-        if how == Stop::Graceful && !self.combined {
-            let b = self.clone();
-            let timeout = Duration::from_millis(self.config.controlled_shutdown_timeout_ms);
-            let deadline = tokio::time::Instant::now() + timeout;
-            loop {
-                let b = b.clone();
-                // Each attempt is bounded by the deadline too: a controller
-                // that is gone (its cluster deleted, the operator down) may
-                // never answer, and SIGTERM must still stop the broker.
-                let attempt = tokio::time::timeout_at(
-                    deadline,
-                    tokio::task::spawn_blocking(move || b.metadata.controlled_shutdown()),
-                )
-                .await;
-                match attempt {
-                    Ok(Ok(Ok(()))) => {
-                        info!("controlled shutdown: this broker leads nothing now");
-                        break;
-                    }
-                    Ok(Ok(Err(e))) if tokio::time::Instant::now() < deadline => {
-                        info!(error = %e, "controlled shutdown not complete yet");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                    Ok(other) => {
-                        warn!(result = ?other.map(|r| r.err()), "controlled shutdown gave up");
-                        break;
-                    }
-                    Err(_) => {
-                        warn!("controlled shutdown gave up: the controller did not answer in time");
-                        break;
-                    }
-                }
-            }
-        }
-        self.metadata.controller().detach(id);
-        if how == Stop::Graceful && !self.combined {
-            let b = self.clone();
-            let _ = tokio::time::timeout(
-                Duration::from_secs(2),
-                tokio::task::spawn_blocking(move || b.metadata.leave()),
-            )
-            .await;
-        }
-        self.stopped.send_replace(true);
-        for t in self.tasks.lock().expect("tasks lock").drain(..) {
-            t.abort();
-        }
-        match how {
-            Stop::Graceful => {
-                let b = self.clone();
-                let _ = tokio::task::spawn_blocking(move || b.shutdown()).await;
-            }
-            Stop::Crash => self.replicas.stop_fetchers(),
-        }
-    }
-
-    /// Flushes and closes every log.
-    pub fn shutdown(&self) {
-        self.replicas.shutdown();
-        info!("logs closed");
-        if let Err(e) =
-            crate::clean_shutdown::write(&self.config.data_dir, self.metadata.broker_epoch())
-        {
-            warn!(error = %e, "cannot write the clean-shutdown marker; the next start counts as unclean");
-        }
     }
 }

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use kafka_protocol::error::ResponseError;
+
 use crate::broker::Broker;
 use crate::partition::IsrProposal;
 
@@ -67,15 +69,34 @@ impl Broker {
                             );
                         }
                         Err(e) => {
-                            let key = format!("isr {} {} {:?}", p.topic, p.partition, e.code);
-                            if let Some(left_out) = b.log_throttle.allow(&key) {
+                            let code = e.code;
+                            // One line per kind of refusal every 10 s (with
+                            // how many were left out), not one per partition.
+                            if let Some(left_out) = b.log_throttle.allow(&format!("isr {code:?}")) {
                                 warn!(topic = %p.topic, partition = p.partition, error = %e, left_out, "ISR change refused");
                             }
-                            part.complete_isr_change(p.leader_epoch, None);
+                            if awaits_newer_state(code) {
+                                part.hold_isr_change(p.leader_epoch, crate::system::now_ms());
+                            } else {
+                                part.complete_isr_change(p.leader_epoch, None);
+                            }
                         }
                     }
                 }
             }
         }));
     }
+}
+
+/// Refusals that mean the leader's own partition state is out of date:
+/// the controller's newer state for it is on the way (Kafka's leader
+/// waits for it too), so proposing again from the stale state is futile.
+fn awaits_newer_state(code: ResponseError) -> bool {
+    matches!(
+        code,
+        ResponseError::InvalidUpdateVersion
+            | ResponseError::FencedLeaderEpoch
+            | ResponseError::NotLeaderOrFollower
+            | ResponseError::UnknownTopicOrPartition
+    )
 }

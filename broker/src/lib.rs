@@ -37,6 +37,7 @@ pub mod request_context;
 pub mod sasl;
 pub mod server;
 pub mod ssl_principal;
+pub mod stopping;
 pub mod system;
 pub mod tls;
 pub mod topic_admin;
@@ -135,6 +136,12 @@ async fn serve_until(
         .collect();
     let how = shutdown.await;
     tracing::info!(?how, "shutting down");
+    // As Kafka: the listeners stay open while the leaderships move away, so
+    // clients (new connections too) reach this broker until it leads
+    // nothing and are sent on by NOT_LEADER_OR_FOLLOWER and fresh metadata.
+    if how == Stop::Graceful {
+        broker.controlled_shutdown().await;
+    }
     for s in servers {
         s.abort();
     }

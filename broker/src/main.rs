@@ -29,6 +29,9 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let nofile = skein_broker::system::raise_open_files_limit();
+    let log_files = skein_broker::system::log_open_files_limit(nofile);
+    skein_storage::open_files::set_limit(log_files);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -42,6 +45,8 @@ fn main() {
             data_dir = %config.data_dir.display(),
             listen = %config.listen,
             advertised = %format!("{}:{}", config.advertised_host, config.advertised_port),
+            open_files_limit = nofile.unwrap_or(0),
+            log_files_open_at_most = log_files,
             "starting skein-broker"
         );
         skein_broker::run_until(config, listener, shutdown_signal()).await

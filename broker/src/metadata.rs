@@ -133,6 +133,12 @@ impl MetadataStore {
         Ok(epoch)
     }
 
+    /// Blocks until the controller's instructions received so far (the
+    /// roles a registration hands out) have been applied.
+    pub fn wait_applied(&self) {
+        self.controller.wait_applied();
+    }
+
     pub fn broker_epoch(&self) -> u64 {
         self.controller
             .broker_epoch()

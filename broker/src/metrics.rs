@@ -47,6 +47,11 @@ pub struct Metrics {
     pub purgatory: IntGaugeVec,
     pub log_dir_free: IntGauge,
     pub log_dir_total: IntGauge,
+    /// Log files (segments, indexes being written) open now, and the bound.
+    pub log_files_open: IntGauge,
+    pub log_files_open_max: IntGauge,
+    /// Log files closed to stay under the bound (reopened on their next use).
+    pub log_file_evictions: prometheus::IntCounter,
     /// Each quota entity's measured rate (filled at scrape time).
     pub quota_rate: GaugeVec,
     /// Where the logs live (for the free-space gauges).
@@ -213,6 +218,18 @@ impl Metrics {
             "skein_log_dir_total_bytes",
             "Size of the filesystem of the broker's data directory.",
         );
+        let log_files_open = simple(
+            "skein_log_files_open",
+            "Log files (segments, indexes being written) the broker holds open.",
+        );
+        let log_files_open_max = simple(
+            "skein_log_files_open_max",
+            "Log files the broker keeps open at most (half its open-files limit); the least recently used close first.",
+        );
+        let log_file_evictions = count(
+            "skein_log_file_evictions_total",
+            "Log files closed to stay under skein_log_files_open_max since the broker started (opened again on use).",
+        );
         let float_gauge = |name: &str, help: &str, labels: &[&str]| {
             let g = GaugeVec::new(Opts::new(name, help), labels).expect("metric");
             registry.register(Box::new(g.clone())).expect("register");
@@ -242,6 +259,9 @@ impl Metrics {
             purgatory,
             log_dir_free,
             log_dir_total,
+            log_files_open,
+            log_files_open_max,
+            log_file_evictions,
             data_dir: std::sync::OnceLock::new(),
             quota_rate,
             bytes_in,
@@ -291,6 +311,13 @@ impl Metrics {
         self.partition_leaders.set(leaders);
         self.under_replicated.set(under);
         self.under_min_isr.set(under_min);
+        self.log_files_open
+            .set(skein_storage::open_files::open_count() as i64);
+        self.log_files_open_max
+            .set(skein_storage::open_files::limit() as i64);
+        let evicted = skein_storage::open_files::evictions();
+        self.log_file_evictions
+            .inc_by(evicted.saturating_sub(self.log_file_evictions.get()));
         if let Some(dir) = self.data_dir.get() {
             let (total, free) = crate::system::disk_space(dir);
             self.log_dir_total.set(total);

@@ -23,12 +23,41 @@ fn follower_fetch(p: &Partition, replica: i32, now_ms: i64) {
             log_start_offset: 0,
             last_fetched_epoch: -1,
             current_leader_epoch: p.leader_epoch(),
+            isr_eligible: true,
         },
         1 << 20,
         true,
         now_ms,
     )
     .unwrap();
+}
+
+/// Replica 3's fetch at the log end, as a follower of leader epoch 1, with
+/// `replica_epoch` and the leader's eligibility verdict; the ISR proposal
+/// it led to, if any.
+fn caught_up_fetch(
+    p: &Partition,
+    replica_epoch: i64,
+    isr_eligible: bool,
+    now_ms: i64,
+) -> Option<IsrProposal> {
+    let leo = p.fetch_position().0;
+    p.read_for_follower(
+        FollowerFetch {
+            replica_id: 3,
+            replica_epoch,
+            fetch_offset: leo,
+            log_start_offset: 0,
+            last_fetched_epoch: -1,
+            current_leader_epoch: 1,
+            isr_eligible,
+        },
+        1 << 20,
+        true,
+        now_ms,
+    )
+    .unwrap()
+    .proposal
 }
 
 /// A leader whose in-sync followers stopped fetching from it (they follow
@@ -73,48 +102,66 @@ fn a_sole_isr_member_leads_without_followers() {
 fn an_isr_expansion_carries_the_broker_epoch_of_the_fetch() {
     let (_d, p) = partition(1);
     p.make_leader(1, 1, vec![1, 2, 3], vec![1, 2], 0).unwrap();
-    let leo = p.fetch_position().0;
-    let r = p
-        .read_for_follower(
-            FollowerFetch {
-                replica_id: 3,
-                replica_epoch: 42,
-                fetch_offset: leo,
-                log_start_offset: 0,
-                last_fetched_epoch: -1,
-                current_leader_epoch: 1,
-            },
-            1 << 20,
-            true,
-            10,
-        )
-        .unwrap();
-    let proposal = r.proposal.expect("a caught-up follower is proposed");
+    let proposal = caught_up_fetch(&p, 42, true, 10).expect("a caught-up follower is proposed");
     assert_eq!(proposal.new_isr, vec![1, 2, 3]);
     assert_eq!(proposal.new_isr_broker_epochs, BTreeMap::from([(3, 42)]));
 
     let (_d, p) = partition(1);
     p.make_leader(1, 1, vec![1, 2, 3], vec![1, 2], 0).unwrap();
-    let r = p
-        .read_for_follower(
-            FollowerFetch {
-                replica_id: 3,
-                replica_epoch: -1,
-                fetch_offset: leo,
-                log_start_offset: 0,
-                last_fetched_epoch: -1,
-                current_leader_epoch: 1,
-            },
-            1 << 20,
-            true,
-            10,
-        )
+    let proposal = caught_up_fetch(&p, -1, true, 10).expect("proposed");
+    assert!(proposal.new_isr_broker_epochs.is_empty());
+}
+
+/// A caught-up follower the leader's view holds ineligible (fenced, shutting
+/// down, or fetching with an epoch that is not its registration's: still
+/// starting) is not proposed; its progress still counts, and the first
+/// eligible fetch proposes it.
+#[test]
+fn an_ineligible_follower_is_not_proposed_for_the_isr() {
+    let (_d, p) = partition(1);
+    p.make_leader(1, 1, vec![1, 2, 3], vec![1, 2], 0).unwrap();
+    assert!(
+        caught_up_fetch(&p, 0, false, 10).is_none(),
+        "ineligible: not proposed"
+    );
+    assert!(
+        caught_up_fetch(&p, 0, false, 20).is_none(),
+        "nor on the next fetch"
+    );
+    let proposal = caught_up_fetch(&p, 0, true, 30).expect("eligible: proposed");
+    assert_eq!(proposal.new_isr, vec![1, 2, 3]);
+}
+
+/// A proposal the controller refused because the leader's state is stale
+/// (INVALID_UPDATE_VERSION and the like) stays pending: no fetch proposes
+/// again from the stale state until the newer state arrives (here: the
+/// controller's instruction with the next partition epoch) or
+/// `HELD_ISR_CHANGE_MS` passes.
+#[test]
+fn a_refused_stale_proposal_waits_for_the_newer_state() {
+    let (_d, p) = partition(1);
+    p.make_leader(1, 1, vec![1, 2, 3], vec![1, 2], 0).unwrap();
+    let fetch = |now_ms: i64| caught_up_fetch(&p, 5, true, now_ms);
+    assert!(fetch(10).is_some(), "proposed");
+    p.hold_isr_change(1, 20);
+    assert!(fetch(30).is_none(), "held: not proposed again");
+    assert!(p.maybe_shrink_isr(5_000, 30_000).is_none());
+    assert!(fetch(5_010).is_none(), "still held within the bound");
+    // The bound passes: the next fetch proposes afresh.
+    assert!(p
+        .maybe_shrink_isr(20 + HELD_ISR_CHANGE_MS + 1, 1_000_000)
+        .is_none());
+    assert!(
+        fetch(20 + HELD_ISR_CHANGE_MS + 2).is_some(),
+        "proposed afresh"
+    );
+    // Held again, then the newer state arrives: proposals resume at once.
+    p.hold_isr_change(1, 30_000);
+    assert!(fetch(30_010).is_none());
+    p.make_leader(1, 2, vec![1, 2, 3], vec![1, 2], 30_020)
         .unwrap();
-    assert!(r
-        .proposal
-        .expect("proposed")
-        .new_isr_broker_epochs
-        .is_empty());
+    let proposal = fetch(30_030).expect("the newer state: proposed");
+    assert_eq!(proposal.partition_epoch, 2);
 }
 
 /// A replica elected with records its high watermark does not cover (it
@@ -189,6 +236,7 @@ fn a_follower_behind_its_leader_reports_its_offset_lag() {
                 log_start_offset: 0,
                 last_fetched_epoch: -1,
                 current_leader_epoch: 1,
+                isr_eligible: true,
             },
             1 << 20,
             true,

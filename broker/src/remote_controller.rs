@@ -38,6 +38,14 @@ const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(3);
 const STALE_BROKER_EPOCH: i16 = 77;
 const BROKER_ID_NOT_REGISTERED: i16 = 102;
 
+/// What the session hands the in-order applier: the controller's partition
+/// instructions, the replies that must not overtake them, and barriers.
+enum Inbound {
+    Changes(Vec<PartitionChange>),
+    Reply(pb::Reply),
+    Barrier(std_mpsc::Sender<()>),
+}
+
 /// The current session with the controller, as the broker sees it.
 struct Session {
     generation: u64,
@@ -58,7 +66,7 @@ pub struct RemoteController {
     /// Requests waiting for their reply, with the session they went out on:
     /// when that session ends, they fail at once (its controller will never
     /// answer) instead of waiting out [`REQUEST_TIMEOUT`].
-    pending: Mutex<HashMap<u64, (u64, std_mpsc::Sender<pb::Reply>)>>,
+    pending: Mutex<HashMap<u64, Pending>>,
     next_id: AtomicU64,
     link: Mutex<Option<Arc<dyn BrokerLink>>>,
     /// Who this broker says it is when a session starts.
@@ -66,6 +74,23 @@ pub struct RemoteController {
     /// The cluster its log directory belongs to (meta.properties), sent
     /// with every registration so another cluster's controller refuses it.
     cluster_id: Mutex<Option<String>>,
+    /// Applies instructions in the order they came, one task for every
+    /// session (an old session's last instructions go before a new one's);
+    /// started with the first session.
+    applier: Mutex<Option<mpsc::UnboundedSender<Inbound>>>,
+}
+
+/// A request waiting for its reply.
+struct Pending {
+    /// The session it went out on.
+    generation: u64,
+    reply: std_mpsc::Sender<pb::Reply>,
+    /// Its reply need not wait for the instructions that came before it:
+    /// a registration (the epoch must be known before the broker's fetches
+    /// can put it back in ISRs, and its heartbeats must start before the
+    /// controller's session timeout fences it, however long its thousands
+    /// of role instructions take to apply) and a heartbeat.
+    eager: bool,
 }
 
 fn spawn_server(
@@ -97,7 +122,50 @@ impl RemoteController {
             link: Mutex::new(None),
             registration: Mutex::new(None),
             cluster_id: Mutex::new(None),
+            applier: Mutex::new(None),
         })
+    }
+
+    /// Queues `item` behind everything the controller sent before it.
+    fn apply_in_order(self: &Arc<Self>, item: Inbound) {
+        let mut applier = self.applier.lock().expect("applier lock");
+        let tx = applier.get_or_insert_with(|| {
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            let me = Arc::downgrade(self);
+            tokio::spawn(async move {
+                while let Some(item) = rx.recv().await {
+                    let Some(me) = me.upgrade() else { return };
+                    match item {
+                        // Off the async threads: opening a log may recover it.
+                        Inbound::Changes(changes) => {
+                            let _ = tokio::task::spawn_blocking(move || me.deliver(changes)).await;
+                        }
+                        Inbound::Reply(r) => me.complete(r),
+                        Inbound::Barrier(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            });
+            tx
+        });
+        let _ = tx.send(item);
+    }
+
+    /// Hands a reply to its caller: at once if it is eager, else after the
+    /// instructions that came before it (a CreateTopics answered only once
+    /// this broker hosts the partitions it leads).
+    fn on_reply(self: &Arc<Self>, r: pb::Reply) {
+        let eager = self
+            .pending
+            .lock()
+            .expect("pending lock")
+            .get(&r.id)
+            .is_some_and(|p| p.eager);
+        match eager {
+            true => self.complete(r),
+            false => self.apply_in_order(Inbound::Reply(r)),
+        }
     }
 
     /// The cluster id this broker's log directory belongs to; registrations
@@ -117,10 +185,12 @@ impl RemoteController {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen for the controller on {addr}: {e}"))?;
-        let svc = BrokerControlServer::new(ControlService(self.clone()));
+        let svc = BrokerControlServer::new(ControlService(self.clone()))
+            .max_decoding_message_size(skein_controller::rpc::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(skein_controller::rpc::MAX_MESSAGE_BYTES);
         let server = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(Duration::from_secs(5)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(10)));
+            .http2_keepalive_timeout(Some(skein_controller::rpc::KEEPALIVE_TIMEOUT));
         let Some(tls) = tls else {
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             return Ok(spawn_server(server.serve_with_incoming(svc, incoming)));
@@ -152,6 +222,10 @@ impl RemoteController {
         timeout: Duration,
     ) -> Result<pb::Reply, ControlPlaneError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let eager = matches!(
+            kind,
+            request::Kind::Register(_) | request::Kind::Heartbeat(_)
+        );
         let (tx, rx) = std_mpsc::channel();
         let sent = {
             let guard = self.session.lock().expect("session lock");
@@ -163,10 +237,14 @@ impl RemoteController {
                 Some(s) => {
                     // Registered before the send, under the session lock:
                     // the session cannot end (and forget it) in between.
-                    self.pending
-                        .lock()
-                        .expect("pending lock")
-                        .insert(id, (s.generation, tx));
+                    self.pending.lock().expect("pending lock").insert(
+                        id,
+                        Pending {
+                            generation: s.generation,
+                            reply: tx,
+                            eager,
+                        },
+                    );
                     s.outbound
                         .send(Ok(BrokerMessage {
                             kind: Some(pb::broker_message::Kind::Request(pb::Request {
@@ -198,7 +276,7 @@ impl RemoteController {
         self.pending
             .lock()
             .expect("pending lock")
-            .retain(|_, (g, _)| *g != generation);
+            .retain(|_, p| p.generation != generation);
     }
 
     /// Waits (indefinitely) for a controller session and registers on it,
@@ -331,8 +409,8 @@ impl RemoteController {
     }
 
     fn complete(&self, r: pb::Reply) {
-        if let Some((_, tx)) = self.pending.lock().expect("pending lock").remove(&r.id) {
-            let _ = tx.send(r);
+        if let Some(p) = self.pending.lock().expect("pending lock").remove(&r.id) {
+            let _ = p.reply.send(r);
         }
     }
 }
@@ -392,6 +470,16 @@ impl ControlPlane for RemoteController {
 
     fn detach(&self, _broker: i32) {
         *self.link.lock().expect("link lock") = None;
+    }
+
+    fn wait_applied(&self) {
+        let Some(tx) = self.applier.lock().expect("applier lock").clone() else {
+            return;
+        };
+        let (done, wait) = std_mpsc::channel();
+        if tx.send(Inbound::Barrier(done)).is_ok() {
+            let _ = wait.recv();
+        }
     }
 
     fn broker_epoch(&self) -> Option<u64> {
@@ -455,14 +543,12 @@ impl BrokerControl for ControlService {
                             }
                         }
                     }
+                    // Applied in order in the background: the session goes
+                    // on reading (views, eager replies) meanwhile.
                     Some(controller_message::Kind::Changes(c)) => {
-                        // In order, and off the async threads (opening a log
-                        // may recover it).
-                        let m = me.clone();
-                        let changes = changes_from_pb(c);
-                        let _ = tokio::task::spawn_blocking(move || m.deliver(changes)).await;
+                        me.apply_in_order(Inbound::Changes(changes_from_pb(c)))
                     }
-                    Some(controller_message::Kind::Reply(r)) => me.complete(r),
+                    Some(controller_message::Kind::Reply(r)) => me.on_reply(r),
                     None => {}
                 }
             }
@@ -573,5 +659,82 @@ mod tests {
         assert!(matches!(r, Err(ControlPlaneError::Timeout)), "{r:?}");
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert!(rc.pending.lock().unwrap().is_empty());
+    }
+
+    /// A link whose deliveries wait until the test lets them through.
+    struct GatedLink(Mutex<std_mpsc::Receiver<()>>);
+
+    impl BrokerLink for GatedLink {
+        fn deliver(&self, _changes: Vec<PartitionChange>) {
+            let _ = self.0.lock().unwrap().recv();
+        }
+    }
+
+    fn sent_id(rx: &mut mpsc::UnboundedReceiver<Result<BrokerMessage, tonic::Status>>) -> u64 {
+        match rx.blocking_recv().expect("a request").expect("ok").kind {
+            Some(pb::broker_message::Kind::Request(req)) => req.id,
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    fn answer(id: u64) -> pb::Reply {
+        pb::Reply {
+            id,
+            error_code: 0,
+            error_message: String::new(),
+            result: None,
+        }
+    }
+
+    /// While the session's instructions are still being applied (a broker
+    /// back at 10,000 partitions), the registration's answer reaches its
+    /// caller at once, so the broker knows its epoch and starts
+    /// heartbeating; any other answer (a CreateTopics') still waits for the
+    /// instructions sent before it, and so does `wait_applied`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_registration_is_answered_before_the_instructions_ahead_of_it_are_applied() {
+        let rc = RemoteController::new(1);
+        let (release, gate) = std_mpsc::channel();
+        rc.attach(1, Arc::new(GatedLink(Mutex::new(gate))));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        rc.open_session(tx);
+        let call = |kind: request::Kind| {
+            let rc = rc.clone();
+            let (done, result) = std_mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = done.send(rc.call(kind, Duration::ZERO, REQUEST_TIMEOUT));
+            });
+            result
+        };
+        let registered = call(request::Kind::Register(pb::Register::default()));
+        let register_id = tokio::task::block_in_place(|| sent_id(&mut rx));
+        let created = call(request::Kind::CreateTopic(pb::CreateTopic::default()));
+        let create_id = tokio::task::block_in_place(|| sent_id(&mut rx));
+
+        // The controller's order: the roles, then the two answers.
+        rc.apply_in_order(Inbound::Changes(Vec::new()));
+        rc.on_reply(answer(register_id));
+        rc.on_reply(answer(create_id));
+        let applied = {
+            let rc = rc.clone();
+            let (done, result) = std_mpsc::channel();
+            std::thread::spawn(move || {
+                rc.wait_applied();
+                let _ = done.send(());
+            });
+            result
+        };
+
+        let r = tokio::task::block_in_place(|| registered.recv_timeout(Duration::from_secs(5)));
+        assert_eq!(r.expect("answered at once").expect("ok").id, register_id);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(created.try_recv().is_err(), "waits for the roles");
+        assert!(applied.try_recv().is_err(), "the roles are not applied yet");
+
+        release.send(()).unwrap();
+        let r = tokio::task::block_in_place(|| created.recv_timeout(Duration::from_secs(5)));
+        assert_eq!(r.expect("answered").expect("ok").id, create_id);
+        tokio::task::block_in_place(|| applied.recv_timeout(Duration::from_secs(5)))
+            .expect("applied");
     }
 }

@@ -37,3 +37,47 @@ pub fn disk_space(dir: &std::path::Path) -> (i64, i64) {
     let frsize = s.f_frsize as i64;
     (s.f_blocks as i64 * frsize, s.f_bavail as i64 * frsize)
 }
+
+/// Raises this process's soft limit on open files to its hard limit (as
+/// servers holding many files and connections do) and returns the soft
+/// limit in force (`None` if it cannot be read).
+pub fn raise_open_files_limit() -> Option<u64> {
+    // SAFETY: getrlimit/setrlimit only read and write the struct we own.
+    let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 {
+        return None;
+    }
+    if l.rlim_cur < l.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: l.rlim_max,
+            rlim_max: l.rlim_max,
+        };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            l = raised;
+        }
+    }
+    Some(l.rlim_cur as u64)
+}
+
+/// How many log files (segments, indexes being written) the broker keeps
+/// open with `nofile` descriptors allowed: half, the rest left to client
+/// and replication connections, checkpoints and the cleaner.
+pub fn log_open_files_limit(nofile: Option<u64>) -> usize {
+    nofile.map_or(4_096, |n| (n / 2).clamp(64, 1 << 20) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_the_descriptors_go_to_log_files() {
+        assert_eq!(log_open_files_limit(Some(20_000)), 10_000);
+        assert_eq!(log_open_files_limit(Some(1_024)), 512);
+        assert_eq!(log_open_files_limit(Some(50)), 64);
+        assert_eq!(log_open_files_limit(None), 4_096);
+        // The soft limit is at least what it was, and never above the hard one.
+        let soft = raise_open_files_limit().expect("readable");
+        assert!(soft >= 64);
+    }
+}

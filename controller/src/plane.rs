@@ -104,6 +104,10 @@ pub trait ControlPlane: Send + Sync {
     fn is_local(&self) -> bool {
         false
     }
+    /// Blocks until every instruction received so far has been delivered
+    /// to the link (a remote control plane applies them in the background;
+    /// the controller in this process delivers them before it answers).
+    fn wait_applied(&self) {}
 }
 
 /// Sends `event` to the controller and returns the reply `pick` selects.

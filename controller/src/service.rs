@@ -517,6 +517,8 @@ fn full_view_without_topics(st: &State) -> ClusterView {
                     storage_lost: b.storage_lost,
                     storage_losses: b.storage_losses,
                     endpoints: b.endpoints.clone(),
+                    broker_epoch: b.broker_epoch,
+                    in_controlled_shutdown: b.in_controlled_shutdown,
                 },
             )
         })

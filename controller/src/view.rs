@@ -72,6 +72,10 @@ pub struct BrokerView {
     /// Its listeners (`host`/`port` are the inter-broker one); empty when
     /// it registered only `host`/`port`.
     pub endpoints: Vec<Endpoint>,
+    /// The epoch of its current registration.
+    pub broker_epoch: u64,
+    /// In a controlled shutdown: its partitions are moving away.
+    pub in_controlled_shutdown: bool,
 }
 
 impl BrokerView {

@@ -662,7 +662,7 @@ def create_topics(system, n: int, per_topic: int, per_request: int, timeout: flo
                     raise Unreachable(f"CreateTopics not done within {timeout:.0f} s "
                                       f"({i} of {len(plan)} topics requested)")
                 tr = now()
-                futs = admin.create_topics(batch, operation_timeout=60, request_timeout=max(30, deadline - now()))
+                futs = admin.create_topics(batch, operation_timeout=60, request_timeout=min(3000, max(30, deadline - now())))
                 failed = []
                 for name, f in futs.items():
                     try:

@@ -140,7 +140,7 @@ struct Source {
     base_offset: i64,
     size: u64,
     next_offset: i64,
-    log: File,
+    log: std::sync::Arc<File>,
     path: PathBuf,
     aborted_txns: Vec<AbortedTxn>,
 }
@@ -284,7 +284,7 @@ impl Log {
                 base_offset: s.base_offset(),
                 size: s.size(),
                 next_offset: s.next_offset(),
-                log: s.log_file().try_clone()?,
+                log: s.log_file()?,
                 path: s.log_path().to_path_buf(),
                 aborted_txns: s.aborted_txns().to_vec(),
             });

@@ -5,9 +5,11 @@
 //! length is always exactly `entries * SIZE` and a torn write shows up as a
 //! size that is not a multiple of the entry size.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+use crate::open_files::{CachedFile, Reopen};
 
 /// One fixed-size index entry.
 pub(crate) trait IndexEntry: Copy {
@@ -35,17 +37,21 @@ pub(crate) enum LoadStatus {
 pub(crate) struct IndexFile<E: IndexEntry> {
     path: PathBuf,
     entries: Vec<E>,
-    /// Opened lazily on the first append so inactive segments hold no descriptor.
-    writer: Option<File>,
+    /// Opened on the first append, through the process-wide cache of open
+    /// files, so inactive segments hold no descriptor.
+    writer: CachedFile,
+    /// Written through `writer` since the last flush.
+    written: bool,
 }
 
 impl<E: IndexEntry> IndexFile<E> {
     /// An empty index that will be written at `path` (nothing touches disk yet).
     pub(crate) fn empty(path: PathBuf) -> Self {
         IndexFile {
+            writer: CachedFile::closed(path.clone(), Reopen::Append),
             path,
             entries: Vec::new(),
-            writer: None,
+            written: false,
         }
     }
 
@@ -66,9 +72,10 @@ impl<E: IndexEntry> IndexFile<E> {
         let entries = bytes.chunks_exact(E::SIZE).map(E::decode).collect();
         Ok((
             IndexFile {
+                writer: CachedFile::closed(path.clone(), Reopen::Append),
                 path,
                 entries,
-                writer: None,
+                written: false,
             },
             LoadStatus::Loaded,
         ))
@@ -91,22 +98,16 @@ impl<E: IndexEntry> IndexFile<E> {
         (self.entries.len() * E::SIZE) as u64
     }
 
-    fn writer(&mut self) -> io::Result<&mut File> {
-        if self.writer.is_none() {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.path)?;
-            self.writer = Some(file);
-        }
-        Ok(self.writer.as_mut().expect("just opened"))
+    fn writer(&mut self) -> io::Result<std::sync::Arc<File>> {
+        self.written = true;
+        self.writer.get()
     }
 
     /// Appends one entry to memory and disk.
     pub(crate) fn push(&mut self, entry: E) -> io::Result<()> {
         let mut buf = [0u8; 64];
         entry.encode(&mut buf[..E::SIZE]);
-        self.writer()?.write_all(&buf[..E::SIZE])?;
+        (&*self.writer()?).write_all(&buf[..E::SIZE])?;
         self.entries.push(entry);
         Ok(())
     }
@@ -127,7 +128,7 @@ impl<E: IndexEntry> IndexFile<E> {
         for (chunk, e) in buf.chunks_exact_mut(E::SIZE).zip(&entries) {
             e.encode(chunk);
         }
-        self.writer = None;
+        self.writer.close();
         fs::write(&self.path, &buf)?;
         self.entries = entries;
         Ok(())
@@ -135,27 +136,29 @@ impl<E: IndexEntry> IndexFile<E> {
 
     /// fsyncs the file if it was written through this handle.
     pub(crate) fn flush(&mut self) -> io::Result<()> {
-        if let Some(f) = &self.writer {
-            f.sync_all()?;
+        if self.written {
+            self.writer.get()?.sync_all()?;
+            self.written = false;
         }
         Ok(())
     }
 
     /// Drops the append handle (segment became inactive).
     pub(crate) fn close_writer(&mut self) {
-        self.writer = None;
+        self.writer.close();
     }
 
     /// Renames the file, e.g. `.index.swap` to `.index` after compaction.
     pub(crate) fn rename_to(&mut self, path: PathBuf) -> io::Result<()> {
         fs::rename(&self.path, &path)?;
+        self.writer.set_path(path.clone());
         self.path = path;
         Ok(())
     }
 
     /// Removes the file; a missing file is fine.
     pub(crate) fn delete(&mut self) -> io::Result<()> {
-        self.writer = None;
+        self.writer.close();
         match fs::remove_file(&self.path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),

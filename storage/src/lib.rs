@@ -19,6 +19,7 @@ mod log;
 mod log_epochs;
 mod log_txn;
 mod offset_index;
+pub mod open_files;
 pub mod producer_state;
 mod read_pool;
 pub mod recompress;

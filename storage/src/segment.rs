@@ -10,6 +10,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
@@ -17,6 +18,7 @@ use crate::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::error::StorageError;
 use crate::index_file::LoadStatus;
 use crate::offset_index::{OffsetEntry, OffsetIndex};
+use crate::open_files::{CachedFile, Reopen};
 use crate::read_pool::PooledBuf;
 use crate::time_index::{TimeEntry, TimeIndex};
 use crate::txn_index::{AbortedTxn, TxnIndex, TXN_INDEX_SUFFIX};
@@ -153,7 +155,8 @@ pub(crate) type EpochStarts = Vec<(i32, i64)>;
 pub(crate) struct LogSegment {
     base_offset: i64,
     log_path: PathBuf,
-    log: File,
+    /// The `.log`, opened on use through the process-wide cache.
+    log: CachedFile,
     size: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -183,6 +186,7 @@ impl LogSegment {
             .create(true)
             .truncate(true)
             .open(&log_path)?;
+        let log = CachedFile::opened(log_path.clone(), Reopen::ReadWrite, log);
         let mut offset_index = OffsetIndex::empty(
             file_path(dir, base_offset, INDEX_SUFFIX, extra),
             base_offset,
@@ -226,8 +230,9 @@ impl LogSegment {
         now_ms: i64,
     ) -> Result<(Self, u64, EpochStarts), StorageError> {
         let log_path = file_path(dir, base_offset, LOG_SUFFIX, "");
-        let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
-        let size = log.metadata()?.len();
+        // Not opened yet: a segment nobody reads or writes holds no descriptor.
+        let size = fs::metadata(&log_path)?.len();
+        let log = CachedFile::closed(log_path.clone(), Reopen::ReadWrite);
         let (offset_index, offset_status) = OffsetIndex::load(
             file_path(dir, base_offset, INDEX_SUFFIX, ""),
             base_offset,
@@ -297,6 +302,7 @@ impl LogSegment {
             let mut head = [0u8; HEADER_SIZE];
             let first_ts = segment
                 .log
+                .get()?
                 .read_exact_at(&mut head, 0)
                 .ok()
                 .and_then(|_| BatchHeader::parse(&head).ok())
@@ -314,25 +320,32 @@ impl LogSegment {
         let last_entry = self.offset_index.last_entry();
         let start = last_entry.map_or(0, |(_, pos)| pos as u64);
         let mut entry_mismatch = None;
-        let end = scan_batches(&self.log, start, self.size, false, i64::MIN, |pos, h, _| {
-            // The last index entry must point at the batch it names; checking
-            // it catches an index that is well-formed but wrong.
-            if let Some((offset, entry_pos)) = last_entry {
-                if pos == entry_pos as u64 && h.last_offset() != offset {
-                    entry_mismatch = Some(format!(
-                        "index entry for offset {offset} points at batch ending at {}",
-                        h.last_offset()
-                    ));
-                    return Ok(false);
+        let end = scan_batches(
+            &*self.log.get()?,
+            start,
+            self.size,
+            false,
+            i64::MIN,
+            |pos, h, _| {
+                // The last index entry must point at the batch it names; checking
+                // it catches an index that is well-formed but wrong.
+                if let Some((offset, entry_pos)) = last_entry {
+                    if pos == entry_pos as u64 && h.last_offset() != offset {
+                        entry_mismatch = Some(format!(
+                            "index entry for offset {offset} points at batch ending at {}",
+                            h.last_offset()
+                        ));
+                        return Ok(false);
+                    }
                 }
-            }
-            if h.max_timestamp > max_ts {
-                max_ts = h.max_timestamp;
-                max_off = h.last_offset();
-            }
-            next = h.next_offset();
-            Ok(true)
-        })?;
+                if h.max_timestamp > max_ts {
+                    max_ts = h.max_timestamp;
+                    max_off = h.last_offset();
+                }
+                next = h.next_offset();
+                Ok(true)
+            },
+        )?;
         if let Some(reason) = entry_mismatch {
             return Ok(ScanEnd::Invalid {
                 position: start,
@@ -370,7 +383,7 @@ impl LogSegment {
         let mut valid_end = 0u64;
         let mut overflow = None;
         let end = scan_batches(
-            &self.log,
+            &*self.log.get()?,
             0,
             self.size,
             true,
@@ -428,7 +441,7 @@ impl LogSegment {
         }
         let truncated = self.size - valid_end;
         if truncated > 0 {
-            self.log.set_len(valid_end)?;
+            self.log.get()?.set_len(valid_end)?;
             self.size = valid_end;
         }
         self.offset_index.rewrite(offset_entries)?;
@@ -480,9 +493,9 @@ impl LogSegment {
         self.offset_of_max_timestamp
     }
 
-    /// The `.log` file (the cleaner reads through its own handle on it).
-    pub(crate) fn log_file(&self) -> &File {
-        &self.log
+    /// The `.log` file (the cleaner holds it while it reads).
+    pub(crate) fn log_file(&self) -> io::Result<Arc<File>> {
+        self.log.get()
     }
 
     pub(crate) fn log_path(&self) -> &Path {
@@ -495,8 +508,7 @@ impl LogSegment {
         if self.max_timestamp >= 0 {
             return self.max_timestamp;
         }
-        self.log
-            .metadata()
+        fs::metadata(&self.log_path)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
@@ -525,8 +537,9 @@ impl LogSegment {
         now_ms: i64,
     ) -> io::Result<()> {
         let start = self.size;
-        if let Err(e) = self.log.write_all_at(records, start) {
-            let _ = self.log.set_len(start);
+        let log = self.log.get()?;
+        if let Err(e) = log.write_all_at(records, start) {
+            let _ = log.set_len(start);
             return Err(e);
         }
         self.size += records.len() as u64;
@@ -575,7 +588,7 @@ impl LogSegment {
     /// Cuts the log at byte `position`, where the batch starting at
     /// `first_removed` begins, trims the indexes and recomputes the tail state.
     fn cut_at(&mut self, position: u64, first_removed: i64) -> Result<(), StorageError> {
-        self.log.set_len(position)?;
+        self.log.get()?.set_len(position)?;
         self.size = position;
         self.offset_index.truncate_to_position(position as u32)?;
         self.time_index.truncate_to_offset(first_removed)?;
@@ -599,20 +612,27 @@ impl LogSegment {
         }
         let start = self.offset_index.lookup(offset) as u64;
         let mut found = None;
-        scan_batches(&self.log, start, self.size, false, i64::MIN, |pos, h, _| {
-            if h.last_offset() >= offset {
-                found = Some((pos, *h));
-                return Ok(false);
-            }
-            Ok(true)
-        })?;
+        scan_batches(
+            &*self.log.get()?,
+            start,
+            self.size,
+            false,
+            i64::MIN,
+            |pos, h, _| {
+                if h.last_offset() >= offset {
+                    found = Some((pos, *h));
+                    return Ok(false);
+                }
+                Ok(true)
+            },
+        )?;
         Ok(found)
     }
 
     /// Reads one whole batch at `position`.
     pub(crate) fn read_batch(&self, position: u64, header: &BatchHeader) -> io::Result<Bytes> {
         let mut buf = BytesMut::zeroed(header.total_size());
-        self.log.read_exact_at(&mut buf, position)?;
+        self.log.get()?.read_exact_at(&mut buf, position)?;
         Ok(buf.freeze())
     }
 
@@ -634,7 +654,7 @@ impl LogSegment {
         let available = (self.size - pos) as usize;
         let want = max_bytes.min(available);
         let mut buf = PooledBuf::take(want);
-        self.log.read_exact_at(buf.as_mut_slice(), pos)?;
+        self.log.get()?.read_exact_at(buf.as_mut_slice(), pos)?;
         // Keep only complete batches below `max_offset`.
         let mut keep = 0usize;
         for item in batch::iter_batches(buf.as_ref()) {
@@ -661,7 +681,7 @@ impl LogSegment {
         mut visit: impl FnMut(u64, &BatchHeader, &[u8]) -> io::Result<bool>,
     ) -> io::Result<()> {
         let end = scan_batches(
-            &self.log,
+            &*self.log.get()?,
             start,
             self.size,
             true,
@@ -684,9 +704,14 @@ impl LogSegment {
         mut visit: impl FnMut(u64, &BatchHeader) -> bool,
     ) -> io::Result<()> {
         let start = self.offset_index.lookup(from_offset) as u64;
-        scan_batches(&self.log, start, self.size, false, i64::MIN, |pos, h, _| {
-            Ok(visit(pos, h))
-        })?;
+        scan_batches(
+            &*self.log.get()?,
+            start,
+            self.size,
+            false,
+            i64::MIN,
+            |pos, h, _| Ok(visit(pos, h)),
+        )?;
         Ok(())
     }
 
@@ -730,15 +755,15 @@ impl LogSegment {
     /// header is an invalid batch, cut like a torn write).
     pub(crate) fn preallocate(&mut self, bytes: u64) -> io::Result<()> {
         if bytes > self.size {
-            self.log.set_len(bytes)?;
+            self.log.get()?.set_len(bytes)?;
         }
         Ok(())
     }
 
     /// Cuts a preallocated file back to the data it holds.
     pub(crate) fn trim(&mut self) -> io::Result<()> {
-        if self.log.metadata()?.len() > self.size {
-            self.log.set_len(self.size)?;
+        if self.log.get()?.metadata()?.len() > self.size {
+            self.log.get()?.set_len(self.size)?;
             self.dirty = true;
         }
         Ok(())
@@ -757,7 +782,7 @@ impl LogSegment {
     /// fsyncs the log and both indexes if anything was written.
     pub(crate) fn flush(&mut self) -> io::Result<()> {
         if self.dirty {
-            self.log.sync_all()?;
+            self.log.get()?.sync_all()?;
             self.offset_index.file().flush()?;
             self.time_index.file().flush()?;
             // Index files rewritten wholesale were not written through the handle.
@@ -793,6 +818,7 @@ impl LogSegment {
             .rename_to(file_path(dir, base, TXN_INDEX_SUFFIX, to))?;
         let new_log = file_path(dir, base, LOG_SUFFIX, to);
         fs::rename(&self.log_path, &new_log)?;
+        self.log.set_path(new_log.clone());
         self.log_path = new_log;
         Ok(())
     }

@@ -173,6 +173,11 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     });
     let reader = Reader {
         replica: (replica_id, replica_epoch),
+        isr_eligible: replica_id >= 0
+            && isr_eligible(
+                broker.metadata.image().brokers.get(&replica_id),
+                replica_epoch,
+            ),
         read_committed,
         follower_reads: replica_id < 0 && version >= 11,
         rack_choice: rack_choice.as_ref(),
@@ -248,11 +253,27 @@ struct PartResult {
 struct Reader<'a> {
     /// `(replica id, broker epoch)`: a follower when the id is >= 0.
     replica: (i32, i64),
+    /// That follower may join ISRs (see [`FollowerFetch::isr_eligible`]).
+    isr_eligible: bool,
     read_committed: bool,
     /// A consumer that may be served by a follower (Fetch v11+).
     follower_reads: bool,
     /// Set when the leader may send the consumer to a follower.
     rack_choice: Option<&'a RackChoice>,
+}
+
+/// Kafka's `isReplicaIsrEligible`, from this broker's view of the follower:
+/// registered, not fenced and not shutting down, and its fetch carries the
+/// epoch of its current registration (-1 before Fetch v15, and 0 from a
+/// controller that does not publish epochs, are not checked).
+fn isr_eligible(follower: Option<&skein_controller::BrokerView>, replica_epoch: i64) -> bool {
+    follower.is_some_and(|b| {
+        b.alive
+            && !b.in_controlled_shutdown
+            && (replica_epoch < 0
+                || b.broker_epoch == 0
+                || i64::try_from(b.broker_epoch) == Ok(replica_epoch))
+    })
 }
 
 fn read_pass(
@@ -328,6 +349,7 @@ fn read_pass(
                             log_start_offset: w.log_start_offset,
                             last_fetched_epoch: w.last_fetched_epoch,
                             current_leader_epoch: w.current_leader_epoch,
+                            isr_eligible: reader.isr_eligible,
                         },
                         budget,
                         total == 0 && !held,
@@ -495,4 +517,47 @@ fn build_response(
     by_topic.retain(|t| !t.partitions.is_empty());
     resp.responses = by_topic;
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::isr_eligible;
+    use skein_controller::BrokerView;
+
+    fn follower(alive: bool, in_controlled_shutdown: bool, broker_epoch: u64) -> BrokerView {
+        BrokerView {
+            id: 3,
+            host: "127.0.0.1".into(),
+            port: 9092,
+            rack: None,
+            alive,
+            storage_lost: false,
+            storage_losses: 0,
+            endpoints: Vec::new(),
+            broker_epoch,
+            in_controlled_shutdown,
+        }
+    }
+
+    #[test]
+    fn only_a_live_current_incarnation_not_shutting_down_joins_isrs() {
+        let ok = follower(true, false, 12);
+        assert!(isr_eligible(Some(&ok), 12), "current epoch");
+        assert!(isr_eligible(Some(&ok), -1), "pre-v15 fetch: no epoch");
+        assert!(!isr_eligible(Some(&ok), 0), "not registered yet");
+        assert!(!isr_eligible(Some(&ok), 11), "an earlier incarnation");
+        assert!(!isr_eligible(None, 12), "unknown to the view");
+        assert!(
+            !isr_eligible(Some(&follower(false, false, 12)), 12),
+            "fenced"
+        );
+        assert!(
+            !isr_eligible(Some(&follower(true, true, 12)), 12),
+            "in a controlled shutdown"
+        );
+        assert!(
+            isr_eligible(Some(&follower(true, false, 0)), 12),
+            "a view without epochs checks none"
+        );
+    }
 }

@@ -15,6 +15,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::{BrokerId, FetchRequest};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::client::{BrokerClient, ClientError};
@@ -158,6 +159,43 @@ fn remove_from(fetchers: &mut HashMap<i32, Fetcher>, tp: &TopicPartition, keep: 
     }
 }
 
+/// Partitions whose last fetch failed sit out until their backoff ends
+/// (Kafka's delayed partitions) while the others go on: one partition
+/// moving to another leader does not pause the thousands still here. A
+/// delay holds for the leader epoch it was taken at: the controller's next
+/// instruction for the partition fetches at once.
+#[derive(Default)]
+struct Delayed(HashMap<(uuid::Uuid, i32), (i32, Instant)>);
+
+impl Delayed {
+    fn delay(&mut self, part: &Partition, leader_epoch: i32, until: Instant) {
+        self.0
+            .insert((part.topic_id, part.index), (leader_epoch, until));
+    }
+
+    /// Leaves in `assigned` the partitions not sitting out at `now`; when
+    /// none is left, the instant the first delay ends.
+    fn keep_ready(
+        &mut self,
+        assigned: &mut Vec<(Arc<Partition>, i32)>,
+        now: Instant,
+    ) -> Option<Instant> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.retain(|_, (_, until)| *until > now);
+        assigned.retain(|(p, e)| {
+            self.0
+                .get(&(p.topic_id, p.index))
+                .is_none_or(|(epoch, _)| epoch != e)
+        });
+        match assigned.is_empty() {
+            true => self.0.values().map(|(_, until)| *until).min(),
+            false => None,
+        }
+    }
+}
+
 /// One fetcher task: fetch, apply, repeat; reconnect with backoff on error.
 async fn run(
     config: FetcherConfig,
@@ -173,6 +211,7 @@ async fn run(
     // Storage and authentication errors: logged once per key every 10 s.
     let storage_errors = crate::log_throttle::LogThrottle::new(Duration::from_secs(10));
     let mut session = SessionHandler::default();
+    let mut delayed = Delayed::default();
     loop {
         let mut assigned: Vec<(Arc<Partition>, i32)> = partitions
             .lock()
@@ -181,7 +220,15 @@ async fn run(
             .cloned()
             .collect();
         if assigned.is_empty() {
+            delayed = Delayed::default();
             wake.notified().await;
+            continue;
+        }
+        if let Some(wake_at) = delayed.keep_ready(&mut assigned, Instant::now()) {
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake_at) => {}
+                _ = wake.notified() => {}
+            }
             continue;
         }
         if conn.is_none() {
@@ -256,7 +303,6 @@ async fn run(
             }
             continue;
         }
-        let mut failed = false;
         // v13+ names topics by id only.
         let by_id: HashMap<(uuid::Uuid, i32), (Arc<Partition>, i32)> = assigned
             .into_iter()
@@ -287,13 +333,11 @@ async fn run(
                             debug!(leader, topic = %tp.0, partition = tp.1, error = %e, "replica fetch not applied")
                         }
                     }
-                    failed = true;
+                    // Usually a leadership change the controller is about
+                    // to tell us.
+                    delayed.delay(part, *epoch, Instant::now() + backoff);
                 }
             }
-        }
-        if failed {
-            // Usually a leadership change the controller is about to tell us.
-            tokio::time::sleep(backoff).await;
         }
     }
 }
@@ -391,4 +435,49 @@ async fn apply(
     .await
     .expect("append task")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_storage::{Log, LogConfig};
+
+    fn part(dir: &std::path::Path, index: i32) -> Arc<Partition> {
+        let log = Log::open(dir.join(format!("t-{index}")), LogConfig::default(), 0).unwrap();
+        Arc::new(Partition::new("t", index, uuid::Uuid::nil(), 2, log))
+    }
+
+    /// A failed partition sits out its backoff while the others are
+    /// fetched; a new leader epoch, or the end of the backoff, brings it
+    /// back; with every partition sitting out, the fetcher sleeps until the
+    /// first backoff ends.
+    #[test]
+    fn a_failed_partition_sits_out_alone_until_its_backoff_or_a_new_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (part(dir.path(), 0), part(dir.path(), 1));
+        let now = Instant::now();
+        let later = now + Duration::from_millis(500);
+        let mut delayed = Delayed::default();
+        delayed.delay(&a, 3, later);
+
+        let mut assigned = vec![(a.clone(), 3), (b.clone(), 3)];
+        assert_eq!(delayed.keep_ready(&mut assigned, now), None);
+        let left: Vec<i32> = assigned.iter().map(|(p, _)| p.index).collect();
+        assert_eq!(left, vec![1], "only the failed one sits out");
+
+        let mut assigned = vec![(a.clone(), 4)];
+        assert_eq!(delayed.keep_ready(&mut assigned, now), None);
+        assert_eq!(assigned.len(), 1, "a new leader epoch fetches at once");
+
+        let mut assigned = vec![(a.clone(), 3)];
+        assert_eq!(delayed.keep_ready(&mut assigned, now), Some(later));
+        assert!(
+            assigned.is_empty(),
+            "all sit out: sleep until the first ends"
+        );
+
+        let mut assigned = vec![(a, 3)];
+        assert_eq!(delayed.keep_ready(&mut assigned, later), None);
+        assert_eq!(assigned.len(), 1, "back after its backoff");
+    }
 }

@@ -19,3 +19,23 @@ mod view_wire;
 pub mod wire;
 
 pub use session::{drive_session, maintain_session, SessionEnd};
+
+/// The largest control-plane message either end accepts. tonic's default
+/// (4 MiB) is smaller than a whole cluster view at 100,000 partitions (a
+/// broker's first view on every new session); instructions go in chunks of
+/// [`MAX_CHANGES_PER_MESSAGE`].
+pub const MAX_MESSAGE_BYTES: usize = 512 << 20;
+
+/// Partition instructions per `Changes` message: a broker given its roles
+/// in 100,000 partitions starts applying the first chunk while the rest
+/// are still on the way, and no message comes near [`MAX_MESSAGE_BYTES`].
+pub const MAX_CHANGES_PER_MESSAGE: usize = 5_000;
+
+/// How long either end of a session waits for an HTTP/2 ping's answer
+/// before it drops the session. A crashed broker is seen at once (its
+/// connection resets) and an unreachable one is fenced when its heartbeats
+/// stop (`broker.session.timeout.ms`); this only ends sessions to a peer
+/// that accepts bytes but never answers, so it is generous: a process
+/// busy for seconds (100,000 partitions changing at once on two cores)
+/// must not lose its session, and with it every leadership it holds.
+pub const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);

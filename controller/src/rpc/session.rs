@@ -66,9 +66,16 @@ impl BrokerLink for SessionLink {
     fn deliver(&self, changes: Vec<PartitionChange>) {
         // The view the instructions refer to goes first.
         self.send_view();
-        let _ = self.outbound.send(ControllerMessage {
-            kind: Some(controller_message::Kind::Changes(changes_to_pb(changes))),
-        });
+        let mut changes = changes.into_iter().peekable();
+        while changes.peek().is_some() {
+            let chunk: Vec<PartitionChange> = changes
+                .by_ref()
+                .take(super::MAX_CHANGES_PER_MESSAGE)
+                .collect();
+            let _ = self.outbound.send(ControllerMessage {
+                kind: Some(controller_message::Kind::Changes(changes_to_pb(chunk))),
+            });
+        }
     }
 }
 
@@ -96,7 +103,7 @@ pub async fn drive_session(
         Ok(e) => e
             .connect_timeout(Duration::from_secs(2))
             .http2_keep_alive_interval(Duration::from_secs(5))
-            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_timeout(super::KEEPALIVE_TIMEOUT)
             .keep_alive_while_idle(true),
         Err(e) => return SessionEnd::Unreachable(e.to_string()),
     };
@@ -104,7 +111,9 @@ pub async fn drive_session(
         Ok(c) => c,
         Err(e) => return SessionEnd::Unreachable(e),
     };
-    let mut client = BrokerControlClient::new(channel);
+    let mut client = BrokerControlClient::new(channel)
+        .max_decoding_message_size(super::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(super::MAX_MESSAGE_BYTES);
     let (tx, rx) = mpsc::unbounded_channel::<ControllerMessage>();
     let mut inbound = match client.session(UnboundedReceiverStream::new(rx)).await {
         Ok(r) => r.into_inner(),
@@ -277,5 +286,47 @@ pub async fn maintain_session(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A broker's roles in many partitions go as several `Changes`
+    /// messages of at most `MAX_CHANGES_PER_MESSAGE`, in their order.
+    #[test]
+    fn many_instructions_go_in_chunks_in_order() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let link = SessionLink {
+            controller: std::sync::Weak::new(),
+            outbound: tx,
+            sent: std::sync::Mutex::new(0),
+        };
+        let n = 2 * super::super::MAX_CHANGES_PER_MESSAGE + 1;
+        let changes: Vec<PartitionChange> = (0..n)
+            .map(|i| PartitionChange::Stop {
+                topic: "t".into(),
+                partition: i as i32,
+                delete: false,
+            })
+            .collect();
+        link.deliver(changes);
+        let mut sizes = Vec::new();
+        let mut partitions = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            let Some(controller_message::Kind::Changes(c)) = m.kind else {
+                panic!("only instructions were sent");
+            };
+            let chunk = crate::rpc::wire::changes_from_pb(c);
+            sizes.push(chunk.len());
+            partitions.extend(chunk.into_iter().map(|c| match c {
+                PartitionChange::Stop { partition, .. } => partition,
+                other => panic!("{other:?}"),
+            }));
+        }
+        let max = super::super::MAX_CHANGES_PER_MESSAGE;
+        assert_eq!(sizes, vec![max, max, 1]);
+        assert_eq!(partitions, (0..n as i32).collect::<Vec<_>>());
     }
 }

@@ -54,6 +54,8 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
                 storage_lost: b.storage_lost,
                 storage_losses: b.storage_losses,
                 endpoints: endpoints_to_pb(&b.endpoints),
+                broker_epoch: b.broker_epoch,
+                in_controlled_shutdown: b.in_controlled_shutdown,
             })
             .collect(),
         topics: v.topics.values().map(|t| topic_to_pb(t)).collect(),
@@ -158,6 +160,8 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
                         storage_lost: b.storage_lost,
                         storage_losses: b.storage_losses,
                         endpoints: endpoints_from_pb(b.endpoints),
+                        broker_epoch: b.broker_epoch,
+                        in_controlled_shutdown: b.in_controlled_shutdown,
                     },
                 )
             })

@@ -668,6 +668,8 @@ mod tests {
             storage_lost: false,
             storage_losses: 0,
             endpoints,
+            broker_epoch: 7,
+            in_controlled_shutdown: true,
         }
     }
 
@@ -706,7 +708,7 @@ mod tests {
         let mut view = ClusterView::default();
         view.brokers.insert(1, broker(endpoints.clone()));
         let back = view_from_pb(view_to_pb(&view));
-        assert_eq!(back.brokers[&1].endpoints, endpoints);
+        assert_eq!(back.brokers[&1], view.brokers[&1], "the whole broker");
     }
 
     #[test]
