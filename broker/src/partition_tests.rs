@@ -14,29 +14,25 @@ fn partition(local_id: i32) -> (tempfile::TempDir, Partition) {
 }
 
 fn follower_fetch(p: &Partition, replica: i32, now_ms: i64) {
-    let leo = p.fetch_position().0;
-    p.read_for_follower(
-        FollowerFetch {
-            replica_id: replica,
-            replica_epoch: 7,
-            fetch_offset: leo,
-            log_start_offset: 0,
-            last_fetched_epoch: -1,
-            current_leader_epoch: p.leader_epoch(),
-            isr_eligible: true,
-        },
-        1 << 20,
-        true,
-        now_ms,
-    )
-    .unwrap();
+    fetch_at_end(p, replica, 7, true, now_ms);
 }
 
-/// Replica 3's fetch at the log end, as a follower of leader epoch 1, with
-/// `replica_epoch` and the leader's eligibility verdict; the ISR proposal
-/// it led to, if any.
+/// Replica 3's fetch at the log end (see [`fetch_at_end`]).
 fn caught_up_fetch(
     p: &Partition,
+    replica_epoch: i64,
+    isr_eligible: bool,
+    now_ms: i64,
+) -> Option<IsrProposal> {
+    fetch_at_end(p, 3, replica_epoch, isr_eligible, now_ms)
+}
+
+/// `replica`'s fetch at the leader's log end in its current leader epoch,
+/// with `replica_epoch` and the leader's eligibility verdict; the ISR
+/// proposal it led to, if any.
+fn fetch_at_end(
+    p: &Partition,
+    replica: i32,
     replica_epoch: i64,
     isr_eligible: bool,
     now_ms: i64,
@@ -44,12 +40,12 @@ fn caught_up_fetch(
     let leo = p.fetch_position().0;
     p.read_for_follower(
         FollowerFetch {
-            replica_id: 3,
+            replica_id: replica,
             replica_epoch,
             fetch_offset: leo,
             log_start_offset: 0,
             last_fetched_epoch: -1,
-            current_leader_epoch: 1,
+            current_leader_epoch: p.leader_epoch(),
             isr_eligible,
         },
         1 << 20,

@@ -35,10 +35,10 @@ pub(crate) enum LoadStatus {
 /// An index file plus its entries in memory.
 #[derive(Debug)]
 pub(crate) struct IndexFile<E: IndexEntry> {
-    path: PathBuf,
     entries: Vec<E>,
-    /// Opened on the first append, through the process-wide cache of open
-    /// files, so inactive segments hold no descriptor.
+    /// The file (and its path), opened on the first append through the
+    /// process-wide cache of open files, so inactive segments hold no
+    /// descriptor.
     writer: CachedFile,
     /// Written through `writer` since the last flush.
     written: bool,
@@ -48,8 +48,7 @@ impl<E: IndexEntry> IndexFile<E> {
     /// An empty index that will be written at `path` (nothing touches disk yet).
     pub(crate) fn empty(path: PathBuf) -> Self {
         IndexFile {
-            writer: CachedFile::closed(path.clone(), Reopen::Append),
-            path,
+            writer: CachedFile::closed(path, Reopen::Append),
             entries: Vec::new(),
             written: false,
         }
@@ -72,8 +71,7 @@ impl<E: IndexEntry> IndexFile<E> {
         let entries = bytes.chunks_exact(E::SIZE).map(E::decode).collect();
         Ok((
             IndexFile {
-                writer: CachedFile::closed(path.clone(), Reopen::Append),
-                path,
+                writer: CachedFile::closed(path, Reopen::Append),
                 entries,
                 written: false,
             },
@@ -82,7 +80,7 @@ impl<E: IndexEntry> IndexFile<E> {
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        self.writer.path()
     }
 
     pub(crate) fn entries(&self) -> &[E] {
@@ -129,7 +127,7 @@ impl<E: IndexEntry> IndexFile<E> {
             e.encode(chunk);
         }
         self.writer.close();
-        fs::write(&self.path, &buf)?;
+        fs::write(self.writer.path(), &buf)?;
         self.entries = entries;
         Ok(())
     }
@@ -150,16 +148,15 @@ impl<E: IndexEntry> IndexFile<E> {
 
     /// Renames the file, e.g. `.index.swap` to `.index` after compaction.
     pub(crate) fn rename_to(&mut self, path: PathBuf) -> io::Result<()> {
-        fs::rename(&self.path, &path)?;
-        self.writer.set_path(path.clone());
-        self.path = path;
+        fs::rename(self.writer.path(), &path)?;
+        self.writer.set_path(path);
         Ok(())
     }
 
     /// Removes the file; a missing file is fine.
     pub(crate) fn delete(&mut self) -> io::Result<()> {
         self.writer.close();
-        match fs::remove_file(&self.path) {
+        match fs::remove_file(self.writer.path()) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }

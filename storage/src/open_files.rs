@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
@@ -125,6 +125,10 @@ impl CachedFile {
         *self.slot.file.lock().expect("slot lock") = Some(Arc::new(file));
         self.touch();
         admit(self.cache, &self.slot);
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The file moved (renamed by its owner): reopened there from now on.

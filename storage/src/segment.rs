@@ -154,7 +154,6 @@ pub(crate) type EpochStarts = Vec<(i32, i64)>;
 #[derive(Debug)]
 pub(crate) struct LogSegment {
     base_offset: i64,
-    log_path: PathBuf,
     /// The `.log`, opened on use through the process-wide cache.
     log: CachedFile,
     size: u64,
@@ -186,7 +185,7 @@ impl LogSegment {
             .create(true)
             .truncate(true)
             .open(&log_path)?;
-        let log = CachedFile::opened(log_path.clone(), Reopen::ReadWrite, log);
+        let log = CachedFile::opened(log_path, Reopen::ReadWrite, log);
         let mut offset_index = OffsetIndex::empty(
             file_path(dir, base_offset, INDEX_SUFFIX, extra),
             base_offset,
@@ -201,7 +200,6 @@ impl LogSegment {
         txn_index.rewrite(Vec::new())?;
         Ok(LogSegment {
             base_offset,
-            log_path,
             log,
             size: 0,
             offset_index,
@@ -232,7 +230,7 @@ impl LogSegment {
         let log_path = file_path(dir, base_offset, LOG_SUFFIX, "");
         // Not opened yet: a segment nobody reads or writes holds no descriptor.
         let size = fs::metadata(&log_path)?.len();
-        let log = CachedFile::closed(log_path.clone(), Reopen::ReadWrite);
+        let log = CachedFile::closed(log_path, Reopen::ReadWrite);
         let (offset_index, offset_status) = OffsetIndex::load(
             file_path(dir, base_offset, INDEX_SUFFIX, ""),
             base_offset,
@@ -245,7 +243,6 @@ impl LogSegment {
         let txn_index = TxnIndex::load(file_path(dir, base_offset, TXN_INDEX_SUFFIX, ""))?;
         let mut segment = LogSegment {
             base_offset,
-            log_path,
             log,
             size,
             offset_index,
@@ -266,7 +263,7 @@ impl LogSegment {
         let mut needs_recovery = recover || !indexes_ok;
         if !indexes_ok && !recover {
             tracing::warn!(
-                segment = %segment.log_path.display(),
+                segment = %segment.log.path().display(),
                 ?offset_status,
                 ?time_status,
                 "index unusable, rebuilding from the log"
@@ -282,12 +279,12 @@ impl LogSegment {
                         .last_entry()
                         .is_none_or(|(_, o)| o < segment.next_offset);
                     if !time_ok {
-                        tracing::warn!(segment = %segment.log_path.display(), "time index points past the log, rebuilding");
+                        tracing::warn!(segment = %segment.log.path().display(), "time index points past the log, rebuilding");
                         needs_recovery = true;
                     }
                 }
                 ScanEnd::Invalid { position, reason } => {
-                    tracing::warn!(segment = %segment.log_path.display(), position, %reason, "corrupt tail in a trusted segment, recovering");
+                    tracing::warn!(segment = %segment.log.path().display(), position, %reason, "corrupt tail in a trusted segment, recovering");
                     needs_recovery = true;
                 }
             }
@@ -425,10 +422,10 @@ impl LogSegment {
         )?;
         match (&end, overflow) {
             (ScanEnd::Invalid { position, reason }, _) => {
-                tracing::warn!(segment = %self.log_path.display(), position, %reason, "truncating corrupt or torn batch");
+                tracing::warn!(segment = %self.log.path().display(), position, %reason, "truncating corrupt or torn batch");
             }
             (ScanEnd::Complete, Some(position)) => {
-                tracing::warn!(segment = %self.log_path.display(), position, "offset out of segment range, truncating");
+                tracing::warn!(segment = %self.log.path().display(), position, "offset out of segment range, truncating");
             }
             _ => {}
         }
@@ -499,7 +496,7 @@ impl LogSegment {
     }
 
     pub(crate) fn log_path(&self) -> &Path {
-        &self.log_path
+        self.log.path()
     }
 
     /// Kafka's `largestTimestamp`: the newest record timestamp, or the file's
@@ -508,7 +505,7 @@ impl LogSegment {
         if self.max_timestamp >= 0 {
             return self.max_timestamp;
         }
-        fs::metadata(&self.log_path)
+        fs::metadata(self.log.path())
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
@@ -553,7 +550,7 @@ impl LogSegment {
                 .first()
                 .map_or(self.base_offset, |(h, _)| h.base_offset);
             if let Err(rollback) = self.cut_at(start, first) {
-                tracing::error!(error = %rollback, segment = %self.log_path.display(), "cannot roll back failed append");
+                tracing::error!(error = %rollback, segment = %self.log.path().display(), "cannot roll back failed append");
             }
             return Err(e);
         }
@@ -596,7 +593,7 @@ impl LogSegment {
         if let ScanEnd::Invalid { position, reason } = self.load_tail_state()? {
             return Err(StorageError::CorruptRecord(format!(
                 "{} at byte {position} after truncation: {reason}",
-                self.log_path.display()
+                self.log.path().display()
             )));
         }
         if self.size == 0 {
@@ -691,7 +688,7 @@ impl LogSegment {
         if let ScanEnd::Invalid { position, reason } = end {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("{} at byte {position}: {reason}", self.log_path.display()),
+                format!("{} at byte {position}: {reason}", self.log.path().display()),
             ));
         }
         Ok(())
@@ -805,7 +802,8 @@ impl LogSegment {
     pub(crate) fn rename_files(&mut self, dir: &Path, from: &str, to: &str) -> io::Result<()> {
         let base = self.base_offset;
         debug_assert!(self
-            .log_path
+            .log
+            .path()
             .to_string_lossy()
             .ends_with(&format!(".{LOG_SUFFIX}{from}")));
         self.offset_index
@@ -817,9 +815,8 @@ impl LogSegment {
         self.txn_index
             .rename_to(file_path(dir, base, TXN_INDEX_SUFFIX, to))?;
         let new_log = file_path(dir, base, LOG_SUFFIX, to);
-        fs::rename(&self.log_path, &new_log)?;
-        self.log.set_path(new_log.clone());
-        self.log_path = new_log;
+        fs::rename(self.log.path(), &new_log)?;
+        self.log.set_path(new_log);
         Ok(())
     }
 
@@ -870,7 +867,7 @@ impl LogSegment {
         self.offset_index.file().delete()?;
         self.time_index.file().delete()?;
         self.txn_index.delete()?;
-        match fs::remove_file(&self.log_path) {
+        match fs::remove_file(self.log.path()) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }

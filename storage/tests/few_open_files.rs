@@ -4,8 +4,13 @@
 //! are closed and opened again, and the process never holds more log files
 //! open than the limit.
 
-use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
+use kafka_protocol::records::{Compression, Record};
 use skein_storage::{open_files, Log, LogConfig};
+
+// The log tests' helpers (this binary uses some of them).
+#[allow(dead_code, unused_imports)]
+#[path = "log/common.rs"]
+mod common;
 
 const LOGS: usize = 60;
 const LIMIT: usize = 16;
@@ -20,24 +25,12 @@ fn batch(log: usize, round: usize) -> Vec<u8> {
     skein_storage::testing::encode(&records, Compression::None)
 }
 
+/// Every record's value, from the log's start.
 fn values(log: &Log) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.log_end_offset() {
-        let r = log
-            .read(offset, 1 << 20, log.log_end_offset(), true)
-            .unwrap();
-        let mut buf = r.records.clone();
-        let sets = RecordBatchDecoder::decode_all(&mut buf).unwrap();
-        for set in sets {
-            for rec in set.records {
-                offset = rec.offset + 1;
-                let v = rec.value.expect("a value");
-                out.push(String::from_utf8(v.to_vec()).unwrap());
-            }
-        }
-    }
-    out
+    common::read_all(log)
+        .into_iter()
+        .map(|r| String::from_utf8(r.value.expect("a value").to_vec()).unwrap())
+        .collect()
 }
 
 fn open_fds() -> usize {
