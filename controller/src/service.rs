@@ -53,6 +53,12 @@ pub struct ControllerService {
     pub storage_lost: prometheus::IntCounter,
     /// Milliseconds for the core (it only compares them).
     clock: Clock,
+    /// When each broker's latest heartbeat arrived, with the epoch it
+    /// named: noted before the event waits for the controller's lock, and
+    /// handed to the core before the next event, so a heartbeat queued
+    /// behind a long event (a registration handing out 100,000 roles) still
+    /// counts when the `Tick` that checks sessions gets the lock first.
+    contacts: Mutex<std::collections::HashMap<i32, (u64, u64)>>,
 }
 
 /// Where the service reads the time it passes to the core.
@@ -183,6 +189,7 @@ impl ControllerService {
             elections,
             storage_lost,
             clock,
+            contacts: Mutex::new(std::collections::HashMap::new()),
         }))
     }
 
@@ -213,8 +220,23 @@ impl ControllerService {
     /// anyone sees it, publishes the view, delivers instructions, and
     /// returns the replies.
     pub fn handle(&self, event: Event) -> Result<Vec<Reply>, ControlPlaneError> {
+        if let Event::BrokerHeartbeat {
+            broker,
+            broker_epoch,
+        } = &event
+        {
+            let arrived = (self.clock)();
+            self.contacts
+                .lock()
+                .expect("contacts lock")
+                .insert(*broker, (*broker_epoch, arrived));
+        }
         let mut guard = self.state.lock().expect("controller lock");
         let st = &mut *guard;
+        let contacts = std::mem::take(&mut *self.contacts.lock().expect("contacts lock"));
+        for (broker, (epoch, at_ms)) in contacts {
+            st.core.note_contact(broker, epoch, at_ms);
+        }
         let rebalancing = matches!(event, Event::Tick | Event::ElectLeaders { .. });
         let config_topic = match &event {
             Event::TopicConfigChanged { topic, .. } => Some(topic.clone()),

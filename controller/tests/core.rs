@@ -908,6 +908,33 @@ fn controlled_shutdown_of_single_node_takes_partitions_offline_keeping_it_eligib
     assert_eq!(leaders_told(&commands, "t", 0), vec![1]);
 }
 
+/// A heartbeat that arrived before a Tick but waited behind a long event
+/// (the service notes its arrival outside the controller's lock) keeps its
+/// broker alive; one naming an older registration does not.
+#[test]
+fn a_heartbeat_noted_on_arrival_counts_even_if_the_tick_runs_first() {
+    let mut core = cluster(2);
+    create(&mut core, "t", 1, 1, 2);
+    let e1 = core.broker(1).unwrap().broker_epoch;
+    let e2 = core.broker(2).unwrap().broker_epoch;
+    // Both arrived at 900; neither event has run yet when the Tick does.
+    core.note_contact(1, e1, 900);
+    core.note_contact(2, e2 + 100, 900);
+    core.handle(Event::Tick, 1_500);
+    assert!(
+        core.broker(1).unwrap().is_alive(),
+        "its heartbeat arrived at 900"
+    );
+    assert!(
+        core.broker(2).unwrap().fenced,
+        "a heartbeat of another registration does not count"
+    );
+    // A fenced broker is not brought back by a late contact.
+    core.note_contact(2, e2, 1_600);
+    core.handle(Event::Tick, 1_700);
+    assert!(core.broker(2).unwrap().fenced);
+}
+
 #[test]
 fn missed_heartbeats_fence_a_broker_on_tick() {
     let mut core = cluster(2);

@@ -281,6 +281,19 @@ impl ControllerCore {
         self.reply(Reply::ControlledShutdown { broker, result });
     }
 
+    /// A heartbeat of `broker`'s current registration arrived at `at_ms`
+    /// (before its event was handled): its session counts from then.
+    pub fn note_contact(&mut self, broker: BrokerId, broker_epoch: u64, at_ms: u64) {
+        let current = self
+            .image
+            .brokers
+            .get(&broker)
+            .is_some_and(|i| !i.fenced && i.broker_epoch == broker_epoch);
+        if let (true, Some(last)) = (current, self.sessions.get_mut(&broker)) {
+            *last = (*last).max(at_ms);
+        }
+    }
+
     pub(super) fn on_tick(&mut self) {
         let timeout = self.config.broker_session_timeout_ms;
         let expired: Vec<BrokerId> = self
