@@ -293,6 +293,8 @@ impl Broker {
         let image = self.metadata.image();
         let mut topics: BTreeMap<String, Result<HostedTopic<'_>, ApiError>> = BTreeMap::new();
         self.open_new_logs(&image, &mut topics, &changes, now);
+        let started = std::time::Instant::now();
+        let (mut leading, mut following) = (0usize, 0usize);
         for change in changes {
             let result = match change {
                 PartitionChange::Leader {
@@ -313,7 +315,8 @@ impl Broker {
                             isr,
                             now,
                         )
-                    }),
+                    })
+                    .map(|started| leading += usize::from(started)),
                 PartitionChange::Follower {
                     topic,
                     partition,
@@ -324,13 +327,13 @@ impl Broker {
                 } => self
                     .hosted(&image, &mut topics, &topic, partition, now)
                     .map(|p| {
-                        self.replicas.become_follower(
+                        following += usize::from(self.replicas.become_follower(
                             &p,
                             leader,
                             leader_epoch,
                             partition_epoch,
                             replicas,
-                        )
+                        ))
                     }),
                 PartitionChange::Stop {
                     topic,
@@ -344,6 +347,14 @@ impl Broker {
             if let Err(e) = result {
                 warn!(error = %e, "cannot apply the controller's instruction");
             }
+        }
+        if leading + following > 0 {
+            info!(
+                leader_of = leading,
+                follower_of = following,
+                ms = started.elapsed().as_millis() as u64,
+                "took new roles from the controller"
+            );
         }
     }
 
@@ -556,8 +567,17 @@ impl Broker {
             loop {
                 tokio::time::sleep(every).await;
                 let Some(b) = me.upgrade() else { return };
-                let result = tokio::task::spawn_blocking(move || {
-                    if let Err(e) = b.metadata.heartbeat() {
+                let result = tokio::task::spawn_blocking(move || match b.metadata.heartbeat() {
+                    Ok(()) => Ok(()),
+                    // The controller did not answer (busy, or between
+                    // sessions): the next heartbeat tries again. Registering
+                    // anew would have it send every role this broker holds
+                    // (100,000 instructions at that size) while it is busy.
+                    Err(e) if !needs_registration(e.code) => {
+                        warn!(error = %e, "heartbeat not answered; trying again");
+                        Ok(())
+                    }
+                    Err(e) => {
                         warn!(error = %e, "heartbeat refused; registering again");
                         b.metadata
                             .register(
@@ -568,8 +588,6 @@ impl Broker {
                                 b.config.endpoints(),
                             )
                             .map(|_| ())
-                    } else {
-                        Ok(())
                     }
                 })
                 .await;
@@ -628,4 +646,14 @@ impl Broker {
             }
         }));
     }
+}
+
+/// A heartbeat refused with this code means the controller no longer knows
+/// this incarnation (it fenced it, or lost its registration): register
+/// again. Any other error (a timeout, no controller) is retried.
+fn needs_registration(code: ResponseError) -> bool {
+    matches!(
+        code,
+        ResponseError::StaleBrokerEpoch | ResponseError::BrokerIdNotRegistered
+    )
 }

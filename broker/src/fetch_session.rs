@@ -22,7 +22,7 @@
 //! smallest consumer session, and a consumer's session that of a smaller
 //! consumer session. Otherwise the fetch is answered without a session.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -278,8 +278,13 @@ impl FetchSessionCache {
                         }
                     }
                 }
-                for key in forgotten(req, version) {
-                    session.partitions.shift_remove(&key);
+                // One pass, keeping the order: a follower whose leader
+                // moved forgets tens of thousands of partitions at once,
+                // and removing them one by one (each O(n)) stalled the
+                // broker for seconds with the session cache locked.
+                let forget: HashSet<PartKey> = forgotten(req, version).into_iter().collect();
+                if !forget.is_empty() {
+                    session.partitions.retain(|k, _| !forget.contains(k));
                 }
                 self.requests.with_label_values(&["incremental"]).inc();
                 Ok(Plan {
@@ -359,13 +364,27 @@ impl FetchSessionCache {
                     }
                     send.push(changed);
                 }
-                // Partitions that returned data go to the back, so a
-                // response limit does not always favour the same ones.
-                for key in rotate {
-                    if let Some(i) = session.partitions.get_index_of(&key) {
-                        let last = session.partitions.len() - 1;
-                        session.partitions.move_index(i, last);
+                // Partitions that returned data go to the back, in their
+                // order, so a response limit does not always favour the
+                // same ones. One O(n) pass: moving them one at a time is
+                // O(n) each, and a follower catching up on 60,000
+                // partitions held the lock (and a runtime thread) for
+                // seconds per response.
+                if !rotate.is_empty() {
+                    let rotate: HashSet<PartKey> = rotate.into_iter().collect();
+                    let all = std::mem::take(&mut session.partitions);
+                    let mut back = IndexMap::with_capacity(rotate.len());
+                    session
+                        .partitions
+                        .reserve(all.len() - rotate.len().min(all.len()));
+                    for (k, c) in all {
+                        if rotate.contains(&k) {
+                            back.insert(k, c);
+                        } else {
+                            session.partitions.insert(k, c);
+                        }
                     }
+                    session.partitions.extend(back);
                 }
                 (id, send)
             }
@@ -570,6 +589,35 @@ mod tests {
         let plan = c.begin(&req(follower, 0, &[("c", 0, 0)]), 12).unwrap();
         assert_eq!(plan.mode, Mode::Open);
         assert!(c.is_empty());
+    }
+
+    /// Many partitions rotated and forgotten in one request (a follower
+    /// catching up, a leader moving away) keep everyone else's order; the
+    /// rotated ones go to the back in their own order.
+    #[test]
+    fn several_partitions_rotate_and_are_forgotten_in_order() {
+        let c = cache(10);
+        let parts: Vec<(&str, i32, i64)> = (0..6).map(|p| ("a", p, 0)).collect();
+        let id = open(&c, &parts);
+        let order = |plan: &Plan| -> Vec<i32> {
+            plan.partitions.iter().map(|(k, _)| k.partition).collect()
+        };
+        let plan = c.begin(&req(id, 1, &[]), 12).unwrap();
+        assert_eq!(order(&plan), vec![0, 1, 2, 3, 4, 5]);
+        let returned = [1, 3, 4];
+        let outcomes: Vec<_> = (0..6).map(|p| outcome(0, returned.contains(&p))).collect();
+        c.finish(&plan, &outcomes, 12, false);
+        let mut r = req(id, 2, &[]);
+        let mut f = ForgottenTopic::default();
+        f.topic = TopicName(kafka_protocol::protocol::StrBytes::from_static_str("a"));
+        let plan = c.begin(&r, 12).unwrap();
+        assert_eq!(order(&plan), vec![0, 2, 5, 1, 3, 4]);
+        c.finish(&plan, &[outcome(0, false); 6], 12, false);
+        f.partitions = vec![2, 5, 3];
+        r = req(id, 3, &[]);
+        r.forgotten_topics_data.push(f);
+        let plan = c.begin(&r, 12).unwrap();
+        assert_eq!(order(&plan), vec![0, 1, 4]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use kafka_protocol::error::ResponseError;
 
@@ -50,18 +50,29 @@ impl Broker {
                         continue;
                     }
                 };
+                // Each change on its own line when there are few; a
+                // follower back after a restart rejoins tens of thousands
+                // of ISRs in a few batches, logged as one line each.
+                let one_by_one = batch.len() <= ISR_CHANGES_LOGGED_ONE_BY_ONE;
+                let (mut expanded, mut shrunk) = (0usize, 0usize);
                 for (p, result) in batch.iter().zip(results) {
                     let Some(part) = b.replicas.get(&p.topic, p.partition) else {
                         continue;
                     };
                     match result {
                         Ok(state) => {
-                            info!(topic = %p.topic, partition = p.partition, isr = ?state.isr, "ISR changed");
+                            if one_by_one {
+                                info!(topic = %p.topic, partition = p.partition, isr = ?state.isr, "ISR changed");
+                            } else {
+                                debug!(topic = %p.topic, partition = p.partition, isr = ?state.isr, "ISR changed");
+                            }
                             let before = part.isr().len();
                             if state.isr.len() < before {
                                 b.metrics.isr_shrinks.inc();
+                                shrunk += 1;
                             } else if state.isr.len() > before {
                                 b.metrics.isr_expands.inc();
+                                expanded += 1;
                             }
                             part.complete_isr_change(
                                 p.leader_epoch,
@@ -83,10 +94,16 @@ impl Broker {
                         }
                     }
                 }
+                if !one_by_one && expanded + shrunk > 0 {
+                    info!(expanded, shrunk, proposed = batch.len(), "ISRs changed");
+                }
             }
         }));
     }
 }
+
+/// Batches of ISR changes up to this size are logged change by change.
+const ISR_CHANGES_LOGGED_ONE_BY_ONE: usize = 20;
 
 /// Refusals that mean the leader's own partition state is out of date:
 /// the controller's newer state for it is on the way (Kafka's leader

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use kafka_protocol::error::ResponseError;
 use skein_storage::{Log, LogConfig};
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::error::ApiError;
 use crate::metadata::TopicView;
@@ -184,7 +184,10 @@ impl ReplicaManager {
             .clone())
     }
 
-    /// Leads `part` at `leader_epoch` (stops fetching it).
+    /// Leads `part` at `leader_epoch` (stops fetching it); whether this
+    /// started a new leader epoch here. Per partition at debug level: a
+    /// broker loss makes a broker leader of tens of thousands at once, and
+    /// the caller logs them together.
     pub fn become_leader(
         &self,
         part: &Arc<Partition>,
@@ -193,15 +196,17 @@ impl ReplicaManager {
         replicas: Vec<i32>,
         isr: Vec<i32>,
         now_ms: i64,
-    ) -> Result<(), ApiError> {
+    ) -> Result<bool, ApiError> {
         self.fetchers.remove(&(part.topic.clone(), part.index));
-        if part.make_leader(leader_epoch, partition_epoch, replicas, isr, now_ms)? {
-            info!(topic = %part.topic, partition = part.index, leader_epoch, "became leader");
+        let started = part.make_leader(leader_epoch, partition_epoch, replicas, isr, now_ms)?;
+        if started {
+            debug!(topic = %part.topic, partition = part.index, leader_epoch, "became leader");
         }
-        Ok(())
+        Ok(started)
     }
 
-    /// Follows `leader` (no one when `-1`) at `leader_epoch`.
+    /// Follows `leader` (no one when `-1`) at `leader_epoch`; whether the
+    /// leader or its epoch changed (logged like [`Self::become_leader`]).
     pub fn become_follower(
         &self,
         part: &Arc<Partition>,
@@ -209,16 +214,17 @@ impl ReplicaManager {
         leader_epoch: i32,
         partition_epoch: i32,
         replicas: Vec<i32>,
-    ) {
+    ) -> bool {
         if !part.make_follower(leader, leader_epoch, partition_epoch, replicas) {
-            return;
+            return false;
         }
-        info!(topic = %part.topic, partition = part.index, leader, leader_epoch, "became follower");
+        debug!(topic = %part.topic, partition = part.index, leader, leader_epoch, "became follower");
         if leader >= 0 && leader != self.local_id {
             self.fetchers.add(leader, part.clone(), leader_epoch);
         } else {
             self.fetchers.remove(&(part.topic.clone(), part.index));
         }
+        true
     }
 
     /// Stops serving a replica; with `delete` its data goes too.

@@ -116,6 +116,34 @@ pub enum Event {
     Tick,
 }
 
+impl Event {
+    /// The event's name in logs (`BrokerLost`, `CreateTopic`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::BrokerRegistered { .. } => "BrokerRegistered",
+            Event::BrokerHeartbeat { .. } => "BrokerHeartbeat",
+            Event::BrokerLost { .. } => "BrokerLost",
+            Event::ControlledShutdownRequested { .. } => "ControlledShutdownRequested",
+            Event::CreateTopic(_) => "CreateTopic",
+            Event::CreatePartitions { .. } => "CreatePartitions",
+            Event::TopicConfigChanged { .. } => "TopicConfigChanged",
+            Event::DeleteTopic { .. } => "DeleteTopic",
+            Event::AlterPartition(_) => "AlterPartition",
+            Event::AlterPartitions(_) => "AlterPartitions",
+            Event::ReassignPartition { .. } => "ReassignPartition",
+            Event::AlterReplicationFactor { .. } => "AlterReplicationFactor",
+            Event::ElectLeaders { .. } => "ElectLeaders",
+            Event::AllocateProducerIds { .. } => "AllocateProducerIds",
+            Event::AlterScramCredentials { .. } => "AlterScramCredentials",
+            Event::AlterClientQuotas { .. } => "AlterClientQuotas",
+            Event::AlterBrokerConfigs { .. } => "AlterBrokerConfigs",
+            Event::CreateAcls { .. } => "CreateAcls",
+            Event::DeleteAcls { .. } => "DeleteAcls",
+            Event::Tick => "Tick",
+        }
+    }
+}
+
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewTopic {

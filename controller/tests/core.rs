@@ -294,6 +294,35 @@ fn leader_loss_elects_from_isr_and_bumps_epochs() {
     assert!(commands.iter().any(|c| matches!(c, Command::BecomeLeader { broker: 2, partition_epoch: 2, isr, .. } if isr == &vec![2])));
 }
 
+/// A follower lost changes the ISR only: the leader learns the new ISR
+/// and partition epoch; the other follower's role is the same, so it is
+/// told nothing (at 100,000 partitions a broker loss would otherwise send
+/// every surviving replica an instruction).
+#[test]
+fn a_follower_lost_tells_the_leader_only() {
+    let mut core = cluster(3);
+    create(&mut core, "t", 1, 1, 3);
+    let s = core.partition("t", 0).unwrap().clone();
+    assert_eq!((s.leader, s.replicas.clone()), (1, vec![1, 2, 3]));
+    let commands = lose(&mut core, 3);
+    let told: Vec<(i32, bool)> = commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::BecomeLeader { broker, isr, .. } => {
+                assert_eq!(isr, &vec![1, 2]);
+                Some((*broker, true))
+            }
+            Command::BecomeFollower { broker, .. } | Command::StopReplica { broker, .. } => {
+                Some((*broker, false))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told, vec![(1, true)], "{commands:#?}");
+    let s = core.partition("t", 0).unwrap();
+    assert_eq!((s.isr.clone(), s.partition_epoch), (vec![1, 2], 1));
+}
+
 #[test]
 fn out_of_sync_replica_is_not_elected_and_partition_goes_offline() {
     let mut core = cluster(2);

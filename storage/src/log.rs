@@ -664,8 +664,9 @@ impl Log {
             segment.flush()?;
         }
         self.epochs.flush()?;
+        // A missing file reads as 0: an empty log from offset 0 needs none.
         if self.recovery_point != self.log_end_offset
-            || !self.dir.join(RECOVERY_POINT_FILE).exists()
+            || (self.log_end_offset > 0 && !self.dir.join(RECOVERY_POINT_FILE).exists())
         {
             self.recovery_point = self.log_end_offset;
             checkpoint::write(&self.dir.join(RECOVERY_POINT_FILE), self.recovery_point)?;
@@ -758,17 +759,31 @@ impl Log {
 
     /// Flushes, records the segments' final time index entries and leaves a
     /// clean-shutdown marker so the next `open` skips validation.
+    ///
+    /// Only what changed is written: an idle partition costs one fsync
+    /// (of its directory, for the marker), so a broker hosting 100,000
+    /// partitions stops in seconds, not minutes.
     pub fn close(mut self) -> Result<(), StorageError> {
         self.active_mut().trim()?;
         self.active_mut().append_final_time_entry()?;
-        self.producer_state
-            .write_snapshot(&self.dir, self.log_end_offset)?;
+        if self.producer_state.snapshot_needed(
+            &self.dir,
+            self.log_end_offset,
+            self.log_start_offset,
+        )? {
+            self.producer_state
+                .write_snapshot(&self.dir, self.log_end_offset)?;
+        }
         self.flush()?;
-        checkpoint::write(
-            &self.dir.join(CLEANER_CHECKPOINT_FILE),
-            self.cleaner_checkpoint,
-        )?;
-        fs::File::create(self.dir.join(CLEAN_SHUTDOWN_FILE))?.sync_all()?;
+        // Every change of the cleaner checkpoint is written when it is
+        // made; only a value lowered at open may still differ.
+        let path = self.dir.join(CLEANER_CHECKPOINT_FILE);
+        if checkpoint::read(&path)?.unwrap_or(0) != self.cleaner_checkpoint {
+            checkpoint::write(&path, self.cleaner_checkpoint)?;
+        }
+        // The marker is empty: the directory's fsync makes it durable,
+        // after everything above already was.
+        fs::File::create(self.dir.join(CLEAN_SHUTDOWN_FILE))?;
         sync_dir(&self.dir)?;
         Ok(())
     }

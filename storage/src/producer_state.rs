@@ -330,6 +330,23 @@ impl ProducerStateManager {
         Ok(())
     }
 
+    /// Whether a snapshot at `offset` adds anything: not when no producer
+    /// is known, the log is empty (`offset` is its start) and no older
+    /// snapshot could be read instead — a reload rebuilds the same empty
+    /// state for free. A broker closing 100,000 idle partitions saves two
+    /// fsyncs each.
+    pub fn snapshot_needed(
+        &self,
+        dir: &Path,
+        offset: i64,
+        log_start_offset: i64,
+    ) -> io::Result<bool> {
+        if !self.producers.is_empty() || offset != log_start_offset {
+            return Ok(true);
+        }
+        Ok(!list_snapshots(dir)?.is_empty())
+    }
+
     /// Loads the newest readable snapshot at or below `max_offset`; returns
     /// the state and the offset it is valid for (`None`: start from scratch).
     pub fn load_snapshot(dir: &Path, max_offset: i64) -> io::Result<Option<(Self, i64)>> {

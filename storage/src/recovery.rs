@@ -251,8 +251,11 @@ impl Log {
         // point can move to the end.
         log.flush()?;
         // (After a clean stop the stored start offset is usually the one in
-        // force: it is not written, and fsynced, again.)
-        if start_checkpoint != Some(log.log_start_offset) {
+        // force: it is not written, and fsynced, again. Without a stored
+        // one the start is the first segment's base, found again the same
+        // way on the next open: nothing to write either.)
+        let derived = start_checkpoint.is_none() && log.log_start_offset == first_base;
+        if start_checkpoint != Some(log.log_start_offset) && !derived {
             checkpoint::write(&log.dir.join(LOG_START_OFFSET_FILE), log.log_start_offset)?;
         }
         if clean {

@@ -370,6 +370,19 @@ impl LogSegment {
         index_interval: u64,
     ) -> Result<(u64, EpochStarts), StorageError> {
         let base = self.base_offset;
+        if self.size == 0
+            && self.offset_index.last_entry().is_none()
+            && self.time_index.last_entry().is_none()
+        {
+            // Nothing written, nothing indexed: nothing to rebuild or make
+            // durable. A broker back from a crash opens tens of thousands
+            // of such partitions; each would cost four fsyncs.
+            self.max_timestamp = -1;
+            self.offset_of_max_timestamp = -1;
+            self.next_offset = base;
+            self.bytes_since_last_index_entry = 0;
+            return Ok((0, Vec::new()));
+        }
         let mut epochs: Vec<(i32, i64)> = Vec::new();
         let mut offset_entries = Vec::new();
         let mut time_entries: Vec<TimeEntry> = Vec::new();

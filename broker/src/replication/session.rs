@@ -45,37 +45,33 @@ impl SessionHandler {
     /// (every partition this fetcher follows, with its current state).
     pub fn build(&mut self, req: &mut FetchRequest, wanted: Vec<(Key, FetchPartition)>) {
         let full = self.id == 0 || self.next_epoch == 0;
+        // Topics are found through an index: a fetcher can follow
+        // thousands of topics, and a scan per partition is quadratic.
         let mut topics: Vec<FetchTopic> = Vec::new();
-        let add = |topics: &mut Vec<FetchTopic>, topic_id: Uuid, fp: FetchPartition| match topics
-            .iter_mut()
-            .find(|t| t.topic_id == topic_id)
-        {
-            Some(t) => t.partitions.push(fp),
-            None => {
-                let mut t = FetchTopic::default();
-                t.topic_id = topic_id;
-                t.partitions = vec![fp];
-                topics.push(t);
-            }
-        };
+        let mut topic_at: HashMap<Uuid, usize> = HashMap::new();
         let now: HashMap<Key, FetchPartition> = wanted.iter().cloned().collect();
         for (key, fp) in wanted {
             if full || self.sent.get(&key) != Some(&fp) {
-                add(&mut topics, key.0, fp);
+                let i = *topic_at.entry(key.0).or_insert_with(|| {
+                    let mut t = FetchTopic::default();
+                    t.topic_id = key.0;
+                    topics.push(t);
+                    topics.len() - 1
+                });
+                topics[i].partitions.push(fp);
             }
         }
         let mut forgotten: Vec<ForgottenTopic> = Vec::new();
         if !full {
+            let mut forgotten_at: HashMap<Uuid, usize> = HashMap::new();
             for key in self.sent.keys().filter(|k| !now.contains_key(*k)) {
-                match forgotten.iter_mut().find(|f| f.topic_id == key.0) {
-                    Some(f) => f.partitions.push(key.1),
-                    None => {
-                        let mut f = ForgottenTopic::default();
-                        f.topic_id = key.0;
-                        f.partitions = vec![key.1];
-                        forgotten.push(f);
-                    }
-                }
+                let i = *forgotten_at.entry(key.0).or_insert_with(|| {
+                    let mut f = ForgottenTopic::default();
+                    f.topic_id = key.0;
+                    forgotten.push(f);
+                    forgotten.len() - 1
+                });
+                forgotten[i].partitions.push(key.1);
             }
         }
         req.topics = topics;

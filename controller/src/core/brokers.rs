@@ -232,15 +232,18 @@ impl ControllerCore {
             return;
         }
         self.out.publish = true;
-        let touched =
-            self.partitions_where(|s| fenced.iter().any(|b| s.isr.contains(b) || s.leader == *b));
-        for (topic, p) in touched {
-            let mut next = self.state(&topic, p).clone();
-            // Leaving an ISR that is then below min.insync.replicas puts
-            // them in the ELR (commit_partition), so they stay electable.
-            next.isr.retain(|b| !fenced.contains(b));
+        let touched = self.partitions_by_topic_where(|s| {
+            fenced.iter().any(|b| s.isr.contains(b) || s.leader == *b)
+        });
+        for (topic, partitions) in touched {
             let unclean = self.unclean_enabled(&topic);
-            self.commit_partition(&topic, p, next, unclean, Origin::Controller);
+            for p in partitions {
+                let mut next = self.state(&topic, p).clone();
+                // Leaving an ISR that is then below min.insync.replicas puts
+                // them in the ELR (commit_partition), so they stay electable.
+                next.isr.retain(|b| !fenced.contains(b));
+                self.commit_partition(&topic, p, next, unclean, Origin::Controller);
+            }
         }
     }
 
@@ -262,14 +265,17 @@ impl ControllerCore {
         // Leadership moves to another in-sync replica; the broker leaves the
         // ISRs (into the ELR when the ISR is then below min.insync.replicas,
         // which keeps its data electable) and stops serving its replicas.
-        for (topic, p) in self.partitions_where(|s| s.replicas.contains(&broker)) {
-            let mut next = self.state(&topic, p).clone();
-            let before = next.partition_epoch;
-            next.isr.retain(|b| *b != broker);
+        for (topic, partitions) in self.partitions_by_topic_where(|s| s.replicas.contains(&broker))
+        {
             let unclean = self.unclean_enabled(&topic);
-            let after = self.commit_partition(&topic, p, next, unclean, Origin::Controller);
-            if after.partition_epoch == before {
-                self.notify_replica(&topic, p, broker);
+            for p in partitions {
+                let mut next = self.state(&topic, p).clone();
+                let before = next.partition_epoch;
+                next.isr.retain(|b| *b != broker);
+                let after = self.commit_partition(&topic, p, next, unclean, Origin::Controller);
+                if after.partition_epoch == before {
+                    self.notify_replica(&topic, p, broker);
+                }
             }
         }
         let result = match self.partitions_led_by(broker).is_empty() {

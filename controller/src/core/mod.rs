@@ -252,6 +252,28 @@ impl ControllerCore {
         })
     }
 
+    /// The partitions matching `pred` by topic, collected so they can be
+    /// changed (one name per topic, not one per partition).
+    fn partitions_by_topic_where(
+        &self,
+        pred: impl Fn(&PartitionState) -> bool,
+    ) -> Vec<(String, Vec<u32>)> {
+        self.image
+            .topics
+            .iter()
+            .filter_map(|(name, t)| {
+                let matching: Vec<u32> = t
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| pred(s))
+                    .map(|(p, _)| p as u32)
+                    .collect();
+                (!matching.is_empty()).then(|| (name.clone(), matching))
+            })
+            .collect()
+    }
+
     /// The partitions matching `pred`, collected so they can be changed.
     fn partitions_where(&self, pred: impl Fn(&PartitionState) -> bool) -> Vec<(String, u32)> {
         self.all_partitions()
@@ -277,13 +299,6 @@ impl ControllerCore {
 
     fn is_alive(&self, b: BrokerId) -> bool {
         self.image.brokers.get(&b).is_some_and(BrokerInfo::is_alive)
-    }
-
-    /// `min.insync.replicas` of a topic (its config, else the cluster's).
-    fn min_isr(&self, topic: &str) -> usize {
-        self.image.topics.get(topic).map_or(1, |t| {
-            election::min_insync_replicas(&t.spec.configs, self.config.min_insync_replicas)
-        })
     }
 
     /// Brokers that came back with an empty disk stop being reported as
@@ -342,8 +357,11 @@ impl ControllerCore {
         allow_unclean: bool,
         origin: Origin,
     ) -> PartitionState {
-        let old = self.state(topic, partition).clone();
-        let min_isr = self.min_isr(topic);
+        let t = &self.image.topics[topic];
+        let old = t.partitions[partition as usize].clone();
+        let topic_id = t.spec.topic_id;
+        let min_isr =
+            election::min_insync_replicas(&t.spec.configs, self.config.min_insync_replicas);
         reassignment::maybe_complete(&mut next);
         // Members that just left an ISR now below min.insync.replicas hold
         // everything committed: they join the ELR before the election so
@@ -373,7 +391,6 @@ impl ControllerCore {
         next.leader_epoch = old.leader_epoch + i32::from(bump_leader);
         next.partition_epoch = old.partition_epoch + 1;
 
-        let topic_id = self.image.topics[topic].spec.topic_id;
         self.image
             .topics
             .get_mut(topic)
@@ -395,8 +412,17 @@ impl ControllerCore {
                 previous_isr: old.isr.clone(),
             });
         }
-        if origin == Origin::Controller || bump_leader || next.replicas != old.replicas {
+        // A new leader or new replicas change everyone's role. A change of
+        // the controller's that keeps them (a replica leaving the ISR)
+        // concerns the leader (its ISR and partition epoch) and replicas
+        // shutting down (they stop); the other followers' roles are the
+        // same, so they are not told: a broker loss at 100,000 partitions
+        // would otherwise send every surviving replica an instruction.
+        let roles_changed = bump_leader || next.replicas != old.replicas;
+        if roles_changed {
             self.notify_replicas(topic, partition);
+        } else if origin == Origin::Controller {
+            self.notify_leader_and_stopping(topic, partition);
         }
         for b in removed {
             if self.is_alive(b) {
@@ -417,6 +443,29 @@ impl ControllerCore {
     fn notify_replicas(&mut self, topic: &str, partition: u32) {
         let replicas = self.state(topic, partition).replicas.clone();
         for b in replicas {
+            self.notify_replica(topic, partition, b);
+        }
+    }
+
+    /// Tells the leader, and replicas in controlled shutdown, their roles
+    /// in the partition's current state.
+    fn notify_leader_and_stopping(&mut self, topic: &str, partition: u32) {
+        let s = self.state(topic, partition);
+        let leader = s.leader;
+        let told: Vec<BrokerId> = s
+            .replicas
+            .iter()
+            .copied()
+            .filter(|b| {
+                *b == leader
+                    || self
+                        .image
+                        .brokers
+                        .get(b)
+                        .is_some_and(|i| i.in_controlled_shutdown)
+            })
+            .collect();
+        for b in told {
             self.notify_replica(topic, partition, b);
         }
     }

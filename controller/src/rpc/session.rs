@@ -329,4 +329,78 @@ mod tests {
         assert_eq!(sizes, vec![max, max, 1]);
         assert_eq!(partitions, (0..n as i32).collect::<Vec<_>>());
     }
+
+    /// What one broker loss costs the controller at scale, step by step:
+    /// the event (elections, the metadata log, the view) and the messages
+    /// to the surviving brokers. A measurement, not a check; run it with
+    /// `cargo test --release -p skein-controller --lib -- --ignored
+    /// --nocapture failover_cost` (`SKEIN_PROBE_PARTITIONS`, default
+    /// 100,000).
+    #[test]
+    #[ignore = "a measurement, run by hand"]
+    fn failover_cost() {
+        use prost::Message;
+        use std::time::Instant;
+        let partitions: u32 = std::env::var("SKEIN_PROBE_PARTITIONS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100_000);
+        let dir = tempfile::tempdir().unwrap();
+        let c =
+            ControllerService::open(Some(&dir.path().join("meta")), Default::default()).unwrap();
+        for b in 1..=3 {
+            c.handle(Event::BrokerRegistered {
+                broker: b,
+                host: "127.0.0.1".into(),
+                port: 9000 + b as u16,
+                rack: None,
+                directory_id: Some(crate::DirectoryId(b as u128)),
+                previous_broker_epoch: None,
+                endpoints: vec![],
+            })
+            .unwrap();
+        }
+        let started = Instant::now();
+        for t in 0..partitions / 200 {
+            c.handle(Event::CreateTopic(crate::NewTopic::new(
+                format!("ms-{t:05}"),
+                crate::TopicId(t as u128 + 1),
+                200,
+                3,
+            )))
+            .unwrap();
+        }
+        eprintln!("created {partitions} partitions in {:?}", started.elapsed());
+        let mut rxs = Vec::new();
+        for b in 2..=3 {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let link = Arc::new(SessionLink {
+                controller: Arc::downgrade(&c),
+                outbound: tx,
+                sent: std::sync::Mutex::new(0),
+            });
+            link.send_full_view();
+            c.attach(b, link.clone());
+            rxs.push((b, rx, link));
+        }
+        for (_, rx, _) in &mut rxs {
+            while rx.try_recv().is_ok() {}
+        }
+        let started = Instant::now();
+        c.handle(Event::BrokerLost { broker: 1 }).unwrap();
+        let handled = started.elapsed();
+        for (b, rx, link) in &mut rxs {
+            link.send_view();
+            let (mut messages, mut bytes) = (0, 0);
+            while let Ok(m) = rx.try_recv() {
+                messages += 1;
+                bytes += m.encoded_len();
+            }
+            eprintln!("broker {b}: {messages} messages, {bytes} bytes");
+        }
+        eprintln!(
+            "BrokerLost handled in {handled:?}; with the messages encoded {:?}",
+            started.elapsed()
+        );
+    }
 }

@@ -278,62 +278,95 @@ impl MetadataLog {
     }
 
     /// Commits `records`, the change that turned the previous image into
-    /// `image`, durably. On an error nothing is lost: the records are
-    /// committed with the next append (the caller keeps `image` as it is).
-    /// A head write whose outcome is unknown (a timeout) is checked against
-    /// the store first, so a batch is not committed twice by mistake — and
-    /// if it were, records are idempotent.
+    /// `image`, durably, then replaces the log with a snapshot of `image`
+    /// when one is due ([`Self::append_records`] and
+    /// [`Self::compact_if_due`]).
     pub fn append(
         &mut self,
         records: Vec<MetadataRecord>,
         image: &MetadataImage,
     ) -> io::Result<()> {
-        if let Some(attempted) = self.attempted.take() {
-            match self.store.read_head()? {
-                Some((bytes, version)) => {
-                    let stored: Head =
-                        serde_json::from_slice(&bytes).map_err(|e| invalid(&*self.store, e))?;
-                    if stored == attempted {
-                        // It landed: the pending records are committed.
-                        self.pending.clear();
-                        self.head = attempted;
-                        self.version = Some(version);
-                    } else if stored.seq != self.head.seq || stored.writer != self.head.writer {
-                        self.attempted = Some(attempted);
-                        self.pending.extend(records);
-                        return Err(io::Error::other(format!(
-                            "{}: the metadata head was changed by another writer (is a second controller active?)",
-                            self.store.describe()
-                        )));
-                    }
-                }
-                None if self.version.is_some() => {
-                    self.attempted = Some(attempted);
-                    self.pending.extend(records);
-                    return Err(io::Error::other(format!(
-                        "{}: the metadata head is gone",
-                        self.store.describe()
-                    )));
-                }
-                None => {}
-            }
-        }
+        self.append_records(records)?;
+        self.compact_if_due(image).map(|_| ())
+    }
+
+    /// Commits `records` durably. On an error nothing is lost: the records
+    /// are committed with the next append (the caller keeps its image as
+    /// it is). A head write whose outcome is unknown (a timeout) is checked
+    /// against the store first, so a batch is not committed twice by
+    /// mistake — and if it were, records are idempotent.
+    pub fn append_records(&mut self, records: Vec<MetadataRecord>) -> io::Result<()> {
+        self.settle_attempted(&records)?;
         self.pending.extend(records);
         if self.pending.is_empty() {
             return Ok(());
         }
         let encoded = encode(&self.pending)?;
         let batch_bytes: usize = encoded.iter().map(Vec::len).sum();
-        let log_bytes = self.head.log_bytes as usize + self.head.tail_bytes as usize + batch_bytes;
-        let due = log_bytes
-            > (self.head.snapshot_bytes as usize).max(self.limits.min_snapshot_interval_bytes)
-            || self.head.log.len() >= self.limits.max_log_blobs;
-        if due {
-            self.write_snapshot(image)?;
-        } else {
-            self.append_batch(encoded, batch_bytes)?;
-        }
+        self.append_batch(encoded, batch_bytes)?;
         self.pending.clear();
+        Ok(())
+    }
+
+    /// Whether the log has outgrown its snapshot (see [`StoreLimits`]).
+    pub fn snapshot_due(&self) -> bool {
+        let log_bytes = self.head.log_bytes + self.head.tail_bytes;
+        log_bytes as usize
+            > (self.head.snapshot_bytes as usize).max(self.limits.min_snapshot_interval_bytes)
+            || self.head.log.len() >= self.limits.max_log_blobs
+    }
+
+    /// Replaces snapshot and log with a snapshot of `image` — the image
+    /// every committed record built — when one is due; returns whether it
+    /// did. Only compaction: the records are committed already, so the
+    /// controller does this after it has published and delivered an event
+    /// (a broker loss at 100,000 partitions is a batch as large as the
+    /// snapshot), and a failure here loses nothing.
+    pub fn compact_if_due(&mut self, image: &MetadataImage) -> io::Result<bool> {
+        if !self.pending.is_empty() || !self.snapshot_due() {
+            return Ok(false);
+        }
+        self.settle_attempted(&[])?;
+        self.write_snapshot(image)?;
+        Ok(true)
+    }
+
+    /// After a head write with an unknown outcome: adopts that head if it
+    /// landed, refuses to go on if another writer changed the head, and
+    /// otherwise lets the next write retry. `records` (the caller's) stay
+    /// pending when it refuses.
+    fn settle_attempted(&mut self, records: &[MetadataRecord]) -> io::Result<()> {
+        let Some(attempted) = self.attempted.take() else {
+            return Ok(());
+        };
+        match self.store.read_head()? {
+            Some((bytes, version)) => {
+                let stored: Head =
+                    serde_json::from_slice(&bytes).map_err(|e| invalid(&*self.store, e))?;
+                if stored == attempted {
+                    // It landed: the pending records are committed.
+                    self.pending.clear();
+                    self.head = attempted;
+                    self.version = Some(version);
+                } else if stored.seq != self.head.seq || stored.writer != self.head.writer {
+                    self.attempted = Some(attempted);
+                    self.pending.extend(records.iter().cloned());
+                    return Err(io::Error::other(format!(
+                        "{}: the metadata head was changed by another writer (is a second controller active?)",
+                        self.store.describe()
+                    )));
+                }
+            }
+            None if self.version.is_some() => {
+                self.attempted = Some(attempted);
+                self.pending.extend(records.iter().cloned());
+                return Err(io::Error::other(format!(
+                    "{}: the metadata head is gone",
+                    self.store.describe()
+                )));
+            }
+            None => {}
+        }
         Ok(())
     }
 
