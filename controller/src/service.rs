@@ -420,7 +420,6 @@ impl ControllerService {
             }
         }
         // Compaction last: everything above is committed and delivered.
-        let st = &mut *guard;
         if let Some(log) = &mut st.log {
             if let Err(e) = log.compact_if_due(st.core.image()) {
                 tracing::warn!(error = %e, "cannot write a metadata snapshot; the log keeps growing until one succeeds");

@@ -775,13 +775,8 @@ impl Log {
                 .write_snapshot(&self.dir, self.log_end_offset)?;
         }
         self.flush()?;
-        // Every change of the cleaner checkpoint is written when it is
-        // made; only a value lowered at open may still differ.
-        let path = self.dir.join(CLEANER_CHECKPOINT_FILE);
-        if checkpoint::read(&path)?.unwrap_or(0) != self.cleaner_checkpoint {
-            checkpoint::write(&path, self.cleaner_checkpoint)?;
-        }
-        // The marker is empty: the directory's fsync makes it durable,
+        // The cleaner checkpoint is written whenever it changes (and at
+        // open when lowered), so it is already on disk. The marker is empty: the directory's fsync makes it durable,
         // after everything above already was.
         fs::File::create(self.dir.join(CLEAN_SHUTDOWN_FILE))?;
         sync_dir(&self.dir)?;

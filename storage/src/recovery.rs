@@ -258,6 +258,15 @@ impl Log {
         if start_checkpoint != Some(log.log_start_offset) && !derived {
             checkpoint::write(&log.dir.join(LOG_START_OFFSET_FILE), log.log_start_offset)?;
         }
+        // A cleaner checkpoint past the recovered end (the tail it covered
+        // was lost) is lowered on disk as well: the file then always holds
+        // the value in force, so closing the log need not write it.
+        if cleaner_checkpoint > log.cleaner_checkpoint {
+            checkpoint::write(
+                &log.dir.join(CLEANER_CHECKPOINT_FILE),
+                log.cleaner_checkpoint,
+            )?;
+        }
         if clean {
             fs::remove_file(&marker)?;
             sync_dir(&log.dir)?;

@@ -296,7 +296,10 @@ impl MetadataLog {
     /// against the store first, so a batch is not committed twice by
     /// mistake — and if it were, records are idempotent.
     pub fn append_records(&mut self, records: Vec<MetadataRecord>) -> io::Result<()> {
-        self.settle_attempted(&records)?;
+        if let Err(e) = self.settle_attempted() {
+            self.pending.extend(records);
+            return Err(e);
+        }
         self.pending.extend(records);
         if self.pending.is_empty() {
             return Ok(());
@@ -326,16 +329,15 @@ impl MetadataLog {
         if !self.pending.is_empty() || !self.snapshot_due() {
             return Ok(false);
         }
-        self.settle_attempted(&[])?;
+        self.settle_attempted()?;
         self.write_snapshot(image)?;
         Ok(true)
     }
 
     /// After a head write with an unknown outcome: adopts that head if it
     /// landed, refuses to go on if another writer changed the head, and
-    /// otherwise lets the next write retry. `records` (the caller's) stay
-    /// pending when it refuses.
-    fn settle_attempted(&mut self, records: &[MetadataRecord]) -> io::Result<()> {
+    /// otherwise lets the next write retry.
+    fn settle_attempted(&mut self) -> io::Result<()> {
         let Some(attempted) = self.attempted.take() else {
             return Ok(());
         };
@@ -350,7 +352,6 @@ impl MetadataLog {
                     self.version = Some(version);
                 } else if stored.seq != self.head.seq || stored.writer != self.head.writer {
                     self.attempted = Some(attempted);
-                    self.pending.extend(records.iter().cloned());
                     return Err(io::Error::other(format!(
                         "{}: the metadata head was changed by another writer (is a second controller active?)",
                         self.store.describe()
@@ -359,7 +360,6 @@ impl MetadataLog {
             }
             None if self.version.is_some() => {
                 self.attempted = Some(attempted);
-                self.pending.extend(records.iter().cloned());
                 return Err(io::Error::other(format!(
                     "{}: the metadata head is gone",
                     self.store.describe()
