@@ -190,7 +190,9 @@ impl RemoteController {
             .max_encoding_message_size(skein_controller::rpc::MAX_MESSAGE_BYTES);
         let server = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(Duration::from_secs(5)))
-            .http2_keepalive_timeout(Some(skein_controller::rpc::KEEPALIVE_TIMEOUT));
+            .http2_keepalive_timeout(Some(skein_controller::rpc::KEEPALIVE_TIMEOUT))
+            .initial_stream_window_size(skein_controller::rpc::STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(skein_controller::rpc::CONNECTION_WINDOW_BYTES);
         let Some(tls) = tls else {
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             return Ok(spawn_server(server.serve_with_incoming(svc, incoming)));
@@ -532,9 +534,18 @@ impl BrokerControl for ControlService {
                 };
                 match msg.kind {
                     Some(controller_message::Kind::Metadata(v)) => {
+                        let started = std::time::Instant::now();
                         let current = me.view();
                         match apply_view_pb(&current, v) {
-                            Ok(view) => me.set_view(view),
+                            Ok(view) => {
+                                let version = view.version;
+                                me.set_view(view);
+                                tracing::debug!(
+                                    version,
+                                    ms = started.elapsed().as_millis() as u64,
+                                    "controller view applied"
+                                );
+                            }
                             Err(e) => {
                                 // Out of step: a new session starts from a
                                 // whole view.

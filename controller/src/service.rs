@@ -237,16 +237,49 @@ impl ControllerService {
         for (broker, (epoch, at_ms)) in contacts {
             st.core.note_contact(broker, epoch, at_ms);
         }
-        let rebalancing = matches!(event, Event::Tick | Event::ElectLeaders { .. });
-        let config_topic = match &event {
-            Event::TopicConfigChanged { topic, .. } => Some(topic.clone()),
-            _ => None,
+        let kind = EventKind {
+            name: event.name(),
+            rebalancing: matches!(event, Event::Tick | Event::ElectLeaders { .. }),
+            config_topic: match &event {
+                Event::TopicConfigChanged { topic, .. } => Some(topic.clone()),
+                _ => None,
+            },
+            broker_configs: matches!(event, Event::AlterBrokerConfigs { .. }),
         };
-        let broker_configs = matches!(event, Event::AlterBrokerConfigs { .. });
-        let name = event.name();
         let mut timing = EventTiming::start();
-        let commands = st.core.handle(event, (self.clock)());
+        let commands = st.core.handle_first_step(event, (self.clock)());
         timing.lap("core");
+        let (replies, mut slow) = self.carry_out(st, commands, &kind, timing)?;
+        // A broker's fencing, second step: it leaves the ISRs of what it
+        // did not lead. The first step's new leaders are published and on
+        // their way to the brokers already.
+        if st.core.has_unfinished_fencing() {
+            let mut timing = EventTiming::start();
+            let commands = st.core.finish_fencing((self.clock)());
+            timing.lap("core");
+            let kind = EventKind {
+                name: "FencedBrokersLeaveIsrs",
+                ..EventKind::default()
+            };
+            slow |= self.carry_out(st, commands, &kind, timing)?.1;
+        }
+        drop(guard);
+        if slow {
+            release_free_memory();
+        }
+        Ok(replies)
+    }
+
+    /// Persists `commands`' records, publishes the view, delivers the
+    /// instructions; the replies, and whether it was slow.
+    fn carry_out(
+        &self,
+        st: &mut State,
+        commands: Vec<Command>,
+        kind: &EventKind,
+        mut timing: EventTiming,
+    ) -> Result<(Vec<Reply>, bool), ControlPlaneError> {
+        let rebalancing = kind.rebalancing;
         let mut replies = Vec::new();
         let mut records = Vec::new();
         let mut changed_topics = BTreeSet::new();
@@ -409,12 +442,12 @@ impl ControllerService {
             }
         }
         timing.lap("deliver");
-        if let Some(topic) = config_topic.filter(|_| persist) {
+        if let Some(topic) = kind.config_topic.as_ref().filter(|_| persist) {
             for link in st.links.values() {
                 link.topic_configs_changed(vec![topic.clone()]);
             }
         }
-        if broker_configs && persist {
+        if kind.broker_configs && persist {
             for link in st.links.values() {
                 link.broker_configs_changed();
             }
@@ -426,12 +459,8 @@ impl ControllerService {
             }
         }
         timing.lap("snapshot");
-        let slow = timing.report(name, record_count, instructions);
-        drop(guard);
-        if slow {
-            release_free_memory();
-        }
-        Ok(replies)
+        let slow = timing.report(kind.name, record_count, instructions);
+        Ok((replies, slow))
     }
 
     /// Handles `event` and returns the reply `pick` selects.
@@ -485,6 +514,18 @@ impl ControlPlane for ControllerService {
     fn is_local(&self) -> bool {
         true
     }
+}
+
+/// What [`ControllerService::carry_out`] needs to know of the event.
+#[derive(Default)]
+struct EventKind {
+    name: &'static str,
+    /// An election pass (counted as preferred elections).
+    rebalancing: bool,
+    /// A topic whose configs changed (brokers re-read them).
+    config_topic: Option<String>,
+    /// Broker configs changed (brokers re-read them).
+    broker_configs: bool,
 }
 
 /// Where one event's time went, logged when it was slow: at 100,000

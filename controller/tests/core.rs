@@ -324,6 +324,73 @@ fn a_follower_lost_tells_the_leader_only() {
 }
 
 #[test]
+fn a_broker_loss_elects_first_and_leaves_the_other_isrs_second() {
+    let mut core = cluster(3);
+    create(&mut core, "t", 1, 3, 3);
+    let lost = core.partition("t", 0).unwrap().leader;
+    let led_by_lost: Vec<u32> = (0..3)
+        .filter(|p| core.partition("t", *p).unwrap().leader == lost)
+        .collect();
+    assert_eq!(led_by_lost.len(), 1);
+    let first = core.handle_first_step(Event::BrokerLost { broker: lost }, 0);
+    assert!(core.has_unfinished_fencing());
+    for p in 0..3 {
+        let s = core.partition("t", p).unwrap();
+        assert_ne!(s.leader, lost, "t-{p} still led by the lost broker");
+        let persisted = first
+            .iter()
+            .any(|c| matches!(c, Command::PersistPartition { partition, .. } if *partition == p));
+        // Only what it led changed in the first step; it is still in the
+        // other ISRs.
+        assert_eq!(persisted, led_by_lost.contains(&p), "t-{p}: {first:#?}");
+        assert_eq!(
+            s.isr.contains(&lost),
+            !led_by_lost.contains(&p),
+            "t-{p}: {s:?}"
+        );
+    }
+    let second = core.finish_fencing(0);
+    assert!(!core.has_unfinished_fencing());
+    assert_eq!(
+        second
+            .iter()
+            .filter(|c| matches!(c, Command::PersistPartition { .. }))
+            .count(),
+        2
+    );
+    for p in 0..3 {
+        assert!(!core.partition("t", p).unwrap().isr.contains(&lost));
+    }
+    // Handled in one go, the same outcome.
+    let mut once = cluster(3);
+    create(&mut once, "t", 1, 3, 3);
+    once.handle(Event::BrokerLost { broker: lost }, 0);
+    assert_eq!(once.image(), core.image());
+}
+
+#[test]
+fn a_broker_registering_between_the_fencing_steps_is_in_no_isr() {
+    let mut core = cluster(3);
+    create(&mut core, "t", 1, 3, 3);
+    core.handle_first_step(Event::BrokerLost { broker: 3 }, 0);
+    assert!((0..3).any(|p| core.partition("t", p).unwrap().isr.contains(&3)));
+    // A controller restarted from the image of the first step finishes too.
+    let mut restarted = ControllerCore::from_image(core.image().clone(), test_config()).unwrap();
+    assert!(restarted.has_unfinished_fencing());
+    for c in [&mut core, &mut restarted] {
+        c.handle_first_step(register(3, None), 0);
+        for p in 0..3 {
+            let s = c.partition("t", p).unwrap();
+            assert!(
+                !s.isr.contains(&3),
+                "t-{p}: back in an ISR it fell behind in: {s:?}"
+            );
+        }
+        assert!(!c.has_unfinished_fencing());
+    }
+}
+
+#[test]
 fn out_of_sync_replica_is_not_elected_and_partition_goes_offline() {
     let mut core = cluster(2);
     create(&mut core, "t", 1, 1, 2);

@@ -838,6 +838,7 @@ def failover(system, n: int, timeout: float, recover_timeout: float) -> dict:
     out = {"killed_broker": victim, "leaders_moved": moved, "polled_broker": survivor,
            "leaders_before": {str(k): v for k, v in sorted(led.items())}}
     t0 = now()
+    out["killed_at_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
     old_pid = system.kill9(victim)
     timeline = []  # (s since kill, partitions still led by the victim or leaderless, poll round trip ms)
     try:

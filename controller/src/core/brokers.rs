@@ -53,10 +53,14 @@ impl ControllerCore {
         }
         // Registering again while we think it alive means it restarted: its
         // old incarnation may have lost unflushed data, so it leaves every
-        // ISR and leadership first, like any lost broker.
+        // ISR and leadership first, like any lost broker. A broker fenced
+        // earlier has left them too (the second step of its fencing may
+        // still be pending): it must not come back into an ISR it fell
+        // behind in.
         if self.is_alive(broker) {
             self.fence_broker(broker);
         }
+        self.exit_fenced_from_isrs();
         let previous = self.image.brokers.get(&broker).cloned();
         let previous_dir = previous.as_ref().and_then(|i| i.directory_id);
         let lost = match (previous_dir, directory_id) {
@@ -232,9 +236,30 @@ impl ControllerCore {
             return;
         }
         self.out.publish = true;
-        let touched = self.partitions_by_topic_where(|s| {
-            fenced.iter().any(|b| s.isr.contains(b) || s.leader == *b)
-        });
+        // First step: what they led gets a new leader. They leave the
+        // other ISRs in the second (`exit_fenced_from_isrs`).
+        let led = self.partitions_by_topic_where(|s| fenced.contains(&s.leader));
+        self.unfinished_fencing.extend(fenced.iter().copied());
+        self.remove_from_isrs(led, &fenced);
+    }
+
+    /// Fenced brokers leave every ISR they are still in.
+    pub(super) fn exit_fenced_from_isrs(&mut self) {
+        if self.unfinished_fencing.is_empty() {
+            return;
+        }
+        let fenced: Vec<BrokerId> = std::mem::take(&mut self.unfinished_fencing)
+            .into_iter()
+            .filter(|b| self.image.brokers.get(b).is_some_and(|i| i.fenced))
+            .collect();
+        if fenced.is_empty() {
+            return;
+        }
+        let touched = self.partitions_by_topic_where(|s| s.isr.iter().any(|b| fenced.contains(b)));
+        self.remove_from_isrs(touched, &fenced);
+    }
+
+    fn remove_from_isrs(&mut self, touched: Vec<(String, Vec<u32>)>, fenced: &[BrokerId]) {
         for (topic, partitions) in touched {
             let unclean = self.unclean_enabled(&topic);
             for p in partitions {
@@ -301,6 +326,8 @@ impl ControllerCore {
     }
 
     pub(super) fn on_tick(&mut self) {
+        // After a controller restart between the two steps of a fencing.
+        self.exit_fenced_from_isrs();
         let timeout = self.config.broker_session_timeout_ms;
         let expired: Vec<BrokerId> = self
             .sessions

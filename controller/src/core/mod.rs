@@ -9,7 +9,7 @@ mod quotas;
 mod scram;
 mod topics;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::command::{Command, Reply};
 use crate::config::ControllerConfig;
@@ -39,6 +39,18 @@ pub struct ControllerCore {
     /// Brokers found in this event to have lost their disks: whatever ISR
     /// they were in, they never join an ELR.
     lost_storage: Vec<BrokerId>,
+    /// Fenced brokers that may still be in the ISRs of partitions they did
+    /// not lead. Fencing a broker is two steps: the partitions it led get
+    /// new leaders at once, then it leaves the other ISRs
+    /// ([`ControllerCore::finish_fencing`]). The service persists and
+    /// publishes the first step before computing the second, so clients
+    /// wait for a third of the changes of a broker loss, not all of them;
+    /// a dead follower in an ISR for that moment only delays acks=all
+    /// writes, as it would in Kafka until the ISR shrinks. Not persisted:
+    /// [`ControllerCore::from_image`] starts with every fenced broker, so a
+    /// crash between the steps is finished after the restart, and a broker
+    /// registering again always finds the second step done.
+    unfinished_fencing: BTreeSet<BrokerId>,
     out: Output,
 }
 
@@ -84,6 +96,7 @@ impl ControllerCore {
             now_ms: 0,
             last_rebalance_ms: None,
             lost_storage: Vec::new(),
+            unfinished_fencing: BTreeSet::new(),
             out: Output::default(),
         }
     }
@@ -96,6 +109,12 @@ impl ControllerCore {
     ) -> Result<Self, ControllerError> {
         invariants::check_image(&image).map_err(ControllerError::InvalidImage)?;
         let mut core = ControllerCore::new(config);
+        core.unfinished_fencing = image
+            .brokers
+            .values()
+            .filter(|i| i.fenced)
+            .map(|i| i.id)
+            .collect();
         core.image = image;
         Ok(core)
     }
@@ -104,6 +123,32 @@ impl ControllerCore {
     /// returns what the caller must do, in order: persist first, then tell
     /// brokers, then reply and publish.
     pub fn handle(&mut self, event: Event, now_ms: u64) -> Vec<Command> {
+        self.handle_event(event, now_ms, false)
+    }
+
+    /// Like [`ControllerCore::handle`], but fencing a broker stops after
+    /// its first step (new leaders for what it led): carry out the commands,
+    /// then call [`ControllerCore::finish_fencing`] while
+    /// [`ControllerCore::has_unfinished_fencing`].
+    pub fn handle_first_step(&mut self, event: Event, now_ms: u64) -> Vec<Command> {
+        self.handle_event(event, now_ms, true)
+    }
+
+    /// Whether a fenced broker may still be in an ISR.
+    pub fn has_unfinished_fencing(&self) -> bool {
+        !self.unfinished_fencing.is_empty()
+    }
+
+    /// The second step of fencing: fenced brokers leave every ISR they are
+    /// still in (into the ELR where that leaves fewer than
+    /// min.insync.replicas).
+    pub fn finish_fencing(&mut self, now_ms: u64) -> Vec<Command> {
+        self.now_ms = self.now_ms.max(now_ms);
+        self.exit_fenced_from_isrs();
+        self.out.take()
+    }
+
+    fn handle_event(&mut self, event: Event, now_ms: u64, staged: bool) -> Vec<Command> {
         self.now_ms = self.now_ms.max(now_ms);
         self.start_missing_sessions();
         self.last_rebalance_ms.get_or_insert(self.now_ms);
@@ -156,6 +201,9 @@ impl ControllerCore {
             Event::CreateAcls { bindings } => self.on_create_acls(bindings),
             Event::DeleteAcls { filters } => self.on_delete_acls(filters),
             Event::Tick => self.on_tick(),
+        }
+        if !staged {
+            self.exit_fenced_from_isrs();
         }
         self.lost_storage.clear();
         self.clear_recovered_brokers();

@@ -104,7 +104,9 @@ pub async fn drive_session(
             .connect_timeout(Duration::from_secs(2))
             .http2_keep_alive_interval(Duration::from_secs(5))
             .keep_alive_timeout(super::KEEPALIVE_TIMEOUT)
-            .keep_alive_while_idle(true),
+            .keep_alive_while_idle(true)
+            .initial_stream_window_size(super::STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(super::CONNECTION_WINDOW_BYTES),
         Err(e) => return SessionEnd::Unreachable(e.to_string()),
     };
     let channel = match super::tls::connect(channel, tls).await {
