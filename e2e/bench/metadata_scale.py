@@ -5,6 +5,7 @@ many partitions, on Skein and on Apache Kafka, measured the same way on this mac
     e2e/.venv/bin/python e2e/bench/metadata_scale.py                                  # 2000,10000; skein,kafka
     e2e/.venv/bin/python e2e/bench/metadata_scale.py --partitions 2000,10000,30000 --systems skein,kafka
     e2e/.venv/bin/python e2e/bench/metadata_scale.py --quick                          # 2000 only, 1 failover
+    e2e/k8s/netns.sh e2e/.venv/bin/python e2e/bench/metadata_scale.py --systems skein-k8s --partitions 30000
 
 A benchmark, not a test: it reports, it asserts nothing. For each size N and each system, fresh:
 
@@ -14,6 +15,11 @@ A benchmark, not a test: it reports, it asserts nothing. For each size N and eac
        Kafka: 4.1.1 from e2e/.cache (e2e/setup.sh), KRaft with a dedicated controller process
               (process.roles=controller, a 1-voter quorum) and three broker processes
               (process.roles=broker), each JVM with kafka-server-start.sh's flags (-Xmx1G -Xms1G, G1).
+       skein-k8s: the Kubernetes tier (metadata_k8s.py; run under e2e/k8s/netns.sh, as root): the e2e/k8s
+              control plane, charts/skein's operator (the controller in the active replica, its metadata
+              log in ConfigMaps) and a KafkaCluster of 3 broker pods (ids 0-2) that e2e/k8s/pod_runner.py
+              runs as local processes on their pod IPs; the broker data and the control plane's state
+              under the work dir too.
      Both with bench.py's common broker settings and auto.leader.rebalance.enable=false: leaders
      are moved back to their preferred replicas explicitly (ElectLeaders) between the failovers.
   2. N partitions, RF 3, as topics of --topic-partitions (200) partitions each, created through the
@@ -28,9 +34,10 @@ A benchmark, not a test: it reports, it asserts nothing. For each size N and eac
      that showed it, the partitions the killed broker led ("leaders moved"), when the first of them
      moved, and the CPU seconds each process spent meanwhile. The killed broker then comes back
      (Skein's local platform restarts a broker that dies by itself, within ~200 ms; Kafka's node is
-     started again by this script), and the next sample waits until it is in every ISR again (if
-     it is not within the bound, the remaining samples are skipped: the next kill could take out
-     the only in-sync replica of some partitions).
+     started again by this script; on skein-k8s pod_runner.py restarts it after its back-off), and
+     the next sample waits until it is in every ISR again (if it is not within the bound, the
+     remaining samples are skipped: the next kill could take out the only in-sync replica of some
+     partitions).
      One Metadata call is timed on its own beforehand (round trip and parse) and reported.
   4. Controlled shutdown: a producer (acks=all, --produce-rate (300) records/s round robin over 4
      partitions led by each broker, spread over the topics, linger.ms 100; see LoadProducer for why
@@ -38,7 +45,9 @@ A benchmark, not a test: it reports, it asserts nothing. For each size N and eac
      seconds until that process exited, the partitions it led, and produce failures (delivery
      errors) and the slowest delivery from the SIGTERM until 5 s after the exit.
   5. Memory and files: the controller's RSS after creation and after the failovers, each broker's
-     RSS, open files (/proc/PID/fd) and memory maps (/proc/PID/maps lines) after creation.
+     RSS, open files (/proc/PID/fd) and memory maps (/proc/PID/maps lines) after creation. skein-k8s
+     also: the standby operator's and the control plane's RSS and CPU, the metadata ConfigMaps, the
+     Topic resources, etcd's database size and the operator Lease's transitions.
 
 Machine limits: the soft RLIMIT_NOFILE is raised to the hard limit for the brokers (children
 inherit it); run as root, vm.max_map_count is raised to 262144 for the run when it is lower (and
@@ -83,6 +92,9 @@ import brokers  # noqa: E402  (the e2e suite's launchers: Broker, LocalCluster)
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka import ElectionType, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+# metadata_k8s.py (the Kubernetes tier) imports this module by name: run as a script, it is __main__.
+sys.modules.setdefault("metadata_scale", sys.modules[__name__])
 
 MIB = 1 << 20
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -831,7 +843,8 @@ def failover(system, n: int, timeout: float, recover_timeout: float) -> dict:
     survivor = min(b for b in system.ids if b != victim)
     mc = meta_client(system, survivor)
     fetch_retry(mc, now() + 30)  # connected and warm
-    pids = {"controller": system.controller_pid(), **{f"broker-{b}": system.broker_pid(b) for b in system.ids}}
+    pids = {"controller": system.controller_pid(), **{f"broker-{b}": system.broker_pid(b) for b in system.ids},
+            **other_pids(system)}
     cpu0 = {k: proc_cpu(p) for k, p in pids.items()}
     logs = LogWindow(system.logs())
     logs.mark()
@@ -1023,9 +1036,41 @@ def controlled_shutdown(system, n: int, rate: float, per_broker: int, linger_ms:
             prod.join(30)
 
 
+def other_pids(system) -> dict[str, int | None]:
+    """Processes besides the controller and the brokers a system has (skein-k8s: the standby operator
+    replica and the Kubernetes control plane)."""
+    return system.other_pids() if hasattr(system, "other_pids") else {}
+
+
 def memory(system) -> dict:
-    return {"controller": proc_mem(system.controller_pid()),
-            "brokers": {str(b): proc_mem(system.broker_pid(b)) for b in system.ids}}
+    out = {"controller": proc_mem(system.controller_pid()),
+           "brokers": {str(b): proc_mem(system.broker_pid(b)) for b in system.ids}}
+    others = other_pids(system)
+    if others:
+        out["others"] = {k: proc_mem(p) for k, p in others.items()}
+    return out
+
+
+def platform_state(system, res: dict, key: str):
+    """skein-k8s: the state's cost on Kubernetes (metadata ConfigMaps, Topic resources, etcd, Lease)."""
+    if hasattr(system, "platform"):
+        try:
+            res.setdefault("platform", {})[key] = system.platform()
+        except Exception as e:  # noqa: BLE001
+            res.setdefault("platform", {})[key] = {"error": str(e)[:500]}
+
+
+SYSTEMS = ("skein", "kafka", "skein-k8s")
+LABELS = {"skein": "Skein", "kafka": "Kafka 4.1", "skein-k8s": "Skein on Kubernetes"}
+
+
+def make_system(kind: str, wdir: Path, overrides: dict[str, str], args, start_timeout: float):
+    if kind == "skein":
+        return SkeinSystem(wdir, overrides, start_timeout)
+    if kind == "skein-k8s":
+        import metadata_k8s  # imports e2e/k8s/test_operator.py (pytest): only when asked for
+        return metadata_k8s.SkeinK8sSystem(wdir, overrides, start_timeout)
+    return KafkaSystem(wdir, args.kafka_heap.split(), args.kafka_session_timeout_ms, start_timeout)
 
 
 def data_size(path: Path) -> dict:
@@ -1058,10 +1103,7 @@ def run_one(kind: str, n: int, args, work: Path) -> dict:
     overrides["auto.leader.rebalance.enable"] = "false"
     wdir = work / f"{kind}-{n}"
     shutil.rmtree(wdir, ignore_errors=True)
-    if kind == "skein":
-        system = SkeinSystem(wdir, overrides, start_timeout)
-    else:
-        system = KafkaSystem(wdir, args.kafka_heap.split(), args.kafka_session_timeout_ms, start_timeout)
+    system = make_system(kind, wdir, overrides, args, start_timeout)
     res["setup"] = system.describe()
     step = "start"
     try:
@@ -1070,6 +1112,7 @@ def run_one(kind: str, n: int, args, work: Path) -> dict:
         system.start()
         res["start_s"] = round(now() - t, 2)
         res["memory_idle"] = memory(system)
+        platform_state(system, res, "after_start")
 
         step = "create"
         say(f"{kind} {n}: creating {n} partitions")
@@ -1079,7 +1122,8 @@ def run_one(kind: str, n: int, args, work: Path) -> dict:
             f"{res['create'].get('on_disk_s', res['create'].get('on_disk_error'))} s)")
         time.sleep(5)
         res["memory_after_create"] = memory(system)
-        res["data_after_create"] = data_size(wdir)
+        res["data_after_create"] = data_size(getattr(system, "data_root", wdir))
+        platform_state(system, res, "after_create")
         step = "metadata cost"
         res["metadata_call"] = metadata_cost(system, 1)
         say(f"{kind} {n}: one Metadata call {res['metadata_call']}")
@@ -1107,6 +1151,7 @@ def run_one(kind: str, n: int, args, work: Path) -> dict:
                     say(f"{kind} {n}: {res['failovers_skipped']}")
                 break
         res["memory_after_failovers"] = memory(system)
+        platform_state(system, res, "after_failovers")
 
         step = "controlled shutdown"
         say(f"{kind} {n}: controlled shutdown under {args.produce_rate} records/s")
@@ -1128,6 +1173,8 @@ def run_one(kind: str, n: int, args, work: Path) -> dict:
         except Exception:  # noqa: BLE001
             pass
     finally:
+        if res.get("error"):
+            platform_state(system, res, "at_failure")
         t = now()
         try:
             system.stop()
@@ -1161,7 +1208,7 @@ def fmt(v, nd=1):
 
 
 def row(r: dict) -> list[str]:
-    label = {"skein": "Skein", "kafka": "Kafka 4.1"}[r["system"]]
+    label = LABELS[r["system"]]
     c = r.get("create") or {}
     fos = [f["failover_s"] for f in r.get("failovers", []) if "failover_s" in f]
     fo = (f"**{statistics.median(fos):.2f}** (" + ", ".join(f"{x:.2f}" for x in fos) + ")") if fos else "–"
@@ -1228,6 +1275,9 @@ def render(results: dict) -> str:
         L.append(f"| {r['system']} | {r['partitions']:,} | {fmt(c.get('create_topics_s'), 1)} | {mc} | {first} | "
                  f"{back} | {css} | {fmt(maps) if bro else '–'} | {fmt(thr) if bro else '–'} | "
                  + (f"{d['files']:,} files, {d['disk_mib']:,.0f} MiB" if d else "–") + " |")
+    k8s_runs = [r for r in results["runs"] if r.get("platform")]
+    if k8s_runs:
+        L += render_platform(k8s_runs)
     fails = [r for r in results["runs"] if r.get("error")]
     notes = [r for r in results["runs"] if r.get("recovery_errors")]
     if notes:
@@ -1272,7 +1322,22 @@ def render(results: dict) -> str:
           "broker's Metadata shows none led by it.",
           "- **memory**: RSS (/proc/PID/statm) 5 s after creation, and the controller's again after the failovers; "
           "open files = entries in /proc/PID/fd; maps = lines of /proc/PID/maps. Controller: "
-          "Skein — " + SkeinSystem.controller_note + "; Kafka — " + KafkaSystem.controller_note + ".", ""]
+          "Skein — " + SkeinSystem.controller_note + "; Kafka — " + KafkaSystem.controller_note
+          + "".join(f"; {LABELS[k]} — {n}" for k, n in sorted({r["system"]: (r.get("setup") or {}).get(
+              "controller_note") for r in results["runs"] if r["system"] == "skein-k8s"}.items()) if n) + "."]
+    if k8s_runs:
+        L += ["- **Skein on Kubernetes** (`skein-k8s`, `e2e/bench/metadata_k8s.py`, under `e2e/k8s/netns.sh`): the "
+              "e2e/k8s control plane (etcd, kube-apiserver, controller-manager, scheduler; kwok nodes), charts/skein "
+              "installed with helm (2 operator replicas, Lease), a KafkaCluster of 3 brokers (ids 0-2, pod ordinals) "
+              "whose spec.config holds the same broker settings; e2e/k8s/pod_runner.py runs every pod as a local "
+              "process (brokers bound to their pod IPs, clients reach them by their advertised pod DNS names through "
+              "netns.sh's private hosts file). The controller runs in the active operator replica, keeps its metadata "
+              "log in ConfigMaps and mirrors partition state into Topic status (a Topic resource per topic). A killed "
+              "or stopped broker is restarted by pod_runner.py (the kubelet's stand-in) with a back-off of 1, 2, 4 … "
+              "10 s, not by the operator. *Kubernetes* table: ConfigMaps `<cluster>-controller*` (count, data KiB, "
+              "largest), Topic resources (with partition status / all; status KiB; not Ready), etcd's db file, "
+              "the Lease holder's transitions, and the RSS and CPU of the standby operator and the control plane."]
+    L += [""]
     lim = results["limits"]
     L += [f"Machine: {env['cpus']} CPUs, {env['mem_gib']:.0f} GiB RAM, kernel {env['kernel']}; load average "
           f"{results['load_start']} at start, {results.get('load_end', '?')} at end. "
@@ -1289,6 +1354,42 @@ def render(results: dict) -> str:
           "process used during it, the log lines it produced, and all timeouts are in report.json; the first and "
           "last lines of every log are in logs/.", ""]
     return "\n".join(L)
+
+
+def render_platform(runs: list[dict]) -> list[str]:
+    """The Kubernetes tier's own table (skein-k8s runs)."""
+    L = ["", "Kubernetes (skein-k8s):", "",
+         "| partitions | start s (control plane / operator / brokers) | metadata ConfigMaps: count, KiB, largest KiB "
+         "(after create → after failovers) | Topic resources (with status / all), status KiB, not Ready | "
+         "etcd db MiB | Lease transitions, active replicas seen | kube-apiserver RSS MiB, CPU s per failover | "
+         "etcd CPU s per failover | standby operator RSS MiB |",
+         "| ---: | --- | --- | --- | ---: | --- | --- | --- | ---: |"]
+    for r in runs:
+        pl = r["platform"]
+        st = (pl.get("after_start") or {}).get("start") or {}
+        start = " / ".join(fmt(st.get(k), 1) for k in ("control_plane_s", "operator_s", "brokers_s"))
+        a, b = pl.get("after_create") or pl.get("at_failure") or {}, pl.get("after_failovers") or {}
+
+        def cms(x):
+            return (f"{fmt(x.get('metadata_configmaps'))}, {fmt(x.get('metadata_kib'), 0)}, "
+                    f"{fmt(x.get('metadata_largest_kib'), 0)}") if "metadata_configmaps" in x else "–"
+        meta = cms(a) + (f" → {cms(b)}" if b else "")
+        last = b or a
+        topics = (f"{fmt(last.get('topic_resources_with_partitions'))} / {fmt(last.get('topic_resources'))}, "
+                  f"{fmt(last.get('topic_status_kib'), 0)}, {fmt(last.get('topics_not_ready'))}"
+                  if "topic_resources" in last else "–")
+        lease = last.get("lease") or {}
+        seen = last.get("operator_replicas_seen_active") or []
+        others = ((r.get("memory_after_create") or {}).get("others") or {})
+        api_rss = (others.get("kube-apiserver") or {}).get("rss_mib")
+        fos = r.get("failovers", [])
+        api_cpu = ", ".join(fmt((f.get("cpu_s_during") or {}).get("kube-apiserver"), 1) for f in fos) or "–"
+        etcd_cpu = ", ".join(fmt((f.get("cpu_s_during") or {}).get("etcd"), 1) for f in fos) or "–"
+        standby = [v.get("rss_mib") for k, v in others.items() if k.startswith("operator-standby")]
+        L.append(f"| {r['partitions']:,} | {start} | {meta} | {topics} | {fmt(last.get('etcd_db_mib'), 1)} | "
+                 f"{fmt(lease.get('transitions'))}, {len(seen)} | {fmt(api_rss, 0)}; {api_cpu} | {etcd_cpu} | "
+                 f"{fmt(standby[0], 0) if standby else '–'} |")
+    return L
 
 
 def write(results: dict, out: Path):
@@ -1354,7 +1455,9 @@ def restore_limits(lim: dict):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", default="2000,10000", help="comma list of sizes (default 2000,10000)")
-    ap.add_argument("--systems", default="skein,kafka", help="comma list: skein, kafka (default both)")
+    ap.add_argument("--systems", default="skein,kafka",
+                    help="comma list: skein, kafka, skein-k8s (default skein,kafka; skein-k8s: the operator on the "
+                         "e2e/k8s control plane, run under e2e/k8s/netns.sh, see metadata_k8s.py)")
     ap.add_argument("--out", type=Path, help="results directory (default e2e/bench/results/metadata-<date>)")
     ap.add_argument("--quick", action="store_true", help="2000 partitions only, 1 failover")
     ap.add_argument("--failovers", type=int, help="SIGKILL failover samples per size (default 3, quick 1)")
@@ -1379,7 +1482,7 @@ def main() -> int:
         args.failovers = 1 if args.quick else 3
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     for s in systems:
-        if s not in ("skein", "kafka"):
+        if s not in SYSTEMS:
             ap.error(f"unknown system {s!r}")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
     args.out = (args.out or BENCH_DIR / "results" / f"metadata-{stamp}").resolve()
