@@ -326,8 +326,6 @@ impl ControllerCore {
     }
 
     pub(super) fn on_tick(&mut self) {
-        // After a controller restart between the two steps of a fencing.
-        self.exit_fenced_from_isrs();
         let timeout = self.config.broker_session_timeout_ms;
         let expired: Vec<BrokerId> = self
             .sessions
