@@ -31,7 +31,6 @@ stays, and pod_runner.py starts the process again after its back-off."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import resource
@@ -113,14 +112,7 @@ class SkeinK8sSystem:
     # -- what metadata_scale.py asks of a system
 
     def describe(self) -> dict:
-        d = {}
-        for k, b in (("skein_operator_bin", self.operator_bin), ("skein_broker_bin", self.broker_bin)):
-            d[k] = str(b)
-            try:
-                d[k + "_mtime_utc"] = dt.datetime.fromtimestamp(b.stat().st_mtime, dt.timezone.utc).isoformat(
-                    timespec="seconds")
-            except OSError:
-                d[k + "_mtime_utc"] = None
+        d = ms.describe_binaries(self.operator_bin, self.broker_bin)
         versions = dict(line.split("=", 1) for line in (K8S_DIR / "versions.env").read_text().splitlines()
                         if "=" in line and not line.startswith("#"))
         d["kubernetes"] = {k: v.split("#")[0].strip() for k, v in versions.items()}

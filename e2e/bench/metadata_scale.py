@@ -333,6 +333,19 @@ class Unreachable(Exception):
     """A step that did not finish within its bound (recorded, not raised further)."""
 
 
+def describe_binaries(operator_bin: Path, broker_bin: Path) -> dict:
+    """The Skein binaries under test and when they were built (their mtime)."""
+    d = {}
+    for k, b in (("skein_operator_bin", operator_bin), ("skein_broker_bin", broker_bin)):
+        d[k] = str(b)
+        try:
+            d[k + "_mtime_utc"] = dt.datetime.fromtimestamp(b.stat().st_mtime, dt.timezone.utc).isoformat(
+                timespec="seconds")
+        except OSError:
+            d[k + "_mtime_utc"] = None
+    return d
+
+
 class SkeinSystem:
     """`skein-operator local --brokers 3`: the controller in the operator process, three brokers it
     supervises (and restarts when they die)."""
@@ -349,14 +362,7 @@ class SkeinSystem:
         self.ids = [1, 2, 3]
 
     def describe(self) -> dict:
-        d = {}
-        for k, b in (("skein_operator_bin", self.c.binary), ("skein_broker_bin", self.c.broker_bin)):
-            d[k] = str(b)
-            try:
-                d[k + "_mtime_utc"] = dt.datetime.fromtimestamp(b.stat().st_mtime, dt.timezone.utc).isoformat(
-                    timespec="seconds")
-            except OSError:
-                d[k + "_mtime_utc"] = None
+        d = describe_binaries(self.c.binary, self.c.broker_bin)
         d["command"] = " ".join(self.c.command())
         return d
 
