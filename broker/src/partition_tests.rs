@@ -250,3 +250,43 @@ fn a_follower_behind_its_leader_reports_its_offset_lag() {
         .unwrap());
     assert_eq!(follower.offset_lag(), 0);
 }
+
+/// A long-polling fetch's waker: watching a partition twice is one
+/// registration; a change of any watched partition wakes it and takes the
+/// registration (a second change wakes nobody until it watches again); a
+/// waker whose fetch returned is dropped from the list by the next watch.
+#[tokio::test]
+async fn a_fetch_waker_is_woken_once_per_watch_by_any_watched_partition() {
+    use std::time::Duration;
+    let (_da, a) = partition(1);
+    let (_db, b) = partition(1);
+    let waker = Arc::new(FetchWaker::default());
+    a.watch(&waker);
+    a.watch(&waker);
+    b.watch(&waker);
+    assert_eq!(a.watchers.lock().unwrap().len(), 1, "one registration");
+    b.make_leader(1, 1, vec![1], vec![1], 0).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), waker.woken())
+        .await
+        .expect("b's change wakes the fetch");
+    assert!(b.watchers.lock().unwrap().is_empty(), "the change took it");
+    b.make_leader(1, 2, vec![1], vec![1], 0).unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), waker.woken())
+            .await
+            .is_err(),
+        "not watched again: not woken"
+    );
+    // A change between the watch and the wait is not missed.
+    b.watch(&waker);
+    b.make_stopped();
+    tokio::time::timeout(Duration::from_secs(5), waker.woken())
+        .await
+        .expect("the change before the wait left a permit");
+    drop(waker);
+    let next = Arc::new(FetchWaker::default());
+    a.watch(&next);
+    let left = a.watchers.lock().unwrap();
+    assert_eq!(left.len(), 1, "the dead waker was dropped");
+    assert!(std::ptr::eq(left[0].as_ptr(), Arc::as_ptr(&next)));
+}

@@ -123,6 +123,28 @@ impl ReplicaManager {
             .cloned()
     }
 
+    /// The replicas of many partitions under one lock, without a key
+    /// allocated per partition (a follower's fetch names tens of thousands,
+    /// grouped by topic).
+    pub fn get_many<'a>(
+        &self,
+        wanted: impl IntoIterator<Item = (&'a str, i32)>,
+    ) -> Vec<Option<Arc<Partition>>> {
+        let partitions = self.partitions.read().expect("partitions lock");
+        let mut key = (String::new(), 0);
+        wanted
+            .into_iter()
+            .map(|(topic, partition)| {
+                if key.0 != topic {
+                    key.0.clear();
+                    key.0.push_str(topic);
+                }
+                key.1 = partition;
+                partitions.get(&key).cloned()
+            })
+            .collect()
+    }
+
     /// The partition, or the Kafka error a client should see when it is not here.
     pub fn get_or_err(&self, topic: &str, partition: i32) -> Result<Arc<Partition>, ApiError> {
         self.get(topic, partition).ok_or_else(|| {

@@ -1481,6 +1481,12 @@ spec:
         want_lb = [(0, lb_addr[0], 9094), (1, lb_addr[1], 9094)]
         wait_until(lambda: advertised(ls["lb"]["bootstrap"]) == want_lb, 240,
                    "each broker advertising its load balancer's address")
+        # And each broker answering through its own load balancer, with a
+        # certificate naming that address (the roll and the reissued
+        # certificate may still be settling when the bootstrap one answers).
+        for i in (0, 1):
+            wait_until(lambda i=i: advertised(f"{lb_addr[i]}:9094") == want_lb, 120,
+                       f"broker {i} answering through its own load balancer")
         want_ing = [(0, "broker-0.reach.test", 443), (1, "broker-1.reach.test", 443)]
         wait_until(lambda: advertised("kafka.reach.test:443") == want_ing, 60,
                    "each broker advertising its ingress host")
@@ -1488,7 +1494,8 @@ spec:
         for boot, tag in ((ls["lb"]["bootstrap"], "lb"), ("kafka.reach.test:443", "ingress")):
             errors: list[str] = []
             delivered = []
-            p = Producer({**conf(boot), "acks": "all", "message.timeout.ms": 30000})
+            # Errors logged (level 3): a failure here says why on stderr.
+            p = Producer({**conf(boot), "acks": "all", "message.timeout.ms": 30000, "log_level": 3})
             for i in range(20):
                 p.produce("reach-t", f"{tag}-{i}".encode(), partition=i % 2,
                           on_delivery=lambda err, m: errors.append(err.name()) if err else delivered.append(m))

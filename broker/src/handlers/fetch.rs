@@ -12,10 +12,7 @@
 //! and a divergent log is answered with the epoch to truncate to.
 
 use std::collections::HashMap;
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -35,7 +32,7 @@ use crate::authorizer::{topic_denied, Authz};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::fetch_session::{Outcome, Reported};
-use crate::partition::{FollowerFetch, Partition};
+use crate::partition::{FetchWaker, FollowerFetch, Partition};
 use crate::replica_selector::RackChoice;
 
 /// One requested partition, resolved once per request.
@@ -104,33 +101,56 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     let follower_denied = replica_id >= 0 && !authz.cluster(AclOperation::ClusterAction);
     // Each resolved topic's metadata, by its index in `topics`.
     let mut metas = Vec::new();
-    for (key, state) in &plan.partitions {
-        let (topic_idx, denied) = *topic_index
-            .entry((key.topic.clone(), key.topic_id))
-            .or_insert_with(|| {
-                let meta = if version >= 13 {
-                    broker.metadata.topic_by_id(key.topic_id)
-                } else {
-                    broker.metadata.topic(&key.topic)
-                };
-                let denied = follower_denied
-                    || (replica_id < 0
-                        && match (&meta, version >= 13) {
-                            (Some(m), _) => !authz.topic(AclOperation::Read, &m.name),
-                            (None, true) => false,
-                            (None, false) => !authz.topic(AclOperation::Read, &key.topic.0),
-                        });
-                topics.push((
-                    key.topic.clone(),
-                    key.topic_id,
-                    meta.as_ref().map(|m| m.name.clone()),
-                ));
-                metas.push(meta);
-                (topics.len() - 1, denied)
-            });
+    // Per requested partition: its topic and whether reading it is denied;
+    // the replicas are looked up afterwards, all under one lock.
+    let mut resolved: Vec<(usize, bool)> = Vec::with_capacity(plan.partitions.len());
+    for (key, _) in &plan.partitions {
+        resolved.push(
+            *topic_index
+                .entry((key.topic.clone(), key.topic_id))
+                .or_insert_with(|| {
+                    let meta = if version >= 13 {
+                        broker.metadata.topic_by_id(key.topic_id)
+                    } else {
+                        broker.metadata.topic(&key.topic)
+                    };
+                    let denied = follower_denied
+                        || (replica_id < 0
+                            && match (&meta, version >= 13) {
+                                (Some(m), _) => !authz.topic(AclOperation::Read, &m.name),
+                                (None, true) => false,
+                                (None, false) => !authz.topic(AclOperation::Read, &key.topic.0),
+                            });
+                    topics.push((
+                        key.topic.clone(),
+                        key.topic_id,
+                        meta.as_ref().map(|m| m.name.clone()),
+                    ));
+                    metas.push(meta);
+                    (topics.len() - 1, denied)
+                }),
+        );
+    }
+    let hosted = broker.replicas.get_many(
+        plan.partitions
+            .iter()
+            .zip(&resolved)
+            .filter(|(_, (idx, denied))| !denied && metas[*idx].is_some())
+            .map(|((key, _), (idx, _))| {
+                let name = metas[*idx].as_ref().map_or("", |m| m.name.as_str());
+                (name, key.partition)
+            }),
+    );
+    let mut hosted = hosted.into_iter();
+    for ((key, state), (topic_idx, denied)) in plan.partitions.iter().zip(resolved) {
         let part = match &metas[topic_idx] {
             _ if denied => Err(topic_denied()),
-            Some(m) => broker.replicas.get_or_err(&m.name, key.partition),
+            Some(m) => hosted.next().flatten().ok_or_else(|| {
+                ApiError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("this broker does not host {}-{}", m.name, key.partition),
+                )
+            }),
             None if version >= 13 => Err(ApiError::new(
                 ResponseError::UnknownTopicId,
                 "unknown topic id",
@@ -188,17 +208,16 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         .filter_map(|w| w.part.as_ref().ok().cloned())
         .collect();
     let mut parked = None;
+    let waker = Arc::new(FetchWaker::default());
     loop {
         // Register for wake-ups before reading so an append that lands
-        // between the read and the wait is not missed.
-        let mut waits: Vec<Pin<Box<tokio::sync::futures::Notified<'_>>>> =
-            parts.iter().map(|p| Box::pin(p.changed())).collect();
-        for w in waits.iter_mut() {
-            w.as_mut().enable();
+        // between the read and the wait is not missed (it leaves a permit).
+        for p in &parts {
+            p.watch(&waker);
         }
         let (results, total, errored) = read_pass(broker, &wanted, max_bytes, &topics, &reader);
         let expired = Instant::now() >= deadline;
-        if total >= min_bytes || errored || expired || waits.is_empty() {
+        if total >= min_bytes || errored || expired || parts.is_empty() {
             let outcomes: Vec<Outcome> = results
                 .iter()
                 .map(|r| Outcome {
@@ -222,15 +241,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         if parked.is_none() {
             parked = Some(broker.metrics.park("fetch"));
         }
-        let woke = poll_fn(|cx| {
-            for w in waits.iter_mut() {
-                if w.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(());
-                }
-            }
-            Poll::Pending
-        });
-        let _ = tokio::time::timeout_at(deadline, woke).await;
+        let _ = tokio::time::timeout_at(deadline, waker.woken()).await;
     }
 }
 

@@ -7,7 +7,7 @@
 //! leader (KIP-227, `session.rs`): partitions with nothing new are left out
 //! of both requests and responses.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -303,9 +303,21 @@ async fn run(
             }
             continue;
         }
-        // v13+ names topics by id only.
+        // v13+ names topics by id only. An incremental response carries
+        // the few partitions with news: only those are looked up (a map of
+        // every followed partition, built each round, was most of an idle
+        // follower's work at tens of thousands of partitions).
+        let answered: HashSet<(uuid::Uuid, i32)> = resp
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition_index)))
+            .collect();
+        if answered.is_empty() {
+            continue;
+        }
         let by_id: HashMap<(uuid::Uuid, i32), (Arc<Partition>, i32)> = assigned
             .into_iter()
+            .filter(|(p, _)| answered.contains(&(p.topic_id, p.index)))
             .map(|(p, e)| ((p.topic_id, p.index), (p, e)))
             .collect();
         for t in resp.responses {
@@ -351,13 +363,13 @@ fn build_request(
     let wanted = assigned
         .iter()
         .map(|(part, epoch)| {
-            let (leo, last_epoch) = part.fetch_position();
+            let (leo, last_epoch, log_start) = part.follower_fetch_state();
             let mut fp = FetchPartition::default();
             fp.partition = part.index;
             fp.current_leader_epoch = *epoch;
             fp.fetch_offset = leo;
             fp.last_fetched_epoch = last_epoch;
-            fp.log_start_offset = part.log_start_offset();
+            fp.log_start_offset = log_start;
             fp.partition_max_bytes = config.partition_max_bytes;
             ((part.topic_id, part.index), fp)
         })

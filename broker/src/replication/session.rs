@@ -9,7 +9,7 @@
 //! epoch) goes back to a full fetch with epoch 0, which also closes the
 //! old session on the leader.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
@@ -27,9 +27,23 @@ pub struct SessionHandler {
     next_epoch: i32,
     /// What the leader's session holds for each partition, as last sent.
     sent: HashMap<Key, FetchPartition>,
-    /// What the request in flight sends, until its response says the
+    /// What the request in flight changes, until its response says the
     /// session took it.
-    pending: Option<(HashMap<Key, FetchPartition>, bool)>,
+    pending: Option<Pending>,
+}
+
+/// The session change a request in flight carries.
+#[derive(Debug)]
+enum Pending {
+    /// A full fetch: the session holds exactly these afterwards.
+    Full(HashMap<Key, FetchPartition>),
+    /// An incremental fetch: these partitions added or changed, those
+    /// forgotten. Only the difference is kept: a follower of tens of
+    /// thousands of partitions rebuilt a map of all of them every round.
+    Incremental {
+        changed: Vec<(Key, FetchPartition)>,
+        forgotten: Vec<Key>,
+    },
 }
 
 fn next_epoch(epoch: i32) -> i32 {
@@ -42,49 +56,75 @@ fn next_epoch(epoch: i32) -> i32 {
 
 impl SessionHandler {
     /// Fills the request's partitions and session fields from `wanted`
-    /// (every partition this fetcher follows, with its current state).
+    /// (every partition this fetcher follows, with its current state; each
+    /// named once).
     pub fn build(&mut self, req: &mut FetchRequest, wanted: Vec<(Key, FetchPartition)>) {
         let full = self.id == 0 || self.next_epoch == 0;
         // Topics are found through an index: a fetcher can follow
         // thousands of topics, and a scan per partition is quadratic.
         let mut topics: Vec<FetchTopic> = Vec::new();
         let mut topic_at: HashMap<Uuid, usize> = HashMap::new();
-        let now: HashMap<Key, FetchPartition> = wanted.iter().cloned().collect();
-        for (key, fp) in wanted {
-            if full || self.sent.get(&key) != Some(&fp) {
-                let i = *topic_at.entry(key.0).or_insert_with(|| {
-                    let mut t = FetchTopic::default();
-                    t.topic_id = key.0;
-                    topics.push(t);
-                    topics.len() - 1
-                });
-                topics[i].partitions.push(fp);
-            }
-        }
+        let mut add = |key: &Key, fp: &FetchPartition| {
+            let i = *topic_at.entry(key.0).or_insert_with(|| {
+                let mut t = FetchTopic::default();
+                t.topic_id = key.0;
+                topics.push(t);
+                topics.len() - 1
+            });
+            topics[i].partitions.push(fp.clone());
+        };
         let mut forgotten: Vec<ForgottenTopic> = Vec::new();
-        if !full {
-            let mut forgotten_at: HashMap<Uuid, usize> = HashMap::new();
-            for key in self.sent.keys().filter(|k| !now.contains_key(*k)) {
-                let i = *forgotten_at.entry(key.0).or_insert_with(|| {
-                    let mut f = ForgottenTopic::default();
-                    f.topic_id = key.0;
-                    forgotten.push(f);
-                    forgotten.len() - 1
-                });
-                forgotten[i].partitions.push(key.1);
+        let pending = if full {
+            for (key, fp) in &wanted {
+                add(key, fp);
             }
-        }
+            Pending::Full(wanted.into_iter().collect())
+        } else {
+            // Every wanted partition the session holds, counted: when that
+            // is all of them, nothing is to be forgotten.
+            let mut held = 0usize;
+            let mut changed = Vec::new();
+            for (key, fp) in &wanted {
+                match self.sent.get(key) {
+                    Some(before) if before == fp => held += 1,
+                    before => {
+                        held += usize::from(before.is_some());
+                        add(key, fp);
+                        changed.push((*key, fp.clone()));
+                    }
+                }
+            }
+            let mut gone = Vec::new();
+            if held < self.sent.len() {
+                let now: HashSet<Key> = wanted.iter().map(|(k, _)| *k).collect();
+                gone.extend(self.sent.keys().filter(|k| !now.contains(*k)).copied());
+                let mut forgotten_at: HashMap<Uuid, usize> = HashMap::new();
+                for key in &gone {
+                    let i = *forgotten_at.entry(key.0).or_insert_with(|| {
+                        let mut f = ForgottenTopic::default();
+                        f.topic_id = key.0;
+                        forgotten.push(f);
+                        forgotten.len() - 1
+                    });
+                    forgotten[i].partitions.push(key.1);
+                }
+            }
+            Pending::Incremental {
+                changed,
+                forgotten: gone,
+            }
+        };
         req.topics = topics;
         req.forgotten_topics_data = forgotten;
         req.session_id = self.id;
         req.session_epoch = if full { 0 } else { self.next_epoch };
-        self.pending = Some((now, full));
+        self.pending = Some(pending);
     }
 
     /// Learns from the response whether the session took the request. An
     /// error means the next fetch is a full one.
     pub fn handle(&mut self, resp: &FetchResponse) {
-        let Some((now, full)) = self.pending.take() else {
+        let Some(pending) = self.pending.take() else {
             return;
         };
         if resp.error_code != 0 {
@@ -95,13 +135,23 @@ impl SessionHandler {
             self.next_epoch = 0;
             return;
         }
-        if full {
-            self.id = resp.session_id;
-            self.next_epoch = 1;
-        } else {
-            self.next_epoch = next_epoch(self.next_epoch);
+        match pending {
+            Pending::Full(now) => {
+                self.id = resp.session_id;
+                self.next_epoch = 1;
+                self.sent = now;
+            }
+            Pending::Incremental { changed, forgotten } => {
+                self.next_epoch = next_epoch(self.next_epoch);
+                self.sent.extend(changed);
+                for key in forgotten {
+                    self.sent.remove(&key);
+                }
+            }
         }
-        self.sent = if self.id == 0 { HashMap::new() } else { now };
+        if self.id == 0 {
+            self.sent = HashMap::new();
+        }
     }
 
     /// A top-level error about the session itself, fixed by a full fetch.
