@@ -1481,6 +1481,17 @@ spec:
         want_lb = [(0, lb_addr[0], 9094), (1, lb_addr[1], 9094)]
         wait_until(lambda: advertised(ls["lb"]["bootstrap"]) == want_lb, 240,
                    "each broker advertising its load balancer's address")
+        # That can hold before the roll is over: a broker started after both addresses were
+        # known advertises them at once and is still rolled for the new ConfigMap. Producing
+        # into that restart timed out in CI (30 s of acks=all): wait for the roll to end.
+        def rolled() -> bool:
+            rev = env.get("-n", NS, "get", "statefulset", name)["status"].get("updateRevision")
+            pods = env.get("-n", NS, "get", "pods", "-l", f"app.kubernetes.io/instance={name}")["items"]
+            return len(pods) == 2 and all(p["metadata"]["labels"].get("controller-revision-hash") == rev
+                                          and not p["metadata"].get("deletionTimestamp") for p in pods)
+        wait_until(rolled, 240, "every broker pod on the StatefulSet's current revision")
+        wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", name), "Ready") == "True", 120,
+                   "KafkaCluster Ready=True after the roll")
         # And each broker answering through its own load balancer, with a
         # certificate naming that address (the roll and the reissued
         # certificate may still be settling when the bootstrap one answers).
