@@ -859,8 +859,8 @@ impl Partition {
 
     /// `(log end offset, latest epoch)` the follower fetches from.
     pub fn fetch_position(&self) -> (i64, i32) {
-        let log = self.log.read().expect("log lock");
-        (log.log_end_offset(), log.latest_epoch().unwrap_or(-1))
+        let (leo, epoch, _) = self.follower_fetch_state();
+        (leo, epoch)
     }
 
     /// [`Partition::fetch_position`] and the log start offset, under one

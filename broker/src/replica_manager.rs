@@ -147,12 +147,8 @@ impl ReplicaManager {
 
     /// The partition, or the Kafka error a client should see when it is not here.
     pub fn get_or_err(&self, topic: &str, partition: i32) -> Result<Arc<Partition>, ApiError> {
-        self.get(topic, partition).ok_or_else(|| {
-            ApiError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("this broker does not host {topic}-{partition}"),
-            )
-        })
+        self.get(topic, partition)
+            .ok_or_else(|| not_hosted(topic, partition))
     }
 
     pub fn all(&self) -> Vec<Arc<Partition>> {
@@ -411,6 +407,14 @@ impl ReplicaManager {
             }
         });
     }
+}
+
+/// The error a client gets for a partition this broker has no replica of.
+pub fn not_hosted(topic: &str, partition: i32) -> ApiError {
+    ApiError::new(
+        ResponseError::UnknownTopicOrPartition,
+        format!("this broker does not host {topic}-{partition}"),
+    )
 }
 
 /// The produce purgatory (Kafka's `DelayedProduce`): waits until the high

@@ -33,6 +33,7 @@ use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::fetch_session::{Outcome, Reported};
 use crate::partition::{FetchWaker, FollowerFetch, Partition};
+use crate::replica_manager::not_hosted;
 use crate::replica_selector::RackChoice;
 
 /// One requested partition, resolved once per request.
@@ -135,22 +136,19 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         plan.partitions
             .iter()
             .zip(&resolved)
-            .filter(|(_, (idx, denied))| !denied && metas[*idx].is_some())
-            .map(|((key, _), (idx, _))| {
-                let name = metas[*idx].as_ref().map_or("", |m| m.name.as_str());
-                (name, key.partition)
+            .filter(|(_, (_, denied))| !denied)
+            .filter_map(|((key, _), (idx, _))| {
+                Some((metas[*idx].as_ref()?.name.as_str(), key.partition))
             }),
     );
     let mut hosted = hosted.into_iter();
     for ((key, state), (topic_idx, denied)) in plan.partitions.iter().zip(resolved) {
         let part = match &metas[topic_idx] {
             _ if denied => Err(topic_denied()),
-            Some(m) => hosted.next().flatten().ok_or_else(|| {
-                ApiError::new(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("this broker does not host {}-{}", m.name, key.partition),
-                )
-            }),
+            Some(m) => hosted
+                .next()
+                .flatten()
+                .ok_or_else(|| not_hosted(&m.name, key.partition)),
             None if version >= 13 => Err(ApiError::new(
                 ResponseError::UnknownTopicId,
                 "unknown topic id",

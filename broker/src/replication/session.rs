@@ -139,7 +139,8 @@ impl SessionHandler {
             Pending::Full(now) => {
                 self.id = resp.session_id;
                 self.next_epoch = 1;
-                self.sent = now;
+                // A leader that opened no session holds nothing for us.
+                self.sent = if self.id == 0 { HashMap::new() } else { now };
             }
             Pending::Incremental { changed, forgotten } => {
                 self.next_epoch = next_epoch(self.next_epoch);
@@ -148,9 +149,6 @@ impl SessionHandler {
                     self.sent.remove(&key);
                 }
             }
-        }
-        if self.id == 0 {
-            self.sent = HashMap::new();
         }
     }
 
