@@ -21,8 +21,16 @@
 //! are few and carry every replicated partition) takes the slot of the
 //! smallest consumer session, and a consumer's session that of a smaller
 //! consumer session. Otherwise the fetch is answered without a session.
+//!
+//! A follower's session reads only the partitions that may have news each
+//! round (`quiet.rs`); a consumer's reads all of its partitions.
+
+mod quiet;
+
+pub use quiet::{FollowerTerms, QuietRound};
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -72,6 +80,9 @@ pub struct Reported {
 pub struct Outcome {
     pub reported: Reported,
     pub must_send: bool,
+    /// A follower's read that found it at the log end with nothing to send
+    /// (see `quiet.rs`): skipped until the partition changes.
+    pub quiet: bool,
 }
 
 #[derive(Debug)]
@@ -79,6 +90,8 @@ struct Cached {
     state: FetchState,
     /// None until a response carried the partition.
     reported: Option<Reported>,
+    /// The partition's token in a follower session's waker (`quiet.rs`).
+    token: u32,
 }
 
 #[derive(Debug)]
@@ -89,6 +102,8 @@ struct Session {
     follower: bool,
     partitions: IndexMap<PartKey, Cached>,
     last_used: Instant,
+    /// A follower session's memory of what needs reading (`quiet.rs`).
+    quiet: Option<quiet::Quiet>,
 }
 
 /// How one fetch request is answered.
@@ -107,6 +122,9 @@ pub enum Mode {
 pub struct Plan {
     pub mode: Mode,
     pub partitions: Vec<(PartKey, FetchState)>,
+    /// A follower session's round: only the partitions that may have news
+    /// are planned; the read watches them with the session's waker.
+    pub quiet: Option<QuietRound>,
 }
 
 pub struct FetchSessionCache {
@@ -226,8 +244,14 @@ impl FetchSessionCache {
 
     /// Applies the request's session part: opens, closes or updates the
     /// session, and says which partitions to read. An error is the
-    /// response's top-level error code.
-    pub fn begin(&self, req: &FetchRequest, version: i16) -> Result<Plan, ResponseError> {
+    /// response's top-level error code. `terms`: a follower's fetch whose
+    /// session may skip partitions with nothing new (`quiet.rs`).
+    pub fn begin(
+        &self,
+        req: &FetchRequest,
+        version: i16,
+        terms: Option<FollowerTerms>,
+    ) -> Result<Plan, ResponseError> {
         let asked = requested(req, version);
         if version < 7 {
             return Ok(self.sessionless(asked));
@@ -245,6 +269,7 @@ impl FetchSessionCache {
                 self.requests.with_label_values(&["open"]).inc();
                 Ok(Plan {
                     mode: Mode::Open,
+                    quiet: terms.map(|t| QuietRound::opening(t, asked.len())),
                     partitions: asked,
                 })
             }
@@ -264,17 +289,33 @@ impl FetchSessionCache {
                 }
                 session.next_epoch = next_epoch(epoch);
                 session.last_used = Instant::now();
+                // Skipping needs the terms the skipped reads were made
+                // under: new terms read everything once.
+                match (terms, &session.quiet) {
+                    (None, _) => session.quiet = None,
+                    (Some(t), Some(q)) if q.terms() == t => {}
+                    (Some(t), _) => {
+                        session.quiet = Some(quiet::Quiet::new(t, &mut session.partitions))
+                    }
+                }
                 for (key, state) in asked {
                     match session.partitions.get_mut(&key) {
-                        Some(c) => c.state = state,
+                        Some(c) => {
+                            c.state = state;
+                            if let Some(q) = &mut session.quiet {
+                                q.named(&key);
+                            }
+                        }
                         None => {
-                            session.partitions.insert(
-                                key,
-                                Cached {
-                                    state,
-                                    reported: None,
-                                },
-                            );
+                            let mut c = Cached {
+                                state,
+                                reported: None,
+                                token: 0,
+                            };
+                            if let Some(q) = &mut session.quiet {
+                                q.add(&key, &mut c);
+                            }
+                            session.partitions.insert(key, c);
                         }
                     }
                 }
@@ -284,16 +325,35 @@ impl FetchSessionCache {
                 // broker for seconds with the session cache locked.
                 let forget: HashSet<PartKey> = forgotten(req, version).into_iter().collect();
                 if !forget.is_empty() {
+                    if let Some(q) = &mut session.quiet {
+                        for key in &forget {
+                            if let Some(c) = session.partitions.get(key) {
+                                q.forget(key, c);
+                            }
+                        }
+                    }
                     session.partitions.retain(|k, _| !forget.contains(k));
                 }
                 self.requests.with_label_values(&["incremental"]).inc();
+                let (partitions, quiet) = match &mut session.quiet {
+                    Some(q) => {
+                        q.take_fired();
+                        let (read, round) = q.round(&session.partitions);
+                        (read, Some(round))
+                    }
+                    None => (
+                        session
+                            .partitions
+                            .iter()
+                            .map(|(k, c)| (k.clone(), c.state))
+                            .collect(),
+                        None,
+                    ),
+                };
                 Ok(Plan {
                     mode: Mode::Incremental(req.session_id),
-                    partitions: session
-                        .partitions
-                        .iter()
-                        .map(|(k, c)| (k.clone(), c.state))
-                        .collect(),
+                    partitions,
+                    quiet,
                 })
             }
         }
@@ -304,6 +364,38 @@ impl FetchSessionCache {
         Plan {
             mode: Mode::Sessionless,
             partitions: asked,
+            quiet: None,
+        }
+    }
+
+    /// While a follower session's round waits: the partitions that changed
+    /// since it was planned (or since the last call), with their fetch
+    /// state and token, to be read before the round answers.
+    pub fn fired(&self, plan: &Plan) -> Vec<(PartKey, FetchState, u32)> {
+        let (Mode::Incremental(id), Some(round)) = (plan.mode, &plan.quiet) else {
+            return Vec::new();
+        };
+        let mut sessions = self.sessions.lock().expect("sessions");
+        let Some(session) = sessions.get_mut(&id) else {
+            return Vec::new();
+        };
+        let Some(q) = session.quiet.as_mut().filter(|q| q.planned(round)) else {
+            return Vec::new();
+        };
+        q.take_fired()
+            .into_iter()
+            .filter_map(|(key, token)| {
+                let state = session.partitions.get(&key)?.state;
+                Some((key, state, token))
+            })
+            .collect()
+    }
+
+    /// After a follower session's read pass at `now_ms`: every partition
+    /// the round skipped counts as fetched then (`quiet.rs`).
+    pub fn pulse(plan: &Plan, now_ms: i64) {
+        if let Some(round) = &plan.quiet {
+            round.pulse.fetch_max(now_ms, Ordering::AcqRel);
         }
     }
 
@@ -320,26 +412,39 @@ impl FetchSessionCache {
         match plan.mode {
             Mode::Sessionless => (0, vec![true; outcomes.len()]),
             Mode::Open => {
+                let tokens = plan.quiet.as_ref().map(|r| &r.tokens[..]);
                 let partitions = plan
                     .partitions
                     .iter()
                     .zip(outcomes)
-                    .map(|((k, state), o)| {
+                    .enumerate()
+                    .map(|(i, ((k, state), o))| {
                         (
                             k.clone(),
                             Cached {
                                 state: *state,
                                 reported: Some(o.reported),
+                                token: tokens.map_or(0, |t| t[i]),
                             },
                         )
                     })
                     .collect();
+                let quiet = plan.quiet.as_ref().map(|round| {
+                    quiet::Quiet::opened(
+                        round,
+                        plan.partitions
+                            .iter()
+                            .zip(outcomes)
+                            .map(|((k, _), o)| (k, o.quiet)),
+                    )
+                });
                 let session = Session {
                     next_epoch: 1,
                     uses_topic_ids: version >= 13,
                     follower,
                     partitions,
                     last_used: Instant::now(),
+                    quiet,
                 };
                 (self.insert(session), vec![true; outcomes.len()])
             }
@@ -352,11 +457,18 @@ impl FetchSessionCache {
                 };
                 let mut send = Vec::with_capacity(outcomes.len());
                 let mut rotate = Vec::new();
+                let mut quiet = match (&mut session.quiet, &plan.quiet) {
+                    (Some(q), Some(round)) if q.planned(round) => Some(q),
+                    _ => None,
+                };
                 for ((key, _), o) in plan.partitions.iter().zip(outcomes) {
                     let Some(c) = session.partitions.get_mut(key) else {
                         send.push(false);
                         continue;
                     };
+                    if let Some(q) = &mut quiet {
+                        q.settle(key, o.quiet);
+                    }
                     let changed = o.must_send || c.reported != Some(o.reported);
                     c.reported = Some(o.reported);
                     if o.must_send {
@@ -463,6 +575,7 @@ mod tests {
                 log_start_offset: 0,
             },
             must_send,
+            quiet: false,
         }
     }
 
@@ -471,7 +584,7 @@ mod tests {
     }
 
     fn open(c: &FetchSessionCache, parts: &[(&str, i32, i64)]) -> i32 {
-        let plan = c.begin(&req(0, 0, parts), 12).unwrap();
+        let plan = c.begin(&req(0, 0, parts), 12, None).unwrap();
         assert_eq!(plan.mode, Mode::Open);
         let outcomes: Vec<_> = parts.iter().map(|_| outcome(0, false)).collect();
         let (id, send) = c.finish(&plan, &outcomes, 12, false);
@@ -488,7 +601,7 @@ mod tests {
         let id = open(&c, &[("a", 0, 0), ("a", 1, 0), ("b", 0, 0)]);
         assert_ne!(id, 0);
         // Nothing listed: all three are read, none changed.
-        let plan = c.begin(&req(id, 1, &[]), 12).unwrap();
+        let plan = c.begin(&req(id, 1, &[]), 12, None).unwrap();
         assert_eq!(plan.mode, Mode::Incremental(id));
         assert_eq!(plan.partitions.len(), 3);
         let (rid, send) = c.finish(
@@ -499,7 +612,7 @@ mod tests {
         );
         assert_eq!((rid, send), (id, vec![false, false, false]));
         // a-1 moves its fetch offset; b-0's high watermark moves.
-        let plan = c.begin(&req(id, 2, &[("a", 1, 7)]), 12).unwrap();
+        let plan = c.begin(&req(id, 2, &[("a", 1, 7)]), 12, None).unwrap();
         let a1 = plan
             .partitions
             .iter()
@@ -517,7 +630,7 @@ mod tests {
         );
         assert_eq!(send, vec![false, true, true]);
         // The partition that returned records went to the back.
-        let plan = c.begin(&req(id, 3, &[]), 12).unwrap();
+        let plan = c.begin(&req(id, 3, &[]), 12, None).unwrap();
         let order: Vec<_> = plan
             .partitions
             .iter()
@@ -534,15 +647,16 @@ mod tests {
         let c = cache(10);
         let id = open(&c, &[("a", 0, 0), ("a", 1, 0)]);
         assert_eq!(
-            c.begin(&req(id, 2, &[]), 12).unwrap_err(),
+            c.begin(&req(id, 2, &[]), 12, None).unwrap_err(),
             ResponseError::InvalidFetchSessionEpoch
         );
         assert_eq!(
-            c.begin(&req(id.wrapping_add(1), 1, &[]), 12).unwrap_err(),
+            c.begin(&req(id.wrapping_add(1), 1, &[]), 12, None)
+                .unwrap_err(),
             ResponseError::FetchSessionIdNotFound
         );
         assert_eq!(
-            c.begin(&req(id, 1, &[]), 13).unwrap_err(),
+            c.begin(&req(id, 1, &[]), 13, None).unwrap_err(),
             ResponseError::FetchSessionTopicIdError
         );
         let mut r = req(id, 1, &[]);
@@ -550,15 +664,15 @@ mod tests {
         f.topic = TopicName(kafka_protocol::protocol::StrBytes::from_static_str("a"));
         f.partitions = vec![0];
         r.forgotten_topics_data.push(f);
-        let plan = c.begin(&r, 12).unwrap();
+        let plan = c.begin(&r, 12, None).unwrap();
         assert_eq!(plan.partitions.len(), 1);
         assert_eq!(plan.partitions[0].0.partition, 1);
         // A final (epoch -1) request closes the session.
-        let plan = c.begin(&req(id, -1, &[("a", 1, 0)]), 12).unwrap();
+        let plan = c.begin(&req(id, -1, &[("a", 1, 0)]), 12, None).unwrap();
         assert_eq!(plan.mode, Mode::Sessionless);
         assert!(c.is_empty());
         assert_eq!(
-            c.begin(&req(id, 3, &[]), 12).unwrap_err(),
+            c.begin(&req(id, 3, &[]), 12, None).unwrap_err(),
             ResponseError::FetchSessionIdNotFound
         );
     }
@@ -575,18 +689,20 @@ mod tests {
         assert_ne!(large, 0);
         assert_eq!(c.len(), 1);
         assert_eq!(
-            c.begin(&req(small, 1, &[]), 12).unwrap_err(),
+            c.begin(&req(small, 1, &[]), 12, None).unwrap_err(),
             ResponseError::FetchSessionIdNotFound
         );
         // A follower takes a consumer's slot whatever its size.
-        let plan = c.begin(&req(0, 0, &[("c", 0, 0)]), 12).unwrap();
+        let plan = c.begin(&req(0, 0, &[("c", 0, 0)]), 12, None).unwrap();
         let (follower, _) = c.finish(&plan, &[outcome(0, false)], 12, true);
         assert_ne!(follower, 0);
         assert_eq!(c.len(), 1);
         // And a consumer never takes a follower's.
         assert_eq!(open(&c, &[("d", 0, 0), ("d", 1, 0), ("d", 2, 0)]), 0);
         // Epoch 0 with a session id closes that session and opens another.
-        let plan = c.begin(&req(follower, 0, &[("c", 0, 0)]), 12).unwrap();
+        let plan = c
+            .begin(&req(follower, 0, &[("c", 0, 0)]), 12, None)
+            .unwrap();
         assert_eq!(plan.mode, Mode::Open);
         assert!(c.is_empty());
     }
@@ -602,7 +718,7 @@ mod tests {
         let order = |plan: &Plan| -> Vec<i32> {
             plan.partitions.iter().map(|(k, _)| k.partition).collect()
         };
-        let plan = c.begin(&req(id, 1, &[]), 12).unwrap();
+        let plan = c.begin(&req(id, 1, &[]), 12, None).unwrap();
         assert_eq!(order(&plan), vec![0, 1, 2, 3, 4, 5]);
         let returned = [1, 3, 4];
         let outcomes: Vec<_> = (0..6).map(|p| outcome(0, returned.contains(&p))).collect();
@@ -610,20 +726,20 @@ mod tests {
         let mut r = req(id, 2, &[]);
         let mut f = ForgottenTopic::default();
         f.topic = TopicName(kafka_protocol::protocol::StrBytes::from_static_str("a"));
-        let plan = c.begin(&r, 12).unwrap();
+        let plan = c.begin(&r, 12, None).unwrap();
         assert_eq!(order(&plan), vec![0, 2, 5, 1, 3, 4]);
         c.finish(&plan, &[outcome(0, false); 6], 12, false);
         f.partitions = vec![2, 5, 3];
         r = req(id, 3, &[]);
         r.forgotten_topics_data.push(f);
-        let plan = c.begin(&r, 12).unwrap();
+        let plan = c.begin(&r, 12, None).unwrap();
         assert_eq!(order(&plan), vec![0, 1, 4]);
     }
 
     #[test]
     fn no_slots_means_no_sessions() {
         let c = cache(0);
-        let plan = c.begin(&req(0, 0, &[("a", 0, 0)]), 12).unwrap();
+        let plan = c.begin(&req(0, 0, &[("a", 0, 0)]), 12, None).unwrap();
         assert_eq!(plan.mode, Mode::Sessionless);
     }
 
@@ -631,5 +747,122 @@ mod tests {
     fn epochs_wrap_to_one() {
         assert_eq!(next_epoch(1), 2);
         assert_eq!(next_epoch(i32::MAX), 1);
+    }
+
+    fn quiet() -> Outcome {
+        Outcome {
+            quiet: true,
+            ..outcome(0, false)
+        }
+    }
+
+    fn planned(plan: &Plan) -> Vec<(String, i32)> {
+        plan.partitions
+            .iter()
+            .map(|(k, _)| (k.topic.0.to_string(), k.partition))
+            .collect()
+    }
+
+    fn partition(dir: &std::path::Path, topic: &str) -> crate::partition::Partition {
+        let log = skein_storage::Log::open(
+            dir.join(format!("{topic}-0")),
+            skein_storage::LogConfig::default(),
+            0,
+        )
+        .unwrap();
+        crate::partition::Partition::new(topic, 0, Uuid::nil(), 1, log)
+    }
+
+    /// A follower's session reads, each round, only the partitions the
+    /// request names, those that changed (their token fired in the
+    /// session's waker) and those its last read did not find quiet; a round
+    /// that never finished leaves its partitions to the next; new terms,
+    /// or a fetch without them, read everything.
+    #[test]
+    fn a_follower_session_reads_only_what_may_have_news() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(10);
+        let terms = FollowerTerms {
+            replica_id: 2,
+            replica_epoch: 5,
+            isr_eligible: true,
+        };
+        let parts = [("a", 0, 0), ("a", 1, 0), ("b", 0, 0)];
+        let plan = c.begin(&req(0, 0, &parts), 12, Some(terms)).unwrap();
+        let round = plan.quiet.clone().expect("a follower's round");
+        assert_eq!(round.tokens, vec![0, 1, 2]);
+        let (id, _) = c.finish(&plan, &[quiet(), outcome(0, true), quiet()], 12, true);
+        assert_ne!(id, 0);
+
+        let plan = c.begin(&req(id, 1, &[]), 12, Some(terms)).unwrap();
+        assert_eq!(
+            planned(&plan),
+            [("a".into(), 1)],
+            "only the one with records"
+        );
+        c.finish(&plan, &[quiet()], 12, true);
+        let plan = c.begin(&req(id, 2, &[]), 12, Some(terms)).unwrap();
+        assert!(planned(&plan).is_empty(), "all quiet");
+
+        // b-0 changes while the round waits: it joins the round.
+        let b = partition(dir.path(), "b");
+        b.watch(&round.waker, 2);
+        b.make_leader(1, 1, vec![1, 2], vec![1, 2], 0).unwrap();
+        let fired = c.fired(&plan);
+        assert_eq!(fired.len(), 1);
+        assert_eq!((fired[0].0.partition, fired[0].2), (0, 2));
+        assert_eq!(fired[0].0.topic.0.to_string(), "b");
+        assert!(c.fired(&plan).is_empty(), "once per change");
+        // That round is dropped (the connection closed) before it finished:
+        // b-0 is still read next, with the partition the request names.
+        let plan = c
+            .begin(&req(id, 3, &[("a", 0, 5)]), 12, Some(terms))
+            .unwrap();
+        assert_eq!(planned(&plan), [("a".into(), 0), ("b".into(), 0)]);
+        assert_eq!(plan.quiet.as_ref().unwrap().tokens, vec![0, 2]);
+        assert_eq!(plan.partitions[0].1.fetch_offset, 5);
+        c.finish(&plan, &[quiet(), quiet()], 12, true);
+
+        // A change before the request comes in is read by it.
+        b.watch(&round.waker, 2);
+        b.make_stopped();
+        let plan = c.begin(&req(id, 4, &[]), 12, Some(terms)).unwrap();
+        assert_eq!(planned(&plan), [("b".into(), 0)]);
+        c.finish(&plan, &[quiet()], 12, true);
+
+        // A forgotten partition's token is ignored; one named again is new.
+        let mut r = req(id, 5, &[]);
+        let mut f = ForgottenTopic::default();
+        f.topic = TopicName(kafka_protocol::protocol::StrBytes::from_static_str("b"));
+        f.partitions.push(0);
+        r.forgotten_topics_data.push(f);
+        b.watch(&round.waker, 2);
+        let plan = c.begin(&r, 12, Some(terms)).unwrap();
+        assert!(planned(&plan).is_empty());
+        c.finish(&plan, &[], 12, true);
+        b.make_leader(2, 2, vec![1, 2], vec![1, 2], 0).unwrap();
+        let plan = c.begin(&req(id, 6, &[]), 12, Some(terms)).unwrap();
+        assert!(planned(&plan).is_empty(), "b-0 left the session");
+        c.finish(&plan, &[], 12, true);
+        let plan = c
+            .begin(&req(id, 7, &[("b", 0, 9)]), 12, Some(terms))
+            .unwrap();
+        assert_eq!(plan.quiet.as_ref().unwrap().tokens, vec![3], "a new token");
+        c.finish(&plan, &[quiet()], 12, true);
+
+        // The follower re-registered: every partition once, then as before.
+        let terms = FollowerTerms {
+            replica_epoch: 6,
+            ..terms
+        };
+        let plan = c.begin(&req(id, 8, &[]), 12, Some(terms)).unwrap();
+        assert_eq!(plan.partitions.len(), 3, "new terms read everything");
+        c.finish(&plan, &[quiet(), quiet(), quiet()], 12, true);
+        let plan = c.begin(&req(id, 9, &[]), 12, Some(terms)).unwrap();
+        assert!(planned(&plan).is_empty());
+        c.finish(&plan, &[], 12, true);
+        let plan = c.begin(&req(id, 10, &[]), 12, None).unwrap();
+        assert_eq!(plan.partitions.len(), 3, "no terms: everything");
+        assert!(plan.quiet.is_none());
     }
 }

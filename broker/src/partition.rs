@@ -10,6 +10,7 @@
 //! file keeps the lock order auditable.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use kafka_protocol::error::ResponseError;
@@ -38,7 +39,7 @@ pub enum Role {
 }
 
 /// How far a follower has got, as the leader sees it (Kafka's `Replica`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct FollowerProgress {
     /// The follower has every offset below this (-1: not fetched yet).
     log_end_offset: i64,
@@ -50,6 +51,42 @@ struct FollowerProgress {
     /// Leader LEO and time of the follower's previous fetch.
     leo_at_last_fetch: i64,
     last_fetch_ms: i64,
+    /// Set while the follower's fetch session leaves this partition out of
+    /// its rounds because its last read found the follower at our log end
+    /// and nothing changed since (any change wakes the session, which reads
+    /// the partition again before its next pulse): the time of the
+    /// session's last round, each of which the follower would have been
+    /// caught up at (see `fetch_session.rs`).
+    pulse: Option<Arc<AtomicI64>>,
+}
+
+impl FollowerProgress {
+    fn new(last_caught_up_ms: i64, last_fetch_ms: i64) -> Self {
+        Self {
+            log_end_offset: -1,
+            log_start_offset: -1,
+            last_caught_up_ms,
+            leo_at_last_fetch: -1,
+            last_fetch_ms,
+            pulse: None,
+        }
+    }
+
+    fn pulse_ms(&self) -> i64 {
+        self.pulse
+            .as_ref()
+            .map_or(i64::MIN, |p| p.load(Ordering::Acquire))
+    }
+
+    /// The follower's last fetch of this partition, skipped rounds counted.
+    fn fetched_ms(&self) -> i64 {
+        self.last_fetch_ms.max(self.pulse_ms())
+    }
+
+    /// The last time the follower had everything the leader had.
+    fn caught_up_ms(&self) -> i64 {
+        self.last_caught_up_ms.max(self.pulse_ms())
+    }
 }
 
 /// Role, epochs, membership and progress; guarded by `Partition::state`.
@@ -128,6 +165,9 @@ pub struct ReplicaRead {
     pub diverging: Option<(i32, i64)>,
     /// An ISR expansion this fetch made possible.
     pub proposal: Option<IsrProposal>,
+    /// The follower fetched at our log end: until this partition changes,
+    /// reading it again would find the same (nothing to send).
+    pub caught_up: bool,
 }
 
 /// One topic-partition replica and its log.
@@ -144,7 +184,8 @@ pub struct Partition {
     changed: Notify,
     /// Long-polling fetches waiting on this partition among many (see
     /// [`FetchWaker`]); taken and woken by the next change.
-    watchers: Mutex<Vec<Weak<FetchWaker>>>,
+    /// With the token each waker knows this partition by.
+    watchers: Mutex<Vec<(Weak<FetchWaker>, u32)>>,
 }
 
 /// The wake-up of one long-polling fetch over many partitions. The fetch
@@ -153,14 +194,45 @@ pub struct Partition {
 /// tens of thousands of partitions: one `Notified` future per partition,
 /// boxed, enabled, polled on every wake-up and dropped each round, was a
 /// quarter of an idle broker's CPU at 30,000 partitions.
+///
+/// A fetch session's waker ([`FetchWaker::tracking`]) also records which
+/// partitions changed, by the token each was watched with, so the session's
+/// next round reads those and skips the rest (`fetch_session.rs`).
 #[derive(Debug, Default)]
-pub struct FetchWaker(Notify);
+pub struct FetchWaker {
+    notify: Notify,
+    fired: Option<Mutex<Vec<u32>>>,
+}
 
 impl FetchWaker {
+    /// A waker that records the tokens of the partitions that changed.
+    pub fn tracking() -> Self {
+        Self {
+            notify: Notify::new(),
+            fired: Some(Mutex::new(Vec::new())),
+        }
+    }
+
     /// Completes after a change of a watched partition since it was
     /// watched (at once if one came before this call).
     pub async fn woken(&self) {
-        self.0.notified().await
+        self.notify.notified().await
+    }
+
+    /// The tokens of the watched partitions that changed since the last
+    /// call (each once per watch; empty for a waker that does not track).
+    pub fn take_fired(&self) -> Vec<u32> {
+        self.fired
+            .as_ref()
+            .map(|f| std::mem::take(&mut *f.lock().expect("fired lock")))
+            .unwrap_or_default()
+    }
+
+    fn fire(&self, token: u32) {
+        if let Some(f) = &self.fired {
+            f.lock().expect("fired lock").push(token);
+        }
+        self.notify.notify_one();
     }
 }
 
@@ -243,7 +315,7 @@ impl Partition {
             || others.any(|b| {
                 st.followers
                     .get(b)
-                    .is_some_and(|f| now_ms - f.last_fetch_ms <= within_ms)
+                    .is_some_and(|f| now_ms - f.fetched_ms() <= within_ms)
             })
     }
 
@@ -256,8 +328,20 @@ impl Partition {
         self.state().replicas.clone()
     }
 
+    /// Sets `min.insync.replicas`; a lower value may commit at once what
+    /// the ISR already holds (and a fetch session skipping this partition
+    /// must hear of the new high watermark).
     pub fn set_min_isr(&self, min_isr: usize) {
-        self.state().min_isr = min_isr.max(1);
+        let mut st = self.state();
+        let min_isr = min_isr.max(1);
+        if st.min_isr == min_isr {
+            return;
+        }
+        st.min_isr = min_isr;
+        let leo = self.log.read().expect("log lock").log_end_offset();
+        self.maybe_advance_hw(&mut st, leo);
+        drop(st);
+        self.notify_changed();
     }
 
     /// Becomes leader at `leader_epoch`. Returns false (and changes
@@ -292,14 +376,10 @@ impl Partition {
         };
         for r in &replicas {
             if *r != self.local_id {
-                st.followers.entry(*r).or_insert(FollowerProgress {
-                    log_end_offset: -1,
-                    log_start_offset: -1,
-                    // A fresh leader gives every ISR member a full lag window.
-                    last_caught_up_ms: now_ms,
-                    leo_at_last_fetch: -1,
-                    last_fetch_ms: now_ms,
-                });
+                // A fresh leader gives every ISR member a full lag window.
+                st.followers
+                    .entry(*r)
+                    .or_insert_with(|| FollowerProgress::new(now_ms, now_ms));
             }
         }
         st.followers.retain(|id, _| replicas.contains(id));
@@ -545,13 +625,16 @@ impl Partition {
 
     /// A follower's fetch: records its progress (which may move the high
     /// watermark or allow it back into the ISR), checks for a divergent log
-    /// (KIP-320) and reads up to the log end offset.
+    /// (KIP-320) and reads up to the log end offset. `pulse`: the
+    /// follower's session, which may leave this partition out of its next
+    /// rounds if the follower is caught up (see [`FollowerProgress`]).
     pub fn read_for_follower(
         &self,
         f: FollowerFetch,
         max_bytes: usize,
         min_one_batch: bool,
         now_ms: i64,
+        pulse: Option<&Arc<AtomicI64>>,
     ) -> Result<ReplicaRead, ApiError> {
         let FollowerFetch {
             replica_id,
@@ -594,6 +677,7 @@ impl Partition {
                     log_start_offset: lso,
                     diverging: Some(d),
                     proposal: None,
+                    caught_up: false,
                 });
             }
         }
@@ -604,17 +688,17 @@ impl Partition {
             let p = st
                 .followers
                 .entry(f.replica_id)
-                .or_insert(FollowerProgress {
-                    log_end_offset: -1,
-                    log_start_offset: -1,
-                    last_caught_up_ms: 0,
-                    leo_at_last_fetch: -1,
-                    last_fetch_ms: now_ms,
-                });
+                .or_insert_with(|| FollowerProgress::new(0, now_ms));
+            // Rounds the session skipped count as fetches (of an unchanged
+            // log, so at the log end each time).
+            let previous_fetch_ms = p.fetched_ms();
+            p.last_caught_up_ms = p.caught_up_ms();
+            p.pulse = None;
             if fetch_offset >= leo {
                 p.last_caught_up_ms = now_ms;
+                p.pulse = pulse.cloned();
             } else if fetch_offset >= p.leo_at_last_fetch && p.leo_at_last_fetch >= 0 {
-                p.last_caught_up_ms = p.last_caught_up_ms.max(p.last_fetch_ms);
+                p.last_caught_up_ms = p.last_caught_up_ms.max(previous_fetch_ms);
             }
             p.log_end_offset = fetch_offset;
             p.leo_at_last_fetch = leo;
@@ -639,6 +723,7 @@ impl Partition {
             log_start_offset: lso,
             diverging: None,
             proposal,
+            caught_up: fetch_offset == leo,
         })
     }
 
@@ -693,9 +778,12 @@ impl Partition {
             .is_some_and(|t| now_ms - t > HELD_ISR_CHANGE_MS)
         {
             // The state the controller answered with never came: propose
-            // afresh from what this leader knows.
+            // afresh from what this leader knows (and let fetch sessions
+            // that skip this partition read it again: an expansion may be
+            // due).
             st.pending_isr = None;
             st.held_since_ms = None;
+            self.notify_changed();
         }
         if st.role != Role::Leader || st.pending_isr.is_some() {
             return None;
@@ -706,7 +794,7 @@ impl Partition {
             .copied()
             .filter(|id| *id != self.local_id)
             .filter(|id| match st.followers.get(id) {
-                Some(p) => now_ms - p.last_caught_up_ms > lag_max_ms,
+                Some(p) => now_ms - p.caught_up_ms() > lag_max_ms,
                 None => true,
             })
             .collect();
@@ -897,7 +985,7 @@ impl Partition {
                         && f.log_start_offset >= 0
                         && f.log_start_offset <= fetch_offset
                 })
-                .map(|(id, f)| (*id, f.log_end_offset, now_ms - f.last_caught_up_ms))
+                .map(|(id, f)| (*id, f.log_end_offset, now_ms - f.caught_up_ms()))
                 .collect(),
         )
     }
@@ -1036,18 +1124,26 @@ impl Partition {
     }
 
     /// Wakes `waker` on this partition's next change (once; watch again
-    /// after it fired). Watching twice is one registration.
-    pub fn watch(&self, waker: &Arc<FetchWaker>) {
+    /// after it fired), which records `token` if it tracks. Watching twice
+    /// is one registration, with the later token.
+    pub fn watch(&self, waker: &Arc<FetchWaker>, token: u32) {
         let mut watchers = self.watchers.lock().expect("watchers lock");
-        if watchers
-            .iter()
-            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(waker)))
+        if let Some(w) = watchers
+            .iter_mut()
+            .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(waker)))
         {
+            w.1 = token;
             return;
         }
         // Fetches that returned since leave their dead entries behind.
-        watchers.retain(|w| w.strong_count() > 0);
-        watchers.push(Arc::downgrade(waker));
+        watchers.retain(|(w, _)| w.strong_count() > 0);
+        watchers.push((Arc::downgrade(waker), token));
+    }
+
+    /// Wakes whatever waits on this partition: a change that none of the
+    /// paths here saw (retention moved the log start offset).
+    pub fn touch(&self) {
+        self.notify_changed();
     }
 
     /// After an append, a high-watermark move or a role change: wakes the
@@ -1055,9 +1151,9 @@ impl Partition {
     fn notify_changed(&self) {
         self.changed.notify_waiters();
         let watchers = std::mem::take(&mut *self.watchers.lock().expect("watchers lock"));
-        for w in watchers {
+        for (w, token) in watchers {
             if let Some(w) = w.upgrade() {
-                w.0.notify_one();
+                w.fire(token);
             }
         }
     }

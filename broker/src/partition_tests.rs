@@ -51,9 +51,35 @@ fn fetch_at_end(
         1 << 20,
         true,
         now_ms,
+        None,
     )
     .unwrap()
     .proposal
+}
+
+/// Replica 2's fetch at `offset` in leader epoch 1, at most 1 MiB.
+fn fetch_by_2(
+    p: &Partition,
+    offset: i64,
+    now_ms: i64,
+    pulse: Option<&Arc<std::sync::atomic::AtomicI64>>,
+) -> ReplicaRead {
+    p.read_for_follower(
+        FollowerFetch {
+            replica_id: 2,
+            replica_epoch: 7,
+            fetch_offset: offset,
+            log_start_offset: 0,
+            last_fetched_epoch: -1,
+            current_leader_epoch: 1,
+            isr_eligible: true,
+        },
+        1 << 20,
+        true,
+        now_ms,
+        pulse,
+    )
+    .unwrap()
 }
 
 /// A leader whose in-sync followers stopped fetching from it (they follow
@@ -223,22 +249,7 @@ fn a_follower_behind_its_leader_reports_its_offset_lag() {
     assert!(follower.append_as_follower(1, &[], 3, 0, 20).unwrap());
     assert_eq!(follower.high_watermark(), 0, "capped by its own log end");
     assert_eq!(follower.offset_lag(), 3);
-    let read = leader
-        .read_for_follower(
-            FollowerFetch {
-                replica_id: 2,
-                replica_epoch: 7,
-                fetch_offset: 0,
-                log_start_offset: 0,
-                last_fetched_epoch: -1,
-                current_leader_epoch: 1,
-                isr_eligible: true,
-            },
-            1 << 20,
-            true,
-            30,
-        )
-        .unwrap();
+    let read = fetch_by_2(&leader, 0, 30, None);
     assert!(follower
         .append_as_follower(
             1,
@@ -261,9 +272,9 @@ async fn a_fetch_waker_is_woken_once_per_watch_by_any_watched_partition() {
     let (_da, a) = partition(1);
     let (_db, b) = partition(1);
     let waker = Arc::new(FetchWaker::default());
-    a.watch(&waker);
-    a.watch(&waker);
-    b.watch(&waker);
+    a.watch(&waker, 0);
+    a.watch(&waker, 0);
+    b.watch(&waker, 0);
     assert_eq!(a.watchers.lock().unwrap().len(), 1, "one registration");
     b.make_leader(1, 1, vec![1], vec![1], 0).unwrap();
     tokio::time::timeout(Duration::from_secs(5), waker.woken())
@@ -278,15 +289,54 @@ async fn a_fetch_waker_is_woken_once_per_watch_by_any_watched_partition() {
         "not watched again: not woken"
     );
     // A change between the watch and the wait is not missed.
-    b.watch(&waker);
+    b.watch(&waker, 0);
     b.make_stopped();
     tokio::time::timeout(Duration::from_secs(5), waker.woken())
         .await
         .expect("the change before the wait left a permit");
     drop(waker);
     let next = Arc::new(FetchWaker::default());
-    a.watch(&next);
+    a.watch(&next, 0);
     let left = a.watchers.lock().unwrap();
     assert_eq!(left.len(), 1, "the dead waker was dropped");
-    assert!(std::ptr::eq(left[0].as_ptr(), Arc::as_ptr(&next)));
+    assert!(std::ptr::eq(left[0].0.as_ptr(), Arc::as_ptr(&next)));
+}
+
+/// A partition its follower's session skips (the follower was at the log
+/// end at its last read) counts the session's later rounds, its pulse, as
+/// fetches at the log end: the follower stays in the ISR and confirms the
+/// leadership with no read of this partition. Once the log moved, the next
+/// read (any change wakes the session) counts the follower caught up only
+/// as of the round before, as a fetch of every round would have: if it
+/// then stops, it leaves the ISR on time.
+#[test]
+fn a_skipped_partition_counts_its_follower_sessions_rounds_as_fetches() {
+    use kafka_protocol::records::Compression;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let (_d, p) = partition(1);
+    p.make_leader(1, 1, vec![1, 2], vec![1, 2], 0).unwrap();
+    let pulse = Arc::new(AtomicI64::new(0));
+    let fetch = |offset: i64, now_ms: i64| fetch_by_2(&p, offset, now_ms, Some(&pulse));
+    assert!(fetch(0, 1_000).caught_up, "at the log end");
+    // Rounds at 5 s and 9 s skip the partition; only the pulse moves.
+    pulse.store(9_000, Ordering::Release);
+    assert_eq!(p.maybe_shrink_isr(11_000, 10_000), None, "caught up at 9 s");
+    assert!(p.leadership_confirmed(10_500, 2_000), "fetched at 9 s");
+    assert!(!p.leadership_confirmed(11_001, 2_000));
+
+    // An append at 9.5 s; the follower's next fetch (still at offset 0)
+    // reads the partition: caught up as of its previous round, 9 s.
+    let mut batch = skein_storage::testing::kv_batch(&[("a", Some("1"))], 9_500, Compression::None);
+    p.append_as_leader(&mut batch, true, 9_500).unwrap();
+    let read = fetch(0, 10_000);
+    assert!(!read.caught_up && !read.records.is_empty());
+    // Its rounds go on without it catching up: the pulse no longer counts.
+    pulse.store(15_000, Ordering::Release);
+    assert_eq!(
+        p.maybe_shrink_isr(19_000, 10_000),
+        None,
+        "within 10 s of 9 s"
+    );
+    let shrink = p.maybe_shrink_isr(19_001, 10_000).expect("lagging");
+    assert_eq!(shrink.new_isr, vec![1]);
 }

@@ -341,6 +341,7 @@ impl ReplicaManager {
             // truncated away. (Read before the log lock: the partition
             // state lock comes first.) Compaction: `log_cleaner.rs`.
             let hw = p.high_watermark();
+            let start = p.log_start_offset();
             p.with_log_mut(|log| {
                 log.expire_producers(now_ms, producer_expiration_ms);
                 if let Err(e) = log.maybe_roll(now_ms) {
@@ -363,6 +364,10 @@ impl ReplicaManager {
                     }
                 }
             });
+            // Followers learn the new log start offset in their next fetch.
+            if p.log_start_offset() != start {
+                p.touch();
+            }
         }
     }
 

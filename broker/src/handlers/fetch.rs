@@ -11,7 +11,8 @@
 //! fetch offset is their progress (it moves the high watermark and the ISR),
 //! and a divergent log is answered with the epoch to truncate to.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +32,9 @@ use super::strb;
 use crate::authorizer::{topic_denied, Authz};
 use crate::broker::Broker;
 use crate::error::ApiError;
-use crate::fetch_session::{Outcome, Reported};
+use crate::fetch_session::{
+    FetchSessionCache, FetchState, FollowerTerms, Outcome, PartKey, Reported,
+};
 use crate::partition::{FetchWaker, FollowerFetch, Partition};
 use crate::replica_manager::not_hosted;
 use crate::replica_selector::RackChoice;
@@ -82,8 +85,27 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         (req.max_bytes as usize).min(limit)
     };
 
+    // Followers need ClusterAction; consumers Read on each topic, checked
+    // before existence (by name) or after the id is resolved (by id).
+    let authz = Authz::current(broker);
+    let follower_denied = replica_id >= 0 && !authz.cluster(AclOperation::ClusterAction);
+    let isr_eligible = replica_id >= 0
+        && isr_eligible(
+            broker.metadata.image().brokers.get(&replica_id),
+            replica_epoch,
+        );
+    // A follower's session reads only the partitions with news; not under
+    // a leader throttle, whose verdict is per fetch.
+    let terms =
+        (replica_id >= 0 && !follower_denied && broker.replication_quotas.leader.limit().is_none())
+            .then_some(FollowerTerms {
+                replica_id,
+                replica_epoch,
+                isr_eligible,
+            });
+
     // KIP-227: the session decides which partitions this fetch reads.
-    let plan = match broker.fetch_sessions.begin(&req, version) {
+    let mut plan = match broker.fetch_sessions.begin(&req, version, terms) {
         Ok(plan) => plan,
         Err(e) => {
             let mut resp = FetchResponse::default();
@@ -92,83 +114,17 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         }
     };
 
-    // Resolve topics (by id from v13, by name before) and partitions once.
-    let mut topics: Vec<(TopicName, Uuid, Option<String>)> = Vec::new();
-    let mut topic_index: HashMap<(TopicName, Uuid), (usize, bool)> = HashMap::new();
-    let mut wanted: Vec<Wanted> = Vec::with_capacity(plan.partitions.len());
-    // Followers need ClusterAction; consumers Read on each topic, checked
-    // before existence (by name) or after the id is resolved (by id).
-    let authz = Authz::current(broker);
-    let follower_denied = replica_id >= 0 && !authz.cluster(AclOperation::ClusterAction);
-    // Each resolved topic's metadata, by its index in `topics`.
-    let mut metas = Vec::new();
-    // Per requested partition: its topic and whether reading it is denied;
-    // the replicas are looked up afterwards, all under one lock.
-    let mut resolved: Vec<(usize, bool)> = Vec::with_capacity(plan.partitions.len());
-    for (key, _) in &plan.partitions {
-        resolved.push(
-            *topic_index
-                .entry((key.topic.clone(), key.topic_id))
-                .or_insert_with(|| {
-                    let meta = if version >= 13 {
-                        broker.metadata.topic_by_id(key.topic_id)
-                    } else {
-                        broker.metadata.topic(&key.topic)
-                    };
-                    let denied = follower_denied
-                        || (replica_id < 0
-                            && match (&meta, version >= 13) {
-                                (Some(m), _) => !authz.topic(AclOperation::Read, &m.name),
-                                (None, true) => false,
-                                (None, false) => !authz.topic(AclOperation::Read, &key.topic.0),
-                            });
-                    topics.push((
-                        key.topic.clone(),
-                        key.topic_id,
-                        meta.as_ref().map(|m| m.name.clone()),
-                    ));
-                    metas.push(meta);
-                    (topics.len() - 1, denied)
-                }),
-        );
-    }
-    let hosted = broker.replicas.get_many(
-        plan.partitions
-            .iter()
-            .zip(&resolved)
-            .filter(|(_, (_, denied))| !denied)
-            .filter_map(|((key, _), (idx, _))| {
-                Some((metas[*idx].as_ref()?.name.as_str(), key.partition))
-            }),
-    );
-    let mut hosted = hosted.into_iter();
-    for ((key, state), (topic_idx, denied)) in plan.partitions.iter().zip(resolved) {
-        let part = match &metas[topic_idx] {
-            _ if denied => Err(topic_denied()),
-            Some(m) => hosted
-                .next()
-                .flatten()
-                .ok_or_else(|| not_hosted(&m.name, key.partition)),
-            None if version >= 13 => Err(ApiError::new(
-                ResponseError::UnknownTopicId,
-                "unknown topic id",
-            )),
-            None => Err(ApiError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("topic '{}' does not exist", key.topic.0),
-            )),
-        };
-        wanted.push(Wanted {
-            topic_idx,
-            partition: key.partition,
-            fetch_offset: state.fetch_offset,
-            max_bytes: state.max_bytes,
-            current_leader_epoch: state.current_leader_epoch,
-            last_fetched_epoch: state.last_fetched_epoch,
-            log_start_offset: state.log_start_offset,
-            part,
-        });
-    }
+    let mut resolver = Resolver {
+        broker,
+        version,
+        replica_id,
+        authz: &authz,
+        follower_denied,
+        topics: Vec::new(),
+        topic_index: HashMap::new(),
+        metas: Vec::new(),
+    };
+    let mut wanted = resolver.resolve(&plan.partitions);
 
     // KIP-392: a consumer naming its rack may be sent to a follower there.
     let rack_choice = (replica_id < 0
@@ -191,31 +147,43 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     });
     let reader = Reader {
         replica: (replica_id, replica_epoch),
-        isr_eligible: replica_id >= 0
-            && isr_eligible(
-                broker.metadata.image().brokers.get(&replica_id),
-                replica_epoch,
-            ),
+        isr_eligible,
         read_committed,
         follower_reads: replica_id < 0 && version >= 11,
         rack_choice: rack_choice.as_ref(),
     };
 
-    let parts: Vec<Arc<Partition>> = wanted
-        .iter()
-        .filter_map(|w| w.part.as_ref().ok().cloned())
-        .collect();
     let mut parked = None;
-    let waker = Arc::new(FetchWaker::default());
+    // A follower session's round watches with the session's waker, which
+    // records what changed; any other fetch with its own.
+    let waker = match &plan.quiet {
+        Some(round) => round.waker.clone(),
+        None => Arc::new(FetchWaker::default()),
+    };
     loop {
         // Register for wake-ups before reading so an append that lands
         // between the read and the wait is not missed (it leaves a permit).
-        for p in &parts {
-            p.watch(&waker);
+        let tokens = plan.quiet.as_ref().map(|r| &r.tokens);
+        for (i, w) in wanted.iter().enumerate() {
+            if let Ok(p) = &w.part {
+                p.watch(&waker, tokens.map_or(0, |t| t[i]));
+            }
         }
-        let (results, total, errored) = read_pass(broker, &wanted, max_bytes, &topics, &reader);
+        let now = crate::system::now_ms();
+        let pulse = plan.quiet.as_ref().map(|r| &r.pulse);
+        let (results, total, errored) = read_pass(
+            broker,
+            &wanted,
+            max_bytes,
+            &resolver.topics,
+            &reader,
+            now,
+            pulse,
+        );
+        FetchSessionCache::pulse(&plan, now);
         let expired = Instant::now() >= deadline;
-        if total >= min_bytes || errored || expired || parts.is_empty() {
+        let idle = wanted.iter().all(|w| w.part.is_err()) && plan.quiet.is_none();
+        if total >= min_bytes || errored || expired || idle {
             let outcomes: Vec<Outcome> = results
                 .iter()
                 .map(|r| Outcome {
@@ -225,14 +193,21 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
                         log_start_offset: r.log_start_offset,
                     },
                     must_send: !r.records.is_empty() || r.error.is_some() || r.diverging.is_some(),
+                    quiet: r.quiet,
                 })
                 .collect();
             let (session_id, send) =
                 broker
                     .fetch_sessions
                     .finish(&plan, &outcomes, version, replica_id >= 0);
-            let mut resp =
-                build_response(results, &send, &topics, &wanted, version, read_committed);
+            let mut resp = build_response(
+                results,
+                &send,
+                &resolver.topics,
+                &wanted,
+                version,
+                read_committed,
+            );
             resp.session_id = session_id;
             return resp;
         }
@@ -240,6 +215,120 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             parked = Some(broker.metrics.park("fetch"));
         }
         let _ = tokio::time::timeout_at(deadline, waker.woken()).await;
+        // A follower session's partitions that changed while it waited
+        // join the round (the ones it holds are read again anyway).
+        let fired = broker.fetch_sessions.fired(&plan);
+        if let Some(round) = plan.quiet.as_mut() {
+            let held: HashSet<u32> = round.tokens.iter().copied().collect();
+            let mut more = Vec::new();
+            for (key, state, token) in fired {
+                if !held.contains(&token) && !more.iter().any(|(_, _, t)| *t == token) {
+                    more.push((key, state, token));
+                }
+            }
+            if !more.is_empty() {
+                let added: Vec<(PartKey, FetchState)> =
+                    more.iter().map(|(k, s, _)| (k.clone(), *s)).collect();
+                wanted.extend(resolver.resolve(&added));
+                round.tokens.extend(more.iter().map(|(_, _, t)| *t));
+                plan.partitions.extend(added);
+            }
+        }
+    }
+}
+
+/// Resolves requested partitions to topics (by id from v13, by name
+/// before) and replicas, checking access; topics are resolved once per
+/// request.
+struct Resolver<'a> {
+    broker: &'a Broker,
+    version: i16,
+    replica_id: i32,
+    authz: &'a Authz,
+    follower_denied: bool,
+    /// `(name as requested, id, resolved name)`, indexed by `Wanted::topic_idx`.
+    topics: Vec<(TopicName, Uuid, Option<String>)>,
+    topic_index: HashMap<(TopicName, Uuid), (usize, bool)>,
+    /// Each resolved topic's metadata, by its index in `topics`.
+    metas: Vec<Option<Arc<skein_controller::TopicView>>>,
+}
+
+impl Resolver<'_> {
+    fn resolve(&mut self, partitions: &[(PartKey, FetchState)]) -> Vec<Wanted> {
+        let (broker, version, replica_id) = (self.broker, self.version, self.replica_id);
+        // Per requested partition: its topic and whether reading it is
+        // denied; the replicas are looked up afterwards, all under one lock.
+        let mut resolved: Vec<(usize, bool)> = Vec::with_capacity(partitions.len());
+        for (key, _) in partitions {
+            resolved.push(
+                *self
+                    .topic_index
+                    .entry((key.topic.clone(), key.topic_id))
+                    .or_insert_with(|| {
+                        let meta = if version >= 13 {
+                            broker.metadata.topic_by_id(key.topic_id)
+                        } else {
+                            broker.metadata.topic(&key.topic)
+                        };
+                        let denied = self.follower_denied
+                            || (replica_id < 0
+                                && match (&meta, version >= 13) {
+                                    (Some(m), _) => !self.authz.topic(AclOperation::Read, &m.name),
+                                    (None, true) => false,
+                                    (None, false) => {
+                                        !self.authz.topic(AclOperation::Read, &key.topic.0)
+                                    }
+                                });
+                        self.topics.push((
+                            key.topic.clone(),
+                            key.topic_id,
+                            meta.as_ref().map(|m| m.name.clone()),
+                        ));
+                        self.metas.push(meta);
+                        (self.topics.len() - 1, denied)
+                    }),
+            );
+        }
+        let metas = &self.metas;
+        let hosted = broker.replicas.get_many(
+            partitions
+                .iter()
+                .zip(&resolved)
+                .filter(|(_, (_, denied))| !denied)
+                .filter_map(|((key, _), (idx, _))| {
+                    Some((metas[*idx].as_ref()?.name.as_str(), key.partition))
+                }),
+        );
+        let mut hosted = hosted.into_iter();
+        let mut wanted = Vec::with_capacity(partitions.len());
+        for ((key, state), (topic_idx, denied)) in partitions.iter().zip(resolved) {
+            let part = match &metas[topic_idx] {
+                _ if denied => Err(topic_denied()),
+                Some(m) => hosted
+                    .next()
+                    .flatten()
+                    .ok_or_else(|| not_hosted(&m.name, key.partition)),
+                None if version >= 13 => Err(ApiError::new(
+                    ResponseError::UnknownTopicId,
+                    "unknown topic id",
+                )),
+                None => Err(ApiError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("topic '{}' does not exist", key.topic.0),
+                )),
+            };
+            wanted.push(Wanted {
+                topic_idx,
+                partition: key.partition,
+                fetch_offset: state.fetch_offset,
+                max_bytes: state.max_bytes,
+                current_leader_epoch: state.current_leader_epoch,
+                last_fetched_epoch: state.last_fetched_epoch,
+                log_start_offset: state.log_start_offset,
+                part,
+            });
+        }
+        wanted
     }
 }
 
@@ -256,6 +345,9 @@ struct PartResult {
     aborted: Option<Vec<skein_storage::AbortedTxn>>,
     /// KIP-392: the replica the consumer should fetch from instead (-1: here).
     preferred_read_replica: i32,
+    /// A follower at the log end with nothing to send (`fetch_session`'s
+    /// quiet read).
+    quiet: bool,
 }
 
 /// Who reads, and how.
@@ -285,16 +377,19 @@ fn isr_eligible(follower: Option<&skein_controller::BrokerView>, replica_epoch: 
     })
 }
 
+/// Reads every wanted partition once, at `now`; `pulse`: a follower
+/// session's, for the partitions its next rounds may skip.
 fn read_pass(
     broker: &Broker,
     wanted: &[Wanted],
     max_bytes: usize,
     topics: &[(TopicName, Uuid, Option<String>)],
     reader: &Reader<'_>,
+    now: i64,
+    pulse: Option<&Arc<AtomicI64>>,
 ) -> (Vec<PartResult>, usize, bool) {
     let (replica_id, replica_epoch) = reader.replica;
     let read_committed = reader.read_committed;
-    let now = crate::system::now_ms();
     let mut total = 0usize;
     let mut errored = false;
     let mut out = Vec::with_capacity(wanted.len());
@@ -311,6 +406,7 @@ fn read_pass(
                     records: Bytes::new(),
                     aborted: None,
                     preferred_read_replica: -1,
+                    quiet: false,
                 }
             }
             Ok(p) => {
@@ -334,10 +430,12 @@ fn read_pass(
                         records: Bytes::new(),
                         aborted: None,
                         preferred_read_replica: preferred,
+                        quiet: false,
                     });
                     continue;
                 }
                 let mut aborted_txns = None;
+                let mut quiet = false;
                 let mut budget = (w.max_bytes.max(0) as usize).min(max_bytes.saturating_sub(total));
                 let throttled = replica_id >= 0 && leader_throttled(broker, p, replica_id);
                 // Over the leader throttle: no records for a throttled
@@ -348,7 +446,9 @@ fn read_pass(
                     budget = 0;
                     broker.replication_quotas.leader.held(1);
                 }
-                let result = if budget == 0 && total > 0 && !held {
+                // A follower's partition is always read, even with no
+                // budget left: its fetch offset is its progress.
+                let result = if budget == 0 && total > 0 && !held && replica_id < 0 {
                     Ok((Bytes::new(), None))
                 } else if replica_id >= 0 {
                     // KIP-74: the first batch is returned even if it is larger
@@ -366,8 +466,10 @@ fn read_pass(
                         budget,
                         total == 0 && !held,
                         now,
+                        pulse,
                     )
                     .map(|r| {
+                        quiet = r.caught_up && r.diverging.is_none() && !throttled;
                         if let Some(proposal) = r.proposal {
                             broker.replicas.propose_isr(proposal);
                         }
@@ -407,6 +509,7 @@ fn read_pass(
                             records,
                             aborted: aborted_txns,
                             preferred_read_replica: -1,
+                            quiet,
                         }
                     }
                     Err(e) => {
@@ -420,6 +523,7 @@ fn read_pass(
                             records: Bytes::new(),
                             aborted: None,
                             preferred_read_replica: -1,
+                            quiet: false,
                         }
                     }
                 }

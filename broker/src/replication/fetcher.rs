@@ -6,8 +6,15 @@
 //! diverging epoch, KIP-320). Each task keeps a fetch session with its
 //! leader (KIP-227, `session.rs`): partitions with nothing new are left out
 //! of both requests and responses.
+//!
+//! A round costs what changed, not what is followed: between full rebuilds
+//! (a new assignment, a partition sitting out, a follower throttle, a
+//! session in doubt, and every [`FULL_REBUILD_EVERY`] for what moved on its
+//! own, such as a log start after retention) a request offers the session
+//! only the partitions the last response answered, the only ones whose
+//! fetch state the fetcher itself changed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +36,10 @@ use crate::replication_quota::FollowerThrottle;
 /// `replica_state`, so the leader's ISR expansion names the incarnation that
 /// caught up and the controller refuses it if that broker restarted since.
 const FETCH_VERSION: i16 = 15;
+
+/// The longest a fetcher goes without rebuilding its request from every
+/// partition it follows.
+const FULL_REBUILD_EVERY: Duration = Duration::from_secs(10);
 
 /// Finds the `host:port` of a broker id.
 pub type AddressBook = Arc<dyn Fn(i32) -> Option<String> + Send + Sync>;
@@ -53,8 +64,14 @@ pub struct FetcherConfig {
 }
 
 /// The partitions one fetcher task fetches, with the leader epoch each was
-/// assigned at.
-type Assigned = Arc<Mutex<HashMap<TopicPartition, (Arc<Partition>, i32)>>>;
+/// assigned at, and a count of changes to them.
+#[derive(Default)]
+struct Assignment {
+    map: HashMap<TopicPartition, (Arc<Partition>, i32)>,
+    generation: u64,
+}
+
+type Assigned = Arc<Mutex<Assignment>>;
 
 struct Fetcher {
     partitions: Assigned,
@@ -117,10 +134,10 @@ impl FetcherManager {
                 task,
             }
         });
-        f.partitions
-            .lock()
-            .expect("fetcher partitions lock")
-            .insert(tp, (part, leader_epoch));
+        let mut assigned = f.partitions.lock().expect("fetcher partitions lock");
+        assigned.map.insert(tp, (part, leader_epoch));
+        assigned.generation += 1;
+        drop(assigned);
         f.wake.notify_one();
     }
 
@@ -147,8 +164,10 @@ fn remove_from(fetchers: &mut HashMap<i32, Fetcher>, tp: &TopicPartition, keep: 
             continue;
         }
         let mut parts = f.partitions.lock().expect("fetcher partitions lock");
-        parts.remove(tp);
-        if parts.is_empty() {
+        if parts.map.remove(tp).is_some() {
+            parts.generation += 1;
+        }
+        if parts.map.is_empty() {
             idle.push(*leader);
         }
     }
@@ -212,19 +231,45 @@ async fn run(
     let storage_errors = crate::log_throttle::LogThrottle::new(Duration::from_secs(10));
     let mut session = SessionHandler::default();
     let mut delayed = Delayed::default();
+    // Every followed partition as of the last full rebuild, and that
+    // rebuild's assignment generation and time.
+    let mut follow: HashMap<(uuid::Uuid, i32), (Arc<Partition>, i32)> = HashMap::new();
+    let mut rebuilt: Option<(u64, Instant)> = None;
+    // The partitions the last response answered.
+    let mut answered: Vec<(uuid::Uuid, i32)> = Vec::new();
     loop {
-        let mut assigned: Vec<(Arc<Partition>, i32)> = partitions
+        let generation = partitions
             .lock()
             .expect("fetcher partitions lock")
-            .values()
-            .cloned()
-            .collect();
-        if assigned.is_empty() {
+            .generation;
+        let full = session.needs_full()
+            || !delayed.0.is_empty()
+            || throttle.quota.limit().is_some()
+            || rebuilt.is_none_or(|(g, at)| g != generation || at.elapsed() >= FULL_REBUILD_EVERY);
+        let mut assigned: Vec<(Arc<Partition>, i32)> = if full {
+            let a = partitions.lock().expect("fetcher partitions lock");
+            rebuilt = Some((a.generation, Instant::now()));
+            a.map.values().cloned().collect()
+        } else {
+            answered
+                .iter()
+                .filter_map(|k| follow.get(k).cloned())
+                .collect()
+        };
+        if full {
+            follow = assigned
+                .iter()
+                .map(|(p, e)| ((p.topic_id, p.index), (p.clone(), *e)))
+                .collect();
+        }
+        if full && assigned.is_empty() {
             delayed = Delayed::default();
+            rebuilt = None;
             wake.notified().await;
             continue;
         }
         if let Some(wake_at) = delayed.keep_ready(&mut assigned, Instant::now()) {
+            rebuilt = None;
             tokio::select! {
                 _ = tokio::time::sleep_until(wake_at) => {}
                 _ = wake.notified() => {}
@@ -274,7 +319,7 @@ async fn run(
                 continue;
             }
         }
-        let req = build_request(&config, epoch(), &assigned, &mut session);
+        let req = build_request(&config, epoch(), &assigned, full, &mut session);
         let client = conn.as_mut().expect("connected above");
         let timeout = Duration::from_millis(config.max_wait_ms.max(0) as u64 + 10_000);
         let resp = match tokio::time::timeout(timeout, client.call(&req, FETCH_VERSION)).await {
@@ -307,22 +352,14 @@ async fn run(
         // the few partitions with news: only those are looked up (a map of
         // every followed partition, built each round, was most of an idle
         // follower's work at tens of thousands of partitions).
-        let answered: HashSet<(uuid::Uuid, i32)> = resp
+        answered = resp
             .responses
             .iter()
             .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition_index)))
             .collect();
-        if answered.is_empty() {
-            continue;
-        }
-        let by_id: HashMap<(uuid::Uuid, i32), (Arc<Partition>, i32)> = assigned
-            .into_iter()
-            .filter(|(p, _)| answered.contains(&(p.topic_id, p.index)))
-            .map(|(p, e)| ((p.topic_id, p.index), (p, e)))
-            .collect();
         for t in resp.responses {
             for pd in t.partitions {
-                let Some((part, epoch)) = by_id.get(&(t.topic_id, pd.partition_index)) else {
+                let Some((part, epoch)) = follow.get(&(t.topic_id, pd.partition_index)) else {
                     continue;
                 };
                 let tp = (part.topic.as_str(), part.index);
@@ -354,10 +391,13 @@ async fn run(
     }
 }
 
+/// A fetch of `assigned`: every partition followed (`full`), or those that
+/// may have changed since the last request.
 fn build_request(
     config: &FetcherConfig,
     broker_epoch: u64,
     assigned: &[(Arc<Partition>, i32)],
+    full: bool,
     session: &mut SessionHandler,
 ) -> FetchRequest {
     let wanted = assigned
@@ -383,7 +423,11 @@ fn build_request(
     req.min_bytes = 1;
     req.max_bytes = config.response_max_bytes;
     req.isolation_level = 0;
-    session.build(&mut req, wanted);
+    if full {
+        session.build(&mut req, wanted);
+    } else {
+        session.build_changes(&mut req, wanted);
+    }
     req
 }
 

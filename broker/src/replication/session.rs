@@ -54,25 +54,67 @@ fn next_epoch(epoch: i32) -> i32 {
     }
 }
 
+/// A request's topics, each listed once: found through an index, since a
+/// fetcher can follow thousands of topics and a scan per partition is
+/// quadratic.
+#[derive(Default)]
+struct Topics {
+    topics: Vec<FetchTopic>,
+    at: HashMap<Uuid, usize>,
+}
+
+impl Topics {
+    fn add(&mut self, key: &Key, fp: &FetchPartition) {
+        let topics = &mut self.topics;
+        let i = *self.at.entry(key.0).or_insert_with(|| {
+            let mut t = FetchTopic::default();
+            t.topic_id = key.0;
+            topics.push(t);
+            topics.len() - 1
+        });
+        topics[i].partitions.push(fp.clone());
+    }
+}
+
 impl SessionHandler {
+    /// Whether the next request must be a full fetch (no session, or one
+    /// in doubt): it then names every partition, and only
+    /// [`SessionHandler::build`] can make it.
+    pub fn needs_full(&self) -> bool {
+        self.id == 0 || self.next_epoch == 0
+    }
+
+    /// An incremental fetch from the fresh state of the partitions that may
+    /// have changed since the last request (those its response answered);
+    /// every other partition the session holds stays as it was sent. No
+    /// partition is forgotten. Only when not [`SessionHandler::needs_full`].
+    pub fn build_changes(&mut self, req: &mut FetchRequest, maybe: Vec<(Key, FetchPartition)>) {
+        debug_assert!(!self.needs_full());
+        let mut topics = Topics::default();
+        let mut changed = Vec::new();
+        for (key, fp) in maybe {
+            if self.sent.get(&key) != Some(&fp) {
+                topics.add(&key, &fp);
+                changed.push((key, fp));
+            }
+        }
+        req.topics = topics.topics;
+        req.forgotten_topics_data = Vec::new();
+        req.session_id = self.id;
+        req.session_epoch = self.next_epoch;
+        self.pending = Some(Pending::Incremental {
+            changed,
+            forgotten: Vec::new(),
+        });
+    }
+
     /// Fills the request's partitions and session fields from `wanted`
     /// (every partition this fetcher follows, with its current state; each
     /// named once).
     pub fn build(&mut self, req: &mut FetchRequest, wanted: Vec<(Key, FetchPartition)>) {
-        let full = self.id == 0 || self.next_epoch == 0;
-        // Topics are found through an index: a fetcher can follow
-        // thousands of topics, and a scan per partition is quadratic.
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        let mut topic_at: HashMap<Uuid, usize> = HashMap::new();
-        let mut add = |key: &Key, fp: &FetchPartition| {
-            let i = *topic_at.entry(key.0).or_insert_with(|| {
-                let mut t = FetchTopic::default();
-                t.topic_id = key.0;
-                topics.push(t);
-                topics.len() - 1
-            });
-            topics[i].partitions.push(fp.clone());
-        };
+        let full = self.needs_full();
+        let mut topics = Topics::default();
+        let mut add = |key: &Key, fp: &FetchPartition| topics.add(key, fp);
         let mut forgotten: Vec<ForgottenTopic> = Vec::new();
         let pending = if full {
             for (key, fp) in &wanted {
@@ -114,7 +156,7 @@ impl SessionHandler {
                 forgotten: gone,
             }
         };
-        req.topics = topics;
+        req.topics = topics.topics;
         req.forgotten_topics_data = forgotten;
         req.session_id = self.id;
         req.session_epoch = if full { 0 } else { self.next_epoch };
@@ -247,5 +289,34 @@ mod tests {
         h.failed();
         h.build(&mut req, vec![((t, 0), fp(0, 1))]);
         assert_eq!((req.session_id, req.session_epoch), (9, 0));
+    }
+
+    /// Between full rebuilds the fetcher offers only the partitions its
+    /// last response answered: those whose state moved are named, the
+    /// rest of the session stands, nothing is forgotten.
+    #[test]
+    fn changes_name_only_what_moved_and_forget_nothing() {
+        let t = Uuid::new_v4();
+        let mut h = SessionHandler::default();
+        let mut req = FetchRequest::default();
+        assert!(h.needs_full());
+        h.build(&mut req, vec![((t, 0), fp(0, 5)), ((t, 1), fp(1, 7))]);
+        h.handle(&ok(42));
+        assert!(!h.needs_full());
+        h.build_changes(&mut req, vec![((t, 0), fp(0, 5)), ((t, 1), fp(1, 8))]);
+        assert_eq!((req.session_id, req.session_epoch), (42, 1));
+        assert_eq!(named(&req), vec![(1, 8)]);
+        assert!(req.forgotten_topics_data.is_empty());
+        h.handle(&ok(42));
+        // The session took 1 at 8: a full rebuild later names nothing new.
+        h.build(&mut req, vec![((t, 0), fp(0, 5)), ((t, 1), fp(1, 8))]);
+        assert_eq!(req.session_epoch, 2);
+        assert!(named(&req).is_empty());
+        assert!(req.forgotten_topics_data.is_empty());
+        h.handle(&ok(42));
+        h.build_changes(&mut req, Vec::new());
+        assert!(named(&req).is_empty());
+        h.failed();
+        assert!(h.needs_full());
     }
 }
