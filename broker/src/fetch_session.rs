@@ -54,7 +54,7 @@ pub struct PartKey {
 }
 
 /// What the fetcher asks of one partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FetchState {
     pub fetch_offset: i64,
     pub max_bytes: i32,
@@ -338,7 +338,8 @@ impl FetchSessionCache {
                 let (partitions, quiet) = match &mut session.quiet {
                     Some(q) => {
                         q.take_fired();
-                        let (read, round) = q.round(&session.partitions);
+                        let (read, mut round) = q.round(&session.partitions);
+                        round.forgotten = forget.into_iter().collect();
                         (read, Some(round))
                     }
                     None => (
@@ -839,6 +840,9 @@ mod tests {
         b.watch(&round.waker, 2);
         let plan = c.begin(&r, 12, Some(terms)).unwrap();
         assert!(planned(&plan).is_empty());
+        let gone = &plan.quiet.as_ref().unwrap().forgotten;
+        assert_eq!(gone.len(), 1, "its progress must leave the pulse");
+        assert_eq!((gone[0].topic.0.as_str(), gone[0].partition), ("b", 0));
         c.finish(&plan, &[], 12, true);
         b.make_leader(2, 2, vec![1, 2], vec![1, 2], 0).unwrap();
         let plan = c.begin(&req(id, 6, &[]), 12, Some(terms)).unwrap();

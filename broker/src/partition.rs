@@ -87,6 +87,14 @@ impl FollowerProgress {
     fn caught_up_ms(&self) -> i64 {
         self.last_caught_up_ms.max(self.pulse_ms())
     }
+
+    /// Stops following the session's pulse, keeping what its rounds
+    /// counted until now.
+    fn leave_pulse(&mut self) {
+        self.last_caught_up_ms = self.caught_up_ms();
+        self.last_fetch_ms = self.fetched_ms();
+        self.pulse = None;
+    }
 }
 
 /// Role, epochs, membership and progress; guarded by `Partition::state`.
@@ -644,6 +652,12 @@ impl Partition {
             ..
         } = f;
         let mut st = self.state();
+        // This fetch's outcome replaces the rounds the session skipped:
+        // only a successful read at the log end links the pulse again (a
+        // refused fetch, as in Kafka, is not a fetch).
+        if let Some(p) = st.followers.get_mut(&replica_id) {
+            p.leave_pulse();
+        }
         self.check_epoch(&st, f.current_leader_epoch)?;
         if st.role != Role::Leader {
             return Err(not_leader(&self.topic, self.index));
@@ -689,14 +703,11 @@ impl Partition {
                 .followers
                 .entry(f.replica_id)
                 .or_insert_with(|| FollowerProgress::new(0, now_ms));
-            // Rounds the session skipped count as fetches (of an unchanged
-            // log, so at the log end each time).
-            let previous_fetch_ms = p.fetched_ms();
-            p.last_caught_up_ms = p.caught_up_ms();
-            p.pulse = None;
+            // Rounds the session skipped counted as fetches (of an
+            // unchanged log, so at the log end each time): folded above.
+            let previous_fetch_ms = p.last_fetch_ms;
             if fetch_offset >= leo {
                 p.last_caught_up_ms = now_ms;
-                p.pulse = pulse.cloned();
             } else if fetch_offset >= p.leo_at_last_fetch && p.leo_at_last_fetch >= 0 {
                 p.last_caught_up_ms = p.last_caught_up_ms.max(previous_fetch_ms);
             }
@@ -717,13 +728,19 @@ impl Partition {
             }
         }
         let read = log.read(fetch_offset, max_bytes, leo, min_one_batch)?;
+        let caught_up = fetch_offset == leo;
+        if caught_up {
+            if let Some(p) = st.followers.get_mut(&replica_id) {
+                p.pulse = pulse.cloned();
+            }
+        }
         Ok(ReplicaRead {
             records: read.records,
             high_watermark: st.high_watermark,
             log_start_offset: lso,
             diverging: None,
             proposal,
-            caught_up: fetch_offset == leo,
+            caught_up,
         })
     }
 
@@ -1138,6 +1155,18 @@ impl Partition {
         // Fetches that returned since leave their dead entries behind.
         watchers.retain(|(w, _)| w.strong_count() > 0);
         watchers.push((Arc::downgrade(waker), token));
+    }
+
+    /// Follower `replica_id`'s session (its `pulse`) no longer fetches this
+    /// partition: its rounds from now on are not fetches of it, so its
+    /// progress stops following them (see [`FollowerProgress`]).
+    pub fn leave_pulse(&self, replica_id: i32, pulse: &Arc<AtomicI64>) {
+        let mut st = self.state();
+        if let Some(p) = st.followers.get_mut(&replica_id) {
+            if p.pulse.as_ref().is_some_and(|q| Arc::ptr_eq(q, pulse)) {
+                p.leave_pulse();
+            }
+        }
     }
 
     /// Wakes whatever waits on this partition: a change that none of the

@@ -340,3 +340,70 @@ fn a_skipped_partition_counts_its_follower_sessions_rounds_as_fetches() {
     let shrink = p.maybe_shrink_isr(19_001, 10_000).expect("lagging");
     assert_eq!(shrink.new_isr, vec![1]);
 }
+
+/// A leader of replicas 1 and 2 whose follower 2 fetched at its log end at
+/// 1 s in a session with the returned pulse.
+fn linked_at_one_second() -> (
+    tempfile::TempDir,
+    Partition,
+    Arc<std::sync::atomic::AtomicI64>,
+) {
+    let (d, p) = partition(1);
+    p.make_leader(1, 1, vec![1, 2], vec![1, 2], 0).unwrap();
+    let pulse = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    assert!(fetch_by_2(&p, 0, 1_000, Some(&pulse)).caught_up);
+    (d, p, pulse)
+}
+
+/// A partition the follower's session forgot (it no longer fetches it: a
+/// failed append sits it out, or it moved away) stops following the
+/// session's rounds: its follower leaves the ISR on time.
+#[test]
+fn a_partition_its_follower_session_forgot_stops_following_the_pulse() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let (_d, p, pulse) = linked_at_one_second();
+    pulse.store(3_000, Ordering::Release);
+    // Another session's pulse changes nothing.
+    p.leave_pulse(2, &Arc::new(AtomicI64::new(0)));
+    pulse.store(5_000, Ordering::Release);
+    assert_eq!(p.maybe_shrink_isr(14_000, 10_000), None, "caught up at 5 s");
+    p.leave_pulse(2, &pulse);
+    // The session goes on fetching other partitions.
+    pulse.store(12_000, Ordering::Release);
+    assert_eq!(
+        p.maybe_shrink_isr(15_000, 10_000),
+        None,
+        "within 10 s of 5 s"
+    );
+    let shrink = p
+        .maybe_shrink_isr(15_001, 10_000)
+        .expect("no longer fetched");
+    assert_eq!(shrink.new_isr, vec![1]);
+}
+
+/// A refused fetch (here a leader epoch the leader does not have yet) is
+/// not a fetch: the partition's follower stops following the session's
+/// rounds until a read succeeds at the log end again.
+#[test]
+fn a_refused_fetch_stops_following_the_pulse() {
+    use std::sync::atomic::Ordering;
+    let (_d, p, pulse) = linked_at_one_second();
+    pulse.store(4_000, Ordering::Release);
+    let newer_epoch = FollowerFetch {
+        replica_id: 2,
+        replica_epoch: 7,
+        fetch_offset: 0,
+        log_start_offset: 0,
+        last_fetched_epoch: -1,
+        current_leader_epoch: 2,
+        isr_eligible: true,
+    };
+    assert!(p
+        .read_for_follower(newer_epoch, 1 << 20, true, 5_000, Some(&pulse))
+        .is_err());
+    pulse.store(13_000, Ordering::Release);
+    let shrink = p
+        .maybe_shrink_isr(14_001, 10_000)
+        .expect("refused since 4 s");
+    assert_eq!(shrink.new_isr, vec![1]);
+}

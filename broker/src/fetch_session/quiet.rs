@@ -71,6 +71,9 @@ pub struct QuietRound {
     pub pulse: Arc<AtomicI64>,
     /// Aligned with the plan's partitions.
     pub tokens: Vec<u32>,
+    /// The partitions this request took out of the session: their
+    /// followers' progress must stop following the pulse.
+    pub forgotten: Vec<PartKey>,
 }
 
 impl QuietRound {
@@ -82,6 +85,7 @@ impl QuietRound {
             waker: Arc::new(FetchWaker::tracking()),
             pulse: Arc::new(AtomicI64::new(i64::MIN)),
             tokens: (0..n as u32).collect(),
+            forgotten: Vec::new(),
         }
     }
 }
@@ -192,6 +196,7 @@ impl Quiet {
             waker: self.waker.clone(),
             pulse: self.pulse.clone(),
             tokens,
+            forgotten: Vec::new(),
         };
         (read, round)
     }

@@ -104,7 +104,11 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
                 isr_eligible,
             });
 
-    // KIP-227: the session decides which partitions this fetch reads.
+    // KIP-227: the session decides which partitions this fetch reads. A
+    // follower session's round counts as a fetch of the partitions it skips
+    // as of the moment they were found unchanged (`planned_at`): just
+    // before the session took what changed.
+    let mut planned_at = crate::system::now_ms();
     let mut plan = match broker.fetch_sessions.begin(&req, version, terms) {
         Ok(plan) => plan,
         Err(e) => {
@@ -125,6 +129,20 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         metas: Vec::new(),
     };
     let mut wanted = resolver.resolve(&plan.partitions);
+    // Partitions the follower's session stopped fetching: their progress
+    // no longer follows its rounds.
+    if let Some(round) = plan.quiet.as_ref().filter(|r| !r.forgotten.is_empty()) {
+        let gone: Vec<(PartKey, FetchState)> = round
+            .forgotten
+            .iter()
+            .map(|k| (k.clone(), FetchState::default()))
+            .collect();
+        for w in resolver.resolve(&gone) {
+            if let Ok(p) = w.part {
+                p.leave_pulse(replica_id, &round.pulse);
+            }
+        }
+    }
 
     // KIP-392: a consumer naming its rack may be sent to a follower there.
     let rack_choice = (replica_id < 0
@@ -180,7 +198,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             now,
             pulse,
         );
-        FetchSessionCache::pulse(&plan, now);
+        FetchSessionCache::pulse(&plan, planned_at);
         let expired = Instant::now() >= deadline;
         let idle = wanted.iter().all(|w| w.part.is_err()) && plan.quiet.is_none();
         if total >= min_bytes || errored || expired || idle {
@@ -217,6 +235,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         let _ = tokio::time::timeout_at(deadline, waker.woken()).await;
         // A follower session's partitions that changed while it waited
         // join the round (the ones it holds are read again anyway).
+        planned_at = crate::system::now_ms();
         let fired = broker.fetch_sessions.fired(&plan);
         if let Some(round) = plan.quiet.as_mut() {
             let held: HashSet<u32> = round.tokens.iter().copied().collect();
