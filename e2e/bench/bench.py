@@ -324,7 +324,7 @@ class KafkaCluster(System):
 
     def __init__(self, workdir: Path, n: int = 3):
         super().__init__(workdir)
-        self.cluster_id = brokers.base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = brokers.kafka_cluster_id()
         self.nodes = [BenchKafka(workdir / f"node{i}", node_id=i, cluster=self) for i in range(1, n + 1)]
         self.voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
 

@@ -78,7 +78,6 @@ import sys
 import threading
 import time
 import traceback
-import uuid
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -518,7 +517,7 @@ class KafkaSystem:
     controller_note = "the dedicated KRaft controller JVM (process.roles=controller)"
 
     def __init__(self, workdir: Path, heap: list[str], session_timeout_ms: int, start_timeout: float):
-        self.cluster_id = brokers.base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = brokers.kafka_cluster_id()
         self.heap = heap
         self.session_timeout_ms = session_timeout_ms
         self.extra: dict[str, str] = {}

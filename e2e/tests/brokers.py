@@ -39,6 +39,16 @@ def port_accepts(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
+def kafka_cluster_id() -> str:
+    """A random KRaft cluster id as Kafka's `Uuid.randomUuid()` makes one: 16 random bytes in
+    URL-safe base64, never starting with '-' (`kafka-storage format -t -xyz` reads it as an option
+    and fails, one run in 64)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def kafka_version() -> str:
     pom = (E2E_DIR / "kafka-dist" / "pom.xml").read_text()
     return pom.split("<kafka.version>")[1].split("</kafka.version>")[0].strip()
@@ -196,7 +206,7 @@ class KafkaBroker(Broker):
 
     def prepare(self) -> None:
         self.props_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = kafka_cluster_id()
         cmd = self._java() + ["kafka.tools.StorageTool", "format", "-t", cluster_id,
                               "-c", str(self.props_path)]
         self._log_marker("format: " + " ".join(cmd))
@@ -499,7 +509,7 @@ class KafkaCluster:
         self.n = brokers
         taken: set[int] = set()
         controllers = {i: free_port_range(1, taken) for i in range(1, brokers + 1)}
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = kafka_cluster_id()
         self.nodes = [KafkaClusterNode(self.workdir / f"node-{i}", i, controllers, cluster_id, overrides)
                       for i in range(1, brokers + 1)]
         self.log_path = self.nodes[0].log_path
