@@ -169,6 +169,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     d("sasl.enabled.mechanisms", List, Some("GSSAPI")),
     d("security.inter.broker.protocol", Str, Some("PLAINTEXT")),
     d("socket.request.max.bytes", Int, Some("104857600")),
+    d("socket.sendfile.enable", Boolean, Some("false")),
     d("ssl.client.auth", Str, Some("none")),
     d("ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3")),
     d("ssl.key.password", Password, None),

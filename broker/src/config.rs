@@ -129,6 +129,9 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     pub message_max_bytes: u64,
     pub socket_request_max_bytes: usize,
+    /// `socket.sendfile.enable` (Skein's own): plaintext fetches send large
+    /// reads with `sendfile` instead of copying them (docs/performance.md).
+    pub sendfile: bool,
     /// `connections.max.idle.ms`: a client connection with no request for
     /// this long is closed (Kafka's default, 10 minutes).
     pub connections_max_idle_ms: u64,
@@ -279,6 +282,7 @@ impl BrokerConfig {
             auto_create_topics_enable: boolean(&raw, "auto.create.topics.enable", true)?,
             message_max_bytes: log_defaults.max_message_bytes,
             socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
+            sendfile: boolean(&raw, "socket.sendfile.enable", false)?,
             connections_max_idle_ms: num(&raw, "connections.max.idle.ms", 600_000u64)?,
             rack_aware_replica_selector: replica_selector(
                 raw.get("replica.selector.class").map(String::as_str),

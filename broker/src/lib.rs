@@ -42,6 +42,7 @@ pub mod system;
 pub mod tls;
 pub mod topic_admin;
 pub mod txn;
+pub mod zero_copy;
 
 pub use broker::{Broker, Stop};
 pub use config::{BrokerConfig, Cli};

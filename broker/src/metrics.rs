@@ -52,6 +52,8 @@ pub struct Metrics {
     pub log_files_open_max: IntGauge,
     /// Log files closed to stay under the bound (reopened on their next use).
     pub log_file_evictions: prometheus::IntCounter,
+    /// Record bytes fetches sent from their segment files (`sendfile`).
+    pub fetch_sendfile_bytes: prometheus::IntCounter,
     /// Each quota entity's measured rate (filled at scrape time).
     pub quota_rate: GaugeVec,
     /// Where the logs live (for the free-space gauges).
@@ -226,6 +228,10 @@ impl Metrics {
             "skein_log_files_open_max",
             "Log files the broker keeps open at most (half its open-files limit); the least recently used close first.",
         );
+        let fetch_sendfile_bytes = count(
+            "skein_fetch_sendfile_bytes_total",
+            "Record bytes fetch responses sent from their segment files with sendfile (socket.sendfile.enable), not copied.",
+        );
         let log_file_evictions = count(
             "skein_log_file_evictions_total",
             "Log files closed to stay under skein_log_files_open_max since the broker started (opened again on use).",
@@ -262,6 +268,7 @@ impl Metrics {
             log_files_open,
             log_files_open_max,
             log_file_evictions,
+            fetch_sendfile_bytes,
             data_dir: std::sync::OnceLock::new(),
             quota_rate,
             bytes_in,

@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use kafka_protocol::error::ResponseError;
-use skein_storage::{AbortedTxn, AppendInfo, Log, LogConfig, ReadResult};
+use skein_storage::{
+    AbortedTxn, AppendInfo, Log, LogConfig, ReadResult, Records, RecordsRead, StorageError,
+};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -162,10 +164,43 @@ pub struct FollowerFetch {
     pub isr_eligible: bool,
 }
 
+/// How much a fetch reads of a partition, and in what form.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadLimit {
+    pub max_bytes: usize,
+    /// KIP-74: the first batch even if larger than `max_bytes`.
+    pub min_one_batch: bool,
+    /// A large read may stay in its segment file (see `zero_copy`).
+    pub file_slices: bool,
+}
+
+impl ReadLimit {
+    /// Up to `max_bytes`, at least one batch, in memory.
+    pub fn in_memory(max_bytes: usize) -> Self {
+        ReadLimit {
+            max_bytes,
+            min_one_batch: true,
+            file_slices: false,
+        }
+    }
+
+    fn read(&self, log: &Log, offset: i64, max_offset: i64) -> Result<RecordsRead, StorageError> {
+        if self.file_slices {
+            return log.read_records(offset, self.max_bytes, max_offset, self.min_one_batch);
+        }
+        let r = log.read(offset, self.max_bytes, max_offset, self.min_one_batch)?;
+        Ok(RecordsRead {
+            records: Records::Memory(r.records),
+            log_start_offset: r.log_start_offset,
+            log_end_offset: r.log_end_offset,
+        })
+    }
+}
+
 /// What the leader tells a follower about its fetch.
 #[derive(Debug, Clone)]
 pub struct ReplicaRead {
-    pub records: bytes::Bytes,
+    pub records: Records,
     pub high_watermark: i64,
     pub log_start_offset: i64,
     /// Set when the follower's log diverges from the leader's: truncate to
@@ -545,12 +580,11 @@ impl Partition {
     pub fn read(
         &self,
         offset: i64,
-        max_bytes: usize,
-        min_one_batch: bool,
+        limit: ReadLimit,
         current_leader_epoch: i32,
         read_committed: bool,
         follower_reads: bool,
-    ) -> Result<(ReadResult, Option<Vec<AbortedTxn>>), ApiError> {
+    ) -> Result<(RecordsRead, Option<Vec<AbortedTxn>>), ApiError> {
         let st = self.state();
         self.check_epoch(&st, current_leader_epoch)?;
         // KIP-392: a consumer that knows of preferred read replicas (Fetch
@@ -566,18 +600,11 @@ impl Partition {
         }
         let log = self.log.read().expect("log lock");
         if !read_committed {
-            return Ok((
-                log.read(offset, max_bytes, st.high_watermark, min_one_batch)?,
-                None,
-            ));
+            return Ok((limit.read(&log, offset, st.high_watermark)?, None));
         }
         let lso = Self::lso(&st, &log);
-        let read = log.read(offset, max_bytes, lso, min_one_batch)?;
-        let upper = skein_storage::batch::iter_batches(&read.records)
-            .filter_map(|b| b.ok())
-            .map(|(h, _)| h.next_offset())
-            .last()
-            .unwrap_or(offset);
+        let read = limit.read(&log, offset, lso)?;
+        let upper = read.records.next_offset().unwrap_or(offset);
         let aborted = log.aborted_transactions(offset, upper);
         Ok((read, Some(aborted)))
     }
@@ -639,8 +666,7 @@ impl Partition {
     pub fn read_for_follower(
         &self,
         f: FollowerFetch,
-        max_bytes: usize,
-        min_one_batch: bool,
+        limit: ReadLimit,
         now_ms: i64,
         pulse: Option<&Arc<AtomicI64>>,
     ) -> Result<ReplicaRead, ApiError> {
@@ -686,7 +712,7 @@ impl Partition {
             };
             if let Some(d) = diverging {
                 return Ok(ReplicaRead {
-                    records: bytes::Bytes::new(),
+                    records: Records::default(),
                     high_watermark: st.high_watermark,
                     log_start_offset: lso,
                     diverging: Some(d),
@@ -727,7 +753,7 @@ impl Partition {
                 proposal = self.maybe_expand_isr(&mut st, replica_id, replica_epoch, fetch_offset);
             }
         }
-        let read = log.read(fetch_offset, max_bytes, leo, min_one_batch)?;
+        let read = limit.read(&log, fetch_offset, leo)?;
         let caught_up = fetch_offset == leo;
         if caught_up {
             if let Some(p) = st.followers.get_mut(&replica_id) {

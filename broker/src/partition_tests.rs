@@ -48,8 +48,7 @@ fn fetch_at_end(
             current_leader_epoch: p.leader_epoch(),
             isr_eligible,
         },
-        1 << 20,
-        true,
+        ReadLimit::in_memory(1 << 20),
         now_ms,
         None,
     )
@@ -74,8 +73,7 @@ fn fetch_by_2(
             current_leader_epoch: 1,
             isr_eligible: true,
         },
-        1 << 20,
-        true,
+        ReadLimit::in_memory(1 << 20),
         now_ms,
         pulse,
     )
@@ -253,7 +251,7 @@ fn a_follower_behind_its_leader_reports_its_offset_lag() {
     assert!(follower
         .append_as_follower(
             1,
-            &read.records,
+            &read.records.clone().into_bytes().unwrap(),
             read.high_watermark,
             read.log_start_offset,
             40
@@ -399,7 +397,12 @@ fn a_refused_fetch_stops_following_the_pulse() {
         isr_eligible: true,
     };
     assert!(p
-        .read_for_follower(newer_epoch, 1 << 20, true, 5_000, Some(&pulse))
+        .read_for_follower(
+            newer_epoch,
+            ReadLimit::in_memory(1 << 20),
+            5_000,
+            Some(&pulse)
+        )
         .is_err());
     pulse.store(13_000, Ordering::Release);
     let shrink = p

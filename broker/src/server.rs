@@ -2,16 +2,14 @@
 //! that reads size-prefixed request frames, dispatches them, and writes the
 //! responses in order (Kafka handles one request per connection at a time).
 
-use std::io::IoSlice;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
-use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::{Decodable, Encodable};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
@@ -19,6 +17,7 @@ use crate::broker::Broker;
 use crate::handlers;
 use crate::listeners::ListenerConfig;
 use crate::tls::TlsReloader;
+use crate::zero_copy::{write_chunks, Chunk, Outbox, ResponseSink};
 
 /// A listener as the accept loop serves it.
 pub struct Listener {
@@ -180,12 +179,15 @@ pub enum ConnectionError {
 async fn handle_connection(
     broker: &Arc<Broker>,
     rd: impl AsyncRead + Unpin,
-    mut wr: impl AsyncWrite + Unpin,
+    mut wr: impl ResponseSink,
     peer: std::net::SocketAddr,
     spec: &Listener,
     principal: Option<crate::principal::Principal>,
 ) -> Result<(), ConnectionError> {
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
+    // `socket.sendfile.enable`: fetches send large reads from their files
+    // (see `zero_copy`; off by default, docs/performance.md says why).
+    let sends_files = broker.config.sendfile && wr.sends_files();
     let mut session = crate::sasl::Session::new(spec.name.clone(), spec.sasl.clone(), Some(peer));
     if let Some(p) = principal {
         session.set_principal(p);
@@ -238,7 +240,7 @@ async fn handle_connection(
                 }
             }
         }
-        match process_frame(broker, frame, peer, &mut session).await {
+        match process_frame(broker, frame, peer, &mut session, sends_files).await {
             Ok(Some((api, out))) => {
                 write_chunks(&mut wr, &out).await?;
                 // A TLS stream may keep the tail of the response in its
@@ -309,26 +311,6 @@ async fn read_frame(
     Ok(frame)
 }
 
-/// Writes a response made of several chunks with vectored writes, so record
-/// bytes read from the log go to the socket without another copy.
-async fn write_chunks(wr: &mut (impl AsyncWrite + Unpin), chunks: &[Bytes]) -> std::io::Result<()> {
-    if let [one] = chunks {
-        return wr.write_all(one).await;
-    }
-    let mut slices: Vec<IoSlice<'_>> = chunks.iter().map(|c| IoSlice::new(c)).collect();
-    let mut bufs = &mut slices[..];
-    while !bufs.is_empty() {
-        // Linux rejects more than IOV_MAX (1024) slices per call.
-        let n = bufs.len().min(1024);
-        let written = wr.write_vectored(&bufs[..n]).await?;
-        if written == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        IoSlice::advance_slices(&mut bufs, written);
-    }
-    Ok(())
-}
-
 fn record_latency(broker: &Broker, api: ApiKey, started: Instant) {
     let name = crate::api_label::api_name(api);
     broker.metrics.requests.with_label_values(&[name]).inc();
@@ -348,7 +330,8 @@ pub async fn process_frame(
     mut frame: Bytes,
     peer: std::net::SocketAddr,
     session: &mut crate::sasl::Session,
-) -> Result<Option<(ApiKey, Vec<Bytes>)>, ConnectionError> {
+    sends_files: bool,
+) -> Result<Option<(ApiKey, Vec<Chunk>)>, ConnectionError> {
     if frame.len() < 8 {
         return Err(ConnectionError::Protocol(
             "frame shorter than a request header".into(),
@@ -370,7 +353,7 @@ pub async fn process_frame(
             // KIP-511: answer with UNSUPPORTED_VERSION in a v0 body so the
             // client can retry with a version we support.
             let resp = handlers::api_versions::unsupported_version_response();
-            let out = encode_response(api, 0, correlation_id, &resp)?;
+            let out = encode_response(api, 0, correlation_id, &resp, None)?;
             return Ok(Some((api, out)));
         }
         return Err(ConnectionError::Protocol(format!(
@@ -402,10 +385,14 @@ pub async fn process_frame(
     // The time the handler runs: the sum of its polls, not the time it
     // waits for replicas or for data (see crate::quotas).
     let mut busy = started.elapsed();
+    // A fetch on a connection that can send files may leave its records
+    // in their segment files (see `zero_copy`).
+    let outbox = (sends_files && api == ApiKey::Fetch).then(Outbox::default);
     let mut response = {
-        let mut handler =
-            std::pin::pin!(handlers::CLIENT_ADDR
-                .scope(peer, handlers::handle(broker, &header, request, session)));
+        let mut handler = std::pin::pin!(Outbox::scope(
+            outbox.clone(),
+            handlers::CLIENT_ADDR.scope(peer, handlers::handle(broker, &header, request, session))
+        ));
         std::future::poll_fn(|cx| {
             let t = Instant::now();
             let polled = std::future::Future::poll(handler.as_mut(), cx);
@@ -433,7 +420,18 @@ pub async fn process_frame(
         }
         Some(resp) => {
             count_errors(broker, api, &resp);
-            let out = encode_response(api, version, correlation_id, &resp)?;
+            let out = encode_response(api, version, correlation_id, &resp, outbox.as_ref())?;
+            let sent_from_files: usize = out
+                .iter()
+                .filter(|c| matches!(c, Chunk::File(_)))
+                .map(Chunk::len)
+                .sum();
+            if sent_from_files > 0 {
+                broker
+                    .metrics
+                    .fetch_sendfile_bytes
+                    .inc_by(sent_from_files as u64);
+            }
             Ok(Some((api, out)))
         }
         None => {
@@ -473,13 +471,15 @@ fn throttle(
 
 /// Encodes a response frame (size, header, body) as chunks to be written in
 /// order. Fetch responses keep each partition's record bytes as their own
-/// chunk instead of copying them into the frame buffer.
+/// chunk instead of copying them into the frame buffer (a file slice from
+/// `outbox` where the connection sends files; see `zero_copy`).
 fn encode_response(
     api: ApiKey,
     version: i16,
     correlation_id: i32,
     resp: &kafka_protocol::messages::ResponseKind,
-) -> Result<Vec<Bytes>, ConnectionError> {
+    outbox: Option<&Outbox>,
+) -> Result<Vec<Chunk>, ConnectionError> {
     use kafka_protocol::messages::ResponseKind;
 
     let mut head = BytesMut::with_capacity(64);
@@ -493,16 +493,7 @@ fn encode_response(
         |e: anyhow::Error| ConnectionError::Protocol(format!("encode {api:?} v{version}: {e}"));
     let mut chunks = match resp {
         ResponseKind::Fetch(fetch) => {
-            let shared: Vec<Bytes> = fetch
-                .responses
-                .iter()
-                .flat_map(|t| t.partitions.iter())
-                .filter_map(|p| p.records.clone())
-                .filter(|r| r.len() >= ChunkedBuf::MIN_SHARED)
-                .collect();
-            let mut body = ChunkedBuf::new(shared);
-            fetch.encode(&mut body, version).map_err(encode_err)?;
-            body.finish()
+            crate::zero_copy::encode_fetch(fetch, version, outbox).map_err(encode_err)?
         }
         other => {
             other.encode(&mut head, version).map_err(encode_err)?;
@@ -511,99 +502,8 @@ fn encode_response(
     };
     let len = head.len() - 4 + chunks.iter().map(|c| c.len()).sum::<usize>();
     head[..4].copy_from_slice(&(len as i32).to_be_bytes());
-    chunks.insert(0, head.freeze());
+    chunks.insert(0, Chunk::Memory(head.freeze()));
     Ok(chunks)
-}
-
-/// An encode target that does not copy large byte fields: `put_slice` of
-/// exactly one of the registered `Bytes` (a partition's records) closes the
-/// current chunk and appends that `Bytes` itself.
-struct ChunkedBuf {
-    cur: BytesMut,
-    chunks: Vec<Bytes>,
-    /// Bytes already moved into `chunks`.
-    flushed: usize,
-    shared: Vec<Bytes>,
-}
-
-impl ChunkedBuf {
-    /// Smaller record sets are cheaper to copy than to send as an extra slice.
-    const MIN_SHARED: usize = 4096;
-
-    fn new(shared: Vec<Bytes>) -> Self {
-        ChunkedBuf {
-            cur: BytesMut::with_capacity(256 + 64 * shared.len()),
-            chunks: Vec::with_capacity(2 * shared.len() + 1),
-            flushed: 0,
-            shared,
-        }
-    }
-
-    fn finish(mut self) -> Vec<Bytes> {
-        if !self.cur.is_empty() {
-            self.chunks.push(self.cur.split().freeze());
-        }
-        self.chunks
-    }
-}
-
-// SAFETY: every method forwards to the inner `BytesMut`, which upholds the
-// `BufMut` contract; `put_slice` only adds whole chunks besides.
-unsafe impl BufMut for ChunkedBuf {
-    fn remaining_mut(&self) -> usize {
-        self.cur.remaining_mut()
-    }
-
-    unsafe fn advance_mut(&mut self, cnt: usize) {
-        // SAFETY: the caller initialised `cnt` bytes of `chunk_mut()`.
-        unsafe { self.cur.advance_mut(cnt) }
-    }
-
-    fn chunk_mut(&mut self) -> &mut bytes::buf::UninitSlice {
-        self.cur.chunk_mut()
-    }
-
-    fn put_slice(&mut self, src: &[u8]) {
-        if src.len() >= Self::MIN_SHARED {
-            if let Some(i) = self
-                .shared
-                .iter()
-                .position(|b| b.as_ptr() == src.as_ptr() && b.len() == src.len())
-            {
-                let records = self.shared.swap_remove(i);
-                if !self.cur.is_empty() {
-                    self.flushed += self.cur.len();
-                    self.chunks.push(self.cur.split().freeze());
-                }
-                self.flushed += records.len();
-                self.chunks.push(records);
-                return;
-            }
-        }
-        self.cur.extend_from_slice(src);
-    }
-}
-
-impl ByteBufMut for ChunkedBuf {
-    fn offset(&self) -> usize {
-        self.flushed + self.cur.len()
-    }
-
-    fn seek(&mut self, offset: usize) {
-        // Gaps are only ever back-patched within the current chunk.
-        let local = offset
-            .checked_sub(self.flushed)
-            .expect("seek into an already emitted chunk");
-        self.cur.resize(local, 0);
-    }
-
-    fn range(&mut self, r: std::ops::Range<usize>) -> &mut [u8] {
-        let start = r
-            .start
-            .checked_sub(self.flushed)
-            .expect("range in an already emitted chunk");
-        &mut self.cur[start..r.end - self.flushed]
-    }
 }
 
 /// Counts the non-zero error codes of a response in
@@ -692,53 +592,5 @@ fn count_errors(broker: &Broker, api: ApiKey, resp: &ResponseKind) {
             .request_errors
             .with_label_values(&[name, &label])
             .inc();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-    use kafka_protocol::messages::{FetchResponse, ResponseKind};
-
-    fn fetch_response(records: &[Bytes]) -> ResponseKind {
-        let mut t = FetchableTopicResponse::default();
-        for (i, r) in records.iter().enumerate() {
-            let mut p = PartitionData::default();
-            p.partition_index = i as i32;
-            p.high_watermark = 42;
-            p.records = Some(r.clone());
-            t.partitions.push(p);
-        }
-        let mut f = FetchResponse::default();
-        f.responses.push(t);
-        ResponseKind::Fetch(f)
-    }
-
-    /// The chunked encoding is byte-for-byte the plain one, without copying
-    /// the large record sets.
-    #[test]
-    fn chunked_fetch_response_matches_plain_encoding() {
-        let big1 = Bytes::from(vec![1u8; 10_000]);
-        let big2 = Bytes::from(vec![2u8; 5000]);
-        let small = Bytes::from(vec![3u8; 100]);
-        let resp = fetch_response(&[big1.clone(), small, big2.clone(), Bytes::new()]);
-        for version in [4i16, 11, 12, 13, 16, 17] {
-            let chunks = encode_response(ApiKey::Fetch, version, 7, &resp).unwrap();
-            let joined: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
-
-            let mut plain = BytesMut::new();
-            plain.put_i32(0);
-            let mut h = ResponseHeader::default();
-            h.correlation_id = 7;
-            h.encode(&mut plain, ApiKey::Fetch.response_header_version(version))
-                .unwrap();
-            resp.encode(&mut plain, version).unwrap();
-            let len = (plain.len() - 4) as i32;
-            plain[..4].copy_from_slice(&len.to_be_bytes());
-            assert_eq!(joined, plain.to_vec(), "v{version}");
-            assert!(chunks.iter().any(|c| c.as_ptr() == big1.as_ptr()));
-            assert!(chunks.iter().any(|c| c.as_ptr() == big2.as_ptr()));
-        }
     }
 }

@@ -159,6 +159,7 @@ async fn serve(broker: &Arc<Broker>, frame: &[u8]) -> bool {
             request,
             peer,
             &mut skein_broker::sasl::Session::unauthenticated(),
+            false,
         ),
     )
     .await;
@@ -175,8 +176,11 @@ async fn serve(broker: &Arc<Broker>, frame: &[u8]) -> bool {
 
 /// The response frame is sized right and decodes as `api`'s response to the
 /// request's version, with the request's correlation id.
-fn check_response(request: &[u8], api: ApiKey, chunks: &[Bytes]) {
-    let bytes: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+fn check_response(request: &[u8], api: ApiKey, chunks: &[skein_broker::zero_copy::Chunk]) {
+    let bytes: Vec<u8> = chunks
+        .iter()
+        .flat_map(|c| c.to_bytes().expect("chunk bytes").to_vec())
+        .collect();
     let mut resp = Bytes::from(bytes);
     assert!(resp.len() >= 8, "response frame of {} bytes", resp.len());
     let size = resp.get_i32();

@@ -12,6 +12,7 @@ mod checkpoint;
 mod cleaner;
 mod config;
 mod error;
+mod file_slice;
 mod index_file;
 mod leader_epoch;
 mod list_offsets;
@@ -38,7 +39,8 @@ pub use checkpoint::write_atomic;
 pub use cleaner::{CleanOutput, CleanPlan, RetiredSegments};
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use error::{RecordError, StorageError};
-pub use log::{AppendInfo, CleanStats, Log, ReadResult};
+pub use file_slice::{FileSlice, Records, MIN_FILE_SLICE};
+pub use log::{AppendInfo, CleanStats, Log, ReadResult, RecordsRead};
 pub use log_txn::{control_batch, ControlMarker};
 pub use txn_index::AbortedTxn;
 

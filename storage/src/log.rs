@@ -16,6 +16,7 @@ use crate::batch::{self, BatchHeader};
 use crate::checkpoint::{self, sync_dir};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::StorageError;
+use crate::file_slice::Records;
 use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{ProducerStateManager, SequenceCheck};
 use crate::segment::LogSegment;
@@ -60,6 +61,17 @@ pub struct AppendInfo {
 pub struct ReadResult {
     /// Whole batches, concatenated, exactly as stored.
     pub records: Bytes,
+    /// First offset still in the log.
+    pub log_start_offset: i64,
+    /// Next offset to be written.
+    pub log_end_offset: i64,
+}
+
+/// Result of [`Log::read_records`]: [`ReadResult`] with the records possibly
+/// left in their file.
+#[derive(Clone, Debug)]
+pub struct RecordsRead {
+    pub records: Records,
     /// First offset still in the log.
     pub log_start_offset: i64,
     /// Next offset to be written.
@@ -630,23 +642,54 @@ impl Log {
         max_offset: i64,
         min_one_batch: bool,
     ) -> Result<ReadResult, StorageError> {
-        if offset < self.log_start_offset || offset > self.log_end_offset {
-            return Err(self.out_of_range(offset));
-        }
-        let mut records = Bytes::new();
-        if offset < self.log_end_offset {
-            for segment in &self.segments[self.segment_index_for(offset)..] {
-                if let Some(found) = segment.read(offset, max_bytes, max_offset, min_one_batch)? {
-                    records = found;
-                    break;
-                }
-            }
-        }
+        let records = self.read_from_segment(offset, |segment| {
+            segment.read(offset, max_bytes, max_offset, min_one_batch)
+        })?;
         Ok(ReadResult {
             records,
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
         })
+    }
+
+    /// [`Log::read`] for a fetch response: the record bytes of a large read
+    /// are left in the segment file (a [`FileSlice`](crate::FileSlice) the
+    /// broker sends with `sendfile`), a small one is copied as by `read`.
+    pub fn read_records(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<RecordsRead, StorageError> {
+        let records = self.read_from_segment(offset, |segment| {
+            segment.read_records(offset, max_bytes, max_offset, min_one_batch)
+        })?;
+        Ok(RecordsRead {
+            records,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        })
+    }
+
+    /// `read` of the first segment from the one holding `offset` that has
+    /// anything at or after it (none at the log end: empty).
+    fn read_from_segment<T: Default>(
+        &self,
+        offset: i64,
+        read: impl Fn(&LogSegment) -> std::io::Result<Option<T>>,
+    ) -> Result<T, StorageError> {
+        if offset < self.log_start_offset || offset > self.log_end_offset {
+            return Err(self.out_of_range(offset));
+        }
+        if offset < self.log_end_offset {
+            for segment in &self.segments[self.segment_index_for(offset)..] {
+                if let Some(found) = read(segment)? {
+                    return Ok(found);
+                }
+            }
+        }
+        Ok(T::default())
     }
 
     pub(crate) fn out_of_range(&self, offset: i64) -> StorageError {

@@ -16,6 +16,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::error::StorageError;
+use crate::file_slice::{self, Records};
 use crate::index_file::LoadStatus;
 use crate::offset_index::{OffsetEntry, OffsetIndex};
 use crate::open_files::{CachedFile, Reopen};
@@ -681,6 +682,40 @@ impl LogSegment {
         }
         buf.truncate(keep);
         Ok(Some(buf.freeze()))
+    }
+
+    /// `read` for a fetch response: large reads stay in the file as a
+    /// [`FileSlice`] (see `file_slice.rs`), small ones are copied.
+    pub(crate) fn read_records(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> io::Result<Option<Records>> {
+        let Some((pos, first)) = self.find_batch(offset)? else {
+            return Ok(None);
+        };
+        if !file_slice::worth_slicing(&first, self.size - pos, max_bytes) {
+            return Ok(self
+                .read(offset, max_bytes, max_offset, min_one_batch)?
+                .map(Records::Memory));
+        }
+        let file = self.log.get()?;
+        let slice = file_slice::slice_batches(
+            file,
+            self.size,
+            pos,
+            first,
+            max_bytes,
+            max_offset,
+            min_one_batch,
+        )?;
+        Ok(Some(match slice {
+            None => Records::Memory(Bytes::new()),
+            Some(s) if s.len() < file_slice::MIN_FILE_SLICE => Records::Memory(s.to_bytes()?),
+            Some(s) => Records::File(s),
+        }))
     }
 
     /// Visits every batch (with its bytes) in order; used by compaction and

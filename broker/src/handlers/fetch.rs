@@ -22,7 +22,7 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
-use skein_storage::batch::iter_batches;
+use skein_storage::Records;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -35,7 +35,7 @@ use crate::error::ApiError;
 use crate::fetch_session::{
     FetchSessionCache, FetchState, FollowerTerms, Outcome, PartKey, Reported,
 };
-use crate::partition::{FetchWaker, FollowerFetch, Partition};
+use crate::partition::{FetchWaker, FollowerFetch, Partition, ReadLimit};
 use crate::replica_manager::not_hosted;
 use crate::replica_selector::RackChoice;
 
@@ -359,7 +359,7 @@ struct PartResult {
     high_watermark: i64,
     last_stable_offset: i64,
     log_start_offset: i64,
-    records: Bytes,
+    records: Records,
     /// For a `read_committed` consumer: aborted transactions among `records`.
     aborted: Option<Vec<skein_storage::AbortedTxn>>,
     /// KIP-392: the replica the consumer should fetch from instead (-1: here).
@@ -409,6 +409,8 @@ fn read_pass(
 ) -> (Vec<PartResult>, usize, bool) {
     let (replica_id, replica_epoch) = reader.replica;
     let read_committed = reader.read_committed;
+    // On a connection that sends files, large reads stay in them.
+    let file_slices = crate::zero_copy::active();
     let mut total = 0usize;
     let mut errored = false;
     let mut out = Vec::with_capacity(wanted.len());
@@ -422,7 +424,7 @@ fn read_pass(
                     high_watermark: -1,
                     last_stable_offset: -1,
                     log_start_offset: -1,
-                    records: Bytes::new(),
+                    records: Records::default(),
                     aborted: None,
                     preferred_read_replica: -1,
                     quiet: false,
@@ -446,7 +448,7 @@ fn read_pass(
                         high_watermark: p.high_watermark(),
                         last_stable_offset: p.last_stable_offset(),
                         log_start_offset: p.log_start_offset(),
-                        records: Bytes::new(),
+                        records: Records::default(),
                         aborted: None,
                         preferred_read_replica: preferred,
                         quiet: false,
@@ -467,8 +469,13 @@ fn read_pass(
                 }
                 // A follower's partition is always read, even with no
                 // budget left: its fetch offset is its progress.
+                let limit = ReadLimit {
+                    max_bytes: budget,
+                    min_one_batch: total == 0 && !held,
+                    file_slices,
+                };
                 let result = if budget == 0 && total > 0 && !held && replica_id < 0 {
-                    Ok((Bytes::new(), None))
+                    Ok((Records::default(), None))
                 } else if replica_id >= 0 {
                     // KIP-74: the first batch is returned even if it is larger
                     // than the limits, so a reader can always make progress.
@@ -482,8 +489,7 @@ fn read_pass(
                             current_leader_epoch: w.current_leader_epoch,
                             isr_eligible: reader.isr_eligible,
                         },
-                        budget,
-                        total == 0 && !held,
+                        limit,
                         now,
                         pulse,
                     )
@@ -500,8 +506,7 @@ fn read_pass(
                 } else {
                     p.read(
                         w.fetch_offset,
-                        budget,
-                        total == 0,
+                        limit,
                         w.current_leader_epoch,
                         read_committed,
                         reader.follower_reads,
@@ -539,7 +544,7 @@ fn read_pass(
                             high_watermark: hw,
                             last_stable_offset: last_stable,
                             log_start_offset: lso,
-                            records: Bytes::new(),
+                            records: Records::default(),
                             aborted: None,
                             preferred_read_replica: -1,
                             quiet: false,
@@ -576,11 +581,8 @@ fn leader_throttled(broker: &Broker, p: &Partition, replica_id: i32) -> bool {
         && !p.isr().contains(&replica_id)
 }
 
-fn count_out(broker: &Broker, topic: &str, records: &Bytes) {
-    let n: u64 = iter_batches(records)
-        .filter_map(|b| b.ok())
-        .map(|(h, _)| h.records_count.max(0) as u64)
-        .sum();
+fn count_out(broker: &Broker, topic: &str, records: &Records) {
+    let n = records.records_count();
     broker
         .metrics
         .bytes_out
@@ -645,7 +647,16 @@ fn build_response(
             pd.diverging_epoch.epoch = epoch;
             pd.diverging_epoch.end_offset = end_offset;
         }
-        pd.records = Some(r.records);
+        // A slice of a file left where it is is sent from there
+        // (`zero_copy`); its bytes are read only if the connection cannot.
+        match crate::zero_copy::attach(r.records) {
+            Ok(records) => pd.records = Some(records),
+            Err(e) => {
+                tracing::warn!(partition = w.partition, error = %e, "cannot read records for a fetch");
+                pd.error_code = ResponseError::KafkaStorageError.code();
+                pd.records = Some(Bytes::new());
+            }
+        }
         by_topic[w.topic_idx].partitions.push(pd);
     }
     // An incremental response leaves out the topics with nothing new.

@@ -5,6 +5,7 @@ mod append_read;
 mod clean_passes;
 mod common;
 mod compaction;
+mod file_slices;
 mod idempotence;
 mod producer_state;
 mod recovery;
