@@ -41,6 +41,7 @@ REPO_DIR = E2E_DIR.parent
 sys.path.insert(0, str(E2E_DIR / "tests"))
 
 import brokers  # noqa: E402  (the e2e suite's broker launchers)
+import native  # noqa: E402  (the native-client rows: librdkafka's rdkafka_performance)
 from brokers import KafkaBroker, SkeinBroker, free_port, kafka_classpath, kafka_version  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -551,6 +552,11 @@ class Sizes:
             self.rf3 = 100_000
             self.e2e = 1_000
             self.rate_count = 2_000
+            self.native_p4 = 200_000
+            self.native_small = 500_000
+            self.native_large = 100
+            self.native_p1000 = 100_000
+            self.native_rf3 = 100_000
         else:
             self.p1 = 500_000        # 0.5 GiB
             self.p8 = 2_000_000      # 2 GiB: also the topic the consume rows read
@@ -560,10 +566,16 @@ class Sizes:
             self.rf3 = 300_000       # 300 MiB: three JVMs on two cores are slow
             self.e2e = 3_000
             self.rate_count = 10_000
+            self.native_p4 = 2_000_000      # 2 GiB, as the Java 8-partition rows
+            self.native_small = 10_000_000  # 1 GB of 100-byte records
+            self.native_large = 1_000       # 1 GiB of 1 MiB records
+            self.native_p1000 = 1_000_000
+            self.native_rf3 = 1_000_000
         self.rate = 1000  # records/s for the fixed-rate latency probe
 
 
-def run_single(system: Single, sizes: Sizes, classes: Path, caps: dict, log: Path) -> dict:
+def run_single(system: Single, sizes: Sizes, classes: Path, caps: dict, log: Path,
+               tool: Path | None = None) -> dict:
     """All single-broker workloads against one fresh system. Returns metric -> value."""
     m: dict = {"load_before": load_avg()}
     system.prepare()
@@ -636,6 +648,9 @@ def run_single(system: Single, sizes: Sizes, classes: Path, caps: dict, log: Pat
     attempt("e2e_tool", lambda: end_to_end_latency(bs, "lat", sizes.e2e, 1024, log), needs_groups=True)
     attempt("e2e_rate", lambda: bench_client(classes, ["latency", bs, "lat-rate", str(sizes.rate),
                                                        str(sizes.rate_count), "1024"], log))
+    if tool is not None:
+        create_topics(bs, native.TOPICS)
+        native.run_single(tool, bs, sizes, attempt, run_measured, log)
     m["rss_peak_mib"] = peak / MIB
     m["load_after"] = load_avg()
     return m
@@ -671,7 +686,7 @@ def run_secure(system: Single, sizes: Sizes, pki: Path, log: Path) -> dict:
     return m
 
 
-def run_rf3(system: System, sizes: Sizes, log: Path) -> dict:
+def run_rf3(system: System, sizes: Sizes, log: Path, tool: Path | None = None) -> dict:
     m: dict = {"load_before": load_avg()}
     system.prepare()
     system.start()
@@ -684,6 +699,12 @@ def run_rf3(system: System, sizes: Sizes, log: Path) -> dict:
     m["cpu_s"] = {"produce_rf3": {"broker": w.cpu, "client": m["produce_rf3"]["client_cpu_s"]}}
     m["rss_peak_mib"] = w.peak_rss / MIB
     m["cpu_s_per_gib_rf3"] = w.cpu / (sizes.rf3 * 1024 / GIB)
+    if tool is not None:
+        create_topics(system.bootstrap, [("nrf3", 8, 3, {"min.insync.replicas": "2"})])
+        with Watch(pids) as w:
+            m["native_produce_rf3"] = native.produce(tool, system.bootstrap, "nrf3", sizes.native_rf3, 1024,
+                                                     "-1", log, run_measured)
+        m["cpu_s"]["native_produce_rf3"] = {"broker": w.cpu, "client": m["native_produce_rf3"]["client_cpu_s"]}
     m["load_after"] = load_avg()
     return m
 
@@ -801,6 +822,7 @@ ROWS = [
     ("first_ack", "process start to first acknowledged produce", "s", "lower",
      lambda m: m["first_ack_s"], None),
 ]
+ROWS += native.rows()
 
 
 def median_of(runs: list[dict], fn):
@@ -997,6 +1019,8 @@ def main():
     ap.add_argument("--repetitions", type=int, help="repetitions per system (default 3, quick 1)")
     ap.add_argument("--systems", default="kafka,skein", help="comma list (default kafka,skein)")
     ap.add_argument("--no-rf3", action="store_true", help="skip the 3-broker rows")
+    ap.add_argument("--no-native", action="store_true",
+                    help="skip the native-client rows (rdkafka_performance, built on first use)")
     ap.add_argument("--out", type=Path, help="results directory (default e2e/bench/results/<date>)")
     ap.add_argument("--work", type=Path, default=BENCH_DIR / ".work",
                     help="where broker data dirs live (default e2e/bench/.work)")
@@ -1022,6 +1046,7 @@ def main():
     work.mkdir(parents=True)
     log = out / "tools.log"
     classes = compile_bench_client(work)
+    tool = None if args.no_native else native.build_tool()
     pki = make_pki(work / "pki")
 
     def say(msg):
@@ -1053,7 +1078,7 @@ def main():
             sysdir = work / f"{kind}-{rep}"
             system = Single(kind, sysdir)
             try:
-                m = run_single(system, sizes, classes, caps, log)
+                m = run_single(system, sizes, classes, caps, log, tool)
                 m["rep"] = rep
                 results["runs"][kind].append(m)
                 for key, err in m.get("errors", {}).items():
@@ -1105,13 +1130,16 @@ def main():
                     continue
                 say(f"rep {rep + 1}/{reps}: {kind} 3 brokers")
                 try:
-                    m = run_rf3(c, sizes, log)
+                    m = run_rf3(c, sizes, log, tool)
                     # Merge into this repetition's single-broker record.
                     target = next((r for r in results["runs"][kind] if r.get("rep") == rep), None)
                     if target is None:
                         target = {"rep": rep}
                         results["runs"][kind].append(target)
                     target["produce_rf3"] = m["produce_rf3"]
+                    if "native_produce_rf3" in m:
+                        target["native_produce_rf3"] = m["native_produce_rf3"]
+                    target.setdefault("cpu_s", {}).update(m["cpu_s"])
                     target["rss_peak_mib_rf3"] = m["rss_peak_mib"]
                     target["cpu_s_per_gib_rf3"] = m["cpu_s_per_gib_rf3"]
                     target["rf3_load"] = [m["load_before"], m["load_after"]]
@@ -1125,6 +1153,7 @@ def main():
     if not do_rf3:
         for kind in systems:
             results["unavailable"][f"{kind}:produce_rf3"] = "RF=3 rows not run in this mode (--quick / --no-rf3)"
+            results["unavailable"][f"{kind}:native_produce_rf3"] = results["unavailable"][f"{kind}:produce_rf3"]
     for kind in systems:
         if caps.get(kind + ":groups") is False:
             why = ("needs the consumer group coordinator (FindCoordinator), not merged yet: "
