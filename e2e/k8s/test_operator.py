@@ -485,12 +485,21 @@ def test_pod_deletion_moves_leadership_visible_in_topic_status(env):
 
 def lose_volume(env, pod: str):
     """Deletes a broker pod together with its PersistentVolumeClaim, and waits
-    until the StatefulSet has made a new, empty claim and the recreated pod
-    runs on it: what a lost disk looks like on Kubernetes. (Waiting for the
-    claim alone returned while the old pod was still shutting down on the
-    old volume; its exit then came in the middle of the caller's next step.)"""
-    old_pod = env.get("-n", NS, "get", "pod", pod)
-    spec, old_pod_uid = old_pod["spec"], old_pod["metadata"]["uid"]
+    until the StatefulSet has made a new, empty claim and the broker is back
+    on it: what a lost disk looks like on Kubernetes. "Back" is the
+    KafkaCluster status counting one more storage loss for the broker (the
+    controller saw it register with a new, empty log directory); waiting for
+    the claim alone returned while the old broker was still shutting down on
+    the old volume, and its exit then came in the middle of the caller's
+    next step."""
+    cluster, broker = pod.rsplit("-", 1)
+
+    def losses() -> int:
+        kc = env.get("-n", NS, "get", "kafkacluster", cluster)
+        return next((b.get("storageLosses", 0) for b in kc.get("status", {}).get("brokers", [])
+                     if b["id"] == int(broker)), 0)
+    losses_before = losses()
+    spec = env.get("-n", NS, "get", "pod", pod)["spec"]
     claim = next(v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v)
     old_claim_uid = env.get("-n", NS, "get", "pvc", claim)["metadata"]["uid"]
     env.k("-n", NS, "delete", "pvc", claim, "--wait=false")  # held by pvc-protection until the pod is gone
@@ -498,16 +507,17 @@ def lose_volume(env, pod: str):
 
     def new_claim():
         c = env.get("-n", NS, "get", "pvc", "--field-selector", f"metadata.name={claim}")["items"]
-        p = env.get("-n", NS, "get", "pods", "--field-selector", f"metadata.name={pod}")["items"]
         if c and c[0]["metadata"]["uid"] != old_claim_uid and c[0]["status"].get("phase") == "Bound":
-            recreated = p and p[0]["metadata"]["uid"] != old_pod_uid
-            return c[0] if recreated and p[0]["status"].get("phase") == "Running" else None
+            return c[0]
         # A pod recreated before the old claim was gone waits for a claim that
         # is being deleted; deleting it again lets the StatefulSet make both anew.
+        p = env.get("-n", NS, "get", "pods", "--field-selector", f"metadata.name={pod}")["items"]
         if p and p[0]["status"].get("phase") == "Pending" and not c:
             env.k("-n", NS, "delete", "pod", pod, "--wait=false")
         return None
-    wait_until(new_claim, 120, f"a new claim {claim} bound, and the recreated pod running on it")
+    wait_until(new_claim, 120, f"a new claim {claim} bound for the recreated pod")
+    wait_until(lambda: losses() > losses_before, 120,
+               f"broker {broker} back on the new volume (KafkaCluster status counting its lost storage)")
 
 
 def test_a_broker_on_a_new_volume_loses_no_acknowledged_record(env):
