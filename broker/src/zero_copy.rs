@@ -119,7 +119,9 @@ impl Outbox {
 
 /// Whether the request being handled may answer with file slices.
 pub fn active() -> bool {
-    hole().is_some() && OUTBOX.try_with(|_| ()).is_ok()
+    // The outbox first: with `socket.sendfile.enable` off there is none,
+    // and the hole is never mapped.
+    OUTBOX.try_with(|_| ()).is_ok() && hole().is_some()
 }
 
 /// The `Bytes` to put in a response for `records`: themselves, or a file
@@ -166,7 +168,7 @@ impl Chunk {
 }
 
 /// Encodes a fetch response body: each partition's records of at least
-/// [`ChunkedBuf::MIN_SHARED`] bytes is its own chunk (not copied), and a
+/// `ChunkedBuf::MIN_SHARED` bytes is its own chunk (not copied), and a
 /// file slice's placeholder becomes the slice.
 pub fn encode_fetch(
     fetch: &kafka_protocol::messages::FetchResponse,
@@ -197,7 +199,7 @@ pub fn encode_fetch(
 /// exactly one of the registered `Bytes` (a partition's records), or of a
 /// file slice's placeholder, closes the current chunk and appends that
 /// `Bytes` or slice itself.
-pub struct ChunkedBuf {
+struct ChunkedBuf {
     cur: BytesMut,
     chunks: Vec<Chunk>,
     /// Bytes already moved into `chunks`.
@@ -208,7 +210,7 @@ pub struct ChunkedBuf {
 
 impl ChunkedBuf {
     /// Smaller record sets are cheaper to copy than to send as an extra slice.
-    pub const MIN_SHARED: usize = 4096;
+    const MIN_SHARED: usize = 4096;
 
     fn new(shared: Vec<Bytes>, outbox: Option<Outbox>) -> Self {
         ChunkedBuf {
@@ -360,10 +362,19 @@ impl ResponseSink for tokio::io::WriteHalf<tokio_rustls::server::TlsStream<tokio
 /// Writes a response made of chunks: runs of memory chunks with vectored
 /// writes, file chunks with [`ResponseSink::send_file`].
 pub async fn write_chunks(wr: &mut impl ResponseSink, chunks: &[Chunk]) -> io::Result<()> {
-    if !chunks.iter().any(|c| matches!(c, Chunk::File(_))) {
-        return write_memory(wr, chunks).await;
+    let mut rest = chunks;
+    loop {
+        let run = rest
+            .iter()
+            .position(|c| matches!(c, Chunk::File(_)))
+            .unwrap_or(rest.len());
+        write_memory(wr, &rest[..run]).await?;
+        match rest.get(run) {
+            Some(Chunk::File(f)) => wr.send_file(f).await?,
+            _ => return Ok(()),
+        }
+        rest = &rest[run + 1..];
     }
-    write_mixed(wr, chunks).await
 }
 
 async fn write_memory(wr: &mut impl ResponseSink, chunks: &[Chunk]) -> io::Result<()> {
@@ -375,26 +386,6 @@ async fn write_memory(wr: &mut impl ResponseSink, chunks: &[Chunk]) -> io::Resul
         })
         .collect();
     write_vectored_all(wr, &mut slices).await
-}
-
-async fn write_mixed(wr: &mut impl ResponseSink, chunks: &[Chunk]) -> io::Result<()> {
-    let mut rest = chunks;
-    while !rest.is_empty() {
-        let run = rest
-            .iter()
-            .position(|c| matches!(c, Chunk::File(_)))
-            .unwrap_or(rest.len());
-        if run == 0 {
-            if let Chunk::File(f) = &rest[0] {
-                wr.send_file(f).await?;
-            }
-            rest = &rest[1..];
-            continue;
-        }
-        write_memory(wr, &rest[..run]).await?;
-        rest = &rest[run..];
-    }
-    Ok(())
 }
 
 async fn write_vectored_all(

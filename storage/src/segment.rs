@@ -659,8 +659,21 @@ impl LogSegment {
         let Some((pos, first)) = self.find_batch(offset)? else {
             return Ok(None);
         };
+        self.read_found(pos, &first, max_bytes, max_offset, min_one_batch)
+            .map(Some)
+    }
+
+    /// `read` from the batch `first` found at `pos`.
+    fn read_found(
+        &self,
+        pos: u64,
+        first: &BatchHeader,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> io::Result<Bytes> {
         if first.base_offset >= max_offset {
-            return Ok(Some(Bytes::new()));
+            return Ok(Bytes::new());
         }
         let available = (self.size - pos) as usize;
         let want = max_bytes.min(available);
@@ -676,12 +689,12 @@ impl LogSegment {
         }
         if keep == 0 {
             if !min_one_batch {
-                return Ok(Some(Bytes::new()));
+                return Ok(Bytes::new());
             }
-            return self.read_batch(pos, &first).map(Some);
+            return self.read_batch(pos, first);
         }
         buf.truncate(keep);
-        Ok(Some(buf.freeze()))
+        Ok(buf.freeze())
     }
 
     /// `read` for a fetch response: large reads stay in the file as a
@@ -697,9 +710,8 @@ impl LogSegment {
             return Ok(None);
         };
         if !file_slice::worth_slicing(&first, self.size - pos, max_bytes) {
-            return Ok(self
-                .read(offset, max_bytes, max_offset, min_one_batch)?
-                .map(Records::Memory));
+            let bytes = self.read_found(pos, &first, max_bytes, max_offset, min_one_batch)?;
+            return Ok(Some(Records::Memory(bytes)));
         }
         let file = self.log.get()?;
         let slice = file_slice::slice_batches(
