@@ -60,6 +60,12 @@ pub async fn serve(
     // must not starve); the per-address limits apply everywhere, as in Kafka.
     let limited = *spec.name != *broker.config.inter_broker_listener;
     let limits = broker.connection_quotas.clone();
+    // socket.receive.buffer.bytes (when set) goes on the listening socket,
+    // so accepted connections inherit it before their handshake fixes the
+    // TCP window scale (as Kafka's acceptor does).
+    if let Some(n) = broker.config.socket_receive_buffer {
+        socket2::SockRef::from(&listener).set_recv_buffer_size(n)?;
+    }
     loop {
         // max.connections: wait for a free slot before accepting.
         let slot = match limits.slots.clone().filter(|_| limited) {
@@ -131,6 +137,13 @@ async fn serve_connection(
     spec: &Listener,
 ) -> Result<(), ConnectionError> {
     stream.set_nodelay(true)?;
+    // socket.send.buffer.bytes: a fixed send buffer (Kafka's 100 KiB by
+    // default) rather than the kernel's auto-tuning, which grows it to
+    // megabytes on a fast consumer and costs more CPU per byte sent
+    // (docs/performance.md).
+    if let Some(n) = broker.config.socket_send_buffer {
+        socket2::SockRef::from(&stream).set_send_buffer_size(n)?;
+    }
     let Some(tls) = &spec.tls else {
         let (rd, wr) = stream.into_split();
         return handle_connection(broker, rd, wr, peer, spec, None).await;

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Profiles skein-broker (or Kafka) under one benchmark workload with `perf`.
 
-    e2e/.venv/bin/python e2e/bench/profile.py produce|consume [--records N] [--system skein|kafka]
+    e2e/.venv/bin/python e2e/bench/profile.py produce|consume [--records N] [--size BYTES]
+        [--system skein|kafka] [--native]
 
 Starts a fresh broker, creates an 8-partition topic, (for consume: fills it first), then runs
-the workload while `perf record -e cpu-clock --call-graph dwarf` samples the broker process.
+the workload (Kafka's Java perf tools, or librdkafka's rdkafka_performance with --native) while `perf record -e cpu-clock --call-graph dwarf` samples the broker process.
 Writes perf.data, a flat profile (perf-flat.txt) and a caller profile (perf-children.txt)
 into e2e/bench/results/profile-<workload>-<time>/. Software cpu-clock sampling works where
 hardware counters are not exposed (VMs).
@@ -22,12 +23,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench  # noqa: E402
+import native  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("workload", choices=["produce", "consume"])
     ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--size", type=int, default=1024, help="record size in bytes")
+    ap.add_argument("--native", action="store_true", help="librdkafka's rdkafka_performance as the client")
     ap.add_argument("--system", default="skein", choices=["skein", "kafka"])
     ap.add_argument("--callgraph", default="dwarf,16384", help="perf --call-graph mode ('' for flat)")
     args = ap.parse_args()
@@ -38,13 +42,29 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     log = out / "tools.log"
-    classes = bench.compile_bench_client(bench.BENCH_DIR / ".work")
+    tool = native.build_tool() if args.native else None
+    classes = None if args.native else bench.compile_bench_client(bench.BENCH_DIR / ".work")
+    big = {"max.message.bytes": str(2 * args.size)} if args.size > 500_000 else {}
+    big_client = ("-X", f"message.max.bytes={2 * args.size}", "-X", "fetch.max.bytes=52428800") if big else ()
+
+    def produce():
+        if tool:
+            return native.produce(tool, s.bootstrap, "p8", args.records, args.size, "1", log, bench.run_measured,
+                                  big_client[:2])
+        return bench.producer_perf(s.bootstrap, "p8", args.records, args.size, "1", log)
+
+    def consume():
+        if tool:
+            return native.consume(tool, s.bootstrap, "p8", args.records, log, bench.run_measured, partitions=8,
+                                  extra=big_client[2:])
+        return bench.bench_client(classes, ["consume", s.bootstrap, "p8", str(args.records), "20000"], log)
+
     s = bench.Single(args.system, work / args.system)
     s.start()
     try:
-        bench.create_topics(s.bootstrap, [("p8", 8, 1, {})])
+        bench.create_topics(s.bootstrap, [("p8", 8, 1, big)])
         if args.workload == "consume":
-            bench.producer_perf(s.bootstrap, "p8", args.records, 1024, "1", log)
+            produce()
         perf = ["perf", "record", "-e", "cpu-clock", "-F", "499", "-o", str(out / "perf.data"),
                 "-p", str(s.pids()[0])]
         if args.callgraph:
@@ -52,13 +72,10 @@ def main():
         rec = subprocess.Popen(perf, stdout=subprocess.DEVNULL, stderr=open(out / "perf.log", "w"))
         time.sleep(1)
         with bench.Watch(s.pids()) as w:
-            if args.workload == "produce":
-                r = bench.producer_perf(s.bootstrap, "p8", args.records, 1024, "1", log)
-            else:
-                r = bench.bench_client(classes, ["consume", s.bootstrap, "p8", str(args.records), "20000"], log)
+            r = produce() if args.workload == "produce" else consume()
         rec.send_signal(signal.SIGINT)
         rec.wait(120)
-        gib = args.records * 1024 / bench.GIB
+        gib = args.records * args.size / bench.GIB
         summary = f"{args.system} {args.workload}: {r}; broker CPU {w.cpu:.1f} s = {w.cpu / gib:.1f} s/GiB; load {bench.load_avg()}"
         print(summary)
         (out / "summary.txt").write_text(summary + "\n")

@@ -1,4 +1,4 @@
-"""Zero-copy fetch (`socket.sendfile.enable=true`): record bytes sent from the segment files with
+"""Zero-copy fetch (`socket.sendfile.enable`, on by default): record bytes sent from the segment files with
 sendfile reach real clients (librdkafka through confluent-kafka, kafka-python) exactly as written —
 large batches and small ones, several partitions in one response, a read_committed reader whose
 aborted transactions are found from the batch headers — and replication between brokers that send
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -177,3 +178,37 @@ def test_sendfile_replication_copies_every_byte(tmp_path, topic):
             assert files[0].stat().st_size > 4_000_000
     finally:
         c.stop(60)
+
+
+def socket_buffers(port: int) -> list[tuple[int, int]]:
+    """(receive, send) buffer sizes of the broker's established client connections on `port`, as
+    `ss` shows them (the kernel doubles what SO_RCVBUF / SO_SNDBUF asked for)."""
+    out = subprocess.run(["ss", "-tmnH", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True, check=True).stdout
+    return [(int(rb), int(tb)) for rb, tb in re.findall(r"skmem:\(r\d+,rb(\d+),t\d+,tb(\d+)", out)]
+
+
+def test_socket_buffers_follow_the_broker_settings(new_broker, topic):
+    """socket.send.buffer.bytes defaults to Kafka's 100 KiB (a fixed send buffer sends fetched bytes
+    with less CPU than the kernel's auto-tuned one); both keys take a size, or -1 for the OS."""
+    for overrides, want_send, want_receive in [
+        ({}, 102_400, None),
+        ({"socket.send.buffer.bytes": "300000", "socket.receive.buffer.bytes": "250000"}, 300_000, 250_000),
+    ]:
+        b = new_broker(overrides)
+        port = int(b.bootstrap.rsplit(":", 1)[1])
+        create(b.bootstrap, topic, 1)
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        try:
+            # A delivered record: the producer holds a connection to the partition's leader.
+            p.produce(topic, b"x")
+            assert p.flush(30) == 0
+            seen = socket_buffers(port)
+            assert seen, f"no established connection on port {port}"
+            for rb, tb in seen:
+                assert tb == 2 * want_send, f"{overrides}: send buffer {tb}, expected {2 * want_send}"
+                if want_receive:
+                    assert rb == 2 * want_receive, f"{overrides}: receive buffer {rb}, expected {2 * want_receive}"
+        finally:
+            del p
+            b.stop()
