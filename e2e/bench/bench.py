@@ -557,6 +557,9 @@ class Sizes:
             self.native_large = 100
             self.native_p1000 = 100_000
             self.native_rf3 = 100_000
+            self.native_group16 = 200_000
+            self.latency_seconds = 5
+            self.latency_rate = 5_000   # when no Kafka peak was measured first (--systems skein)
         else:
             self.p1 = 500_000        # 0.5 GiB
             self.p8 = 2_000_000      # 2 GiB: also the topic the consume rows read
@@ -571,6 +574,9 @@ class Sizes:
             self.native_large = 1_000       # 1 GiB of 1 MiB records
             self.native_p1000 = 1_000_000
             self.native_rf3 = 1_000_000
+            self.native_group16 = 2_000_000  # 2 GiB in 32 partitions
+            self.latency_seconds = 30
+            self.latency_rate = 50_000
         self.rate = 1000  # records/s for the fixed-rate latency probe
 
 
@@ -686,7 +692,11 @@ def run_secure(system: Single, sizes: Sizes, pki: Path, log: Path) -> dict:
     return m
 
 
-def run_rf3(system: System, sizes: Sizes, log: Path, tool: Path | None = None) -> dict:
+def run_rf3(system: System, sizes: Sizes, log: Path, tool: Path | None = None,
+            latency_rate: dict | None = None) -> dict:
+    """The 3-broker rows. `latency_rate` is shared by every run of the benchmark: the first Kafka
+    run sets its "rate" to half its native acks=all peak, and every fixed-rate latency run of
+    both systems uses it (Sizes.latency_rate when Kafka is not measured first)."""
     m: dict = {"load_before": load_avg()}
     system.prepare()
     system.start()
@@ -705,6 +715,15 @@ def run_rf3(system: System, sizes: Sizes, log: Path, tool: Path | None = None) -
             m["native_produce_rf3"] = native.produce(tool, system.bootstrap, "nrf3", sizes.native_rf3, 1024,
                                                      "-1", log, run_measured)
         m["cpu_s"]["native_produce_rf3"] = {"broker": w.cpu, "client": m["native_produce_rf3"]["client_cpu_s"]}
+        shared = latency_rate if latency_rate is not None else {}
+        if "rate" not in shared and system.label == "Kafka":
+            shared["rate"] = 0.5 * m["native_produce_rf3"]["records_per_s"]
+        rate = shared.get("rate", sizes.latency_rate)
+        create_topics(system.bootstrap, [("nlat", 8, 3, {"min.insync.replicas": "2"})])
+        with Watch(pids) as w:
+            m["native_latency_rf3"] = native.fixed_rate(tool, system.bootstrap, "nlat", rate, sizes.latency_seconds,
+                                                        1024, log, run_measured)
+        m["cpu_s"]["native_latency_rf3"] = {"broker": w.cpu, "client": m["native_latency_rf3"]["client_cpu_s"]}
     m["load_after"] = load_avg()
     return m
 
@@ -887,6 +906,13 @@ def summarize(results: dict) -> list[dict]:
             row["free_broker_bound"] = cpu_ceiling(results, key, free_broker=True)
         if target is not None and row["ratio"] is not None:
             row["target_met"] = row["ratio"] >= target if better == "higher" else row["ratio"] <= target
+            # Where this machine's CPUs forbid the target (its CPU ceiling is below it), the row
+            # counts as met at 90 % of that ceiling (issue #17's rule).
+            ceil = row.get("cpu_ceiling")
+            if not row["target_met"] and better == "higher" and ceil and ceil < target \
+                    and row["ratio"] >= 0.9 * ceil:
+                row["target_met"] = True
+                row["met_at_ceiling"] = True
         rows.append(row)
     return rows
 
@@ -910,6 +936,8 @@ def render_markdown(results: dict, rows: list[dict]) -> str:
         if r["target"] is not None:
             tgt = ("≥ " if r["better"] == "higher" else "≤ ") + f"{r['target']}×"
         met = {True: "yes", False: "**no**"}.get(r.get("target_met"), "")
+        if r.get("met_at_ceiling"):
+            met = "yes, ≥ 90% of the ceiling"
         better = "↑" if r["better"] == "higher" else "↓"
         ceil = f"{r['cpu_ceiling']:.2f}×" if r.get("cpu_ceiling") else ""
         free = f"{r['free_broker_bound']:.2f}×" if r.get("free_broker_bound") else ""
@@ -921,7 +949,8 @@ def render_markdown(results: dict, rows: list[dict]) -> str:
                "tool's JVM, medians) over Skein's. Where the measured ratio is near it, the row is CPU-bound "
                "and the client tool's share of the CPU, which no broker can reduce, sets the limit. "
                "Free-broker bound: the same with Skein's broker CPU counted as zero — the most any broker "
-               "could show against Kafka on this machine with these client tools.")
+               "could show against Kafka on this machine with these client tools. A throughput target above "
+               "the CPU ceiling counts as met when the ratio reaches 90% of the ceiling.")
     out.append("")
     by_reason: dict[str, list[str]] = {}
     for k, v in sorted(results["unavailable"].items()):
@@ -1048,6 +1077,7 @@ def main():
     classes = compile_bench_client(work)
     tool = None if args.no_native else native.build_tool()
     pki = make_pki(work / "pki")
+    latency_rate: dict = {}  # the fixed-rate latency row's rate, set by the first Kafka RF=3 run
 
     def say(msg):
         print(f"[bench {time.strftime('%H:%M:%S')}] {msg} (load {load_avg()})", flush=True)
@@ -1130,15 +1160,16 @@ def main():
                     continue
                 say(f"rep {rep + 1}/{reps}: {kind} 3 brokers")
                 try:
-                    m = run_rf3(c, sizes, log, tool)
+                    m = run_rf3(c, sizes, log, tool, latency_rate)
                     # Merge into this repetition's single-broker record.
                     target = next((r for r in results["runs"][kind] if r.get("rep") == rep), None)
                     if target is None:
                         target = {"rep": rep}
                         results["runs"][kind].append(target)
                     target["produce_rf3"] = m["produce_rf3"]
-                    if "native_produce_rf3" in m:
-                        target["native_produce_rf3"] = m["native_produce_rf3"]
+                    for key in ("native_produce_rf3", "native_latency_rf3"):
+                        if key in m:
+                            target[key] = m[key]
                     target.setdefault("cpu_s", {}).update(m["cpu_s"])
                     target["rss_peak_mib_rf3"] = m["rss_peak_mib"]
                     target["cpu_s_per_gib_rf3"] = m["cpu_s_per_gib_rf3"]
@@ -1153,7 +1184,9 @@ def main():
     if not do_rf3:
         for kind in systems:
             results["unavailable"][f"{kind}:produce_rf3"] = "RF=3 rows not run in this mode (--quick / --no-rf3)"
-            results["unavailable"][f"{kind}:native_produce_rf3"] = results["unavailable"][f"{kind}:produce_rf3"]
+            for key in ("native_produce_rf3", "native_latency_rf3_p50", "native_latency_rf3_p99",
+                        "native_latency_rf3_p99.9"):
+                results["unavailable"][f"{kind}:{key}"] = results["unavailable"][f"{kind}:produce_rf3"]
     for kind in systems:
         if caps.get(kind + ":groups") is False:
             why = ("needs the consumer group coordinator (FindCoordinator), not merged yet: "
@@ -1162,6 +1195,8 @@ def main():
                 results["unavailable"][f"{kind}:{key}"] = why
 
     results["load_end"] = load_avg()
+    if latency_rate:
+        results["latency_rate_records_per_s"] = latency_rate["rate"]
     write_reports(results, out)
     print((out / "report.md").read_text())
     print(f"results: {out}")

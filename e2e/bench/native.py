@@ -9,6 +9,7 @@ per GiB moved (the figure a broker controls, whatever the client).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -82,6 +83,44 @@ def consume(tool: Path, bootstrap: str, topic: str, n: int, log: Path, run_measu
             "mb_per_s": mib_per_s(int(m.group(2)), int(m.group(3))), "client_cpu_s": cpu}
 
 
+def _own_client(tool: Path, name: str, args: list[str], log: Path, run_measured, timeout: float = 900) -> dict:
+    """Runs one of our clients built beside rdkafka_performance (fixed_rate, group_read): its
+    one JSON line, with the client's CPU seconds."""
+    out, cpu = _run(tool.parent / name, args, log, run_measured, timeout)
+    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("{")), None)
+    if line is None:
+        raise RuntimeError(f"{name} printed no result:\n" + out[-2000:])
+    r = json.loads(line)
+    r["client_cpu_s"] = cpu
+    return r
+
+
+def fixed_rate(tool: Path, bootstrap: str, topic: str, rate: float, seconds: float, size: int, log: Path,
+               run_measured) -> dict:
+    """acks=all records of `size` bytes at `rate` records/s for `seconds` (fixed_rate.c: latency from
+    each record's due time to its acknowledgement; the first 10 % are a warm-up); fails unless
+    every record is delivered."""
+    n = max(1000, int(rate * seconds))
+    # librdkafka's defaults otherwise (linger.ms 5): what an application gets. With linger.ms=0 and
+    # its unbounded in-flight requests, tiny acks=all requests queue up on both systems.
+    r = _own_client(tool, "fixed_rate", [bootstrap, topic, f"{rate:.0f}", str(n), str(size), "acks=all"],
+                    log, run_measured)
+    r["bytes"] = n * size
+    return r
+
+
+def group_read(tool: Path, bootstrap: str, topic: str, group: str, members: int, records: int, size: int,
+               log: Path, run_measured) -> dict:
+    """`members` consumers in one group read `records` records of `size` bytes to the end
+    (group_read.c). Throughput is counted from the first record read to the last (joins and the
+    rebalances of late members before the first record are the separate `first_record_ms`)."""
+    r = _own_client(tool, "group_read", [bootstrap, topic, group, str(members), str(records)], log, run_measured)
+    r["bytes"] = records * size
+    reading_ms = max(r["ms"] - r["first_record_ms"], 1)
+    r["mb_per_s"] = r["bytes"] * 1000 / reading_ms / (1 << 20)
+    return r
+
+
 def mib_per_s(nbytes: int, ms: int) -> float:
     return nbytes * 1000 / max(ms, 1) / (1 << 20)
 
@@ -108,6 +147,8 @@ def rows() -> list[tuple]:
          lambda m: m["native_produce_p1000"]["mb_per_s"], 2.5),
         ("native_consume_p1000", "native: consume from start (group), 1000 partitions", "MiB/s", "higher",
          lambda m: m["native_consume_p1000"]["mb_per_s"], 1.5),
+        ("native_group16", "native: 16 consumers in one group, 32 partitions, from the first record", "MiB/s",
+         "higher", lambda m: m["native_group16"]["mb_per_s"], 1.5),
         ("native_produce_rf3", "native: produce 1 KiB, acks=all, RF=3, min ISR 2, 8 partitions", "MiB/s",
          "higher", lambda m: m["native_produce_rf3"]["mb_per_s"], 2.5),
     ]
@@ -115,6 +156,12 @@ def rows() -> list[tuple]:
         target = 0.25 if key.startswith(("native_produce", "native_consume")) else None
         out.append((f"cpu_{key}", "broker CPU per GiB, " + label.split(": ", 1)[1], "CPU s/GiB", "lower",
                     (lambda k: lambda m: cpu_per_gib(m, k))(key), target))
+    out.append(("native_group16_join", "native: 16 consumers in one group, subscribe to the first record", "ms",
+                "lower", lambda m: m["native_group16"]["first_record_ms"], None))
+    lat = "native: fixed rate at 50% of Kafka's native RF=3 peak, 1 KiB, acks=all, RF=3, min ISR 2"
+    for q, name, target in (("p50_ms", "p50", None), ("p99_ms", "p99", 0.33), ("p999_ms", "p99.9", 0.5)):
+        out.append((f"native_latency_rf3_{name}", f"{lat}: {name} latency", "ms", "lower",
+                    (lambda k: lambda m: m["native_latency_rf3"][k])(q), target))
     return out
 
 
@@ -134,7 +181,11 @@ def run_single(tool: Path, bs: str, sizes, attempt, run_measured, log: Path) -> 
     attempt("native_produce_p1000", lambda: produce(tool, bs, "n1000", n1000, 1024, "1", log, run_measured))
     attempt("native_consume_p1000", lambda: consume(tool, bs, "n1000", n1000, log, run_measured,
                                                     group="native-1000"), needs_groups=True)
+    n16 = sizes.native_group16
+    attempt("native_group16_fill", lambda: produce(tool, bs, "n32", n16, 1024, "1", log, run_measured))
+    attempt("native_group16", lambda: group_read(tool, bs, "n32", "native-16", 16, n16, 1024, log, run_measured),
+            needs_groups=True)
 
 
 TOPICS = [("n4", 4, 1, {}), ("nsmall", 8, 1, {}), ("nlarge", 4, 1, {"max.message.bytes": "2097152"}),
-          ("n1000", 1000, 1, {})]
+          ("n1000", 1000, 1, {}), ("n32", 32, 1, {})]
