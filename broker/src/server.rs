@@ -631,7 +631,10 @@ mod tests {
         let frame = read_frame(&mut rx, size).await.unwrap();
         writer.await.unwrap();
         assert_eq!(frame.len(), size);
-        assert!(frame[..] == sent[..], "the frame's bytes differ from what was sent");
+        assert!(
+            frame[..] == sent[..],
+            "the frame's bytes differ from what was sent"
+        );
     }
 
     #[tokio::test]

@@ -12,6 +12,9 @@ pub enum ConditionType {
     Reconciling,
     /// Something is wrong that needs a human: invalid spec, offline partitions, …
     Degraded,
+    /// The brokers' volumes are growing to a larger `spec.storage.size`
+    /// (False once every volume has it, or when the storage refused).
+    Resizing,
 }
 
 impl ConditionType {
@@ -21,6 +24,7 @@ impl ConditionType {
             ConditionType::Ready => "Ready",
             ConditionType::Reconciling => "Reconciling",
             ConditionType::Degraded => "Degraded",
+            ConditionType::Resizing => "Resizing",
         }
     }
 }

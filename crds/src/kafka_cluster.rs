@@ -73,9 +73,10 @@ pub struct KafkaClusterSpec {
     /// Image pull policy of the broker container (Always, IfNotPresent, Never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<String>,
-    /// Each broker's persistent volume. Immutable: a StatefulSet's volume claim templates cannot change.
+    /// Each broker's persistent volume. `size` may grow (the operator expands
+    /// every volume when its StorageClass allows expansion) but never shrink;
+    /// `storageClassName` is immutable.
     #[serde(default)]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("storage is immutable: a StatefulSet's volume claim templates cannot change"))]
     pub storage: StorageSpec,
     /// CPU and memory of the broker container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,11 +106,15 @@ fn default_replicas() -> i32 {
 }
 
 /// A broker's volume.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)").message("storage.storageClassName is immutable"))]
 pub struct StorageSpec {
-    /// Requested size of each broker's volume, e.g. `10Gi`.
+    /// Requested size of each broker's volume, e.g. `10Gi`. It may grow,
+    /// never shrink: a volume cannot be made smaller.
     #[serde(default = "default_storage_size")]
+    #[x_kube(validation = Rule::new("isQuantity(string(self))").message("storage.size must be a quantity such as 10Gi"))]
+    #[x_kube(validation = Rule::new("!isQuantity(string(self)) || !isQuantity(string(oldSelf)) || quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0").message("storage.size may grow but never shrink: a volume cannot be made smaller"))]
     pub size: Quantity,
     /// StorageClass of the volumes; the cluster default when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -547,7 +552,7 @@ pub struct PodTemplateSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KafkaClusterStatus {
-    /// `Ready`, `Reconciling` and `Degraded`.
+    /// `Ready`, `Reconciling`, `Degraded` and (storage growth) `Resizing`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The `.metadata.generation` this status describes.

@@ -69,18 +69,50 @@ fn cluster_ref_and_topic_name_are_immutable() {
 }
 
 #[test]
-fn cluster_storage_is_immutable_but_replicas_can_change() {
+fn cluster_storage_may_grow_but_not_shrink_and_replicas_can_change() {
     let old = KafkaCluster::new("demo", cluster_spec());
     let mut scaled = old.clone();
     scaled.spec.replicas = 5;
     assert!(validate_cel_update(&scaled, &old).is_ok());
     let mut bigger = old.clone();
     bigger.spec.storage.size.0 = "20Gi".into();
-    let err = validate_cel_update(&bigger, &old).unwrap_err();
     assert!(
-        format!("{err:?}").contains("storage is immutable"),
+        validate_cel_update(&bigger, &old).is_ok(),
+        "growing was refused"
+    );
+    let mut same = old.clone();
+    same.spec.storage.size.0 = "10240Mi".into();
+    assert!(
+        validate_cel_update(&same, &old).is_ok(),
+        "the same size in other units"
+    );
+    let mut smaller = old.clone();
+    smaller.spec.storage.size.0 = "5Gi".into();
+    let err = validate_cel_update(&smaller, &old).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("may grow but never shrink"),
         "{err:?}"
     );
+}
+
+#[test]
+fn cluster_storage_class_is_immutable() {
+    let old = KafkaCluster::new("demo", cluster_spec());
+    for (from, to) in [
+        (None, Some("fast")),
+        (Some("fast"), Some("slow")),
+        (Some("fast"), None),
+    ] {
+        let mut before = old.clone();
+        before.spec.storage.storage_class_name = from.map(String::from);
+        let mut after = before.clone();
+        after.spec.storage.storage_class_name = to.map(String::from);
+        let err = validate_cel_update(&after, &before).unwrap_err();
+        assert!(
+            format!("{err:?}").contains("storageClassName is immutable"),
+            "{from:?} -> {to:?}: {err:?}"
+        );
+    }
 }
 
 #[test]

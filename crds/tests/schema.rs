@@ -136,10 +136,11 @@ fn transition_rules_are_in_the_schema() {
     );
     assert!(rules(spec)[0].contains("self.topicName == oldSelf.topicName"));
     let kc = schema_of::<KafkaCluster>();
-    assert_eq!(
-        rules(&kc["properties"]["spec"]["properties"]["storage"]),
-        ["self == oldSelf"]
-    );
+    let storage = &kc["properties"]["spec"]["properties"]["storage"];
+    assert!(rules(storage)[0].contains("self.storageClassName == oldSelf.storageClassName"));
+    let size = rules(&storage["properties"]["size"]);
+    assert_eq!(size[0], "isQuantity(string(self))");
+    assert!(size[1].contains("quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0"));
 }
 
 #[test]

@@ -16,6 +16,14 @@ for every Running pod it starts the pod's own container command (`/bin/sh -c
   PVC gives) and a replaced claim starts empty (what a new volume gives),
 - `HOSTNAME`, and the downward-API env vars (`fieldRef`) of the pod spec.
 
+For claims of an expandable StorageClass (`kwok-expandable`, which has
+`allowVolumeExpansion`), the directory is a tmpfs of the claim's size, and
+the runner is the storage system's resizer and the kubelet: when a bound
+claim asks for more, it grows the tmpfs in place (the broker keeps running
+and sees the new size with statvfs), then reports the new capacity on the
+PersistentVolume and the claim's status, in that order, as a CSI resizer
+and the kubelet do.
+
 A container without a shell command line (the operator's: the image's
 entrypoint plus `args`) runs as `<binary> <args>`; the binary is chosen by the
 image name (`skein-operator`, `skein-broker`). A pod with a ServiceAccount
@@ -58,6 +66,21 @@ import time
 from pathlib import Path
 
 
+# Claims of this StorageClass (allowVolumeExpansion) are tmpfs the runner grows.
+EXPANDABLE_CLASS = "kwok-expandable"
+
+_SUFFIXES = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10 ** 3, "M": 10 ** 6,
+             "G": 10 ** 9, "T": 10 ** 12, "": 1}
+
+
+def quantity_bytes(q: str) -> int:
+    """Bytes of a Kubernetes quantity such as 128Mi, 1G or 134217728."""
+    m = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(q).strip())
+    if not m or m.group(2) not in _SUFFIXES:
+        raise ValueError(f"not a storage quantity: {q!r}")
+    return int(float(m.group(1)) * _SUFFIXES[m.group(2)])
+
+
 # The runners of one test process (one per namespace) share the hosts file.
 HOSTS_LOCK = threading.Lock()
 
@@ -86,6 +109,8 @@ class PodRunner:
         self.ingress_hosts: list[str] = []
         self._last_services = 0.0
         self._last_secrets = 0.0
+        self._last_volumes = 0.0
+        self.tmpfs: dict[str, Path] = {}  # claim uid -> its mounted tmpfs
 
     # -- lifecycle
     def start(self):
@@ -106,6 +131,9 @@ class PodRunner:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for d in self.tmpfs.values():
+            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+        self.tmpfs.clear()
 
     def _loop(self):
         while not self._stop.is_set():
@@ -140,6 +168,9 @@ class PodRunner:
         if now - self._last_secrets >= 3:
             self._last_secrets = now
             self._refresh_secrets()
+        if now - self._last_volumes >= 1:
+            self._last_volumes = now
+            self._resize_volumes()
         for uid in list(self.procs):
             if uid not in live:
                 # Off the loop: other pods keep being served while one stops.
@@ -170,6 +201,45 @@ class PodRunner:
                     del self.procs[uid]
                     self._start(p)
                     self.procs[uid]["restarts"] = restarts
+
+    # -- volumes
+    def _claim_dir(self, pvc: dict) -> Path:
+        """The directory backing a claim; for an expandable class a tmpfs of the claim's current
+        capacity, mounted once and kept while the runner runs (a recreated pod finds its data)."""
+        meta = pvc["metadata"]
+        d = self.workdir / "volumes" / f"{meta['name']}-{meta['uid'][:8]}"
+        d.mkdir(parents=True, exist_ok=True)
+        if pvc["spec"].get("storageClassName") == EXPANDABLE_CLASS and meta["uid"] not in self.tmpfs:
+            size = quantity_bytes(pvc.get("status", {}).get("capacity", {}).get("storage")
+                                  or pvc["spec"]["resources"]["requests"]["storage"])
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)], check=True,
+                           capture_output=True)
+            self.tmpfs[meta["uid"]] = d
+        return d
+
+    def _resize_volumes(self):
+        """The resizer and kubelet of the expandable class: a bound claim asking for more than its
+        capacity has its filesystem grown online, then the PV and the claim report the new size."""
+        pvcs = self._kubectl_json("-n", self.ns, "get", "pvc")["items"]
+        for pvc in pvcs:
+            meta, spec, status = pvc["metadata"], pvc["spec"], pvc.get("status", {})
+            if spec.get("storageClassName") != EXPANDABLE_CLASS or status.get("phase") != "Bound":
+                continue
+            want = spec.get("resources", {}).get("requests", {}).get("storage")
+            have = status.get("capacity", {}).get("storage")
+            if not want or quantity_bytes(want) <= quantity_bytes(have or "0"):
+                continue
+            d = self.tmpfs.get(meta["uid"])
+            if d is not None:
+                subprocess.run(["mount", "-o", f"remount,size={quantity_bytes(want)}", str(d)], check=True,
+                               capture_output=True)
+            subprocess.run([*self.kubectl, "patch", "pv", spec["volumeName"], "--type", "merge", "-p",
+                            json.dumps({"spec": {"capacity": {"storage": want}}})],
+                           check=True, capture_output=True, timeout=30)
+            subprocess.run([*self.kubectl, "-n", self.ns, "patch", "pvc", meta["name"], "--subresource=status",
+                            "--type", "merge", "-p", json.dumps({"status": {"capacity": {"storage": want}}})],
+                           check=True, capture_output=True, timeout=30)
+            print(f"pod runner: volume of claim {meta['name']} grown to {want}", flush=True)
 
     def _sync_node_ports(self):
         services = self._kubectl_json("-n", self.ns, "get", "services")["items"]
@@ -314,7 +384,7 @@ class PodRunner:
                     # empty, as a newly provisioned volume would.
                     claim = v["persistentVolumeClaim"]["claimName"]
                     pvc = self._kubectl_json("-n", self.ns, "get", "pvc", claim)
-                    dirs[m["mountPath"]] = self.workdir / "volumes" / f"{claim}-{pvc['metadata']['uid'][:8]}"
+                    dirs[m["mountPath"]] = self._claim_dir(pvc)
 
             def relocate(text: str) -> str:
                 # Longest mount path first, so a nested mount wins.

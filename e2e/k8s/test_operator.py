@@ -1702,6 +1702,143 @@ spec:
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
 
 
+EXPANDABLE_CLASS = os.environ.get("SKEIN_E2E_EXPANDABLE_STORAGE_CLASS", "kwok-expandable" if MODE == "local" else "")
+
+
+def broker_disk_bytes(env, pod: str) -> int:
+    """The size of the broker's log directory's filesystem, as the broker sees it (statvfs, its
+    skein_log_dir_total_bytes metric), through the API server's pod proxy."""
+    text = env.k("get", "--raw", f"/api/v1/namespaces/{NS}/pods/{pod}:9644/proxy/metrics")
+    for line in text.splitlines():
+        if line.startswith("skein_log_dir_total_bytes"):
+            return int(float(line.rsplit(" ", 1)[1]))
+    raise AssertionError("skein_log_dir_total_bytes missing from the broker's metrics")
+
+
+def test_storage_grows_online_and_never_shrinks(env):
+    """spec.storage.size grows: the operator asks every broker's claim for the new size (the
+    StatefulSet's claim template cannot change), the storage grows the volumes online and the
+    brokers see the new size without a restart; Resizing reports the progress and Ready stays
+    True. The API server refuses a shrink and a change of class (CEL rules); growing on a class
+    without allowVolumeExpansion is reported as Degraded, nothing else changes."""
+    from confluent_kafka import Consumer, Producer
+
+    if not EXPANDABLE_CLASS:
+        pytest.fail("set SKEIN_E2E_EXPANDABLE_STORAGE_CLASS to a StorageClass with allowVolumeExpansion")
+    name, fixed = "grow", "fixed"
+
+    def cluster(cname: str, size: str, cls: str | None) -> str:
+        storage_class = f"\n    storageClassName: {cls}" if cls else ""
+        return f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {cname}
+  namespace: {NS}
+spec:
+  replicas: 2
+  storage:
+    size: {size}{storage_class}
+"""
+
+    def resizing(cname: str) -> dict | None:
+        for c in env.get("-n", NS, "get", "kafkacluster", cname).get("status", {}).get("conditions", []):
+            if c["type"] == "Resizing":
+                return c
+        return None
+
+    env.k("apply", "-f", "-", stdin=cluster(name, "64Mi", EXPANDABLE_CLASS) + f"""---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: grow-t
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 2
+  replicationFactor: 2
+""")
+    try:
+        ready(env, "kafkacluster", name, 180, "KafkaCluster grow Ready")
+        ready(env, "topic", "grow-t", 120, "Topic grow-t Ready")
+        pods = [f"{name}-0", f"{name}-1"]
+        uids = {p: env.get("-n", NS, "get", "pod", p)["metadata"]["uid"] for p in pods}
+        before = {p: broker_disk_bytes(env, p) for p in pods}
+        if MODE == "local":
+            assert set(before.values()) == {64 << 20}, before
+        boot = f"{name}-0.{name}-brokers.{NS}.svc:9092,{name}-1.{name}-brokers.{NS}.svc:9092"
+        errors: list[str] = []
+        p = Producer({"bootstrap.servers": boot, "acks": "all", "log_level": 2})
+        for i in range(100):
+            p.produce("grow-t", f"v{i}".encode(), on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+        p.flush(60)
+        assert errors == [], errors[:5]
+
+        # Grow: every claim, and every broker's filesystem, reaches 128Mi; no pod restarts.
+        env.k("-n", NS, "patch", "kafkacluster", name, "--type", "merge",
+              "-p", '{"spec":{"storage":{"size":"128Mi"}}}')
+        not_ready: list[str] = []
+
+        def grown():
+            o = env.get("-n", NS, "get", "kafkacluster", name)
+            if cond(o, "Ready") != "True":
+                not_ready.append(time.strftime("%H:%M:%S"))
+            c = resizing(name)
+            return c if c and c["status"] == "False" and c["reason"] == "VolumesAtSize" else None
+        wait_until(grown, 120, "Resizing=False VolumesAtSize after growing to 128Mi")
+        assert not not_ready, f"Ready went False while volumes grew: {not_ready}"
+        for i in range(2):
+            pvc = env.get("-n", NS, "get", "pvc", f"data-{name}-{i}")
+            assert pvc["spec"]["resources"]["requests"]["storage"] == "128Mi", pvc["spec"]
+            assert pvc["status"]["capacity"]["storage"] == "128Mi", pvc["status"]
+        after = wait_until(lambda: (lambda d: d if all(d[p] > before[p] for p in pods) else None)(
+            {p: broker_disk_bytes(env, p) for p in pods}), 30, "the brokers seeing their grown volumes")
+        if MODE == "local":
+            assert set(after.values()) == {128 << 20}, after
+        assert {p: env.get("-n", NS, "get", "pod", p)["metadata"]["uid"] for p in pods} == uids, \
+            "a broker was restarted to grow its volume"
+        sts = env.get("-n", NS, "get", "statefulset", name)
+        assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "64Mi"
+        reasons = [e.get("reason") for e in env.get("-n", NS, "get", "events.events.k8s.io")["items"]
+                   if e.get("regarding", {}).get("name") == name]
+        assert "ExpandingVolume" in reasons and "VolumesResized" in reasons, reasons
+
+        # The records are all there.
+        c = Consumer({"bootstrap.servers": boot, "group.id": f"grow-{uuid.uuid4().hex[:6]}",
+                      "auto.offset.reset": "earliest"})
+        c.subscribe(["grow-t"])
+        assert len(poll_values(c, 100, 60)) == 100
+
+        # Shrinking and changing the class are refused by the API server.
+        r = env.k_run("-n", NS, "patch", "kafkacluster", name, "--type", "merge",
+                      "-p", '{"spec":{"storage":{"size":"96Mi"}}}')
+        assert r.returncode != 0 and "may grow but never shrink" in r.stderr, r.stderr
+        r = env.k_run("-n", NS, "patch", "kafkacluster", name, "--type", "merge",
+                      "-p", '{"spec":{"storage":{"storageClassName":"other"}}}')
+        assert r.returncode != 0 and "storageClassName is immutable" in r.stderr, r.stderr
+        # The same size in other units is no change.
+        env.k("-n", NS, "patch", "kafkacluster", name, "--type", "merge",
+              "-p", '{"spec":{"storage":{"size":"134217728"}}}')
+
+        # A class without allowVolumeExpansion: the claims stay, the cluster says why.
+        if MODE == "local":
+            env.k("apply", "-f", "-", stdin=cluster(fixed, "64Mi", "kwok-volume"))
+            ready(env, "kafkacluster", fixed, 180, "KafkaCluster fixed Ready")
+            env.k("-n", NS, "patch", "kafkacluster", fixed, "--type", "merge",
+                  "-p", '{"spec":{"storage":{"size":"128Mi"}}}')
+            refused = wait_until(lambda: (lambda c: c if c and c["reason"] == "VolumeExpansionRefused" else None)(
+                resizing(fixed)), 60, "Resizing reason VolumeExpansionRefused")
+            assert "data-fixed-0" in refused["message"], refused
+            o = env.get("-n", NS, "get", "kafkacluster", fixed)
+            assert cond(o, "Degraded") == "True" and cond(o, "Ready") == "True", o["status"]["conditions"]
+            assert env.get("-n", NS, "get", "pvc", "data-fixed-0")["spec"]["resources"]["requests"]["storage"] \
+                == "64Mi"
+    finally:
+        env.k("-n", NS, "delete", "topic", "grow-t", "--ignore-not-found", "--timeout=60s", check=False)
+        for cname in (name, fixed):
+            env.k("-n", NS, "delete", "kafkacluster", cname, "--ignore-not-found", "--wait=false", check=False)
+
+
 def test_replication_factor_change_reassigns_every_partition(env):
     """spec.replicationFactor of a Topic changes: 1 -> 3 on a three-broker cluster adds two
     replicas to every partition through a reassignment (they catch up and join the ISR; the

@@ -74,6 +74,63 @@ pub fn set_progress(
     ));
 }
 
+/// The volumes' growth (`Resizing`), and a storage that refused it or
+/// volumes larger than the spec (`Degraded`, unless something worse is
+/// reported already). `Ready` is left alone: brokers serve while their
+/// volumes grow.
+pub fn set_volumes(
+    patch: &mut ClusterStatusPatch,
+    kc: &KafkaCluster,
+    report: &crate::reconcile::storage::VolumeReport,
+    now: Time,
+) {
+    use crate::reconcile::storage::VolumeReport as R;
+    let prev = previous_cluster_conditions(kc);
+    let generation = kc.metadata.generation;
+    let (status, reason, message, degraded) = match report {
+        R::AtSize { volumes } => (
+            S::False,
+            "VolumesAtSize",
+            format!(
+                "all {volumes} broker volumes have {}",
+                kc.spec.storage.size.0
+            ),
+            false,
+        ),
+        R::Resizing { detail, .. } => (S::True, "ResizingVolumes", detail.clone(), false),
+        R::ExpansionRefused { message } => {
+            (S::False, "VolumeExpansionRefused", message.clone(), true)
+        }
+        R::LargerThanSpec { message } => (S::False, "VolumesLargerThanSpec", message.clone(), true),
+    };
+    patch.conditions.retain(|c| c.type_ != T::Resizing.as_str());
+    patch.conditions.push(condition(
+        prev,
+        T::Resizing,
+        status,
+        reason,
+        message.clone(),
+        generation,
+        now.clone(),
+    ));
+    let worse = patch
+        .conditions
+        .iter()
+        .any(|c| c.type_ == T::Degraded.as_str() && c.status == "True");
+    if degraded && !worse {
+        patch.conditions.retain(|c| c.type_ != T::Degraded.as_str());
+        patch.conditions.push(condition(
+            prev,
+            T::Degraded,
+            S::True,
+            reason,
+            message,
+            generation,
+            now,
+        ));
+    }
+}
+
 /// Replicas on `broker` that are not in their partition's ISR.
 fn replicas_to_recover(view: &skein_controller::ClusterView, broker: i32) -> i32 {
     view.topics

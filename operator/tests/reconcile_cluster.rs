@@ -37,9 +37,12 @@ fn topic(name: &str, cluster: &str, rf: i32) -> Value {
     })
 }
 
-/// The six applies in their fixed order; the StatefulSet answers with `sts_status`.
+/// The read of the current StatefulSet (none yet), then the six applies in
+/// their fixed order; the StatefulSet answers with `sts_status`.
 fn applies(replicas: i64, sts_status: Value) -> Vec<Expect> {
     vec![
+        Expect::get(format!("/apis/apps/v1/namespaces/{NS}/statefulsets/demo"))
+            .fail(404, "NotFound"),
         Expect::apply(format!("/api/v1/namespaces/{NS}/configmaps/demo-config")).check(|b| {
             assert_eq!(b["kind"], "ConfigMap");
             assert!(b["data"]["server.properties"]
@@ -239,6 +242,8 @@ async fn an_api_failure_is_an_error_counted_by_the_error_policy() {
     let kc = cluster(json!({"replicas": 3}), 1, None);
     let script = vec![
         Expect::get(format!("{BASE}/topics")).reply(topic_list(vec![])),
+        Expect::get(format!("/apis/apps/v1/namespaces/{NS}/statefulsets/demo"))
+            .fail(404, "NotFound"),
         Expect::apply(format!("/api/v1/namespaces/{NS}/configmaps/demo-config"))
             .fail(500, "InternalError"),
     ];
@@ -261,4 +266,165 @@ async fn an_api_failure_is_an_error_counted_by_the_error_policy() {
             .get(),
         1
     );
+}
+
+/// A StatefulSet as the API server has it, its data claim template at `size`.
+fn existing_sts(size: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "demo", "namespace": NS},
+        "spec": {
+            "replicas": 3, "serviceName": "demo-brokers",
+            "selector": {"matchLabels": {"app.kubernetes.io/instance": "demo"}},
+            "template": {"metadata": {}, "spec": {"containers": []}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"resources": {"requests": {"storage": size}}}}],
+        },
+    })
+}
+
+fn pvc(ordinal: i32, requested: &str, capacity: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": format!("data-demo-{ordinal}"), "namespace": NS},
+        "spec": {"resources": {"requests": {"storage": requested}}},
+        "status": {"phase": "Bound", "capacity": {"storage": capacity}},
+    })
+}
+
+fn pvc_list(items: Vec<Value>) -> Expect {
+    Expect::get(format!("/api/v1/namespaces/{NS}/persistentvolumeclaims"))
+        .query("labelSelector=app.kubernetes.io%2Fcomponent%3Dbroker%2Capp.kubernetes.io%2Finstance%3Ddemo%2Capp.kubernetes.io%2Fname%3Dskein")
+        .reply(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaimList", "metadata": {}, "items": items}))
+}
+
+/// The applies after a StatefulSet read that found one with a `template_size` claim.
+fn applies_keeping(template_size: &'static str) -> Vec<Expect> {
+    let mut script = applies(3, json!({"replicas": 3, "readyReplicas": 3}));
+    script[0] = Expect::get(format!("/apis/apps/v1/namespaces/{NS}/statefulsets/demo"))
+        .reply(existing_sts(template_size));
+    let sts = script.pop().unwrap();
+    script.push(sts.check(move |b| {
+        assert_eq!(
+            b["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"],
+            template_size,
+            "the claim template changed (the API server refuses that)"
+        );
+    }));
+    script
+}
+
+#[tokio::test]
+async fn growing_storage_keeps_the_claim_template_and_asks_each_claim_for_the_new_size() {
+    let (ctx, server, _) = test_context();
+    let status = json!({"observedGeneration": 2, "replicas": 3, "readyReplicas": 3});
+    let kc = cluster(
+        json!({"replicas": 3, "storage": {"size": "128Mi"}}),
+        2,
+        Some(status),
+    );
+    let mut script = vec![Expect::get(format!("{BASE}/topics")).reply(topic_list(vec![]))];
+    script.extend(applies_keeping("64Mi"));
+    script.push(pvc_list(vec![
+        pvc(0, "64Mi", "64Mi"),
+        pvc(1, "128Mi", "64Mi"), // asked already, not there yet
+        pvc(2, "64Mi", "64Mi"),
+        pvc(3, "64Mi", "64Mi"), // a scaled-away broker's claim: left alone
+    ]));
+    for ordinal in [0, 2] {
+        script.push(
+            Expect::new(
+                http::Method::PATCH,
+                format!("/api/v1/namespaces/{NS}/persistentvolumeclaims/data-demo-{ordinal}"),
+            )
+            .check(|b| assert_eq!(b["spec"]["resources"]["requests"]["storage"], "128Mi")),
+        );
+    }
+    script.push(event(
+        "Normal",
+        "ExpandingVolume",
+        "requesting 128Mi for data-demo-0, data-demo-2",
+    ));
+    script.push(status_patch(|s| {
+        let resizing = condition(s, "Resizing");
+        assert_eq!(resizing["status"], "True");
+        assert_eq!(resizing["reason"], "ResizingVolumes");
+        assert_eq!(resizing["message"], "0 of 3 volumes have 128Mi");
+        assert_eq!(
+            condition(s, "Ready")["status"],
+            "True",
+            "brokers serve while volumes grow"
+        );
+    }));
+    let mock = server.run(script);
+    let action = within(reconcile_at(&kc, &ctx, now_time())).await.unwrap();
+    finish(mock).await;
+    assert_eq!(action, Action::requeue(Duration::from_secs(3)));
+}
+
+#[tokio::test]
+async fn volumes_at_the_new_size_end_the_resize_and_a_refusal_is_degraded() {
+    // Every claim has its new size: Resizing=False, one VolumesResized event.
+    let (ctx, server, _) = test_context();
+    let resizing = json!([{"type": "Resizing", "status": "True", "reason": "ResizingVolumes",
+        "message": "", "lastTransitionTime": "2023-11-14T22:13:20Z"}]);
+    let status =
+        json!({"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "conditions": resizing});
+    let kc = cluster(
+        json!({"replicas": 3, "storage": {"size": "128Mi"}}),
+        2,
+        Some(status.clone()),
+    );
+    let mut script = vec![Expect::get(format!("{BASE}/topics")).reply(topic_list(vec![]))];
+    script.extend(applies_keeping("64Mi"));
+    script.push(pvc_list(
+        (0..3).map(|o| pvc(o, "128Mi", "134217728")).collect(),
+    ));
+    script.push(event(
+        "Normal",
+        "VolumesResized",
+        "all 3 broker volumes have 128Mi",
+    ));
+    script.push(status_patch(|s| {
+        let resizing = condition(s, "Resizing");
+        assert_eq!(resizing["status"], "False");
+        assert_eq!(resizing["reason"], "VolumesAtSize");
+        assert_eq!(condition(s, "Degraded")["status"], "False");
+    }));
+    let mock = server.run(script);
+    within(reconcile_at(&kc, &ctx, now_time())).await.unwrap();
+    finish(mock).await;
+
+    // A claim its StorageClass may not grow: Degraded with the API server's reason.
+    let (ctx, server, _) = test_context();
+    let kc = cluster(
+        json!({"replicas": 3, "storage": {"size": "256Mi"}}),
+        3,
+        Some(status),
+    );
+    let mut script = vec![Expect::get(format!("{BASE}/topics")).reply(topic_list(vec![]))];
+    script.extend(applies_keeping("64Mi"));
+    script.push(pvc_list((0..3).map(|o| pvc(o, "128Mi", "128Mi")).collect()));
+    for ordinal in 0..3 {
+        script.push(
+            Expect::new(
+                http::Method::PATCH,
+                format!("/api/v1/namespaces/{NS}/persistentvolumeclaims/data-demo-{ordinal}"),
+            )
+            .fail(403, "Forbidden"),
+        );
+    }
+    script.push(event("Warning", "VolumeExpansionRefused", "data-demo-0"));
+    script.push(status_patch(|s| {
+        let resizing = condition(s, "Resizing");
+        assert_eq!(resizing["status"], "False");
+        assert_eq!(resizing["reason"], "VolumeExpansionRefused");
+        let degraded = condition(s, "Degraded");
+        assert_eq!(degraded["status"], "True");
+        assert_eq!(degraded["reason"], "VolumeExpansionRefused");
+    }));
+    script.push(event("Normal", "Applied", "3 brokers"));
+    let mock = server.run(script);
+    within(reconcile_at(&kc, &ctx, now_time())).await.unwrap();
+    finish(mock).await;
 }

@@ -68,7 +68,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   verbs: ["get", "list", "watch", "delete"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "watch"]
+  # patch: growing the brokers' volumes (spec.storage.size)
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]

@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use skein_crds::{KafkaCluster, ListenerType, Topic};
 use tracing::{info, warn};
 
-use super::{apply, brokers, patch_status, publish};
+use super::{apply, brokers, patch_status, publish, storage};
 use crate::build::{cluster_objects, ClusterNames};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -107,16 +107,24 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     let certificates =
         crate::listener_tls::ensure(&ctx.client, kc, &cert_names, ctx.options.ca_phase).await?;
     let mut objects = cluster_objects(kc, &ctx.options, &listener_services);
+    let sts_api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
+    let current_sts = sts_api
+        .get_opt(&objects.statefulset.name_any())
+        .await
+        .map_err(|source| Error::Dereference {
+            what: "StatefulSet",
+            source,
+        })?;
+    // Claim templates never change (the API server refuses it): a grown
+    // spec.storage.size reaches the volumes through their claims instead.
+    let template = current_sts.as_ref().and_then(storage::template_size);
+    if let Some(size) = &template {
+        storage::keep_template_size(&mut objects.statefulset, size);
+    }
     if let Some(rt) = &controller {
-        let sts_api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
-        let current = sts_api
-            .get_opt(&objects.statefulset.name_any())
-            .await
-            .map_err(|source| Error::Dereference {
-                what: "StatefulSet",
-                source,
-            })?
-            .and_then(|s| s.spec.and_then(|s| s.replicas));
+        let current = current_sts
+            .as_ref()
+            .and_then(|s| s.spec.as_ref().and_then(|s| s.replicas));
         let step = brokers::scale_step(rt, kc, current);
         rt.set_brokers(step.replicas);
         if let Some(spec) = objects.statefulset.spec.as_mut() {
@@ -136,6 +144,8 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         apply(client, &ns, np).await?;
     }
     let sts = apply(client, &ns, &objects.statefulset).await?;
+    let volumes =
+        storage::volume_step(ctx, kc, &ns, &names, template.as_ref(), kc.spec.replicas).await?;
 
     if let Some(rt) = &controller {
         if progress.is_none() {
@@ -183,6 +193,9 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     new_status.certificate_authorities = certificates.statuses.clone();
     if let Some(p) = &progress {
         status::set_progress(&mut new_status, kc, p.reason, &p.message, now.clone());
+    }
+    if let Some(report) = &volumes {
+        status::set_volumes(&mut new_status, kc, report, now.clone());
     }
     let all_ready = new_status.ready_replicas >= kc.spec.replicas && progress.is_none();
     patch_status(&clusters, &name, &new_status).await?;
@@ -250,7 +263,8 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         publish(ctx, kc, EventType::Normal, "Applied", "Reconcile", note).await;
     }
     tracing::debug!(statefulset = %names.statefulset(), all_ready, "reconciled");
-    let requeue = if progress.is_some() {
+    let resizing = matches!(volumes, Some(storage::VolumeReport::Resizing { .. }));
+    let requeue = if progress.is_some() || resizing {
         REQUEUE_PROGRESS
     } else if all_ready {
         REQUEUE_READY

@@ -4,6 +4,7 @@
 pub mod brokers;
 pub mod kafka_cluster;
 pub mod kafka_user;
+pub mod storage;
 pub mod topic;
 
 use std::fmt::Debug;
