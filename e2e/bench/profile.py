@@ -89,8 +89,23 @@ def main():
         with open(out / "perf-children.txt", "w") as f:
             subprocess.run(report + ["--children", "--sort", "symbol", "-g", "none"], stdout=f,
                            stderr=subprocess.DEVNULL)
+        flame_graph(out)
     shutil.rmtree(work, ignore_errors=True)
     print(f"profile: {out}")
+
+
+def flame_graph(out: Path) -> None:
+    """flame.svg from perf.data with inferno (`cargo install inferno`: its collapse-perf and
+    flamegraph), when those are on PATH; the text profiles are written either way."""
+    collapse, render = shutil.which("inferno-collapse-perf"), shutil.which("inferno-flamegraph")
+    if not (collapse and render):
+        print("no flame graph: `cargo install inferno` puts inferno-collapse-perf and inferno-flamegraph on PATH")
+        return
+    script = subprocess.run(["perf", "script", "-i", str(out / "perf.data")], capture_output=True, check=True)
+    folded = subprocess.run([collapse], input=script.stdout, capture_output=True, check=True).stdout
+    (out / "perf.folded").write_bytes(folded)
+    svg = subprocess.run([render, "--title", out.name], input=folded, capture_output=True, check=True).stdout
+    (out / "flame.svg").write_bytes(svg)
 
 
 if __name__ == "__main__":

@@ -1736,7 +1736,7 @@ def test_storage_grows_online_and_never_shrinks(env):
             pytest.fail("the test tier's kwok-expandable StorageClass is missing (e2e/k8s/kwok/storage-class.yaml)")
         pytest.skip("this cluster has no StorageClass with allowVolumeExpansion "
                     "(or set SKEIN_E2E_EXPANDABLE_STORAGE_CLASS)")
-    name, fixed = "grow", "fixed"
+    name, fixed = "expand", "fixedsc"
 
     def cluster(cname: str, size: str, cls: str | None) -> str:
         storage_class = f"\n    storageClassName: {cls}" if cls else ""
@@ -1761,7 +1761,7 @@ spec:
 apiVersion: skein.dev/v1alpha1
 kind: Topic
 metadata:
-  name: grow-t
+  name: expand-t
   namespace: {NS}
 spec:
   clusterRef:
@@ -1770,8 +1770,8 @@ spec:
   replicationFactor: 2
 """)
     try:
-        ready(env, "kafkacluster", name, 180, "KafkaCluster grow Ready")
-        ready(env, "topic", "grow-t", 120, "Topic grow-t Ready")
+        ready(env, "kafkacluster", name, 180, "KafkaCluster expand Ready")
+        ready(env, "topic", "expand-t", 120, "Topic expand-t Ready")
         pods = [f"{name}-0", f"{name}-1"]
         uids = {p: env.get("-n", NS, "get", "pod", p)["metadata"]["uid"] for p in pods}
         before = {p: broker_disk_bytes(env, p) for p in pods}
@@ -1781,7 +1781,7 @@ spec:
         errors: list[str] = []
         p = Producer({"bootstrap.servers": boot, "acks": "all", "log_level": 2})
         for i in range(100):
-            p.produce("grow-t", f"v{i}".encode(), on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+            p.produce("expand-t", f"v{i}".encode(), on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
         p.flush(60)
         assert errors == [], errors[:5]
 
@@ -1815,9 +1815,9 @@ spec:
         assert "ExpandingVolume" in reasons and "VolumesResized" in reasons, reasons
 
         # The records are all there.
-        c = Consumer({"bootstrap.servers": boot, "group.id": f"grow-{uuid.uuid4().hex[:6]}",
+        c = Consumer({"bootstrap.servers": boot, "group.id": f"expand-{uuid.uuid4().hex[:6]}",
                       "auto.offset.reset": "earliest"})
-        c.subscribe(["grow-t"])
+        c.subscribe(["expand-t"])
         assert len(poll_values(c, 100, 60)) == 100
 
         # Shrinking and changing the class are refused by the API server.
@@ -1834,20 +1834,23 @@ spec:
         # A class without allowVolumeExpansion: the claims stay, the cluster says why.
         if MODE == "local":
             env.k("apply", "-f", "-", stdin=cluster(fixed, "64Mi", "kwok-volume"))
-            ready(env, "kafkacluster", fixed, 180, "KafkaCluster fixed Ready")
+            ready(env, "kafkacluster", fixed, 180, "KafkaCluster fixedsc Ready")
             env.k("-n", NS, "patch", "kafkacluster", fixed, "--type", "merge",
                   "-p", '{"spec":{"storage":{"size":"128Mi"}}}')
             refused = wait_until(lambda: (lambda c: c if c and c["reason"] == "VolumeExpansionRefused" else None)(
                 resizing(fixed)), 60, "Resizing reason VolumeExpansionRefused")
-            assert "data-fixed-0" in refused["message"], refused
+            assert "data-fixedsc-0" in refused["message"], refused
             o = env.get("-n", NS, "get", "kafkacluster", fixed)
             assert cond(o, "Degraded") == "True" and cond(o, "Ready") == "True", o["status"]["conditions"]
-            assert env.get("-n", NS, "get", "pvc", "data-fixed-0")["spec"]["resources"]["requests"]["storage"] \
+            assert env.get("-n", NS, "get", "pvc", "data-fixedsc-0")["spec"]["resources"]["requests"]["storage"] \
                 == "64Mi"
     finally:
-        env.k("-n", NS, "delete", "topic", "grow-t", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "topic", "expand-t", "--ignore-not-found", "--timeout=60s", check=False)
         for cname in (name, fixed):
             env.k("-n", NS, "delete", "kafkacluster", cname, "--ignore-not-found", "--wait=false", check=False)
+            # Claims outlive their StatefulSet: removed, so no later cluster of that name finds them.
+            env.k("-n", NS, "delete", "pvc", "-l", f"app.kubernetes.io/instance={cname}", "--wait=false",
+                  check=False)
 
 
 def test_replication_factor_change_reassigns_every_partition(env):
