@@ -731,8 +731,9 @@ def run_rf3(system: System, sizes: Sizes, log: Path, tool: Path | None = None,
 # --------------------------------------------------------------------------------------------
 # machine limits
 
-def loopback_throughput(total: int) -> float:
-    """GiB/s through one loopback TCP connection (1 MiB writes, receiver in another process)."""
+def loopback_receiver() -> tuple[int, subprocess.Popen]:
+    """A process that accepts one loopback connection and reads it to the end (1 MiB reads):
+    its port and the process, once it listens."""
     port = free_port()
     rx = subprocess.Popen([sys.executable, "-c", f"""
 import socket
@@ -742,6 +743,12 @@ c, _ = s.accept(); buf = bytearray(1 << 20); v = memoryview(buf)
 while c.recv_into(v): pass
 """], stdout=subprocess.PIPE, text=True)
     rx.stdout.readline()
+    return port, rx
+
+
+def loopback_throughput(total: int) -> float:
+    """GiB/s through one loopback TCP connection (1 MiB writes, receiver in another process)."""
+    port, rx = loopback_receiver()
     chunk = b"\0" * (1 << 20)
     with socket.create_connection(("127.0.0.1", port)) as s:
         t = time.monotonic()
@@ -781,16 +788,8 @@ def sendfile_cpu_per_gib(dirpath: Path, total: int) -> float:
     with open(path, "wb") as f:
         for _ in range(total // len(chunk)):
             f.write(chunk)
-    port = free_port()
-    rx = subprocess.Popen([sys.executable, "-c", f"""
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", {port})); s.listen(1); print("ready", flush=True)
-c, _ = s.accept(); buf = bytearray(1 << 20); v = memoryview(buf)
-while c.recv_into(v): pass
-"""], stdout=subprocess.PIPE, text=True)
+    port, rx = loopback_receiver()
     try:
-        rx.stdout.readline()
         with open(path, "rb") as f, socket.create_connection(("127.0.0.1", port)) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 102400)
             f.read()  # in the page cache, as a recent segment is
