@@ -98,6 +98,16 @@ pub enum Command {
         /// Its replicas, which left every ISR and ELR.
         replicas: u32,
     },
+    /// Self-healing ([`crate::self_healing`]) for brokers lost past the
+    /// grace period: `started` partitions got a reassignment replacing the
+    /// lost replicas; `blocked` counts the partitions left as they are, by
+    /// reason. Emitted when something started or the blocked counts
+    /// changed. For the caller to log, count and report.
+    SelfHealing {
+        lost: Vec<BrokerId>,
+        started: u32,
+        blocked: Vec<(String, u32)>,
+    },
     /// The answer to the request in the event.
     Reply(Reply),
     /// Metadata changed: push it to brokers (read it with the accessors).

@@ -20,6 +20,18 @@ pub struct ControllerConfig {
     /// Cluster default for `min.insync.replicas`; topics override it. The
     /// controller needs it for the eligible leader replicas (KIP-966).
     pub min_insync_replicas: usize,
+    /// Self-healing ([`crate::self_healing`]); `None` leaves the replicas of
+    /// a lost broker where they are until it returns.
+    pub self_healing: Option<SelfHealingConfig>,
+}
+
+/// When the replicas of a lost broker are re-created on other brokers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelfHealingConfig {
+    /// A broker fenced for this long is lost: its replicas are replaced.
+    pub broker_loss_grace_ms: u64,
+    /// Brokers that take no new replica (being drained by a scale-down).
+    pub excluded: std::collections::BTreeSet<crate::model::BrokerId>,
 }
 
 impl ControllerConfig {
@@ -58,6 +70,7 @@ impl Default for ControllerConfig {
             leader_imbalance_check_interval_ms: 300_000,
             producer_id_block_size: crate::producer_ids::PRODUCER_ID_BLOCK_SIZE,
             min_insync_replicas: 1,
+            self_healing: None,
         }
     }
 }

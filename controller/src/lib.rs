@@ -63,6 +63,7 @@ pub mod replication_factor;
 pub mod rpc;
 pub mod scaling;
 pub mod scram;
+pub mod self_healing;
 pub mod service;
 pub mod store;
 pub mod topic_config;
@@ -70,7 +71,7 @@ pub mod view;
 
 pub use crate::acls::{AclBinding, AclFilter, Acls};
 pub use crate::command::{Command, Reply};
-pub use crate::config::ControllerConfig;
+pub use crate::config::{ControllerConfig, SelfHealingConfig};
 pub use crate::core::ControllerCore;
 pub use crate::error::ControllerError;
 pub use crate::event::{AlterPartitionRequest, ElectionType, Event, NewTopic};

@@ -63,6 +63,9 @@ pub struct ControllerService {
     /// `skein_controller_broker_storage_lost_total`: brokers that came back
     /// with another log directory (registered like `elections`).
     pub storage_lost: prometheus::IntCounter,
+    /// `skein_controller_self_healing_reassignments_total`: partitions
+    /// self-healing reassigned off lost brokers (registered like `elections`).
+    pub self_healing: prometheus::IntCounter,
     /// Milliseconds for the core (it only compares them).
     clock: Clock,
     /// When each broker's latest heartbeat arrived, with the epoch it
@@ -195,6 +198,11 @@ impl ControllerService {
             "Registrations of a broker with another log directory id than before (a lost disk or a new volume): its replicas had to be copied again.",
         )
         .expect("metric");
+        let self_healing = prometheus::IntCounter::new(
+            "skein_controller_self_healing_reassignments_total",
+            "Partitions whose replicas on a broker lost past the self-healing grace period were reassigned to other brokers.",
+        )
+        .expect("metric");
         Ok(Arc::new(Self {
             state: Mutex::new(state),
             view,
@@ -202,6 +210,7 @@ impl ControllerService {
             published: tokio::sync::watch::channel(0).0,
             elections,
             storage_lost,
+            self_healing,
             clock,
             contacts: Mutex::new(std::collections::HashMap::new()),
         }))
@@ -363,6 +372,19 @@ impl ControllerService {
                         replicas,
                         "broker came back with an empty log directory: its replicas left every ISR and ELR and are copied back from the leaders"
                     )
+                }
+                Command::SelfHealing {
+                    lost,
+                    started,
+                    blocked,
+                } => {
+                    self.self_healing.inc_by(u64::from(started));
+                    if started > 0 {
+                        tracing::warn!(?lost, partitions = started, "self-healing: replicas of lost brokers are re-created on other brokers");
+                    }
+                    for (why, partitions) in &blocked {
+                        tracing::warn!(?lost, partitions, reason = %why, "self-healing cannot restore these partitions' replication factor");
+                    }
                 }
                 Command::UncleanLeaderElection {
                     topic,

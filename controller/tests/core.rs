@@ -1393,6 +1393,7 @@ fn commands_come_out_persist_first_publish_last() {
         | Command::StopReplica { .. } => 1,
         Command::UncleanLeaderElection { .. }
         | Command::BrokerStorageLost { .. }
+        | Command::SelfHealing { .. }
         | Command::Reply(_) => 2,
         Command::PublishMetadata => 3,
     };

@@ -229,6 +229,7 @@ pub async fn run_local(
     let metrics = Arc::new(ControllerMetrics::new(&registry)?);
     registry.register(Box::new(controller.elections.clone()))?;
     registry.register(Box::new(controller.storage_lost.clone()))?;
+    registry.register(Box::new(controller.self_healing.clone()))?;
     #[cfg(target_os = "linux")]
     registry.register(Box::new(
         prometheus::process_collector::ProcessCollector::for_self(),

@@ -230,6 +230,7 @@ impl ControllerCore {
             let info = info.clone();
             self.out.persist.push(Command::PersistBroker(info));
             self.sessions.remove(b);
+            self.lost_since.entry(*b).or_insert(self.now_ms);
             fenced.push(*b);
         }
         if fenced.is_empty() {
@@ -334,6 +335,7 @@ impl ControllerCore {
             .map(|(b, _)| *b)
             .collect();
         self.fence_brokers(&expired);
+        self.heal_lost_brokers();
         if self.config.auto_leader_rebalance_enable {
             let last = self.last_rebalance_ms.unwrap_or(self.now_ms);
             if self.now_ms.saturating_sub(last) >= self.config.leader_imbalance_check_interval_ms {

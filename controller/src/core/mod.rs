@@ -7,6 +7,7 @@ mod brokers;
 mod partitions;
 mod quotas;
 mod scram;
+mod self_healing;
 mod topics;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,6 +52,13 @@ pub struct ControllerCore {
     /// crash between the steps is finished after the restart, and a broker
     /// registering again always finds the second step done.
     unfinished_fencing: BTreeSet<BrokerId>,
+    /// Since when each fenced broker has been gone, for self-healing's
+    /// grace period. Not persisted: after a restart the grace starts over
+    /// (healing may come later, never earlier).
+    lost_since: BTreeMap<BrokerId, u64>,
+    /// The partitions self-healing last left alone, by reason (a notice
+    /// only when this changes).
+    heal_blocked: Vec<(String, u32)>,
     out: Output,
 }
 
@@ -97,6 +105,8 @@ impl ControllerCore {
             last_rebalance_ms: None,
             lost_storage: Vec::new(),
             unfinished_fencing: BTreeSet::new(),
+            lost_since: BTreeMap::new(),
+            heal_blocked: Vec::new(),
             out: Output::default(),
         }
     }

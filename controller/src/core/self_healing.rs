@@ -1,0 +1,97 @@
+//! Self-healing on the controller's tick: the replicas of brokers fenced
+//! for longer than the grace period are replaced (planned per partition by
+//! [`crate::self_healing::plan_partition`], carried out as reassignments).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{ControllerCore, Origin};
+use crate::command::Command;
+use crate::model::{BrokerId, PartitionState};
+use crate::placement::BrokerLoad;
+use crate::reassignment;
+use crate::replication_factor::ReplicaHost;
+use crate::self_healing::{plan_partition, Heal};
+
+impl ControllerCore {
+    /// Tracks since when each fenced broker has been gone and, with
+    /// self-healing on, starts the reassignments that replace the replicas
+    /// of those gone past the grace period. A partition already being
+    /// reassigned (a drain, a replication factor change, an earlier heal) is
+    /// left to that reassignment.
+    pub(super) fn heal_lost_brokers(&mut self) {
+        let now = self.now_ms;
+        let fenced: BTreeSet<BrokerId> = self
+            .image
+            .brokers
+            .values()
+            .filter(|b| b.fenced)
+            .map(|b| b.id)
+            .collect();
+        self.lost_since.retain(|b, _| fenced.contains(b));
+        for b in &fenced {
+            self.lost_since.entry(*b).or_insert(now);
+        }
+        let Some(cfg) = self.config.self_healing.clone() else {
+            return;
+        };
+        let lost: BTreeSet<BrokerId> = self
+            .lost_since
+            .iter()
+            .filter(|(_, since)| now.saturating_sub(**since) >= cfg.broker_loss_grace_ms)
+            .map(|(b, _)| *b)
+            .collect();
+        if lost.is_empty() {
+            self.heal_blocked.clear();
+            return;
+        }
+        let hosts: Vec<ReplicaHost> = self
+            .image
+            .brokers
+            .values()
+            .map(|b| ReplicaHost::new(b.id, b.rack.as_deref(), b.is_eligible()))
+            .collect();
+        let mut load = BrokerLoad::from_partitions(self.all_partitions().map(|(_, _, s)| s));
+        let mut starts: Vec<(String, u32, PartitionState)> = Vec::new();
+        let mut blocked: BTreeMap<String, u32> = BTreeMap::new();
+        for (topic, p, state) in self.all_partitions() {
+            if state.is_reassigning() {
+                continue;
+            }
+            match plan_partition(state, &lost, &cfg.excluded, &hosts, &mut load) {
+                Some(Heal::Replace(target)) => match reassignment::start(state, &target) {
+                    Ok(next) => starts.push((topic.to_owned(), p, next)),
+                    Err(e) => *blocked.entry(e.to_string()).or_default() += 1,
+                },
+                Some(Heal::Blocked(why)) => *blocked.entry(why.to_string()).or_default() += 1,
+                None => {}
+            }
+        }
+        let started = starts.len() as u32;
+        for (topic, p, next) in starts {
+            let unclean = self.unclean_enabled(&topic);
+            self.commit_partition(&topic, p, next, unclean, Origin::Controller);
+        }
+        let blocked: Vec<(String, u32)> = blocked.into_iter().collect();
+        if started > 0 || blocked != self.heal_blocked {
+            self.heal_blocked = blocked.clone();
+            self.out.notices.push(Command::SelfHealing {
+                lost: lost.into_iter().collect(),
+                started,
+                blocked,
+            });
+        }
+    }
+
+    /// Since when each fenced broker has been gone (milliseconds of the
+    /// events' clock), as self-healing counts it.
+    pub fn lost_since(&self) -> &BTreeMap<BrokerId, u64> {
+        &self.lost_since
+    }
+
+    /// Turns self-healing on or off, or changes its grace period or the
+    /// brokers it keeps new replicas off (a running controller: the
+    /// cluster's spec changed).
+    pub fn set_self_healing(&mut self, config: Option<crate::config::SelfHealingConfig>) {
+        self.config.self_healing = config;
+    }
+}
