@@ -216,6 +216,21 @@ impl ControllerService {
         }))
     }
 
+    /// Turns self-healing on or off or changes it (the cluster's spec
+    /// changed); takes effect at the next tick.
+    pub fn set_self_healing(&self, config: Option<crate::config::SelfHealingConfig>) {
+        let mut st = self.state.lock().expect("controller lock");
+        if st.core.config().self_healing != config {
+            st.core.set_self_healing(config);
+        }
+    }
+
+    /// Since when each fenced broker has been gone (the controller's clock,
+    /// milliseconds): what self-healing's grace period counts from.
+    pub fn lost_since(&self) -> std::collections::BTreeMap<i32, u64> {
+        self.state.lock().expect("controller lock").core.lost_since().clone()
+    }
+
     /// The latest published metadata.
     pub fn view(&self) -> Arc<ClusterView> {
         self.view.read().expect("view lock").clone()

@@ -15,6 +15,9 @@ pub enum ConditionType {
     /// The brokers' volumes are growing to a larger `spec.storage.size`
     /// (False once every volume has it, or when the storage refused).
     Resizing,
+    /// A broker is gone and self-healing is waiting out its grace period or
+    /// re-creating its replicas on other brokers.
+    SelfHealing,
 }
 
 impl ConditionType {
@@ -25,6 +28,7 @@ impl ConditionType {
             ConditionType::Reconciling => "Reconciling",
             ConditionType::Degraded => "Degraded",
             ConditionType::Resizing => "Resizing",
+            ConditionType::SelfHealing => "SelfHealing",
         }
     }
 }

@@ -99,10 +99,47 @@ pub struct KafkaClusterSpec {
     /// Extra settings for the broker pods.
     #[serde(default)]
     pub pod_template: PodTemplateSpec,
+    /// Self-healing: the replicas of a broker gone for longer than the
+    /// grace period are re-created on the other brokers.
+    #[serde(default)]
+    pub self_healing: SelfHealingSpec,
 }
 
 fn default_replicas() -> i32 {
     3
+}
+
+/// When the replicas of a lost broker are re-created elsewhere.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SelfHealingSpec {
+    /// On by default.
+    #[serde(default = "default_self_healing_enabled")]
+    pub enabled: bool,
+    /// How long a broker may be gone (no session with the controller: its
+    /// pod unschedulable, its node or volume lost) before each replica it
+    /// held gets a new home on another broker. A broker back within it
+    /// keeps its replicas.
+    #[serde(default = "default_broker_loss_grace_seconds")]
+    #[schemars(range(min = 10, max = 604800))]
+    pub broker_loss_grace_seconds: i64,
+}
+
+fn default_self_healing_enabled() -> bool {
+    true
+}
+
+fn default_broker_loss_grace_seconds() -> i64 {
+    1800
+}
+
+impl Default for SelfHealingSpec {
+    fn default() -> Self {
+        SelfHealingSpec {
+            enabled: default_self_healing_enabled(),
+            broker_loss_grace_seconds: default_broker_loss_grace_seconds(),
+        }
+    }
 }
 
 /// A broker's volume.

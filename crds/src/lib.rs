@@ -16,7 +16,7 @@ pub use kafka_cluster::{
     BrokerStatus, CertificateAuthorityStatus, CertificatesSpec, ClientListener, ConfigMapKey,
     IngressListener, KafkaCluster, KafkaClusterSpec, KafkaClusterStatus, ListenerAuthentication,
     ListenerAuthenticationType, ListenerStatus, ListenerType, ListenersSpec, OAuthListener,
-    PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec,
+    PodTemplateSpec, ProducerIdBlockStatus, RackSpec, SelfHealingSpec, StorageSpec,
 };
 pub use kafka_user::{
     AclOperationName, AclPatternType, AclResource, AclResourceType, AclRule, AclRuleType,

@@ -1853,6 +1853,138 @@ spec:
                   check=False)
 
 
+def test_a_broker_gone_past_the_grace_period_gets_its_replicas_recreated_then_refilled(env):
+    """Self-healing: a broker pod that cannot be scheduled (a LimitRange makes its replacement ask
+    for more CPU than any node has) stays gone past spec.selfHealing.brokerLossGraceSeconds; the
+    controller re-creates each of its replicas on another broker (ordinary reassignments: copy,
+    join the ISR, then the lost replica leaves), while an acks=all producer keeps writing without
+    a failed delivery. SelfHealing says what is happening throughout. When the broker can run
+    again it comes back empty, and the operator spreads replicas back onto it."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    name, topic = "heal", "heal-t"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 4
+  storage:
+    size: 1Gi
+  selfHealing:
+    brokerLossGraceSeconds: 20
+  config:
+    min.insync.replicas: "2"
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {topic}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 8
+  replicationFactor: 3
+  config:
+    min.insync.replicas: "2"
+""")
+    boot = ",".join(f"{name}-{i}.{name}-brokers.{NS}.svc:9092" for i in range(4))
+    limit_range = f"""apiVersion: v1
+kind: LimitRange
+metadata:
+  name: heal-unschedulable
+  namespace: {NS}
+spec:
+  limits:
+  - type: Container
+    defaultRequest:
+      cpu: "1000"
+"""
+    stop = threading.Event()
+    acked: list[bytes] = []
+    failed: list[str] = []
+
+    def produce():
+        p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                      "message.timeout.ms": 180000, "log_level": 2})
+        i = 0
+        while not stop.is_set():
+            p.produce(topic, f"h-{i}".encode(), partition=i % 8,
+                      on_delivery=lambda err, m: failed.append(str(err)) if err else acked.append(m.value()))
+            p.poll(0)
+            i += 1
+            time.sleep(0.005)
+        p.flush(180)
+
+    def self_healing() -> dict:
+        o = env.get("-n", NS, "get", "kafkacluster", name)
+        return next((c for c in o.get("status", {}).get("conditions", []) if c["type"] == "SelfHealing"), {})
+
+    def replicas() -> list[list[int]]:
+        return [p["replicas"] for p in topic_partitions(env, topic)]
+
+    writer = threading.Thread(target=produce, daemon=True)
+    try:
+        ready(env, "kafkacluster", name, 180, "KafkaCluster heal Ready")
+        wait_until(lambda: (lambda ps: len(ps) == 8 and all(len(p["isr"]) == 3 for p in ps))(
+            topic_partitions(env, topic)), 90, "heal-t placed with full ISRs")
+        writer.start()
+        wait_until(lambda: len(acked) > 200, 60, "the producer writing")
+        victim = topic_partitions(env, topic)[0]["leader"]
+        held = sum(victim in r for r in replicas())
+        assert held > 0
+
+        # The victim's pod goes, and its replacement cannot be scheduled.
+        env.k("apply", "-f", "-", stdin=limit_range)
+        env.k("-n", NS, "delete", "pod", f"{name}-{victim}", "--wait=false")
+        wait_until(lambda: (lambda p: p if p["metadata"].get("uid") and p["status"].get("phase") == "Pending"
+                            else None)(env.get("-n", NS, "get", "pod", f"{name}-{victim}")),
+                   60, "the replacement pod Pending")
+        waiting = wait_until(lambda: (lambda c: c if c.get("reason") == "WaitingForBroker" else None)(
+            self_healing()), 60, "SelfHealing WaitingForBroker")
+        assert f"broker {victim} gone" in waiting["message"], waiting
+        lost_at = time.monotonic()
+        assert sum(victim in r for r in replicas()) == held, "moved before the grace period ended"
+
+        # Past the grace period: every partition has three in-sync replicas, none on the victim.
+        wait_until(lambda: (lambda ps: all(victim not in p["replicas"] and len(p["replicas"]) == 3
+                                           and len(p["isr"]) == 3 for p in ps))(topic_partitions(env, topic)),
+                   180, "every partition back to three in-sync replicas without the lost broker")
+        assert time.monotonic() - lost_at > 10, "replicas moved well before the 20 s grace period"
+        restored = wait_until(lambda: (lambda c: c if c.get("reason") == "ReplicationFactorRestored" else None)(
+            self_healing()), 60, "SelfHealing ReplicationFactorRestored")
+        print("self-healing:", restored["message"])
+
+        # The broker can run again: it comes back empty and gets replicas again.
+        env.k("-n", NS, "delete", "limitrange", "heal-unschedulable")
+        env.k("-n", NS, "delete", "pod", f"{name}-{victim}", "--wait=false")
+        ready(env, "kafkacluster", name, 180, "KafkaCluster heal Ready again")
+        wait_until(lambda: (lambda rs: sum(victim in r for r in rs) > 0
+                            and all(len(p["isr"]) == len(p["replicas"]) == 3 for p in topic_partitions(env, topic)))(
+            replicas()), 180, f"replicas spread back onto broker {victim}")
+        counts = [sum(b in r for r in replicas()) for b in range(4)]
+        assert max(counts) - min(counts) <= 1, counts
+
+        stop.set()
+        writer.join(200)
+        assert failed == [], failed[:5]
+        cons = Consumer({"bootstrap.servers": boot, "group.id": f"heal-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})
+        cons.assign([TopicPartition(topic, p, 0) for p in range(8)])
+        got = poll_values(cons, len(acked), 120)
+        assert sorted(got) == sorted(acked), f"{len(got)} read back of {len(acked)} acknowledged"
+        print(f"self-healing: broker {victim} lost past 20 s, {held} replicas re-created, "
+              f"{len(acked)} acknowledged records all read back, replicas per broker now {counts}")
+    finally:
+        stop.set()
+        env.k("-n", NS, "delete", "limitrange", "heal-unschedulable", "--ignore-not-found", check=False)
+        env.k("-n", NS, "delete", "topic", topic, "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+        env.k("-n", NS, "delete", "pvc", "-l", f"app.kubernetes.io/instance={name}", "--wait=false", check=False)
+
+
 def test_replication_factor_change_reassigns_every_partition(env):
     """spec.replicationFactor of a Topic changes: 1 -> 3 on a three-broker cluster adds two
     replicas to every partition through a reassignment (they catch up and join the ISR; the

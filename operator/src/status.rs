@@ -131,6 +131,97 @@ pub fn set_volumes(
     }
 }
 
+/// Self-healing as it stands: `SelfHealing` True while a lost broker's
+/// grace period runs or its replicas are being re-created elsewhere, False
+/// otherwise (with the reason); `Degraded` (unless something worse is
+/// reported) when a lost broker's replicas cannot be re-created.
+/// `lost_since` is the controller's (Unix milliseconds), `now_ms` the same
+/// clock now.
+pub fn set_self_healing(
+    patch: &mut ClusterStatusPatch,
+    kc: &KafkaCluster,
+    view: &skein_controller::ClusterView,
+    lost_since: &std::collections::BTreeMap<i32, u64>,
+    now_ms: u64,
+    now: Time,
+) {
+    let prev = previous_cluster_conditions(kc);
+    let generation = kc.metadata.generation;
+    let spec = &kc.spec.self_healing;
+    let grace_ms = spec.broker_loss_grace_seconds.max(0) as u64 * 1000;
+    let partitions = || view.topics.values().flat_map(|t| t.partitions.iter());
+    let lost: Vec<(i32, u64)> = lost_since
+        .iter()
+        .filter(|(b, _)| **b < kc.spec.replicas)
+        .map(|(b, since)| (*b, now_ms.saturating_sub(*since)))
+        .collect();
+    let mut blocked = Vec::new();
+    let (status, reason, message) = if !spec.enabled {
+        (S::False, "Disabled", "self-healing is off (spec.selfHealing.enabled)".to_string())
+    } else if lost.is_empty() {
+        (S::False, "NoBrokerLost", "every broker is up".to_string())
+    } else {
+        let mut waiting = Vec::new();
+        let mut moving = Vec::new();
+        let mut restored = Vec::new();
+        for (b, gone_ms) in &lost {
+            let held = partitions()
+                .filter(|p| p.replicas.contains(b) && !p.removing_replicas.contains(b))
+                .count();
+            let leaving = partitions().filter(|p| p.removing_replicas.contains(b)).count();
+            if *gone_ms < grace_ms {
+                waiting.push(format!(
+                    "broker {b} gone for {} s: its {held} replica(s) are re-created elsewhere in {} s unless it returns",
+                    gone_ms / 1000,
+                    (grace_ms - gone_ms).div_ceil(1000)
+                ));
+            } else if leaving > 0 {
+                moving.push(format!("{leaving} partition(s) are getting a replica in place of broker {b}'s"));
+            } else if held > 0 {
+                blocked.push(format!(
+                    "broker {b}'s replicas in {held} partition(s) cannot be re-created (too few live brokers, or no in-sync replica to copy from)"
+                ));
+            } else {
+                restored.push(format!("broker {b} is gone; its partitions have their replication factor on other brokers"));
+            }
+        }
+        if !moving.is_empty() || !waiting.is_empty() {
+            let reason = if moving.is_empty() { "WaitingForBroker" } else { "RestoringReplicationFactor" };
+            (S::True, reason, [moving, waiting].concat().join("; "))
+        } else if !blocked.is_empty() {
+            (S::False, "SelfHealingBlocked", blocked.join("; "))
+        } else {
+            (S::False, "ReplicationFactorRestored", restored.join("; "))
+        }
+    };
+    patch.conditions.retain(|c| c.type_ != T::SelfHealing.as_str());
+    patch.conditions.push(condition(
+        prev,
+        T::SelfHealing,
+        status,
+        reason,
+        message,
+        generation,
+        now.clone(),
+    ));
+    let worse = patch
+        .conditions
+        .iter()
+        .any(|c| c.type_ == T::Degraded.as_str() && c.status == "True");
+    if !blocked.is_empty() && !worse {
+        patch.conditions.retain(|c| c.type_ != T::Degraded.as_str());
+        patch.conditions.push(condition(
+            prev,
+            T::Degraded,
+            S::True,
+            "SelfHealingBlocked",
+            blocked.join("; "),
+            generation,
+            now,
+        ));
+    }
+}
+
 /// Replicas on `broker` that are not in their partition's ISR.
 fn replicas_to_recover(view: &skein_controller::ClusterView, broker: i32) -> i32 {
     view.topics

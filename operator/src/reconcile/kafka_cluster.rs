@@ -125,6 +125,17 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         let current = current_sts
             .as_ref()
             .and_then(|s| s.spec.as_ref().and_then(|s| s.replicas));
+        // Self-healing as the spec says; brokers a scale-down is draining
+        // take no new replica.
+        let leaving: std::collections::BTreeSet<i32> =
+            (kc.spec.replicas..current.unwrap_or(0)).collect();
+        let healing = &kc.spec.self_healing;
+        rt.controller.set_self_healing(healing.enabled.then(|| {
+            skein_controller::SelfHealingConfig {
+                broker_loss_grace_ms: healing.broker_loss_grace_seconds.max(0) as u64 * 1000,
+                excluded: leaving,
+            }
+        }));
         let step = brokers::scale_step(rt, kc, current);
         rt.set_brokers(step.replicas);
         if let Some(spec) = objects.statefulset.spec.as_mut() {
@@ -185,6 +196,19 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     let mut new_status = status::cluster_applied(kc, sts.status.as_ref(), now.clone());
     if let Some(view) = &view {
         status::add_controller_view(&mut new_status, kc, view, now.clone());
+    }
+    if let (Some(rt), Some(view)) = (&controller, &view) {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        status::set_self_healing(
+            &mut new_status,
+            kc,
+            view,
+            &rt.controller.lost_since(),
+            now_ms,
+            now.clone(),
+        );
     }
     new_status.listeners =
         crate::build::listeners::statuses(kc, &names, &listener_services, &node_addresses);
