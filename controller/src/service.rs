@@ -228,7 +228,12 @@ impl ControllerService {
     /// Since when each fenced broker has been gone (the controller's clock,
     /// milliseconds): what self-healing's grace period counts from.
     pub fn lost_since(&self) -> std::collections::BTreeMap<i32, u64> {
-        self.state.lock().expect("controller lock").core.lost_since().clone()
+        self.state
+            .lock()
+            .expect("controller lock")
+            .core
+            .lost_since()
+            .clone()
     }
 
     /// The latest published metadata.

@@ -29,7 +29,8 @@ fn self_healing_is_on_with_a_30_minute_grace_period_by_default() {
     assert!(spec.self_healing.enabled);
     assert_eq!(spec.self_healing.broker_loss_grace_seconds, 1800);
     let kc = schema_of::<KafkaCluster>();
-    let grace = &kc["properties"]["spec"]["properties"]["selfHealing"]["properties"]["brokerLossGraceSeconds"];
+    let grace = &kc["properties"]["spec"]["properties"]["selfHealing"]["properties"]
+        ["brokerLossGraceSeconds"];
     assert_eq!(grace["minimum"].as_f64(), Some(10.0));
 }
 

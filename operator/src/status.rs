@@ -157,7 +157,11 @@ pub fn set_self_healing(
         .collect();
     let mut blocked = Vec::new();
     let (status, reason, message) = if !spec.enabled {
-        (S::False, "Disabled", "self-healing is off (spec.selfHealing.enabled)".to_string())
+        (
+            S::False,
+            "Disabled",
+            "self-healing is off (spec.selfHealing.enabled)".to_string(),
+        )
     } else if lost.is_empty() {
         (S::False, "NoBrokerLost", "every broker is up".to_string())
     } else {
@@ -168,7 +172,9 @@ pub fn set_self_healing(
             let held = partitions()
                 .filter(|p| p.replicas.contains(b) && !p.removing_replicas.contains(b))
                 .count();
-            let leaving = partitions().filter(|p| p.removing_replicas.contains(b)).count();
+            let leaving = partitions()
+                .filter(|p| p.removing_replicas.contains(b))
+                .count();
             if *gone_ms < grace_ms {
                 waiting.push(format!(
                     "broker {b} gone for {} s: its {held} replica(s) are re-created elsewhere in {} s unless it returns",
@@ -176,7 +182,9 @@ pub fn set_self_healing(
                     (grace_ms - gone_ms).div_ceil(1000)
                 ));
             } else if leaving > 0 {
-                moving.push(format!("{leaving} partition(s) are getting a replica in place of broker {b}'s"));
+                moving.push(format!(
+                    "{leaving} partition(s) are getting a replica in place of broker {b}'s"
+                ));
             } else if held > 0 {
                 blocked.push(format!(
                     "broker {b}'s replicas in {held} partition(s) cannot be re-created (too few live brokers, or no in-sync replica to copy from)"
@@ -186,7 +194,11 @@ pub fn set_self_healing(
             }
         }
         if !moving.is_empty() || !waiting.is_empty() {
-            let reason = if moving.is_empty() { "WaitingForBroker" } else { "RestoringReplicationFactor" };
+            let reason = if moving.is_empty() {
+                "WaitingForBroker"
+            } else {
+                "RestoringReplicationFactor"
+            };
             (S::True, reason, [moving, waiting].concat().join("; "))
         } else if !blocked.is_empty() {
             (S::False, "SelfHealingBlocked", blocked.join("; "))
@@ -194,7 +206,9 @@ pub fn set_self_healing(
             (S::False, "ReplicationFactorRestored", restored.join("; "))
         }
     };
-    patch.conditions.retain(|c| c.type_ != T::SelfHealing.as_str());
+    patch
+        .conditions
+        .retain(|c| c.type_ != T::SelfHealing.as_str());
     patch.conditions.push(condition(
         prev,
         T::SelfHealing,

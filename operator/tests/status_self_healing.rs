@@ -48,7 +48,12 @@ fn now() -> Time {
     Time(Timestamp::from_second(1_700_000_000).unwrap())
 }
 
-fn status(kc: &KafkaCluster, v: &ClusterView, lost: &[(i32, u64)], now_ms: u64) -> ClusterStatusPatch {
+fn status(
+    kc: &KafkaCluster,
+    v: &ClusterView,
+    lost: &[(i32, u64)],
+    now_ms: u64,
+) -> ClusterStatusPatch {
     let mut patch = cluster_applied(kc, None, now());
     let lost: BTreeMap<i32, u64> = lost.iter().copied().collect();
     set_self_healing(&mut patch, kc, v, &lost, now_ms, now());
@@ -65,14 +70,25 @@ fn a_lost_broker_is_waited_for_then_healed_then_reported_restored() {
     let kc = cluster(json!({"brokerLossGraceSeconds": 60}));
     let held = view(&[(&[1, 2, 3], &[]), (&[2, 3, 4], &[]), (&[1, 3, 4], &[])]);
     let p = status(&kc, &held, &[], 0);
-    assert_eq!(cond(&p, "SelfHealing"), ("False", "NoBrokerLost", "every broker is up"));
+    assert_eq!(
+        cond(&p, "SelfHealing"),
+        ("False", "NoBrokerLost", "every broker is up")
+    );
 
     let p = status(&kc, &held, &[(2, 1_000)], 46_000);
     let (s, reason, message) = cond(&p, "SelfHealing");
     assert_eq!((s, reason), ("True", "WaitingForBroker"));
-    assert!(message.contains("broker 2 gone for 45 s: its 2 replica(s) are re-created elsewhere in 15 s"), "{message}");
+    assert!(
+        message
+            .contains("broker 2 gone for 45 s: its 2 replica(s) are re-created elsewhere in 15 s"),
+        "{message}"
+    );
 
-    let moving = view(&[(&[1, 4, 3, 2], &[2]), (&[1, 3, 4, 2], &[2]), (&[1, 3, 4], &[])]);
+    let moving = view(&[
+        (&[1, 4, 3, 2], &[2]),
+        (&[1, 3, 4, 2], &[2]),
+        (&[1, 3, 4], &[]),
+    ]);
     let p = status(&kc, &moving, &[(2, 1_000)], 70_000);
     assert_eq!(cond(&p, "SelfHealing").1, "RestoringReplicationFactor");
     assert_eq!(cond(&p, "Degraded").0, "False");
@@ -91,7 +107,10 @@ fn replicas_that_cannot_be_recreated_make_the_cluster_degraded() {
     assert_eq!(cond(&p, "SelfHealing").1, "SelfHealingBlocked");
     let (s, reason, message) = cond(&p, "Degraded");
     assert_eq!((s, reason), ("True", "SelfHealingBlocked"));
-    assert!(message.contains("broker 2's replicas in 1 partition(s)"), "{message}");
+    assert!(
+        message.contains("broker 2's replicas in 1 partition(s)"),
+        "{message}"
+    );
 }
 
 #[test]
