@@ -471,6 +471,8 @@ impl MetadataStore {
                 topic: topic.to_string(),
                 partition: partition.max(0) as u32,
                 target,
+                // A Kafka client sets its own throttle lists.
+                throttled: false,
             },
             |r| match r {
                 Reply::ReassignPartition { result, .. } => Some(result),

@@ -65,10 +65,15 @@ pub enum Event {
     AlterPartitions(Vec<AlterPartitionRequest>),
     /// `AlterPartitionReassignments` for one partition: move it to `target`,
     /// or cancel the running reassignment when `target` is `None`.
+    /// `throttled`: the controller names the move's replicas in the topic's
+    /// throttle lists while it runs (the operator's own moves; a Kafka
+    /// client's sets its lists itself, as `kafka-reassign-partitions
+    /// --throttle` does).
     ReassignPartition {
         topic: String,
         partition: u32,
         target: Option<Vec<BrokerId>>,
+        throttled: bool,
     },
     /// The topic's replication factor becomes `replication_factor` (a Topic
     /// resource's `spec.replicationFactor` changed): every partition whose

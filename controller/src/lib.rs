@@ -66,6 +66,7 @@ pub mod scram;
 pub mod self_healing;
 pub mod service;
 pub mod store;
+pub mod throttle_lists;
 pub mod topic_config;
 pub mod view;
 

@@ -68,12 +68,24 @@ fn least_loaded(load: &BTreeMap<i32, usize>, exclude: &[i32]) -> Option<i32> {
 /// one. Partitions that need no change are not in the result. A replica
 /// that has nowhere to go (the replication factor exceeds `brokers`) stays.
 pub fn plan(current: &Assignment, brokers: &[i32]) -> Assignment {
+    plan_onto(current, brokers, brokers)
+}
+
+/// [`plan`] where only `hosts` (the staying brokers that are alive) take
+/// replicas: a replica on a staying broker that is gone stays where it is
+/// (self-healing's to move), and evening out leaves that broker alone.
+pub fn plan_onto(current: &Assignment, brokers: &[i32], hosts: &[i32]) -> Assignment {
     let mut next = current.clone();
-    let mut load = loads(current, brokers);
+    let hosts: Vec<i32> = hosts
+        .iter()
+        .filter(|b| brokers.contains(b))
+        .copied()
+        .collect();
+    let mut load = loads(current, &hosts);
     // Drain.
     for replicas in next.values_mut() {
         for i in 0..replicas.len() {
-            if load.contains_key(&replicas[i]) {
+            if brokers.contains(&replicas[i]) {
                 continue;
             }
             if let Some(to) = least_loaded(&load, replicas) {
@@ -119,6 +131,11 @@ pub fn plan(current: &Assignment, brokers: &[i32]) -> Assignment {
 /// [`plan`] for each topic on its own, so every topic is spread over the
 /// brokers (and with it the cluster as a whole), not only the replica count.
 pub fn plan_per_topic(current: &Assignment, brokers: &[i32]) -> Assignment {
+    plan_per_topic_onto(current, brokers, brokers)
+}
+
+/// [`plan_onto`] for each topic on its own.
+pub fn plan_per_topic_onto(current: &Assignment, brokers: &[i32], hosts: &[i32]) -> Assignment {
     let mut by_topic: BTreeMap<&str, Assignment> = BTreeMap::new();
     for (k, r) in current {
         by_topic
@@ -126,7 +143,10 @@ pub fn plan_per_topic(current: &Assignment, brokers: &[i32]) -> Assignment {
             .or_default()
             .insert(k.clone(), r.clone());
     }
-    by_topic.values().flat_map(|a| plan(a, brokers)).collect()
+    by_topic
+        .values()
+        .flat_map(|a| plan_onto(a, brokers, hosts))
+        .collect()
 }
 
 /// Whether any replica of `current` is on a broker outside `brokers`.
@@ -137,6 +157,31 @@ pub fn uses_any_outside(current: &Assignment, brokers: &[i32]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_drain_never_targets_a_staying_broker_that_is_gone() {
+        // Broker 3 leaves; broker 1 stays but is gone (fenced).
+        let current: Assignment = (0..6)
+            .map(|p| (("t".to_string(), p), vec![p % 4, (p + 1) % 4]))
+            .collect();
+        let next = plan_onto(&current, &[0, 1, 2], &[0, 2]);
+        let after: Assignment = current
+            .iter()
+            .map(|(k, r)| (k.clone(), next.get(k).unwrap_or(r).clone()))
+            .collect();
+        assert!(!uses_any_outside(&after, &[0, 1, 2]), "{after:?}");
+        for (k, r) in &next {
+            let added: Vec<&i32> = r.iter().filter(|b| !current[k].contains(b)).collect();
+            assert!(
+                added.iter().all(|b| **b != 1),
+                "{k:?}: {:?} -> {r:?}",
+                current[k]
+            );
+        }
+        // Broker 1 keeps what it had.
+        let on_1 = |a: &Assignment| a.values().filter(|r| r.contains(&1)).count();
+        assert_eq!(on_1(&after), on_1(&current));
+    }
 
     fn a(parts: &[(&str, i32, &[i32])]) -> Assignment {
         parts

@@ -132,6 +132,10 @@ pub struct PartitionHealth {
     pub under_replicated: usize,
     /// Replicas being moved.
     pub reassigning: usize,
+    /// Fewer in-sync replicas on live brokers than the replication factor
+    /// (the replicas a running move heads for): a lost broker's partitions
+    /// until it returns or self-healing re-created them.
+    pub below_replication_factor: usize,
 }
 
 impl ClusterView {
@@ -150,7 +154,8 @@ impl ClusterView {
         self.topics.get(self.topic_names_by_id.get(&id)?)
     }
 
-    /// Counts offline, under-replicated and reassigning partitions.
+    /// Counts offline, under-replicated, reassigning and below-replication
+    /// factor partitions.
     pub fn partition_health(&self) -> PartitionHealth {
         let mut h = PartitionHealth::default();
         for p in self.topics.values().flat_map(|t| t.partitions.iter()) {
@@ -158,6 +163,15 @@ impl ClusterView {
             h.under_replicated += usize::from(p.isr.len() < p.replicas.len());
             h.reassigning +=
                 usize::from(!p.adding_replicas.is_empty() || !p.removing_replicas.is_empty());
+            let target = p
+                .replicas
+                .iter()
+                .filter(|b| !p.removing_replicas.contains(b));
+            let in_sync = target
+                .clone()
+                .filter(|b| p.isr.contains(b) && self.is_alive(**b))
+                .count();
+            h.below_replication_factor += usize::from(in_sync < target.count());
         }
         h
     }

@@ -779,6 +779,7 @@ fn reassign(
             topic: "t".into(),
             partition: 0,
             target,
+            throttled: false,
         },
         0,
     );
@@ -924,7 +925,8 @@ fn reassignment_cancel_and_errors() {
             Event::ReassignPartition {
                 topic: "t".into(),
                 partition: 5,
-                target: Some(vec![1])
+                target: Some(vec![1]),
+                throttled: false,
             },
             0
         )

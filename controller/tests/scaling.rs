@@ -126,6 +126,7 @@ impl Sim {
                 topic: topic.clone(),
                 partition: *p as u32,
                 target: Some(replicas.clone()),
+                throttled: false,
             });
             self.maybe_fault(brokers);
         }

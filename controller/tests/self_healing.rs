@@ -13,6 +13,8 @@ use skein_controller::{
 };
 
 const GRACE: u64 = 10_000;
+const LEADER: &str = skein_controller::throttle_lists::LEADER_REPLICAS;
+const FOLLOWER: &str = skein_controller::throttle_lists::FOLLOWER_REPLICAS;
 
 fn healing_cluster(n: BrokerId, grace: Option<u64>) -> ControllerCore {
     let config = ControllerConfig {
@@ -116,6 +118,25 @@ fn a_broker_gone_past_the_grace_period_has_its_replicas_recreated_elsewhere() {
             assert_eq!(state.adding_replicas.len(), 1, "partition {p}");
         }
     }
+    // Each copy is throttled as kafka-reassign-partitions --throttle does:
+    // the sources under the leader list, the new replica under the
+    // follower list.
+    let configs = core.topic("t").unwrap().spec.configs.clone();
+    for (p, state) in core.topic("t").unwrap().partitions.iter().enumerate() {
+        let named = |key: &str, b: &BrokerId| {
+            configs
+                .get(key)
+                .is_some_and(|v| v.split(',').any(|e| e == format!("{p}:{b}")))
+        };
+        for b in &state.adding_replicas {
+            assert!(named(FOLLOWER, b), "partition {p}: {configs:?}");
+        }
+        for b in state.target_replicas() {
+            if state.is_reassigning() && !state.adding_replicas.contains(&b) {
+                assert!(named(LEADER, &b), "partition {p}: {configs:?}");
+            }
+        }
+    }
     // A second tick starts nothing more.
     assert!(healing_notices(&tick(&mut core, 100 + GRACE + 500)).is_empty());
 
@@ -135,6 +156,12 @@ fn a_broker_gone_past_the_grace_period_has_its_replicas_recreated_elsewhere() {
         assert!(!after.replicas.contains(&2));
     }
     assert_eq!(holding(&core, 2), 0);
+    // The moves ended: their throttle entries are gone.
+    let configs = &core.topic("t").unwrap().spec.configs;
+    assert!(
+        !configs.contains_key(LEADER) && !configs.contains_key(FOLLOWER),
+        "{configs:?}"
+    );
     // The replicas moved to different brokers, not all onto one.
     let per_broker: Vec<usize> = [1, 3, 4].iter().map(|b| holding(&core, *b)).collect();
     assert!(per_broker.iter().all(|n| *n == 8), "{per_broker:?}");
@@ -193,4 +220,76 @@ fn without_self_healing_a_lost_broker_keeps_its_replicas() {
         Some(&0),
         "the loss is still timed"
     );
+}
+
+#[test]
+fn a_broker_that_returned_and_was_lost_again_gets_a_fresh_grace_period() {
+    // Found by the simulation: lost, back and lost again with no tick in
+    // between must not count the first loss.
+    let mut core = healing_cluster(4, Some(GRACE));
+    create(&mut core, "t", 8, 3);
+    core.handle(Event::BrokerLost { broker: 2 }, 0);
+    core.handle(register(2, None), GRACE);
+    core.handle(Event::BrokerLost { broker: 2 }, GRACE + 100);
+    assert!(healing_notices(&tick(&mut core, GRACE + 200)).is_empty());
+    assert_eq!(core.lost_since().get(&2), Some(&(GRACE + 100)));
+    assert!(!healing_notices(&tick(&mut core, 2 * GRACE + 100)).is_empty());
+}
+
+#[test]
+fn a_throttled_move_lists_its_replicas_until_it_ends_and_a_clients_does_not() {
+    let mut core = healing_cluster(4, None);
+    create(&mut core, "t", 2, 2);
+    let before = core.partition("t", 0).unwrap().replicas.clone();
+    let to = (1..=4).find(|b| !before.contains(b)).unwrap();
+    let target = vec![before[0], to];
+    let reassign = |core: &mut ControllerCore, target: &[BrokerId], throttled: bool| {
+        core.handle(
+            Event::ReassignPartition {
+                topic: "t".into(),
+                partition: 0,
+                target: Some(target.to_vec()),
+                throttled,
+            },
+            0,
+        )
+    };
+    // A Kafka client's move (AlterPartitionReassignments): its lists are its own.
+    reassign(&mut core, &target, false);
+    assert!(core.partition("t", 0).unwrap().is_reassigning());
+    assert!(core.topic("t").unwrap().spec.configs.is_empty());
+    core.handle(
+        Event::ReassignPartition {
+            topic: "t".into(),
+            partition: 0,
+            target: None,
+            throttled: false,
+        },
+        0,
+    );
+    // The operator's: the sources and the new replica are listed.
+    reassign(&mut core, &target, true);
+    let configs = core.topic("t").unwrap().spec.configs.clone();
+    let expected_leader: Vec<String> = before
+        .iter()
+        .filter(|b| target.contains(b))
+        .map(|b| format!("0:{b}"))
+        .collect();
+    assert_eq!(
+        configs.get(LEADER),
+        Some(&expected_leader.join(",")),
+        "{configs:?}"
+    );
+    assert_eq!(
+        configs.get(FOLLOWER),
+        Some(&format!("0:{to}")),
+        "{configs:?}"
+    );
+    // It completes: the lists are emptied.
+    let state = core.partition("t", 0).unwrap().clone();
+    let mut isr = state.isr.clone();
+    isr.push(to);
+    core.handle(propose_isr(&core, "t", 0, &isr), 1_000);
+    assert!(!core.partition("t", 0).unwrap().is_reassigning());
+    assert!(core.topic("t").unwrap().spec.configs.is_empty());
 }

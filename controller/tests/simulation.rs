@@ -21,9 +21,9 @@ use common::{register, test_config, Rng};
 use skein_controller::invariants;
 use skein_controller::store::{MemoryBlobStore, StoreFault};
 use skein_controller::{
-    AlterPartitionRequest, BrokerId, Command, ControllerCore, ControllerError, DirectoryId,
-    ElectionType, Event, MetadataImage, NewTopic, PartitionState, Reply, TopicId, TopicImage,
-    TopicPartition, NO_LEADER,
+    AlterPartitionRequest, BrokerId, Command, ControllerConfig, ControllerCore, ControllerError,
+    DirectoryId, ElectionType, Event, MetadataImage, NewTopic, PartitionState, Reply,
+    SelfHealingConfig, TopicId, TopicImage, TopicPartition, NO_LEADER,
 };
 use skein_controller::{MetadataLog, MetadataRecord};
 
@@ -36,6 +36,8 @@ type Key = (TopicId, u32);
 struct Sim {
     rng: Rng,
     core: ControllerCore,
+    /// The controller's settings (kept across its restarts).
+    config: ControllerConfig,
     now: u64,
     /// Every broker id in the simulated cluster, with its rack.
     universe: Vec<(BrokerId, Option<String>)>,
@@ -81,6 +83,8 @@ struct Stats {
     store_crashes: u64,
     /// Fencings checked for a controller crash between their two steps.
     split_fencings: u64,
+    /// Partitions self-healing reassigned off a broker lost past its grace.
+    heals_started: u64,
 }
 
 /// What an event is about, so the checks know what it may change.
@@ -124,9 +128,18 @@ impl Sim {
             })
             .collect();
         let blobs = MemoryBlobStore::tiny();
+        // Self-healing in half the runs, with a grace short enough to pass.
+        let config = ControllerConfig {
+            self_healing: rng.chance(50).then(|| SelfHealingConfig {
+                broker_loss_grace_ms: 300 + rng.below(2_000),
+                excluded: BTreeSet::new(),
+            }),
+            ..test_config()
+        };
         Sim {
             rng,
-            core: ControllerCore::new(test_config()),
+            core: ControllerCore::new(config.clone()),
+            config,
             now: 0,
             universe,
             running: BTreeSet::new(),
@@ -423,11 +436,13 @@ impl Sim {
             partition,
             target: target.clone(),
         };
+        let throttled = self.rng.chance(50);
         self.apply(
             Event::ReassignPartition {
                 topic,
                 partition,
                 target,
+                throttled,
             },
             intent,
         )?;
@@ -593,8 +608,8 @@ impl Sim {
             return Err("the metadata log does not hold the persisted image".into());
         }
         self.log = opened.log;
-        self.core =
-            ControllerCore::from_image(opened.image, test_config()).map_err(|e| e.to_string())?;
+        self.core = ControllerCore::from_image(opened.image, self.config.clone())
+            .map_err(|e| e.to_string())?;
         // A new controller cannot know when brokers last spoke; everyone
         // gets a fresh session.
         for b in self.core.brokers().values().filter(|b| b.is_alive()) {
@@ -697,7 +712,7 @@ impl Sim {
                 }
                 invariants::check_image(&after)
                     .map_err(|e| format!("after a crash at write {op}: {e}"))?;
-                ControllerCore::from_image(after, test_config())
+                ControllerCore::from_image(after, self.config.clone())
                     .map_err(|e| format!("after a crash at write {op}: {e}"))?;
                 self.stats.store_crashes += 1;
             }
@@ -741,7 +756,7 @@ impl Sim {
     /// restarted from what the first step persisted finishes the second
     /// (the service does after its first event), to the same image.
     fn crash_between_fencing_steps(&mut self, between: MetadataImage) -> Result<(), String> {
-        let mut restarted = ControllerCore::from_image(between, test_config())
+        let mut restarted = ControllerCore::from_image(between, self.config.clone())
             .map_err(|e| format!("restarting between fencing steps: {e}"))?;
         if !restarted.has_unfinished_fencing() {
             return Err("a restarted controller does not finish fencing".into());
@@ -794,6 +809,11 @@ impl Sim {
 
         // Commands go to live brokers only, and never carry older epochs
         // than a broker was already told; one leader per leader epoch.
+        for c in commands {
+            if let Command::SelfHealing { started, .. } = c {
+                self.stats.heals_started += u64::from(*started);
+            }
+        }
         let unclean_notices: BTreeSet<Key> = commands
             .iter()
             .filter_map(|c| match c {
@@ -1046,7 +1066,19 @@ impl Sim {
                 && prev.is_reassigning()
                 && !s.is_reassigning()
                 && s.replicas == prev.target_replicas();
-            if assignment_changed && !about_this && !completed_by_unclean {
+            // Self-healing starts, on a tick, a reassignment that replaces
+            // only fenced brokers (leader and ISR changes of the same tick,
+            // a fencing or an election, are checked above).
+            let healing = matches!(intent, Intent::Tick)
+                && self.config.self_healing.is_some()
+                && !prev.is_reassigning()
+                && !s.removing_replicas.is_empty()
+                && s.removing_replicas.iter().all(|b| {
+                    prev.replicas.contains(b) && self.core.broker(*b).is_some_and(|i| i.fenced)
+                })
+                && s.target_replicas().len() == prev.replicas.len()
+                && prev.replicas.iter().all(|b| s.replicas.contains(b));
+            if assignment_changed && !about_this && !completed_by_unclean && !healing {
                 return Err(format!(
                     "{label}: replicas changed by {event:?}: {prev:?} -> {s:?}"
                 ));
@@ -1221,6 +1253,7 @@ fn simulation_reaches_the_hard_paths() {
         total.disks_lost += s.disks_lost;
         total.store_crashes += s.store_crashes;
         total.split_fencings += s.split_fencings;
+        total.heals_started += s.heals_started;
     }
     assert!(total.store_crashes > 100, "{total:?}");
     assert!(total.split_fencings > 10, "{total:?}");
@@ -1231,4 +1264,5 @@ fn simulation_reaches_the_hard_paths() {
     assert!(total.stale_proposals_refused > 0, "{total:?}");
     assert!(total.controller_restarts > 0, "{total:?}");
     assert!(total.fenced_by_tick > 0, "{total:?}");
+    assert!(total.heals_started > 0, "{total:?}");
 }

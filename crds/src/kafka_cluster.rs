@@ -13,6 +13,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::day2::{default_reassignment_throttle, SelfHealingSpec};
 use crate::kafka_user::AuthenticationType;
 
 /// Desired state of a Skein cluster.
@@ -103,43 +104,19 @@ pub struct KafkaClusterSpec {
     /// grace period are re-created on the other brokers.
     #[serde(default)]
     pub self_healing: SelfHealingSpec,
+    /// Bytes per second each broker may spend copying replicas that a move
+    /// adds (self-healing's, or any named in a topic's
+    /// `*.replication.throttled.replicas`): the cluster-wide
+    /// `leader.replication.throttled.rate` and
+    /// `follower.replication.throttled.rate`. In-sync replicas are never
+    /// held back. 0 leaves copies unthrottled.
+    #[serde(default = "default_reassignment_throttle")]
+    #[schemars(range(min = 0))]
+    pub reassignment_throttle_bytes_per_second: i64,
 }
 
 fn default_replicas() -> i32 {
     3
-}
-
-/// When the replicas of a lost broker are re-created elsewhere.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SelfHealingSpec {
-    /// On by default.
-    #[serde(default = "default_self_healing_enabled")]
-    pub enabled: bool,
-    /// How long a broker may be gone (no session with the controller: its
-    /// pod unschedulable, its node or volume lost) before each replica it
-    /// held gets a new home on another broker. A broker back within it
-    /// keeps its replicas.
-    #[serde(default = "default_broker_loss_grace_seconds")]
-    #[schemars(range(min = 10, max = 604800))]
-    pub broker_loss_grace_seconds: i64,
-}
-
-fn default_self_healing_enabled() -> bool {
-    true
-}
-
-fn default_broker_loss_grace_seconds() -> i64 {
-    1800
-}
-
-impl Default for SelfHealingSpec {
-    fn default() -> Self {
-        SelfHealingSpec {
-            enabled: default_self_healing_enabled(),
-            broker_loss_grace_seconds: default_broker_loss_grace_seconds(),
-        }
-    }
 }
 
 /// A broker's volume.

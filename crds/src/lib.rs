@@ -7,16 +7,18 @@
 //! or `skein-operator crds`.
 
 pub mod condition;
+pub mod day2;
 pub mod kafka_cluster;
 pub mod kafka_user;
 pub mod topic;
 
 pub use condition::{ConditionStatus, ConditionType};
+pub use day2::SelfHealingSpec;
 pub use kafka_cluster::{
     BrokerStatus, CertificateAuthorityStatus, CertificatesSpec, ClientListener, ConfigMapKey,
     IngressListener, KafkaCluster, KafkaClusterSpec, KafkaClusterStatus, ListenerAuthentication,
     ListenerAuthenticationType, ListenerStatus, ListenerType, ListenersSpec, OAuthListener,
-    PodTemplateSpec, ProducerIdBlockStatus, RackSpec, SelfHealingSpec, StorageSpec,
+    PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec,
 };
 pub use kafka_user::{
     AclOperationName, AclPatternType, AclResource, AclResourceType, AclRule, AclRuleType,

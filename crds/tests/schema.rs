@@ -32,6 +32,10 @@ fn self_healing_is_on_with_a_30_minute_grace_period_by_default() {
     let grace = &kc["properties"]["spec"]["properties"]["selfHealing"]["properties"]
         ["brokerLossGraceSeconds"];
     assert_eq!(grace["minimum"].as_f64(), Some(10.0));
+    // Copies of moving replicas are throttled to 50 MiB/s unless the spec says otherwise.
+    assert_eq!(spec.reassignment_throttle_bytes_per_second, 52_428_800);
+    let throttle = &kc["properties"]["spec"]["properties"]["reassignmentThrottleBytesPerSecond"];
+    assert_eq!(throttle["minimum"].as_f64(), Some(0.0));
 }
 
 #[test]

@@ -1930,6 +1930,14 @@ spec:
         ready(env, "kafkacluster", name, 180, "KafkaCluster heal Ready")
         wait_until(lambda: (lambda ps: len(ps) == 8 and all(len(p["isr"]) == 3 for p in ps))(
             topic_partitions(env, topic)), 90, "heal-t placed with full ISRs")
+        # The copies self-healing starts are throttled: the operator set the cluster-wide rates
+        # (spec.reassignmentThrottleBytesPerSecond, 50 MiB/s by default) and every broker took them.
+        def throttle_rates(pod: str) -> dict:
+            text = env.k("get", "--raw", f"/api/v1/namespaces/{NS}/pods/{pod}:9644/proxy/metrics")
+            return {line.split('direction="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines() if line.startswith("skein_replication_throttle_rate_bytes{")}
+        wait_until(lambda: all(throttle_rates(f"{name}-{i}") == {"leader": 52428800.0, "follower": 52428800.0}
+                               for i in range(4)), 60, "the replication throttle rates on every broker")
         writer.start()
         wait_until(lambda: len(acked) > 200, 60, "the producer writing")
         victim = topic_partitions(env, topic)[0]["leader"]
@@ -1956,6 +1964,12 @@ spec:
         restored = wait_until(lambda: (lambda c: c if c.get("reason") == "ReplicationFactorRestored" else None)(
             self_healing()), 60, "SelfHealing ReplicationFactorRestored")
         print("self-healing:", restored["message"])
+        # The moves are over: the controller took their entries out of the throttle lists.
+        from confluent_kafka.admin import AdminClient, ConfigResource
+        res = ConfigResource("topic", topic)
+        configs = AdminClient({"bootstrap.servers": boot}).describe_configs([res])[res].result(30)
+        for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
+            assert not (configs[key].value if key in configs else ""), (key, configs[key].value)
 
         # The broker can run again: it comes back empty and gets replicas again.
         env.k("-n", NS, "delete", "limitrange", "heal-unschedulable")

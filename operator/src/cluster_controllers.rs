@@ -194,6 +194,17 @@ impl ClusterController {
                 "partitions added"
             );
         }
+        // The throttle lists of a running move (the controller's own, or
+        // kafka-reassign-partitions') stay unless the spec names them.
+        let mut configs = configs;
+        for key in [
+            skein_controller::throttle_lists::LEADER_REPLICAS,
+            skein_controller::throttle_lists::FOLLOWER_REPLICAS,
+        ] {
+            if let (false, Some(v)) = (configs.contains_key(key), meta.configs.get(key)) {
+                configs.insert(key.to_owned(), v.clone());
+            }
+        }
         if meta.configs != configs {
             self.controller.request(
                 Event::TopicConfigChanged {
@@ -338,6 +349,7 @@ impl ClusterControllers {
         for g in [
             &self.metrics.offline,
             &self.metrics.under_replicated,
+            &self.metrics.below_replication_factor,
             &self.metrics.reassigning,
             &self.metrics.brokers_alive,
         ] {

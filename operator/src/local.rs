@@ -52,6 +52,8 @@ pub struct LocalOptions {
     /// Kafka ports over TLS (client certificates required), replication
     /// too, with a throwaway CA under `<data_dir>/tls`.
     pub tls: bool,
+    /// Self-healing's grace period; `None` leaves it off.
+    pub broker_loss_grace_seconds: Option<u64>,
 }
 
 /// One broker this process supervises.
@@ -141,6 +143,7 @@ struct ControllerMetrics {
     sessions: IntGaugeVec,
     offline: IntGauge,
     under_replicated: IntGauge,
+    below_replication_factor: IntGauge,
     broker_restarts: IntGaugeVec,
     reassigning: IntGauge,
 }
@@ -162,6 +165,11 @@ impl ControllerMetrics {
             "skein_controller_partitions_under_replicated",
             "Partitions whose ISR is smaller than their replica set.",
         )?;
+        let below_replication_factor = IntGauge::new(
+            "skein_controller_partitions_below_replication_factor",
+            "Partitions with fewer in-sync replicas on live brokers than their replication factor.",
+        )?;
+        registry.register(Box::new(below_replication_factor.clone()))?;
         let broker_restarts = IntGaugeVec::new(
             Opts::new(
                 "skein_local_broker_restarts",
@@ -182,6 +190,7 @@ impl ControllerMetrics {
             sessions,
             offline,
             under_replicated,
+            below_replication_factor,
             broker_restarts,
             reassigning,
         })
@@ -191,6 +200,8 @@ impl ControllerMetrics {
         let health = controller.view().partition_health();
         self.offline.set(health.offline as i64);
         self.under_replicated.set(health.under_replicated as i64);
+        self.below_replication_factor
+            .set(health.below_replication_factor as i64);
         self.reassigning.set(health.reassigning as i64);
     }
 }
@@ -217,6 +228,12 @@ pub async fn run_local(
     // elections, the preferred-leader rebalance).
     let config = ControllerConfig {
         broker_session_timeout_ms: opts.session_timeout_ms,
+        self_healing: opts
+            .broker_loss_grace_seconds
+            .map(|s| skein_controller::SelfHealingConfig {
+                broker_loss_grace_ms: s.saturating_mul(1000),
+                excluded: Default::default(),
+            }),
         ..Default::default()
     }
     .with_broker_settings(|k| override_value(&opts.overrides, k));

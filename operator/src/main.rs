@@ -87,6 +87,11 @@ struct LocalArgs {
     /// under <data-dir>/tls, and the client settings are printed.
     #[arg(long)]
     tls: bool,
+    /// Self-healing: the replicas of a broker gone (fenced) this long are
+    /// re-created on the other brokers. Off unless given (the local
+    /// platform restarts dead broker processes itself).
+    #[arg(long, value_name = "SECONDS")]
+    broker_loss_grace_seconds: Option<u64>,
 }
 
 #[derive(clap::Args)]
@@ -205,6 +210,7 @@ fn main() -> ExitCode {
                 broker_host_template: args.broker_host_template,
                 launcher: args.launcher,
                 tls: args.tls,
+                broker_loss_grace_seconds: args.broker_loss_grace_seconds,
             };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(r) => r,

@@ -20,6 +20,7 @@ pub struct Metrics {
     pub reassigning: prometheus::IntGaugeVec,
     pub offline: prometheus::IntGaugeVec,
     pub under_replicated: prometheus::IntGaugeVec,
+    pub below_replication_factor: prometheus::IntGaugeVec,
     pub brokers_alive: prometheus::IntGaugeVec,
 }
 
@@ -86,6 +87,10 @@ impl Metrics {
             "skein_operator_partitions_under_replicated",
             "Partitions of a cluster whose ISR is smaller than their replica set",
         )?;
+        let below_replication_factor = gauge(
+            "skein_operator_partitions_below_replication_factor",
+            "Partitions of a cluster with fewer in-sync replicas on live brokers than their replication factor",
+        )?;
         let brokers_alive = gauge(
             "skein_operator_brokers_alive",
             "Brokers of a cluster in session with its controller",
@@ -94,12 +99,14 @@ impl Metrics {
         registry.register(Box::new(reassigning.clone()))?;
         registry.register(Box::new(offline.clone()))?;
         registry.register(Box::new(under_replicated.clone()))?;
+        registry.register(Box::new(below_replication_factor.clone()))?;
         registry.register(Box::new(brokers_alive.clone()))?;
         Ok(Metrics {
             elections,
             reassigning,
             offline,
             under_replicated,
+            below_replication_factor,
             brokers_alive,
             reconciles,
             failures,

@@ -75,6 +75,10 @@ fn observe(
         .with_label_values(&labels)
         .set(health.under_replicated as i64);
     metrics
+        .below_replication_factor
+        .with_label_values(&labels)
+        .set(health.below_replication_factor as i64);
+    metrics
         .reassigning
         .with_label_values(&labels)
         .set(health.reassigning as i64);
@@ -193,7 +197,16 @@ pub(crate) async fn mirror_topics(
                     topic_name: (name != *kafka_name).then(|| kafka_name.clone()),
                     partitions: meta.partitions.len() as i32,
                     replication_factor: rf,
-                    config: meta.configs.clone(),
+                    // Throttle lists belong to a running move, not the topic.
+                    config: meta
+                        .configs
+                        .iter()
+                        .filter(|(k, _)| {
+                            *k != skein_controller::throttle_lists::LEADER_REPLICAS
+                                && *k != skein_controller::throttle_lists::FOLLOWER_REPLICAS
+                        })
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
                 },
             );
             let mut topic = topic;

@@ -95,6 +95,8 @@ impl ControllerCore {
         self.image.brokers.insert(broker, info.clone());
         self.out.persist.push(Command::PersistBroker(info));
         self.sessions.insert(broker, self.now_ms);
+        // Back: a later loss starts its own grace period.
+        self.lost_since.remove(&broker);
         self.out.publish = true;
 
         // Another directory: every replica it had is gone, whatever the ISR
@@ -230,7 +232,7 @@ impl ControllerCore {
             let info = info.clone();
             self.out.persist.push(Command::PersistBroker(info));
             self.sessions.remove(b);
-            self.lost_since.entry(*b).or_insert(self.now_ms);
+            self.lost_since.insert(*b, self.now_ms);
             fenced.push(*b);
         }
         if fenced.is_empty() {

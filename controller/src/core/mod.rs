@@ -59,6 +59,10 @@ pub struct ControllerCore {
     /// The partitions self-healing last left alone, by reason (a notice
     /// only when this changes).
     heal_blocked: Vec<(String, u32)>,
+    /// Partitions whose move the controller throttled (named in the
+    /// topic's `*.replication.throttled.replicas`): their entries go when
+    /// the move ends.
+    throttled_moves: BTreeSet<(String, u32)>,
     out: Output,
 }
 
@@ -107,6 +111,7 @@ impl ControllerCore {
             unfinished_fencing: BTreeSet::new(),
             lost_since: BTreeMap::new(),
             heal_blocked: Vec::new(),
+            throttled_moves: BTreeSet::new(),
             out: Output::default(),
         }
     }
@@ -126,6 +131,7 @@ impl ControllerCore {
             .map(|i| i.id)
             .collect();
         core.image = image;
+        core.throttled_moves = core.moves_named_in_throttle_lists();
         Ok(core)
     }
 
@@ -189,7 +195,8 @@ impl ControllerCore {
                 topic,
                 partition,
                 target,
-            } => self.on_reassign(topic, partition, target),
+                throttled,
+            } => self.on_reassign(topic, partition, target, throttled),
             Event::AlterReplicationFactor {
                 topic,
                 replication_factor,
@@ -217,6 +224,7 @@ impl ControllerCore {
         }
         self.lost_storage.clear();
         self.clear_recovered_brokers();
+        self.clear_finished_throttles();
         self.out.take()
     }
 

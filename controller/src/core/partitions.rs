@@ -145,8 +145,15 @@ impl ControllerCore {
         topic: String,
         partition: u32,
         target: Option<Vec<BrokerId>>,
+        throttled: bool,
     ) {
         let result = self.reassign(&topic, partition, target.as_deref());
+        if throttled && result.is_ok() {
+            let state = self.state(&topic, partition).clone();
+            if state.is_reassigning() {
+                self.throttle_move(&topic, partition, &state);
+            }
+        }
         self.reply(Reply::ReassignPartition {
             topic,
             partition,

@@ -11,6 +11,7 @@ use crate::placement::BrokerLoad;
 use crate::reassignment;
 use crate::replication_factor::ReplicaHost;
 use crate::self_healing::{plan_partition, Heal};
+use crate::throttle_lists;
 
 impl ControllerCore {
     /// Tracks since when each fenced broker has been gone and, with
@@ -69,6 +70,7 @@ impl ControllerCore {
         let started = starts.len() as u32;
         for (topic, p, next) in starts {
             let unclean = self.unclean_enabled(&topic);
+            self.throttle_move(&topic, p, &next);
             self.commit_partition(&topic, p, next, unclean, Origin::Controller);
         }
         let blocked: Vec<(String, u32)> = blocked.into_iter().collect();
@@ -80,6 +82,102 @@ impl ControllerCore {
                 blocked,
             });
         }
+    }
+
+    /// Names the move's replicas in the topic's throttle lists, as
+    /// `kafka-reassign-partitions --throttle` does: the replicas it copies
+    /// from under `leader.replication.throttled.replicas`, the ones it adds
+    /// under `follower.replication.throttled.replicas`. The rates are the
+    /// brokers' `leader/follower.replication.throttled.rate` (unlimited
+    /// unless set), and only replicas outside the ISR are ever held back.
+    pub(super) fn throttle_move(&mut self, topic: &str, partition: u32, moving: &PartitionState) {
+        let sources: Vec<BrokerId> = moving
+            .replicas
+            .iter()
+            .filter(|b| {
+                !moving.adding_replicas.contains(b) && !moving.removing_replicas.contains(b)
+            })
+            .copied()
+            .collect();
+        let Some(t) = self.image.topics.get_mut(topic) else {
+            return;
+        };
+        let mut changed = throttle_lists::add(
+            &mut t.spec.configs,
+            throttle_lists::LEADER_REPLICAS,
+            partition,
+            &sources,
+        );
+        changed |= throttle_lists::add(
+            &mut t.spec.configs,
+            throttle_lists::FOLLOWER_REPLICAS,
+            partition,
+            &moving.adding_replicas,
+        );
+        self.throttled_moves.insert((topic.to_owned(), partition));
+        if changed {
+            self.out.persist.push(Command::PersistTopic(t.spec.clone()));
+            self.out.publish = true;
+        }
+    }
+
+    /// Takes the entries of the throttled moves that ended (completed,
+    /// cancelled, topic deleted) out of their topics' lists.
+    pub(super) fn clear_finished_throttles(&mut self) {
+        if self.throttled_moves.is_empty() {
+            return;
+        }
+        let finished: Vec<(String, u32)> = self
+            .throttled_moves
+            .iter()
+            .filter(|(topic, p)| {
+                self.image
+                    .topics
+                    .get(topic)
+                    .and_then(|t| t.partitions.get(*p as usize))
+                    .is_none_or(|s| !s.is_reassigning())
+            })
+            .cloned()
+            .collect();
+        for (topic, p) in finished {
+            self.throttled_moves.remove(&(topic.clone(), p));
+            let Some(t) = self.image.topics.get_mut(&topic) else {
+                continue;
+            };
+            let mut changed = throttle_lists::remove_partition(
+                &mut t.spec.configs,
+                throttle_lists::LEADER_REPLICAS,
+                p,
+            );
+            changed |= throttle_lists::remove_partition(
+                &mut t.spec.configs,
+                throttle_lists::FOLLOWER_REPLICAS,
+                p,
+            );
+            if changed {
+                self.out.persist.push(Command::PersistTopic(t.spec.clone()));
+                self.out.publish = true;
+            }
+        }
+    }
+
+    /// After a restart: the moves still running that the throttle lists
+    /// name, so their entries are removed when they end (what `--verify`
+    /// would do for a move started by hand).
+    pub(super) fn moves_named_in_throttle_lists(&self) -> BTreeSet<(String, u32)> {
+        self.all_partitions()
+            .filter(|(topic, p, s)| {
+                s.is_reassigning()
+                    && self.image.topics.get(*topic).is_some_and(|t| {
+                        throttle_lists::names_partition(
+                            &t.spec.configs,
+                            throttle_lists::FOLLOWER_REPLICAS,
+                            *p,
+                        )
+                    })
+            })
+            .map(|(topic, p, _)| (topic.to_owned(), p))
+            .collect()
     }
 
     /// Since when each fenced broker has been gone (milliseconds of the

@@ -260,11 +260,13 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             topic,
             partition,
             target,
+            throttled,
         } => request::Kind::ReassignPartition(pb::ReassignPartition {
             topic: topic.clone(),
             partition: *partition,
             target: target.clone().unwrap_or_default(),
             cancel: target.is_none(),
+            throttled: *throttled,
         }),
         Event::AlterScramCredentials {
             upsertions,
@@ -355,6 +357,7 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             topic: r.topic,
             partition: r.partition,
             target: (!r.cancel).then_some(r.target),
+            throttled: r.throttled,
         },
         request::Kind::AlterScramCredentials(a) => sw::alter_scram_from_pb(a),
         request::Kind::AlterClientQuotas(a) => sw::alter_quotas_from_pb(a),

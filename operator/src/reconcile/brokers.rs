@@ -24,7 +24,9 @@ use tracing::{info, warn};
 use crate::build::{selector_string, ClusterNames};
 use crate::cluster_controllers::{ClusterController, Restart};
 use crate::error::{Error, Result};
-use skein_controller::scaling::{assignment, plan_per_topic, uses_any_outside, Assignment};
+use skein_controller::scaling::{
+    assignment, plan_per_topic, plan_per_topic_onto, uses_any_outside, Assignment,
+};
 
 /// Why the cluster is still converging, for the `Reconciling` condition.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,6 +53,7 @@ fn reassign(rt: &ClusterController, moves: &Assignment) -> usize {
                 topic: topic.clone(),
                 partition: *partition as u32,
                 target: Some(target.clone()),
+                throttled: true,
             },
             |r| match r {
                 Reply::ReassignPartition { result, .. } => Some(result),
@@ -82,7 +85,14 @@ pub fn scale_step(rt: &ClusterController, kc: &KafkaCluster, current: Option<i32
             };
         }
         if moving == 0 {
-            let moves = plan_per_topic(&asg, &staying);
+            // Only live brokers take the drained replicas (a staying broker
+            // that is gone would never catch up).
+            let hosts: Vec<i32> = staying
+                .iter()
+                .filter(|b| view.is_alive(**b))
+                .copied()
+                .collect();
+            let moves = plan_per_topic_onto(&asg, &staying, &hosts);
             let n = reassign(rt, &moves);
             info!(cluster = %kc.name_any(), partitions = n, "draining brokers {want}..{cur}");
         }

@@ -5,6 +5,7 @@ pub mod brokers;
 pub mod kafka_cluster;
 pub mod kafka_user;
 pub mod storage;
+pub mod throttle;
 pub mod topic;
 
 use std::fmt::Debug;
