@@ -44,6 +44,7 @@
 //! rebuild with [`ControllerCore::from_image`].
 
 pub mod acls;
+pub mod balance;
 pub mod broker_configs;
 pub mod command;
 pub mod config;

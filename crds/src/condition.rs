@@ -18,6 +18,9 @@ pub enum ConditionType {
     /// A broker is gone and self-healing is waiting out its grace period or
     /// re-creating its replicas on other brokers.
     SelfHealing,
+    /// The brokers carry similar bytes and replica counts (False while a
+    /// balance plan is shown or running).
+    Balanced,
 }
 
 impl ConditionType {
@@ -29,6 +32,7 @@ impl ConditionType {
             ConditionType::Degraded => "Degraded",
             ConditionType::Resizing => "Resizing",
             ConditionType::SelfHealing => "SelfHealing",
+            ConditionType::Balanced => "Balanced",
         }
     }
 }

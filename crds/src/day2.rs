@@ -41,3 +41,125 @@ impl Default for SelfHealingSpec {
 pub(crate) fn default_reassignment_throttle() -> i64 {
     50 * 1024 * 1024
 }
+
+/// The automatic balancer: replica moves that bring the brokers to similar
+/// bytes on disk and replica counts (after a scale-up, after a broker
+/// returns, when one fills up), shown as a plan before they run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BalancerSpec {
+    /// On by default.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// `Auto`: a plan runs once it has been shown in `status.balance` for
+    /// `planDelaySeconds`. `Manual`: it runs when the KafkaCluster carries
+    /// the annotation `skein.dev/approve-balance-plan` with the plan's id.
+    #[serde(default)]
+    pub approval: BalanceApproval,
+    /// Brokers whose bytes on disk are all within this percentage of their
+    /// mean (and whose replica counts differ by at most two) are balanced.
+    #[serde(default = "default_threshold_percent")]
+    #[schemars(range(min = 1, max = 100))]
+    pub threshold_percent: i32,
+    /// A broker this close to the mean (in bytes) counts as balanced
+    /// whatever the percentage: copying less is not worth it.
+    #[serde(default = "default_minimum_imbalance_bytes")]
+    #[schemars(range(min = 0))]
+    pub minimum_imbalance_bytes: i64,
+    /// How long an `Auto` plan is shown before it runs.
+    #[serde(default = "default_plan_delay_seconds")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub plan_delay_seconds: i64,
+    /// Most replica moves in one plan (the next plan follows when it is
+    /// done).
+    #[serde(default = "default_max_moves")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub max_moves_per_plan: i32,
+}
+
+/// Who approves a balance plan.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum BalanceApproval {
+    #[default]
+    Auto,
+    Manual,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_threshold_percent() -> i32 {
+    10
+}
+
+fn default_minimum_imbalance_bytes() -> i64 {
+    1 << 30
+}
+
+fn default_plan_delay_seconds() -> i64 {
+    30
+}
+
+fn default_max_moves() -> i32 {
+    200
+}
+
+impl Default for BalancerSpec {
+    fn default() -> Self {
+        BalancerSpec {
+            enabled: true,
+            approval: BalanceApproval::Auto,
+            threshold_percent: default_threshold_percent(),
+            minimum_imbalance_bytes: default_minimum_imbalance_bytes(),
+            plan_delay_seconds: default_plan_delay_seconds(),
+            max_moves_per_plan: default_max_moves(),
+        }
+    }
+}
+
+/// The balancer's current plan (`status.balance`), absent while the
+/// brokers are balanced.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BalanceStatus {
+    /// Names the plan (a hash of its moves); what a `Manual` approval
+    /// quotes.
+    pub plan_id: String,
+    /// `Proposed` (shown, waiting for its delay or approval) or `Running`.
+    pub state: String,
+    /// When it was first proposed (RFC 3339).
+    pub proposed_at: String,
+    /// Bytes the plan copies.
+    pub bytes_to_move: i64,
+    /// Its moves (the first 50 when there are more: `moveCount` has all).
+    pub moves: Vec<BalanceMove>,
+    pub move_count: i32,
+    /// Bytes on each broker now and after the plan.
+    pub brokers: Vec<BrokerBalance>,
+}
+
+/// One replica moved by a balance plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BalanceMove {
+    pub topic: String,
+    pub partition: i32,
+    pub from_broker: i32,
+    pub to_broker: i32,
+    pub bytes: i64,
+    /// Only the preferred leader moves (`fromBroker` and `toBroker` swap
+    /// places in the replica list; nothing is copied).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leader: bool,
+}
+
+/// A broker's bytes before and after a plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerBalance {
+    pub id: i32,
+    pub bytes: i64,
+    pub bytes_after: i64,
+    pub replicas_after: i32,
+}

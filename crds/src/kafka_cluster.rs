@@ -13,7 +13,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::day2::{default_reassignment_throttle, SelfHealingSpec};
+use crate::day2::{default_reassignment_throttle, BalanceStatus, BalancerSpec, SelfHealingSpec};
 use crate::kafka_user::AuthenticationType;
 
 /// Desired state of a Skein cluster.
@@ -110,6 +110,9 @@ pub struct KafkaClusterSpec {
     /// `leader.replication.throttled.rate` and
     /// `follower.replication.throttled.rate`. In-sync replicas are never
     /// held back. 0 leaves copies unthrottled.
+    /// The automatic balancer.
+    #[serde(default)]
+    pub balancer: BalancerSpec,
     #[serde(default = "default_reassignment_throttle")]
     #[schemars(range(min = 0))]
     pub reassignment_throttle_bytes_per_second: i64,
@@ -603,6 +606,9 @@ pub struct KafkaClusterStatus {
     /// Producer-id allocation state of the cluster controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub producer_id_block: Option<ProducerIdBlockStatus>,
+    /// The balancer's plan while there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<BalanceStatus>,
 }
 
 /// A listener's addresses (`status.listeners[]`).

@@ -13,7 +13,9 @@ pub mod kafka_user;
 pub mod topic;
 
 pub use condition::{ConditionStatus, ConditionType};
-pub use day2::SelfHealingSpec;
+pub use day2::{
+    BalanceApproval, BalanceMove, BalanceStatus, BalancerSpec, BrokerBalance, SelfHealingSpec,
+};
 pub use kafka_cluster::{
     BrokerStatus, CertificateAuthorityStatus, CertificatesSpec, ClientListener, ConfigMapKey,
     IngressListener, KafkaCluster, KafkaClusterSpec, KafkaClusterStatus, ListenerAuthentication,

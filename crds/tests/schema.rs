@@ -39,6 +39,23 @@ fn self_healing_is_on_with_a_30_minute_grace_period_by_default() {
 }
 
 #[test]
+fn the_balancer_is_on_with_automatic_approval_by_default() {
+    let spec = cluster_spec();
+    let b = &spec.balancer;
+    assert!(b.enabled);
+    assert_eq!(b.approval, skein_crds::BalanceApproval::Auto);
+    assert_eq!((b.threshold_percent, b.plan_delay_seconds), (10, 30));
+    assert_eq!(b.minimum_imbalance_bytes, 1 << 30);
+    let kc = schema_of::<KafkaCluster>();
+    let approval = &kc["properties"]["spec"]["properties"]["balancer"]["properties"]["approval"];
+    assert_eq!(approval["enum"], json!(["Auto", "Manual"]));
+    let balance = &kc["properties"]["status"]["properties"]["balance"]["properties"];
+    for field in ["planId", "state", "moves", "brokers", "bytesToMove"] {
+        assert!(balance.get(field).is_some(), "status.balance.{field}");
+    }
+}
+
+#[test]
 fn names_scope_and_short_names() {
     let kc = KafkaCluster::crd();
     assert_eq!(kc.metadata.name.as_deref(), Some("kafkaclusters.skein.dev"));

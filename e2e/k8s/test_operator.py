@@ -1967,7 +1967,8 @@ spec:
         # The moves are over: the controller took their entries out of the throttle lists.
         from confluent_kafka.admin import AdminClient, ConfigResource
         res = ConfigResource("topic", topic)
-        configs = AdminClient({"bootstrap.servers": boot}).describe_configs([res])[res].result(30)
+        admin = AdminClient({"bootstrap.servers": boot})  # held: a collected client fails its futures
+        configs = admin.describe_configs([res])[res].result(30)
         for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
             assert not (configs[key].value if key in configs else ""), (key, configs[key].value)
 
@@ -1997,6 +1998,165 @@ spec:
         env.k("-n", NS, "delete", "topic", topic, "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
         env.k("-n", NS, "delete", "pvc", "-l", f"app.kubernetes.io/instance={name}", "--wait=false", check=False)
+
+
+def test_scale_3_to_6_the_balancer_shows_its_plan_then_spreads_bytes_within_10_percent(env):
+    """Balance: a 3-broker cluster with 24 partitions of 0.5-2 MiB each (replication factor 2) is
+    scaled to 6. The balancer shows its plan in status.balance (Balanced=False, PlanProposed, an
+    Event) before any replica moves, runs it after spec.balancer.planDelaySeconds as throttled
+    reassignments, and ends with every broker's bytes on disk (its skein_log_size_bytes, read from
+    the broker) within 10% of their mean. An acks=all producer's p99 delivery latency while the
+    data moves stays within 2x of its p99 before the scale-up."""
+    from confluent_kafka import Producer
+
+    name, topic, probe = "spread", "spread-t", "spread-lat"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 3
+  storage:
+    size: 1Gi
+  balancer:
+    planDelaySeconds: 20
+    minimumImbalanceBytes: 1048576
+  reassignmentThrottleBytesPerSecond: 1048576
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {topic}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 24
+  replicationFactor: 2
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {probe}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 1
+  replicationFactor: 3
+""")
+
+    def boot(n: int) -> str:
+        return ",".join(f"{name}-{i}.{name}-brokers.{NS}.svc:9092" for i in range(n))
+
+    def broker_bytes(i: int) -> int:
+        text = env.k("get", "--raw", f"/api/v1/namespaces/{NS}/pods/{name}-{i}:9644/proxy/metrics")
+        return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+                   if line.startswith("skein_log_size_bytes{"))
+
+    def kc() -> dict:
+        return env.get("-n", NS, "get", "kafkacluster", name)
+
+    def p99_while(running, what: str, boot_n: int) -> tuple[float, int]:
+        """p99 of acks=all delivery latency (ms) of 200 records/s to the probe topic while
+        running() holds."""
+        lat: list[float] = []
+        failed: list[str] = []
+        p = Producer({"bootstrap.servers": boot(boot_n), "acks": "all", "linger.ms": 0,
+                      "enable.idempotence": True, "log_level": 2})
+
+        def done(err, _m, start):
+            if err:
+                failed.append(str(err))
+            else:
+                lat.append((time.monotonic() - start) * 1000)
+        # Warm up first: an idempotent librdkafka producer's first record waits ~0.5 s for its
+        # producer id (the client's own timer), which is not the broker's latency.
+        for _ in range(20):
+            p.produce(probe, b"w")
+        assert p.flush(30) == 0
+        while running():
+            t = time.monotonic()
+            p.produce(probe, b"x" * 100, on_delivery=lambda e, m, t=t: done(e, m, t))
+            p.poll(0)
+            time.sleep(max(0.0, 0.005 - (time.monotonic() - t)))
+        p.flush(60)
+        assert not failed, failed[:3]
+        assert len(lat) > 200, f"{what}: only {len(lat)} deliveries"
+        lat.sort()
+        return lat[int(len(lat) * 0.99)], len(lat)
+
+    try:
+        ready(env, "kafkacluster", name, 180, "KafkaCluster spread Ready")
+        wait_until(lambda: len(topic_partitions(env, topic)) == 24 and len(topic_partitions(env, probe)) == 1,
+                   90, "topics placed")
+        # 0.5, 1, 1.5 or 2 MiB per partition.
+        loader = Producer({"bootstrap.servers": boot(3), "acks": "all", "linger.ms": 20,
+                           "batch.size": 1048576, "log_level": 2})
+        chunk = os.urandom(64 * 1024)
+        for part in range(24):
+            for _ in range(8 * (1 + part % 4)):
+                loader.produce(topic, chunk, partition=part)
+                loader.poll(0)
+        assert loader.flush(120) == 0
+        # Balanced at 3 brokers first (topics made while a broker was still starting sit on the
+        # others until the balancer spreads them).
+        wait_until(lambda: cond(kc(), "Balanced") == "True" and not kc()["status"].get("balance")
+                   and all_in_sync_of(env, [topic, probe]), 240, "balanced at 3 brokers")
+        before = [broker_bytes(i) for i in range(3)]
+        print("balance: bytes per broker at 3 brokers", before)
+
+        t_idle = time.monotonic() + 15
+        idle_p99, n_idle = p99_while(lambda: time.monotonic() < t_idle, "idle", 3)
+
+        env.k("-n", NS, "patch", "kafkacluster", name, "--type=merge", "-p", json.dumps({"spec": {"replicas": 6}}))
+        # The plan is shown before anything moves.
+        plan = wait_until(lambda: (lambda b: b if b and b.get("state") == "Proposed" else None)(
+            kc().get("status", {}).get("balance")), 180, "a balance plan in status.balance")
+        moved_early = {3, 4, 5} & {b for p in topic_partitions(env, topic) for b in p["replicas"]}
+        assert not moved_early, f"replicas on {moved_early} before the plan ran"
+        assert [b["id"] for b in plan["brokers"]] == list(range(6)), plan
+        assert plan["moveCount"] > 0 and any(m["toBroker"] >= 3 for m in plan["moves"]), plan
+        balanced = next(c for c in kc()["status"]["conditions"] if c["type"] == "Balanced")
+        assert balanced["status"] == "False" and balanced["reason"] == "PlanProposed", balanced
+        events = env.get("-n", NS, "get", "events", "--field-selector",
+                         f"involvedObject.name={name},reason=BalancePlanProposed")["items"]
+        # (Events of one reason fold into a series: the first plan's note names its own id.)
+        assert any("balance plan" in e["message"] for e in events), [e["message"] for e in events]
+        print(f"balance: plan {plan['planId']}: {plan['moveCount']} moves, "
+              f"{plan['bytesToMove'] >> 20} MiB, brokers {plan['brokers']}")
+
+        # It runs after its delay; measure the producer while replicas move.
+        wait_until(lambda: (kc().get("status", {}).get("balance") or {}).get("state") == "Running", 120,
+                   "the plan running")
+
+        state = {"moving": True}
+
+        def watch():
+            while state["moving"]:
+                b = kc().get("status", {}).get("balance")
+                state["moving"] = bool(b) and b.get("state") == "Running"
+                time.sleep(0.5)
+        threading.Thread(target=watch, daemon=True).start()
+        busy_p99, n_busy = p99_while(lambda: state["moving"], "moving", 6)
+        wait_until(lambda: cond(kc(), "Balanced") == "True" and all_in_sync_of(env, [topic, probe]), 300,
+                   "Balanced again with every partition in sync")
+        after = [broker_bytes(i) for i in range(6)]
+        mean = sum(after) / 6
+        print(f"balance: bytes per broker at 6 brokers {after} (mean {mean:.0f}); producer p99 "
+              f"{idle_p99:.1f} ms idle ({n_idle}), {busy_p99:.1f} ms while moving ({n_busy})")
+        assert all(abs(b - mean) <= 0.1 * mean for b in after), after
+        assert busy_p99 <= 2 * idle_p99, (idle_p99, busy_p99)
+    finally:
+        env.k("-n", NS, "delete", "topic", topic, probe, "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+        env.k("-n", NS, "delete", "pvc", "-l", f"app.kubernetes.io/instance={name}", "--wait=false", check=False)
+
+
+def all_in_sync_of(env, topics: list[str]) -> bool:
+    parts = [p for t in topics for p in topic_partitions(env, t)]
+    return bool(parts) and all(sorted(p["isr"]) == sorted(p["replicas"]) and p["leader"] >= 0 for p in parts)
 
 
 def test_replication_factor_change_reassigns_every_partition(env):

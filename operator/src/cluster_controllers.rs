@@ -86,6 +86,16 @@ impl ClusterController {
         )
     }
 
+    /// `<pod>.<headless service>.<namespace>.svc:<port>` of broker `id`.
+    pub fn broker_host_port(&self, id: i32, port: i32) -> String {
+        format!(
+            "{}-{id}.{}.{}.svc:{port}",
+            self.names.statefulset(),
+            self.names.headless_service(),
+            self.names.namespace,
+        )
+    }
+
     /// Keeps a session with brokers `0..replicas` and ends those with the
     /// brokers beyond (their pods are gone after a scale-down).
     pub fn set_brokers(&self, replicas: i32) {

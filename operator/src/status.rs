@@ -38,6 +38,31 @@ pub struct ClusterStatusPatch {
     pub under_replicated_partitions: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offline_partitions: Option<i32>,
+    /// The balancer's plan (absent: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balance: Option<skein_crds::BalanceStatus>,
+}
+
+/// The balancer's condition (`Balanced`), when it said something.
+pub fn set_balanced(
+    patch: &mut ClusterStatusPatch,
+    kc: &KafkaCluster,
+    balanced: bool,
+    reason: &str,
+    message: &str,
+    now: Time,
+) {
+    let prev = previous_cluster_conditions(kc);
+    patch.conditions.retain(|c| c.type_ != T::Balanced.as_str());
+    patch.conditions.push(condition(
+        prev,
+        T::Balanced,
+        S::from(balanced),
+        reason,
+        message.to_string(),
+        kc.metadata.generation,
+        now,
+    ));
 }
 
 /// Marks the cluster as converging (`Reconciling=True`, not `Ready`) for
@@ -383,6 +408,7 @@ pub fn cluster_applied(
         brokers: None,
         under_replicated_partitions: None,
         offline_partitions: None,
+        balance: None,
     }
 }
 
@@ -427,6 +453,7 @@ pub fn cluster_invalid(kc: &KafkaCluster, invalid: &InvalidSpec, now: Time) -> C
         brokers: None,
         under_replicated_partitions: None,
         offline_partitions: None,
+        balance: None,
     }
 }
 

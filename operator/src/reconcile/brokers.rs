@@ -45,7 +45,7 @@ fn reassigning(rt: &ClusterController) -> usize {
     rt.controller.view().partition_health().reassigning
 }
 
-fn reassign(rt: &ClusterController, moves: &Assignment) -> usize {
+pub(super) fn reassign(rt: &ClusterController, moves: &Assignment) -> usize {
     let mut started = 0;
     for ((topic, partition), target) in moves {
         let r = rt.controller.request(
@@ -113,7 +113,9 @@ pub fn scale_step(rt: &ClusterController, kc: &KafkaCluster, current: Option<i32
         .iter()
         .all(|b| view.brokers.get(b).is_some_and(|m| m.alive));
     let empty_broker = all.iter().any(|b| !asg.values().any(|r| r.contains(b)));
-    if moving == 0 && alive && empty_broker && !asg.is_empty() {
+    // With the balancer on, it spreads replicas onto new or returning
+    // brokers (by bytes, with a plan shown first).
+    if moving == 0 && alive && empty_broker && !asg.is_empty() && !kc.spec.balancer.enabled {
         let moves = plan_per_topic(&asg, &all);
         if !moves.is_empty() {
             let n = reassign(rt, &moves);

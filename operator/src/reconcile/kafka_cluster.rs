@@ -178,6 +178,16 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
             }
         }
     }
+    // The balancer, when nothing else is in progress; a plan it shows is
+    // kept in the status meanwhile.
+    let mut balance = super::balance::BalanceStep {
+        status: kc.status.as_ref().and_then(|s| s.balance.clone()),
+        ..Default::default()
+    };
+    if let (Some(rt), None) = (&controller, &progress) {
+        balance = super::balance::balance_step(rt, kc, now.0).await;
+        progress = balance.progress.take();
+    }
     let view = controller.as_ref().map(|rt| rt.controller.view());
 
     // Rolling restart progress: pods not yet on the newest revision.
@@ -221,6 +231,17 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     }
     if let Some(report) = &volumes {
         status::set_volumes(&mut new_status, kc, report, now.clone());
+    }
+    new_status.balance = balance.status.clone();
+    if let Some((balanced, reason, message)) = &balance.condition {
+        status::set_balanced(&mut new_status, kc, *balanced, reason, message, now.clone());
+    } else if let Some(c) = kc
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Balanced"))
+    {
+        // Said before and nothing new: kept (this patch owns the list).
+        new_status.conditions.push(c.clone());
     }
     let all_ready = new_status.ready_replicas >= kc.spec.replicas && progress.is_none();
     patch_status(&clusters, &name, &new_status).await?;
@@ -271,6 +292,10 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         }
     }
 
+    if let Some((reason, note)) = balance.event.take() {
+        publish(ctx, kc, EventType::Normal, reason, "Balance", note).await;
+    }
+
     // Events: one per new generation, saying what was done.
     if observed_generation(kc) != kc.metadata.generation {
         let previous = kc.status.as_ref().map(|s| s.replicas);
@@ -297,6 +322,7 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         REQUEUE_NOT_READY
     };
     // A CA replacement moves on when its phase ends.
+    let requeue = balance.requeue.map_or(requeue, |r| r.min(requeue));
     Ok(Action::requeue(
         certificates.requeue.map_or(requeue, |r| r.min(requeue)),
     ))

@@ -1,6 +1,7 @@
 //! The reconcilers. Each is a pipeline: dereference (reads) → validate (pure)
 //! → build (pure) → apply (server-side apply, fixed order) → status → events.
 
+pub mod balance;
 pub mod brokers;
 pub mod kafka_cluster;
 pub mod kafka_user;
