@@ -205,13 +205,20 @@ impl ClusterController {
             );
         }
         // The throttle lists of a running move (the controller's own, or
-        // kafka-reassign-partitions') stay unless the spec names them.
+        // kafka-reassign-partitions') stay while the topic has one, unless
+        // the spec names them; once nothing moves the spec decides.
         let mut configs = configs;
+        let moving = meta
+            .partitions
+            .iter()
+            .any(|p| !p.adding_replicas.is_empty() || !p.removing_replicas.is_empty());
         for key in [
             skein_controller::throttle_lists::LEADER_REPLICAS,
             skein_controller::throttle_lists::FOLLOWER_REPLICAS,
         ] {
-            if let (false, Some(v)) = (configs.contains_key(key), meta.configs.get(key)) {
+            if let (true, false, Some(v)) =
+                (moving, configs.contains_key(key), meta.configs.get(key))
+            {
                 configs.insert(key.to_owned(), v.clone());
             }
         }
@@ -493,6 +500,58 @@ mod tests {
             replication_factor,
             config: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn a_running_moves_throttle_lists_survive_the_topic_reconcile_and_go_after_it() {
+        use skein_controller::throttle_lists::{FOLLOWER_REPLICAS, LEADER_REPLICAS};
+        let rt = runtime();
+        rt.ensure_topic(&spec(1, 1), "orders").unwrap();
+        let from = rt.controller.view().topics["orders"].partitions[0].replicas[0];
+        let to = (0..3).find(|b| *b != from).unwrap();
+        // The operator's own move: throttled, its replicas listed.
+        rt.controller
+            .handle(Event::ReassignPartition {
+                topic: "orders".into(),
+                partition: 0,
+                target: Some(vec![to]),
+                throttled: true,
+            })
+            .unwrap();
+        let listed = |rt: &ClusterController| {
+            let configs = rt.controller.view().topics["orders"].configs.clone();
+            (
+                configs.get(LEADER_REPLICAS).cloned(),
+                configs.get(FOLLOWER_REPLICAS).cloned(),
+            )
+        };
+        assert_eq!(
+            listed(&rt),
+            (Some(format!("0:{from}")), Some(format!("0:{to}")))
+        );
+        // A Topic reconcile while it moves keeps them.
+        rt.ensure_topic(&spec(1, 1), "orders").unwrap();
+        assert_eq!(
+            listed(&rt),
+            (Some(format!("0:{from}")), Some(format!("0:{to}")))
+        );
+        // Lists nothing moves for any more (left by a tool) follow the spec: gone.
+        rt.controller
+            .handle(Event::ReassignPartition {
+                topic: "orders".into(),
+                partition: 0,
+                target: None,
+                throttled: false,
+            })
+            .unwrap();
+        rt.controller
+            .handle(Event::TopicConfigChanged {
+                topic: "orders".into(),
+                configs: BTreeMap::from([(LEADER_REPLICAS.to_string(), "0:1".to_string())]),
+            })
+            .unwrap();
+        rt.ensure_topic(&spec(1, 1), "orders").unwrap();
+        assert_eq!(listed(&rt), (None, None));
     }
 
     #[test]

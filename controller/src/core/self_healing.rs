@@ -91,12 +91,12 @@ impl ControllerCore {
     /// brokers' `leader/follower.replication.throttled.rate` (unlimited
     /// unless set), and only replicas outside the ISR are ever held back.
     pub(super) fn throttle_move(&mut self, topic: &str, partition: u32, moving: &PartitionState) {
+        // The replicas it has now, a leaving one included (it may lead the
+        // copy), as the tool lists them.
         let sources: Vec<BrokerId> = moving
             .replicas
             .iter()
-            .filter(|b| {
-                !moving.adding_replicas.contains(b) && !moving.removing_replicas.contains(b)
-            })
+            .filter(|b| !moving.adding_replicas.contains(b))
             .copied()
             .collect();
         let Some(t) = self.image.topics.get_mut(topic) else {

@@ -239,8 +239,10 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         .status
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Balanced"))
+        .filter(|_| kc.spec.balancer.enabled)
     {
-        // Said before and nothing new: kept (this patch owns the list).
+        // Said before and nothing new: kept (this patch owns the list). With
+        // the balancer off the condition goes.
         new_status.conditions.push(c.clone());
     }
     let all_ready = new_status.ready_replicas >= kc.spec.replicas && progress.is_none();
