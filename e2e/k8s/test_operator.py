@@ -2000,13 +2000,15 @@ spec:
         env.k("-n", NS, "delete", "pvc", "-l", f"app.kubernetes.io/instance={name}", "--wait=false", check=False)
 
 
+@pytest.mark.timeout(600)
 def test_scale_3_to_6_the_balancer_shows_its_plan_then_spreads_bytes_within_10_percent(env):
     """Balance: a 3-broker cluster with 24 partitions of 0.5-2 MiB each (replication factor 2) is
     scaled to 6. The balancer shows its plan in status.balance (Balanced=False, PlanProposed, an
-    Event) before any replica moves, runs it after spec.balancer.planDelaySeconds as throttled
-    reassignments, and ends with every broker's bytes on disk (its skein_log_size_bytes, read from
-    the broker) within 10% of their mean. An acks=all producer's p99 delivery latency while the
-    data moves stays within 2x of its p99 before the scale-up."""
+    Event) and, with spec.balancer.approval Manual, moves nothing until the plan's id is in the
+    skein.dev/approve-balance-plan annotation; then it runs as throttled reassignments and ends
+    with every broker's bytes on disk (its skein_log_size_bytes, read from the broker) within 10%
+    of their mean. An acks=all producer's p99 delivery latency while the data moves stays within
+    2x of its p99 on the same 6 brokers while the plan waited."""
     from confluent_kafka import Producer
 
     name, topic, probe = "spread", "spread-t", "spread-lat"
@@ -2107,10 +2109,9 @@ spec:
         before = [broker_bytes(i) for i in range(3)]
         print("balance: bytes per broker at 3 brokers", before)
 
-        t_idle = time.monotonic() + 15
-        idle_p99, n_idle = p99_while(lambda: time.monotonic() < t_idle, "idle", 3)
-
-        env.k("-n", NS, "patch", "kafkacluster", name, "--type=merge", "-p", json.dumps({"spec": {"replicas": 6}}))
+        # From now on a plan waits for its approval.
+        env.k("-n", NS, "patch", "kafkacluster", name, "--type=merge", "-p",
+              json.dumps({"spec": {"replicas": 6, "balancer": {"approval": "Manual"}}}))
         # The plan is shown before anything moves.
         plan = wait_until(lambda: (lambda b: b if b and b.get("state") == "Proposed" else None)(
             kc().get("status", {}).get("balance")), 180, "a balance plan in status.balance")
@@ -2127,7 +2128,17 @@ spec:
         print(f"balance: plan {plan['planId']}: {plan['moveCount']} moves, "
               f"{plan['bytesToMove'] >> 20} MiB, brokers {plan['brokers']}")
 
-        # It runs after its delay; measure the producer while replicas move.
+        # Unapproved, it waits (well past planDelaySeconds): the producer's baseline on 6 brokers.
+        t_idle = time.monotonic() + 25
+        idle_p99, n_idle = p99_while(lambda: time.monotonic() < t_idle, "idle", 6)
+        waiting = kc()["status"].get("balance") or {}
+        assert waiting.get("state") == "Proposed", waiting
+        moved_early = {3, 4, 5} & {b for p in topic_partitions(env, topic) for b in p["replicas"]}
+        assert not moved_early, f"replicas on {moved_early} before the plan was approved"
+
+        # Approved by its id: it runs; measure the producer while replicas move.
+        env.k("-n", NS, "annotate", "kafkacluster", name, "--overwrite",
+              f"skein.dev/approve-balance-plan={waiting['planId']}")
         wait_until(lambda: (kc().get("status", {}).get("balance") or {}).get("state") == "Running", 120,
                    "the plan running")
 
@@ -2140,12 +2151,17 @@ spec:
                 time.sleep(0.5)
         threading.Thread(target=watch, daemon=True).start()
         busy_p99, n_busy = p99_while(lambda: state["moving"], "moving", 6)
-        wait_until(lambda: cond(kc(), "Balanced") == "True" and all_in_sync_of(env, [topic, probe]), 300,
-                   "Balanced again with every partition in sync")
+
+        def approved_plan_done() -> bool:
+            # Done: no plan, or only a later one waiting for its own approval (Manual).
+            b = kc().get("status", {}).get("balance")
+            later = bool(b) and b.get("planId") != waiting["planId"] and b.get("state") == "Proposed"
+            return (not b or later) and all_in_sync_of(env, [topic, probe])
+        wait_until(approved_plan_done, 300, "the approved plan done with every partition in sync")
         after = [broker_bytes(i) for i in range(6)]
         mean = sum(after) / 6
         print(f"balance: bytes per broker at 6 brokers {after} (mean {mean:.0f}); producer p99 "
-              f"{idle_p99:.1f} ms idle ({n_idle}), {busy_p99:.1f} ms while moving ({n_busy})")
+              f"{idle_p99:.1f} ms before approval ({n_idle}), {busy_p99:.1f} ms while moving ({n_busy})")
         assert all(abs(b - mean) <= 0.1 * mean for b in after), after
         assert busy_p99 <= 2 * idle_p99, (idle_p99, busy_p99)
     finally:
