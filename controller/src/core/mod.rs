@@ -309,6 +309,22 @@ impl ControllerCore {
 
     // ----- shared machinery ----------------------------------------------
 
+    /// Every registered broker as a place for new replicas (fenced or
+    /// shutting-down ones marked ineligible).
+    fn replica_hosts(&self) -> Vec<crate::replication_factor::ReplicaHost> {
+        self.image
+            .brokers
+            .values()
+            .map(|b| {
+                crate::replication_factor::ReplicaHost::new(
+                    b.id,
+                    b.rack.as_deref(),
+                    b.is_eligible(),
+                )
+            })
+            .collect()
+    }
+
     fn all_partitions(&self) -> impl Iterator<Item = (&str, u32, &PartitionState)> {
         self.image.topics.iter().flat_map(|(name, t)| {
             t.partitions

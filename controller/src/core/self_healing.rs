@@ -9,7 +9,6 @@ use crate::command::Command;
 use crate::model::{BrokerId, PartitionState};
 use crate::placement::BrokerLoad;
 use crate::reassignment;
-use crate::replication_factor::ReplicaHost;
 use crate::self_healing::{plan_partition, Heal};
 use crate::throttle_lists;
 
@@ -45,12 +44,24 @@ impl ControllerCore {
             self.heal_blocked.clear();
             return;
         }
-        let hosts: Vec<ReplicaHost> = self
-            .image
-            .brokers
-            .values()
-            .map(|b| ReplicaHost::new(b.id, b.rack.as_deref(), b.is_eligible()))
-            .collect();
+        // On every tick: a cheap pass first (brokers a scale-down removed stay
+        // fenced for good, holding nothing), the planning only when some
+        // partition not already moving holds a lost broker.
+        let affected = self
+            .all_partitions()
+            .any(|(_, _, s)| !s.is_reassigning() && s.replicas.iter().any(|b| lost.contains(b)));
+        if !affected {
+            if !self.heal_blocked.is_empty() {
+                self.heal_blocked.clear();
+                self.out.notices.push(Command::SelfHealing {
+                    lost: lost.into_iter().collect(),
+                    started: 0,
+                    blocked: Vec::new(),
+                });
+            }
+            return;
+        }
+        let hosts = self.replica_hosts();
         let mut load = BrokerLoad::from_partitions(self.all_partitions().map(|(_, _, s)| s));
         let mut starts: Vec<(String, u32, PartitionState)> = Vec::new();
         let mut blocked: BTreeMap<String, u32> = BTreeMap::new();

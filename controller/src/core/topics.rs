@@ -11,7 +11,7 @@ use crate::event::NewTopic;
 use crate::model::{BrokerId, PartitionState, TopicId, TopicImage, TopicSpec};
 use crate::placement::{self, BrokerLoad, PlacementBroker};
 use crate::reassignment;
-use crate::replication_factor::{self, ReplicaHost};
+use crate::replication_factor;
 
 /// Most partitions one topic may have; guards against requests that would
 /// exhaust memory.
@@ -187,12 +187,7 @@ impl ControllerCore {
             .topics
             .get(topic)
             .ok_or(ControllerError::UnknownTopicOrPartition)?;
-        let hosts: Vec<ReplicaHost> = self
-            .image
-            .brokers
-            .values()
-            .map(|b| ReplicaHost::new(b.id, b.rack.as_deref(), b.is_eligible()))
-            .collect();
+        let hosts = self.replica_hosts();
         let mut load = BrokerLoad::from_partitions(self.all_partitions().map(|(_, _, s)| s));
         let targets = replication_factor::plan(&t.partitions, rf, &hosts, &mut load)?;
         let mut starts = Vec::new();
