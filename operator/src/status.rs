@@ -52,17 +52,56 @@ pub fn set_balanced(
     message: &str,
     now: Time,
 ) {
-    let prev = previous_cluster_conditions(kc);
-    patch.conditions.retain(|c| c.type_ != T::Balanced.as_str());
-    patch.conditions.push(condition(
-        prev,
+    put_condition(
+        patch,
+        kc,
         T::Balanced,
         S::from(balanced),
         reason,
         message.to_string(),
+        now,
+    );
+}
+
+/// Puts a condition in the patch in place of any of its type (its
+/// transition time carried over from the status when unchanged).
+fn put_condition(
+    patch: &mut ClusterStatusPatch,
+    kc: &KafkaCluster,
+    type_: T,
+    status: S,
+    reason: &str,
+    message: String,
+    now: Time,
+) {
+    let c = condition(
+        previous_cluster_conditions(kc),
+        type_,
+        status,
+        reason,
+        message,
         kc.metadata.generation,
         now,
-    ));
+    );
+    patch.conditions.retain(|c| c.type_ != type_.as_str());
+    patch.conditions.push(c);
+}
+
+/// `Degraded=True` for `reason`, unless the patch already reports it.
+fn degrade_unless_worse(
+    patch: &mut ClusterStatusPatch,
+    kc: &KafkaCluster,
+    reason: &str,
+    message: String,
+    now: Time,
+) {
+    let worse = patch
+        .conditions
+        .iter()
+        .any(|c| c.type_ == T::Degraded.as_str() && c.status == "True");
+    if !worse {
+        put_condition(patch, kc, T::Degraded, S::True, reason, message, now);
+    }
 }
 
 /// Marks the cluster as converging (`Reconciling=True`, not `Ready`) for
@@ -110,8 +149,6 @@ pub fn set_volumes(
     now: Time,
 ) {
     use crate::reconcile::storage::VolumeReport as R;
-    let prev = previous_cluster_conditions(kc);
-    let generation = kc.metadata.generation;
     let (status, reason, message, degraded) = match report {
         R::AtSize { volumes } => (
             S::False,
@@ -128,31 +165,17 @@ pub fn set_volumes(
         }
         R::LargerThanSpec { message } => (S::False, "VolumesLargerThanSpec", message.clone(), true),
     };
-    patch.conditions.retain(|c| c.type_ != T::Resizing.as_str());
-    patch.conditions.push(condition(
-        prev,
+    put_condition(
+        patch,
+        kc,
         T::Resizing,
         status,
         reason,
         message.clone(),
-        generation,
         now.clone(),
-    ));
-    let worse = patch
-        .conditions
-        .iter()
-        .any(|c| c.type_ == T::Degraded.as_str() && c.status == "True");
-    if degraded && !worse {
-        patch.conditions.retain(|c| c.type_ != T::Degraded.as_str());
-        patch.conditions.push(condition(
-            prev,
-            T::Degraded,
-            S::True,
-            reason,
-            message,
-            generation,
-            now,
-        ));
+    );
+    if degraded {
+        degrade_unless_worse(patch, kc, reason, message, now);
     }
 }
 
@@ -170,8 +193,6 @@ pub fn set_self_healing(
     now_ms: u64,
     now: Time,
 ) {
-    let prev = previous_cluster_conditions(kc);
-    let generation = kc.metadata.generation;
     let spec = &kc.spec.self_healing;
     let grace_ms = spec.broker_loss_grace_seconds.max(0) as u64 * 1000;
     let partitions = || view.topics.values().flat_map(|t| t.partitions.iter());
@@ -231,33 +252,17 @@ pub fn set_self_healing(
             (S::False, "ReplicationFactorRestored", restored.join("; "))
         }
     };
-    patch
-        .conditions
-        .retain(|c| c.type_ != T::SelfHealing.as_str());
-    patch.conditions.push(condition(
-        prev,
+    put_condition(
+        patch,
+        kc,
         T::SelfHealing,
         status,
         reason,
         message,
-        generation,
         now.clone(),
-    ));
-    let worse = patch
-        .conditions
-        .iter()
-        .any(|c| c.type_ == T::Degraded.as_str() && c.status == "True");
-    if !blocked.is_empty() && !worse {
-        patch.conditions.retain(|c| c.type_ != T::Degraded.as_str());
-        patch.conditions.push(condition(
-            prev,
-            T::Degraded,
-            S::True,
-            "SelfHealingBlocked",
-            blocked.join("; "),
-            generation,
-            now,
-        ));
+    );
+    if !blocked.is_empty() {
+        degrade_unless_worse(patch, kc, "SelfHealingBlocked", blocked.join("; "), now);
     }
 }
 
