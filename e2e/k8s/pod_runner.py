@@ -22,7 +22,9 @@ the runner is the storage system's resizer and the kubelet: when a bound
 claim asks for more, it grows the tmpfs in place (the broker keeps running
 and sees the new size with statvfs), then reports the new capacity on the
 PersistentVolume and the claim's status, in that order, as a CSI resizer
-and the kubelet do.
+and the kubelet do. For `kwok-offline-expandable` it grows the volume only
+(the claim says `FileSystemResizePending`) and the tmpfs when the claim's
+pod starts again, as a driver without online expansion does.
 
 A container without a shell command line (the operator's: the image's
 entrypoint plus `args`) runs as `<binary> <args>`; the binary is chosen by the
@@ -68,6 +70,9 @@ from pathlib import Path
 
 # Claims of this StorageClass (allowVolumeExpansion) are tmpfs the runner grows.
 EXPANDABLE_CLASS = "kwok-expandable"
+# Grows only offline: the filesystem waits for the pod to start again.
+OFFLINE_CLASS = "kwok-offline-expandable"
+TMPFS_CLASSES = (EXPANDABLE_CLASS, OFFLINE_CLASS)
 
 _SUFFIXES = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10 ** 3, "M": 10 ** 6,
              "G": 10 ** 9, "T": 10 ** 12, "": 1}
@@ -209,12 +214,24 @@ class PodRunner:
         meta = pvc["metadata"]
         d = self.workdir / "volumes" / f"{meta['name']}-{meta['uid'][:8]}"
         d.mkdir(parents=True, exist_ok=True)
-        if pvc["spec"].get("storageClassName") == EXPANDABLE_CLASS and meta["uid"] not in self.tmpfs:
+        if pvc["spec"].get("storageClassName") in TMPFS_CLASSES and meta["uid"] not in self.tmpfs:
             size = quantity_bytes(pvc.get("status", {}).get("capacity", {}).get("storage")
                                   or pvc["spec"]["resources"]["requests"]["storage"])
             subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)], check=True,
                            capture_output=True)
             self.tmpfs[meta["uid"]] = d
+        pending = any(c.get("type") == "FileSystemResizePending" and c.get("status") == "True"
+                      for c in pvc.get("status", {}).get("conditions", []))
+        if pvc["spec"].get("storageClassName") == OFFLINE_CLASS and pending:
+            # The kubelet of an offline-only driver: the filesystem grows as the pod mounts it.
+            want = pvc["spec"]["resources"]["requests"]["storage"]
+            subprocess.run(["mount", "-o", f"remount,size={quantity_bytes(want)}", str(d)], check=True,
+                           capture_output=True)
+            subprocess.run([*self.kubectl, "-n", self.ns, "patch", "pvc", meta["name"], "--subresource=status",
+                            "--type", "merge", "-p",
+                            json.dumps({"status": {"capacity": {"storage": want}, "conditions": []}})],
+                           check=True, capture_output=True, timeout=30)
+            print(f"pod runner: filesystem of claim {meta['name']} grown to {want} as its pod started", flush=True)
         return d
 
     def _resize_volumes(self):
@@ -223,11 +240,27 @@ class PodRunner:
         pvcs = self._kubectl_json("-n", self.ns, "get", "pvc")["items"]
         for pvc in pvcs:
             meta, spec, status = pvc["metadata"], pvc["spec"], pvc.get("status", {})
-            if spec.get("storageClassName") != EXPANDABLE_CLASS or status.get("phase") != "Bound":
+            if spec.get("storageClassName") not in TMPFS_CLASSES or status.get("phase") != "Bound":
                 continue
             want = spec.get("resources", {}).get("requests", {}).get("storage")
             have = status.get("capacity", {}).get("storage")
             if not want or quantity_bytes(want) <= quantity_bytes(have or "0"):
+                continue
+            if spec.get("storageClassName") == OFFLINE_CLASS:
+                # The resizer grows the volume; its filesystem waits for the pod to restart.
+                if any(c.get("type") == "FileSystemResizePending" for c in status.get("conditions", [])):
+                    continue
+                subprocess.run([*self.kubectl, "patch", "pv", spec["volumeName"], "--type", "merge", "-p",
+                                json.dumps({"spec": {"capacity": {"storage": want}}})],
+                               check=True, capture_output=True, timeout=30)
+                pending = {"type": "FileSystemResizePending", "status": "True",
+                           "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node."}
+                subprocess.run([*self.kubectl, "-n", self.ns, "patch", "pvc", meta["name"], "--subresource=status",
+                                "--type", "merge", "-p", json.dumps({"status": {"conditions": [pending]}})],
+                               check=True, capture_output=True, timeout=30)
+                print(f"pod runner: volume of claim {meta['name']} grown to {want}; filesystem waits for a restart",
+                      flush=True)
                 continue
             d = self.tmpfs.get(meta["uid"])
             if d is not None:

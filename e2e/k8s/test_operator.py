@@ -1722,6 +1722,116 @@ def broker_disk_bytes(env, pod: str) -> int:
     raise AssertionError("skein_log_dir_total_bytes missing from the broker's metrics")
 
 
+def test_storage_that_grows_only_offline_restarts_each_broker_once(env):
+    """A StorageClass whose driver grows filesystems only offline: after the volume grew, the claim
+    says FileSystemResizePending until its pod starts again. The operator restarts each such broker
+    once, one at a time under the rolling restart's rules, while an acks=all producer writes
+    without a failed delivery; every broker then sees the new size and Resizing ends."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    classes = {c["metadata"]["name"] for c in env.get("get", "storageclass")["items"]}
+    cls = os.environ.get("SKEIN_E2E_OFFLINE_STORAGE_CLASS") or (
+        "kwok-offline-expandable" if "kwok-offline-expandable" in classes else None)
+    if cls is None:
+        if MODE == "local":
+            pytest.fail("the test tier's kwok-offline-expandable StorageClass is missing")
+        pytest.skip("set SKEIN_E2E_OFFLINE_STORAGE_CLASS to a class whose driver grows filesystems offline")
+    name, topic = "offline", "offline-t"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 3
+  storage:
+    size: 64Mi
+    storageClassName: {cls}
+  config:
+    min.insync.replicas: "2"
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {topic}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 3
+  replicationFactor: 3
+""")
+    boot = ",".join(f"{name}-{i}.{name}-brokers.{NS}.svc:9092" for i in range(3))
+    pods = [f"{name}-{i}" for i in range(3)]
+    stop = threading.Event()
+    acked: list[bytes] = []
+    failed: list[str] = []
+
+    def produce():
+        p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                      "message.timeout.ms": 180000, "log_level": 2})
+        i = 0
+        while not stop.is_set():
+            p.produce(topic, f"o-{i}".encode(), partition=i % 3,
+                      on_delivery=lambda err, m: failed.append(str(err)) if err else acked.append(m.value()))
+            p.poll(0)
+            i += 1
+            time.sleep(0.005)
+        p.flush(180)
+
+    writer = threading.Thread(target=produce, daemon=True)
+    try:
+        ready(env, "kafkacluster", name, 180, "KafkaCluster offline Ready")
+        ready(env, "topic", topic, 120, "Topic offline-t Ready")
+        writer.start()
+        wait_until(lambda: len(acked) > 200, 60, "the producer writing")
+        seen: dict[str, set[str]] = {p: set() for p in pods}
+
+        def look():
+            items = env.get("-n", NS, "get", "pods", "-l", f"app.kubernetes.io/instance={name}")["items"]
+            for p in items:
+                if p["metadata"]["name"] in seen:
+                    seen[p["metadata"]["name"]].add(p["metadata"]["uid"])
+            return items
+        look()
+        first = {p: next(iter(u)) for p, u in seen.items()}
+        env.k("-n", NS, "patch", "kafkacluster", name, "--type=merge", "-p",
+              json.dumps({"spec": {"storage": {"size": "128Mi"}}}))
+
+        def grown():
+            look()
+            return all(broker_disk_bytes(env, p) == 128 * 1024 * 1024 for p in pods)
+        wait_until(grown, 360, "every broker on its grown filesystem")
+        cond_ = wait_until(lambda: (lambda c: c if c and c["reason"] == "VolumesAtSize" else None)(
+            next((c for c in env.get("-n", NS, "get", "kafkacluster", name)["status"].get("conditions", [])
+                  if c["type"] == "Resizing"), None)), 120, "Resizing: VolumesAtSize")
+        for _ in range(5):  # a second restart would show up here
+            look()
+            time.sleep(1)
+        assert all(len(u) == 2 and first[p] in u for p, u in seen.items()), seen
+        for pvc in env.get("-n", NS, "get", "pvc", "-l", f"app.kubernetes.io/instance={name}")["items"]:
+            assert not [c for c in pvc.get("status", {}).get("conditions", [])
+                        if c["type"] == "FileSystemResizePending"], pvc["status"]
+        events = env.get("-n", NS, "get", "events", "--field-selector",
+                         f"involvedObject.name={name},reason=RestartingBroker")["items"]
+        assert events, "no RestartingBroker event"
+        stop.set()
+        writer.join(200)
+        assert failed == [], failed[:5]
+        cons = Consumer({"bootstrap.servers": boot, "group.id": f"offline-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})
+        cons.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        got = poll_values(cons, len(acked), 120)
+        assert sorted(got) == sorted(acked), f"{len(got)} read back of {len(acked)} acknowledged"
+        print(f"offline growth: each broker restarted once ({cond_['message']}); "
+              f"{len(acked)} acknowledged records all read back")
+    finally:
+        stop.set()
+        env.k("-n", NS, "delete", "topic", topic, "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+        env.k("-n", NS, "delete", "pvc", "-l", f"app.kubernetes.io/instance={name}", "--wait=false", check=False)
+
+
 def test_storage_grows_online_and_never_shrinks(env):
     """spec.storage.size grows: the operator asks every broker's claim for the new size (the
     StatefulSet's claim template cannot change), the storage grows the volumes online and the

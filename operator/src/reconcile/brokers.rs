@@ -156,6 +156,7 @@ pub async fn rolling_restart_step(
     rt: &ClusterController,
     kc: &KafkaCluster,
     sts: &StatefulSet,
+    filesystem: &[(i32, Option<k8s_openapi::jiff::Timestamp>)],
 ) -> Result<Option<Progress>> {
     let Some(update) = sts.status.as_ref().and_then(|s| s.update_revision.clone()) else {
         return Ok(None);
@@ -170,9 +171,22 @@ pub async fn rolling_restart_step(
             source,
         })?
         .items;
+    // Pods on an old revision, and pods started before their volume grew
+    // whose filesystem waits for a restart.
+    let grows_on_restart = |p: &Pod| {
+        filesystem.iter().any(|(o, since)| {
+            *o == ordinal(p)
+                && match (since, p.status.as_ref().and_then(|s| s.start_time.as_ref())) {
+                    (Some(since), Some(started)) => started.0 < *since,
+                    _ => true,
+                }
+        })
+    };
     let mut outdated: Vec<&Pod> = pods
         .iter()
-        .filter(|p| p.labels().get("controller-revision-hash") != Some(&update))
+        .filter(|p| {
+            p.labels().get("controller-revision-hash") != Some(&update) || grows_on_restart(p)
+        })
         .collect();
     let view = rt.controller.view();
     let image = rt.controller.image();

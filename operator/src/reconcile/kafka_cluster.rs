@@ -161,7 +161,13 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
 
     if let Some(rt) = &controller {
         if progress.is_none() {
-            progress = brokers::rolling_restart_step(client, rt, kc, &sts).await?;
+            // Volumes whose filesystem grows only offline restart their
+            // broker once, under the same rules as a roll.
+            let filesystem = match &volumes {
+                Some(storage::VolumeReport::Resizing { restart, .. }) => restart.clone(),
+                _ => Vec::new(),
+            };
+            progress = brokers::rolling_restart_step(client, rt, kc, &sts, &filesystem).await?;
             if let Some(p) = progress
                 .as_ref()
                 .filter(|p| p.message.starts_with("restarting"))

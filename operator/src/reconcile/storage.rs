@@ -8,12 +8,15 @@
 //! volume) is grown by the same step. The storage system does the rest: the
 //! external resizer grows the volume and the kubelet its filesystem, online,
 //! with the broker running; the claim's `status.capacity` says when it is
-//! done. Shrinking is refused by the CRD (a CEL rule); a claim already larger
+//! done. A driver that grows filesystems only offline marks the claim
+//! `FileSystemResizePending`: that broker's pod is restarted once, under the
+//! rolling restart's rules ([`filesystem_restarts`]). Shrinking is refused by the CRD (a CEL rule); a claim already larger
 //! than the spec is reported, never touched.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
@@ -41,6 +44,8 @@ pub struct Volume {
     pub capacity: Option<u128>,
     /// The volume grew but its filesystem waits for the pod to restart.
     pub fs_resize_pending: bool,
+    /// Since when (the condition's last transition), when known.
+    pub fs_resize_pending_since: Option<Timestamp>,
 }
 
 impl Volume {
@@ -53,6 +58,11 @@ impl Volume {
             .and_then(|r| r.get("storage"))
             .and_then(bytes);
         let status = pvc.status.as_ref();
+        let pending = status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| c.type_ == "FileSystemResizePending" && c.status == "True");
         Volume {
             name: pvc.name_any(),
             bound: status.and_then(|s| s.phase.as_deref()) == Some("Bound"),
@@ -61,11 +71,10 @@ impl Volume {
                 .and_then(|s| s.capacity.as_ref())
                 .and_then(|c| c.get("storage"))
                 .and_then(bytes),
-            fs_resize_pending: status
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "FileSystemResizePending" && c.status == "True"),
+            fs_resize_pending: pending.is_some(),
+            fs_resize_pending_since: pending
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0),
         }
     }
 }
@@ -161,6 +170,9 @@ pub enum VolumeReport {
         done: usize,
         total: usize,
         detail: String,
+        /// Brokers whose filesystem grows only when their pod restarts,
+        /// with since when it waits ([`filesystem_restarts`]).
+        restart: Vec<(i32, Option<Timestamp>)>,
     },
     /// The storage refused to grow a volume (its class does not allow
     /// expansion, a quota, …): the message says which and why.
@@ -316,7 +328,22 @@ pub async fn volume_step(
         done: p.at_size,
         total,
         detail,
+        restart: filesystem_restarts(&ours, &prefix),
     }))
+}
+
+/// The brokers (ordinals) whose volume grew but whose filesystem waits for
+/// the pod to restart (drivers that grow filesystems only offline), with
+/// since when: the rolling restart restarts each once, under its rules.
+pub fn filesystem_restarts(volumes: &[Volume], prefix: &str) -> Vec<(i32, Option<Timestamp>)> {
+    volumes
+        .iter()
+        .filter(|v| v.fs_resize_pending)
+        .filter_map(|v| {
+            let ordinal = v.name.strip_prefix(prefix)?.parse::<i32>().ok()?;
+            Some((ordinal, v.fs_resize_pending_since))
+        })
+        .collect()
 }
 
 /// Whether the status already says expansion was refused (one Warning per
@@ -340,7 +367,24 @@ mod tests {
             requested: Some(requested),
             capacity: Some(capacity),
             fs_resize_pending: false,
+            fs_resize_pending_since: None,
         }
+    }
+
+    #[test]
+    fn brokers_whose_filesystem_waits_for_a_restart_are_named() {
+        let mut a = v("data-demo-2", true, 200, 200);
+        a.fs_resize_pending = true;
+        a.fs_resize_pending_since = Some("2026-12-05T06:00:00Z".parse().unwrap());
+        let vols = [
+            a,
+            v("data-demo-0", true, 200, 100),
+            v("data-demo-1", true, 200, 200),
+        ];
+        assert_eq!(
+            filesystem_restarts(&vols, "data-demo-"),
+            vec![(2, Some("2026-12-05T06:00:00Z".parse().unwrap()))]
+        );
     }
 
     #[test]
