@@ -6,7 +6,8 @@
 #                        Helm chart checks,
 #                        real-client e2e suite (single broker and a 3-broker cluster),
 #                        a short fault-injection run (e2e/chaos),
-#                        the operator against a real Kubernetes API server (e2e/k8s),
+#                        the operator against a real Kubernetes API server (e2e/k8s), with a
+#                        rolling upgrade from the previous release and back (e2e/k8s/test_upgrade.py),
 #                        observability (promtool, real Prometheus), benchmark smoke
 #   ./test.sh --rust     only the Rust workspace (fmt, clippy, cargo test)
 #   SKEIN_FUZZ_SECONDS=30 ./test.sh   also fuzz each cargo-fuzz target for 30 s
@@ -50,6 +51,9 @@ fi
 
 step "Helm chart: lint, template, CRDs equal the generated ones (installs helm if missing)"
 bash charts/test.sh
+
+step "the previous release (e2e/k8s/upgrade-from.env) for the upgrade test: built once, cached in ~/.cache/skein/previous"
+bash e2e/k8s/build-previous.sh >/dev/null
 
 step "cargo build --release -p skein-broker -p skein-operator"
 cargo build --release -p skein-broker -p skein-operator

@@ -120,6 +120,10 @@ impl MetadataStore {
                 directory_id: Some(directory_id),
                 previous_broker_epoch: *self.previous_epoch.lock().expect("previous epoch lock"),
                 endpoints,
+                software: skein_controller::BrokerSoftware {
+                    version: Some(env!("CARGO_PKG_VERSION").to_string()),
+                    features: skein_controller::features::supported(),
+                },
             },
             |r| match r {
                 Reply::BrokerRegistered { result, .. } => Some(result),

@@ -560,7 +560,12 @@ impl BrokerControl for ControlService {
                         me.apply_in_order(Inbound::Changes(changes_from_pb(c)))
                     }
                     Some(controller_message::Kind::Reply(r)) => me.on_reply(r),
-                    None => {}
+                    // A message of a newer controller's release: nothing
+                    // this broker can act on (what it must know arrives in
+                    // the kinds above, which every release since 0.1.0 has).
+                    None => tracing::warn!(
+                        "a controller message of a kind this broker does not know; ignored"
+                    ),
                 }
             }
             me.close_session(generation);

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{BrokerId, DirectoryId, Endpoint, TopicId, TopicPartition};
+use crate::model::{BrokerId, BrokerSoftware, DirectoryId, Endpoint, TopicId, TopicPartition};
 use crate::quotas::QuotaChange;
 use crate::scram::{ScramMechanism, ScramUpsertion};
 
@@ -33,6 +33,9 @@ pub enum Event {
         /// Its listeners (`advertised.listeners`); `host`/`port` are the
         /// inter-broker one. Empty: only `host`/`port`.
         endpoints: Vec<Endpoint>,
+        /// Its release and supported feature levels (unknown: a broker
+        /// older than 0.2.0).
+        software: BrokerSoftware,
     },
     /// A broker is alive. Brokers whose last heartbeat is older than the
     /// session timeout are fenced on the next [`Event::Tick`].

@@ -28,6 +28,7 @@
 //!         directory_id: None,
 //!         previous_broker_epoch: None,
 //!         endpoints: vec![],
+//!         software: Default::default(),
 //!     },
 //!     0,
 //! );
@@ -52,6 +53,7 @@ mod core;
 pub mod election;
 pub mod error;
 pub mod event;
+pub mod features;
 pub mod invariants;
 pub mod metrics_endpoint;
 pub mod model;
@@ -78,8 +80,9 @@ pub use crate::core::ControllerCore;
 pub use crate::error::ControllerError;
 pub use crate::event::{AlterPartitionRequest, ElectionType, Event, NewTopic};
 pub use crate::model::{
-    BrokerId, BrokerInfo, ClusterState, DirectoryId, Endpoint, MetadataImage, OngoingReassignment,
-    PartitionState, ProducerIdBlock, TopicId, TopicImage, TopicPartition, TopicSpec, NO_LEADER,
+    BrokerId, BrokerInfo, BrokerSoftware, ClusterState, DirectoryId, Endpoint, FeatureRange,
+    MetadataImage, OngoingReassignment, PartitionState, ProducerIdBlock, TopicId, TopicImage,
+    TopicPartition, TopicSpec, NO_LEADER,
 };
 pub use crate::plane::{request, BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};
 pub use crate::quotas::{ClientQuotas, QuotaEntity, QuotaEntityType, QuotaValue};

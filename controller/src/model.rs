@@ -148,6 +148,45 @@ pub struct BrokerInfo {
     /// inter-broker one). Empty: it registered only `host`/`port`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
+    /// What it runs, as it said at its last registration.
+    #[serde(default, skip_serializing_if = "BrokerSoftware::is_unknown")]
+    pub software: BrokerSoftware,
+}
+
+/// A broker's release and the feature levels it can run at, as it registered
+/// them. Unknown (empty) for a broker older than 0.2.0, which said neither:
+/// it runs at level 1 of every feature ([`crate::features`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerSoftware {
+    /// Its release, e.g. `0.2.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The levels of each feature it supports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<FeatureRange>,
+}
+
+impl BrokerSoftware {
+    pub fn is_unknown(&self) -> bool {
+        self.version.is_none() && self.features.is_empty()
+    }
+
+    /// The levels of `feature` it supports: what it registered, or level 1
+    /// only when it did not name the feature (it predates it).
+    pub fn supported(&self, feature: &str) -> (i16, i16) {
+        self.features
+            .iter()
+            .find(|f| f.name == feature)
+            .map_or((1, 1), |f| (f.min, f.max))
+    }
+}
+
+/// The levels of one feature a process supports, both ends included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureRange {
+    pub name: String,
+    pub min: i16,
+    pub max: i16,
 }
 
 fn is_zero(n: &u32) -> bool {

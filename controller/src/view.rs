@@ -76,6 +76,8 @@ pub struct BrokerView {
     pub broker_epoch: u64,
     /// In a controlled shutdown: its partitions are moving away.
     pub in_controlled_shutdown: bool,
+    /// Its release, as it registered it (`None`: older than 0.2.0).
+    pub software_version: Option<String>,
 }
 
 impl BrokerView {

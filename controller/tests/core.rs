@@ -1140,6 +1140,7 @@ fn reattach(core: &ControllerCore, id: i32) -> Event {
         directory_id: info.directory_id,
         previous_broker_epoch: Some(info.broker_epoch),
         endpoints: info.endpoints.clone(),
+        software: Default::default(),
     }
 }
 

@@ -260,6 +260,7 @@ impl Sim {
             directory_id: Some(DirectoryId(dir)),
             previous_broker_epoch: previous,
             endpoints: vec![],
+            software: Default::default(),
         })?;
         match replies.first() {
             Some(Reply::BrokerRegistered {
@@ -799,6 +800,7 @@ fn a_wiped_last_replica_is_not_elected_and_the_intact_ones_are() {
         directory_id: Some(DirectoryId(dir)),
         previous_broker_epoch: previous,
         endpoints: vec![],
+        software: Default::default(),
     };
     let reg = |id: BrokerId, dir: u128| reg_after(id, dir, None);
     for id in 1..=3 {
@@ -932,6 +934,7 @@ fn an_unclean_stop_leaves_the_elr_and_a_clean_one_does_not() {
         directory_id: Some(DirectoryId(id as u128)),
         previous_broker_epoch: previous,
         endpoints: vec![],
+        software: Default::default(),
     };
     for (clean, expect_elr) in [(true, vec![1, 2]), (false, vec![1])] {
         let mut core = ControllerCore::new(test_config());

@@ -669,6 +669,10 @@ pub struct BrokerStatus {
     /// (each a lost disk or a new PersistentVolumeClaim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_losses: Option<i32>,
+    /// The Skein release the broker runs, as it registered it (unset: a
+    /// release older than 0.2.0, which does not say). Shows a roll's progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// Producer ids handed out so far, persisted so a new controller never reuses one.

@@ -378,7 +378,9 @@ class PodRunner:
                     f.truncate()
 
     def _binary(self, image: str) -> str:
-        for name, path in self.binaries.items():
+        """The binary of the longest key the image names: `skein-broker:0.1.0` (an
+        older release, in the upgrade test) wins over `skein-broker`."""
+        for name, path in sorted(self.binaries.items(), key=lambda kv: -len(kv[0])):
             if name in image:
                 return path
         raise RuntimeError(f"no binary for image {image}")
@@ -475,7 +477,7 @@ class PodRunner:
         self.procs[uid] = {"name": name, "proc": proc, "log": log, "ip": ip, "secrets": secrets,
                            "grace": spec.get("terminationGracePeriodSeconds", 30)}
         self.started.append((name, uid))
-        print(f"pod runner: started pod {name} ({ip}) pid {proc.pid}: {' '.join(argv)[-300:]}", flush=True)
+        print(f"pod runner: started pod {name} ({ip}) pid {proc.pid}, {binary}: {' '.join(argv)[-300:]}", flush=True)
 
     def _terminate(self, entry: dict, grace: float):
         proc = entry["proc"]

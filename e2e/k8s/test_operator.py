@@ -72,10 +72,11 @@ class Env:
     def get(self, *args: str) -> dict:
         return json.loads(self.k(*args, "-o", "json"))
 
-    def helm_install(self, *extra: str):
+    def helm_install(self, *extra: str, chart: Path = ROOT / "charts/skein", verb: str = "install"):
         """`helm install` the chart: CRDs, RBAC, the operator Deployment with two
-        replicas and Lease election."""
-        r = subprocess.run([self.helm, *self._kube_args(), "install", "skein", str(ROOT / "charts/skein"),
+        replicas and Lease election (`verb="upgrade"`: the same settings on an
+        installed release)."""
+        r = subprocess.run([self.helm, *self._kube_args(), verb, "skein", str(chart),
                             "--namespace", OP_NS, "--create-namespace", "--wait=false",
                             "--set", "leaderElection.leaseDurationSeconds=6",
                             # CA replacement phases long enough for the pod runner's (and a
@@ -83,7 +84,7 @@ class Env:
                             "--set", "certificates.caPhaseSeconds=15", *extra],
                            capture_output=True, text=True, timeout=180)
         if r.returncode != 0:
-            raise RuntimeError(f"helm install: {r.stderr}")
+            raise RuntimeError(f"helm {verb}: {r.stderr}")
         self.k("wait", "--for=condition=Established", "--timeout=60s",
                "crd/kafkaclusters.skein.dev", "crd/topics.skein.dev", "crd/kafkausers.skein.dev")
 
@@ -159,12 +160,15 @@ class LocalCluster(Env):
         subprocess.run(["mount", "--bind", str(sa_dir), str(target)], check=True)
         host, port = cluster["server"].removeprefix("https://").rsplit(":", 1)
         kubectl = [self.kubectl, "--kubeconfig", self.kubeconfig]
-        binaries = {"skein-operator": os.environ["SKEIN_OPERATOR_BIN"],
-                    "skein-broker": os.environ["SKEIN_BROKER_BIN"]}
+        binaries = self.binaries()
         self.runners.append(PodRunner(kubectl, OP_NS, binaries, self.workdir / "op-runner",
                                       selector="app.kubernetes.io/name=skein-operator",
                                       api=(host, int(port)), sa_dir=sa_dir).start())
         self.runners.append(PodRunner(kubectl, NS, binaries, self.workdir / "runner").start())
+
+    def binaries(self) -> dict[str, str]:
+        """What the pod runners run for an image: the binary of the longest key it names."""
+        return {"skein-operator": os.environ["SKEIN_OPERATOR_BIN"], "skein-broker": os.environ["SKEIN_BROKER_BIN"]}
 
     def operator_logs(self) -> str:
         out = []
@@ -214,11 +218,9 @@ class ExistingCluster(Env):
         self.k_run("delete", "namespace", OP_NS, "--wait=false")
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory, request):
-    if MODE not in ("local", "existing"):
-        pytest.fail(f"SKEIN_E2E_CLUSTER={MODE}: expected local or existing")
-    e = (LocalCluster if MODE == "local" else ExistingCluster)(tmp_path_factory.mktemp("op"))
+def running(e: Env, request):
+    """The platform `e` set up with an operator holding the Lease, for a module's
+    tests; torn down after them (the operator's logs printed if a test failed)."""
     try:
         e.setup()
         wait_until(e.leader_pod, 120, "an operator replica holding the Lease")
@@ -230,6 +232,13 @@ def env(tmp_path_factory, request):
             except Exception as err:  # noqa: BLE001
                 print(f"(no operator logs: {err})")
         e.teardown()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, request):
+    if MODE not in ("local", "existing"):
+        pytest.fail(f"SKEIN_E2E_CLUSTER={MODE}: expected local or existing")
+    yield from running((LocalCluster if MODE == "local" else ExistingCluster)(tmp_path_factory.mktemp("op")), request)
 
 
 def cluster_yaml(replicas: int) -> str:

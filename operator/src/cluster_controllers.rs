@@ -473,6 +473,7 @@ mod tests {
                     directory_id: None,
                     previous_broker_epoch: None,
                     endpoints: vec![],
+                    software: Default::default(),
                 })
                 .unwrap();
         }

@@ -295,6 +295,7 @@ pub fn add_controller_view(
                 rack: b.rack.clone(),
                 replicas_to_recover: b.storage_lost.then(|| replicas_to_recover(view, b.id)),
                 storage_losses: (b.storage_losses > 0).then_some(b.storage_losses as i32),
+                version: b.software_version.clone(),
             })
             .collect(),
     );

@@ -682,6 +682,7 @@ mod tests {
             endpoints: Vec::new(),
             broker_epoch,
             in_controlled_shutdown,
+            software_version: None,
         }
     }
 

@@ -19,6 +19,7 @@ impl ControllerCore {
             directory_id,
             previous_broker_epoch,
             endpoints,
+            software,
         } = event
         else {
             return;
@@ -44,7 +45,7 @@ impl ControllerCore {
                 && directory_id.is_none_or(|d| i.directory_id == Some(d))
         }) {
             let epoch = info.broker_epoch;
-            self.on_session_resumed(broker, host, port, rack, endpoints);
+            self.on_session_resumed(broker, host, port, rack, endpoints, software);
             self.reply(Reply::BrokerRegistered {
                 broker,
                 result: Ok(epoch),
@@ -91,6 +92,7 @@ impl ControllerCore {
             storage_losses: previous.as_ref().map_or(0, |i| i.storage_losses)
                 + u32::from(lost.is_some()),
             endpoints,
+            software,
         };
         self.image.brokers.insert(broker, info.clone());
         self.out.persist.push(Command::PersistBroker(info));
@@ -164,18 +166,26 @@ impl ControllerCore {
         port: u16,
         rack: Option<String>,
         endpoints: Vec<crate::model::Endpoint>,
+        software: crate::model::BrokerSoftware,
     ) {
         let info = self
             .image
             .brokers
             .get_mut(&broker)
             .expect("checked by caller");
-        if (&info.host, info.port, &info.rack, &info.endpoints) != (&host, port, &rack, &endpoints)
+        if (
+            &info.host,
+            info.port,
+            &info.rack,
+            &info.endpoints,
+            &info.software,
+        ) != (&host, port, &rack, &endpoints, &software)
         {
             info.host = host;
             info.port = port;
             info.rack = rack;
             info.endpoints = endpoints;
+            info.software = software;
             let info = info.clone();
             self.out.persist.push(Command::PersistBroker(info));
             self.out.publish = true;

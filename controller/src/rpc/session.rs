@@ -21,6 +21,23 @@ use crate::{ControllerService, Event, Reply};
 
 /// Kafka's INCONSISTENT_CLUSTER_ID.
 const INCONSISTENT_CLUSTER_ID: i32 = 104;
+/// Kafka's UNSUPPORTED_VERSION.
+const UNSUPPORTED_VERSION: i32 = 35;
+
+/// The answer to a request of a kind this controller does not know (one a
+/// newer broker sends).
+pub(crate) fn unsupported_request(id: u64) -> ControllerMessage {
+    ControllerMessage {
+        kind: Some(controller_message::Kind::Reply(pb::Reply {
+            id,
+            error_code: UNSUPPORTED_VERSION,
+            error_message:
+                "this controller does not know this request kind (it runs an older Skein release)"
+                    .into(),
+            result: None,
+        })),
+    }
+}
 /// Kafka's BROKER_ID_NOT_REGISTERED.
 const BROKER_ID_NOT_REGISTERED: i32 = 102;
 
@@ -147,7 +164,14 @@ pub async fn drive_session(
                     }
                     None => break,
                 };
-                let Some(kind) = req.kind else { continue };
+                let Some(kind) = req.kind else {
+                    // A request kind of a newer release (prost decodes an
+                    // unknown oneof member as none): answered, so the broker
+                    // does not wait out its request timeout.
+                    tracing::warn!(endpoint, ?broker, id = req.id, "a request of a kind this controller does not know; answered UNSUPPORTED_VERSION");
+                    let _ = tx.send(unsupported_request(req.id));
+                    continue;
+                };
                 if let request::Kind::Register(r) = &kind {
                     if expect.is_some_and(|want| want != r.broker_id) {
                         // Another broker than the one this address belongs
@@ -359,6 +383,7 @@ mod tests {
                 directory_id: Some(crate::DirectoryId(b as u128)),
                 previous_broker_epoch: None,
                 endpoints: vec![],
+                software: Default::default(),
             })
             .unwrap();
         }

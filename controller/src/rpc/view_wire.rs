@@ -56,6 +56,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
                 endpoints: endpoints_to_pb(&b.endpoints),
                 broker_epoch: b.broker_epoch,
                 in_controlled_shutdown: b.in_controlled_shutdown,
+                software_version: b.software_version.clone(),
             })
             .collect(),
         topics: v.topics.values().map(|t| topic_to_pb(t)).collect(),
@@ -162,6 +163,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
                         endpoints: endpoints_from_pb(b.endpoints),
                         broker_epoch: b.broker_epoch,
                         in_controlled_shutdown: b.in_controlled_shutdown,
+                        software_version: b.software_version,
                     },
                 )
             })

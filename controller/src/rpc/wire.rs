@@ -9,6 +9,7 @@ use super::pb::{self, reply, request};
 use super::security_wire as sw;
 pub use super::view_wire::{apply_view_pb, view_delta_to_pb, view_from_pb, view_to_pb};
 use super::view_wire::{endpoints_from_pb, endpoints_to_pb, uuid_from};
+use crate::model::{BrokerSoftware, FeatureRange};
 use crate::plane::PartitionChange;
 use crate::{
     AlterPartitionRequest, BrokerId, ControllerError, DirectoryId, ElectionType, Event, NewTopic,
@@ -187,6 +188,7 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             directory_id,
             previous_broker_epoch,
             endpoints,
+            software,
         } => request::Kind::Register(pb::Register {
             broker_id: *broker,
             host: host.clone(),
@@ -198,6 +200,16 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             cluster_id: None,
             previous_broker_epoch: *previous_broker_epoch,
             endpoints: endpoints_to_pb(endpoints),
+            software_version: software.version.clone(),
+            supported_features: software
+                .features
+                .iter()
+                .map(|f| pb::FeatureRange {
+                    name: f.name.clone(),
+                    min_level: f.min.into(),
+                    max_level: f.max.into(),
+                })
+                .collect(),
         }),
         Event::BrokerHeartbeat { broker_epoch, .. } => request::Kind::Heartbeat(pb::Heartbeat {
             broker_epoch: *broker_epoch,
@@ -293,6 +305,18 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
                 .map(|b| DirectoryId(u128::from_be_bytes(b))),
             previous_broker_epoch: r.previous_broker_epoch,
             endpoints: endpoints_from_pb(r.endpoints),
+            software: BrokerSoftware {
+                version: r.software_version,
+                features: r
+                    .supported_features
+                    .into_iter()
+                    .map(|f| FeatureRange {
+                        name: f.name,
+                        min: f.min_level.clamp(0, i16::MAX.into()) as i16,
+                        max: f.max_level.clamp(0, i16::MAX.into()) as i16,
+                    })
+                    .collect(),
+            },
         },
         request::Kind::Heartbeat(h) => Event::BrokerHeartbeat {
             broker,
@@ -673,6 +697,7 @@ mod tests {
             endpoints,
             broker_epoch: 7,
             in_controlled_shutdown: true,
+            software_version: Some("0.2.0".into()),
         }
     }
 
@@ -698,6 +723,7 @@ mod tests {
             directory_id: None,
             previous_broker_epoch: None,
             endpoints: endpoints.clone(),
+            software: Default::default(),
         };
         let Some(request::Kind::Register(r)) = event_to_pb(&reg) else {
             panic!("a registration goes over the wire");

@@ -96,6 +96,7 @@ fn full_view_without_topics(st: &State) -> ClusterView {
                     endpoints: b.endpoints.clone(),
                     broker_epoch: b.broker_epoch,
                     in_controlled_shutdown: b.in_controlled_shutdown,
+                    software_version: b.software.version.clone(),
                 },
             )
         })

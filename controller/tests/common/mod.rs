@@ -23,6 +23,7 @@ pub fn register(id: BrokerId, rack: Option<&str>) -> Event {
         directory_id: Some(skein_controller::DirectoryId(id as u128)),
         previous_broker_epoch: None,
         endpoints: vec![],
+        software: Default::default(),
     }
 }
 
