@@ -168,6 +168,11 @@ pub enum Reply {
         topic: String,
         result: Result<u32, ControllerError>,
     },
+    /// The level `feature` was at before (the new one is finalized).
+    UpdateFeature {
+        feature: String,
+        result: Result<i16, ControllerError>,
+    },
     /// The result of each partition of an `ElectLeaders` event, in order
     /// (each a [`Reply::ElectLeader`]): one reply, one commit for all.
     ElectLeaders(Vec<Reply>),

@@ -48,6 +48,14 @@ pub enum ControllerError {
     ProducerIdsExhausted,
     #[error("invalid metadata image: {0}")]
     InvalidImage(String),
+    /// A broker whose release cannot run at the cluster's feature level.
+    #[error("unsupported version: {0}")]
+    UnsupportedVersion(String),
+    /// A feature level that cannot be finalized (Kafka's
+    /// FEATURE_UPDATE_FAILED: a broker or the controller lacks it, or it
+    /// would be lowered).
+    #[error("feature update failed: {0}")]
+    FeatureUpdateFailed(String),
     /// An error the controller sent over the control plane, by Kafka code.
     #[error("{message}")]
     Remote { code: i16, message: String },
@@ -66,6 +74,7 @@ impl ControllerError {
             InvalidReplicationFactor(_) => 38,
             InvalidReplicaAssignment(_) => 39,
             InvalidConfig(_) => 40,
+            UnsupportedVersion(_) => 35,
             InvalidRequest(_) => 42,
             FencedLeaderEpoch { .. } => 74,
             StaleBrokerEpoch => 77,
@@ -74,6 +83,7 @@ impl ControllerError {
             ElectionNotNeeded => 84,
             NoReassignmentInProgress => 85,
             InvalidUpdateVersion { .. } => 95,
+            FeatureUpdateFailed(_) => 96,
             UnknownTopicId => 100,
             BrokerIdNotRegistered(_) => 102,
             IneligibleReplica(_) => 107,

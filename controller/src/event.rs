@@ -89,6 +89,15 @@ pub enum Event {
         topic: String,
         replication_factor: u16,
     },
+    /// Finalize `feature` at `level` ([`crate::features`]): refused unless
+    /// the controller and every registered broker support it, and levels
+    /// are never lowered. `validate_only` checks without changing anything.
+    /// Answered with [`crate::Reply::UpdateFeature`].
+    UpdateFeature {
+        feature: String,
+        level: i16,
+        validate_only: bool,
+    },
     /// `ElectLeaders` for the given partitions: every election is
     /// committed as one batch and answered with one
     /// [`crate::Reply::ElectLeaders`].
@@ -140,6 +149,7 @@ impl Event {
             Event::AlterPartitions(_) => "AlterPartitions",
             Event::ReassignPartition { .. } => "ReassignPartition",
             Event::AlterReplicationFactor { .. } => "AlterReplicationFactor",
+            Event::UpdateFeature { .. } => "UpdateFeature",
             Event::ElectLeaders { .. } => "ElectLeaders",
             Event::AllocateProducerIds { .. } => "AllocateProducerIds",
             Event::AlterScramCredentials { .. } => "AlterScramCredentials",

@@ -23,7 +23,7 @@ pub const SKEIN_VERSION: &str = "skein.version";
 /// The lowest `skein.version` this release runs at.
 pub const SKEIN_VERSION_MIN: i16 = 1;
 /// The highest `skein.version` this release runs at.
-pub const SKEIN_VERSION_MAX: i16 = 1;
+pub const SKEIN_VERSION_MAX: i16 = 2;
 
 /// The feature levels this release supports (what a broker registers).
 pub fn supported() -> Vec<FeatureRange> {

@@ -347,6 +347,10 @@ pub struct ClusterState {
     pub next_producer_id: i64,
     /// Epoch the next broker registration gets.
     pub next_broker_epoch: u64,
+    /// Finalized feature levels ([`crate::features`]); a feature not named
+    /// is at level 1.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub finalized_features: BTreeMap<String, i16>,
 }
 
 impl Default for ClusterState {
@@ -354,7 +358,15 @@ impl Default for ClusterState {
         ClusterState {
             next_producer_id: 0,
             next_broker_epoch: 1,
+            finalized_features: BTreeMap::new(),
         }
+    }
+}
+
+impl ClusterState {
+    /// The finalized level of `feature` (1 unless it was raised).
+    pub fn feature_level(&self, feature: &str) -> i16 {
+        self.finalized_features.get(feature).copied().unwrap_or(1)
     }
 }
 

@@ -51,7 +51,7 @@ mod tests {
     fn exhausted_space_is_an_error_and_leaves_state_alone() {
         let mut cluster = ClusterState {
             next_producer_id: i64::MAX - 10,
-            next_broker_epoch: 1,
+            ..ClusterState::default()
         };
         assert_eq!(
             allocate_block(&mut cluster, PRODUCER_ID_BLOCK_SIZE),

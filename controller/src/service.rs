@@ -557,6 +557,17 @@ impl ControllerService {
         })
     }
 
+    /// The finalized level of `feature` ([`crate::features`]).
+    pub fn feature_level(&self, feature: &str) -> i16 {
+        self.state
+            .lock()
+            .expect("controller lock")
+            .core
+            .image()
+            .cluster
+            .feature_level(feature)
+    }
+
     /// The core's image (for tests and diagnostics).
     pub fn image(&self) -> MetadataImage {
         self.state

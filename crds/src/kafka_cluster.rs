@@ -8,12 +8,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
 use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::day2::{default_reassignment_throttle, BalanceStatus, BalancerSpec, SelfHealingSpec};
+pub use crate::cluster_status::{
+    BrokerStatus, CertificateAuthorityStatus, KafkaClusterStatus, ListenerStatus,
+    ProducerIdBlockStatus,
+};
+use crate::day2::{default_reassignment_throttle, BalancerSpec, SelfHealingSpec};
 use crate::kafka_user::AuthenticationType;
 
 /// Desired state of a Skein cluster.
@@ -63,6 +66,7 @@ use crate::kafka_user::AuthenticationType;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(oldSelf.featureLevel) || has(self.featureLevel)").message("featureLevel cannot be removed once set"))]
 pub struct KafkaClusterSpec {
     /// Number of brokers. Broker ids are the pod ordinals 0..replicas-1.
     #[serde(default = "default_replicas")]
@@ -71,6 +75,15 @@ pub struct KafkaClusterSpec {
     /// Broker container image; the operator's default broker image when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The `skein.version` feature level to finalize (docs/upgrades.md),
+    /// once every broker runs a release that supports it. A one-way door:
+    /// afterwards brokers and operators of a release that cannot run at it
+    /// are refused, so a downgrade past it is no longer possible. Unset: the
+    /// level stays where it is (1 for a cluster created before 0.2.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 32767))]
+    #[x_kube(validation = Rule::new("self >= oldSelf").message("featureLevel is never lowered: what was written at a level may need it"))]
+    pub feature_level: Option<i16>,
     /// Image pull policy of the broker container (Always, IfNotPresent, Never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<String>,
@@ -563,124 +576,6 @@ pub struct PodTemplateSpec {
     /// PriorityClass of the broker pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
-}
-
-/// Observed state of a Skein cluster.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KafkaClusterStatus {
-    /// `Ready`, `Reconciling`, `Degraded` and (storage growth) `Resizing`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-    /// The `.metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// Broker pods that exist.
-    #[serde(default)]
-    pub replicas: i32,
-    /// Broker pods that are ready.
-    #[serde(default)]
-    pub ready_replicas: i32,
-    /// Label selector of the broker pods (for the scale subresource).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    /// `host:port` list for clients' `bootstrap.servers`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bootstrap: Option<String>,
-    /// Every client listener and where clients bootstrap from on it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub listeners: Vec<ListenerStatus>,
-    /// The certificate authorities of the TLS listeners: when each expires
-    /// and where a replacement is.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub certificate_authorities: Vec<CertificateAuthorityStatus>,
-    /// Brokers known to the controller.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub brokers: Vec<BrokerStatus>,
-    /// Partitions whose ISR is smaller than their replica set.
-    #[serde(default)]
-    pub under_replicated_partitions: i32,
-    /// Partitions without a leader.
-    #[serde(default)]
-    pub offline_partitions: i32,
-    /// Producer-id allocation state of the cluster controller.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub producer_id_block: Option<ProducerIdBlockStatus>,
-    /// The balancer's plan while there is one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub balance: Option<BalanceStatus>,
-}
-
-/// A listener's addresses (`status.listeners[]`).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ListenerStatus {
-    /// The listener's name (`plaintext` for the `kafkaPort` one).
-    pub name: String,
-    /// Its type (`internal`, `nodeport`).
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `bootstrap.servers` on this listener: the bootstrap Service inside
-    /// the cluster, node address and node port from outside.
-    pub bootstrap: String,
-    /// Kafka's security protocol on it (`SASL_SSL`, …).
-    pub security_protocol: String,
-}
-
-/// A certificate authority (`status.certificateAuthorities[]`).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CertificateAuthorityStatus {
-    /// `cluster` (signs the brokers' certificate) or `clients` (signs
-    /// KafkaUsers' client certificates).
-    pub name: String,
-    /// The Secret holding it.
-    pub secret: String,
-    /// `Steady`; during a replacement `TrustingNew` (the new CA is trusted
-    /// next to the old one) then `ReplacingCertificates` (the new CA signs,
-    /// the old one is still trusted); `Brought` for a CA an administrator
-    /// brings.
-    pub phase: String,
-    /// When the signing CA certificate expires (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_after: Option<String>,
-}
-
-/// One broker as the controller sees it.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BrokerStatus {
-    /// `node.id` of the broker (its pod ordinal).
-    pub id: i32,
-    /// Advertised host of the broker.
-    pub host: String,
-    /// Whether the broker's pod is ready.
-    pub ready: bool,
-    /// `broker.rack`, when rack awareness is on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rack: Option<String>,
-    /// Set while the broker, back with an empty log directory (a lost disk
-    /// or a new PersistentVolumeClaim), copies its replicas back from their
-    /// leaders: how many are not in sync yet. They lead nothing and count
-    /// for nothing until they are.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas_to_recover: Option<i32>,
-    /// How many times this broker came back with an empty log directory
-    /// (each a lost disk or a new PersistentVolumeClaim).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_losses: Option<i32>,
-    /// The Skein release the broker runs, as it registered it (unset: a
-    /// release older than 0.2.0, which does not say). Shows a roll's progress.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-}
-
-/// Producer ids handed out so far, persisted so a new controller never reuses one.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProducerIdBlockStatus {
-    /// First producer id of the next block to allocate.
-    pub next_producer_id: i64,
 }
 
 impl KafkaCluster {

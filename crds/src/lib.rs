@@ -6,6 +6,7 @@
 //! Rust types. Regenerate with `SKEIN_UPDATE_CRDS=1 cargo test -p skein-crds`
 //! or `skein-operator crds`.
 
+pub mod cluster_status;
 pub mod condition;
 pub mod day2;
 pub mod kafka_cluster;

@@ -130,3 +130,25 @@ fn certificates_renew_before_they_expire() {
         "{err:?}"
     );
 }
+
+#[test]
+fn the_feature_level_is_raised_never_lowered_nor_removed() {
+    let at = |level: Option<i16>| {
+        let mut kc = KafkaCluster::new("demo", cluster_spec());
+        kc.spec.feature_level = level;
+        kc
+    };
+    assert!(validate_cel_update(&at(Some(2)), &at(None)).is_ok(), "set");
+    assert!(
+        validate_cel_update(&at(Some(2)), &at(Some(1))).is_ok(),
+        "raised"
+    );
+    assert!(
+        validate_cel_update(&at(Some(2)), &at(Some(2))).is_ok(),
+        "kept"
+    );
+    let err = validate_cel_update(&at(Some(1)), &at(Some(2))).unwrap_err();
+    assert!(format!("{err:?}").contains("never lowered"), "{err:?}");
+    let err = validate_cel_update(&at(None), &at(Some(2))).unwrap_err();
+    assert!(format!("{err:?}").contains("cannot be removed"), "{err:?}");
+}

@@ -16,11 +16,18 @@ committing consumer group running throughout:
    controller N);
 3. the operator upgraded (CRDs applied, `helm upgrade`): controller N+1 takes
    over the metadata log N wrote;
+   then an image whose broker cannot start: the roll holds at the first
+   pod, and setting the image back restarts that pod alone;
 4. brokers rolled back to the previous image by the current operator
    (brokers N, controller N+1; the previous broker reads the data the current
    one wrote);
 5. the operator back to the previous release (controller N reads the
    metadata log N+1 wrote) and a topic created by it;
+6. everything upgraded again, then `spec.featureLevel: 2` finalized (and
+   refused lower);
+7. a roll back to the previous broker image: its broker is refused at
+   registration, the roll holds at that pod while the others serve, and the
+   image set back brings it in;
 then no delivery failed and every acknowledged record is read back once.
 
 Local mode only (operator-e2e.sh runs it after test_operator.py); on another
@@ -48,6 +55,8 @@ from util import wait_until  # noqa: E402
 
 NAME, TOPIC = "upg", "upg-orders"
 REPO = "ghcr.io/skein-dev/skein-broker"
+# An image tag the pod runner runs as /bin/false: a broker that exits at once, every time.
+BROKEN = "does-not-start"
 
 
 def chart_version(chart: Path) -> str:
@@ -65,6 +74,7 @@ class UpgradeCluster(LocalCluster):
         prev = chart_version(PREV_DIR / "chart")
         return {f"skein-operator:{prev}": str(PREV_DIR / "bin/skein-operator"),
                 f"skein-broker:{prev}": str(PREV_DIR / "bin/skein-broker"),
+                f"skein-broker:{BROKEN}": "/bin/false",
                 **super().binaries()}
 
     def setup(self):
@@ -92,6 +102,16 @@ def versions(env) -> list[str | None]:
     return [b.get("version") for b in sorted(brokers, key=lambda b: b["id"])]
 
 
+def feature_level(env) -> int | None:
+    return env.get("-n", NS, "get", "kafkacluster", NAME).get("status", {}).get("featureLevel")
+
+
+def on_update_revision(env) -> bool:
+    rev = env.get("-n", NS, "get", "statefulset", NAME).get("status", {}).get("updateRevision")
+    pods = broker_pods(env)
+    return len(pods) == 3 and all(p["metadata"]["labels"].get("controller-revision-hash") == rev for p in pods)
+
+
 def roll_to(env, image: str, who: str):
     """Set spec.image and wait for the roll: one pod at a time, highest ordinal
     first, each new pod on `image`; then Ready and every partition in sync."""
@@ -106,9 +126,12 @@ def roll_to(env, image: str, who: str):
     wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", NAME), "Ready") == "True", 180,
                f"KafkaCluster Ready after the roll to {image}")
     wait_until(lambda: all_in_sync(env), 180, f"every partition in sync after the roll to {image}")
-    recreated = sorted((p["metadata"]["creationTimestamp"], p["metadata"]["name"]) for p in broker_pods(env))
-    assert [n for _, n in recreated] == [f"{NAME}-2", f"{NAME}-1", f"{NAME}-0"], recreated
-    assert len({ts for ts, _ in recreated}) == 3, f"two pods recreated in the same second: {recreated}"
+    # Highest ordinal first. Timestamps have whole seconds and an idle roll of small brokers
+    # takes about one per pod, so two in one second count as in order (the roll's one-at-a-time
+    # gate itself is test_operator.py's roll test).
+    recreated = sorted((p["metadata"]["creationTimestamp"], -int(p["metadata"]["name"].rsplit("-", 1)[1]))
+                       for p in broker_pods(env))
+    assert [-o for _, o in recreated] == [2, 1, 0], recreated
 
 
 @pytest.mark.timeout(1500)
@@ -196,6 +219,8 @@ spec:
         return p if p and p["metadata"]["name"] != old_leader and \
             p["spec"]["containers"][0]["image"].endswith(f"skein-operator:{cur}") else None
     wait_until(current_operator, 180, "the current operator holding the Lease")
+    # Should the new operator build another pod template, it rolls the brokers once more: let it end.
+    wait_until(lambda: on_update_revision(env), 360, "every broker pod on the StatefulSet's current revision")
     wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", NAME), "Ready") == "True", 180,
                "KafkaCluster Ready under the current operator")
     wait_until(lambda: all_in_sync(env), 180, "every partition in sync under the current operator")
@@ -206,6 +231,31 @@ spec:
     # The current controller hears each broker's release as it registers with it (0.1.0 brokers do
     # not say theirs): status.brokers[].version shows which binary runs where.
     wait_until(lambda: versions(env) == [cur] * 3, 60, f"status.brokers[].version {cur} on all three")
+
+    # 3b. An image whose broker cannot start: the roll stops at the first pod while the other two
+    # serve, and setting the image back restarts that pod at once (its broker never registers, so
+    # waiting for it would hold the roll for good).
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in broker_pods(env)}
+    env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p",
+          json.dumps({"spec": {"image": f"{REPO}:{BROKEN}"}}))
+    wait_until(lambda: any(p["metadata"]["name"] == f"{NAME}-2" and p["spec"]["containers"][0]["image"].endswith(BROKEN)
+                           for p in broker_pods(env)), 120, f"{NAME}-2 recreated on the broken image")
+    n_broken = len(acked)
+    wait_until(lambda: len(acked) > n_broken + 200, 60, "acks=all writes going on with two brokers in sync")
+    reconciling = [c for c in env.get("-n", NS, "get", "kafkacluster", NAME)["status"]["conditions"]
+                   if c["type"] == "Reconciling"]
+    assert reconciling and f"{NAME}-2" in reconciling[0]["message"], reconciling
+    still = {p["metadata"]["name"]: p["metadata"]["uid"] for p in broker_pods(env)}
+    assert [still[f"{NAME}-{i}"] for i in (0, 1)] == [uids[f"{NAME}-{i}"] for i in (0, 1)], \
+        "the roll went past the pod whose broker cannot start"
+    env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p", json.dumps({"spec": {"image": cur_image}}))
+    wait_until(lambda: any(p["metadata"]["name"] == f"{NAME}-2" and p["spec"]["containers"][0]["image"] == cur_image
+                           for p in broker_pods(env)), 120, f"{NAME}-2 restarted on {cur_image} again")
+    wait_until(lambda: versions(env) == [cur] * 3, 120, f"broker 2 registered again on {cur}")
+    wait_until(lambda: all_in_sync(env), 180, "every partition in sync after the broken image was undone")
+    still = {p["metadata"]["name"]: p["metadata"]["uid"] for p in broker_pods(env)}
+    assert [still[f"{NAME}-{i}"] for i in (0, 1)] == [uids[f"{NAME}-{i}"] for i in (0, 1)], \
+        "brokers 0 and 1 were restarted to undo a change they never got"
 
     # 4. Brokers N under controller N+1: a downgrade, reading what N+1 wrote.
     roll_to(env, prev_image, "by the current operator")
@@ -235,6 +285,37 @@ spec: {{clusterRef: {{name: {NAME}}}, partitions: 2, replicationFactor: 3}}
     assert [p["replicas"] for p in status["partitions"]] == placement, "the placement survived the downgrade"
     wait_until(lambda: len(acked) > n_before_op_down + 200, 60, "records acked with everything on the previous release")
 
+    # 6. Upgrade again, all the way: operator, brokers, then the feature level (the one-way door).
+    prev_leader = env.leader_pod()["metadata"]["name"]
+    env.helm_install(verb="upgrade")
+    wait_until(lambda: (lambda p: p if p and p["metadata"]["name"] != prev_leader and
+                        p["spec"]["containers"][0]["image"].endswith(f"skein-operator:{cur}") else None)(
+        env.leader_pod()), 180, "the current operator holding the Lease again")
+    wait_until(lambda: feature_level(env) == 1, 60, "status.featureLevel 1: never finalized")
+    roll_to(env, cur_image, "by the current operator, again")
+    env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p", json.dumps({"spec": {"featureLevel": 2}}))
+    wait_until(lambda: feature_level(env) == 2, 60, "status.featureLevel 2")
+    lowered = env.k_run("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p",
+                        json.dumps({"spec": {"featureLevel": 1}}))
+    assert lowered.returncode != 0 and "never lowered" in lowered.stderr, lowered.stderr
+
+    # 7. A downgrade past the finalized level is refused: the previous release's broker cannot
+    # register, the roll holds at its pod while the others serve, and the image set back brings it in.
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in broker_pods(env)}
+    env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p", json.dumps({"spec": {"image": prev_image}}))
+    wait_until(lambda: any(p["metadata"]["name"] == f"{NAME}-2" and p["spec"]["containers"][0]["image"] == prev_image
+                           for p in broker_pods(env)), 120, f"{NAME}-2 recreated on {prev_image}")
+    n_refused = len(acked)
+    wait_until(lambda: len(acked) > n_refused + 200, 60, "acks=all writes going on while broker 2 is refused")
+    brokers = {b["id"]: b for b in env.get("-n", NS, "get", "kafkacluster", NAME)["status"]["brokers"]}
+    assert not brokers[2]["ready"], f"a {prev} broker registered at skein.version 2: {brokers[2]}"
+    still = {p["metadata"]["name"]: p["metadata"]["uid"] for p in broker_pods(env)}
+    assert [still[f"{NAME}-{i}"] for i in (0, 1)] == [uids[f"{NAME}-{i}"] for i in (0, 1)], \
+        "the roll went past the refused broker"
+    env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p", json.dumps({"spec": {"image": cur_image}}))
+    wait_until(lambda: versions(env) == [cur] * 3, 120, f"broker 2 back on {cur}")
+    wait_until(lambda: all_in_sync(env), 180, "every partition in sync at skein.version 2")
+
     stop.set()
     for t in threads:
         t.join(200)
@@ -262,7 +343,8 @@ spec: {{clusterRef: {{name: {NAME}}}, partitions: 2, replicationFactor: 3}}
     g.close()
     total = sum(tp.offset for tp in committed if tp.offset >= 0)
     assert total > 0, f"the group's committed offsets were lost: {committed}"
-    print(f"upgrade {prev} -> brokers {cur} -> operator {cur} -> brokers {prev} -> operator {prev}: {len(acked)} records acked "
+    print(f"upgrade {prev} -> brokers {cur} -> operator {cur} -> brokers {prev} -> operator {prev} -> all {cur} at "
+          f"skein.version 2, {prev} broker refused: {len(acked)} records acked "
           f"(acks=all), 0 failed, all read back once; group {group} committed {total}")
     subprocess.run([env.kubectl, "--kubeconfig", env.kubeconfig, "-n", NS, "delete", "kafkacluster", NAME,
                     "--wait=false"], capture_output=True, timeout=60)

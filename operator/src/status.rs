@@ -41,6 +41,9 @@ pub struct ClusterStatusPatch {
     /// The balancer's plan (absent: none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub balance: Option<skein_crds::BalanceStatus>,
+    /// The finalized `skein.version` (from the cluster's controller).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feature_level: Option<i16>,
 }
 
 /// The balancer's condition (`Balanced`), when it said something.
@@ -101,6 +104,27 @@ fn degrade_unless_worse(
         .any(|c| c.type_ == T::Degraded.as_str() && c.status == "True");
     if !worse {
         put_condition(patch, kc, T::Degraded, S::True, reason, message, now);
+    }
+}
+
+/// The finalized `skein.version`, and `Degraded` (`FeatureLevelBlocked`)
+/// while the level of the spec cannot be finalized.
+pub fn set_feature_level(
+    patch: &mut ClusterStatusPatch,
+    kc: &KafkaCluster,
+    finalized: i16,
+    blocked: Option<&str>,
+    now: Time,
+) {
+    patch.feature_level = Some(finalized);
+    if let Some(why) = blocked {
+        degrade_unless_worse(
+            patch,
+            kc,
+            "FeatureLevelBlocked",
+            format!("spec.featureLevel cannot be finalized: {why}"),
+            now,
+        );
     }
 }
 
@@ -415,6 +439,7 @@ pub fn cluster_applied(
         under_replicated_partitions: None,
         offline_partitions: None,
         balance: None,
+        feature_level: None,
     }
 }
 
@@ -460,6 +485,7 @@ pub fn cluster_invalid(kc: &KafkaCluster, invalid: &InvalidSpec, now: Time) -> C
         under_replicated_partitions: None,
         offline_partitions: None,
         balance: None,
+        feature_level: old.feature_level,
     }
 }
 

@@ -33,6 +33,16 @@ impl ControllerCore {
             });
             return;
         }
+        // Its release cannot run at the finalized feature level: it stays
+        // out (as it was: lost, or never there), and says why in its log.
+        if let Some(refused) = self.refuse_registration(broker, &software) {
+            tracing::warn!(broker, error = %refused, "registration refused");
+            self.reply(Reply::BrokerRegistered {
+                broker,
+                result: Err(refused),
+            });
+            return;
+        }
         // The same running process opening a new session (this controller
         // restarted, or took over): it lost nothing and keeps its epoch,
         // its leaderships and its ISR places. Fencing it here would move

@@ -4,6 +4,7 @@
 mod acls;
 mod broker_configs;
 mod brokers;
+mod features;
 mod partitions;
 mod quotas;
 mod scram;
@@ -205,6 +206,11 @@ impl ControllerCore {
                 election,
                 partitions,
             } => self.on_elect_leaders(election, partitions),
+            Event::UpdateFeature {
+                feature,
+                level,
+                validate_only,
+            } => self.on_update_feature(feature, level, validate_only),
             Event::AllocateProducerIds {
                 broker,
                 broker_epoch,

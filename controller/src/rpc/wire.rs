@@ -514,6 +514,13 @@ pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
             }
             None
         }
+        // Not carried over the control plane yet (the operator's own).
+        Some(Reply::UpdateFeature { result, .. }) => {
+            if let Err(e) = result {
+                fail(&e);
+            }
+            None
+        }
         Some(Reply::ElectLeader { result, .. }) => match result {
             Ok(leader) => Some(reply::Result::Leader(leader)),
             Err(e) => {

@@ -79,8 +79,14 @@ pub struct StoreLimits {
     pub max_log_blobs: usize,
 }
 
-/// The head's format version; a newer one is refused, not misread.
-const HEAD_VERSION: u32 = 1;
+/// The newest head format this build reads; a newer one is refused, not
+/// misread.
+const HEAD_VERSION: u32 = 2;
+/// The head format a log starts with: 1, what 0.1.0 reads. It becomes 2 once
+/// the cluster is finalized at `skein.version` 2 or higher, so a controller of
+/// an older release refuses the log instead of ignoring levels it cannot
+/// honour (docs/upgrades.md).
+const FIRST_HEAD_VERSION: u32 = 1;
 
 /// The head: what is committed, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -212,7 +218,7 @@ impl MetadataLog {
             limits: store.limits(),
             store,
             head: Head {
-                version: HEAD_VERSION,
+                version: FIRST_HEAD_VERSION,
                 cluster_id: String::new(),
                 seq: 0,
                 writer: writer.clone(),
@@ -303,6 +309,13 @@ impl MetadataLog {
         self.pending.extend(records);
         if self.pending.is_empty() {
             return Ok(());
+        }
+        let finalized = self.pending.iter().any(|r| {
+            matches!(r, MetadataRecord::Cluster { cluster }
+                if cluster.feature_level(crate::features::SKEIN_VERSION) >= 2)
+        });
+        if finalized {
+            self.head.version = self.head.version.max(2);
         }
         let encoded = encode(&self.pending)?;
         let batch_bytes: usize = encoded.iter().map(Vec::len).sum();

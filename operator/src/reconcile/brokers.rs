@@ -182,25 +182,32 @@ pub async fn rolling_restart_step(
                 }
         })
     };
-    let mut outdated: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| {
-            p.labels().get("controller-revision-hash") != Some(&update) || grows_on_restart(p)
-        })
-        .collect();
+    let is_outdated = |p: &Pod| {
+        p.labels().get("controller-revision-hash") != Some(&update) || grows_on_restart(p)
+    };
+    let mut outdated: Vec<&Pod> = pods.iter().filter(|p| is_outdated(p)).collect();
     let view = rt.controller.view();
     let image = rt.controller.image();
+    // A pod on an old revision whose broker is not in session serves
+    // nothing: restarting it costs no availability. That is how a roll to an
+    // image whose broker cannot start is undone: the image is set back while
+    // the pod restarted last crash-loops, and that pod goes first, without
+    // waiting for its broker (it never comes) or for the cluster's health.
+    let serves_nothing =
+        |p: &Pod| is_outdated(p) && !view.brokers.get(&ordinal(p)).is_some_and(|b| b.alive);
     // One at a time: the pod restarted last must be back, and its broker
     // registered again, before anything else is looked at.
     let last = rt.restarting.lock().expect("restarting lock").clone();
     if let Some(r) = last {
-        let pod_back = pods.iter().any(|p| {
-            p.name_any() == r.pod && p.uid().as_deref() != Some(r.uid.as_str()) && is_ready(p)
-        });
+        let new_pod = pods
+            .iter()
+            .find(|p| p.name_any() == r.pod && p.uid().as_deref() != Some(r.uid.as_str()));
+        let pod_back = new_pod.is_some_and(is_ready);
         let broker_back = image.brokers.get(&r.broker).is_some_and(|b| {
             b.broker_epoch > r.broker_epoch && !b.fenced && !b.in_controlled_shutdown
         });
-        if !(pod_back && broker_back) {
+        let left_behind = !broker_back && new_pod.is_some_and(serves_nothing);
+        if !(left_behind || pod_back && broker_back) {
             return Ok(Some(Progress {
                 reason: "RollingRestart",
                 message: format!(
@@ -214,20 +221,51 @@ pub async fn rolling_restart_step(
     if outdated.is_empty() {
         return Ok(None);
     }
-    outdated.sort_by_key(|p| -ordinal(p));
-    let victim = outdated[0];
-    let id = ordinal(victim);
-
-    let want = kc.spec.replicas;
-    let ready = pods.iter().filter(|p| is_ready(p)).count() as i32;
-    let alive = (0..want).all(|b| view.brokers.get(&b).is_some_and(|m| m.alive));
-    let under = view.partition_health().under_replicated;
     let wait = |message: String| {
         Ok(Some(Progress {
             reason: "RollingRestart",
             message,
         }))
     };
+    let left = outdated.len() - 1;
+    let restart = |victim: &Pod| {
+        let pod = victim.name_any();
+        let id = ordinal(victim);
+        *rt.restarting.lock().expect("restarting lock") = Some(Restart {
+            pod: pod.clone(),
+            uid: victim.uid().unwrap_or_default(),
+            broker: id,
+            broker_epoch: image.brokers.get(&id).map_or(0, |b| b.broker_epoch),
+        });
+        let pods_api = pods_api.clone();
+        let cluster = names.cluster.clone();
+        async move {
+            pods_api
+                .delete(&pod, &DeleteParams::default())
+                .await
+                .map_err(|source| Error::Apply {
+                    kind: "Pod".into(),
+                    name: pod.clone(),
+                    source,
+                })?;
+            info!(%cluster, %pod, "rolling restart: pod deleted");
+            Ok(Some(Progress {
+                reason: "RollingRestart",
+                message: format!("restarting {pod}; {left} pod(s) left on an old revision"),
+            }))
+        }
+    };
+    outdated.sort_by_key(|p| (!serves_nothing(p), -ordinal(p)));
+    let victim = outdated[0];
+    let id = ordinal(victim);
+    if serves_nothing(victim) {
+        return restart(victim).await;
+    }
+
+    let want = kc.spec.replicas;
+    let ready = pods.iter().filter(|p| is_ready(p)).count() as i32;
+    let alive = (0..want).all(|b| view.brokers.get(&b).is_some_and(|m| m.alive));
+    let under = view.partition_health().under_replicated;
     if ready < want || !alive || under > 0 {
         return wait(format!(
             "{} pod(s) on an old revision; next is {} once every broker is up and in sync ({ready}/{want} pods ready, {under} partition(s) under-replicated)",
@@ -260,24 +298,5 @@ pub async fn rolling_restart_step(
             }
         }
     }
-    let pod = victim.name_any();
-    *rt.restarting.lock().expect("restarting lock") = Some(Restart {
-        pod: pod.clone(),
-        uid: victim.uid().unwrap_or_default(),
-        broker: id,
-        broker_epoch: image.brokers.get(&id).map_or(0, |b| b.broker_epoch),
-    });
-    pods_api
-        .delete(&pod, &DeleteParams::default())
-        .await
-        .map_err(|source| Error::Apply {
-            kind: "Pod".into(),
-            name: pod.clone(),
-            source,
-        })?;
-    info!(cluster = %names.cluster, %pod, "rolling restart: pod deleted");
-    wait(format!(
-        "restarting {pod}; {} pod(s) left on an old revision",
-        outdated.len() - 1
-    ))
+    restart(victim).await
 }

@@ -184,6 +184,33 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
             }
         }
     }
+    // spec.featureLevel, once nothing else is in progress.
+    let features = controller
+        .as_ref()
+        .map(|rt| super::features::feature_step(rt, kc, progress.is_some()));
+    if let Some(f) = &features {
+        if let Some(from) = f.raised_from {
+            publish(
+                ctx,
+                kc,
+                EventType::Normal,
+                "FeatureLevelFinalized",
+                "FinalizeFeatureLevel",
+                format!(
+                    "{} finalized at {} (was {from}); releases that cannot run at it are refused from now on",
+                    skein_controller::features::SKEIN_VERSION,
+                    f.finalized
+                ),
+            )
+            .await;
+        }
+        if progress.is_none() {
+            progress = f.progress.as_ref().map(|p| super::brokers::Progress {
+                reason: p.reason,
+                message: p.message.clone(),
+            });
+        }
+    }
     // The balancer, when nothing else is in progress; a plan it shows is
     // kept in the status meanwhile.
     let mut balance = super::balance::BalanceStep {
@@ -237,6 +264,15 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     }
     if let Some(report) = &volumes {
         status::set_volumes(&mut new_status, kc, report, now.clone());
+    }
+    if let Some(f) = &features {
+        status::set_feature_level(
+            &mut new_status,
+            kc,
+            f.finalized,
+            f.blocked.as_deref(),
+            now.clone(),
+        );
     }
     new_status.balance = balance.status.clone();
     if let Some((balanced, reason, message)) = &balance.condition {

@@ -1,0 +1,101 @@
+//! Finalizing feature levels ([`crate::features`]), and the registration
+//! check that keeps a broker of a release too old for the finalized level
+//! out.
+
+use super::ControllerCore;
+use crate::command::{Command, Reply};
+use crate::error::ControllerError;
+use crate::features::{SKEIN_VERSION, SKEIN_VERSION_MAX, SKEIN_VERSION_MIN};
+use crate::model::{BrokerId, BrokerSoftware};
+
+impl ControllerCore {
+    /// [`crate::Event::UpdateFeature`].
+    pub(super) fn on_update_feature(&mut self, feature: String, level: i16, validate_only: bool) {
+        let result = self.check_feature_update(&feature, level);
+        let result = match result {
+            Ok(current) if current != level && !validate_only => {
+                self.image
+                    .cluster
+                    .finalized_features
+                    .insert(feature.clone(), level);
+                self.out
+                    .persist
+                    .push(Command::PersistCluster(self.image.cluster.clone()));
+                self.out.publish = true;
+                tracing::info!(%feature, from = current, to = level, "feature level finalized");
+                Ok(current)
+            }
+            other => other,
+        };
+        self.reply(Reply::UpdateFeature { feature, result });
+    }
+
+    /// The current level if `feature` may be finalized at `level`.
+    fn check_feature_update(&self, feature: &str, level: i16) -> Result<i16, ControllerError> {
+        let fail = |why: String| Err(ControllerError::FeatureUpdateFailed(why));
+        if feature != SKEIN_VERSION {
+            return fail(format!(
+                "unknown feature {feature:?} (Skein has {SKEIN_VERSION})"
+            ));
+        }
+        let current = self.image.cluster.feature_level(feature);
+        if level < current {
+            return fail(format!(
+                "{feature} is finalized at {current}; a level is never lowered (what was written at it may need it)"
+            ));
+        }
+        if !(SKEIN_VERSION_MIN..=SKEIN_VERSION_MAX).contains(&level) {
+            return fail(format!(
+                "this controller supports {feature} {SKEIN_VERSION_MIN}..={SKEIN_VERSION_MAX}, not {level}"
+            ));
+        }
+        // Every registered broker, fenced ones too: one that returns must be
+        // able to run at the level.
+        let lacking: Vec<String> = self
+            .image
+            .brokers
+            .values()
+            .filter_map(|b| {
+                let (min, max) = b.software.supported(feature);
+                (!(min..=max).contains(&level))
+                    .then(|| format!("broker {} ({})", b.id, describe(&b.software, feature)))
+            })
+            .collect();
+        if !lacking.is_empty() {
+            return fail(format!(
+                "{} cannot run at {feature} {level}: roll them to a newer release first",
+                lacking.join(", ")
+            ));
+        }
+        Ok(current)
+    }
+
+    /// Why broker `broker` may not register: its release cannot run at the
+    /// cluster's finalized level.
+    pub(super) fn refuse_registration(
+        &self,
+        broker: BrokerId,
+        software: &BrokerSoftware,
+    ) -> Option<ControllerError> {
+        let level = self.image.cluster.feature_level(SKEIN_VERSION);
+        let (min, max) = software.supported(SKEIN_VERSION);
+        (!(min..=max).contains(&level)).then(|| {
+            ControllerError::UnsupportedVersion(format!(
+                "broker {broker} ({}) cannot run at {SKEIN_VERSION} {level}, at which the cluster is finalized: run a release that supports it",
+                describe(software, SKEIN_VERSION)
+            ))
+        })
+    }
+}
+
+/// "release 0.2.0, skein.version 1..=2", for messages.
+fn describe(software: &BrokerSoftware, feature: &str) -> String {
+    let (min, max) = software.supported(feature);
+    let release = software
+        .version
+        .as_deref()
+        .map_or("a release before 0.2.0".to_string(), |v| {
+            format!("release {v}")
+        });
+    format!("{release}, {feature} {min}..={max}")
+}
