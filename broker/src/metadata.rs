@@ -400,6 +400,27 @@ impl MetadataStore {
         )
     }
 
+    /// Finalizes `feature` at `level` (UpdateFeatures); the level it was at.
+    pub fn update_feature(
+        &self,
+        feature: &str,
+        level: i16,
+        validate_only: bool,
+    ) -> Result<i16, ApiError> {
+        request(
+            self.controller.as_ref(),
+            Event::UpdateFeature {
+                feature: feature.to_string(),
+                level,
+                validate_only,
+            },
+            |r| match r {
+                Reply::UpdateFeature { result, .. } => Some(result),
+                _ => None,
+            },
+        )
+    }
+
     /// Dynamic broker configs, checked changes only: applied whole.
     pub fn alter_broker_configs(
         &self,

@@ -122,6 +122,25 @@ pub struct ClusterView {
     pub acls: Arc<crate::acls::Acls>,
     /// Dynamic broker configs, for each broker to lay over its own.
     pub broker_configs: Arc<crate::broker_configs::BrokerConfigs>,
+    /// Feature levels: finalized, and what the controller supports.
+    pub features: ViewFeatures,
+}
+
+/// The feature levels of a view ([`crate::features`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ViewFeatures {
+    /// Each feature's finalized level.
+    pub finalized: BTreeMap<String, i16>,
+    /// The levels the controller supports; empty: a controller older than
+    /// 0.2.0, which knows no features (and must not be sent their requests).
+    pub controller: Vec<crate::model::FeatureRange>,
+}
+
+impl ViewFeatures {
+    /// Whether the controller knows `feature` (can be asked to finalize it).
+    pub fn controller_knows(&self, feature: &str) -> bool {
+        self.controller.iter().any(|f| f.name == feature)
+    }
 }
 
 /// Partitions of a view by health, as status, metrics and the operator's

@@ -133,3 +133,41 @@ def test_config_command_lists_every_broker_config_with_its_source_and_synonyms(b
     out = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--describe",
                      "--entity-type", "brokers", "--entity-name", "1").stdout.decode()
     assert "log.segment.bytes" not in out, out
+
+
+FEATURES = "org.apache.kafka.tools.FeatureCommand"
+
+
+def test_kafka_features_describes_and_finalizes_skein_version(cluster3):
+    """kafka-features.sh against three brokers and their controller (the UpdateFeatures request
+    travels broker -> controller over the control plane): describe shows skein.version's range and
+    finalized level from ApiVersions; upgrade finalizes it (dry run first); a downgrade is refused."""
+    b = cluster3.bootstrap
+
+    def describe() -> str:
+        return kafka_tool(FEATURES, "--bootstrap-server", b, "describe").stdout.decode()
+
+    def finalized(out: str) -> str | None:
+        m = re.search(r"Feature:\s*skein\.version\s+SupportedMinVersion:\s*1\s+SupportedMaxVersion:\s*(\d+)\s+"
+                      r"FinalizedVersionLevel:\s*(\S+)", out)
+        return m.group(2) if m else None
+
+    out = describe()
+    assert finalized(out) == "1", out
+    assert "metadata.version" not in out, "Kafka's own features are not advertised"
+    dry = kafka_tool(FEATURES, "--bootstrap-server", b, "upgrade", "--feature", "skein.version=2", "--dry-run")
+    assert finalized(describe()) == "1", f"a dry run finalized: {dry.stdout.decode()}"
+    kafka_tool(FEATURES, "--bootstrap-server", b, "upgrade", "--feature", "skein.version=2")
+    # Each broker answers from the metadata it has heard; all three soon say 2.
+    wait_until(lambda: finalized(describe()) == "2", 30, "skein.version finalized at 2")
+    down = kafka_tool(FEATURES, "--bootstrap-server", b, "downgrade", "--feature", "skein.version=1",
+                      check=False)
+    text = (down.stdout + down.stderr).decode()
+    assert down.returncode != 0 and "never lowered" in text, text
+    too_high = kafka_tool(FEATURES, "--bootstrap-server", b, "upgrade", "--feature", "skein.version=9",
+                          check=False)
+    text = (too_high.stdout + too_high.stderr).decode()
+    assert too_high.returncode != 0 and "supports skein.version" in text, text
+    out = describe()
+    assert finalized(out) == "2", out
+    print(out)

@@ -17,6 +17,7 @@ pub mod consumer_group;
 pub mod delete_records;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
+pub mod features;
 pub mod fetch;
 pub mod groups;
 pub mod list_offsets;
@@ -84,6 +85,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::UpdateFeatures, 0, 2),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -134,7 +136,14 @@ async fn dispatch(
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(broker, r)),
         RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(broker, r)),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(broker, r)),
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle()),
+        RequestKind::ApiVersions(_) => {
+            let mut r = api_versions::handle();
+            features::add_to_api_versions(broker, &mut r);
+            ResponseKind::ApiVersions(r)
+        }
+        RequestKind::UpdateFeatures(r) => {
+            ResponseKind::UpdateFeatures(features::update(broker, r, v))
+        }
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v)),
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(broker, r, v).await),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),

@@ -12,6 +12,7 @@ pub mod pb {
 
 mod acl_wire;
 mod config_wire;
+mod feature_wire;
 mod security_wire;
 pub mod session;
 pub mod tls;

@@ -67,6 +67,22 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
         version: v.version,
         base_version: 0,
         deleted_topics: Vec::new(),
+        finalized_features: v
+            .features
+            .finalized
+            .iter()
+            .map(|(k, l)| (k.clone(), i32::from(*l)))
+            .collect(),
+        controller_features: v
+            .features
+            .controller
+            .iter()
+            .map(|f| pb::FeatureRange {
+                name: f.name.clone(),
+                min_level: f.min.into(),
+                max_level: f.max.into(),
+            })
+            .collect(),
     }
 }
 
@@ -198,6 +214,10 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
         client_quotas: std::sync::Arc::new(sw::client_quotas_from_pb(v.client_quotas)),
         acls: std::sync::Arc::new(aw::bindings_from_pb(v.acls).into_iter().collect()),
         broker_configs: std::sync::Arc::new(cw::broker_configs_from_pb(v.broker_configs)),
+        features: super::feature_wire::view_features_from_pb(
+            v.finalized_features,
+            v.controller_features,
+        ),
     }
     .index_ids()
 }

@@ -5,11 +5,12 @@ use uuid::Uuid;
 
 use super::acl_wire as aw;
 use super::config_wire as cw;
+use super::feature_wire as fw;
 use super::pb::{self, reply, request};
 use super::security_wire as sw;
 pub use super::view_wire::{apply_view_pb, view_delta_to_pb, view_from_pb, view_to_pb};
 use super::view_wire::{endpoints_from_pb, endpoints_to_pb, uuid_from};
-use crate::model::{BrokerSoftware, FeatureRange};
+use crate::model::BrokerSoftware;
 use crate::plane::PartitionChange;
 use crate::{
     AlterPartitionRequest, BrokerId, ControllerError, DirectoryId, ElectionType, Event, NewTopic,
@@ -201,15 +202,7 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             previous_broker_epoch: *previous_broker_epoch,
             endpoints: endpoints_to_pb(endpoints),
             software_version: software.version.clone(),
-            supported_features: software
-                .features
-                .iter()
-                .map(|f| pb::FeatureRange {
-                    name: f.name.clone(),
-                    min_level: f.min.into(),
-                    max_level: f.max.into(),
-                })
-                .collect(),
+            supported_features: fw::ranges_to_pb(&software.features),
         }),
         Event::BrokerHeartbeat { broker_epoch, .. } => request::Kind::Heartbeat(pb::Heartbeat {
             broker_epoch: *broker_epoch,
@@ -288,6 +281,11 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
         Event::AlterBrokerConfigs { changes } => cw::alter_to_pb(changes),
         Event::CreateAcls { bindings } => aw::create_acls_to_pb(bindings),
         Event::DeleteAcls { filters } => aw::delete_acls_to_pb(filters),
+        Event::UpdateFeature {
+            feature,
+            level,
+            validate_only,
+        } => fw::update_to_pb(feature, *level, *validate_only),
         _ => return None,
     })
 }
@@ -307,15 +305,7 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             endpoints: endpoints_from_pb(r.endpoints),
             software: BrokerSoftware {
                 version: r.software_version,
-                features: r
-                    .supported_features
-                    .into_iter()
-                    .map(|f| FeatureRange {
-                        name: f.name,
-                        min: f.min_level.clamp(0, i16::MAX.into()) as i16,
-                        max: f.max_level.clamp(0, i16::MAX.into()) as i16,
-                    })
-                    .collect(),
+                features: fw::ranges_from_pb(r.supported_features),
             },
         },
         request::Kind::Heartbeat(h) => Event::BrokerHeartbeat {
@@ -377,6 +367,7 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             },
             partitions: vec![TopicPartition::new(e.topic, e.partition)],
         },
+        request::Kind::UpdateFeature(u) => fw::update_from_pb(u),
         request::Kind::ReassignPartition(r) => Event::ReassignPartition {
             topic: r.topic,
             partition: r.partition,
@@ -514,13 +505,13 @@ pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
             }
             None
         }
-        // Not carried over the control plane yet (the operator's own).
-        Some(Reply::UpdateFeature { result, .. }) => {
-            if let Err(e) = result {
+        Some(Reply::UpdateFeature { result, .. }) => match result {
+            Ok(previous) => Some(fw::previous_level_to_pb(previous)),
+            Err(e) => {
                 fail(&e);
+                None
             }
-            None
-        }
+        },
         Some(Reply::ElectLeader { result, .. }) => match result {
             Ok(leader) => Some(reply::Result::Leader(leader)),
             Err(e) => {
@@ -672,6 +663,7 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
         Event::AlterClientQuotas { .. } => Reply::AlterClientQuotas { result: unit() },
         Event::AlterBrokerConfigs { .. } => Reply::AlterBrokerConfigs { result: unit() },
         Event::CreateAcls { .. } => Reply::CreateAcls { result: unit() },
+        Event::UpdateFeature { feature, .. } => fw::update_reply_from_pb(feature, &r),
         Event::DeleteAcls { .. } => Reply::DeleteAcls {
             result: match (r.result.clone(), r.error_code) {
                 (Some(reply::Result::DeletedAcls(m)), 0) => Ok(aw::matches_from_pb(m)),
