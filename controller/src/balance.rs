@@ -125,6 +125,24 @@ pub fn within(bytes: &BTreeMap<i32, u64>, t: Threshold) -> bool {
     bytes.values().all(|b| (*b as f64 - mean).abs() <= slack)
 }
 
+/// Moves partition `key`'s replica from `from` to `to` in place in `next`:
+/// the move (a copy of `bytes`).
+fn copy(next: &mut Assignment, key: (String, i32), from: i32, to: i32, bytes: u64) -> Move {
+    for r in next.get_mut(&key).expect("picked").iter_mut() {
+        if *r == from {
+            *r = to;
+        }
+    }
+    Move {
+        bytes,
+        topic: key.0,
+        partition: key.1,
+        from,
+        to,
+        leader: false,
+    }
+}
+
 /// How far the broker furthest from the mean is from it.
 fn deviation(bytes: &BTreeMap<i32, u64>) -> f64 {
     let mean = bytes.values().sum::<u64>() as f64 / bytes.len().max(1) as f64;
@@ -354,21 +372,10 @@ pub fn plan(
         let Some((key, from, to, w)) = best else {
             break;
         };
-        for r in next.get_mut(&key).expect("picked").iter_mut() {
-            if *r == from {
-                *r = to;
-            }
-        }
         *load.get_mut(&from).expect("host") -= w;
         *load.get_mut(&to).expect("host") += w;
-        moves.push(Move {
-            bytes: size(&key),
-            topic: key.0,
-            partition: key.1,
-            from,
-            to,
-            leader: false,
-        });
+        let bytes = size(&key);
+        moves.push(copy(&mut next, key, from, to, bytes));
     }
     // Replica counts. The byte moves take the fewest, largest replicas, so
     // a broker that took large partitions ends with fewer of them. While
@@ -400,19 +407,8 @@ pub fn plan(
             break;
         };
         for (key, from, to) in step {
-            for r in next.get_mut(&key).expect("picked").iter_mut() {
-                if *r == from {
-                    *r = to;
-                }
-            }
-            moves.push(Move {
-                bytes: size(&key),
-                topic: key.0,
-                partition: key.1,
-                from,
-                to,
-                leader: false,
-            });
+            let bytes = size(&key);
+            moves.push(copy(&mut next, key, from, to, bytes));
         }
     }
     // Preferred leaders: swap a partition's first replica with another of
