@@ -12,9 +12,6 @@
 //! leaving fewer racks under a partition than before. A replica moves in
 //! place (same position in the list), and a replica that is not the
 //! partition's preferred leader is moved first, so leadership mostly stays.
-//! Bytes balanced, replica counts that still differ by more than two are
-//! evened out by moves (or two-for-one exchanges of similar bytes) that
-//! keep the bytes as balanced; then preferred leaders are spread.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -123,132 +120,6 @@ pub fn within(bytes: &BTreeMap<i32, u64>, t: Threshold) -> bool {
     let mean = total as f64 / bytes.len() as f64;
     let slack = (mean * f64::from(t.percent) / 100.0).max(t.min_bytes as f64);
     bytes.values().all(|b| (*b as f64 - mean).abs() <= slack)
-}
-
-/// Moves partition `key`'s replica from `from` to `to` in place in `next`:
-/// the move (a copy of `bytes`).
-fn copy(next: &mut Assignment, key: (String, i32), from: i32, to: i32, bytes: u64) -> Move {
-    for r in next.get_mut(&key).expect("picked").iter_mut() {
-        if *r == from {
-            *r = to;
-        }
-    }
-    Move {
-        bytes,
-        topic: key.0,
-        partition: key.1,
-        from,
-        to,
-        leader: false,
-    }
-}
-
-/// How far the broker furthest from the mean is from it.
-fn deviation(bytes: &BTreeMap<i32, u64>) -> f64 {
-    let mean = bytes.values().sum::<u64>() as f64 / bytes.len().max(1) as f64;
-    bytes
-        .values()
-        .map(|b| (*b as f64 - mean).abs())
-        .fold(0.0, f64::max)
-}
-
-/// How far from the mean `t` lets a broker be.
-fn slack(bytes: &BTreeMap<i32, u64>, t: Threshold) -> f64 {
-    let mean = bytes.values().sum::<u64>() as f64 / bytes.len().max(1) as f64;
-    (mean * f64::from(t.percent) / 100.0).max(t.min_bytes as f64)
-}
-
-/// A replica move: partition, from, to.
-type Step = ((String, i32), i32, i32);
-
-/// One step of the replica count phase: the moves (partition, from, to)
-/// that take one replica net from a broker with at least two more than
-/// another to it, keeping every broker's bytes within `allowed` of the mean.
-/// A single move of the smallest fitting replica if one fits, else two
-/// replicas exchanged for one whose size is closest to theirs.
-fn count_step(
-    next: &Assignment,
-    counts: &BTreeMap<i32, usize>,
-    bytes: &BTreeMap<i32, u64>,
-    allowed: f64,
-    room: usize,
-    size: &dyn Fn(&(String, i32)) -> u64,
-    racks: &dyn Fn(&[i32]) -> usize,
-) -> Option<Vec<Step>> {
-    let mut by_count: Vec<(i32, usize)> = counts.iter().map(|(b, n)| (*b, *n)).collect();
-    by_count.sort_by_key(|(b, n)| (*n, *b));
-    // Replicas on `from` that may move to `to`, smallest first.
-    let movable = |from: i32, to: i32| -> Vec<(u64, (String, i32))> {
-        let mut v: Vec<(u64, (String, i32))> = next
-            .iter()
-            .filter(|(_, r)| r.contains(&from) && !r.contains(&to))
-            .filter(|(_, r)| {
-                let moved: Vec<i32> = r.iter().map(|b| if *b == from { to } else { *b }).collect();
-                racks(&moved) >= racks(r)
-            })
-            .map(|(k, _)| (size(k), k.clone()))
-            .collect();
-        v.sort();
-        v
-    };
-    let fits = |hi: i32, lo: i32, delta: i64| {
-        let mut after = bytes.clone();
-        *after.get_mut(&hi).expect("host") = (bytes[&hi] as i64 - delta).max(0) as u64;
-        *after.get_mut(&lo).expect("host") = (bytes[&lo] as i64 + delta).max(0) as u64;
-        deviation(&after) <= allowed
-    };
-    // The pairs furthest apart first; a bounded number of them (each costs
-    // a pass over the partitions), so a cluster whose counts cannot be evened
-    // out does not cost a plan seconds.
-    let pairs = by_count
-        .iter()
-        .rev()
-        .flat_map(|&(hi, hi_n)| {
-            by_count
-                .iter()
-                .take_while(move |(_, lo_n)| lo_n + 2 <= hi_n)
-                .map(move |&(lo, _)| (hi, lo))
-        })
-        .take(16);
-    for (hi, lo) in pairs {
-        let out = movable(hi, lo);
-        if let Some((_, k)) = out.iter().find(|(s, _)| fits(hi, lo, *s as i64)) {
-            return Some(vec![(k.clone(), hi, lo)]);
-        }
-        if room < 3 || out.len() < 2 {
-            continue;
-        }
-        let mut best: Option<(u64, Vec<Step>)> = None;
-        for (sb, kb) in movable(lo, hi) {
-            // Two of `out` (sorted) whose sizes add up closest to `sb`.
-            let (mut i, mut j) = (0, out.len() - 1);
-            while i < j {
-                let sum = out[i].0 + out[j].0;
-                let miss = sum.abs_diff(sb);
-                if best.as_ref().is_none_or(|(m, _)| miss < *m)
-                    && fits(hi, lo, sum as i64 - sb as i64)
-                {
-                    best = Some((
-                        miss,
-                        vec![
-                            (out[i].1.clone(), hi, lo),
-                            (out[j].1.clone(), hi, lo),
-                            (kb.clone(), lo, hi),
-                        ],
-                    ));
-                }
-                if sum < sb {
-                    i += 1;
-                } else {
-                    j -= 1;
-                }
-            }
-        }
-        if let Some((_, step)) = best {
-            return Some(step);
-        }
-    }
-    None
 }
 
 /// Plans at most `max_moves` moves over `hosts` (live brokers that may
@@ -372,44 +243,21 @@ pub fn plan(
         let Some((key, from, to, w)) = best else {
             break;
         };
+        for r in next.get_mut(&key).expect("picked").iter_mut() {
+            if *r == from {
+                *r = to;
+            }
+        }
         *load.get_mut(&from).expect("host") -= w;
         *load.get_mut(&to).expect("host") += w;
-        let bytes = size(&key);
-        moves.push(copy(&mut next, key, from, to, bytes));
-    }
-    // Replica counts. The byte moves take the fewest, largest replicas, so
-    // a broker that took large partitions ends with fewer of them. While
-    // counts differ by more than two (what the hysteresis above accepts),
-    // one replica goes from a broker with more to one with fewer, alone or
-    // exchanged two for one of about their size, whichever keeps bytes as
-    // balanced as they are (or within half the threshold).
-    while moves.len() < max_moves {
-        let counts = counts_of(&next);
-        if spread(&counts) <= 2 {
-            break;
-        }
-        let bytes = bytes_of(&next);
-        let half = Threshold {
-            percent: threshold.percent / 2,
-            min_bytes: threshold.min_bytes / 2,
-        };
-        let allowed = deviation(&bytes).max(slack(&bytes, half));
-        let step = count_step(
-            &next,
-            &counts,
-            &bytes,
-            allowed,
-            max_moves - moves.len(),
-            &size,
-            &racks,
-        );
-        let Some(step) = step else {
-            break;
-        };
-        for (key, from, to) in step {
-            let bytes = size(&key);
-            moves.push(copy(&mut next, key, from, to, bytes));
-        }
+        moves.push(Move {
+            bytes: size(&key),
+            topic: key.0,
+            partition: key.1,
+            from,
+            to,
+            leader: false,
+        });
     }
     // Preferred leaders: swap a partition's first replica with another of
     // its replicas until the brokers lead within one of each other (the
@@ -510,16 +358,6 @@ mod tests {
         assert!(copies.iter().all(|m| m.to >= 3 && m.from < 3));
         let leads = leaders_of(&after, &hosts(&[0, 1, 2, 3, 4, 5]));
         assert!(spread(&leads) <= 1, "{leads:?}");
-    }
-
-    #[test]
-    fn replica_counts_end_close_when_partition_sizes_differ_fourfold() {
-        // As the scale test: 24 partitions of 0.5-2 MiB, RF 2, 3 -> 6 brokers.
-        let (asg, sizes) = three_brokers(24, |p| 524_288 + (p as u64 * 7919 % 24) * 65_536);
-        let plan = plan(&asg, &sizes, &hosts(&[0, 1, 2, 3, 4, 5]), T10, 1000);
-        assert!(within(&plan.after, T10), "{:?}", plan.after);
-        let counts = &plan.replicas_after;
-        assert!(spread(counts) <= 2, "{counts:?}");
     }
 
     #[test]
