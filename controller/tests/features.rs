@@ -26,19 +26,21 @@ fn register_current(id: i32) -> Event {
     event
 }
 
+/// Finalize `skein.version` at `level`.
+fn finalize(level: i16, validate_only: bool) -> Event {
+    Event::UpdateFeature {
+        feature: SKEIN_VERSION.into(),
+        level,
+        validate_only,
+    }
+}
+
 fn update(
     core: &mut ControllerCore,
     level: i16,
     validate_only: bool,
 ) -> Result<i16, ControllerError> {
-    let out = core.handle(
-        Event::UpdateFeature {
-            feature: SKEIN_VERSION.into(),
-            level,
-            validate_only,
-        },
-        10,
-    );
+    let out = core.handle(finalize(level, validate_only), 10);
     match reply(&out) {
         Reply::UpdateFeature { result, .. } => result,
         other => panic!("{other:?}"),
@@ -81,14 +83,7 @@ fn a_level_is_finalized_once_every_broker_supports_it_and_never_lowered() {
         1,
         "validate only changes nothing"
     );
-    let out = core.handle(
-        Event::UpdateFeature {
-            feature: SKEIN_VERSION.into(),
-            level: 2,
-            validate_only: false,
-        },
-        10,
-    );
+    let out = core.handle(finalize(2, false), 10);
     assert!(
         out.iter().any(
             |c| matches!(c, Command::PersistCluster(s) if s.feature_level(SKEIN_VERSION) == 2)
@@ -166,14 +161,7 @@ fn the_log_head_becomes_format_2_when_finalized_so_an_older_controller_refuses_i
         "what 0.1.0 reads, until finalized"
     );
 
-    let out = core.handle(
-        Event::UpdateFeature {
-            feature: SKEIN_VERSION.into(),
-            level: 2,
-            validate_only: false,
-        },
-        10,
-    );
+    let out = core.handle(finalize(2, false), 10);
     let records = out
         .iter()
         .filter_map(MetadataRecord::from_command)

@@ -591,6 +591,45 @@ def test_a_broker_on_a_new_volume_loses_no_acknowledged_record(env):
           f"partition 0 led by {after[0]['leader']} (epoch {parts[0]['leaderEpoch']} -> {after[0]['leaderEpoch']})")
 
 
+class AcksAllWriter:
+    """An idempotent acks=all producer in a thread, writing `<prefix>-<i>` round robin over
+    `partitions` partitions of `topic` until `finish()`; what was acknowledged and what failed."""
+
+    def __init__(self, boot: str, topic: str, partitions: int, prefix: str):
+        self.acked: list[bytes] = []
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._args = (boot, topic, partitions, prefix)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        from confluent_kafka import Producer
+        boot, topic, partitions, prefix = self._args
+        p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                      "message.timeout.ms": 180000, "log_level": 2})
+        i = 0
+        while not self._stop.is_set():
+            p.produce(topic, f"{prefix}-{i}".encode(), partition=i % partitions,
+                      on_delivery=lambda err, m: self.failed.append(str(err)) if err else self.acked.append(m.value()))
+            p.poll(0)
+            i += 1
+            time.sleep(0.005)
+        p.flush(180)
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        """Asks it to stop (it flushes what is in flight)."""
+        self._stop.set()
+
+    def finish(self):
+        """Stops and waits until everything in flight is acknowledged or failed."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(200)
+
+
 def brokers_of_all_partitions(env) -> set[int]:
     """Every broker that holds a replica of an operator-visible topic."""
     out = set()
@@ -1736,7 +1775,7 @@ def test_storage_that_grows_only_offline_restarts_each_broker_once(env):
     says FileSystemResizePending until its pod starts again. The operator restarts each such broker
     once, one at a time under the rolling restart's rules, while an acks=all producer writes
     without a failed delivery; every broker then sees the new size and Resizing ends."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     classes = {c["metadata"]["name"] for c in env.get("get", "storageclass")["items"]}
     cls = os.environ.get("SKEIN_E2E_OFFLINE_STORAGE_CLASS") or (
@@ -1772,23 +1811,9 @@ spec:
 """)
     boot = ",".join(f"{name}-{i}.{name}-brokers.{NS}.svc:9092" for i in range(3))
     pods = [f"{name}-{i}" for i in range(3)]
-    stop = threading.Event()
-    acked: list[bytes] = []
-    failed: list[str] = []
+    writer = AcksAllWriter(boot, topic, 3, "o")
+    acked, failed = writer.acked, writer.failed
 
-    def produce():
-        p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                      "message.timeout.ms": 180000, "log_level": 2})
-        i = 0
-        while not stop.is_set():
-            p.produce(topic, f"o-{i}".encode(), partition=i % 3,
-                      on_delivery=lambda err, m: failed.append(str(err)) if err else acked.append(m.value()))
-            p.poll(0)
-            i += 1
-            time.sleep(0.005)
-        p.flush(180)
-
-    writer = threading.Thread(target=produce, daemon=True)
     try:
         ready(env, "kafkacluster", name, 180, "KafkaCluster offline Ready")
         ready(env, "topic", topic, 120, "Topic offline-t Ready")
@@ -1824,8 +1849,7 @@ spec:
         events = env.get("-n", NS, "get", "events", "--field-selector",
                          f"involvedObject.name={name},reason=RestartingBroker")["items"]
         assert events, "no RestartingBroker event"
-        stop.set()
-        writer.join(200)
+        writer.finish()
         assert failed == [], failed[:5]
         cons = Consumer({"bootstrap.servers": boot, "group.id": f"offline-{uuid.uuid4().hex[:6]}",
                          "enable.auto.commit": False})
@@ -1835,7 +1859,7 @@ spec:
         print(f"offline growth: each broker restarted once ({cond_['message']}); "
               f"{len(acked)} acknowledged records all read back")
     finally:
-        stop.set()
+        writer.stop()
         env.k("-n", NS, "delete", "topic", topic, "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
         env.k("-n", NS, "delete", "pvc", "-l", f"app.kubernetes.io/instance={name}", "--wait=false", check=False)
@@ -1979,7 +2003,7 @@ def test_a_broker_gone_past_the_grace_period_gets_its_replicas_recreated_then_re
     join the ISR, then the lost replica leaves), while an acks=all producer keeps writing without
     a failed delivery. SelfHealing says what is happening throughout. When the broker can run
     again it comes back empty, and the operator spreads replicas back onto it."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     name, topic = "heal", "heal-t"
     env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
@@ -2021,21 +2045,8 @@ spec:
     defaultRequest:
       cpu: "1000"
 """
-    stop = threading.Event()
-    acked: list[bytes] = []
-    failed: list[str] = []
-
-    def produce():
-        p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                      "message.timeout.ms": 180000, "log_level": 2})
-        i = 0
-        while not stop.is_set():
-            p.produce(topic, f"h-{i}".encode(), partition=i % 8,
-                      on_delivery=lambda err, m: failed.append(str(err)) if err else acked.append(m.value()))
-            p.poll(0)
-            i += 1
-            time.sleep(0.005)
-        p.flush(180)
+    writer = AcksAllWriter(boot, topic, 8, "h")
+    acked, failed = writer.acked, writer.failed
 
     def self_healing() -> dict:
         o = env.get("-n", NS, "get", "kafkacluster", name)
@@ -2044,7 +2055,6 @@ spec:
     def replicas() -> list[list[int]]:
         return [p["replicas"] for p in topic_partitions(env, topic)]
 
-    writer = threading.Thread(target=produce, daemon=True)
     try:
         ready(env, "kafkacluster", name, 180, "KafkaCluster heal Ready")
         wait_until(lambda: (lambda ps: len(ps) == 8 and all(len(p["isr"]) == 3 for p in ps))(
@@ -2101,8 +2111,7 @@ spec:
         counts = [sum(b in r for r in replicas()) for b in range(4)]
         assert max(counts) - min(counts) <= 1, counts
 
-        stop.set()
-        writer.join(200)
+        writer.finish()
         assert failed == [], failed[:5]
         cons = Consumer({"bootstrap.servers": boot, "group.id": f"heal-{uuid.uuid4().hex[:6]}",
                          "enable.auto.commit": False})
@@ -2112,7 +2121,7 @@ spec:
         print(f"self-healing: broker {victim} lost past 20 s, {held} replicas re-created, "
               f"{len(acked)} acknowledged records all read back, replicas per broker now {counts}")
     finally:
-        stop.set()
+        writer.stop()
         env.k("-n", NS, "delete", "limitrange", "heal-unschedulable", "--ignore-not-found", check=False)
         env.k("-n", NS, "delete", "topic", topic, "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)

@@ -119,15 +119,16 @@ fn full_view_without_topics(st: &State) -> ClusterView {
         client_quotas: Arc::new(core.client_quotas().clone()),
         acls: Arc::new(core.acls().clone()),
         broker_configs: Arc::new(core.broker_configs().clone()),
-        features: crate::view::ViewFeatures {
-            finalized: crate::features::supported()
-                .into_iter()
-                .map(|f| {
-                    let level = core.image().cluster.feature_level(&f.name);
-                    (f.name, level)
-                })
-                .collect(),
-            controller: crate::features::supported(),
+        features: {
+            let supported = crate::features::supported();
+            let cluster = &core.image().cluster;
+            crate::view::ViewFeatures {
+                finalized: supported
+                    .iter()
+                    .map(|f| (f.name.clone(), cluster.feature_level(&f.name)))
+                    .collect(),
+                controller: supported,
+            }
         },
     }
 }

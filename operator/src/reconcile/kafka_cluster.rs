@@ -185,10 +185,10 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         }
     }
     // spec.featureLevel, once nothing else is in progress.
-    let features = controller
+    let mut features = controller
         .as_ref()
         .map(|rt| super::features::feature_step(rt, kc, progress.is_some()));
-    if let Some(f) = &features {
+    if let Some(f) = &mut features {
         if let Some(from) = f.raised_from {
             publish(
                 ctx,
@@ -205,10 +205,7 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
             .await;
         }
         if progress.is_none() {
-            progress = f.progress.as_ref().map(|p| super::brokers::Progress {
-                reason: p.reason,
-                message: p.message.clone(),
-            });
+            progress = f.progress.take();
         }
     }
     // The balancer, when nothing else is in progress; a plan it shows is
