@@ -26,7 +26,8 @@ use crate::plane::{BrokerLink, ControlPlane, ControlPlaneError, PartitionChange}
 use crate::store::{new_writer_id, BlobStore, FileBlobStore, MetadataLog, MetadataRecord};
 use crate::view::{kafka_base64, ClusterView};
 use crate::{
-    Command, ControllerConfig, ControllerCore, ControllerError, Event, MetadataImage, Reply,
+    BrokerInfo, Command, ControllerConfig, ControllerCore, ControllerError, Event, MetadataImage,
+    Reply,
 };
 
 struct State {
@@ -566,6 +567,31 @@ impl ControllerService {
             .image()
             .cluster
             .feature_level(feature)
+    }
+
+    /// The registered brokers (a copy of the image's, without its
+    /// partitions).
+    pub fn brokers(&self) -> BTreeMap<i32, BrokerInfo> {
+        self.state
+            .lock()
+            .expect("controller lock")
+            .core
+            .image()
+            .brokers
+            .clone()
+    }
+
+    /// Why broker `broker`'s latest registration was refused, if it has
+    /// not registered since (its release cannot run at the finalized
+    /// feature level).
+    pub fn refused_registration(&self, broker: i32) -> Option<String> {
+        self.state
+            .lock()
+            .expect("controller lock")
+            .core
+            .refused_registrations()
+            .get(&broker)
+            .cloned()
     }
 
     /// The core's image (for tests and diagnostics).

@@ -132,8 +132,13 @@ fn a_broker_too_old_for_the_finalized_level_is_refused_at_registration() {
         err.to_string().contains("cannot run at skein.version 2"),
         "{err}"
     );
+    // The refusal is kept for the operator to show, until the broker
+    // registers.
+    assert_eq!(core.refused_registrations().get(&3), Some(&err.to_string()));
+    assert_eq!(core.refused_registrations().len(), 1);
     // Back on this release, it registers.
     registered(&mut core, register_current(3)).expect("a broker of this release registers");
+    assert!(core.refused_registrations().is_empty());
 }
 
 #[test]

@@ -309,6 +309,14 @@ spec: {{clusterRef: {{name: {NAME}}}, partitions: 2, replicationFactor: 3}}
     wait_until(lambda: len(acked) > n_refused + 200, 60, "acks=all writes going on while broker 2 is refused")
     brokers = {b["id"]: b for b in env.get("-n", NS, "get", "kafkacluster", NAME)["status"]["brokers"]}
     assert not brokers[2]["ready"], f"a {prev} broker registered at skein.version 2: {brokers[2]}"
+
+    def reconciling_message() -> str:
+        conds = env.get("-n", NS, "get", "kafkacluster", NAME)["status"]["conditions"]
+        return next((c["message"] for c in conds if c["type"] == "Reconciling"), "")
+    # The condition says why the roll holds, not only that it waits.
+    held = wait_until(lambda: (lambda m: m if "refused at registration" in m else None)(reconciling_message()),
+                      60, "the Reconciling condition naming the refused registration")
+    assert f"{NAME}-2" in held and "skein.version 2" in held, held
     still = {p["metadata"]["name"]: p["metadata"]["uid"] for p in broker_pods(env)}
     assert [still[f"{NAME}-{i}"] for i in (0, 1)] == [uids[f"{NAME}-{i}"] for i in (0, 1)], \
         "the roll went past the refused broker"

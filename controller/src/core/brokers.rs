@@ -24,6 +24,7 @@ impl ControllerCore {
         else {
             return;
         };
+        self.refused.remove(&broker);
         if broker < 0 {
             self.reply(Reply::BrokerRegistered {
                 broker,
@@ -37,6 +38,7 @@ impl ControllerCore {
         // out (as it was: lost, or never there), and says why in its log.
         if let Some(refused) = self.refuse_registration(broker, &software) {
             tracing::warn!(broker, error = %refused, "registration refused");
+            self.refused.insert(broker, refused.to_string());
             self.reply(Reply::BrokerRegistered {
                 broker,
                 result: Err(refused),

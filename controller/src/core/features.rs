@@ -2,6 +2,8 @@
 //! check that keeps a broker of a release too old for the finalized level
 //! out.
 
+use std::collections::BTreeMap;
+
 use super::ControllerCore;
 use crate::command::{Command, Reply};
 use crate::error::ControllerError;
@@ -68,6 +70,12 @@ impl ControllerCore {
             ));
         }
         Ok(current)
+    }
+
+    /// Why each broker's latest registration was refused, for brokers that
+    /// have not registered since.
+    pub fn refused_registrations(&self) -> &BTreeMap<BrokerId, String> {
+        &self.refused
     }
 
     /// Why broker `broker` may not register: its release cannot run at the

@@ -57,6 +57,10 @@ pub struct ControllerCore {
     /// grace period. Not persisted: after a restart the grace starts over
     /// (healing may come later, never earlier).
     lost_since: BTreeMap<BrokerId, u64>,
+    /// Why each broker's latest registration was refused (its release
+    /// cannot run at the finalized feature level), until it registers.
+    /// Not persisted: a refused broker keeps retrying and is refused again.
+    refused: BTreeMap<BrokerId, String>,
     /// The partitions self-healing last left alone, by reason (a notice
     /// only when this changes).
     heal_blocked: Vec<(String, u32)>,
@@ -111,6 +115,7 @@ impl ControllerCore {
             lost_storage: Vec::new(),
             unfinished_fencing: BTreeSet::new(),
             lost_since: BTreeMap::new(),
+            refused: BTreeMap::new(),
             heal_blocked: Vec::new(),
             throttled_moves: BTreeSet::new(),
             out: Output::default(),

@@ -187,7 +187,7 @@ pub async fn rolling_restart_step(
     };
     let mut outdated: Vec<&Pod> = pods.iter().filter(|p| is_outdated(p)).collect();
     let view = rt.controller.view();
-    let image = rt.controller.image();
+    let brokers = rt.controller.brokers();
     // A pod on an old revision whose broker is not in session serves
     // nothing: restarting it costs no availability. That is how a roll to an
     // image whose broker cannot start is undone: the image is set back while
@@ -203,17 +203,26 @@ pub async fn rolling_restart_step(
             .iter()
             .find(|p| p.name_any() == r.pod && p.uid().as_deref() != Some(r.uid.as_str()));
         let pod_back = new_pod.is_some_and(is_ready);
-        let broker_back = image.brokers.get(&r.broker).is_some_and(|b| {
+        let broker_back = brokers.get(&r.broker).is_some_and(|b| {
             b.broker_epoch > r.broker_epoch && !b.fenced && !b.in_controlled_shutdown
         });
         let left_behind = !broker_back && new_pod.is_some_and(serves_nothing);
         if !(left_behind || pod_back && broker_back) {
-            return Ok(Some(Progress {
-                reason: "RollingRestart",
-                message: format!(
+            // A broker whose release cannot run at the finalized feature
+            // level is refused at registration: say so, not just "waiting".
+            let message = match rt.controller.refused_registration(r.broker) {
+                Some(why) => format!(
+                    "holding the roll at {}: its broker was refused at registration ({why}); set spec.image back to a release that supports the cluster's feature level",
+                    r.pod
+                ),
+                None => format!(
                     "waiting for {} to be recreated and its broker to register again",
                     r.pod
                 ),
+            };
+            return Ok(Some(Progress {
+                reason: "RollingRestart",
+                message,
             }));
         }
         *rt.restarting.lock().expect("restarting lock") = None;
@@ -235,7 +244,7 @@ pub async fn rolling_restart_step(
             pod: pod.clone(),
             uid: victim.uid().unwrap_or_default(),
             broker: id,
-            broker_epoch: image.brokers.get(&id).map_or(0, |b| b.broker_epoch),
+            broker_epoch: brokers.get(&id).map_or(0, |b| b.broker_epoch),
         });
         let pods_api = pods_api.clone();
         let cluster = names.cluster.clone();
