@@ -133,7 +133,10 @@ rm -f "$stage.tgz"
 # configuration); clients resolve pod names through cluster DNS.
 run="cd $DIR && export PATH=$DIR/bin:\$PATH ${SUITE_ENV[*]} SKEIN_E2E_KUBECTL=$DIR/bin/kubectl SKEIN_E2E_HELM=$DIR/bin/helm"
 run+=" && { python3 -c 'import pytest, confluent_kafka' 2>/dev/null || python3 -m pip install -q -r e2e/requirements.txt; }"
-run+=" && python3 -m pytest -v -s -p no:cacheprovider e2e/k8s/test_operator.py ${PYTEST_ARGS[*]:-}"
+# Each pytest argument quoted for the pod's shell (-k "a or b" stays one).
+quoted=""
+((${#PYTEST_ARGS[@]})) && quoted=$(printf '%q ' "${PYTEST_ARGS[@]}")
+run+=" && python3 -m pytest -v -s -p no:cacheprovider e2e/k8s/test_operator.py $quoted"
 run+="; echo \"skein-e2e-exit=\$?\""
 out=$(mktemp)
 K -n "$RNS" exec "$POD" -- sh -c "$run" 2>&1 | tee "$out" || true
