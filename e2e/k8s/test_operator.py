@@ -2153,7 +2153,10 @@ spec:
   balancer:
     planDelaySeconds: 20
     minimumImbalanceBytes: 1048576
-  reassignmentThrottleBytesPerSecond: 1048576
+  # Like Kafka's, the throttle measures its rate over ten seconds at least, so the first ten
+  # seconds' worth of bytes pass at once: at 1 MiB/s a new broker's ~10 MiB went by in about a
+  # second, too short to measure the producer while data moves. At 256 KiB/s it takes ~30 s.
+  reassignmentThrottleBytesPerSecond: 262144
 ---
 apiVersion: skein.dev/v1alpha1
 kind: Topic

@@ -33,9 +33,10 @@ use crate::scaling::Assignment;
 /// differ by at most two (so a finished plan is not followed by small ones
 /// as partitions grow).
 ///
-/// Otherwise two searches run from the same start, and the plan keeps the
-/// one that ends within the threshold with the most even replica counts
-/// (failing that, the one closest to the threshold; then the fewer moves):
+/// Otherwise two searches run from the same start, aiming at half the
+/// threshold ([`aim`]), and the plan keeps the one that ends within the aim,
+/// else within the threshold, with the most even replica counts (failing
+/// that, the one closest to even bytes; then the fewer moves):
 /// - counts first ([`Search::even_counts`], then [`Search::even_bytes`]):
 ///   new brokers take replicas of every size, and counts end within one;
 /// - bytes alone ([`Search::weighted_bytes`]): fewer, larger replicas move,
@@ -56,12 +57,13 @@ pub fn plan(
     let chosen = if balanced {
         start
     } else {
+        let aim = aim(threshold);
         let mut counted = start.clone();
         counted.even_counts(max_moves);
-        counted.even_bytes(threshold, max_moves);
+        counted.even_bytes(aim, max_moves);
         let mut weighted = start.clone();
-        weighted.weighted_bytes(threshold, max_moves);
-        let mut chosen = if weighted.outcome(threshold) < counted.outcome(threshold) {
+        weighted.weighted_bytes(aim, max_moves);
+        let mut chosen = if weighted.outcome(aim, threshold) < counted.outcome(aim, threshold) {
             weighted
         } else {
             counted
@@ -75,6 +77,17 @@ pub fn plan(
         after: chosen.bytes.clone(),
         replicas_after: chosen.counts.clone(),
         moves: chosen.moves,
+    }
+}
+
+/// What a plan aims at once it runs: half the threshold (at least 1%), so
+/// that a finished plan leaves room for partitions to grow unevenly before
+/// the next one (a plan ending at the threshold's edge was followed by
+/// another as soon as a partition grew).
+fn aim(t: Threshold) -> Threshold {
+    Threshold {
+        percent: (t.percent / 2).max(1),
+        min_bytes: t.min_bytes / 2,
     }
 }
 

@@ -264,13 +264,13 @@ impl<'a> Search<'a> {
     }
 
     /// Brings bytes within the threshold while keeping replica counts as
-    /// even as they are (within two): a move, or an exchange of a larger
+    /// even as they are (within one): a move, or an exchange of a larger
     /// replica for a smaller one, which leaves counts alone. Each step
     /// takes, for the heaviest broker and the lightest one it can give to,
     /// the move or exchange that brings the two closest to even.
     pub fn even_bytes(&mut self, threshold: Threshold, max_moves: usize) {
         while self.moves.len() < max_moves && !within(&self.bytes, threshold) {
-            let limit = spread(&self.counts).max(2);
+            let limit = spread(&self.counts).max(1);
             let on = std::mem::take(&mut self.movable);
             let mut by_bytes: Vec<(i32, u64)> = self.bytes.iter().map(|(b, n)| (*b, *n)).collect();
             by_bytes.sort_by_key(|(b, n)| (*n, *b));
@@ -490,11 +490,18 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// How the plan ends, for choosing between searches: within the
-    /// threshold first, then the most even replica counts, then the
-    /// largest deviation from the mean bytes, then the fewest moves.
-    pub fn outcome(&self, threshold: Threshold) -> (bool, usize, u64, usize) {
-        let ok = within(&self.bytes, threshold);
+    /// How the plan ends, for choosing between searches (smaller is
+    /// better): within `aim`, else within `threshold`, else neither; then
+    /// (within either) the most even replica counts; then the largest
+    /// deviation from the mean bytes; then the fewest moves.
+    pub fn outcome(&self, aim: Threshold, threshold: Threshold) -> (u8, usize, u64, usize) {
+        let level = if within(&self.bytes, aim) {
+            0
+        } else if within(&self.bytes, threshold) {
+            1
+        } else {
+            2
+        };
         let mean = self.bytes.values().sum::<u64>() / self.bytes.len().max(1) as u64;
         let worst = self
             .bytes
@@ -503,8 +510,8 @@ impl<'a> Search<'a> {
             .max()
             .unwrap_or(0);
         (
-            !ok,
-            if ok { spread(&self.counts) } else { 0 },
+            level,
+            if level < 2 { spread(&self.counts) } else { 0 },
             worst,
             self.moves.len(),
         )

@@ -19,6 +19,12 @@ const T10: Threshold = Threshold {
     min_bytes: 0,
 };
 
+/// What a plan for T10 aims at.
+const T5: Threshold = Threshold {
+    percent: 5,
+    min_bytes: 0,
+};
+
 fn hosts(ids: &[i32]) -> BTreeMap<i32, Option<String>> {
     ids.iter().map(|b| (*b, None)).collect()
 }
@@ -199,7 +205,9 @@ fn scale_up_with_fourfold_sizes_evens_counts_as_well_as_bytes() {
     let (asg, sizes) = three_brokers(24, |p| 524_288 + (p as u64 * 7919 % 24) * 65_536);
     let hosts = hosts(&[0, 1, 2, 3, 4, 5]);
     let plan = plan(&asg, &sizes, &hosts, T10, 1000);
-    assert!(within(&plan.after, T10), "{:?}", plan.after);
+    // Aimed at half the threshold, so that growth does not call for
+    // another plan at once.
+    assert!(within(&plan.after, T5), "{:?}", plan.after);
     assert!(
         spread(&plan.replicas_after) <= 1,
         "{:?}",
@@ -207,9 +215,9 @@ fn scale_up_with_fourfold_sizes_evens_counts_as_well_as_bytes() {
     );
     assert_no_replica_moves_twice(&plan);
     let copies = plan.moves.iter().filter(|m| !m.leader).count();
-    assert_eq!(
-        copies, 24,
-        "each new broker takes its 8 replicas, nothing more"
+    assert!(
+        copies <= 28,
+        "{copies}: 24 to the new brokers, few exchanges"
     );
     let leads = leaders_of(&apply(&asg, &plan), &hosts);
     assert!(spread(&leads) <= 1, "{leads:?}");
@@ -265,7 +273,7 @@ fn scale_ups_of_many_partitions_end_within_the_threshold_with_even_counts() {
         let plan = plan(&asg, &sizes, &hosts(&ids), T10, 10_000);
         let shape =
             format!("case {case}: {brokers}+{added} brokers, {partitions} partitions, rf {rf}");
-        assert!(within(&plan.after, T10), "{shape}: {:?}", plan.after);
+        assert!(within(&plan.after, T5), "{shape}: {:?}", plan.after);
         assert!(
             spread(&plan.replicas_after) <= 1,
             "{shape}: {:?}",
