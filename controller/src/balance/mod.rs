@@ -34,9 +34,10 @@ use crate::scaling::Assignment;
 /// as partitions grow).
 ///
 /// Otherwise two searches run from the same start, aiming at half the
-/// threshold ([`aim`]), and the plan keeps the one that ends within the aim,
-/// else within the threshold, with the most even replica counts (failing
-/// that, the one closest to even bytes; then the fewer moves):
+/// threshold ([`aim`]), and the plan keeps the one that ends within the
+/// threshold with the most even replica counts, then within the aim
+/// (failing the threshold, the one closest to even bytes; then the fewer
+/// moves):
 /// - counts first ([`Search::even_counts`], then [`Search::even_bytes`]):
 ///   new brokers take replicas of every size, and counts end within one;
 /// - bytes alone ([`Search::weighted_bytes`]): fewer, larger replicas move,

@@ -491,17 +491,12 @@ impl<'a> Search<'a> {
     }
 
     /// How the plan ends, for choosing between searches (smaller is
-    /// better): within `aim`, else within `threshold`, else neither; then
-    /// (within either) the most even replica counts; then the largest
-    /// deviation from the mean bytes; then the fewest moves.
-    pub fn outcome(&self, aim: Threshold, threshold: Threshold) -> (u8, usize, u64, usize) {
-        let level = if within(&self.bytes, aim) {
-            0
-        } else if within(&self.bytes, threshold) {
-            1
-        } else {
-            2
-        };
+    /// better): within `threshold` first (what has to hold), then the most
+    /// even replica counts, then within `aim`, then the largest deviation
+    /// from the mean bytes, then the fewest moves. (Counts before the aim:
+    /// bytes alone often reaches the aim with counts far apart.)
+    pub fn outcome(&self, aim: Threshold, threshold: Threshold) -> (bool, usize, bool, u64, usize) {
+        let ok = within(&self.bytes, threshold);
         let mean = self.bytes.values().sum::<u64>() / self.bytes.len().max(1) as u64;
         let worst = self
             .bytes
@@ -510,8 +505,9 @@ impl<'a> Search<'a> {
             .max()
             .unwrap_or(0);
         (
-            level,
-            if level < 2 { spread(&self.counts) } else { 0 },
+            !ok,
+            if ok { spread(&self.counts) } else { 0 },
+            !within(&self.bytes, aim),
             worst,
             self.moves.len(),
         )
