@@ -52,6 +52,7 @@ pub fn plan(
 ) -> Plan {
     let parts = Partitions::new(current, sizes);
     let start = Search::new(&parts, current, hosts);
+    let before = start.bytes.clone();
     let balanced = within(&start.bytes, threshold)
         && spread(&start.counts) <= 2
         && spread(&start.leaders()) <= 2;
@@ -72,9 +73,8 @@ pub fn plan(
         chosen.spread_leaders(max_moves);
         chosen
     };
-    let before = Search::new(&parts, current, hosts);
     Plan {
-        before: before.bytes,
+        before,
         after: chosen.bytes.clone(),
         replicas_after: chosen.counts.clone(),
         moves: chosen.moves,
