@@ -82,12 +82,42 @@ rbac_shape() {
 }
 check "RBAC: ClusterRole for all namespaces, Roles per watched namespace, Lease role only with leader election" rbac_shape
 
+
 # ---- monitoring: dashboard ConfigMap, PrometheusRule, ServiceMonitor, PodMonitor
 if ! python3 -c 'import yaml' 2>/dev/null; then
   echo "installing python3-yaml (apt-get) for the monitoring checks" >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-yaml >&2 ||
     { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-yaml >&2; }
 fi
+# Least privilege (issue #41): the operator's rules are the same in both shapes, name no wildcard
+# and nothing cluster-scoped, and grant on Secrets only get/create/patch; a namespaced install binds
+# them only in the watched namespaces.
+rbac_least_privilege() {
+  python3 - "$out/all.yaml" "$out/ns.yaml" <<'PY'
+import sys, yaml
+def docs(p): return [d for d in yaml.safe_load_all(open(p)) if d]
+everywhere, ns = docs(sys.argv[1]), docs(sys.argv[2])
+def rules(ds, kind): return [d for d in ds if d["kind"] == kind and not d["metadata"]["name"].endswith("leader-election")]
+cr, roles = rules(everywhere, "ClusterRole"), rules(ns, "Role")
+ok = len(cr) == 1 and len(roles) == 2
+ok &= sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+ok &= all(r["rules"] == cr[0]["rules"] for r in roles)
+ok &= sorted(b["metadata"]["namespace"] for b in ns if b["kind"] == "RoleBinding"
+             and not b["metadata"]["name"].endswith("leader-election")) == ["team-a", "team-b"]
+ok &= not any(d["kind"] in ("ClusterRole", "ClusterRoleBinding") for d in ns)
+cluster_scoped = {"nodes", "namespaces", "customresourcedefinitions", "persistentvolumes", "clusterroles"}
+for rule in cr[0]["rules"]:
+    ok &= "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+    ok &= not cluster_scoped & set(rule["resources"])
+    if "secrets" in rule["resources"]:
+        ok &= sorted(rule["verbs"]) == ["create", "get", "patch"]
+    if set(rule["resources"]) & {"statefulsets", "serviceaccounts", "poddisruptionbudgets", "networkpolicies"}:
+        ok &= "delete" not in rule["verbs"] and "update" not in rule["verbs"]
+sys.exit(0 if ok else 1)
+PY
+}
+check "RBAC least privilege: same rules in both shapes, no wildcard, nothing cluster-scoped, Secrets get/create/patch" rbac_least_privilege
+
 obs="$root/observability"
 monitoring_on=(--set monitoring.prometheusRule.enabled=true --set monitoring.serviceMonitor.enabled=true
   --set monitoring.podMonitor.enabled=true --set-string monitoring.prometheusRule.labels.release=kps)

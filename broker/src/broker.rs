@@ -41,6 +41,8 @@ pub struct Broker {
     pub quotas: crate::quotas::QuotaManager,
     /// Open connections per address, `max.connections`, connection rates.
     pub connection_quotas: Arc<crate::connection_quotas::ConnectionQuotas>,
+    /// `queued.max.request.bytes`: request bytes in flight, broker-wide.
+    pub request_memory: crate::request_memory::RequestMemoryPool,
     /// Repeated warnings (refused ISR changes, storage errors) are logged
     /// once per partition every 10 s.
     pub log_throttle: crate::log_throttle::LogThrottle,
@@ -210,6 +212,8 @@ impl Broker {
         let quotas = crate::quotas::QuotaManager::new(&metrics.registry);
         let connection_quotas =
             crate::connection_quotas::ConnectionQuotas::new(config.connection_limits.clone());
+        let request_memory =
+            crate::request_memory::RequestMemoryPool::new(config.queued_max_request_bytes);
         let fetch_sessions = crate::fetch_session::FetchSessionCache::new(
             config.fetch_session_cache_slots,
             &metrics.registry,
@@ -226,6 +230,7 @@ impl Broker {
             refused_batches: Default::default(),
             quotas,
             connection_quotas,
+            request_memory,
             log_throttle: crate::log_throttle::LogThrottle::new(Duration::from_secs(10)),
             fetch_sessions,
             combined,

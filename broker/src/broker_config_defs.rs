@@ -169,6 +169,10 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     d("sasl.enabled.mechanisms", List, Some("GSSAPI")),
     d("security.inter.broker.protocol", Str, Some("PLAINTEXT")),
     d("socket.request.max.bytes", Int, Some("104857600")),
+    d("sasl.server.max.receive.size", Int, Some("524288")),
+    // Kafka's default is -1 (unbounded); Skein bounds the memory that
+    // requests in flight may take (request_memory.rs).
+    d("queued.max.request.bytes", Long, Some("536870912")),
     d("socket.receive.buffer.bytes", Int, Some("-1")),
     d("socket.send.buffer.bytes", Int, Some("102400")),
     d("socket.sendfile.enable", Boolean, Some("true")),
@@ -189,6 +193,11 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         Some("10000"),
     ),
     d("transaction.max.timeout.ms", Int, Some("900000")),
+    d(
+        "transaction.partition.verification.enable",
+        Boolean,
+        Some("true"),
+    ),
     d(
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         Int,

@@ -62,12 +62,23 @@ pub enum ConfigError {
     Syntax { file: PathBuf, line: usize },
     #[error("bad --override {0:?}: expected key=value")]
     Override(String),
-    #[error("invalid value {value:?} for {key}: {reason}")]
+    /// The value is not shown when the key holds a secret (a JAAS text
+    /// with passwords, a key): start-up errors end up in logs.
+    #[error("invalid value {} for {key}: {reason}", shown_value(key, value))]
     Value {
         key: String,
         value: String,
         reason: String,
     },
+}
+
+/// A setting's value as an error shows it: quoted, or `(hidden)` for a secret.
+fn shown_value(key: &str, value: &str) -> String {
+    if is_sensitive(key) {
+        "(hidden)".to_string()
+    } else {
+        format!("{value:?}")
+    }
 }
 
 impl From<crate::connection_quotas::InvalidLimit> for ConfigError {
@@ -129,6 +140,12 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     pub message_max_bytes: u64,
     pub socket_request_max_bytes: usize,
+    /// `sasl.server.max.receive.size`: the largest frame a SASL listener
+    /// reads before the client has authenticated (Kafka's 512 KiB).
+    pub sasl_server_max_receive_size: usize,
+    /// `queued.max.request.bytes`: the broker-wide budget for request bytes
+    /// in flight (`request_memory`); `None` (-1) unbounded.
+    pub queued_max_request_bytes: Option<usize>,
     /// `socket.sendfile.enable` (Skein's own): plaintext fetches send large
     /// reads with `sendfile` instead of copying them (docs/performance.md).
     pub sendfile: bool,
@@ -289,6 +306,8 @@ impl BrokerConfig {
             auto_create_topics_enable: boolean(&raw, "auto.create.topics.enable", true)?,
             message_max_bytes: log_defaults.max_message_bytes,
             socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
+            sasl_server_max_receive_size: num(&raw, "sasl.server.max.receive.size", 524_288usize)?,
+            queued_max_request_bytes: queued_max_request_bytes(&raw)?,
             sendfile: boolean(&raw, "socket.sendfile.enable", true)?,
             socket_send_buffer: socket_buffer(&raw, "socket.send.buffer.bytes", 102_400)?,
             socket_receive_buffer: socket_buffer(&raw, "socket.receive.buffer.bytes", -1)?,
@@ -402,6 +421,11 @@ fn txn_config(raw: &BTreeMap<String, String>) -> Result<crate::txn::TxnConfig, C
             raw,
             "transaction.remove.expired.transaction.cleanup.interval.ms",
             d.remove_expired_interval_ms,
+        )?,
+        partition_verification: boolean(
+            raw,
+            "transaction.partition.verification.enable",
+            d.partition_verification,
         )?,
     };
     let positive = [
@@ -843,6 +867,28 @@ fn socket_buffer(
     }
 }
 
+/// `queued.max.request.bytes`: -1 is unbounded (Kafka's default; Skein's
+/// default is [`crate::request_memory::DEFAULT_QUEUED_MAX_REQUEST_BYTES`]);
+/// a bound must hold the largest request, as Kafka requires.
+fn queued_max_request_bytes(raw: &BTreeMap<String, String>) -> Result<Option<usize>, ConfigError> {
+    let key = "queued.max.request.bytes";
+    let n: i64 = num(
+        raw,
+        key,
+        crate::request_memory::DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+    )?;
+    let request_max: i64 = num(raw, "socket.request.max.bytes", 104_857_600i64)?;
+    match n {
+        -1 => Ok(None),
+        n if n >= request_max => Ok(Some(n as usize)),
+        n => Err(ConfigError::Value {
+            key: key.to_string(),
+            value: n.to_string(),
+            reason: format!("-1 (unbounded) or at least socket.request.max.bytes ({request_max})"),
+        }),
+    }
+}
+
 fn boolean(raw: &BTreeMap<String, String>, key: &str, default: bool) -> Result<bool, ConfigError> {
     num(raw, key, default)
 }
@@ -937,6 +983,51 @@ mod tests {
             "7".to_string(),
         )]);
         assert_eq!(txn_config(&raw).unwrap().state_partitions, 7);
+    }
+
+    fn raw(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_start_up_error_never_shows_a_jaas_text() {
+        // The inter-broker login's entry lacks its final ';'.
+        let err = BrokerConfig::from_map(raw(&[
+            ("listeners", "SASL_PLAINTEXT://127.0.0.1:9092"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+            ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"),
+            ("control.listen", "127.0.0.1:9093"),
+            (
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config",
+                "org.apache.kafka.common.security.scram.ScramLoginModule required \
+                 username=\"broker\" password=\"hunter2\"",
+            ),
+        ]))
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("jaas.config"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn request_memory_is_bounded_by_default_and_holds_the_largest_request() {
+        let c = BrokerConfig::from_map(BTreeMap::new()).unwrap();
+        assert_eq!(c.queued_max_request_bytes, Some(512 << 20));
+        assert_eq!(c.sasl_server_max_receive_size, 524_288);
+        let unbounded = raw(&[("queued.max.request.bytes", "-1")]);
+        assert_eq!(
+            BrokerConfig::from_map(unbounded)
+                .unwrap()
+                .queued_max_request_bytes,
+            None
+        );
+        // Smaller than socket.request.max.bytes: a largest request could never be read.
+        let small = raw(&[("queued.max.request.bytes", "1048576")]);
+        assert!(BrokerConfig::from_map(small).is_err());
     }
 
     #[test]

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use kafka_protocol::error::ResponseError;
 use skein_storage::{
-    AbortedTxn, AppendInfo, Log, LogConfig, ReadResult, Records, RecordsRead, StorageError,
+    AbortedTxn, AppendInfo, AppendOrigin, Log, LogConfig, ReadResult, Records, RecordsRead,
+    StorageError,
 };
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -515,6 +516,7 @@ impl Partition {
         records: &mut [u8],
         acks_all: bool,
         now_ms: i64,
+        origin: AppendOrigin,
     ) -> Result<AppendInfo, ApiError> {
         let info = {
             let mut st = self.state();
@@ -536,7 +538,7 @@ impl Partition {
             let (info, leo) = {
                 let mut log = self.log.write().expect("log lock");
                 // The log applies the flush policy (flush.messages / flush.ms) itself.
-                let info = log.append_as_leader(records, st.leader_epoch, now_ms)?;
+                let info = log.append_as_leader(records, st.leader_epoch, now_ms, origin)?;
                 (info, log.log_end_offset())
             };
             self.maybe_advance_hw(&mut st, leo);
@@ -647,7 +649,7 @@ impl Partition {
             ));
         }
         let mut batch = skein_storage::control_batch(producer_id, producer_epoch, marker, now_ms);
-        self.append_as_leader(&mut batch, true, now_ms)
+        self.append_as_leader(&mut batch, true, now_ms, AppendOrigin::Coordinator)
     }
 
     /// Reads this replica's own log up to its end, whatever its role (the

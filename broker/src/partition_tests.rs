@@ -198,7 +198,8 @@ fn a_new_leaders_high_watermark_lags_until_its_followers_fetch() {
         1_000,
         Compression::None,
     );
-    p.append_as_leader(&mut batch, true, 10).unwrap();
+    p.append_as_leader(&mut batch, true, 10, AppendOrigin::Client)
+        .unwrap();
     // Not yet committed: follower 2 has not fetched.
     assert_eq!(p.high_watermark(), 0);
     assert!(
@@ -232,7 +233,9 @@ fn a_follower_behind_its_leader_reports_its_offset_lag() {
         1_000,
         Compression::None,
     );
-    leader.append_as_leader(&mut batch, true, 10).unwrap();
+    leader
+        .append_as_leader(&mut batch, true, 10, AppendOrigin::Client)
+        .unwrap();
     assert_eq!(leader.high_watermark(), 3);
     assert_eq!(leader.offset_lag(), 0);
 
@@ -325,7 +328,8 @@ fn a_skipped_partition_counts_its_follower_sessions_rounds_as_fetches() {
     // An append at 9.5 s; the follower's next fetch (still at offset 0)
     // reads the partition: caught up as of its previous round, 9 s.
     let mut batch = skein_storage::testing::kv_batch(&[("a", Some("1"))], 9_500, Compression::None);
-    p.append_as_leader(&mut batch, true, 9_500).unwrap();
+    p.append_as_leader(&mut batch, true, 9_500, AppendOrigin::Client)
+        .unwrap();
     let read = fetch(0, 10_000);
     assert!(!read.caught_up && !read.records.is_empty());
     // Its rounds go on without it catching up: the pulse no longer counts.

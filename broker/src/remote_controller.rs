@@ -176,7 +176,9 @@ impl RemoteController {
 
     /// Serves `BrokerControl` on `addr` until the returned task is aborted;
     /// with `tls`, only to a controller with a certificate from its CA (and
-    /// its subject, if one is configured).
+    /// its subject, if one is configured). The keystore and truststore are
+    /// read again when they change (a renewed certificate in a mounted
+    /// Secret): the next session gets them, open ones go on.
     pub async fn serve(
         self: &Arc<Self>,
         addr: SocketAddr,
@@ -197,8 +199,14 @@ impl RemoteController {
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             return Ok(spawn_server(server.serve_with_incoming(svc, incoming)));
         };
-        let config = skein_controller::rpc::tls::server_config(&tls.files)
-            .map_err(|e| anyhow::anyhow!("control-plane TLS: {e}"))?;
+        let files = tls.files.clone();
+        let config = crate::tls::Reloading::watching(
+            "control port".into(),
+            vec![files.keystore.clone(), files.truststore.clone()],
+            move || skein_controller::rpc::tls::server_config(&files).map(Arc::unwrap_or_clone),
+        )
+        .map_err(|e| anyhow::anyhow!("control-plane TLS: {e}"))?;
+        let config = Arc::new(config);
         let subject = tls.controller_subject.clone();
         let check = Arc::new(move |certs: &[rustls::pki_types::CertificateDer<'_>]| {
             let Some(want) = &subject else { return Ok(()) };
@@ -211,7 +219,8 @@ impl RemoteController {
                 )),
             }
         });
-        let incoming = skein_controller::rpc::tls::incoming(listener, config, check);
+        let incoming =
+            skein_controller::rpc::tls::incoming(listener, Arc::new(move || config.get()), check);
         Ok(spawn_server(server.serve_with_incoming(svc, incoming)))
     }
 

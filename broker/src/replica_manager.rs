@@ -176,6 +176,16 @@ impl ReplicaManager {
             }
             self.stop_replica(&topic.name, index, true);
         }
+        // The name comes from the controller, a network peer: it becomes a
+        // path only if it is a topic name Kafka would accept (no '/', no
+        // '..'), under the data directory.
+        crate::metadata::validate_topic_name(&topic.name)?;
+        if index < 0 {
+            return Err(ApiError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("partition index {index} of {}", topic.name),
+            ));
+        }
         let dir = self.data_dir.join(Partition::dir_name(&topic.name, index));
         let log = Log::open(&dir, config.clone(), now_ms)?;
         let part = Arc::new(Partition::new(

@@ -161,7 +161,14 @@ async fn serve_connection(
                 .with_label_values(&[&*spec.name])
                 .inc();
             if let Some(left_out) = broker.log_throttle.allow(&format!("tls {}", spec.name)) {
-                info!(%peer, listener = %spec.name, error = %why, left_out, "TLS client turned away");
+                let why = why.to_string();
+                // X.509 v1 certificates (`openssl x509 -req` without an
+                // extensions file makes them) are refused by the TLS library.
+                let hint = why.contains("UnsupportedCertVersion").then_some(
+                    "the client certificate is X.509 v1; re-issue it as v3 \
+                     (openssl x509 -req ... -extfile with basicConstraints=CA:FALSE)",
+                );
+                info!(%peer, listener = %spec.name, error = %why, hint, left_out, "TLS client turned away");
             }
             return Ok(());
         }
@@ -228,11 +235,36 @@ async fn handle_connection(
         // A bare SASL token (after a v0 handshake) may be shorter than a
         // request header.
         let min = if session.expects_raw_token() { 0 } else { 8 };
-        if size < min || size as usize > max {
-            warn!(%peer, size, limit = max, "closing connection: request size out of bounds (socket.request.max.bytes)");
+        // Before authentication a SASL listener reads small frames only
+        // (Kafka's sasl.server.max.receive.size): an unauthenticated peer
+        // must not make the broker reserve socket.request.max.bytes.
+        let (limit, setting) = if session.authenticating() {
+            (
+                max.min(broker.config.sasl_server_max_receive_size),
+                "sasl.server.max.receive.size",
+            )
+        } else {
+            (max, "socket.request.max.bytes")
+        };
+        if size < min || size as usize > limit {
+            warn!(%peer, size, limit, setting, "closing connection: request size out of bounds");
             return Err(ConnectionError::Protocol(format!("bad frame size {size}")));
         }
-        let frame = read_frame(&mut rd, size as usize).await?;
+        // The frame's bytes come out of the broker-wide budget first; the
+        // grant is given back when the request has been answered.
+        let _grant = tokio::select! {
+            g = broker.request_memory.reserve(size as usize) => g,
+            _ = stopped.wait_for(|s| *s) => return Ok(()),
+        };
+        // A frame that starts and stops arriving is closed like an idle
+        // connection: each read must bring bytes within connections.max.idle.ms.
+        let frame = match read_frame(&mut rd, size as usize, idle).await {
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                debug!(%peer, size, idle_ms = broker.config.connections_max_idle_ms, "closing connection: a request stopped arriving");
+                return Ok(());
+            }
+            r => r?,
+        };
         let started = Instant::now();
         let frame = frame.freeze();
         if session.expects_raw_token() {
@@ -309,9 +341,14 @@ const FRAME_CHUNK: usize = 64 * 1024;
 /// one step — growing by doubling copied a 1 MiB produce request four times
 /// over — and its pages are only touched as the bytes arrive. Reads go into
 /// uninitialised capacity: no zero-fill of a buffer about to be overwritten.
+///
+/// Each read must bring bytes within `stall` (`TimedOut` otherwise): a peer
+/// that announces a frame and stops sending does not hold the connection
+/// and its buffer for good.
 async fn read_frame(
     rd: &mut (impl tokio::io::AsyncRead + Unpin),
     size: usize,
+    stall: Duration,
 ) -> std::io::Result<BytesMut> {
     let mut frame = BytesMut::with_capacity(size.min(FRAME_CHUNK));
     while frame.len() < size {
@@ -319,8 +356,15 @@ async fn read_frame(
         if frame.capacity() == frame.len() {
             frame.reserve(left);
         }
-        if (&mut *rd).take(left as u64).read_buf(&mut frame).await? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        let mut limited = (&mut *rd).take(left as u64);
+        let read = limited.read_buf(&mut frame);
+        match tokio::time::timeout(stall, read).await {
+            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+            Ok(n) => {
+                if n? == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+            }
         }
     }
     Ok(frame)
@@ -628,7 +672,9 @@ mod tests {
                 }
             })
         };
-        let frame = read_frame(&mut rx, size).await.unwrap();
+        let frame = read_frame(&mut rx, size, Duration::from_secs(30))
+            .await
+            .unwrap();
         writer.await.unwrap();
         assert_eq!(frame.len(), size);
         assert!(
@@ -642,7 +688,9 @@ mod tests {
         let (mut tx, mut rx) = tokio::io::duplex(64 * 1024);
         // 100 KB of a claimed 100 MB, then the peer goes away.
         tokio::spawn(async move { tx.write_all(&[1u8; 100_000]).await.unwrap() });
-        let err = read_frame(&mut rx, 100 << 20).await.unwrap_err();
+        let err = read_frame(&mut rx, 100 << 20, Duration::from_secs(30))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }

@@ -1,10 +1,12 @@
 //! TLS for SSL listeners (rustls, no OpenSSL): the server configuration
 //! built from a listener's PEM material, re-read when its files change
 //! (Kubernetes rotates a mounted Secret in place), so certificates can be
-//! renewed without a restart.
+//! renewed without a restart. [`Reloading`] does the same for the
+//! inter-broker client and the control port.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -30,29 +32,41 @@ const RELOAD_CHECK: Duration = Duration::from_secs(5);
 /// [`RELOAD_CHECK`]. Material that cannot be loaded leaves the last good
 /// value in use.
 pub struct Reloading<T> {
-    /// For log lines: `listener SSL`, `inter-broker client`.
+    /// For log lines: `listener SSL`, `inter-broker client`, `control port`.
     what: String,
-    settings: TlsSettings,
-    build: fn(&TlsSettings) -> Result<T, String>,
+    /// The files the value is built from.
+    files: Vec<PathBuf>,
+    build: Box<dyn Fn() -> Result<T, String> + Send + Sync>,
     current: RwLock<Arc<T>>,
     /// When the files were last looked at, and what they looked like then.
     checked: Mutex<(Instant, Vec<FileStamp>)>,
 }
 
-impl<T> Reloading<T> {
-    /// Builds the value now: material that cannot be loaded at start-up is
-    /// an error.
+impl<T: 'static> Reloading<T> {
+    /// Builds the value from a listener's settings now: material that
+    /// cannot be loaded at start-up is an error.
     pub fn new(
         what: String,
         settings: TlsSettings,
         build: fn(&TlsSettings) -> Result<T, String>,
     ) -> Result<Self, String> {
-        let stamps = stamps(&settings);
-        let value = build(&settings).map_err(|e| format!("{what}: {e}"))?;
+        let files = files(&settings);
+        Self::watching(what, files, move || build(&settings))
+    }
+
+    /// Builds the value with `build` now, and again whenever one of `files`
+    /// changes.
+    pub fn watching(
+        what: String,
+        files: Vec<PathBuf>,
+        build: impl Fn() -> Result<T, String> + Send + Sync + 'static,
+    ) -> Result<Self, String> {
+        let stamps = stamps(&files);
+        let value = build().map_err(|e| format!("{what}: {e}"))?;
         Ok(Self {
             what,
-            settings,
-            build,
+            files,
+            build: Box::new(build),
             current: RwLock::new(Arc::new(value)),
             checked: Mutex::new((Instant::now(), stamps)),
         })
@@ -70,11 +84,11 @@ impl<T> Reloading<T> {
             return;
         }
         checked.0 = Instant::now();
-        let now = stamps(&self.settings);
+        let now = stamps(&self.files);
         if now == checked.1 {
             return;
         }
-        match (self.build)(&self.settings) {
+        match (self.build)() {
             Ok(value) => {
                 *self.current.write().expect("tls value lock") = Arc::new(value);
                 checked.1 = now;
@@ -96,8 +110,8 @@ pub struct TlsReloader {
     mapper: PrincipalMapper,
 }
 
-/// A file's modification time and size (`None`: cannot be read).
-type FileStamp = Option<(SystemTime, u64)>;
+/// A hash of a file's content (`None`: cannot be read).
+type FileStamp = Option<u64>;
 
 impl TlsReloader {
     /// Loads the material now: a listener that cannot serve TLS must not
@@ -147,18 +161,31 @@ impl TlsReloader {
     }
 }
 
-/// Modification time and size of every file the settings read.
-fn stamps(s: &TlsSettings) -> Vec<FileStamp> {
+/// Every file the settings read (inline PEM is not watched).
+fn files(s: &TlsSettings) -> Vec<PathBuf> {
     [Some(&s.key), Some(&s.chain), s.truststore.as_ref()]
         .into_iter()
         .flatten()
         .filter_map(|p| match p {
-            Pem::File(path) => Some(
-                std::fs::metadata(path)
-                    .ok()
-                    .and_then(|m| Some((m.modified().ok()?, m.len()))),
-            ),
+            Pem::File(path) => Some(path.clone()),
             Pem::Inline(_) => None,
+        })
+        .collect()
+}
+
+/// A hash of each file's content (through symbolic links: a mounted Secret
+/// is updated by swapping a link to a new directory). Content, not
+/// modification time and size: a certificate replaced by one of the same
+/// length within the file system's timestamp tick (a few milliseconds) must
+/// not go unnoticed; the files are a few kilobytes, read every few seconds.
+fn stamps(files: &[PathBuf]) -> Vec<FileStamp> {
+    files
+        .iter()
+        .map(|path| {
+            let bytes = std::fs::read(path).ok()?;
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&bytes, &mut h);
+            Some(std::hash::Hasher::finish(&h))
         })
         .collect()
 }

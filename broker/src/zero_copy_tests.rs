@@ -44,7 +44,8 @@ fn log_of_large_batches(dir: &std::path::Path, n: usize) -> Log {
         let value = format!("{i:05}").repeat(8000);
         let r = skein_storage::testing::record(Some("k"), Some(&value), 0);
         let mut batch = skein_storage::testing::encode(&[r], Compression::None);
-        log.append_as_leader(&mut batch, 0, 0).unwrap();
+        log.append_as_leader(&mut batch, 0, 0, skein_storage::AppendOrigin::Client)
+            .unwrap();
     }
     log
 }

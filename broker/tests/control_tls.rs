@@ -1,7 +1,8 @@
 //! Mutual TLS on the control plane: a broker's control port takes a
 //! session only from a client with a certificate of the controller's CA and
 //! the controller's subject; the controller takes only a broker whose
-//! certificate its CA signed for the host it dialled.
+//! certificate its CA signed for the host it dialled. Renewed certificate
+//! files are taken by the next session, without a restart.
 
 use std::path::Path;
 use std::time::Duration;
@@ -117,6 +118,134 @@ async fn the_control_port_serves_only_the_controller_and_the_controller_only_bro
     // A broker whose certificate names another host than the one dialled.
     let (addr, task) = serve("elsewhere").await;
     assert!(!session_holds(addr, Some(files(d, "controller", "ca"))).await);
+    task.abort();
+}
+
+/// Writes `<name>.pem` as a mounted Secret is updated: a new file renamed
+/// over the old one.
+fn replace(dir: &Path, name: &str, write: impl FnOnce(&Path)) {
+    let staging = dir.join("staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    write(&staging);
+    std::fs::rename(
+        staging.join(format!("{name}.pem")),
+        dir.join(format!("{name}.pem")),
+    )
+    .unwrap();
+}
+
+/// The certificate (DER) at the start of a PEM keystore file.
+fn certificate(path: &Path) -> Vec<u8> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::pem_file_iter(path)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .to_vec()
+}
+
+/// The certificate the control port at `addr` serves to a client with
+/// `files` (`None`: the handshake failed).
+async fn served(addr: std::net::SocketAddr, files: &ControlTlsFiles) -> Option<Vec<u8>> {
+    let config = client_config(files).unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .ok()?;
+    Some(tls.get_ref().1.peer_certificates()?.first()?.to_vec())
+}
+
+/// Waits (up to 20 s: the broker looks at its files at most every 5 s)
+/// until the port serves the certificate of `keystore` to `files`.
+async fn wait_served(addr: std::net::SocketAddr, files: &ControlTlsFiles, keystore: &Path) {
+    let want = certificate(keystore);
+    for _ in 0..40 {
+        if served(addr, files).await.as_ref() == Some(&want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!(
+        "{} is not served: {} bytes served, {} wanted",
+        keystore.display(),
+        served(addr, files).await.map_or(0, |c| c.len()),
+        want.len()
+    );
+}
+
+/// The operator renews the brokers' certificate (same CA) and later
+/// replaces the CA: the broker serves each new keystore, and trusts each
+/// new CA, from the next session on, without a restart and without ending
+/// the session it holds.
+#[tokio::test]
+async fn renewed_certificates_serve_the_next_session_without_a_restart() {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let first = ca("skein-test CA");
+    std::fs::write(d.join("ca.pem"), first.pem()).unwrap();
+    leaf(d, "broker", "skein-broker-1", &["127.0.0.1"], &first);
+    leaf(d, "controller", "skein-controller", &[], &first);
+    let tls = ControlTls {
+        files: files(d, "broker", "ca"),
+        controller_subject: Some("CN=skein-controller".into()),
+    };
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let task = RemoteController::new(1)
+        .serve(addr, Some(&tls))
+        .await
+        .unwrap();
+    let controller = files(d, "controller", "ca");
+    assert_eq!(
+        served(addr, &controller).await,
+        Some(certificate(&d.join("broker.pem")))
+    );
+    // A session opened before the renewal.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let held = tokio::spawn(drive_session(
+        ControllerService::open(None, ControllerConfig::default()).unwrap(),
+        format!("http://{addr}"),
+        Some(1),
+        stop_rx,
+        None,
+        Some(client_config(&controller).unwrap()),
+    ));
+
+    // Renewal: a new key and certificate from the same CA.
+    replace(d, "broker", |s| {
+        leaf(s, "broker", "skein-broker-1", &["127.0.0.1"], &first)
+    });
+    wait_served(addr, &controller, &d.join("broker.pem")).await;
+
+    // A new CA: both ends get certificates of it; the broker trusts only it.
+    let second = ca("skein-test CA 2");
+    leaf(d, "controller-2", "skein-controller", &[], &second);
+    std::fs::write(d.join("ca-2.pem"), second.pem()).unwrap();
+    replace(d, "broker", |s| {
+        leaf(s, "broker", "skein-broker-1", &["127.0.0.1"], &second)
+    });
+    replace(d, "ca", |s| {
+        std::fs::write(s.join("ca.pem"), second.pem()).unwrap()
+    });
+    let controller_2 = files(d, "controller-2", "ca-2");
+    wait_served(addr, &controller_2, &d.join("broker.pem")).await;
+
+    // The session from before both changes is still open (the probes above
+    // were TLS handshakes only; a new session would replace it).
+    assert!(
+        !held.is_finished(),
+        "the session held through the renewals ended"
+    );
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), held).await;
+    // New sessions: the new CA's controller, yes; the old CA's, no.
+    assert!(session_holds(addr, Some(controller_2)).await);
+    assert!(!session_holds(addr, Some(files(d, "controller", "ca-2"))).await);
     task.abort();
 }
 

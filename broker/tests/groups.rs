@@ -829,3 +829,162 @@ async fn offsets_topic_waits_for_its_replication_factor() {
         3
     );
 }
+
+fn commit_topic(
+    name: &str,
+    partitions: impl IntoIterator<Item = (i32, i64)>,
+) -> offset_commit_request::OffsetCommitRequestTopic {
+    let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+    t.name = topic_name(name);
+    t.partitions = partitions
+        .into_iter()
+        .map(|(p, o)| {
+            let mut x = offset_commit_request::OffsetCommitRequestPartition::default();
+            x.partition_index = p;
+            x.committed_offset = o;
+            x.committed_leader_epoch = -1;
+            x
+        })
+        .collect();
+    t
+}
+
+/// Per topic, the partitions' error codes of an OffsetCommit or
+/// TxnOffsetCommit answer.
+fn codes<'a>(topics: impl Iterator<Item = (&'a str, Vec<i16>)>) -> Vec<(String, Vec<i16>)> {
+    topics.map(|(t, c)| (t.to_string(), c)).collect()
+}
+
+const UNKNOWN: i16 = 3; // UNKNOWN_TOPIC_OR_PARTITION
+
+/// As Kafka (`KafkaApis.handleOffsetCommitRequest`): an offset for a
+/// partition that does not exist (of an existing topic or not) is answered
+/// UNKNOWN_TOPIC_OR_PARTITION and not stored, while the request's other
+/// partitions are committed; a request left with no partition never
+/// reaches the coordinator (no group is created for it).
+#[tokio::test]
+async fn offset_commit_to_partitions_that_do_not_exist_is_refused_and_not_stored() {
+    let b = TestBroker::start(FAST).await;
+    let mut c = b.client().await;
+    create_topic(&mut c, "one", 1).await;
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = gid("g");
+    r.generation_id_or_member_epoch = -1;
+    r.topics = vec![
+        commit_topic("one", [(0, 42), (999, 7), (-1, 7)]),
+        commit_topic("no-such-topic", [(0, 7)]),
+        // 5,000 made-up partitions in one request.
+        commit_topic("one", (1..=5000).map(|p| (p, 7))),
+    ];
+    let resp = c.call(&r, 8).await.unwrap();
+    let got = codes(resp.topics.iter().map(|t| {
+        (
+            &*t.name.0,
+            t.partitions.iter().map(|p| p.error_code).collect(),
+        )
+    }));
+    assert_eq!(got[0], ("one".into(), vec![0, UNKNOWN, UNKNOWN]));
+    assert_eq!(got[1], ("no-such-topic".into(), vec![UNKNOWN]));
+    assert_eq!(got[2].1, vec![UNKNOWN; 5000]);
+    let fetched = fetch_all(&mut c, &["g"]).await;
+    assert_eq!(
+        fetched[0].2,
+        vec![("one".into(), 0, 42)],
+        "nothing else stored"
+    );
+
+    // Nothing left for the coordinator: no group comes of it.
+    r.group_id = gid("ghost");
+    r.topics = vec![commit_topic("one", [(1, 7)])];
+    let resp = c.call(&r, 8).await.unwrap();
+    assert_eq!(resp.topics[0].partitions[0].error_code, UNKNOWN);
+    let groups: Vec<String> = list(&mut c, &[]).await.into_iter().map(|g| g.0).collect();
+    assert_eq!(groups, vec!["g".to_string()]);
+}
+
+/// The same for offsets committed in a transaction
+/// (`KafkaApis.handleTxnOffsetCommitRequest`): only the partitions that
+/// exist are held and, at COMMIT, become the group's offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn txn_offset_commit_to_partitions_that_do_not_exist_is_refused_and_not_stored() {
+    let b = TestBroker::start(FAST).await;
+    let mut c = b.client().await;
+    create_topic(&mut c, "one", 1).await;
+    let tid = TransactionalId(s("tx"));
+    // Creates `__transaction_state`, as a transactional producer's first call does.
+    let mut find = FindCoordinatorRequest::default();
+    find.key_type = 1;
+    find.coordinator_keys = vec![s("tx")];
+    c.call(&find, 4).await.unwrap();
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(tid.clone());
+    init.transaction_timeout_ms = 60_000;
+    let mut pid = InitProducerIdResponse::default();
+    for _ in 0..100 {
+        pid = c.call(&init, 4).await.unwrap();
+        if pid.error_code == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(pid.error_code, 0);
+    let mut add = AddOffsetsToTxnRequest::default();
+    add.transactional_id = tid.clone();
+    add.producer_id = pid.producer_id;
+    add.producer_epoch = pid.producer_epoch;
+    add.group_id = gid("tg");
+    assert_eq!(c.call(&add, 3).await.unwrap().error_code, 0);
+
+    let topic = |name: &str, partitions: &[i32]| {
+        let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+        t.name = topic_name(name);
+        t.partitions = partitions
+            .iter()
+            .map(|p| {
+                let mut x = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+                x.partition_index = *p;
+                x.committed_offset = 42;
+                x.committed_leader_epoch = -1;
+                x
+            })
+            .collect();
+        t
+    };
+    let mut r = TxnOffsetCommitRequest::default();
+    r.transactional_id = tid.clone();
+    r.group_id = gid("tg");
+    r.producer_id = pid.producer_id;
+    r.producer_epoch = pid.producer_epoch;
+    r.generation_id = -1;
+    r.topics = vec![
+        topic("one", &[0, 999]),
+        topic("no-such-topic", &[0]),
+        topic("one", &(1..=5000).collect::<Vec<_>>()),
+    ];
+    let resp = c.call(&r, 3).await.unwrap();
+    let got = codes(resp.topics.iter().map(|t| {
+        (
+            &*t.name.0,
+            t.partitions.iter().map(|p| p.error_code).collect(),
+        )
+    }));
+    assert_eq!(got[0], ("one".into(), vec![0, UNKNOWN]));
+    assert_eq!(got[1], ("no-such-topic".into(), vec![UNKNOWN]));
+    assert_eq!(got[2].1, vec![UNKNOWN; 5000]);
+
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = tid;
+    end.producer_id = pid.producer_id;
+    end.producer_epoch = pid.producer_epoch;
+    end.committed = true;
+    assert_eq!(c.call(&end, 3).await.unwrap().error_code, 0);
+    let mut fetched = Vec::new();
+    for _ in 0..100 {
+        fetched = fetch_all(&mut c, &["tg"]).await[0].2.clone();
+        if !fetched.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(fetched, vec![("one".into(), 0, 42)], "nothing else stored");
+}

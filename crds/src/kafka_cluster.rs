@@ -181,16 +181,14 @@ pub struct ListenersSpec {
     #[serde(default = "default_control_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub control_port: i32,
-    /// Mutual TLS on the control port: the operator makes a certificate
-    /// authority for the cluster (Secret `<name>-control-ca`, which only the
-    /// operator reads), a certificate for the brokers (Secret
-    /// `<name>-control-tls`, mounted into the broker pods) and one for its
-    /// controller; a broker then takes sessions only from the controller's
-    /// certificate, and the controller only talks to brokers whose
-    /// certificate matches their pod's DNS name. Turning it on or off rolls
-    /// the brokers.
-    #[serde(default)]
-    pub control_plane_tls: bool,
+    /// Deprecated and ignored: the control port is always on mutual TLS
+    /// (the operator makes the cluster's control-plane CA and certificates,
+    /// Secrets `<name>-control-ca` and `<name>-control-tls`, and renews
+    /// them). Still accepted so manifests that set it keep applying;
+    /// `false` no longer turns TLS off (the operator says so in a Warning
+    /// event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_tls: Option<bool>,
     /// Replicate over a listener of its own (`REPLICATION` on
     /// `replicationPort`) with mutual TLS: the brokers' certificate from the
     /// cluster CA both ways, only the cluster CA trusted, the brokers'
@@ -451,7 +449,7 @@ impl Default for ListenersSpec {
             kafka_port: default_kafka_port(),
             metrics_port: default_metrics_port(),
             control_port: default_control_port(),
-            control_plane_tls: false,
+            control_plane_tls: None,
             replication_tls: None,
             replication_port: default_replication_port(),
             bootstrap_service_type: BootstrapServiceType::default(),

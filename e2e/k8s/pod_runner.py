@@ -38,7 +38,9 @@ It also keeps /etc/hosts (the private copy netns.sh mounts) mapping every pod's
 stable DNS name (`<pod>.<subdomain>.<ns>.svc`) to its IP, standing in for
 cluster DNS. A pod that is deleted gets SIGTERM, then SIGKILL after its grace
 period, as the kubelet would do. Mounted Secrets are written again when they
-change, as the kubelet refreshes secret volumes (brokers reload certificates).
+change (looked at every 3 s; a kubelet takes up to about a minute), a key the
+Secret lost removed, as the kubelet refreshes secret volumes: brokers reload
+renewed certificates without a restart.
 
 And it stands in for kube-proxy's NodePorts: every NodePort Service of the
 namespace is served on the node address (127.0.0.1, kwok's node IP) at its
@@ -333,18 +335,26 @@ class PodRunner:
         return addr
 
     def _refresh_secrets(self):
+        """Every few seconds, as the kubelet's sync (about a minute on a real node): each key
+        written anew when its value changed (a new file renamed over the old one, so a reader
+        never sees half of it), and keys the Secret no longer has removed."""
         fetched: dict[str, dict] = {}  # one read per Secret per pass, however many pods mount it
         for entry in list(self.procs.values()):
             for d, name in entry.get("secrets", []):
                 if name not in fetched:
                     fetched[name] = self._kubectl_json("-n", self.ns, "get", "secret", name)
-                for k, b64 in (fetched[name].get("data") or {}).items():
-                    data = base64.b64decode(b64)
+                data = fetched[name].get("data") or {}
+                for f in d.iterdir():
+                    if not f.name.startswith(".") and f.name not in data:
+                        f.unlink()
+                        print(f"pod runner: secret {name} key {f.name} removed for pod {entry['name']}", flush=True)
+                for k, b64 in data.items():
+                    value = base64.b64decode(b64)
                     f = d / k
-                    if f.exists() and f.read_bytes() == data:
+                    if f.exists() and f.read_bytes() == value:
                         continue
                     tmp = d / f".{k}.tmp"
-                    tmp.write_bytes(data)
+                    tmp.write_bytes(value)
                     tmp.chmod(0o400)
                     os.replace(tmp, f)
                     print(f"pod runner: secret {name} key {k} updated for pod {entry['name']}", flush=True)

@@ -50,6 +50,9 @@ class Env:
     kubectl: str
     helm: str
     kubeconfig: str | None = None
+    # What every `helm install`/`upgrade` of the suite passes besides its own settings (the
+    # images under test on an existing cluster).
+    chart_args: tuple[str, ...] = ()
 
     def __init__(self, workdir: Path):
         self.workdir = workdir
@@ -81,7 +84,7 @@ class Env:
                             "--set", "leaderElection.leaseDurationSeconds=6",
                             # CA replacement phases long enough for the pod runner's (and a
                             # kubelet's fast path's) Secret refresh and the brokers' reload.
-                            "--set", "certificates.caPhaseSeconds=15", *extra],
+                            "--set", "certificates.caPhaseSeconds=15", *self.chart_args, *extra],
                            capture_output=True, text=True, timeout=180)
         if r.returncode != 0:
             raise RuntimeError(f"helm {verb}: {r.stderr}")
@@ -206,7 +209,8 @@ class ExistingCluster(Env):
             images += ["--set", f"{key}.repository={repo}", "--set", f"{key}.tag={tag}"]
         if self.k_run("get", "namespace", NS).returncode == 0:
             pytest.fail(f"namespace {NS} exists already: delete it, or set SKEIN_E2E_NAMESPACE")
-        self.helm_install(*images)
+        self.chart_args = tuple(images)
+        self.helm_install()
         self.k("create", "namespace", NS)
 
     def teardown(self):
@@ -322,7 +326,13 @@ def test_helm_chart_installs_and_its_rbac_is_enough(env):
                       ("delete", "ingresses.networking.k8s.io"), ("patch", "kafkaclusters.skein.dev"),
                       ("patch", "kafkausers.skein.dev/status")]:
         assert env.k("auth", "can-i", verb, res, "-n", NS, "--as", who, check=False).strip() == "yes", (verb, res)
-    assert env.k("auth", "can-i", "delete", "secrets", "-n", NS, "--as", who, check=False).strip() == "no"
+    # Least privilege (issue #41): only the verbs the operator uses. Secrets are read one by one
+    # and never deleted; StatefulSets, ServiceAccounts and PDBs go by garbage collection.
+    for verb, res in [("delete", "secrets"), ("list", "secrets"), ("watch", "secrets"),
+                      ("delete", "statefulsets.apps"), ("update", "statefulsets.apps"),
+                      ("delete", "serviceaccounts"), ("delete", "poddisruptionbudgets.policy"),
+                      ("update", "kafkaclusters.skein.dev"), ("list", "nodes")]:
+        assert env.k("auth", "can-i", verb, res, "-n", NS, "--as", who, check=False).strip() == "no", (verb, res)
 
 
 def test_chart_examples_pass_the_api_servers_validation(env):
@@ -774,12 +784,79 @@ def test_deleting_the_cluster_stops_its_controller(env):
                "the StatefulSet garbage-collected with the cluster")
 
 
-def test_control_plane_tls_makes_certificates_and_brokers_take_only_the_controller(env):
-    """spec.listeners.controlPlaneTls: the operator makes the cluster's CA and certificates in two
-    Secrets (the brokers' has no private key but their own), the brokers require the controller's
-    certificate on the control port, and the controller's sessions over it place a topic."""
+def control_port_answer(host: str, server_name: str, ca_pem: str, keystore_pem: str | None) -> str:
+    """What a client gets from a broker's control port (9192) at `host`, checking the broker's
+    certificate against `ca_pem` for `server_name` and presenting `keystore_pem` (key and
+    certificate; none when None): "session" when the TLS handshake is accepted and HTTP/2 answers
+    its preface with SETTINGS, else why not."""
     import socket
+    import ssl
+    import tempfile
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(cadata=ca_pem)
+    ctx.set_alpn_protocols(["h2"])
+    if keystore_pem:
+        with tempfile.NamedTemporaryFile("w", suffix=".pem") as f:
+            f.write(keystore_pem)
+            f.flush()
+            ctx.load_cert_chain(f.name)
+    try:
+        with socket.create_connection((host, 9192), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname=server_name) as s:
+                # With TLS 1.3 the server judges the client's certificate after the client's side of
+                # the handshake is done: its verdict comes on the first read.
+                s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000"))
+                answer = s.recv(9)
+    except ssl.SSLError as e:
+        return f"refused: {e}"
+    except OSError as e:
+        return f"closed: {e!r}"
+    return "session" if len(answer) >= 4 and answer[3] == 4 else f"closed: {answer!r}"
 
+
+def secret_text(env, name: str, key: str) -> str:
+    return base64.b64decode(env.get("-n", NS, "get", "secret", name)["data"][key]).decode()
+
+
+def first_certificate(pem: str) -> str:
+    """The first certificate of a PEM text (a keystore holds the key first)."""
+    begin = pem.index("-----BEGIN CERTIFICATE-----")
+    end = pem.index("-----END CERTIFICATE-----", begin) + len("-----END CERTIFICATE-----")
+    return pem[begin:end] + "\n"
+
+
+def expires_in(pem: str) -> float:
+    """Seconds until the first certificate of `pem` expires (openssl)."""
+    import ssl
+    r = subprocess.run(["openssl", "x509", "-noout", "-enddate"], input=first_certificate(pem),
+                       capture_output=True, text=True, check=True)
+    return ssl.cert_time_to_seconds(r.stdout.strip().split("=", 1)[1]) - time.time()
+
+
+def foreign_controller_keystore(workdir: Path, ca_name: str) -> str:
+    """A key and certificate with the controller's subject (CN=skein-controller) from a CA of
+    the same name as the cluster's but another key (openssl)."""
+    d = Path(workdir)
+    d.mkdir(parents=True, exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run = lambda *a: subprocess.run(["openssl", *a], cwd=d, capture_output=True, check=True)  # noqa: E731
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", f"/CN={ca_name}", "-days", "1")
+    run("req", *ec, "-keyout", "c.key", "-out", "c.csr", "-subj", "/CN=skein-controller")
+    (d / "ext").write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth,serverAuth\n")
+    run("x509", "-req", "-in", "c.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "c.crt", "-days", "1", "-extfile", "ext")
+    return (d / "c.key").read_text() + (d / "c.crt").read_text()
+
+
+def test_control_plane_tls_is_always_on_and_the_control_port_takes_only_the_controller(env):
+    """Issue #41: the control plane is mutual TLS on every cluster, whatever the deprecated
+    spec.listeners.controlPlaneTls says (here `false`: ignored, with a Warning event). The operator
+    makes the cluster's CA and certificates in two Secrets (the brokers' has no private key but
+    their own; the certificates expire: 90 days, the CA ten years), the brokers require the
+    controller's certificate on the control port, and the controller's sessions over it register
+    the broker and place a topic. On a broker's control port a client without a certificate, one
+    with the controller's subject from another CA and one with the brokers' own certificate (the
+    right CA, not the controller) get no session; the controller's certificate does."""
     name = "secure"
     env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
 kind: KafkaCluster
@@ -791,7 +868,7 @@ spec:
   storage:
     size: 1Gi
   listeners:
-    controlPlaneTls: true
+    controlPlaneTls: false
 """)
     try:
         ca = wait_until(lambda: env.get("-n", NS, "get", "secret", f"{name}-control-ca"), 60, "the CA Secret")
@@ -800,11 +877,22 @@ spec:
         assert sorted(tls["data"]) == ["broker-keystore.pem", "ca.crt"], sorted(tls["data"])
         assert ca["metadata"]["ownerReferences"][0]["name"] == name
         assert tls["data"]["ca.crt"] == ca["data"]["ca.crt"]
+        ca_pem = secret_text(env, f"{name}-control-ca", "ca.crt")
+        controller_pem = secret_text(env, f"{name}-control-ca", "controller-keystore.pem")
+        broker_pem = secret_text(env, f"{name}-control-tls", "broker-keystore.pem")
+        day = 86400
+        if shutil.which("openssl"):
+            assert 89 * day < expires_in(broker_pem) <= 90 * day, expires_in(broker_pem) / day
+            assert 89 * day < expires_in(controller_pem) <= 90 * day
+            assert 3649 * day < expires_in(ca_pem) <= 3650 * day
         sts = wait_until(lambda: env.get("-n", NS, "get", "statefulset", name), 60, "the StatefulSet")
         vols = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
         assert vols["control-tls"]["secret"]["secretName"] == f"{name}-control-tls", vols
         props = env.get("-n", NS, "get", "configmap", f"{name}-config")["data"]["server.properties"]
         assert "control.ssl.controller.subject=CN=skein-controller" in props, props
+        wait_until(lambda: [e for e in env.get("-n", NS, "get", "events", "--field-selector",
+                                               f"involvedObject.name={name},reason=ControlPlaneTlsIgnored")["items"]],
+                   60, "a Warning event saying controlPlaneTls: false is ignored")
         # The broker registers: the controller's session reached it over mutual TLS.
         wait_until(lambda: any(b["ready"] for b in env.get("-n", NS, "get", "kafkacluster", name)
                                .get("status", {}).get("brokers", [])), 180, "the broker in session over TLS")
@@ -821,11 +909,24 @@ spec:
 """)
         wait_until(lambda: (lambda ps: len(ps) == 2 and all(p["leader"] == 0 for p in ps))(
             topic_partitions(env, "secure-events")), 90, "partitions led by broker 0 (the controller's order)")
-        # A client without the controller's certificate (here: no TLS at all, an HTTP/2 preface)
-        # gets a TLS alert or a closed socket, never an HTTP/2 answer.
         if MODE == "local":
-            # The pod's own address (the stand-in DNS is rewritten as pods come and go).
+            # From this test (a client on the pod network, as any pod is): the pod's own address,
+            # the certificate checked for the pod's DNS name against the cluster's control CA.
             host = env.get("-n", NS, "get", "pod", f"{name}-0")["status"]["podIP"]
+            dns = f"{name}-0.{name}-brokers.{NS}.svc"
+            answers = {
+                "no certificate": control_port_answer(host, dns, ca_pem, None),
+                "the controller's subject from another CA": control_port_answer(
+                    host, dns, ca_pem, foreign_controller_keystore(env.workdir / "rogue-ca",
+                                                                   f"skein control plane {NS}/{name}")),
+                "the brokers' own certificate": control_port_answer(host, dns, ca_pem, broker_pem),
+            }
+            print("control port answers:", answers)
+            assert not [who for who, a in answers.items() if a == "session"], answers
+            assert "CERTIFICATE_REQUIRED" in answers["no certificate"].upper(), answers
+            assert control_port_answer(host, dns, ca_pem, controller_pem) == "session"
+            # Plaintext (an HTTP/2 preface without TLS) gets a TLS alert or a closed socket.
+            import socket
             with socket.create_connection((host, 9192), timeout=10) as s:
                 s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(9))
                 try:
@@ -833,9 +934,121 @@ spec:
                 except (ConnectionResetError, socket.timeout):
                     answer = b""
             assert answer[:1] in (b"", b"\x15"), f"the control port answered plaintext HTTP/2: {answer!r}"
+            # The controller's session survived the probes: the broker is still in it.
+            assert any(b["ready"] for b in env.get("-n", NS, "get", "kafkacluster", name)["status"]["brokers"])
     finally:
         env.k("-n", NS, "delete", "topic", "secure-events", "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def broker_log(env, pod: str) -> str:
+    """The whole log of broker pod `pod` (local mode: the pod runner's file)."""
+    if MODE == "local":
+        return env.runners[1].log_tail(pod, 1_000_000)
+    return env.k("-n", NS, "logs", pod, check=False)
+
+
+@pytest.mark.timeout(900)
+def test_control_plane_certificates_renew_without_restarting_brokers(env):
+    """The operator with control-plane certificates that live 60 s (the chart's
+    certificates.controlPlaneCertificateSeconds; 300 s on a real cluster, whose kubelet takes up
+    to a minute to update a Secret volume): it renews the brokers' and the controller's with a
+    third left, twice; each time the pod runner updates the mounted Secret as a kubelet does and
+    the broker serves the new certificate to the next TLS session, while its process, its pod and
+    its controller session stay (no new session in its log), and a topic created after the
+    renewals is placed. The controller's first certificate, expired by then, is refused."""
+    lifetime, renewals = (60, 2) if MODE == "local" else (300, 1)
+    name = "renew"
+
+    def operator_with(seconds: str):
+        p = env.leader_pod()
+        envs = {e["name"]: e.get("value") for e in (p or {}).get("spec", {}).get("containers", [{}])[0].get("env", [])}
+        return p if p and envs.get("SKEIN_CONTROL_CERT_SECONDS") == seconds else None
+
+    env.helm_install("--set", f"certificates.controlPlaneCertificateSeconds={lifetime}", verb="upgrade")
+    try:
+        wait_until(lambda: operator_with(str(lifetime)), 180, f"an operator with {lifetime} s certificates leading")
+        env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 1
+  storage:
+    size: 1Gi
+""")
+        pod = f"{name}-0"
+        wait_until(lambda: any(b["ready"] for b in env.get("-n", NS, "get", "kafkacluster", name)
+                               .get("status", {}).get("brokers", [])), 180, "the broker in session")
+        uid = env.get("-n", NS, "get", "pod", pod)["metadata"]["uid"]
+        pid = env.runners[1].pid_of(pod) if MODE == "local" else None
+        ca_pem = secret_text(env, f"{name}-control-ca", "ca.crt")
+        # Certificates that outlive the operator's lifetime (made by the previous leader) are issued
+        # again at once: wait for one of this lifetime.
+        first = wait_until(lambda: (lambda ks: ks if expires_in(ks) <= lifetime else None)(
+            secret_text(env, f"{name}-control-tls", "broker-keystore.pem")), 60, f"a {lifetime} s certificate")
+        first_controller = secret_text(env, f"{name}-control-ca", "controller-keystore.pem")
+        host = env.get("-n", NS, "get", "pod", pod)["status"]["podIP"] if MODE == "local" else None
+        dns = f"{pod}.{name}-brokers.{NS}.svc"
+
+        def served() -> str | None:
+            import socket
+            import ssl
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.load_verify_locations(cadata=ca_pem)
+            ctx.set_alpn_protocols(["h2"])
+            with socket.create_connection((host, 9192), timeout=10) as raw:
+                with ctx.wrap_socket(raw, server_hostname=dns) as s:
+                    return ssl.DER_cert_to_PEM_cert(s.getpeercert(binary_form=True))
+
+        def same(a: str, b: str) -> bool:
+            return "".join(first_certificate(a).split()) == "".join(first_certificate(b).split())
+
+        sessions = broker_log(env, pod).count("controller session opened")
+        assert sessions >= 1
+        current = first
+        for n in range(renewals):
+            renewed = wait_until(lambda: (lambda ks: ks if not same(ks, current) else None)(
+                secret_text(env, f"{name}-control-tls", "broker-keystore.pem")), lifetime + 30,
+                f"renewal {n + 1} of the brokers' certificate in its Secret")
+            left = expires_in(current)
+            assert 0 < left <= lifetime / 3 + 5, f"renewed with {left:.0f} s of {lifetime} left"
+            if MODE == "local":
+                wait_until(lambda: same(served() or "", renewed), 30, f"the broker serving renewal {n + 1}")
+            current = renewed
+        # Nothing restarted, no session ended.
+        assert env.get("-n", NS, "get", "pod", pod)["metadata"]["uid"] == uid, "the broker pod was replaced"
+        if MODE == "local":
+            assert env.runners[1].pid_of(pod) == pid, "the broker process was restarted"
+        assert broker_log(env, pod).count("controller session opened") == sessions, \
+            "the controller's session was opened again"
+        controller = secret_text(env, f"{name}-control-ca", "controller-keystore.pem")
+        assert not same(controller, first_controller), "the controller's certificate was not renewed"
+        if MODE == "local":
+            assert control_port_answer(host, dns, ca_pem, controller) == "session"
+            if renewals > 1:
+                assert expires_in(first_controller) < 0
+                expired = control_port_answer(host, dns, ca_pem, first_controller)
+                assert expired != "session" and "EXPIRED" in expired.upper(), expired
+        env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: renewed-events
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 1
+  replicationFactor: 1
+""")
+        wait_until(lambda: (lambda ps: len(ps) == 1 and ps[0]["leader"] == 0)(
+            topic_partitions(env, "renewed-events")), 90, "a topic placed after the renewals")
+    finally:
+        env.k("-n", NS, "delete", "topic", "renewed-events", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+        env.helm_install(verb="upgrade")
+        wait_until(lambda: operator_with(str(90 * 86400)), 180, "the operator with 90-day certificates leading")
 
 
 def test_kafka_user_gets_a_secret_credential_acls_and_is_locked_out_when_deleted(env):
@@ -975,6 +1188,92 @@ spec:
         env.k("-n", NS, "delete", "kafkauser", "alice", "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "topic", "granted", "forbidden", "--ignore-not-found", "--timeout=60s",
               check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def user_condition(env, name: str) -> dict | None:
+    """The Ready condition of KafkaUser `name` once it has one."""
+    for c in env.get("-n", NS, "get", "kafkauser", name).get("status", {}).get("conditions", []):
+        if c["type"] == "Ready":
+            return c
+    return None
+
+
+def test_a_kafka_user_never_writes_a_secret_it_did_not_make(env):
+    """Issue #41: a KafkaUser's Secret is named like the KafkaUser, and the operator writes it only
+    while it is absent or that KafkaUser's. A KafkaUser named after the cluster CA's Secret, one
+    named like an application's Secret, a `tls` user taking the brokers' principal and one whose
+    password.valueFrom names the CA's key are each refused with a condition saying why; the CA
+    Secret and the application's keep their data, version and owners, nothing is written for the
+    refused users, and deleting them (garbage collection) takes neither Secret."""
+    name = "owned"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 1
+  storage:
+    size: 1Gi
+  listeners:
+    clients:
+      - name: secure
+        port: 9093
+        type: internal
+        tls: true
+""")
+    env.k("-n", NS, "create", "secret", "generic", "app-settings", "--from-literal=password=db-secret")
+
+    def kafka_user(user: str, spec: str) -> str:
+        return f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaUser
+metadata:
+  name: {user}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+{spec}
+---
+"""
+    scram = "  authentication:\n    type: scram-sha-512"
+    users = {
+        f"{name}-cluster-ca": (scram, "ReservedSecretName", f"{name}-cluster-ca"),
+        "app-settings": (scram, "SecretOwnedByAnother", "Secret app-settings"),
+        "replicator": ("  userName: skein-broker\n  authentication:\n    type: tls", "ReservedUserName",
+                       "skein-broker"),
+        "thief": (scram + f"""
+    password:
+      valueFrom:
+        secretKeyRef: {{name: {name}-cluster-ca, key: ca.key}}""", "PasswordSecretNotAllowed",
+                  f"{name}-cluster-ca"),
+    }
+    try:
+        ca = wait_until(lambda: env.get("-n", NS, "get", "secret", f"{name}-cluster-ca"), 90, "the cluster CA Secret")
+        app = env.get("-n", NS, "get", "secret", "app-settings")
+        env.k("apply", "-f", "-", stdin="".join(kafka_user(u, spec) for u, (spec, _, _) in users.items()))
+        for user, (_, reason, says) in users.items():
+            c = wait_until(lambda: (lambda c: c if c and c["status"] == "False" else None)(user_condition(env, user)),
+                           60, f"KafkaUser {user} refused")
+            assert c["reason"] == reason and says in c["message"], (user, c)
+        # Past the first look: a reconcile a while later changes nothing either.
+        time.sleep(5)
+        for before in (ca, app):
+            now = env.get("-n", NS, "get", "secret", before["metadata"]["name"])
+            assert now["data"] == before["data"], before["metadata"]["name"]
+            assert now["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], now["metadata"]
+            assert now["metadata"].get("ownerReferences") == before["metadata"].get("ownerReferences"), now["metadata"]
+        assert [o["kind"] for o in ca["metadata"]["ownerReferences"]] == ["KafkaCluster"]
+        assert env.k("-n", NS, "get", "secret", "thief", "replicator", "--ignore-not-found").strip() == "", \
+            "nothing is written for a refused user"
+        env.k("-n", NS, "delete", "kafkauser", *users, "--timeout=90s")
+        time.sleep(3)  # the garbage collector would act on an owner reference at once
+        assert env.get("-n", NS, "get", "secret", f"{name}-cluster-ca")["data"] == ca["data"]
+        assert env.get("-n", NS, "get", "secret", "app-settings")["data"] == app["data"]
+    finally:
+        env.k("-n", NS, "delete", "kafkauser", *users, "--ignore-not-found", "--timeout=90s", check=False)
+        env.k("-n", NS, "delete", "secret", "app-settings", "--ignore-not-found", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
 
 
@@ -2475,3 +2774,68 @@ spec:
     finally:
         env.k("-n", NS, "delete", "topic", topic, "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_namespaced_install_manages_only_its_namespaces_with_roles(env):
+    """watchNamespaces: the chart renders a Role and RoleBinding in each listed namespace and no
+    ClusterRole, and the operator watches only those namespaces: a KafkaCluster there gets its
+    objects, one in another namespace is left alone, and the operator's ServiceAccount can do
+    nothing outside them. Then back to a cluster-wide install."""
+    other = f"{NS}-unwatched"
+    sa = env.k("-n", OP_NS, "get", "deployment", "-o",
+               "jsonpath={.items[0].spec.template.spec.serviceAccountName}").strip()
+    who = f"system:serviceaccount:{OP_NS}:{sa}"
+
+    def can(verb: str, res: str, *where: str) -> bool:
+        return env.k("auth", "can-i", verb, res, *where, "--as", who, check=False).strip() == "yes"
+
+    def leader_of(pods_before: set[str]) -> dict | None:
+        p = env.leader_pod()
+        return p if p and p["metadata"]["name"] not in pods_before else None
+
+    def cluster(cname: str, ns: str) -> str:
+        return f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {cname}
+  namespace: {ns}
+spec:
+  replicas: 1
+  storage:
+    size: 1Gi
+"""
+    pods = {p["metadata"]["name"] for p in env.get("-n", OP_NS, "get", "pods")["items"]}
+    env.k("create", "namespace", other)
+    try:
+        env.helm_install("--set", f"watchNamespaces={{{NS}}}", verb="upgrade")
+        assert env.k_run("get", "clusterrole", "skein").returncode != 0, "no ClusterRole in a namespaced install"
+        assert env.k_run("get", "clusterrolebinding", "skein").returncode != 0
+        role = env.get("-n", NS, "get", "role", "skein")
+        assert any("secrets" in r["resources"] for r in role["rules"]), role["rules"]
+        assert env.k_run("-n", other, "get", "role", "skein").returncode != 0
+        assert can("create", "secrets", "-n", NS) and can("patch", "statefulsets.apps", "-n", NS)
+        for verb, res in [("get", "secrets"), ("create", "secrets"), ("delete", "pods"),
+                          ("list", "kafkaclusters.skein.dev"), ("patch", "statefulsets.apps")]:
+            assert not can(verb, res, "-n", other), (verb, res, other)
+        assert not can("list", "kafkaclusters.skein.dev", "--all-namespaces")
+        assert not can("list", "nodes"), "no cluster-scoped permission"
+        # The new operator pods (the Deployment's env changed) take the Lease.
+        wait_until(lambda: leader_of(pods), 120, "a new operator replica holding the Lease")
+        env.k("apply", "-f", "-", stdin=cluster("watched", NS) + "---\n" + cluster("unwatched", other))
+        wait_until(lambda: env.get("-n", NS, "get", "statefulset", "watched"), 90,
+                   "the watched namespace's cluster gets its StatefulSet")
+        wait_until(lambda: env.get("-n", NS, "get", "kafkacluster", "watched").get("status"), 60,
+                   "the watched cluster's status")
+        time.sleep(5)
+        assert not env.get("-n", other, "get", "kafkacluster", "unwatched").get("status"), \
+            "a cluster outside watchNamespaces has no status"
+        assert env.k("-n", other, "get", "statefulsets", "-o", "name").strip() == ""
+    finally:
+        env.k("-n", NS, "delete", "kafkacluster", "watched", "--ignore-not-found", "--wait=false", check=False)
+        env.k("-n", other, "delete", "kafkacluster", "unwatched", "--ignore-not-found", "--wait=false", check=False)
+        env.k("delete", "namespace", other, "--wait=false", check=False)
+        pods = {p["metadata"]["name"] for p in env.get("-n", OP_NS, "get", "pods")["items"]}
+        env.helm_install(verb="upgrade")
+        wait_until(lambda: leader_of(pods), 120, "a cluster-wide operator holding the Lease again")
+    assert wait_until(lambda: can("list", "kafkaclusters.skein.dev", "--all-namespaces"), 30,
+                      "the ClusterRole back")

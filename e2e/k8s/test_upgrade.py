@@ -15,14 +15,16 @@ committing consumer group running throughout:
 2. brokers rolled to the current image by the previous operator (brokers N+1,
    controller N);
 3. the operator upgraded (CRDs applied, `helm upgrade`): controller N+1 takes
-   over the metadata log N wrote;
+   over the metadata log N wrote, and moves the control plane to mutual TLS
+   (a roll; it talks plaintext to the pods not rolled yet);
    then an image whose broker cannot start: the roll holds at the first
    pod, and setting the image back restarts that pod alone;
 4. brokers rolled back to the previous image by the current operator
    (brokers N, controller N+1; the previous broker reads the data the current
    one wrote);
 5. the operator back to the previous release (controller N reads the
-   metadata log N+1 wrote) and a topic created by it;
+   metadata log N+1 wrote; `controlPlaneTls: true` set first keeps it on the
+   mutual TLS N+1 set up) and a topic created by it;
 6. everything upgraded again, then `spec.featureLevel: 2` finalized (and
    refused lower);
 7. a roll back to the previous broker image: its broker is refused at
@@ -263,7 +265,11 @@ spec:
     wait_until(lambda: len(acked) > n_after_op + 200, 60, "records acked on the previous release again")
 
     # 5. The operator back to the previous release: controller N reads the metadata log N+1 wrote
-    # (fields it does not know are ignored), with the newer CRDs left in place.
+    # (fields it does not know are ignored), with the newer CRDs left in place. The control plane
+    # is mutual TLS since N+1; N does that only with spec.listeners.controlPlaneTls (ignored by
+    # N+1), so it is set first, as docs/kubernetes.md says: N then keeps the Secrets N+1 made.
+    env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p",
+          json.dumps({"spec": {"listeners": {"controlPlaneTls": True}}}))
     new_leader = env.leader_pod()["metadata"]["name"]
     env.helm_install(chart=PREV_DIR / "chart", verb="upgrade")
 

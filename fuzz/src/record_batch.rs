@@ -102,11 +102,11 @@ pub fn run(data: &[u8]) {
     };
     let now = 1_700_000_000_000;
     let mut log = Log::open(dir.path(), config, now).expect("open empty log");
-    let _ = log.append_as_leader(&mut fixed, 0, now);
+    let _ = log.append_as_leader(&mut fixed, 0, now, skein_storage::AppendOrigin::Client);
     // A second append of the same bytes exercises producer sequence checks
     // (duplicates and out-of-order sequences) on what the first left behind.
     let mut again = with_fixed_crcs(data);
-    let _ = log.append_as_leader(&mut again, 1, now + 1);
+    let _ = log.append_as_leader(&mut again, 1, now + 1, skein_storage::AppendOrigin::Client);
     check_served(&log);
     let _ = log.maybe_roll(now + 10_000_000_000);
     let _ = log.compact_up_to(now + 2, log.log_end_offset());

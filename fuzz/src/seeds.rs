@@ -119,7 +119,7 @@ pub fn log_dirs() -> Vec<Vec<u8>> {
         let mut log = skein_storage::Log::open(tmp.path(), config, now).expect("open");
         for i in 0..8 {
             let mut b = records(1 + i % 3, true, -1, codec).to_vec();
-            log.append_as_leader(&mut b, 1 + i as i32 / 4, now + i as i64)
+            log.append_as_leader(&mut b, 1 + i as i32 / 4, now + i as i64, skein_storage::AppendOrigin::Client)
                 .expect("append");
             let _ = log.maybe_roll(now);
         }

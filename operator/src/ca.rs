@@ -131,6 +131,19 @@ pub fn not_after(pem: &str) -> Option<i64> {
     Some(cert.validity().not_after.timestamp())
 }
 
+/// Whether the first certificates of `a` and `b` (PEM) hold the same public
+/// key: then they are one CA, whatever their subjects, for what one key
+/// signs the other verifies. Unreadable certificates are not the same.
+pub fn same_key(a: &str, b: &str) -> bool {
+    fn spki(pem: &str) -> Option<Vec<u8>> {
+        let from = pem.find("-----BEGIN CERTIFICATE-----")?;
+        let (_, pem) = x509_parser::pem::parse_x509_pem(&pem.as_bytes()[from..]).ok()?;
+        let cert = pem.parse_x509().ok()?;
+        Some(cert.public_key().raw.to_vec())
+    }
+    matches!((spki(a), spki(b)), (Some(x), Some(y)) if x == y)
+}
+
 /// A Secret's value as text (`None`: absent or not UTF-8).
 pub(crate) fn text(secret: &Secret, key: &str) -> Option<String> {
     let bytes = secret.data.as_ref()?.get(key)?;
@@ -411,6 +424,27 @@ mod tests {
             ..Secret::default()
         };
         CaState::read(&secret).unwrap()
+    }
+
+    /// A renewed CA (same key, new certificate) is the same CA; two CAs
+    /// made apart are not, even with one subject.
+    #[test]
+    fn the_same_key_is_the_same_ca_whatever_the_certificate() {
+        let t0 = 1_800_000_000;
+        let mut ca = CaState::new("test CA", &policy(t0)).unwrap();
+        let first = ca.signer.cert.clone();
+        let renew = Request {
+            renew: true,
+            replace: false,
+        };
+        ca.step("test CA", renew, &policy(t0 + 10)).unwrap();
+        assert_ne!(first, ca.signer.cert);
+        assert!(same_key(&first, &ca.signer.cert));
+        let other = CaState::new("test CA", &policy(t0)).unwrap();
+        assert!(!same_key(&first, &other.signer.cert));
+        // A bundle is compared by its first certificate.
+        assert!(same_key(&format!("{first}{}", other.signer.cert), &first));
+        assert!(!same_key("not a certificate", "not a certificate"));
     }
 
     #[test]

@@ -10,19 +10,23 @@
 //! - It holds a session with every broker pod, dialled at the pod's stable
 //!   DNS name and control port. A broker whose session breaks (pod deleted,
 //!   process gone) is reported lost at once, so its partitions get new
-//!   leaders without waiting for a timeout.
+//!   leaders without waiting for a timeout. Sessions are mutual TLS with
+//!   the cluster's control-plane certificates ([`crate::control_tls`]),
+//!   each new one with the newest.
 //! - Every published view is mirrored into the `.status` of the cluster's
 //!   Topic resources, and a topic created through the Kafka API gets a
 //!   Topic resource ([`crate::topic_mirror`]).
 //! - A Topic's spec reaches it through [`ClusterController::ensure_topic`]:
 //!   create, add partitions, change the replication factor, change configs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::{Client, Resource};
 use skein_controller::rpc::maintain_session;
+use skein_controller::rpc::tls::ClientTls;
 use skein_controller::{ControlPlaneError, ControllerError, ControllerService};
 
 use crate::error::ControllerStartError;
@@ -33,6 +37,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::build::ClusterNames;
+use crate::control_tls::{ControlTls, Lifetimes};
 
 pub use crate::metadata_store::metadata_config_map;
 
@@ -60,8 +65,30 @@ pub struct ClusterController {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// The pod a rolling restart deleted last, until its broker is back.
     pub restarting: Mutex<Option<Restart>>,
-    /// Mutual TLS of the sessions (`spec.listeners.controlPlaneTls`).
-    tls: Mutex<Option<crate::control_tls::ControlTls>>,
+    /// Mutual TLS of the sessions.
+    tls: Arc<SessionTls>,
+}
+
+/// The TLS settings of a cluster's sessions, asked for on every connection
+/// attempt: renewed certificates serve the next session, open ones go on.
+struct SessionTls {
+    current: std::sync::RwLock<ControlTls>,
+    /// Brokers whose pods still serve the control port in plaintext (made
+    /// by a release before it was always mutual TLS), until the roll
+    /// replaces them ([`crate::control_tls::plaintext_brokers`]).
+    plaintext: std::sync::RwLock<BTreeSet<i32>>,
+    /// A pod list showed none: the operator's StatefulSet makes no such pod,
+    /// so the pods are not listed again.
+    all_tls: AtomicBool,
+}
+
+impl SessionTls {
+    fn for_broker(&self, id: i32) -> Option<Arc<rustls::ClientConfig>> {
+        if self.plaintext.read().expect("plaintext lock").contains(&id) {
+            return None;
+        }
+        Some(self.current.read().expect("tls lock").config.clone())
+    }
 }
 
 /// A pod deleted by a rolling restart: done once a pod of that name with
@@ -113,8 +140,9 @@ impl ClusterController {
             }
             let (tx, rx) = watch::channel(false);
             let endpoint = self.broker_endpoint(id);
-            let tls = self.tls.lock().expect("tls lock").clone().map(|t| t.config);
-            info!(broker = id, %endpoint, tls = tls.is_some(), "controller session");
+            let shared = self.tls.clone();
+            let tls: ClientTls = Arc::new(move || shared.for_broker(id));
+            info!(broker = id, %endpoint, tls = tls().is_some(), "controller session");
             self.tasks
                 .lock()
                 .expect("tasks lock")
@@ -130,21 +158,48 @@ impl ClusterController {
         }
     }
 
-    /// Switches the sessions' TLS settings; when they change (turned on or
-    /// off, new certificates) every session ends, and the next
-    /// [`Self::set_brokers`] opens them again with the new settings.
-    pub fn set_tls(&self, tls: Option<crate::control_tls::ControlTls>) {
-        let mut current = self.tls.lock().expect("tls lock");
-        let fingerprint =
-            |t: &Option<crate::control_tls::ControlTls>| t.as_ref().map(|t| t.fingerprint);
-        if fingerprint(&current) == fingerprint(&tls) {
-            return;
+    /// Takes new certificates for the sessions opened from now on (renewed,
+    /// or a new CA); open sessions go on with theirs.
+    pub fn set_tls(&self, tls: ControlTls) {
+        let mut current = self.tls.current.write().expect("tls lock");
+        if current.fingerprint != tls.fingerprint {
+            info!(cluster = %self.names.cluster, namespace = %self.names.namespace,
+                "control-plane certificates changed: the next sessions use them");
         }
-        info!(cluster = %self.names.cluster, tls = tls.is_some(), "control-plane TLS changed: sessions restart");
+        // Also when only the brokers' certificate changed: its renewal time.
         *current = tls;
-        for (_, tx) in std::mem::take(&mut *self.sessions.lock().expect("sessions lock")) {
-            let _ = tx.send(true);
+    }
+
+    /// When the control plane's certificates are next due for renewal.
+    pub fn tls_renewal_in(&self) -> Duration {
+        let at = self.tls.current.read().expect("tls lock").renew_at;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Duration::from_secs(at.saturating_sub(now).max(1) as u64)
+    }
+
+    /// Looks again at which brokers' pods serve the control port in
+    /// plaintext, until none does.
+    async fn refresh_plaintext(&self, client: &Client) -> Result<(), ControllerStartError> {
+        if self.tls.all_tls.load(Ordering::Relaxed) {
+            return Ok(());
         }
+        let now = crate::control_tls::plaintext_brokers(client, &self.names).await?;
+        self.set_plaintext(now);
+        Ok(())
+    }
+
+    fn set_plaintext(&self, now: BTreeSet<i32>) {
+        let mut plaintext = self.tls.plaintext.write().expect("plaintext lock");
+        if *plaintext != now {
+            info!(cluster = %self.names.cluster, namespace = %self.names.namespace,
+                brokers = ?now, "brokers whose pods serve the control port in plaintext until they roll");
+        }
+        if now.is_empty() {
+            self.tls.all_tls.store(true, Ordering::Relaxed);
+        }
+        *plaintext = now;
     }
 
     fn stop(&self) {
@@ -314,6 +369,8 @@ pub struct ClusterControllers {
     client: Client,
     metrics: crate::metrics::Metrics,
     session_timeout_ms: u64,
+    /// How long the control planes' certificates live.
+    control_certs: Lifetimes,
     clusters: Mutex<HashMap<(String, String), Arc<ClusterController>>>,
     /// Held while a runtime starts, so two starts of a cluster's runtime that
     /// overlap (kube-runtime runs one reconcile per object at a time, but a
@@ -329,12 +386,14 @@ impl ClusterControllers {
         client: Client,
         metrics: crate::metrics::Metrics,
         session_timeout_ms: u64,
+        control_certs: Lifetimes,
     ) -> Self {
         Self {
             config,
             client,
             metrics,
             session_timeout_ms,
+            control_certs,
             clusters: Mutex::new(HashMap::new()),
             starting: tokio::sync::Mutex::new(()),
         }
@@ -389,17 +448,22 @@ impl ClusterControllers {
         kc: &KafkaCluster,
     ) -> Result<Arc<ClusterController>, ControllerStartError> {
         let names = ClusterNames::of(kc);
-        let tls = crate::control_tls::ensure(&self.client, kc).await?;
+        let tls = crate::control_tls::ensure(&self.client, kc, self.control_certs).await?;
         if let Some(rt) = self.get(&names.namespace, &names.cluster) {
             rt.set_tls(tls);
+            rt.refresh_plaintext(&self.client).await?;
             return Ok(rt);
         }
         let _starting = self.starting.lock().await;
         if let Some(rt) = self.get(&names.namespace, &names.cluster) {
             // Started by the reconcile this one waited for.
             rt.set_tls(tls);
+            rt.refresh_plaintext(&self.client).await?;
             return Ok(rt);
         }
+        // Before the first sessions: they must know which pods still serve
+        // plaintext.
+        let plaintext = crate::control_tls::plaintext_brokers(&self.client, &names).await?;
         let owner = kc.controller_owner_ref(&()).map(|mut o| {
             o.controller = Some(false);
             o
@@ -433,8 +497,13 @@ impl ClusterControllers {
             sessions: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
             restarting: Mutex::new(None),
-            tls: Mutex::new(tls),
+            tls: Arc::new(SessionTls {
+                current: std::sync::RwLock::new(tls),
+                plaintext: std::sync::RwLock::new(BTreeSet::new()),
+                all_tls: AtomicBool::new(false),
+            }),
         });
+        rt.set_plaintext(plaintext);
         {
             let mut tasks = rt.tasks.lock().expect("tasks lock");
             tasks.push(controller.spawn_ticker(Duration::from_millis(250)));
@@ -487,8 +556,44 @@ mod tests {
             sessions: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
             restarting: Mutex::new(None),
-            tls: Mutex::new(None),
+            tls: Arc::new(SessionTls {
+                current: std::sync::RwLock::new(crate::control_tls::test_tls(1_800_000_000)),
+                plaintext: std::sync::RwLock::new(BTreeSet::new()),
+                all_tls: AtomicBool::new(false),
+            }),
         }
+    }
+
+    /// Renewed certificates serve the next session and end none; brokers
+    /// whose pods still serve plaintext get plaintext until none does.
+    #[tokio::test]
+    async fn new_certificates_serve_the_next_sessions_and_end_none() {
+        let rt = runtime();
+        rt.set_brokers(3);
+        let first = rt.tls.for_broker(0).unwrap();
+        let renewed = crate::control_tls::test_tls(1_800_000_100);
+        rt.set_tls(renewed.clone());
+        assert!(Arc::ptr_eq(&rt.tls.for_broker(0).unwrap(), &renewed.config));
+        assert!(!Arc::ptr_eq(&first, &renewed.config));
+        let sessions = rt.sessions.lock().unwrap();
+        assert_eq!(sessions.len(), 3);
+        assert!(
+            sessions.values().all(|tx| !*tx.borrow()),
+            "a session was ended"
+        );
+        drop(sessions);
+
+        rt.set_plaintext(BTreeSet::from([2]));
+        assert!(rt.tls.for_broker(2).is_none());
+        assert!(rt.tls.for_broker(1).is_some());
+        assert!(!rt.tls.all_tls.load(Ordering::Relaxed));
+        rt.set_plaintext(BTreeSet::new());
+        assert!(rt.tls.for_broker(2).is_some());
+        assert!(
+            rt.tls.all_tls.load(Ordering::Relaxed),
+            "pods are listed no more"
+        );
+        rt.stop();
     }
 
     fn spec(partitions: i32, replication_factor: i32) -> TopicSpec {

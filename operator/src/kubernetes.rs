@@ -37,6 +37,8 @@ pub struct KubernetesOptions {
     pub lease: Option<LeaseConfig>,
     /// Broker session timeout of the clusters' controllers.
     pub session_timeout_ms: u64,
+    /// How long the control planes' certificates live.
+    pub control_certs: crate::control_tls::Lifetimes,
 }
 
 fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
@@ -213,6 +215,7 @@ pub async fn run(opts: KubernetesOptions) -> Result<(), Box<dyn std::error::Erro
         client.clone(),
         metrics.clone(),
         opts.session_timeout_ms,
+        opts.control_certs,
     )));
     let ctx = Arc::new(ctx);
     let scopes: Vec<Option<&str>> = if opts.namespaces.is_empty() {

@@ -24,6 +24,7 @@ pub mod local;
 pub mod local_tls;
 pub mod metadata_store;
 pub mod metrics;
+pub mod ownership;
 pub mod quantity;
 pub mod reconcile;
 pub mod status;

@@ -13,6 +13,11 @@
 //!   `nodeport` listeners), and both CA certificates. Mounted into the
 //!   broker pods; the brokers reload it when it changes.
 //!
+//! Each is written only while it is absent or owned by the KafkaCluster
+//! ([`crate::ownership`]): a Secret of that name made by anything else — a
+//! KafkaUser, an application — is neither read as a CA nor overwritten; the
+//! cluster is refused with `SecretOwnedByAnother` instead.
+//!
 //! The CAs are made once and read back after that (also by the next operator
 //! after a failover), renewed and replaced as [`crate::ca`] describes, or
 //! brought by the administrator (`spec.certificates.clusterCaSecret`,
@@ -33,10 +38,12 @@ use kube::{Api, Client, ResourceExt};
 use skein_crds::{AuthenticationType, CertificateAuthorityStatus, KafkaCluster};
 
 use crate::build::listeners::{BROKER_CN, CA_KEY, CLIENTS_CA_KEY, KEYSTORE_KEY};
-use crate::build::{owned_meta, ClusterNames, FIELD_MANAGER};
+use crate::build::{owned_meta, ClusterNames};
 use crate::ca::{self, text, Ca, CaState, Policy, Request};
 use crate::error::{Error, Result};
 use crate::local_tls::{ca_issuer, leaf_valid};
+use crate::ownership::{self, Written};
+use crate::validate::InvalidSpec;
 
 /// Annotation on the brokers' Secret: the names its certificate holds.
 const SANS_ANNOTATION: &str = "skein.dev/subject-alternative-names";
@@ -242,31 +249,69 @@ fn ca_status(
     }
 }
 
+/// Writes `obj` for `kc` unless `existing` is someone else's
+/// ([`ownership::write`]); `Ok(Err(_))` is that refusal.
+async fn write_owned<K>(
+    api: &Api<K>,
+    kc: &KafkaCluster,
+    obj: K,
+    existing: Option<&K>,
+) -> Result<std::result::Result<(), InvalidSpec>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Default
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    match ownership::write(api, &obj, existing, kc.uid().as_deref()).await {
+        Ok(Written::Done(_)) => Ok(Ok(())),
+        Ok(Written::Foreign(f)) => Ok(Err(InvalidSpec::SecretOwnedByAnother(f))),
+        Err(e) => Err(err(format!("writing {} {name}: {e}", K::kind(&())))),
+    }
+}
+
+/// Refuses a CA Secret someone else owns before it is read as a CA.
+fn ours(
+    kc: &KafkaCluster,
+    name: &str,
+    existing: Option<&Secret>,
+) -> std::result::Result<(), InvalidSpec> {
+    ownership::check(
+        "Secret",
+        name,
+        existing.map(|s| &s.metadata),
+        kc.uid().as_deref(),
+    )
+    .map_err(InvalidSpec::SecretOwnedByAnother)
+}
+
 /// Makes, renews or rolls over the listener certificates of `kc` (nothing
 /// when no client listener serves TLS). `node_addresses`: where the
 /// brokers run; `phase`: the shortest phase of a CA replacement.
+/// `Ok(Err(_))`: refused, nothing written from there on — a Secret the
+/// cluster would write is someone else's, or the cluster CA and the clients
+/// CA are one.
 pub async fn ensure(
     client: &Client,
     kc: &KafkaCluster,
     node_addresses: &[String],
     phase: Duration,
-) -> Result<Outcome> {
+) -> Result<std::result::Result<Outcome, InvalidSpec>> {
     if !crate::build::listeners::any_tls(kc) {
-        return Ok(Outcome::default());
+        return Ok(Ok(Outcome::default()));
     }
     let names = ClusterNames::of(kc);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &names.namespace);
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
-    let write = |s: Secret| {
-        let (secrets, pp) = (&secrets, &pp);
-        async move {
-            let name = s.metadata.name.clone().unwrap_or_default();
-            secrets
-                .patch(&name, pp, &Patch::Apply(&s))
-                .await
-                .map_err(|e| err(format!("writing Secret {name}: {e}")))
-        }
-    };
+    macro_rules! refused {
+        ($e:expr) => {
+            if let Err(refusal) = $e {
+                return Ok(Err(refusal));
+            }
+        };
+    }
     let policy = policy(kc, phase);
     let annotations = kc.annotations();
     let mut outcome = Outcome::default();
@@ -286,6 +331,7 @@ pub async fn ensure(
             replace: ca::named_in(annotations.get(ca::FORCE_REPLACE_ANNOTATION), slot.which),
         };
         let existing = read(&secrets, &slot.secret_name).await?;
+        refused!(ours(kc, &slot.secret_name, existing.as_ref()));
         let (mut state, made) = match existing.as_ref().and_then(CaState::read) {
             Some(state) => (state, false),
             None => (CaState::new(&slot.cn, &policy).map_err(err)?, true),
@@ -312,14 +358,14 @@ pub async fn ensure(
         if made || step.is_some() {
             let (data, annotations) = state.secret_parts();
             let data: Vec<(&str, &str)> = data.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            write(secret(
+            let s = secret(
                 kc,
                 &names,
                 slot.secret_name.clone(),
                 &data,
                 Some(annotations),
-            ))
-            .await?;
+            );
+            refused!(write_owned(&secrets, kc, s, existing.as_ref()).await?);
             tracing::info!(cluster = %names.cluster, namespace = %names.namespace,
                 ca = slot.which, step = ?step.filter(|_| !made).unwrap_or(ca::Step::Made),
                 "certificate authority written (Secret {})", slot.secret_name);
@@ -341,59 +387,72 @@ pub async fn ensure(
         cas.push(state);
     }
     let [cluster_ca, clients_ca] = <[CaState; 2]>::try_from(cas).expect("two CAs");
+    refused!(distinct(&cluster_ca, &clients_ca));
     if !done.is_empty() {
         clear_requests(client, kc, &done).await?;
     }
 
     // What clients need to trust the brokers: a Secret and a ConfigMap.
     let bundle = cluster_ca.bundle();
-    write(secret(
+    let current = read(&secrets, &names.cluster_ca_cert()).await?;
+    let s = secret(
         kc,
         &names,
         names.cluster_ca_cert(),
         &[(CA_KEY, &bundle)],
         None,
-    ))
-    .await?;
+    );
+    refused!(write_owned(&secrets, kc, s, current.as_ref()).await?);
     let cm = ConfigMap {
         metadata: owned_meta(kc, &names, names.cluster_ca_cert()),
         data: Some(BTreeMap::from([(CA_KEY.to_string(), bundle)])),
         ..ConfigMap::default()
     };
-    Api::<ConfigMap>::namespaced(client.clone(), &names.namespace)
-        .patch(&names.cluster_ca_cert(), &pp, &Patch::Apply(&cm))
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &names.namespace);
+    let current = config_maps
+        .get_opt(&names.cluster_ca_cert())
         .await
         .map_err(|e| {
             err(format!(
-                "writing ConfigMap {}: {e}",
+                "reading ConfigMap {}: {e}",
                 names.cluster_ca_cert()
             ))
         })?;
+    refused!(write_owned(&config_maps, kc, cm, current.as_ref()).await?);
 
     let sans = subject_alt_names(&names, node_addresses);
     let current = read(&secrets, &names.listener_tls_secret()).await?;
+    refused!(ours(kc, &names.listener_tls_secret(), current.as_ref()));
     if !current
         .as_ref()
         .is_some_and(|c| brokers_secret_fits(c, &cluster_ca, &clients_ca, &sans, &policy))
     {
-        write(brokers_secret(
-            kc,
-            &names,
-            &cluster_ca,
-            &clients_ca,
-            &sans,
-            &policy,
-        )?)
-        .await?;
+        let s = brokers_secret(kc, &names, &cluster_ca, &clients_ca, &sans, &policy)?;
+        refused!(write_owned(&secrets, kc, s, current.as_ref()).await?);
         tracing::info!(cluster = %names.cluster, namespace = %names.namespace,
             names = %sans.join(","),
             "listener certificate issued (Secret {})", names.listener_tls_secret());
     }
-    Ok(outcome)
+    Ok(Ok(outcome))
+}
+
+/// The cluster CA and the clients CA must be two keys: were they one, a
+/// `tls` user's certificate would verify as the cluster CA's, where only
+/// the brokers' may (the replication listener). Two Secrets brought with
+/// the same key are the case this catches; the operator's own CAs have
+/// keys of their own.
+fn distinct(cluster_ca: &CaState, clients_ca: &CaState) -> std::result::Result<(), InvalidSpec> {
+    if ca::same_key(&cluster_ca.signer.cert, &clients_ca.signer.cert) {
+        return Err(InvalidSpec::SameCertificateAuthority {
+            why: "the cluster CA and the clients CA hold the same key (spec.certificates)".into(),
+        });
+    }
+    Ok(())
 }
 
 /// The `tls` KafkaUsers of `kc` whose Secret holds no certificate of the
-/// clients CA `signer` yet.
+/// clients CA `signer` yet. A user refused for its name, or whose Secret is
+/// someone else's, holds no certificate at all and is not waited for.
 async fn users_on_old_ca(client: &Client, kc: &KafkaCluster, signer: &str) -> Result<Vec<String>> {
     let ns = kc.namespace().unwrap_or_default();
     let users = Api::<skein_crds::KafkaUser>::namespaced(client.clone(), &ns)
@@ -407,8 +466,18 @@ async fn users_on_old_ca(client: &Client, kc: &KafkaCluster, signer: &str) -> Re
         u.spec.cluster_ref.name == kc.name_any()
             && u.spec.authentication.as_ref().map(|a| a.type_) == Some(AuthenticationType::Tls)
             && u.metadata.deletion_timestamp.is_none()
+            && crate::validate::validate_user(u).is_ok()
     }) {
         let s = read(&secrets, &u.name_any()).await?;
+        let theirs = ownership::check(
+            "Secret",
+            &u.name_any(),
+            s.as_ref().map(|s| &s.metadata),
+            u.uid().as_deref(),
+        );
+        if theirs.is_err() {
+            continue;
+        }
         let on = s
             .as_ref()
             .and_then(|s| s.metadata.annotations.as_ref())
@@ -458,6 +527,13 @@ async fn clear_requests(client: &Client, kc: &KafkaCluster, done: &[(&str, &str)
     Ok(())
 }
 
+/// A `tls` user's Secret data and annotations, or why none is issued
+/// (condition reason, message).
+pub type UserCertificate = std::result::Result<
+    (BTreeMap<String, String>, BTreeMap<String, String>),
+    (&'static str, String),
+>;
+
 /// Keys of a `tls` KafkaUser's Secret.
 pub const USER_CERT_KEY: &str = "user.crt";
 pub const USER_KEY_KEY: &str = "user.key";
@@ -475,21 +551,26 @@ fn fingerprint(pem: &str) -> String {
 
 /// A `tls` user's Secret data and annotations: the certificate already in
 /// `existing` while it was issued by the cluster's current clients CA and
-/// is not due for renewal, else a new one for `CN=<user>`. `Ok(Err(reason))`
-/// when the cluster has no clients CA (none of its listeners serves TLS).
+/// is not due for renewal, else a new one for `CN=<user>`. `Ok(Err((reason,
+/// message)))` when the cluster has no clients CA (none of its listeners
+/// serves TLS), or its clients CA is its cluster CA (no certificate is
+/// issued from a CA the replication listener trusts).
 pub async fn user_certificate(
     client: &Client,
     names: &ClusterNames,
     user: &str,
     existing: Option<&Secret>,
-) -> Result<std::result::Result<(BTreeMap<String, String>, BTreeMap<String, String>), String>> {
+) -> Result<UserCertificate> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &names.namespace);
     let kc = Api::<KafkaCluster>::namespaced(client.clone(), &names.namespace)
         .get_opt(&names.cluster)
         .await
         .map_err(|e| err(format!("reading KafkaCluster {}: {e}", names.cluster)))?;
     let Some(kc) = kc else {
-        return Ok(Err(format!("cluster {:?} does not exist", names.cluster)));
+        return Ok(Err((
+            "ClusterNotFound",
+            format!("cluster {:?} does not exist", names.cluster),
+        )));
     };
     let clients_ca = match &kc.spec.certificates.clients_ca_secret {
         Some(name) => Some(brought_ca(&secrets, name).await?.signer),
@@ -504,12 +585,24 @@ pub async fn user_certificate(
         clients_ca,
         cluster_ca.as_ref().and_then(|s| text(s, CA_KEY)),
     ) else {
-        return Ok(Err(format!(
-            "cluster {:?} has no clients CA yet (Secret {}): give it a listener with tls: true",
-            names.cluster,
-            names.clients_ca_secret()
+        return Ok(Err((
+            "ClientsCaMissing",
+            format!(
+                "cluster {:?} has no clients CA yet (Secret {}): give it a listener with tls: true",
+                names.cluster,
+                names.clients_ca_secret()
+            ),
         )));
     };
+    if ca::same_key(&clients_ca.cert, &cluster_ca) {
+        return Ok(Err((
+            "SameCertificateAuthority",
+            format!(
+                "cluster {:?}: the clients CA is the cluster CA; no client certificate is issued from it",
+                names.cluster
+            ),
+        )));
+    }
     let policy = policy(&kc, Duration::ZERO);
     let ca_print = fingerprint(&clients_ca.cert);
     let annotations = BTreeMap::from([(USER_CA_ANNOTATION.to_string(), ca_print.clone())]);

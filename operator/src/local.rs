@@ -341,7 +341,7 @@ pub async fn run_local(
             Some(b.id),
             stop_rx.clone(),
             Some(metrics.sessions.clone()),
-            control_tls.clone(),
+            skein_controller::rpc::tls::fixed_client_tls(control_tls.clone()),
         )));
     }
     let bootstrap: Vec<&str> = brokers.iter().map(|b| b.kafka.as_str()).collect();

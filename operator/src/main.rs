@@ -134,6 +134,13 @@ struct KubernetesArgs {
     /// them and clients to take the new CA bundle.
     #[arg(long, env = "SKEIN_CA_PHASE_SECONDS", default_value_t = 300)]
     ca_phase_seconds: u64,
+    /// Lifetime of the control planes' leaf certificates (the brokers' and
+    /// the controller's), in seconds; renewed with a third left. The CA
+    /// lives ten years. Keep a third of it well above the time kubelets
+    /// take to update a mounted Secret (about a minute).
+    #[arg(long, env = "SKEIN_CONTROL_CERT_SECONDS", default_value_t = 90 * 86_400,
+          value_parser = clap::value_parser!(u64).range(30..))]
+    control_cert_seconds: u64,
     /// Labels of the operator's pods (`k=v,k=v`), the peers of the brokers'
     /// control port under a NetworkPolicy.
     #[arg(
@@ -274,6 +281,10 @@ fn main() -> ExitCode {
                 build,
                 lease,
                 session_timeout_ms: args.session_timeout_ms,
+                control_certs: skein_operator::control_tls::Lifetimes {
+                    leaf: Duration::from_secs(args.control_cert_seconds),
+                    ..Default::default()
+                },
             };
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(r) => r,

@@ -201,6 +201,25 @@ impl BlobStore for ConfigMapBlobStore {
     }
 }
 
+/// The blobs among `objects` (listed by the blobs' labels) of the head
+/// `head`, by blob name. Only those `owner` (the cluster's uid) owns: the
+/// names listed here may be deleted, and a ConfigMap that merely carries the
+/// labels and the name's form is someone else's (issue #41).
+fn blob_names<'a>(
+    objects: impl Iterator<Item = &'a ObjectMeta>,
+    head: &str,
+    owner: Option<&str>,
+) -> Vec<String> {
+    let prefix = format!("{head}-");
+    objects
+        .filter(|m| {
+            owner.is_none_or(|uid| m.owner_references.iter().flatten().any(|r| r.uid == uid))
+        })
+        .filter_map(|m| m.name.as_deref()?.strip_prefix(&prefix))
+        .map(str::to_string)
+        .collect()
+}
+
 impl Worker {
     fn head_name(&self) -> String {
         metadata_config_map(&self.cluster)
@@ -334,15 +353,48 @@ impl Worker {
                     .list_metadata(&lp)
                     .await
                     .map_err(|e| self.error("metadata blobs", e))?;
-                let prefix = format!("{head}-");
-                Ok(Done::Names(
-                    list.items
-                        .iter()
-                        .filter_map(|o| o.metadata.name.as_deref()?.strip_prefix(&prefix))
-                        .map(str::to_string)
-                        .collect(),
-                ))
+                let owner = self.owner.as_ref().map(|o| o.uid.as_str());
+                let metas = list.items.iter().map(|o| &o.metadata);
+                Ok(Done::Names(blob_names(metas, &head, owner)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(name: &str, owner: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            owner_references: owner.map(|uid| {
+                vec![OwnerReference {
+                    uid: uid.into(),
+                    ..OwnerReference::default()
+                }]
+            }),
+            ..ObjectMeta::default()
+        }
+    }
+
+    /// Garbage collection of blobs deletes what `blob_names` lists: a
+    /// ConfigMap with the blobs' labels and name form that the cluster does
+    /// not own is never among them.
+    #[test]
+    fn only_blobs_the_cluster_owns_are_listed() {
+        let objects = [
+            meta("demo-controller-snap-1", Some("u1")),
+            meta("demo-controller-log-2", Some("u1")),
+            meta("demo-controller-app", None),
+            meta("demo-controller-other", Some("u2")),
+            meta("other-controller-x", Some("u1")),
+        ];
+        assert_eq!(
+            blob_names(objects.iter(), "demo-controller", Some("u1")),
+            vec!["snap-1", "log-2"]
+        );
+        // Without an owner (a store made with none) names alone decide.
+        assert_eq!(blob_names(objects.iter(), "demo-controller", None).len(), 4);
     }
 }

@@ -1,8 +1,30 @@
 //! Validation the CRD schema cannot express. Pure: no client, no clock.
 //! Each failure maps to one condition reason the user sees.
 
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use skein_controller::topic_config::{validate_topic_config, TopicConfigError};
-use skein_crds::{KafkaCluster, Topic};
+use skein_crds::{KafkaCluster, KafkaUser, Topic};
+
+use crate::build::{labels, ClusterNames};
+use crate::ownership::Foreign;
+
+/// User names a KafkaUser may not take: the principals (certificate
+/// subjects `CN=<name>`) of Skein's own components. A `tls` user named
+/// `skein-broker` would otherwise hold a certificate whose subject the
+/// replication listener maps to the brokers' super-user principal, should
+/// the clients CA ever sign for it.
+pub const RESERVED_USER_NAMES: &[(&str, &str)] = &[
+    (
+        crate::build::listeners::BROKER_CN,
+        "the brokers' certificate subject (replication, control plane)",
+    ),
+    (
+        crate::local_tls::CONTROLLER_CN,
+        "the controller's certificate subject (control plane)",
+    ),
+    (crate::build::FIELD_MANAGER, "the operator's own principal"),
+];
 
 /// Broker config keys the operator sets itself (per pod, as flags).
 const RESERVED_BROKER_KEYS: &[(&str, &str)] = &[
@@ -60,6 +82,16 @@ pub enum InvalidSpec {
         value: String,
         why: String,
     },
+    #[error("user name {name:?} is reserved: {why}")]
+    ReservedUserName { name: String, why: &'static str },
+    #[error("the name {name:?} ends in {suffix:?}: names of that form belong to the Secrets the operator writes for a KafkaCluster, and the user's Secret is named like the KafkaUser; choose another name (spec.userName sets the Kafka user name)")]
+    ReservedSecretName { name: String, suffix: String },
+    #[error("the cluster CA and the clients CA must differ: {why}")]
+    SameCertificateAuthority { why: String },
+    #[error("{0}")]
+    SecretOwnedByAnother(Foreign),
+    #[error("password Secret {secret:?} may not be used: {why}")]
+    PasswordSecretNotAllowed { secret: String, why: String },
 }
 
 impl InvalidSpec {
@@ -75,6 +107,11 @@ impl InvalidSpec {
             InvalidSpec::ReplicationFactorTooLarge { .. } => "ReplicationFactorTooLarge",
             InvalidSpec::UnknownTopicConfig { .. } => "UnknownTopicConfig",
             InvalidSpec::InvalidTopicConfig { .. } => "InvalidTopicConfig",
+            InvalidSpec::ReservedUserName { .. } => "ReservedUserName",
+            InvalidSpec::ReservedSecretName { .. } => "ReservedSecretName",
+            InvalidSpec::SameCertificateAuthority { .. } => "SameCertificateAuthority",
+            InvalidSpec::SecretOwnedByAnother(_) => "SecretOwnedByAnother",
+            InvalidSpec::PasswordSecretNotAllowed { .. } => "PasswordSecretNotAllowed",
         }
     }
 }
@@ -117,6 +154,7 @@ pub fn validate_cluster(kc: &KafkaCluster, topics: &[Topic]) -> Result<(), Inval
             return Err(InvalidSpec::ListenerPortTaken { name, port, other });
         }
     }
+    distinct_cas(kc)?;
     for (key, value) in &kc.spec.config {
         let listener_key = (!l.clients.is_empty() || l.replicates_over_tls())
             && (LISTENER_KEYS.contains(&key.as_str())
@@ -153,6 +191,147 @@ pub fn validate_cluster(kc: &KafkaCluster, topics: &[Topic]) -> Result<(), Inval
                 replicas: kc.spec.replicas,
             });
         }
+    }
+    Ok(())
+}
+
+/// The cluster CA (whose certificates the brokers present, and which alone
+/// the replication listener trusts) and the clients CA (which signs `tls`
+/// users' certificates) must be two CAs: were they one, a user's
+/// certificate would be a certificate of the cluster CA. Refused here when
+/// `spec.certificates` brings one Secret for both, or brings for one CA a
+/// Secret the operator writes for another CA of the cluster; two brought
+/// Secrets holding the same key are refused when they are read
+/// ([`crate::listener_tls`]).
+fn distinct_cas(kc: &KafkaCluster) -> Result<(), InvalidSpec> {
+    let c = &kc.spec.certificates;
+    let names = ClusterNames::of(kc);
+    if let (Some(a), Some(b)) = (&c.cluster_ca_secret, &c.clients_ca_secret) {
+        if a == b {
+            return Err(InvalidSpec::SameCertificateAuthority {
+                why: format!(
+                    "spec.certificates.clusterCaSecret and clientsCaSecret both name Secret {a:?}"
+                ),
+            });
+        }
+    }
+    let brought = [
+        (
+            "clusterCaSecret",
+            &c.cluster_ca_secret,
+            names.cluster_ca_secret(),
+        ),
+        (
+            "clientsCaSecret",
+            &c.clients_ca_secret,
+            names.clients_ca_secret(),
+        ),
+    ];
+    let operators_cas = [
+        (names.cluster_ca_secret(), "the cluster CA"),
+        (names.clients_ca_secret(), "the clients CA"),
+        (names.control_ca_secret(), "the control plane's CA"),
+    ];
+    for (field, secret, own) in brought {
+        let Some(secret) = secret else { continue };
+        if let Some((_, which)) = operators_cas
+            .iter()
+            .find(|(name, _)| name == secret && *name != own)
+        {
+            return Err(InvalidSpec::SameCertificateAuthority {
+                why: format!(
+                    "spec.certificates.{field} names Secret {secret:?}, which holds {which} the operator makes for this cluster"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks a KafkaUser's names before anything is read or written: its user
+/// name is not one of Skein's own principals ([`RESERVED_USER_NAMES`],
+/// compared without case), and its resource name — the name of the Secret
+/// the operator writes for it — is not of the form of a Secret the operator
+/// writes for a cluster (`<cluster>-cluster-ca` and the rest of
+/// [`ClusterNames::secret_names`], for any cluster, one made later too).
+pub fn validate_user(user: &KafkaUser) -> Result<(), InvalidSpec> {
+    let user_name = user.user_name();
+    if let Some((_, why)) = RESERVED_USER_NAMES
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(user_name))
+    {
+        return Err(InvalidSpec::ReservedUserName {
+            name: user_name.to_string(),
+            why,
+        });
+    }
+    let name = user.name_any();
+    let suffixes = ClusterNames {
+        cluster: String::new(),
+        namespace: String::new(),
+    }
+    .secret_names();
+    // The longest suffix first: `x-cluster-ca-cert` is named for its `-cluster-ca-cert`.
+    let mut suffixes = suffixes.to_vec();
+    suffixes.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    if let Some(suffix) = suffixes
+        .into_iter()
+        .find(|s| name.len() > s.len() && name.ends_with(s.as_str()))
+    {
+        return Err(InvalidSpec::ReservedSecretName { name, suffix });
+    }
+    Ok(())
+}
+
+/// Whether `secret` may be a KafkaUser's `password.valueFrom`: a Secret made
+/// for the purpose, not one the operator manages (owned by a KafkaCluster or
+/// a KafkaUser, or carrying the operator's labels — a CA's key, another
+/// user's password), not a CA Secret `cluster` brings
+/// (`spec.certificates`), not a ServiceAccount token. The operator reads the
+/// Secret with its own rights, which are wider than those of whoever may
+/// write KafkaUsers: this keeps `valueFrom` from copying a credential the
+/// operator holds into a user's Secret and its SCRAM verifier.
+pub fn check_password_secret(secret: &Secret, cluster: &KafkaCluster) -> Result<(), InvalidSpec> {
+    let name = secret.name_any();
+    let refuse = |why: String| {
+        Err(InvalidSpec::PasswordSecretNotAllowed {
+            secret: name.clone(),
+            why,
+        })
+    };
+    let skein_owner = secret
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.api_version.split('/').next() == Some("skein.dev"));
+    if let Some(o) = skein_owner {
+        return refuse(format!(
+            "it belongs to {} {:?} (the operator's Secrets are not password sources)",
+            o.kind, o.name
+        ));
+    }
+    let labels = secret.labels();
+    let managed = labels.get(labels::MANAGED_BY).map(String::as_str) == Some(labels::OPERATOR)
+        || labels.keys().any(|k| k.starts_with("skein.dev/"));
+    if managed {
+        return refuse(
+            "it carries the operator's labels (the operator's Secrets are not password sources)"
+                .into(),
+        );
+    }
+    let c = &cluster.spec.certificates;
+    if [&c.cluster_ca_secret, &c.clients_ca_secret]
+        .into_iter()
+        .any(|b| b.as_deref() == Some(name.as_str()))
+    {
+        return refuse(format!(
+            "it is a certificate authority of cluster {:?} (spec.certificates)",
+            cluster.name_any()
+        ));
+    }
+    if secret.type_.as_deref() == Some("kubernetes.io/service-account-token") {
+        return refuse("it is a ServiceAccount token".into());
     }
     Ok(())
 }
@@ -347,5 +526,142 @@ mod tests {
                 .reason(),
             "InvalidTopicConfig"
         );
+    }
+
+    fn user(name: &str, spec: serde_json::Value) -> KafkaUser {
+        let mut spec = spec;
+        spec["clusterRef"] = json!({"name": "demo"});
+        serde_json::from_value(json!({
+            "apiVersion": "skein.dev/v1alpha1", "kind": "KafkaUser",
+            "metadata": {"name": name, "namespace": "ns"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn skeins_own_principals_are_not_user_names() {
+        for (name, spec) in [
+            ("skein-broker", json!({"authentication": {"type": "tls"}})),
+            ("skein-controller", json!({})),
+            (
+                "bob",
+                json!({"userName": "Skein-Broker", "authentication": {"type": "tls"}}),
+            ),
+            ("ops", json!({"userName": "skein-operator"})),
+        ] {
+            let e = validate_user(&user(name, spec)).unwrap_err();
+            assert_eq!(e.reason(), "ReservedUserName", "{name}: {e}");
+        }
+        for name in ["alice", "skein-brokers", "broker", "skein"] {
+            assert_eq!(validate_user(&user(name, json!({}))), Ok(()), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_user_may_not_be_named_like_a_clusters_secret() {
+        // Every Secret the operator writes for a cluster, of any cluster.
+        let names = ClusterNames {
+            cluster: "demo".into(),
+            namespace: "ns".into(),
+        };
+        for secret in names.secret_names() {
+            let e = validate_user(&user(
+                &secret,
+                json!({"authentication": {"type": "scram-sha-512"}}),
+            ))
+            .unwrap_err();
+            assert_eq!(e.reason(), "ReservedSecretName", "{secret}");
+            assert!(e.to_string().contains(&secret), "{e}");
+        }
+        let e = validate_user(&user("later-cluster-ca-cert", json!({}))).unwrap_err();
+        assert_eq!(
+            e,
+            InvalidSpec::ReservedSecretName {
+                name: "later-cluster-ca-cert".into(),
+                suffix: "-cluster-ca-cert".into()
+            }
+        );
+        // The bare word is no cluster's Secret; userName does not change
+        // the Secret's name.
+        assert_eq!(validate_user(&user("cluster-ca", json!({}))), Ok(()));
+        let e = validate_user(&user("x-clients-ca", json!({"userName": "x"}))).unwrap_err();
+        assert_eq!(e.reason(), "ReservedSecretName");
+    }
+
+    #[test]
+    fn the_cluster_ca_and_the_clients_ca_must_be_two_cas() {
+        let tls =
+            json!({"clients": [{"name": "tls", "port": 9093, "type": "internal", "tls": true}]});
+        let with = |certs: serde_json::Value| {
+            validate_cluster(
+                &cluster(json!({"listeners": tls, "certificates": certs})),
+                &[],
+            )
+        };
+        assert!(with(json!({})).is_ok());
+        assert!(
+            with(json!({"clusterCaSecret": "corp-ca", "clientsCaSecret": "corp-clients-ca"}))
+                .is_ok()
+        );
+        // Bringing the Secret the operator made for the same CA is bringing that CA.
+        assert!(with(json!({"clusterCaSecret": "demo-cluster-ca"})).is_ok());
+        for certs in [
+            json!({"clusterCaSecret": "corp-ca", "clientsCaSecret": "corp-ca"}),
+            json!({"clientsCaSecret": "demo-cluster-ca"}),
+            json!({"clusterCaSecret": "demo-clients-ca"}),
+            json!({"clientsCaSecret": "demo-control-ca"}),
+        ] {
+            let e = with(certs.clone()).unwrap_err();
+            assert_eq!(e.reason(), "SameCertificateAuthority", "{certs}: {e}");
+        }
+    }
+
+    fn secret(meta: serde_json::Value, type_: &str) -> Secret {
+        serde_json::from_value(json!({"metadata": meta, "type": type_})).unwrap()
+    }
+
+    #[test]
+    fn a_password_may_come_from_a_secret_made_for_it_not_from_the_operators() {
+        let kc = cluster(json!({"certificates": {"clusterCaSecret": "corp-ca"}}));
+        let plain = secret(json!({"name": "alice-password"}), "Opaque");
+        assert_eq!(check_password_secret(&plain, &kc), Ok(()));
+        // Some other controller's Secret is the administrator's business.
+        let other = secret(
+            json!({"name": "db", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "db", "uid": "d"}]}),
+            "Opaque",
+        );
+        assert_eq!(check_password_secret(&other, &kc), Ok(()));
+        let refused = [
+            // The cluster CA's Secret (owned by the KafkaCluster).
+            secret(
+                json!({"name": "demo-cluster-ca", "ownerReferences": [{"apiVersion": "skein.dev/v1alpha1", "kind": "KafkaCluster", "name": "demo", "uid": "u1"}]}),
+                "Opaque",
+            ),
+            // Another user's Secret.
+            secret(
+                json!({"name": "bob", "ownerReferences": [{"apiVersion": "skein.dev/v1alpha1", "kind": "KafkaUser", "name": "bob", "uid": "u2"}]}),
+                "Opaque",
+            ),
+            // The operator's labels, owner or not.
+            secret(
+                json!({"name": "orphan", "labels": {"app.kubernetes.io/managed-by": "skein-operator"}}),
+                "Opaque",
+            ),
+            secret(
+                json!({"name": "x", "labels": {"skein.dev/kafka-user": "x"}}),
+                "Opaque",
+            ),
+            // A CA the cluster brings.
+            secret(json!({"name": "corp-ca"}), "kubernetes.io/tls"),
+            secret(
+                json!({"name": "sa-token"}),
+                "kubernetes.io/service-account-token",
+            ),
+        ];
+        for s in refused {
+            let e = check_password_secret(&s, &kc).unwrap_err();
+            assert_eq!(e.reason(), "PasswordSecretNotAllowed", "{e}");
+            assert!(e.to_string().contains(&s.name_any()), "{e}");
+        }
     }
 }

@@ -428,3 +428,151 @@ async fn volumes_at_the_new_size_end_the_resize_and_a_refusal_is_degraded() {
     within(reconcile_at(&kc, &ctx, now_time())).await.unwrap();
     finish(mock).await;
 }
+
+const UID: &str = "0b1c2d3e-0000-4000-8000-000000000001";
+
+fn tls_cluster() -> KafkaCluster {
+    cluster(
+        json!({"replicas": 1, "listeners": {"clients": [
+            {"name": "secure", "port": 9093, "type": "internal", "tls": true}]}}),
+        1,
+        None,
+    )
+}
+
+fn broker_pods() -> Expect {
+    Expect::get(format!("/api/v1/namespaces/{NS}/pods"))
+        .reply(json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}))
+}
+
+/// A Secret of the cluster's CA name made by a KafkaUser of that name (as an
+/// operator before issue #41 would have written it) is neither read as the
+/// CA nor overwritten: the cluster is refused with a condition naming it and
+/// its owner, and looks again later.
+#[tokio::test]
+async fn a_ca_secret_someone_else_owns_is_neither_used_nor_overwritten() {
+    let (ctx, server, _) = test_context();
+    let foreign = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "demo-cluster-ca", "namespace": NS, "resourceVersion": "4",
+            "ownerReferences": [{"apiVersion": "skein.dev/v1alpha1", "kind": "KafkaUser",
+                "name": "demo-cluster-ca", "uid": "a-user", "controller": true}]},
+        "data": {"password": "c2VjcmV0"},
+    });
+    let script = vec![
+        Expect::get(format!("{BASE}/topics")).reply(topic_list(vec![])),
+        broker_pods(),
+        Expect::get(format!("/api/v1/namespaces/{NS}/secrets/demo-cluster-ca")).reply(foreign),
+        status_patch(|s| {
+            let degraded = condition(s, "Degraded");
+            assert_eq!(degraded["status"], "True");
+            assert_eq!(degraded["reason"], "SecretOwnedByAnother");
+            let msg = degraded["message"].as_str().unwrap();
+            assert!(
+                msg.contains("Secret demo-cluster-ca") && msg.contains("KafkaUser/demo-cluster-ca"),
+                "{msg}"
+            );
+            assert_eq!(condition(s, "Ready")["status"], "False");
+        }),
+        event("Warning", "SecretOwnedByAnother", "demo-cluster-ca"),
+    ];
+    let mock = server.run(script);
+    let action = within(reconcile_at(&tls_cluster(), &ctx, now_time()))
+        .await
+        .unwrap();
+    finish(mock).await;
+    assert_eq!(action, Action::requeue(Duration::from_secs(30)));
+}
+
+/// A new object of the cluster: created with its metadata only (a
+/// concurrent creation makes this fail instead of being taken over), then
+/// applied at the version created (a change in between is a conflict).
+fn created_then_applied(
+    plural: &str,
+    name: &'static str,
+    check: impl FnOnce(&Value) + Send + 'static,
+) -> Vec<Expect> {
+    let collection = format!("/api/v1/namespaces/{NS}/{plural}");
+    vec![
+        Expect::get(format!("{collection}/{name}")).fail(404, "NotFound"),
+        Expect::new(http::Method::POST, collection.clone())
+            .query(FIELD_MANAGER_QUERY)
+            .check(move |b| {
+                assert_eq!(b["metadata"]["name"], name);
+                assert_eq!(b["metadata"]["ownerReferences"][0]["uid"], UID);
+                assert_eq!(b["metadata"]["ownerReferences"][0]["controller"], true);
+                assert!(
+                    b.get("data").is_none_or(|d| d.is_null()),
+                    "content comes with the apply: {b}"
+                );
+            })
+            .reply_with(|b| {
+                let mut created = b.clone();
+                created["metadata"]["resourceVersion"] = json!("41");
+                created
+            }),
+        Expect::apply(format!("{collection}/{name}")).check(move |b| {
+            assert_eq!(
+                b["metadata"]["resourceVersion"], "41",
+                "applied at the version created"
+            );
+            check(b);
+        }),
+    ]
+}
+
+#[tokio::test]
+async fn a_tls_clusters_secrets_are_created_then_applied_at_the_version_created() {
+    let (ctx, server, _) = test_context();
+    let mut script = vec![
+        Expect::get(format!("{BASE}/topics")).reply(topic_list(vec![])),
+        broker_pods(),
+    ];
+    let keys = |want: &'static [&'static str]| {
+        move |b: &Value| {
+            let mut have: Vec<&str> = b["data"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| k.as_str())
+                .collect();
+            have.sort();
+            assert_eq!(have, want);
+        }
+    };
+    script.extend(created_then_applied(
+        "secrets",
+        "demo-cluster-ca",
+        keys(&["ca.crt", "ca.key"]),
+    ));
+    script.extend(created_then_applied(
+        "secrets",
+        "demo-clients-ca",
+        keys(&["ca.crt", "ca.key"]),
+    ));
+    script.extend(created_then_applied(
+        "secrets",
+        "demo-cluster-ca-cert",
+        keys(&["ca.crt"]),
+    ));
+    script.extend(created_then_applied(
+        "configmaps",
+        "demo-cluster-ca-cert",
+        keys(&["ca.crt"]),
+    ));
+    script.extend(created_then_applied(
+        "secrets",
+        "demo-listener-tls",
+        keys(&["broker-keystore.pem", "ca.crt", "clients-ca.crt"]),
+    ));
+    script.extend(applies(1, json!({"replicas": 1, "readyReplicas": 0})));
+    script.push(status_patch(|s| {
+        assert_eq!(s["certificateAuthorities"].as_array().unwrap().len(), 2);
+    }));
+    script.push(event("Normal", "Applied", "with 1 brokers"));
+    let mock = server.run(script);
+    within(reconcile_at(&tls_cluster(), &ctx, now_time()))
+        .await
+        .unwrap();
+    finish(mock).await;
+}

@@ -254,6 +254,15 @@ pub(crate) fn set_log_append_time(batch: &mut [u8], append_time: i64) {
     update_crc(batch);
 }
 
+/// Marks the batch CreateTime with `max_timestamp` (the records' largest
+/// timestamp, recomputed by the leader), then recomputes the CRC.
+pub(crate) fn set_create_time_max_timestamp(batch: &mut [u8], max_timestamp: i64) {
+    let attributes = i16_at(batch, ATTRIBUTES_POS) & !TIMESTAMP_TYPE_BIT;
+    batch[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_POS..MAX_TIMESTAMP_POS + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    update_crc(batch);
+}
+
 /// Overwrites `baseSequence` and recomputes the CRC (compaction re-encodes
 /// batches and must keep a non-idempotent batch's sequence at -1).
 pub fn set_base_sequence(batch: &mut [u8], base_sequence: i32) {

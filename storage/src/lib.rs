@@ -19,6 +19,7 @@ mod list_offsets;
 mod log;
 mod log_epochs;
 mod log_txn;
+mod log_validator;
 mod offset_index;
 pub mod open_files;
 pub mod producer_state;
@@ -42,6 +43,7 @@ pub use error::{RecordError, StorageError};
 pub use file_slice::{FileSlice, Records, MIN_FILE_SLICE};
 pub use log::{AppendInfo, CleanStats, Log, ReadResult, RecordsRead};
 pub use log_txn::{control_batch, ControlMarker};
+pub use log_validator::AppendOrigin;
 pub use txn_index::AbortedTxn;
 
 /// `Log` is shared between request handler threads behind a lock.

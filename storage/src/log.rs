@@ -18,6 +18,7 @@ use crate::config::{LogConfig, TimestampType};
 use crate::error::StorageError;
 use crate::file_slice::Records;
 use crate::leader_epoch::LeaderEpochCache;
+use crate::log_validator::AppendOrigin;
 use crate::producer_state::{ProducerStateManager, SequenceCheck};
 use crate::segment::LogSegment;
 
@@ -242,72 +243,6 @@ impl Log {
             .expect("a log always has a segment")
     }
 
-    /// The record-level checks of a producer's batch (Kafka's LogValidator,
-    /// KIP-467): on a compacted topic every record needs a key (and the
-    /// batch dense offset deltas); under CreateTime every timestamp must lie
-    /// within `message.timestamp.before.max.ms` before and
-    /// `message.timestamp.after.max.ms` after `now_ms` (KIP-937). Refused
-    /// records are named by their index in the batch; nothing is written.
-    ///
-    /// The records are decoded only when a check needs them: always on a
-    /// compacted topic, and under CreateTime when a finite before-bound is
-    /// set (a record may be older than the batch's first) or the batch's
-    /// largest timestamp breaks the after-bound.
-    fn validate_records(
-        &self,
-        h: &BatchHeader,
-        bytes: &[u8],
-        now_ms: i64,
-    ) -> Result<(), StorageError> {
-        let compact = self.config.cleanup_policy.compact;
-        let create_time = self.config.message_timestamp_type == TimestampType::CreateTime;
-        let before = self.config.message_timestamp_before_max_ms;
-        let after = self.config.message_timestamp_after_max_ms;
-        let check_times =
-            create_time && (before != i64::MAX || h.max_timestamp.saturating_sub(now_ms) > after);
-        if !compact && !check_times {
-            return Ok(());
-        }
-        let records = crate::record_decode::decode_records(bytes)?;
-        let mut errors = Vec::new();
-        let mut timestamp = false;
-        for (i, r) in records.iter().enumerate() {
-            let message = if compact && r.key.is_none() {
-                let tp = self.dir.file_name().unwrap_or_default().to_string_lossy();
-                format!(
-                    "Compacted topic cannot accept message without key in topic partition {tp}."
-                )
-            } else if check_times && r.timestamp >= 0 && now_ms.saturating_sub(r.timestamp) > before
-            {
-                timestamp = true;
-                format!(
-                    "Timestamp {} of message with offset {} is more than message.timestamp.before.max.ms={before} before the broker time {now_ms}",
-                    r.timestamp, r.offset
-                )
-            } else if check_times && r.timestamp >= 0 && r.timestamp.saturating_sub(now_ms) > after
-            {
-                timestamp = true;
-                format!(
-                    "Timestamp {} of message with offset {} is more than message.timestamp.after.max.ms={after} after the broker time {now_ms}",
-                    r.timestamp, r.offset
-                )
-            } else {
-                continue;
-            };
-            errors.push(crate::RecordError {
-                batch_index: i as i32,
-                message,
-            });
-        }
-        if !errors.is_empty() {
-            return Err(StorageError::RejectedRecords { timestamp, errors });
-        }
-        if compact {
-            crate::record_decode::check_dense_offsets(&records)?;
-        }
-        Ok(())
-    }
-
     /// Leader append: `records` is one or more magic-v2 batches as a producer
     /// sent them. Every batch is validated (magic, length, CRC, size against
     /// `max.message.bytes`, dense offsets, keys on compacted topics) before
@@ -320,15 +255,28 @@ impl Log {
         records: &mut [u8],
         leader_epoch: i32,
         now_ms: i64,
+        origin: AppendOrigin,
     ) -> Result<AppendInfo, StorageError> {
         let Analysed {
             mut headers,
             num_records,
         } = analyse(records, Some(self.config.max_message_bytes))?;
-        for (h, pos) in &headers {
-            check_producer_batch(h)?;
-            if !h.is_control() {
-                self.validate_records(h, &records[*pos..*pos + h.total_size()], now_ms)?;
+        let tp = (self.dir.file_name().unwrap_or_default().to_string_lossy()).into_owned();
+        for (h, pos) in headers.iter_mut() {
+            let bytes = &mut records[*pos..*pos + h.total_size()];
+            match origin {
+                AppendOrigin::Client => {
+                    crate::log_validator::validate_client_batch(
+                        h,
+                        bytes,
+                        &self.config,
+                        now_ms,
+                        &tp,
+                    )?;
+                    // The validator may have rewritten the maximum timestamp.
+                    *h = BatchHeader::parse(bytes)?;
+                }
+                AppendOrigin::Coordinator => check_producer_batch(h)?,
             }
         }
         if headers.is_empty() {

@@ -312,7 +312,8 @@ mod tests {
             let config = LogConfig::default();
             let mut log = Log::open(dir.path(), config.clone(), 0).unwrap();
             let mut b = crate::test_util::batch(3, 1_000);
-            log.append_as_leader(&mut b, 1, 0).unwrap();
+            log.append_as_leader(&mut b, 1, 0, crate::AppendOrigin::Client)
+                .unwrap();
             drop(log);
             fs::write(dir.path().join(LEADER_EPOCH_FILE), checkpoint).unwrap();
             let log = Log::open(dir.path(), config, 0).unwrap();
@@ -334,8 +335,13 @@ mod tests {
         drop(log);
         let mut log = Log::open(&path, LogConfig::default(), 0).unwrap();
         assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
-        log.append_as_leader(&mut crate::test_util::batch(2, 1_000), 0, 0)
-            .unwrap();
+        log.append_as_leader(
+            &mut crate::test_util::batch(2, 1_000),
+            0,
+            0,
+            crate::AppendOrigin::Client,
+        )
+        .unwrap();
         assert_eq!(log.log_end_offset(), 2);
     }
 
@@ -348,13 +354,23 @@ mod tests {
         let config = LogConfig::default();
         let mut log = Log::open(dir.path(), config.clone(), 0).unwrap();
         log.assign_leader_epoch(1, 0).unwrap();
-        log.append_as_leader(&mut crate::test_util::batch(3, 1_000), 1, 0)
-            .unwrap();
+        log.append_as_leader(
+            &mut crate::test_util::batch(3, 1_000),
+            1,
+            0,
+            crate::AppendOrigin::Client,
+        )
+        .unwrap();
         log.flush().unwrap();
         // A new term: epoch 4 at offset 3, then an empty term 6 at 5.
         log.assign_leader_epoch(4, 3).unwrap();
-        log.append_as_leader(&mut crate::test_util::batch(2, 1_000), 4, 0)
-            .unwrap();
+        log.append_as_leader(
+            &mut crate::test_util::batch(2, 1_000),
+            4,
+            0,
+            crate::AppendOrigin::Client,
+        )
+        .unwrap();
         log.assign_leader_epoch(6, 5).unwrap();
         assert_eq!(log.leader_epoch_entries(), vec![(1, 0), (4, 3), (6, 5)]);
         let on_disk = fs::read_to_string(dir.path().join(LEADER_EPOCH_FILE)).unwrap();

@@ -55,8 +55,13 @@ fn sixty_logs_work_through_sixteen_open_files() {
     for round in 0..12 {
         for (i, log) in logs.iter_mut().enumerate() {
             let mut b = batch(i, round);
-            log.append_as_leader(&mut b, 0, 1_000 + round as i64)
-                .unwrap();
+            log.append_as_leader(
+                &mut b,
+                0,
+                1_000 + round as i64,
+                skein_storage::AppendOrigin::Client,
+            )
+            .unwrap();
         }
         assert!(open_files::open_count() <= LIMIT);
         assert!(

@@ -12,15 +12,15 @@
 //! their previous owner has released them.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
 use super::assignor::{self, Assignment, MemberSpec, ASSIGNORS};
+pub use super::subscription_regex::Topics;
+use super::subscription_regex::{self, ResolvedRegexes, SubscriptionRegex};
 use super::GroupConfig;
-
-/// Topics the assignor may use: name → (topic id, partition count).
-pub type Topics = BTreeMap<String, (Uuid, i32)>;
 
 /// Member epoch of a static member that left temporarily (KIP-848 `-2`).
 pub const LEFT_STATIC_EPOCH: i32 = -2;
@@ -75,6 +75,10 @@ pub struct Heartbeat {
     pub owned: Option<Assignment>,
     pub client_id: String,
     pub client_host: String,
+    /// `subscribed_topic_regex` compiled before the call (the coordinator
+    /// does it outside its lock), or why it does not compile; `None`: the
+    /// group compiles it if it does not know the pattern yet.
+    pub compiled_regex: Option<Result<Arc<SubscriptionRegex>, String>>,
 }
 
 /// A successful heartbeat's answer.
@@ -101,6 +105,15 @@ fn err(code: ResponseError, message: impl Into<String>) -> HeartbeatError {
     }
 }
 
+/// Kafka's answer to a pattern that does not compile
+/// (`Utils.throwIfRegularExpressionIsInvalid`).
+fn invalid_regex(pattern: &str, why: &str) -> HeartbeatError {
+    err(
+        ResponseError::InvalidRegularExpression,
+        format!("SubscribedTopicRegex `{pattern}` is not a valid regular expression: {why}."),
+    )
+}
+
 /// One KIP-848 consumer group.
 #[derive(Debug, Clone)]
 pub struct ConsumerGroup {
@@ -116,6 +129,9 @@ pub struct ConsumerGroup {
     pub assignor_name: String,
     /// Subscribed topics as last seen, to notice created/grown/deleted ones.
     pub(super) subscribed_topics: Topics,
+    /// The members' regular expressions, compiled once, and what they
+    /// matched when the topics last changed (not persisted).
+    pub(super) regexes: ResolvedRegexes,
 }
 
 fn is_subset(a: &Assignment, b: &Assignment) -> bool {
@@ -145,6 +161,7 @@ impl ConsumerGroup {
             state_since_ms: now_ms,
             assignor_name: ASSIGNORS[0].to_string(),
             subscribed_topics: Topics::new(),
+            regexes: ResolvedRegexes::default(),
         }
     }
 
@@ -173,37 +190,63 @@ impl ConsumerGroup {
         self.group_epoch += 1;
     }
 
-    /// Topic names a member's subscription resolves to.
-    fn resolve(m: &ConsumerMember, topics: &Topics) -> BTreeSet<String> {
+    /// Topic names a member's subscription resolves to, its regular
+    /// expression's from `regexes` (refreshed against `topics`).
+    fn resolve(m: &ConsumerMember, topics: &Topics, regexes: &ResolvedRegexes) -> BTreeSet<String> {
         let mut out: BTreeSet<String> = m
             .subscribed_topic_names
             .iter()
             .filter(|t| topics.contains_key(*t))
             .cloned()
             .collect();
-        if let Some(re) = m
-            .subscribed_topic_regex
-            .as_deref()
-            .and_then(|r| regex::Regex::new(&format!("^(?:{r})$")).ok())
-        {
-            out.extend(topics.keys().filter(|t| re.is_match(t)).cloned());
+        if let Some(r) = m.subscribed_topic_regex.as_deref() {
+            out.extend(regexes.matched(r).iter().cloned());
         }
         out
     }
 
-    /// Every topic some member subscribes to, as it exists now.
-    pub fn subscribed_topic_names(&self, topics: &Topics) -> BTreeSet<String> {
-        self.members
+    /// The patterns some member subscribes with.
+    fn patterns(members: &BTreeMap<String, ConsumerMember>) -> impl Iterator<Item = &str> {
+        members
             .values()
-            .flat_map(|m| Self::resolve(m, topics))
-            .collect()
+            .filter_map(|m| m.subscribed_topic_regex.as_deref())
+    }
+
+    /// The pattern of `hb` when this group has not compiled it yet (the
+    /// coordinator compiles it before taking its lock).
+    pub fn regex_to_compile<'a>(&self, hb: &'a Heartbeat) -> Option<&'a str> {
+        hb.subscribed_topic_regex
+            .as_deref()
+            .filter(|r| !r.is_empty() && !self.regexes.contains(r))
+    }
+
+    /// Every topic some member subscribes to, as it exists now.
+    pub fn subscribed_topic_names(&self, topics: &Arc<Topics>) -> BTreeSet<String> {
+        let regexes = self
+            .regexes
+            .current_for(Self::patterns(&self.members), topics);
+        // Each pattern's topics once, however many members share it.
+        let patterns: BTreeSet<&str> = Self::patterns(&self.members).collect();
+        let mut out: BTreeSet<String> = patterns
+            .into_iter()
+            .flat_map(|p| regexes.matched(p).iter().cloned())
+            .collect();
+        for m in self.members.values() {
+            out.extend(
+                m.subscribed_topic_names
+                    .iter()
+                    .filter(|t| topics.contains_key(*t))
+                    .cloned(),
+            );
+        }
+        out
     }
 
     /// Handles a ConsumerGroupHeartbeat.
     pub fn heartbeat(
         &mut self,
         hb: Heartbeat,
-        topics: &Topics,
+        topics: &Arc<Topics>,
         cfg: &GroupConfig,
         now_ms: i64,
         new_member_id: &mut dyn FnMut() -> String,
@@ -216,12 +259,16 @@ impl ConsumerGroup {
                 ));
             }
         }
-        if let Some(r) = &hb.subscribed_topic_regex {
-            if regex::Regex::new(r).is_err() {
-                return Err(err(
-                    ResponseError::InvalidRegularExpression,
-                    format!("invalid regular expression '{r}'"),
-                ));
+        // Compiled once, when a pattern is new to the group (Kafka checks
+        // a member's pattern when it changes, never on every heartbeat).
+        if let Some(r) = self.regex_to_compile(&hb) {
+            let compiled = match &hb.compiled_regex {
+                Some(c) => c.clone(),
+                None => subscription_regex::compile(r),
+            };
+            match compiled {
+                Ok(re) => self.regexes.insert(re, topics),
+                Err(why) => return Err(invalid_regex(r, &why)),
             }
         }
         let reply = |id: &str, epoch: i32| HeartbeatReply {
@@ -268,6 +315,9 @@ impl ConsumerGroup {
             (m.member_epoch, m.assigned.clone())
         };
         self.update_member(&id, &hb, now_ms);
+        // Compiles nothing and matches nothing unless a pattern is new or
+        // the topics changed.
+        self.regexes.refresh(Self::patterns(&self.members), topics);
         self.refresh_topics(topics);
         // One heartbeat moves the group at most one epoch forward.
         self.group_epoch = self.group_epoch.min(epoch_before + 1);
@@ -414,7 +464,7 @@ impl ConsumerGroup {
     }
 
     /// Bumps the group epoch when a subscribed topic appeared, grew or vanished.
-    fn refresh_topics(&mut self, topics: &Topics) {
+    fn refresh_topics(&mut self, topics: &Arc<Topics>) {
         let now: Topics = self
             .subscribed_topic_names(topics)
             .into_iter()
@@ -456,7 +506,7 @@ impl ConsumerGroup {
             .members
             .values()
             .map(|m| {
-                let subscribed = Self::resolve(m, topics)
+                let subscribed = Self::resolve(m, topics, &self.regexes)
                     .iter()
                     .map(|t| topics[t].0)
                     .collect();

@@ -6,8 +6,8 @@ fn tid() -> Uuid {
     Uuid::from_bytes([7; 16])
 }
 
-fn topics(n: i32) -> Topics {
-    Topics::from([("t".to_string(), (tid(), n))])
+fn topics(n: i32) -> Arc<Topics> {
+    Arc::new(Topics::from([("t".to_string(), (tid(), n))]))
 }
 
 fn cfg() -> GroupConfig {
@@ -205,10 +205,10 @@ fn regex_subscription_matches_whole_names() {
     let c = cfg();
     let mut g = ConsumerGroup::new("g", 0);
     let mut id = ids();
-    let t = Topics::from([
+    let t = Arc::new(Topics::from([
         ("orders".to_string(), (Uuid::from_bytes([1; 16]), 1)),
         ("orders-dlq".to_string(), (Uuid::from_bytes([2; 16]), 1)),
-    ]);
+    ]));
     let mut j = join("a", None);
     j.subscribed_topic_names = Some(vec![]);
     j.subscribed_topic_regex = Some("ord.rs".into());
@@ -225,17 +225,120 @@ fn regex_subscription_matches_internal_topics_too() {
     let c = cfg();
     let mut g = ConsumerGroup::new("g", 0);
     let mut id = ids();
-    let t = Topics::from([
+    let t = Arc::new(Topics::from([
         (
             "__consumer_offsets".to_string(),
             (Uuid::from_bytes([1; 16]), 2),
         ),
         ("orders".to_string(), (Uuid::from_bytes([2; 16]), 1)),
-    ]);
+    ]));
     let mut j = join("a", None);
     j.subscribed_topic_names = Some(vec![]);
     j.subscribed_topic_regex = Some("__consumer.*".into());
     let r = g.heartbeat(j, &t, &c, 0, &mut id).unwrap();
     let a = r.assignment.unwrap();
     assert_eq!(a.keys().collect::<Vec<_>>(), [&Uuid::from_bytes([1; 16])]);
+}
+
+fn regex_join(id: &str, pattern: &str) -> Heartbeat {
+    let mut j = join(id, None);
+    j.subscribed_topic_names = Some(vec![]);
+    j.subscribed_topic_regex = Some(pattern.into());
+    j
+}
+
+fn named(names: &[&str]) -> Arc<Topics> {
+    Arc::new(
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.to_string(), (Uuid::from_u128(i as u128 + 1), 1)))
+            .collect(),
+    )
+}
+
+/// Kafka (RE2/J, ASCII `\w`) accepts this pattern; compiled with Unicode
+/// classes it was over the size limit and answered INVALID_REGULAR_EXPRESSION.
+#[test]
+fn a_regex_kafka_accepts_is_accepted() {
+    let c = cfg();
+    let mut g = ConsumerGroup::new("g", 0);
+    let t = named(&["orders_eu", "orders.eu"]);
+    let r = g
+        .heartbeat(
+            regex_join("a", r"(?:\w{1,20}){1,20}"),
+            &t,
+            &c,
+            0,
+            &mut ids(),
+        )
+        .unwrap();
+    let a = r.assignment.unwrap();
+    assert_eq!(a.keys().collect::<Vec<_>>(), [&Uuid::from_u128(1)]);
+}
+
+#[test]
+fn an_invalid_regex_is_refused_and_admits_no_member() {
+    let c = cfg();
+    let mut g = ConsumerGroup::new("g", 0);
+    let t = named(&["orders"]);
+    for bad in ["(orders", "a{1001}", "(?x)orders"] {
+        let e = g
+            .heartbeat(regex_join("a", bad), &t, &c, 0, &mut ids())
+            .unwrap_err();
+        assert_eq!(e.code, ResponseError::InvalidRegularExpression, "{bad}");
+        assert!(e.message.contains("is not a valid regular expression"));
+        assert!(g.members.is_empty());
+    }
+}
+
+/// Before, every heartbeat compiled the pattern of every member (to check
+/// it and again to resolve it): with 20 members of a heavy pattern that
+/// was 875 ms per heartbeat. A pattern is compiled when it is new to the
+/// group; topics are matched again only when they change.
+#[test]
+fn a_regex_is_compiled_once_not_on_every_heartbeat() {
+    let c = cfg();
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    let heavy = r"(?:\w{1,20}-?){1,8}";
+    let t1 = named(&["orders", "payments"]);
+    let before = subscription_regex::compilations();
+    let mut members = Vec::new();
+    for i in 0..20 {
+        let m = format!("m{i}");
+        let r = g
+            .heartbeat(regex_join(&m, heavy), &t1, &c, i, &mut id)
+            .unwrap();
+        members.push((m, r.member_epoch, r.assignment.unwrap_or_default()));
+    }
+    assert_eq!(subscription_regex::compilations() - before, 1);
+    // Clients may send the pattern on every heartbeat: no compilation.
+    for round in 0..10 {
+        for (m, epoch, owned) in &mut members {
+            let mut h = hb(m, *epoch, owned);
+            h.subscribed_topic_regex = Some(heavy.into());
+            let r = g.heartbeat(h, &t1, &c, 100 + round, &mut id).unwrap();
+            *epoch = r.member_epoch;
+            if let Some(a) = r.assignment {
+                *owned = a;
+            }
+        }
+    }
+    assert_eq!(subscription_regex::compilations() - before, 1);
+    // A new topic: matched, not compiled again.
+    let t2 = named(&["orders", "payments", "refunds"]);
+    let (m, epoch, owned) = &members[0];
+    g.heartbeat(hb(m, *epoch, owned), &t2, &c, 200, &mut id)
+        .unwrap();
+    assert_eq!(g.subscribed_topics().len(), 3);
+    assert_eq!(subscription_regex::compilations() - before, 1);
+    // The last member using it leaves: the compiled pattern is dropped.
+    for (m, ..) in &members {
+        let mut h = hb(m, -1, &Assignment::new());
+        h.owned = None;
+        g.heartbeat(h, &t2, &c, 300, &mut id).unwrap();
+    }
+    g.heartbeat(join("n", None), &t2, &c, 301, &mut id).unwrap();
+    assert!(!g.regexes.contains(heavy));
 }

@@ -1,20 +1,24 @@
 //! The group coordinator's I/O shell: owns every group and offset, parks
-//! JoinGroup/SyncGroup requests until their barrier completes, runs the
-//! timers, and persists to `__consumer_offsets` (an offset commit is
-//! acknowledged only after its append succeeded).
+//! JoinGroup/SyncGroup requests until their barrier completes, and
+//! persists to `__consumer_offsets` (an offset commit is acknowledged only
+//! after its append succeeded).
 //!
-//! One lock guards all groups; it is never held across an `.await`. Appends
-//! happen under it so the log order is the order of state changes.
+//! Shards: as Kafka's `CoordinatorRuntime` runs one shard per partition of
+//! `__consumer_offsets`, the groups of each partition have their own lock,
+//! so one group's work (a heavy regular expression, a large commit) never
+//! waits on, or holds up, the groups of another partition. A lock is never
+//! held across an `.await`, and no code holds two: what spans every group
+//! (ListGroups, the timers, metrics) takes the shards one after another.
+//! Appends happen under the shard's lock, so each partition's log order is
+//! the order of its groups' state changes.
 //!
-//! Size (over 700 lines): every request of both group protocols passes
-//! through the one lock here and nothing else; the state machines are pure
-//! and elsewhere (`classic_group.rs`, `consumer_group.rs`, `offsets.rs`), as
-//! are loading (`loading.rs`) and the record formats (`log_format.rs`,
-//! `consumer_group_records.rs`).
+//! More of this shell: the offset APIs (`offset_commits.rs`,
+//! `txn_offsets.rs`), loading (`loading.rs`) and the timers
+//! (`maintenance.rs`).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -29,11 +33,11 @@ use super::consumer_group::{ConsumerGroup, Heartbeat, HeartbeatError, HeartbeatR
 use super::consumer_group_records::{self, StoredConsumerGroup};
 use super::log_format;
 use super::metrics::GroupMetrics;
-use super::offsets::{expired_offsets, CommittedOffset, OffsetStore, Retention, TopicPartition};
-use super::{partition_for, GroupConfig};
+use super::offsets::OffsetStore;
+use super::{partition_for, subscription_regex, GroupConfig};
 use crate::broker::Broker;
 use crate::error::ApiError;
-use crate::metadata::CONSUMER_OFFSETS;
+use crate::metadata::{ClusterView, CONSUMER_OFFSETS};
 use crate::system::now_ms;
 
 /// A group as ListGroups shows it.
@@ -46,7 +50,8 @@ pub struct ListedGroup {
     pub kind: &'static str,
 }
 
-/// Everything the coordinator owns.
+/// Everything the coordinator owns for the groups of one shard (the
+/// partitions of `__consumer_offsets` that map to it).
 #[derive(Default)]
 pub(super) struct State {
     pub(super) classic: HashMap<String, ClassicGroup>,
@@ -92,18 +97,20 @@ impl Pending {
     }
 }
 
-/// Offsets appended to `__consumer_offsets`, not yet visible.
-pub struct PendingCommit {
-    write: Pending,
-    group: String,
-    offsets: Vec<(TopicPartition, CommittedOffset)>,
-}
-
 /// The broker's group coordinator.
 pub struct GroupCoordinator {
     pub cfg: GroupConfig,
-    state: Mutex<State>,
-    metrics: GroupMetrics,
+    /// One per partition of `__consumer_offsets` (`offsets.topic.num.partitions`
+    /// of them; partition `p` is shard `p % len` should the topic have more).
+    shards: Vec<Mutex<State>>,
+    /// The partitions of `__consumer_offsets` as last seen: a group's
+    /// partition, and so its shard, is its hash modulo this.
+    offsets_partitions: AtomicI32,
+    /// The topics KIP-848 subscriptions resolve against, built once per
+    /// metadata view (and kept when a new view has the same topics, so
+    /// groups see the same `Arc` and their resolved regexes stay current).
+    topics: RwLock<Option<(Arc<ClusterView>, Arc<Topics>)>>,
+    pub(super) metrics: GroupMetrics,
 }
 
 fn new_member_id(prefix: &str) -> String {
@@ -117,32 +124,41 @@ fn api(code: ResponseError, msg: impl Into<String>) -> ApiError {
 impl GroupCoordinator {
     pub fn new(cfg: GroupConfig, registry: &prometheus::Registry) -> Self {
         Self {
+            shards: (0..cfg.offsets_partitions.max(1))
+                .map(|_| Mutex::default())
+                .collect(),
+            offsets_partitions: AtomicI32::new(cfg.offsets_partitions.max(1)),
+            topics: RwLock::new(None),
             cfg,
-            state: Mutex::new(State::default()),
             metrics: GroupMetrics::new(registry),
         }
     }
 
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().expect("group coordinator lock")
+    /// The shard of partition `p` of `__consumer_offsets`, locked.
+    pub(super) fn shard_at(&self, p: i32) -> MutexGuard<'_, State> {
+        let i = p.rem_euclid(self.shards.len() as i32) as usize;
+        self.shards[i].lock().expect("group coordinator shard lock")
     }
 
-    /// Loads groups and offsets from `__consumer_offsets` and starts the timers.
-    pub fn start(broker: &Arc<Broker>) {
-        broker.groups.load(broker);
-        let b = broker.clone();
-        broker.spawn(tokio::spawn(async move {
-            let mut last_metrics = 0i64;
-            loop {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                let now = now_ms();
-                b.groups.tick(&b, now);
-                if now - last_metrics >= 5000 {
-                    last_metrics = now;
-                    b.groups.update_metrics(&b);
-                }
-            }
-        }));
+    /// The shard that owns `group`, locked.
+    pub(super) fn shard_of(&self, group: &str) -> MutexGuard<'_, State> {
+        self.shard_at(partition_for(
+            group,
+            self.offsets_partitions.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Every shard, to be locked one at a time.
+    pub(super) fn shards(&self) -> &[Mutex<State>] {
+        &self.shards
+    }
+
+    /// Records how many partitions `__consumer_offsets` has (it places
+    /// groups; see `offsets_partitions`).
+    pub(super) fn saw_offsets_partitions(&self, n: usize) {
+        if n > 0 {
+            self.offsets_partitions.store(n as i32, Ordering::Relaxed);
+        }
     }
 
     /// Makes sure `__consumer_offsets` exists (compacted, internal), that
@@ -164,7 +180,7 @@ impl GroupCoordinator {
         &self,
         broker: &Broker,
     ) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
-        crate::internal_topics::ensure(
+        let topic = crate::internal_topics::ensure(
             broker,
             &crate::internal_topics::InternalTopic {
                 name: CONSUMER_OFFSETS,
@@ -173,7 +189,9 @@ impl GroupCoordinator {
                 min_isr: None,
                 segment_bytes: 100 << 20,
             },
-        )
+        )?;
+        self.saw_offsets_partitions(topic.partitions.len());
+        Ok(topic)
     }
 
     pub(super) fn led_partition_of(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
@@ -213,7 +231,7 @@ impl GroupCoordinator {
 
     /// Appends keyed records to the group's partition of `__consumer_offsets`;
     /// returns what to wait for before the write counts as replicated.
-    fn append(
+    pub(super) fn append(
         &self,
         broker: &Broker,
         group: &str,
@@ -227,10 +245,17 @@ impl GroupCoordinator {
         let now = now_ms();
         let epoch = part.leader_epoch();
         let mut batch = log_format::encode_batch(records, now);
-        let info = part.append_as_leader(&mut batch, false, now).map_err(|e| {
-            warn!(group, error = %e, "append to __consumer_offsets failed");
-            api(ResponseError::CoordinatorNotAvailable, e.message)
-        })?;
+        let info = part
+            .append_as_leader(
+                &mut batch,
+                false,
+                now,
+                skein_storage::AppendOrigin::Coordinator,
+            )
+            .map_err(|e| {
+                warn!(group, error = %e, "append to __consumer_offsets failed");
+                api(ResponseError::CoordinatorNotAvailable, e.message)
+            })?;
         Ok(Some(Pending {
             partition: part,
             required: info.last_offset + 1,
@@ -240,7 +265,7 @@ impl GroupCoordinator {
 
     /// Delivers effects of a classic group: persists it, then answers
     /// parked requests (with an error if persisting failed).
-    fn apply(&self, st: &mut State, broker: &Broker, group: &str, effects: Vec<Effect>) {
+    pub(super) fn apply(&self, st: &mut State, broker: &Broker, group: &str, effects: Vec<Effect>) {
         let mut stored = true;
         for e in effects {
             match e {
@@ -309,7 +334,7 @@ impl GroupCoordinator {
         let member = req.member_id.clone();
         let rx = {
             let now = now_ms();
-            let mut st = self.lock();
+            let mut st = self.shard_of(group);
             if let Some(cg) = st.consumer.get(group).filter(|g| g.is_empty()) {
                 let tombstones = consumer_group_records::consumer_group_tombstones(cg);
                 if let Err(e) = self.append(broker, group, &tombstones) {
@@ -377,7 +402,7 @@ impl GroupCoordinator {
     ) -> SyncResponse {
         let rx = {
             let now = now_ms();
-            let mut st = self.lock();
+            let mut st = self.shard_of(group);
             let Some(g) = st.classic.get_mut(group) else {
                 return SyncResponse {
                     error: Some(ResponseError::UnknownMemberId),
@@ -422,7 +447,7 @@ impl GroupCoordinator {
         instance: Option<&str>,
         generation: i32,
     ) -> Option<ResponseError> {
-        let mut st = self.lock();
+        let mut st = self.shard_of(group);
         match st.classic.get_mut(group) {
             Some(g) => g.heartbeat(member, instance, generation, now_ms()),
             None => Some(ResponseError::UnknownMemberId),
@@ -435,7 +460,7 @@ impl GroupCoordinator {
         group: &str,
         who: &[(String, Option<String>)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
-        let mut st = self.lock();
+        let mut st = self.shard_of(group);
         let Some(g) = st.classic.get_mut(group) else {
             return Err(ResponseError::UnknownMemberId);
         };
@@ -445,113 +470,10 @@ impl GroupCoordinator {
         Ok(r)
     }
 
-    /// Commits offsets after validating the committer against the group.
-    /// `Err` is a group-level error for every partition. The offsets are
-    /// appended to `__consumer_offsets` now and become visible (OffsetFetch)
-    /// through [`GroupCoordinator::complete_commit`], once the ISR has them:
-    /// like Kafka, a commit that a leader change may still undo is never
-    /// shown, so a committed offset never goes back.
-    pub fn commit_offsets(
-        &self,
-        broker: &Broker,
-        group: &str,
-        member: &str,
-        instance: Option<&str>,
-        generation: i32,
-        offsets: Vec<(TopicPartition, CommittedOffset)>,
-    ) -> Result<Option<PendingCommit>, ApiError> {
-        let now = now_ms();
-        let mut st = self.lock();
-        let check = if let Some(cg) = st.consumer.get(group) {
-            if generation < 0 && member.is_empty() {
-                (!cg.is_empty()).then_some(ResponseError::UnknownMemberId)
-            } else {
-                cg.validate_member_epoch(member, generation)
-            }
-        } else if let Some(g) = st.classic.get(group) {
-            g.validate_offset_commit(member, instance, generation)
-        } else if generation < 0 {
-            None
-        } else {
-            Some(ResponseError::IllegalGeneration)
-        };
-        if let Some(e) = check {
-            return Err(api(e, format!("offset commit rejected by group {group}")));
-        }
-        let records = log_format::offset_records(group, &offsets);
-        let pending = self.append(broker, group, &records)?;
-        if !st.consumer.contains_key(group) {
-            st.classic
-                .entry(group.to_string())
-                .or_insert_with(|| ClassicGroup::new(group, now));
-        }
-        Ok(pending.map(|write| PendingCommit {
-            write,
-            group: group.to_string(),
-            offsets,
-        }))
-    }
-
-    /// Waits until the ISR has a commit, then makes its offsets visible.
-    /// On error (leadership lost, timeout) they are not applied: the
-    /// committer is told the commit failed.
-    pub async fn complete_commit(
-        &self,
-        commit: PendingCommit,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), ApiError> {
-        let at = (commit.write.leader_epoch, commit.write.required);
-        commit.write.replicated(deadline).await?;
-        let mut st = self.lock();
-        for (tp, o) in commit.offsets {
-            st.offsets.commit_replicated(&commit.group, tp, o, at);
-        }
-        Ok(())
-    }
-
-    /// Committed offsets of `group`: of the given partitions, or all.
-    /// `member` (OffsetFetch v9) is checked against a consumer group.
-    pub fn fetch_offsets(
-        &self,
-        group: &str,
-        topics: Option<Vec<(String, Vec<i32>)>>,
-        member: Option<(&str, i32)>,
-    ) -> Result<Vec<(String, i32, Option<CommittedOffset>)>, ResponseError> {
-        let st = self.lock();
-        if let (Some((m, epoch)), Some(cg)) = (member, st.consumer.get(group)) {
-            if !m.is_empty() {
-                if let Some(e) = cg.validate_member_epoch(m, epoch) {
-                    return Err(e);
-                }
-            }
-        }
-        Ok(match topics {
-            Some(ts) => ts
-                .into_iter()
-                .flat_map(|(t, ps)| {
-                    let st = &st;
-                    ps.into_iter().map(move |p| {
-                        let o = st.offsets.get(group, &t, p).cloned();
-                        (t.clone(), p, o)
-                    })
-                })
-                .collect(),
-            None => st
-                .offsets
-                .group(group)
-                .map(|m| {
-                    m.iter()
-                        .map(|((t, p), o)| (t.clone(), *p, Some(o.clone())))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        })
-    }
-
     /// A classic group for DescribeGroups (`None`: no such group); a
     /// consumer group is an error there.
     pub fn describe_classic(&self, group: &str) -> Result<Option<ClassicGroup>, ResponseError> {
-        let st = self.lock();
+        let st = self.shard_of(group);
         if st.consumer.contains_key(group) {
             return Err(ResponseError::GroupIdNotFound);
         }
@@ -560,39 +482,43 @@ impl GroupCoordinator {
 
     /// A consumer group for ConsumerGroupDescribe.
     pub fn describe_consumer(&self, group: &str) -> Result<ConsumerGroup, ResponseError> {
-        let st = self.lock();
+        let st = self.shard_of(group);
         st.consumer
             .get(group)
             .cloned()
             .ok_or(ResponseError::GroupIdNotFound)
     }
 
+    /// Every group of every shard (ListGroups), sorted by id.
     pub fn list(&self) -> Vec<ListedGroup> {
-        let st = self.lock();
-        let mut out: Vec<ListedGroup> = st
-            .classic
-            .values()
-            .filter(|g| g.state != GroupState::Dead)
-            .map(|g| ListedGroup {
-                id: g.id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state.name().to_string(),
-                kind: "classic",
-            })
-            .chain(st.consumer.values().map(|g| ListedGroup {
-                id: g.id.clone(),
-                protocol_type: "consumer".into(),
-                state: g.state_name().to_string(),
-                kind: "consumer",
-            }))
-            .collect();
+        let mut out = Vec::new();
+        for shard in self.shards() {
+            let st = shard.lock().expect("group coordinator shard lock");
+            out.extend(
+                st.classic
+                    .values()
+                    .filter(|g| g.state != GroupState::Dead)
+                    .map(|g| ListedGroup {
+                        id: g.id.clone(),
+                        protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                        state: g.state.name().to_string(),
+                        kind: "classic",
+                    })
+                    .chain(st.consumer.values().map(|g| ListedGroup {
+                        id: g.id.clone(),
+                        protocol_type: "consumer".into(),
+                        state: g.state_name().to_string(),
+                        kind: "consumer",
+                    })),
+            );
+        }
         out.sort_by(|a, b| a.id.cmp(&b.id));
         out
     }
 
     /// Deletes an empty group and its offsets (tombstones first).
     pub fn delete_group(&self, broker: &Broker, group: &str) -> Result<(), ApiError> {
-        let mut st = self.lock();
+        let mut st = self.shard_of(group);
         let exists = st.classic.contains_key(group)
             || st.consumer.contains_key(group)
             || st.offsets.group(group).is_some();
@@ -607,7 +533,12 @@ impl GroupCoordinator {
         self.remove_group(&mut st, broker, group)
     }
 
-    fn remove_group(&self, st: &mut State, broker: &Broker, group: &str) -> Result<(), ApiError> {
+    pub(super) fn remove_group(
+        &self,
+        st: &mut State,
+        broker: &Broker,
+        group: &str,
+    ) -> Result<(), ApiError> {
         let mut records: Vec<(Bytes, Option<Bytes>)> = st
             .offsets
             .group(group)
@@ -632,62 +563,33 @@ impl GroupCoordinator {
         Ok(())
     }
 
-    /// OffsetDelete: removes offsets of topics the group does not subscribe to.
-    pub fn delete_offsets(
-        &self,
-        broker: &Broker,
-        group: &str,
-        partitions: Vec<TopicPartition>,
-    ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
-        let topics = topics_view(broker);
-        let mut st = self.lock();
-        let subscribed: BTreeSet<String> = if let Some(cg) = st.consumer.get(group) {
-            cg.subscribed_topic_names(&topics)
-        } else if let Some(g) = st.classic.get(group) {
-            if g.is_empty() {
-                BTreeSet::new()
-            } else {
-                g.subscribed_topics().ok_or(ResponseError::NonEmptyGroup)?
-            }
-        } else if st.offsets.group(group).is_some() {
-            BTreeSet::new()
-        } else {
-            return Err(ResponseError::GroupIdNotFound);
-        };
-        let mut out = Vec::new();
-        let mut records = Vec::new();
-        for tp in partitions {
-            if subscribed.contains(&tp.0) {
-                out.push((tp, Some(ResponseError::GroupSubscribedToTopic)));
-                continue;
-            }
-            if st.offsets.get(group, &tp.0, tp.1).is_some() {
-                records.push((log_format::offset_key(group, &tp.0, tp.1), None));
-            }
-            out.push((tp, None));
-        }
-        self.append(broker, group, &records).map_err(|e| e.code)?;
-        for (tp, e) in &out {
-            if e.is_none() {
-                st.offsets.delete(group, tp);
-            }
-        }
-        Ok(out)
-    }
-
     /// A ConsumerGroupHeartbeat. `visible` says which topics the member
     /// may see (Describe): a regex subscription resolves only to those.
     pub fn consumer_heartbeat(
         &self,
         broker: &Broker,
         group: &str,
-        hb: Heartbeat,
+        mut hb: Heartbeat,
         visible: &dyn Fn(&str) -> bool,
     ) -> Result<HeartbeatReply, HeartbeatError> {
-        let mut topics = topics_view(broker);
-        topics.retain(|name, _| visible(name));
+        let topics = self.visible_topics(broker, visible);
+        let mut st = self.shard_of(group);
+        // A pattern new to the group is compiled with the shard unlocked: a
+        // heavy one must not hold up the other groups of the partition.
+        let new_pattern = st
+            .consumer
+            .get(group)
+            .map_or(hb.subscribed_topic_regex.as_deref(), |g| {
+                g.regex_to_compile(&hb)
+            })
+            .filter(|r| !r.is_empty())
+            .map(str::to_string);
+        if let Some(pattern) = new_pattern {
+            drop(st);
+            hb.compiled_regex = Some(subscription_regex::compile(&pattern));
+            st = self.shard_of(group);
+        }
         let now = now_ms();
-        let mut st = self.lock();
         if let Some(g) = st.classic.get(group) {
             if !g.is_empty() {
                 return Err(HeartbeatError {
@@ -732,131 +634,41 @@ impl GroupCoordinator {
         }
         reply
     }
+}
 
-    /// Timers: barriers, sessions, and (every retention check interval)
-    /// offset expiry.
-    pub fn tick(&self, broker: &Broker, now: i64) {
-        let mut st = self.lock();
-        let ids: Vec<String> = st.classic.keys().cloned().collect();
-        for id in ids {
-            let mut effects = Vec::new();
-            if let Some(g) = st.classic.get_mut(&id) {
-                g.tick(&self.cfg, now, &mut effects);
-            }
-            if !effects.is_empty() {
-                self.apply(&mut st, broker, &id, effects);
+impl GroupCoordinator {
+    /// Every topic a KIP-848 subscription may resolve to (see
+    /// `topics_of`), built once per metadata view.
+    pub fn subscribable_topics(&self, broker: &Broker) -> Arc<Topics> {
+        let image = broker.metadata.image();
+        let cached = self.topics.read().expect("topics cache lock").clone();
+        if let Some((view, topics)) = &cached {
+            if Arc::ptr_eq(view, &image) {
+                return topics.clone();
             }
         }
-        let expiring: Vec<String> = st
-            .consumer
-            .values()
-            .filter(|g| !g.expired_members(&self.cfg, now).is_empty())
-            .map(|g| g.id.clone())
-            .collect();
-        for id in expiring {
-            let Some(g) = st.consumer.get_mut(&id) else {
-                continue;
-            };
-            let old = consumer_group_records::consumer_group_records(g);
-            g.tick(&self.cfg, now);
-            let records = consumer_group_records::diff_records(
-                &old,
-                &consumer_group_records::consumer_group_records(g),
-            );
-            if let Err(e) = self.append(broker, &id, &records) {
-                warn!(group = %id, error = %e.message, "cannot persist expired members");
-            }
-        }
-        if now - st.last_retention_ms >= self.cfg.offsets_retention_check_interval_ms {
-            st.last_retention_ms = now;
-            self.expire_offsets(&mut st, broker, now);
-        }
-    }
-
-    /// Drops expired offsets (tombstones) and then groups left with neither
-    /// members nor offsets.
-    fn expire_offsets(&self, st: &mut State, broker: &Broker, now: i64) {
-        let groups: Vec<String> = st.offsets.group_ids().cloned().collect();
-        for group in groups {
-            let basis = if let Some(cg) = st.consumer.get(&group) {
-                if cg.is_empty() {
-                    Retention::EmptySince(cg.state_since_ms)
-                } else {
-                    Retention::Active
-                }
-            } else if let Some(g) = st.classic.get(&group) {
-                match (g.state, &g.protocol_type) {
-                    (GroupState::Empty, None) => Retention::Standalone,
-                    (GroupState::Empty, Some(_)) => Retention::EmptySince(g.state_since_ms),
-                    _ => Retention::Active,
-                }
-            } else {
-                Retention::Standalone
-            };
-            let Some(offsets) = st.offsets.group(&group) else {
-                continue;
-            };
-            let expired = expired_offsets(offsets, basis, now, self.cfg.offsets_retention_ms);
-            if expired.is_empty() {
-                continue;
-            }
-            let records: Vec<(Bytes, Option<Bytes>)> = expired
-                .iter()
-                .map(|(t, p)| (log_format::offset_key(&group, t, *p), None))
-                .collect();
-            if self.append(broker, &group, &records).is_ok() {
-                info!(group, offsets = expired.len(), "committed offsets expired");
-                for tp in &expired {
-                    st.offsets.delete(&group, tp);
-                }
-            }
-        }
-        let empty: Vec<String> = st
-            .classic
-            .values()
-            .filter(|g| g.state == GroupState::Empty && g.pending_members.is_empty())
-            .map(|g| g.id.clone())
-            .chain(
-                st.consumer
-                    .values()
-                    .filter(|g| g.is_empty())
-                    .map(|g| g.id.clone()),
-            )
-            .filter(|id| st.offsets.group(id).is_none())
-            .collect();
-        for id in empty {
-            let _ = self.remove_group(st, broker, &id);
-        }
-    }
-
-    /// Refreshes the group gauges (state counts, members, lag).
-    pub fn update_metrics(&self, broker: &Broker) {
-        let st = self.lock();
-        let mut groups: Vec<(String, String, usize)> = st
-            .classic
-            .values()
-            .map(|g| (g.id.clone(), g.state.name().to_string(), g.members.len()))
-            .chain(
-                st.consumer
-                    .values()
-                    .map(|g| (g.id.clone(), g.state_name().to_string(), g.members.len())),
-            )
-            .collect();
-        groups.sort();
-        let lag = |group: &str| -> Vec<(String, i32, i64)> {
-            st.offsets
-                .group(group)
-                .map(|m| {
-                    m.iter()
-                        .filter_map(|((t, p), o)| {
-                            let part = broker.replicas.get(t, *p)?;
-                            Some((t.clone(), *p, (part.high_watermark() - o.offset).max(0)))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
+        let built = topics_of(&image);
+        let topics = match cached {
+            Some((_, old)) if *old == built => old,
+            _ => Arc::new(built),
         };
-        self.metrics.update(&groups, lag);
+        *self.topics.write().expect("topics cache lock") = Some((image, topics.clone()));
+        topics
+    }
+
+    /// The topics of [`Self::subscribable_topics`] that `visible` lets the
+    /// member see: the same `Arc` when it sees them all.
+    fn visible_topics(&self, broker: &Broker, visible: &dyn Fn(&str) -> bool) -> Arc<Topics> {
+        let all = self.subscribable_topics(broker);
+        if all.keys().all(|t| visible(t)) {
+            return all;
+        }
+        Arc::new(
+            all.iter()
+                .filter(|(t, _)| visible(t))
+                .map(|(t, v)| (t.clone(), *v))
+                .collect(),
+        )
     }
 }
 
@@ -864,12 +676,14 @@ impl GroupCoordinator {
 /// Every topic, internal ones included, as KIP-848 subscriptions resolve
 /// against them (Kafka resolves names and regular expressions over the
 /// whole metadata image).
-pub fn topics_view(broker: &Broker) -> Topics {
-    broker
-        .metadata
-        .image()
+fn topics_of(image: &ClusterView) -> Topics {
+    image
         .topics
         .values()
         .map(|t| (t.name.clone(), (t.id, t.partitions.len() as i32)))
         .collect()
 }
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;

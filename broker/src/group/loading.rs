@@ -27,8 +27,9 @@ impl GroupCoordinator {
             return;
         };
         let epoch = part.leader_epoch();
+        self.saw_offsets_partitions(topic.partitions.len());
         let n = topic.partitions.len() as i32;
-        let mut st = self.lock();
+        let mut st = self.shard_at(p);
         if st.loaded_epochs.get(&p) == Some(&epoch) {
             return;
         }
@@ -105,25 +106,37 @@ impl GroupCoordinator {
             .collect()
     }
 
-    /// Reads every partition of `__consumer_offsets` from its start.
+    /// Reads every partition of `__consumer_offsets` from its start, each
+    /// into its shard.
     pub(super) fn load(&self, broker: &Broker) {
         let Some(topic) = broker.metadata.topic(CONSUMER_OFFSETS) else {
             return;
         };
+        self.saw_offsets_partitions(topic.partitions.len());
         let now = now_ms();
-        let mut st = self.lock();
-        let mut records = 0usize;
+        let (mut records, mut groups, mut consumer_groups) = (0usize, 0usize, 0usize);
         for p in 0..topic.partitions.len() as i32 {
-            if let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) {
-                records += self.replay(&mut st, broker, p, part.high_watermark(), now);
-            }
+            let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
+                continue;
+            };
+            let mut st = self.shard_at(p);
+            records += self.replay(&mut st, broker, p, part.high_watermark(), now);
+            Self::finish_loading(&mut st, now);
+            let n = topic.partitions.len() as i32;
+            groups += st
+                .classic
+                .keys()
+                .filter(|g| partition_for(g, n) == p)
+                .count();
+            consumer_groups += st
+                .consumer
+                .keys()
+                .filter(|g| partition_for(g, n) == p)
+                .count();
         }
-        Self::finish_loading(&mut st, now);
         info!(
             records,
-            groups = st.classic.len(),
-            consumer_groups = st.consumer.len(),
-            "group metadata and offsets loaded"
+            groups, consumer_groups, "group metadata and offsets loaded"
         );
     }
 

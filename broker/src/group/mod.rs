@@ -6,9 +6,12 @@
 //! Layout: the state machines are pure (`classic_group.rs`/`member.rs` for classic
 //! groups, `consumer_group.rs`/`assignor.rs` for KIP-848, `offsets.rs` for
 //! committed offsets and their retention); they take `now_ms` explicitly and
-//! return what to answer and what to persist. `coordinator.rs` is the thin
-//! I/O shell: locks, waiters for the join/sync barriers, the timer task and
-//! appends to `__consumer_offsets` in the record format of `log_format.rs`.
+//! return what to answer and what to persist; `subscription_regex.rs`
+//! compiles and resolves KIP-848 regular expressions. `coordinator.rs` is
+//! the thin I/O shell: one lock per `__consumer_offsets` partition, waiters
+//! for the join/sync barriers and appends to `__consumer_offsets` in the
+//! record format of `log_format.rs`; `offset_commits.rs`, `txn_offsets.rs`,
+//! `loading.rs` and `maintenance.rs` (timers) are more of that shell.
 
 pub mod assignor;
 pub mod classic_group;
@@ -17,10 +20,13 @@ pub mod consumer_group_records;
 pub mod coordinator;
 mod loading;
 pub mod log_format;
+mod maintenance;
 pub mod member;
 pub mod metrics;
+pub mod offset_commits;
 pub mod offsets;
 pub(crate) mod record_codec;
+pub mod subscription_regex;
 pub mod txn_offsets;
 
 pub use coordinator::GroupCoordinator;

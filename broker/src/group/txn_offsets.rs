@@ -20,6 +20,7 @@ use crate::metadata::CONSUMER_OFFSETS;
 /// A transactional offset write, not yet replicated.
 pub struct PendingTxnCommit {
     write: Pending,
+    group: String,
     producer_id: i64,
     offsets: Vec<TxnOffset>,
 }
@@ -39,7 +40,7 @@ impl GroupCoordinator {
         generation: i32,
         offsets: Vec<(TopicPartition, CommittedOffset)>,
     ) -> Result<Option<PendingTxnCommit>, ApiError> {
-        let st = self.lock();
+        let st = self.shard_of(group);
         let check = if generation < 0 && member.is_empty() {
             None
         } else if let Some(cg) = st.consumer.get(group) {
@@ -62,6 +63,7 @@ impl GroupCoordinator {
         let write = self.append_txn(broker, group, &records, producer)?;
         Ok(Some(PendingTxnCommit {
             write,
+            group: group.to_string(),
             producer_id: producer.0,
             offsets: offsets
                 .into_iter()
@@ -82,7 +84,7 @@ impl GroupCoordinator {
         deadline: tokio::time::Instant,
     ) -> Result<(), ApiError> {
         commit.write.replicated(deadline).await?;
-        let mut st = self.lock();
+        let mut st = self.shard_of(&commit.group);
         st.pending_txn
             .entry(commit.producer_id)
             .or_default()
@@ -92,7 +94,7 @@ impl GroupCoordinator {
 
     /// A COMMIT or ABORT marker of `producer_id` reached partition `p` of
     /// `__consumer_offsets` (at `at`): its held offsets of the groups on
-    /// that partition become committed, or are dropped.
+    /// that partition (all in `p`'s shard) become committed, or are dropped.
     pub fn complete_txn(
         &self,
         broker: &Broker,
@@ -105,7 +107,7 @@ impl GroupCoordinator {
             .metadata
             .topic(CONSUMER_OFFSETS)
             .map_or(1, |t| t.partitions.len() as i32);
-        let mut st = self.lock();
+        let mut st = self.shard_at(p);
         Self::apply_txn_end(&mut st, n, p, producer_id, commit, at);
     }
 
@@ -135,7 +137,7 @@ impl GroupCoordinator {
 
     /// Whether an open transaction holds an offset of `group` for `tp`.
     pub fn has_unstable_offset(&self, group: &str, tp: &TopicPartition) -> bool {
-        self.lock()
+        self.shard_of(group)
             .pending_txn
             .values()
             .flatten()
@@ -154,13 +156,20 @@ impl GroupCoordinator {
         let now = crate::system::now_ms();
         let epoch = part.leader_epoch();
         let mut batch = log_format::encode_txn_batch(records, now, producer);
-        let info = part.append_as_leader(&mut batch, false, now).map_err(|e| {
-            if e.code == ResponseError::InvalidProducerEpoch {
-                ApiError::new(ResponseError::ProducerFenced, e.message)
-            } else {
-                ApiError::new(ResponseError::CoordinatorNotAvailable, e.message)
-            }
-        })?;
+        let info = part
+            .append_as_leader(
+                &mut batch,
+                false,
+                now,
+                skein_storage::AppendOrigin::Coordinator,
+            )
+            .map_err(|e| {
+                if e.code == ResponseError::InvalidProducerEpoch {
+                    ApiError::new(ResponseError::ProducerFenced, e.message)
+                } else {
+                    ApiError::new(ResponseError::CoordinatorNotAvailable, e.message)
+                }
+            })?;
         Ok(Pending {
             partition: part,
             required: info.last_offset + 1,

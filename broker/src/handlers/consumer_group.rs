@@ -11,7 +11,6 @@ use crate::authorizer::Authz;
 use crate::broker::Broker;
 use crate::group::assignor::Assignment;
 use crate::group::consumer_group::Heartbeat;
-use crate::group::coordinator::topics_view;
 
 fn to_assignment(tps: &[consumer_group_heartbeat_request::TopicPartitions]) -> Assignment {
     tps.iter()
@@ -70,6 +69,7 @@ pub fn heartbeat(
         owned: req.topic_partitions.as_deref().map(to_assignment),
         client_id: client_id.to_string(),
         client_host: client_host(),
+        compiled_regex: None,
     };
     // Topics a regular expression may resolve to: those this principal may
     // describe (named ones were checked above).
@@ -128,9 +128,11 @@ pub fn describe(
     req: ConsumerGroupDescribeRequest,
     version: i16,
 ) -> ConsumerGroupDescribeResponse {
-    let names: std::collections::BTreeMap<uuid::Uuid, String> = topics_view(broker)
-        .into_iter()
-        .map(|(n, (id, _))| (id, n))
+    let names: std::collections::BTreeMap<uuid::Uuid, String> = broker
+        .groups
+        .subscribable_topics(broker)
+        .iter()
+        .map(|(n, (id, _))| (*id, n.clone()))
         .collect();
     let mut resp = ConsumerGroupDescribeResponse::default();
     for gid in req.group_ids {

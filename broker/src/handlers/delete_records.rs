@@ -37,6 +37,15 @@ pub async fn handle(broker: &Arc<Broker>, req: DeleteRecordsRequest) -> DeleteRe
             pr.low_watermark = -1;
             let res = if denied {
                 Err(topic_denied())
+            } else if crate::internal_topics::is_internal(&t.name.0)
+                && broker.metadata.topic(&t.name.0).is_some()
+            {
+                // The coordinators' state is theirs alone (Kafka's
+                // ReplicaManager refuses it the same way).
+                Err(crate::internal_topics::refused_write(
+                    &t.name.0,
+                    "delete records of",
+                ))
             } else {
                 broker.replicas.get_or_err(&t.name.0, p.partition_index)
             }

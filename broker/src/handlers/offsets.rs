@@ -1,6 +1,7 @@
 //! The offset APIs of groups: OffsetCommit, OffsetFetch and OffsetDelete.
 //! Decoding, authorization and encoding; the rules live in `crate::group`.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -12,7 +13,47 @@ use super::strb;
 use crate::authorizer::Authz;
 use crate::broker::Broker;
 use crate::group::offsets::CommittedOffset;
+use crate::metadata::ClusterView;
 use crate::system::now_ms;
+
+/// Whether offsets may be committed for the partitions of one topic,
+/// decided as Kafka's `handleOffsetCommitRequest` and
+/// `handleTxnOffsetCommitRequest` do before the coordinator sees them: Read
+/// on the topic first, then the topic's existence, then each partition's.
+/// A partition that does not exist gets UNKNOWN_TOPIC_OR_PARTITION and no
+/// offset is stored for it (the request's other partitions still commit).
+pub(super) enum CommitTarget {
+    Denied,
+    Unknown,
+    /// The topic exists with this many partitions.
+    Partitions(i32),
+}
+
+impl CommitTarget {
+    pub(super) fn of(image: &ClusterView, authz: &Authz, topic: &str) -> Self {
+        if !authz.topic(AclOperation::Read, topic) {
+            return CommitTarget::Denied;
+        }
+        match image.topics.get(topic) {
+            None => CommitTarget::Unknown,
+            Some(t) => CommitTarget::Partitions(t.partitions.len() as i32),
+        }
+    }
+
+    /// The error of committing to `partition`, if any.
+    pub(super) fn error(&self, partition: i32) -> Option<ResponseError> {
+        match self {
+            CommitTarget::Denied => Some(ResponseError::TopicAuthorizationFailed),
+            CommitTarget::Partitions(n) if (0..*n).contains(&partition) => None,
+            CommitTarget::Unknown | CommitTarget::Partitions(_) => {
+                Some(ResponseError::UnknownTopicOrPartition)
+            }
+        }
+    }
+}
+
+/// Kafka's `offset.metadata.max.bytes`.
+pub(super) const OFFSET_METADATA_MAX_BYTES: usize = 4096;
 
 pub async fn offset_commit(
     broker: &Arc<Broker>,
@@ -21,66 +62,70 @@ pub async fn offset_commit(
 ) -> OffsetCommitResponse {
     let group = req.group_id.0.to_string();
     let now = now_ms();
+    // Read on the group first: refused, every partition carries the error.
+    let group_denied = denied(broker, &group, AclOperation::Read);
     let mut offsets = Vec::new();
-    let mut errors = std::collections::HashMap::new();
-    let authz = Authz::current(broker);
-    for t in &req.topics {
-        // Read on each topic, before its existence.
-        let topic_denied = !authz.topic(AclOperation::Read, &t.name.0);
-        for p in &t.partitions {
-            let tp = (t.name.0.to_string(), p.partition_index);
-            if topic_denied {
-                errors.insert(tp, ResponseError::TopicAuthorizationFailed);
-                continue;
-            }
-            let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
-            if metadata.len() > 4096 {
-                errors.insert(tp, ResponseError::OffsetMetadataTooLarge);
-                continue;
-            }
-            if broker.metadata.topic(&tp.0).is_none() {
-                errors.insert(tp, ResponseError::UnknownTopicOrPartition);
-                continue;
-            }
-            offsets.push((
-                tp,
-                CommittedOffset {
-                    offset: p.committed_offset,
-                    leader_epoch: if version >= 6 {
-                        p.committed_leader_epoch
-                    } else {
-                        -1
+    // Errors of partitions the coordinator never sees.
+    let mut errors = HashMap::new();
+    // Checked by the coordinator after the group (Kafka's
+    // OffsetMetadataManager): a group error wins over it.
+    let mut too_large = HashSet::new();
+    if group_denied.is_none() {
+        let authz = Authz::current(broker);
+        let image = broker.metadata.image();
+        for t in &req.topics {
+            let target = CommitTarget::of(&image, &authz, &t.name.0);
+            for p in &t.partitions {
+                let tp = (t.name.0.to_string(), p.partition_index);
+                if let Some(e) = target.error(p.partition_index) {
+                    errors.insert(tp, e);
+                    continue;
+                }
+                let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
+                if metadata.len() > OFFSET_METADATA_MAX_BYTES {
+                    too_large.insert(tp);
+                    continue;
+                }
+                offsets.push((
+                    tp,
+                    CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: if version >= 6 {
+                            p.committed_leader_epoch
+                        } else {
+                            -1
+                        },
+                        metadata,
+                        commit_timestamp_ms: now,
                     },
-                    metadata,
-                    commit_timestamp_ms: now,
-                },
-            ));
+                ));
+            }
         }
     }
     let mut pending = None;
-    // Read on the group: refused, every partition carries the error.
-    let group_denied = denied(broker, &group, AclOperation::Read);
-    if group_denied.is_some() {
-        errors.clear();
-    }
-    let group_error = group_denied
-        .or_else(|| not_here(broker, &group))
-        .or_else(|| {
-            match broker.groups.commit_offsets(
-                broker,
-                &group,
-                &req.member_id,
-                req.group_instance_id.as_deref(),
-                req.generation_id_or_member_epoch,
-                offsets,
-            ) {
-                Ok(p) => {
-                    pending = p;
-                    None
-                }
-                Err(e) => Some(e.code),
+    let group_error = if group_denied.is_some() {
+        group_denied
+    } else if offsets.is_empty() && too_large.is_empty() {
+        // Kafka answers without the coordinator when no partition is left.
+        None
+    } else if let Some(e) = not_here(broker, &group) {
+        Some(e)
+    } else {
+        match broker.groups.commit_offsets(
+            broker,
+            &group,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id_or_member_epoch,
+            offsets,
+        ) {
+            Ok(p) => {
+                pending = p;
+                None
             }
-        });
+            Err(e) => Some(e.code),
+        }
+    };
     // Answer once the commit is on the ISR: a coordinator that dies right
     // after must not lose an acknowledged commit.
     let group_error = match pending {
@@ -117,7 +162,10 @@ pub async fn offset_commit(
             let mut rp = offset_commit_response::OffsetCommitResponsePartition::default();
             rp.partition_index = p.partition_index;
             let tp = (t.name.0.to_string(), p.partition_index);
-            rp.error_code = code(errors.get(&tp).copied().or(group_error));
+            let too_large = too_large
+                .contains(&tp)
+                .then_some(ResponseError::OffsetMetadataTooLarge);
+            rp.error_code = code(errors.get(&tp).copied().or(group_error).or(too_large));
             rt.partitions.push(rp);
         }
         resp.topics.push(rt);

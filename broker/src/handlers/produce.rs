@@ -37,14 +37,24 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
     // acks=all appends, waited for once every partition is written.
     let mut pending: Vec<Pending> = Vec::new();
     let authz = Authz::current(broker);
-    // A transactional producer needs Write on its transactional id too.
-    let txn_denied = req.transactional_id.as_ref().is_some_and(|t| {
-        !authz.allowed(
+    // Transactional batches (control batches among them) need a
+    // transactional id that the principal may Write; without one they would
+    // open a transaction that no coordinator knows, holding the last stable
+    // offset for good. As Kafka, every partition of such a request is refused.
+    let transactional = req.topic_data.iter().any(|t| {
+        t.partition_data
+            .iter()
+            .any(|p| p.records.as_deref().is_some_and(has_transactional_batch))
+    });
+    let txn_denied = match &req.transactional_id {
+        Some(t) => !authz.allowed(
             AclOperation::Write,
             skein_controller::acls::ResourceType::TransactionalId,
             &t.0,
-        )
-    });
+        ),
+        None => transactional,
+    };
+    let req_tid = req.transactional_id.as_ref().map(|t| t.0.to_string());
     for td in req.topic_data {
         // Authorization comes before existence (Write on the topic): a
         // topic one may not write to is not revealed to exist.
@@ -98,7 +108,24 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
                         ResponseError::UnknownTopicOrPartition,
                         format!("topic '{}' does not exist", td.name.0),
                     )),
-                    Some(t) => append(broker, &t.name, pd.index, pd.records, acks == -1),
+                    Some(t) if crate::internal_topics::is_internal(&t.name) => {
+                        Err(crate::internal_topics::refused_write(&t.name, "append to"))
+                    }
+                    Some(t) => match check_request_records(version, &pd.records) {
+                        Err(e) => Err(e),
+                        Ok(()) => match verify_transaction(
+                            broker,
+                            &req_tid,
+                            &t.name,
+                            pd.index,
+                            &pd.records,
+                        )
+                        .await
+                        {
+                            Ok(()) => append(broker, &t.name, pd.index, pd.records, acks == -1),
+                            Err(e) => Err(e),
+                        },
+                    },
                 }
             };
             match result {
@@ -162,6 +189,62 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
         }
     }
     resp
+}
+
+/// What Kafka's `ProduceRequest.validateRecords` checks before anything
+/// else: zstd needs Produce v7+ (`UNSUPPORTED_COMPRESSION_TYPE`); the
+/// single batch and its magic are checked by the append.
+fn check_request_records(version: i16, records: &Option<bytes::Bytes>) -> Result<(), ApiError> {
+    let zstd = records
+        .as_deref()
+        .and_then(|r| BatchHeader::parse(r).ok())
+        .is_some_and(|h| h.compression() == 4);
+    if zstd && version < 7 {
+        return Err(ApiError::new(
+            ResponseError::UnsupportedCompressionType,
+            format!("Produce requests with version {version} are not allowed to use ZStandard compression"),
+        ));
+    }
+    Ok(())
+}
+
+/// KIP-890: a transactional batch goes in only if the coordinator of the
+/// request's transactional id has the partition in that producer's ongoing
+/// transaction (see `txn::verification`).
+async fn verify_transaction(
+    broker: &Arc<Broker>,
+    tid: &Option<String>,
+    topic: &str,
+    partition: i32,
+    records: &Option<bytes::Bytes>,
+) -> Result<(), ApiError> {
+    let (Some(tid), Some(records)) = (tid, records) else {
+        return Ok(());
+    };
+    match BatchHeader::parse(records) {
+        Ok(h) if h.is_transactional() && !h.is_control() => {
+            crate::txn::verification::verify(
+                broker,
+                tid,
+                topic,
+                partition,
+                h.producer_id,
+                h.producer_epoch,
+            )
+            .await
+        }
+        // Control batches and malformed ones are the validator's to refuse.
+        _ => Ok(()),
+    }
+}
+
+/// Whether any batch in `records` has the transactional bit (a control
+/// batch from a client has it too). Walks the headers only; a malformed
+/// buffer is left to the append's validation.
+fn has_transactional_batch(records: &[u8]) -> bool {
+    skein_storage::batch::iter_batches(records)
+        .map_while(Result::ok)
+        .any(|(h, _)| h.is_transactional())
 }
 
 /// The first partition error of a produce response (for acks=0, why the
@@ -309,7 +392,12 @@ fn append_batch(
     };
     let mut buf = BytesMut::from(recompressed.as_deref().unwrap_or(&records[..]));
     let info = part
-        .append_as_leader(&mut buf, acks_all, now_ms())
+        .append_as_leader(
+            &mut buf,
+            acks_all,
+            now_ms(),
+            skein_storage::AppendOrigin::Client,
+        )
         .inspect_err(|e| log_storage_error(broker, topic, partition, e))?;
     if info.duplicate {
         tracing::debug!(

@@ -5,7 +5,7 @@
 //! DescribeProducers for admins. Decoding, authorization and encoding; the
 //! rules live in `crate::txn` and `crate::group::txn_offsets`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
 use skein_controller::acls::{AclOperation, ResourceType};
 
+use super::offsets::{CommitTarget, OFFSET_METADATA_MAX_BYTES};
 use super::strb;
 use crate::authorizer::Authz;
 use crate::broker::Broker;
@@ -89,6 +90,9 @@ async fn add_partitions(
         }
     }
     let outcome = if txn_denied(broker, tid) {
+        // Kafka checks the transactional id before anything else: every
+        // partition carries its refusal, whatever the topics' own answers.
+        errors.clear();
         Some(ResponseError::TransactionalIdAuthorizationFailed)
     } else if !errors.is_empty() {
         // Kafka adds nothing when any partition is refused.
@@ -187,22 +191,13 @@ fn verify_only(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let code = match &meta {
-                        Err(e) => e.code.code(),
-                        Ok(m)
-                            if m.producer_id != t.producer_id.0
-                                || m.producer_epoch != t.producer_epoch =>
-                        {
-                            ResponseError::InvalidProducerEpoch.code()
-                        }
-                        Ok(m)
-                            if m.state == TxnState::Ongoing
-                                && m.partitions.contains(&(topic.name.0.to_string(), *p)) =>
-                        {
-                            0
-                        }
-                        Ok(_) => ResponseError::InvalidTxnState.code(),
-                    };
+                    let code = crate::txn::verification::verification_code(
+                        &meta,
+                        t.producer_id.0,
+                        t.producer_epoch,
+                        &topic.name.0,
+                        *p,
+                    );
                     let mut r = AddPartitionsToTxnPartitionResult::default();
                     r.partition_index = *p;
                     r.partition_error_code = code;
@@ -371,39 +366,51 @@ pub async fn txn_offset_commit(
     let group = req.group_id.0.to_string();
     let tid = req.transactional_id.0.to_string();
     let now = now_ms();
-    let authz = Authz::current(broker);
+    // Kafka's order: Write on the transactional id, then Read on the group
+    // (either refused: every partition carries it), then Read on each topic
+    // and the existence of it and of each partition (see `CommitTarget`).
+    let refused = if txn_denied(broker, &tid) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else {
+        super::groups::denied(broker, &group, AclOperation::Read)
+    };
     let mut errors: BTreeMap<(String, i32), ResponseError> = BTreeMap::new();
+    // Checked by the coordinator after the group: a group error wins.
+    let mut too_large = BTreeSet::new();
     let mut offsets = Vec::new();
-    for t in &req.topics {
-        let denied = !authz.topic(AclOperation::Read, &t.name.0);
-        for p in &t.partitions {
-            let tp = (t.name.0.to_string(), p.partition_index);
-            let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
-            if denied {
-                errors.insert(tp, ResponseError::TopicAuthorizationFailed);
-            } else if metadata.len() > 4096 {
-                errors.insert(tp, ResponseError::OffsetMetadataTooLarge);
-            } else if broker.metadata.topic(&tp.0).is_none() {
-                errors.insert(tp, ResponseError::UnknownTopicOrPartition);
-            } else {
-                offsets.push((
-                    tp,
-                    CommittedOffset {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata,
-                        commit_timestamp_ms: now,
-                    },
-                ));
+    if refused.is_none() {
+        let authz = Authz::current(broker);
+        let image = broker.metadata.image();
+        for t in &req.topics {
+            let target = CommitTarget::of(&image, &authz, &t.name.0);
+            for p in &t.partitions {
+                let tp = (t.name.0.to_string(), p.partition_index);
+                let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
+                if let Some(e) = target.error(p.partition_index) {
+                    errors.insert(tp, e);
+                } else if metadata.len() > OFFSET_METADATA_MAX_BYTES {
+                    too_large.insert(tp);
+                } else {
+                    offsets.push((
+                        tp,
+                        CommittedOffset {
+                            offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                            metadata,
+                            commit_timestamp_ms: now,
+                        },
+                    ));
+                }
             }
         }
     }
-    let whole = if txn_denied(broker, &tid) {
-        Some(ResponseError::TransactionalIdAuthorizationFailed)
-    } else if let Some(e) = super::groups::refused(broker, &group, AclOperation::Read) {
+    let whole = if refused.is_some() {
+        refused
+    } else if offsets.is_empty() && too_large.is_empty() {
+        // Kafka answers without the coordinator when no partition is left.
+        None
+    } else if let Some(e) = super::groups::not_here(broker, &group) {
         Some(e)
-    } else if let Err(e) = broker.groups.ensure_coordinator(broker, &group) {
-        Some(e.code)
     } else {
         match broker.groups.commit_txn_offsets(
             broker,
@@ -436,7 +443,15 @@ pub async fn txn_offset_commit(
             let tp = (t.name.0.to_string(), p.partition_index);
             let mut rp = txn_offset_commit_response::TxnOffsetCommitResponsePartition::default();
             rp.partition_index = p.partition_index;
-            rp.error_code = errors.get(&tp).copied().or(whole).map_or(0, |e| e.code());
+            let too_large = too_large
+                .contains(&tp)
+                .then_some(ResponseError::OffsetMetadataTooLarge);
+            rp.error_code = errors
+                .get(&tp)
+                .copied()
+                .or(whole)
+                .or(too_large)
+                .map_or(0, |e| e.code());
             rt.partitions.push(rp);
         }
         resp.topics.push(rt);

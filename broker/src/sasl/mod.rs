@@ -167,6 +167,12 @@ impl Session {
         }
     }
 
+    /// Whether the client has yet to authenticate (or is re-authenticating):
+    /// its frames are then bounded by `sasl.server.max.receive.size`.
+    pub fn authenticating(&self) -> bool {
+        !matches!(self.state, State::Ready { .. })
+    }
+
     /// After a v0 `SaslHandshake`, the next frame is a bare token for
     /// [`Session::raw_token`], not a request.
     pub fn expects_raw_token(&self) -> bool {
@@ -402,9 +408,19 @@ fn plain(sasl: &SaslSettings, token: &[u8]) -> Result<String, String> {
                 .into(),
         );
     }
-    match sasl.plain_users.get(user) {
-        Some(expected) if constant_time_eq(expected.as_bytes(), password) => Ok(user.to_string()),
-        _ => Err(invalid()),
+    // Digests of equal length are compared in constant time, and an unknown
+    // user is compared against a digest too: the time taken tells neither
+    // the password's length nor whether the user exists.
+    let digest = |b: &[u8]| ring::digest::digest(&ring::digest::SHA256, b);
+    let given = digest(password);
+    let (known, expected) = match sasl.plain_users.get(user) {
+        Some(expected) => (true, digest(expected.as_bytes())),
+        None => (false, digest(b"\0no such user\0")),
+    };
+    if constant_time_eq(expected.as_ref(), given.as_ref()) & known {
+        Ok(user.to_string())
+    } else {
+        Err(invalid())
     }
 }
 

@@ -209,6 +209,9 @@ impl OAuthSettings {
             DecodingKey::from_jwk(jwk).map_err(|e| format!("unusable key in the JWKS: {e}"))?;
         let mut v = Validation::new(header.alg);
         v.leeway = self.clock_skew_s;
+        // A token not valid yet is refused like an expired one (jose4j, which
+        // Kafka's validator uses, checks `nbf` when the token has it).
+        v.validate_nbf = true;
         let mut required = vec!["exp"];
         match self.audience.is_empty() {
             true => v.validate_aud = false,
@@ -406,12 +409,20 @@ mod token_tests {
                     with(&|c| drop(c.as_object_mut().unwrap().remove("sub"))),
                 ),
             ),
+            (
+                "not valid before a minute from now",
+                token(&k1, "k1", with(&|c| c["nbf"] = (t + 120).into())),
+            ),
             ("unknown kid", token(&k2, "k2", good.clone())),
             ("signed by another key", token(&k2, "k1", good.clone())),
         ];
         for (why, tok) in refused {
             assert!(s.validate(&tok).is_err(), "a token with {why} passed");
         }
+        // A token that became valid a moment ago passes.
+        assert!(s
+            .validate(&token(&k1, "k1", with(&|c| c["nbf"] = (t - 5).into())))
+            .is_ok());
         // Within the clock skew an expired token still passes (Kafka's default is 30 s).
         assert!(s
             .validate(&token(&k1, "k1", with(&|c| c["exp"] = (t - 10).into())))

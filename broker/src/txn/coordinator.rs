@@ -88,7 +88,10 @@ pub struct TxnCoordinator {
     pub cfg: TxnConfig,
     state: Mutex<State>,
     pub(super) metrics: TxnMetrics,
-    pub(super) markers: super::markers::MarkerChannels,
+    pub(super) markers: crate::broker_channels::BrokerChannels,
+    /// Connections to other coordinators, to verify that a transactional
+    /// batch's partition is in its transaction (KIP-890).
+    pub(crate) verification: crate::broker_channels::BrokerChannels,
 }
 
 /// A transaction as DescribeTransactions and ListTransactions show it.
@@ -104,7 +107,8 @@ impl TxnCoordinator {
             cfg,
             state: Mutex::new(State::default()),
             metrics: TxnMetrics::new(registry),
-            markers: Default::default(),
+            markers: crate::broker_channels::BrokerChannels::new("txn-markers"),
+            verification: crate::broker_channels::BrokerChannels::new("txn-verification"),
         }
     }
 
@@ -202,7 +206,7 @@ impl TxnCoordinator {
                 )],
                 now,
             );
-            let info = part.append_as_leader(&mut batch, false, now).map_err(|e| {
+            let info = part.append_as_leader(&mut batch, false, now, skein_storage::AppendOrigin::Coordinator).map_err(|e| {
                 warn!(transactional_id = tid, error = %e, "append to __transaction_state failed");
                 api(ResponseError::CoordinatorNotAvailable, e.message)
             })?;

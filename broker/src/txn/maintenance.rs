@@ -120,7 +120,15 @@ impl TxnCoordinator {
         }
         let mut batch =
             crate::group::log_format::encode_batch(&[(log_format::key(tid), None)], now_ms());
-        if part.append_as_leader(&mut batch, false, now_ms()).is_ok() {
+        if part
+            .append_as_leader(
+                &mut batch,
+                false,
+                now_ms(),
+                skein_storage::AppendOrigin::Coordinator,
+            )
+            .is_ok()
+        {
             st.txns.remove(tid);
             info!(transactional_id = tid, "transactional id expired");
         }

@@ -4,8 +4,8 @@
 //! broker leads), retried until each is written, its topic is gone, or this
 //! broker stops coordinating the transaction.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::{ParseResponseErrorCode, ResponseError};
@@ -19,26 +19,6 @@ use super::metadata::TxnMetadata;
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::handlers::strb;
-use crate::replication::client::BrokerClient;
-
-type Channel = Arc<tokio::sync::Mutex<Option<BrokerClient>>>;
-
-/// One connection per broker markers are sent to, kept between transactions.
-#[derive(Default)]
-pub struct MarkerChannels {
-    channels: Mutex<HashMap<i32, Channel>>,
-}
-
-impl MarkerChannels {
-    fn channel(&self, broker_id: i32) -> Channel {
-        self.channels
-            .lock()
-            .expect("marker channels lock")
-            .entry(broker_id)
-            .or_default()
-            .clone()
-    }
-}
 
 type Tp = (String, i32);
 
@@ -144,16 +124,6 @@ async fn send(
     tps: &[Tp],
 ) -> Vec<(Tp, Result<(), ResponseError>)> {
     let failed = |code| tps.iter().map(|tp| (tp.clone(), Err(code))).collect();
-    let Some(addr) = broker
-        .metadata
-        .image()
-        .brokers
-        .get(&leader)
-        .filter(|b| b.alive)
-        .map(|b| format!("{}:{}", b.host, b.port))
-    else {
-        return failed(ResponseError::BrokerNotAvailable);
-    };
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (t, p) in tps {
         by_topic.entry(t.as_str()).or_default().push(*p);
@@ -175,40 +145,14 @@ async fn send(
     let mut req = WriteTxnMarkersRequest::default();
     req.markers = vec![marker];
 
-    let channel = broker.txns.markers.channel(leader);
-    let mut conn = channel.lock().await;
-    // A kept connection may have been closed by the leader meanwhile
-    // (connections.max.idle.ms): one more try on a fresh one.
-    let mut reused = conn.is_some();
-    let resp = loop {
-        if conn.is_none() {
-            let client_id = format!("skein-broker-{}-txn-markers", broker.config.node_id);
-            match BrokerClient::connect(&addr, client_id, &broker.config.inter_broker_security)
-                .await
-            {
-                Ok(c) => *conn = Some(c),
-                Err(e) => {
-                    debug!(leader, %addr, error = %e, "cannot connect to send markers");
-                    return failed(ResponseError::NetworkException);
-                }
-            }
-        }
-        let call = conn.as_mut().expect("connected").call(&req, 1);
-        match tokio::time::timeout(Duration::from_secs(30), call).await {
-            Ok(Ok(r)) => break r,
-            Ok(Err(e)) => {
-                debug!(leader, error = %e, "WriteTxnMarkers failed");
-                *conn = None;
-                if std::mem::take(&mut reused) {
-                    continue;
-                }
-                return failed(ResponseError::NetworkException);
-            }
-            Err(_) => {
-                *conn = None;
-                return failed(ResponseError::RequestTimedOut);
-            }
-        }
+    let resp = match broker
+        .txns
+        .markers
+        .call(broker, leader, &req, 1, Duration::from_secs(30))
+        .await
+    {
+        Ok(r) => r,
+        Err(code) => return failed(code),
     };
     let mut out = Vec::new();
     for r in resp.markers {

@@ -18,6 +18,7 @@ pub mod log_format;
 mod maintenance;
 mod markers;
 pub mod metadata;
+pub mod verification;
 
 pub use coordinator::TxnCoordinator;
 
@@ -44,6 +45,9 @@ pub struct TxnConfig {
     pub abort_check_interval_ms: i64,
     /// `transaction.remove.expired.transaction.cleanup.interval.ms`
     pub remove_expired_interval_ms: i64,
+    /// `transaction.partition.verification.enable` (KIP-890): a leader asks
+    /// the coordinator before it appends a transaction's first batch.
+    pub partition_verification: bool,
 }
 
 impl Default for TxnConfig {
@@ -57,6 +61,7 @@ impl Default for TxnConfig {
             id_expiration_ms: 7 * 24 * 3600 * 1000,
             abort_check_interval_ms: 10_000,
             remove_expired_interval_ms: 3_600_000,
+            partition_verification: true,
         }
     }
 }

@@ -32,34 +32,54 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* Rules for the objects the operator reads and writes in watched namespaces. */}}
+{{/*
+Rules for the objects the operator reads and writes in watched namespaces:
+exactly the verbs it uses (server-side apply is `patch`, and `create` when
+the object is new). Nothing is cluster-scoped: with watchNamespaces these are
+Roles, one per namespace, and the operator needs no ClusterRole at all.
+*/}}
 {{- define "skein.rules" -}}
 - apiGroups: ["skein.dev"]
   resources: ["kafkaclusters"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  # patch: removing the skein.dev/force-*-ca annotations once acted on.
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["skein.dev"]
-  # Topics created through the Kafka API get a Topic resource.
+  # Topics created through the Kafka API get a Topic resource; patch: finalizers.
   resources: ["topics"]
-  verbs: ["get", "list", "watch", "create", "patch", "update"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["skein.dev"]
+  # patch: finalizers.
   resources: ["kafkausers"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["skein.dev"]
   resources: ["kafkaclusters/status", "topics/status", "kafkausers/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
 - apiGroups: ["skein.dev"]
   # Owner references with blockOwnerDeletion need this.
   resources: ["kafkaclusters/finalizers", "topics/finalizers", "kafkausers/finalizers"]
   verbs: ["update"]
 - apiGroups: ["apps"]
+  # Never deleted by the operator: garbage-collected with their KafkaCluster.
   resources: ["statefulsets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  # delete: listener Services no longer wanted.
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  # update and delete: the controller's metadata log (its head is replaced
+  # with a resourceVersion precondition; blobs no head names are deleted).
+  resources: ["configmaps"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: [""]
-  resources: ["services", "configmaps", "serviceaccounts"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: [""]
-  # spec.listeners.controlPlaneTls: the control plane's CA and certificates;
-  # KafkaUsers: each user's Secret, and a password Secret the spec names.
+  # The CAs and certificates of the listeners and the control plane, each
+  # KafkaUser's Secret, a password Secret a KafkaUser names. Read one by one
+  # by name (no list, no watch) and never deleted (garbage collection does).
+  # The operator writes a Secret only while it is absent or owned by the
+  # resource it writes it for (docs/security.md).
   resources: ["secrets"]
   verbs: ["get", "create", "patch"]
 - apiGroups: [""]
@@ -72,12 +92,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["networking.k8s.io"]
-  # networkPolicy.enabled: each cluster's brokers get a NetworkPolicy;
-  # ingress listeners get an Ingress per broker host.
-  resources: ["networkpolicies", "ingresses"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  # networkPolicy.enabled: each cluster's brokers get a NetworkPolicy (left
+  # in place when the option is turned off).
+  resources: ["networkpolicies"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["networking.k8s.io"]
+  # ingress listeners: an Ingress per broker host, deleted when no longer wanted.
+  resources: ["ingresses"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

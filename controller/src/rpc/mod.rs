@@ -23,9 +23,11 @@ pub use session::{drive_session, maintain_session, SessionEnd};
 
 /// The largest control-plane message either end accepts. tonic's default
 /// (4 MiB) is smaller than a whole cluster view at 100,000 partitions (a
-/// broker's first view on every new session); instructions go in chunks of
-/// [`MAX_CHANGES_PER_MESSAGE`].
-pub const MAX_MESSAGE_BYTES: usize = 512 << 20;
+/// broker's first view on every new session, ~4.5 MB); instructions go in
+/// chunks of [`MAX_CHANGES_PER_MESSAGE`]. 64 MiB leaves room for ten times
+/// that view, and no more: whatever a peer sends is buffered whole before
+/// it is decoded.
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
 /// HTTP/2 flow-control windows of a control session, per stream and per
 /// connection, on both ends. With h2's default (64 KiB) the view delta of a

@@ -279,14 +279,15 @@ pub async fn drive_session(
 }
 
 /// Keeps a session with the broker at `endpoint` open until `stop`:
-/// reconnects whenever it breaks.
+/// reconnects whenever it breaks, each time with the TLS settings `tls`
+/// gives then.
 pub async fn maintain_session(
     controller: Arc<ControllerService>,
     endpoint: String,
     expect: Option<i32>,
     stop: tokio::sync::watch::Receiver<bool>,
     sessions: Option<prometheus::IntGaugeVec>,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    tls: super::tls::ClientTls,
 ) {
     let mut quiet = false;
     while !*stop.borrow() {
@@ -296,7 +297,7 @@ pub async fn maintain_session(
             expect,
             stop.clone(),
             sessions.clone(),
-            tls.clone(),
+            tls(),
         )
         .await
         {

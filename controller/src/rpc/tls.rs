@@ -133,6 +133,21 @@ pub fn server_config(files: &ControlTlsFiles) -> Result<Arc<ServerConfig>, Strin
     Ok(Arc::new(config))
 }
 
+/// The controller's TLS client settings as they are now, asked again for
+/// every new connection: renewed certificates are taken by the next
+/// session without ending the open ones. `None`: plaintext.
+pub type ClientTls = Arc<dyn Fn() -> Option<Arc<ClientConfig>> + Send + Sync>;
+
+/// [`ClientTls`] that never changes.
+pub fn fixed_client_tls(tls: Option<Arc<ClientConfig>>) -> ClientTls {
+    Arc::new(move || tls.clone())
+}
+
+/// A control port's TLS server settings as they are now, asked again for
+/// every connection accepted: a broker re-reads its certificate files when
+/// they change.
+pub type ServerTls = Arc<dyn Fn() -> Arc<ServerConfig> + Send + Sync>;
+
 /// A channel to `endpoint` (`http://host:port`), over TLS when `tls` is
 /// given.
 pub async fn connect(
@@ -229,15 +244,16 @@ pub type PeerCheck = Arc<dyn Fn(&[CertificateDer<'_>]) -> Result<(), String> + S
 
 /// The accepted, authenticated connections of a control port: each TLS
 /// handshake runs on its own task, so a slow or hostile peer holds up no
-/// one; `check` looks at the peer's certificate chain (leaf first) and
-/// may refuse it. Refusals are logged, at most once per 10 s.
+/// one; each takes the settings `config` gives at that moment (renewed
+/// certificates serve the next connection); `check` looks at the peer's
+/// certificate chain (leaf first) and may refuse it. Refusals are logged,
+/// at most once per 10 s.
 pub fn incoming(
     listener: TcpListener,
-    config: Arc<ServerConfig>,
+    config: ServerTls,
     check: PeerCheck,
 ) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<ControlStream>> {
     let (tx, rx) = tokio::sync::mpsc::channel(16);
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
     tokio::spawn(async move {
         let last_log = Arc::new(std::sync::Mutex::new(None::<std::time::Instant>));
         loop {
@@ -255,7 +271,7 @@ pub fn incoming(
                 }
             };
             let (acceptor, tx, check, last_log) = (
-                acceptor.clone(),
+                tokio_rustls::TlsAcceptor::from(config()),
                 tx.clone(),
                 check.clone(),
                 last_log.clone(),

@@ -23,13 +23,12 @@ pub fn operator_defaults(replicas: i32) -> BTreeMap<String, String> {
 }
 
 /// The effective broker configuration: operator defaults overlaid by
-/// `spec.config`, and the control-plane TLS settings when it is on.
+/// `spec.config`, then the control-plane TLS settings (always; the spec
+/// cannot change them).
 pub fn effective_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
     let mut config = operator_defaults(kc.spec.replicas);
     config.extend(kc.spec.config.clone());
-    if kc.spec.listeners.control_plane_tls {
-        config.extend(super::control_tls::broker_config());
-    }
+    config.extend(super::control_tls::broker_config());
     config.extend(super::listeners::broker_config(kc));
     config
 }
@@ -93,6 +92,26 @@ mod tests {
         let c = effective_config(&kc);
         assert_eq!(c["default.replication.factor"], "2");
         assert_eq!(c["offsets.topic.replication.factor"], "1");
+    }
+
+    #[test]
+    fn the_control_port_is_always_on_mutual_tls_whatever_the_spec_says() {
+        for spec in [
+            json!({}),
+            json!({"listeners": {"controlPlaneTls": false}}),
+            json!({"config": {"control.ssl.keystore.location": "/elsewhere.pem"}}),
+        ] {
+            let c = effective_config(&cluster(spec.clone()));
+            assert_eq!(
+                c["control.ssl.keystore.location"], "/etc/skein/control-tls/broker-keystore.pem",
+                "{spec}"
+            );
+            assert_eq!(
+                c["control.ssl.truststore.location"],
+                "/etc/skein/control-tls/ca.crt"
+            );
+            assert_eq!(c["control.ssl.controller.subject"], "CN=skein-controller");
+        }
     }
 
     #[test]

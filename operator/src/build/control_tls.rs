@@ -1,6 +1,7 @@
-//! Mutual TLS on the control plane of a Kubernetes cluster
-//! (`spec.listeners.controlPlaneTls`): what the brokers are given. The
-//! certificates themselves are made by [`crate::control_tls`].
+//! Mutual TLS on the control plane of a Kubernetes cluster (always on):
+//! what the brokers are given. The certificates themselves are made and
+//! renewed by [`crate::control_tls`]; the brokers re-read the mounted files
+//! when they change.
 
 use std::collections::BTreeMap;
 

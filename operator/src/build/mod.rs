@@ -136,6 +136,19 @@ impl ClusterNames {
     pub fn listener_tls_secret(&self) -> String {
         format!("{}-listener-tls", self.cluster)
     }
+    /// Every Secret the operator writes for the cluster. A KafkaUser may not
+    /// take a name that is one of these for any cluster
+    /// ([`crate::validate::validate_user`]).
+    pub fn secret_names(&self) -> [String; 6] {
+        [
+            self.cluster_ca_secret(),
+            self.cluster_ca_cert(),
+            self.clients_ca_secret(),
+            self.listener_tls_secret(),
+            self.control_ca_secret(),
+            self.control_tls_secret(),
+        ]
+    }
     /// The brokers' NetworkPolicy.
     pub fn network_policy(&self) -> String {
         format!("{}-brokers", self.cluster)

@@ -170,12 +170,12 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
                 },
             ]
             .into_iter()
-            .chain(kc.spec.listeners.control_plane_tls.then(|| VolumeMount {
+            .chain([VolumeMount {
                 name: CONTROL_TLS_VOLUME.into(),
                 mount_path: super::control_tls::MOUNT_DIR.into(),
                 read_only: Some(true),
                 ..VolumeMount::default()
-            }))
+            }])
             .chain(super::listeners::any_tls(kc).then(|| VolumeMount {
                 name: LISTENER_TLS_VOLUME.into(),
                 mount_path: super::listeners::TLS_MOUNT_DIR.into(),
@@ -271,7 +271,9 @@ fn pod_template(
                     ..Volume::default()
                 }]
                 .into_iter()
-                .chain(kc.spec.listeners.control_plane_tls.then(|| Volume {
+                // The control plane's certificate, always: no broker
+                // serves its control port in plaintext.
+                .chain([Volume {
                     name: CONTROL_TLS_VOLUME.into(),
                     secret: Some(SecretVolumeSource {
                         secret_name: Some(names.control_tls_secret()),
@@ -279,7 +281,7 @@ fn pod_template(
                         ..SecretVolumeSource::default()
                     }),
                     ..Volume::default()
-                }))
+                }])
                 .chain(super::listeners::any_tls(kc).then(|| Volume {
                     name: LISTENER_TLS_VOLUME.into(),
                     secret: Some(SecretVolumeSource {
@@ -374,6 +376,7 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
     fn cluster(spec: serde_json::Value) -> KafkaCluster {
@@ -468,6 +471,41 @@ mod tests {
             ),
             "{args}"
         );
+    }
+
+    /// Every broker pod mounts the control plane's certificate, whatever
+    /// the deprecated `controlPlaneTls` says, and the operator reads it as a
+    /// pod that serves mutual TLS.
+    #[test]
+    fn every_pod_mounts_the_control_plane_certificate() {
+        for spec in [json!({}), json!({"listeners": {"controlPlaneTls": false}})] {
+            let kc = cluster(spec);
+            let names = ClusterNames::of(&kc);
+            let sts = build(&kc, &names, &BuildOptions::default(), "h");
+            let pod = sts.spec.unwrap().template.spec.unwrap();
+            let volume = pod
+                .volumes
+                .iter()
+                .flatten()
+                .find(|v| v.name == CONTROL_TLS_VOLUME)
+                .expect("control-tls volume");
+            assert_eq!(
+                volume.secret.as_ref().unwrap().secret_name.as_deref(),
+                Some("my-cluster-control-tls")
+            );
+            let mount = pod.containers[0]
+                .volume_mounts
+                .iter()
+                .flatten()
+                .find(|m| m.name == CONTROL_TLS_VOLUME)
+                .expect("control-tls mount");
+            assert_eq!(mount.mount_path, super::super::control_tls::MOUNT_DIR);
+            let as_pod = Pod {
+                spec: Some(pod),
+                ..Pod::default()
+            };
+            assert!(!crate::control_tls::serves_plaintext(&as_pod, &names));
+        }
     }
 
     #[test]

@@ -32,6 +32,8 @@ const REQUEUE_NOT_READY: Duration = Duration::from_secs(10);
 const REQUEUE_PROGRESS: Duration = Duration::from_secs(3);
 /// Periodic re-check once everything is ready.
 const REQUEUE_READY: Duration = Duration::from_secs(300);
+/// Re-check of a refusal whose cause is not watched (a Secret in the way).
+const REQUEUE_REFUSED: Duration = Duration::from_secs(30);
 
 /// Reconciles one KafkaCluster, timed and counted.
 pub async fn reconcile(kc: Arc<KafkaCluster>, ctx: Arc<Context>) -> Result<Action> {
@@ -62,30 +64,30 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     // Validate: a refused spec is a condition on the object, not an error
     // (retrying cannot fix it; the next spec change triggers a reconcile).
     if let Err(invalid) = validate::validate_cluster(kc, &topics) {
-        warn!(cluster = %name, namespace = %ns, reason = invalid.reason(), "refusing spec: {invalid}");
-        patch_status(
-            &clusters,
-            &name,
-            &status::cluster_invalid(kc, &invalid, now),
-        )
-        .await?;
-        if observed_generation(kc) != kc.metadata.generation {
-            publish(
-                ctx,
-                kc,
-                EventType::Warning,
-                invalid.reason(),
-                "Validate",
-                invalid.to_string(),
-            )
-            .await;
-        }
+        refuse(ctx, kc, &clusters, &invalid, now).await?;
         return Ok(Action::await_change());
+    }
+
+    // A Kubernetes user who still turns the control plane's TLS off is told
+    // it stays on (the field is kept so such manifests still apply).
+    if kc.spec.listeners.control_plane_tls == Some(false)
+        && observed_generation(kc) != kc.metadata.generation
+    {
+        publish(
+            ctx,
+            kc,
+            EventType::Warning,
+            "ControlPlaneTlsIgnored",
+            "Validate",
+            "spec.listeners.controlPlaneTls is deprecated and ignored: the control plane is always on mutual TLS".into(),
+        )
+        .await;
     }
 
     // The cluster's controller (kubernetes platform): started on first
     // sight, then kept in session with every broker of the spec. It decides
     // how far the StatefulSet may shrink (leaving brokers are drained first).
+    // Its control-plane certificates are made or renewed on the way.
     let controller = match &ctx.controllers {
         Some(controllers) => Some(controllers.ensure(kc).await?),
         None => None,
@@ -105,7 +107,18 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         &listener_services,
     ));
     let certificates =
-        crate::listener_tls::ensure(&ctx.client, kc, &cert_names, ctx.options.ca_phase).await?;
+        match crate::listener_tls::ensure(&ctx.client, kc, &cert_names, ctx.options.ca_phase)
+            .await?
+        {
+            Ok(c) => c,
+            // A Secret of the cluster's name that is someone else's, or one
+            // CA brought for both: nothing more is written until it changes.
+            // Neither is watched, so look again.
+            Err(refused) => {
+                refuse(ctx, kc, &clusters, &refused, now).await?;
+                return Ok(Action::requeue(REQUEUE_REFUSED));
+            }
+        };
     let mut objects = cluster_objects(kc, &ctx.options, &listener_services);
     let sts_api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
     let current_sts = sts_api
@@ -362,11 +375,41 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     } else {
         REQUEUE_NOT_READY
     };
-    // A CA replacement moves on when its phase ends.
+    // A CA replacement moves on when its phase ends; the control plane's
+    // certificates are renewed when due.
     let requeue = balance.requeue.map_or(requeue, |r| r.min(requeue));
+    let requeue = controller
+        .as_ref()
+        .map_or(requeue, |rt| rt.tls_renewal_in().min(requeue));
     Ok(Action::requeue(
         certificates.requeue.map_or(requeue, |r| r.min(requeue)),
     ))
+}
+
+/// Reports a spec that cannot be applied: the condition, and a Warning
+/// event the first time a generation is refused.
+async fn refuse(
+    ctx: &Context,
+    kc: &KafkaCluster,
+    clusters: &Api<KafkaCluster>,
+    invalid: &validate::InvalidSpec,
+    now: Time,
+) -> Result<()> {
+    let name = kc.name_any();
+    warn!(cluster = %name, namespace = ?kc.namespace(), reason = invalid.reason(), "refusing spec: {invalid}");
+    patch_status(clusters, &name, &status::cluster_invalid(kc, invalid, now)).await?;
+    if observed_generation(kc) != kc.metadata.generation {
+        publish(
+            ctx,
+            kc,
+            EventType::Warning,
+            invalid.reason(),
+            "Validate",
+            invalid.to_string(),
+        )
+        .await;
+    }
+    Ok(())
 }
 
 /// The addresses of the nodes the cluster's broker pods run on

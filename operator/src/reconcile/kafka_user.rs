@@ -2,6 +2,14 @@
 //! `sasl.jaas.config`), its SCRAM credential, ACLs and quotas in the
 //! cluster controller's metadata (replicated to every broker like topics).
 //!
+//! The user's Secret is named like the KafkaUser and written only while it
+//! is absent or this KafkaUser's ([`crate::ownership`]): a KafkaUser named
+//! like someone else's Secret is refused (`SecretOwnedByAnother`) and writes
+//! nothing, so neither the Secret nor, through garbage collection, its
+//! existence is taken from its owner. Names of the form of a cluster's
+//! Secrets and Skein's own principals are refused before anything is read
+//! ([`crate::validate::validate_user`]).
+//!
 //! Deleting a KafkaUser goes through the finalizer [`USER_FINALIZER`]: its
 //! credential, the ACLs and quotas the operator made are removed, so the
 //! user is locked out at once; the Secret goes with the KafkaUser (owner
@@ -25,18 +33,19 @@ use serde::Serialize;
 use skein_controller::{ControlPlaneError, Event, Reply};
 use skein_crds::condition::condition;
 use skein_crds::{
-    AuthenticationType, ConditionStatus as S, ConditionType as T, KafkaUser, ManagedAcl,
+    AuthenticationType, ConditionStatus as S, ConditionType as T, KafkaCluster, KafkaUser,
+    ManagedAcl,
 };
 use tracing::{info, warn};
 
-use super::{
-    apply as apply_object, cleanup_grace_over, get_cluster, get_opt, patch_status, publish,
-};
+use super::{cleanup_grace_over, get_cluster, get_opt, patch_status, publish};
 use crate::build::ClusterNames;
 use crate::cluster_controllers::ClusterController;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::ownership::{self, Foreign, Written};
 use crate::users::{self, Applied, Desired, Plan};
+use crate::validate::{self, InvalidSpec};
 
 /// Resource kind label for metrics.
 pub const KIND: &str = "KafkaUser";
@@ -46,6 +55,8 @@ pub const USER_FINALIZER: &str = "skein.dev/user-credentials";
 pub const PASSWORD_KEY: &str = "password";
 /// Key of the JAAS line in the user's Secret.
 pub const JAAS_KEY: &str = "sasl.jaas.config";
+/// Re-check of a refusal whose cause is not watched (a Secret).
+const REQUEUE_REFUSED: Duration = Duration::from_secs(30);
 
 /// The part of `KafkaUser.status` the reconciler writes.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -150,9 +161,17 @@ fn secret_value(secret: &Secret, key: &str) -> Option<String> {
     String::from_utf8(bytes.0.clone()).ok()
 }
 
-/// The password: from the Secret the spec names, else the one already in
-/// the user's Secret, else a new one. `Err` carries the refusal message.
-async fn password(user: &KafkaUser, ctx: &Context, ns: &str) -> Result<Result<String, String>> {
+/// The password: from the Secret the spec names (one
+/// [`validate::check_password_secret`] allows), else the one already in the
+/// user's own Secret `existing`, else a new one. `Err` carries the refusal
+/// (condition reason, message).
+async fn password(
+    user: &KafkaUser,
+    cluster: &KafkaCluster,
+    existing: Option<&Secret>,
+    ctx: &Context,
+    ns: &str,
+) -> Result<Result<String, (&'static str, String)>> {
     let given = user
         .spec
         .authentication
@@ -160,23 +179,47 @@ async fn password(user: &KafkaUser, ctx: &Context, ns: &str) -> Result<Result<St
         .and_then(|a| a.password.as_ref());
     if let Some(src) = given {
         let r = &src.value_from.secret_key_ref;
+        let invalid = |why: String| Ok(Err(("PasswordSecretInvalid", why)));
         let Some(secret) = read_secret(ctx, ns, &r.name).await? else {
-            return Ok(Err(format!("password Secret {:?} not found", r.name)));
+            return invalid(format!("password Secret {:?} not found", r.name));
         };
-        return Ok(match secret_value(&secret, &r.key) {
-            Some(p) if !p.is_empty() => Ok(p),
-            _ => Err(format!(
+        if let Err(refused) = validate::check_password_secret(&secret, cluster) {
+            return Ok(Err((refused.reason(), refused.to_string())));
+        }
+        return match secret_value(&secret, &r.key) {
+            Some(p) if !p.is_empty() => Ok(Ok(p)),
+            _ => invalid(format!(
                 "password Secret {:?} has no non-empty UTF-8 key {:?}",
                 r.name, r.key
             )),
-        });
+        };
     }
-    let existing = read_secret(ctx, ns, &user.name_any()).await?;
     Ok(Ok(existing
-        .as_ref()
         .and_then(|s| secret_value(s, PASSWORD_KEY))
         .filter(|p| !p.is_empty())
         .unwrap_or_else(users::generate_password)))
+}
+
+/// Writes the user's Secret unless `existing` is someone else's
+/// ([`ownership::write`]); `Ok(Some(_))` is that refusal (a Secret that
+/// appeared since it was read).
+async fn write_secret(
+    ctx: &Context,
+    ns: &str,
+    user: &KafkaUser,
+    secret: &Secret,
+    existing: Option<&Secret>,
+) -> Result<Option<Foreign>> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    match ownership::write(&api, secret, existing, user.uid().as_deref()).await {
+        Ok(Written::Done(_)) => Ok(None),
+        Ok(Written::Foreign(f)) => Ok(Some(f)),
+        Err(source) => Err(Error::Apply {
+            kind: "Secret".into(),
+            name: user.name_any(),
+            source,
+        }),
+    }
 }
 
 /// A SCRAM user's Secret data.
@@ -282,18 +325,53 @@ async fn apply(
     let ns = user.namespace().ok_or(Error::NotNamespaced)?;
     let name = user.name_any();
     let now_t = Time(now);
+    // Names first: nothing is read or written for a user named like a
+    // cluster's Secret or one of Skein's own principals.
+    if let Err(invalid) = validate::validate_user(user) {
+        refuse(user, ctx, api, invalid.reason(), invalid.to_string(), now_t).await?;
+        return Ok(Action::await_change());
+    }
     let cluster_name = &user.spec.cluster_ref.name;
-    if get_cluster(ctx, &ns, cluster_name).await?.is_none() {
+    let Some(cluster) = get_cluster(ctx, &ns, cluster_name).await? else {
         let msg = format!("KafkaCluster {cluster_name:?} not found in namespace {ns:?}");
         refuse(user, ctx, api, "ClusterNotFound", msg, now_t).await?;
         return Ok(Action::requeue(Duration::from_secs(60)));
-    }
+    };
     let acls = match users::desired_acls(user) {
         Ok(a) => a,
         Err(invalid) => {
             refuse(user, ctx, api, "InvalidAcl", invalid.to_string(), now_t).await?;
             return Ok(Action::await_change());
         }
+    };
+    let auth = user.spec.authentication.as_ref().map(|a| a.type_);
+    let mechanism = auth.and_then(users::mechanism);
+    // The user's Secret is written only while it is absent or this
+    // KafkaUser's; anyone else's is not read either (its `password` key
+    // would otherwise become this user's password).
+    let existing = match auth {
+        Some(_) => read_secret(ctx, &ns, &name).await?,
+        None => None,
+    };
+    if let Err(foreign) = ownership::check(
+        "Secret",
+        &name,
+        existing.as_ref().map(|s| &s.metadata),
+        user.uid().as_deref(),
+    ) {
+        let invalid = InvalidSpec::SecretOwnedByAnother(foreign);
+        refuse(user, ctx, api, invalid.reason(), invalid.to_string(), now_t).await?;
+        return Ok(Action::requeue(REQUEUE_REFUSED));
+    }
+    let password = match mechanism {
+        None => None,
+        Some(_) => match password(user, &cluster, existing.as_ref(), ctx, &ns).await? {
+            Ok(p) => Some(p),
+            Err((reason, msg)) => {
+                refuse(user, ctx, api, reason, msg, now_t).await?;
+                return Ok(Action::requeue(REQUEUE_REFUSED));
+            }
+        },
     };
     let Some(rt) = ctx
         .controllers
@@ -304,44 +382,35 @@ async fn apply(
         refuse(user, ctx, api, "ControllerNotReady", msg, now_t).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
-    let auth = user.spec.authentication.as_ref().map(|a| a.type_);
-    let mechanism = auth.and_then(users::mechanism);
-    let password = match mechanism {
-        None => None,
-        Some(m) => match password(user, ctx, &ns).await? {
-            Ok(p) => {
-                let data = scram_data(user, m.name(), &p);
-                apply_object(&ctx.client, &ns, &user_secret(user, data, None)).await?;
-                Some(p)
+    let secret = match (mechanism, &password) {
+        (Some(m), Some(p)) => Some(user_secret(user, scram_data(user, m.name(), p), None)),
+        _ if auth == Some(AuthenticationType::Tls) => {
+            let names = ClusterNames {
+                cluster: cluster_name.clone(),
+                namespace: ns.clone(),
+            };
+            match crate::listener_tls::user_certificate(
+                &ctx.client,
+                &names,
+                user.user_name(),
+                existing.as_ref(),
+            )
+            .await?
+            {
+                Ok((data, annotations)) => Some(user_secret(user, data, Some(annotations))),
+                Err((reason, msg)) => {
+                    refuse(user, ctx, api, reason, msg, now_t).await?;
+                    return Ok(Action::requeue(Duration::from_secs(15)));
+                }
             }
-            Err(msg) => {
-                refuse(user, ctx, api, "PasswordSecretInvalid", msg, now_t).await?;
-                return Ok(Action::requeue(Duration::from_secs(30)));
-            }
-        },
+        }
+        _ => None,
     };
-    if auth == Some(AuthenticationType::Tls) {
-        let names = ClusterNames {
-            cluster: cluster_name.clone(),
-            namespace: ns.clone(),
-        };
-        let existing = read_secret(ctx, &ns, &name).await?;
-        match crate::listener_tls::user_certificate(
-            &ctx.client,
-            &names,
-            user.user_name(),
-            existing.as_ref(),
-        )
-        .await?
-        {
-            Ok((data, annotations)) => {
-                let secret = user_secret(user, data, Some(annotations));
-                apply_object(&ctx.client, &ns, &secret).await?;
-            }
-            Err(msg) => {
-                refuse(user, ctx, api, "ClientsCaMissing", msg, now_t).await?;
-                return Ok(Action::requeue(Duration::from_secs(15)));
-            }
+    if let Some(secret) = &secret {
+        if let Some(foreign) = write_secret(ctx, &ns, user, secret, existing.as_ref()).await? {
+            let invalid = InvalidSpec::SecretOwnedByAnother(foreign);
+            refuse(user, ctx, api, invalid.reason(), invalid.to_string(), now_t).await?;
+            return Ok(Action::requeue(REQUEUE_REFUSED));
         }
     }
     let quotas = users::desired_quotas(user);

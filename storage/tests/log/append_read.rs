@@ -12,7 +12,9 @@ fn leader_append_assigns_contiguous_offsets_across_batches() {
     let mut log = Log::open(dir.path(), config(), 0).unwrap();
     let mut two = batch(3, 100, 10);
     two.extend(batch(2, 200, 10));
-    let info = log.append_as_leader(&mut two, 7, 1_000).unwrap();
+    let info = log
+        .append_as_leader(&mut two, 7, 1_000, skein_storage::AppendOrigin::Client)
+        .unwrap();
     assert_eq!((info.first_offset, info.last_offset), (0, 4));
     assert_eq!(info.num_records, 5);
     assert_eq!(info.num_bytes, two.len() as u64);
@@ -25,7 +27,12 @@ fn leader_append_assigns_contiguous_offsets_across_batches() {
     assert!(hs.iter().all(|h| h.partition_leader_epoch == 7));
 
     let info = log
-        .append_as_leader(&mut batch(4, 300, 10), 8, 1_000)
+        .append_as_leader(
+            &mut batch(4, 300, 10),
+            8,
+            1_000,
+            skein_storage::AppendOrigin::Client,
+        )
         .unwrap();
     assert_eq!((info.first_offset, info.last_offset), (5, 8));
     assert_eq!(log.log_end_offset(), 9);
@@ -290,7 +297,9 @@ fn log_append_time_stamps_batches_and_keeps_crc_valid() {
     };
     let mut log = Log::open(dir.path(), cfg, 0).unwrap();
     let mut b = batch(3, 5, 10);
-    let info = log.append_as_leader(&mut b, 0, 77_000).unwrap();
+    let info = log
+        .append_as_leader(&mut b, 0, 77_000, skein_storage::AppendOrigin::Client)
+        .unwrap();
     assert_eq!(info.log_append_time, 77_000);
     assert_eq!(info.max_timestamp, 77_000);
     assert_eq!(info.offset_of_max_timestamp, 0);
@@ -320,32 +329,36 @@ fn rejects_bad_input_without_appending_anything() {
     bad[last] ^= 1;
     two.extend(&bad);
     assert!(matches!(
-        log.append_as_leader(&mut two, 0, 0),
+        log.append_as_leader(&mut two, 0, 0, skein_storage::AppendOrigin::Client),
         Err(StorageError::CorruptRecord(_))
     ));
 
     let mut big = batch(1, 0, 10);
     big.extend(batch(1, 0, 600));
     assert!(matches!(
-        log.append_as_leader(&mut big, 0, 0),
+        log.append_as_leader(&mut big, 0, 0, skein_storage::AppendOrigin::Client),
         Err(StorageError::MessageTooLarge { max: 500, .. })
     ));
 
     let mut old = batch(1, 0, 10);
     old[16] = 1;
     assert!(matches!(
-        log.append_as_leader(&mut old, 0, 0),
+        log.append_as_leader(&mut old, 0, 0, skein_storage::AppendOrigin::Client),
         Err(StorageError::UnsupportedMagic(1))
     ));
 
     let mut torn = batch(1, 0, 10);
     torn.extend(&batch(1, 0, 10)[..40]);
-    assert!(log.append_as_leader(&mut torn, 0, 0).is_err());
+    assert!(log
+        .append_as_leader(&mut torn, 0, 0, skein_storage::AppendOrigin::Client)
+        .is_err());
 
     // Length field smaller than a header.
     let mut short = batch(1, 0, 10);
     short[8..12].copy_from_slice(&10i32.to_be_bytes());
-    assert!(log.append_as_leader(&mut short, 0, 0).is_err());
+    assert!(log
+        .append_as_leader(&mut short, 0, 0, skein_storage::AppendOrigin::Client)
+        .is_err());
 
     assert_eq!(log.log_end_offset(), 1);
     assert_eq!(log.size_bytes(), size_before);
@@ -370,7 +383,7 @@ fn compacted_topic_rejects_keyless_records() {
         Compression::Snappy,
     );
     // KIP-467: the batch is refused, naming each keyless record by index.
-    match log.append_as_leader(&mut keyless, 0, 0) {
+    match log.append_as_leader(&mut keyless, 0, 0, skein_storage::AppendOrigin::Client) {
         Err(StorageError::RejectedRecords { timestamp, errors }) => {
             assert!(!timestamp);
             let idx: Vec<i32> = errors.iter().map(|e| e.batch_index).collect();
@@ -556,9 +569,27 @@ fn leader_epochs_are_tracked_truncated_and_persisted() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path(), config(), 0).unwrap();
     assert_eq!(log.end_offset_for_epoch(0), None);
-    log.append_as_leader(&mut batch(3, 0, 10), 1, 0).unwrap();
-    log.append_as_leader(&mut batch(3, 0, 10), 1, 0).unwrap();
-    log.append_as_leader(&mut batch(2, 0, 10), 4, 0).unwrap();
+    log.append_as_leader(
+        &mut batch(3, 0, 10),
+        1,
+        0,
+        skein_storage::AppendOrigin::Client,
+    )
+    .unwrap();
+    log.append_as_leader(
+        &mut batch(3, 0, 10),
+        1,
+        0,
+        skein_storage::AppendOrigin::Client,
+    )
+    .unwrap();
+    log.append_as_leader(
+        &mut batch(2, 0, 10),
+        4,
+        0,
+        skein_storage::AppendOrigin::Client,
+    )
+    .unwrap();
     assert_eq!(log.leader_epoch_entries(), vec![(1, 0), (4, 6)]);
     assert_eq!(log.latest_epoch(), Some(4));
     assert_eq!(log.end_offset_for_epoch(4), Some((4, 8)));
@@ -577,7 +608,13 @@ fn leader_epochs_are_tracked_truncated_and_persisted() {
     assert_eq!(log.leader_epoch_entries(), vec![(1, 0)]);
     log.assign_leader_epoch(5, 6).unwrap();
     assert_eq!(log.end_offset_for_epoch(1), Some((1, 6)));
-    log.append_as_leader(&mut batch(1, 0, 10), 5, 0).unwrap();
+    log.append_as_leader(
+        &mut batch(1, 0, 10),
+        5,
+        0,
+        skein_storage::AppendOrigin::Client,
+    )
+    .unwrap();
     drop(log);
     let mut log = Log::open(dir.path(), config(), 0).unwrap();
     assert_eq!(log.leader_epoch_entries(), vec![(1, 0), (5, 6)]);
@@ -619,14 +656,29 @@ fn create_time_timestamps_outside_the_allowed_window_are_refused() {
     let now = 100 * HOUR;
     let mut log = Log::open(dir.path(), cfg, now).unwrap();
     // Inside the window on both sides: appended.
-    log.append_as_leader(&mut batch(2, now - HOUR, 10), 0, now)
-        .unwrap();
-    log.append_as_leader(&mut batch(2, now + HOUR, 10), 0, now)
-        .unwrap();
+    log.append_as_leader(
+        &mut batch(2, now - HOUR, 10),
+        0,
+        now,
+        skein_storage::AppendOrigin::Client,
+    )
+    .unwrap();
+    log.append_as_leader(
+        &mut batch(2, now + HOUR, 10),
+        0,
+        now,
+        skein_storage::AppendOrigin::Client,
+    )
+    .unwrap();
     // Too old, too new: INVALID_TIMESTAMP naming every record, nothing written.
     for ts in [now - HOUR - 1, now + HOUR + 1] {
         let err = log
-            .append_as_leader(&mut batch(2, ts, 10), 0, now)
+            .append_as_leader(
+                &mut batch(2, ts, 10),
+                0,
+                now,
+                skein_storage::AppendOrigin::Client,
+            )
             .unwrap_err();
         match &err {
             StorageError::RejectedRecords { timestamp, errors } => {
@@ -648,7 +700,7 @@ fn create_time_timestamps_outside_the_allowed_window_are_refused() {
         ],
         Compression::Lz4,
     );
-    match log.append_as_leader(&mut mixed, 0, now) {
+    match log.append_as_leader(&mut mixed, 0, now, skein_storage::AppendOrigin::Client) {
         Err(StorageError::RejectedRecords {
             timestamp: true,
             errors,
@@ -673,7 +725,13 @@ fn create_time_timestamps_outside_the_allowed_window_are_refused() {
         ..config()
     };
     let mut log = Log::open(dir.path(), cfg, now).unwrap();
-    log.append_as_leader(&mut batch(1, 0, 10), 0, now).unwrap();
+    log.append_as_leader(
+        &mut batch(1, 0, 10),
+        0,
+        now,
+        skein_storage::AppendOrigin::Client,
+    )
+    .unwrap();
 }
 
 #[test]
@@ -685,8 +743,13 @@ fn truncating_at_the_log_end_drops_an_epoch_that_wrote_nothing() {
     // again and be told to truncate forever.
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path(), config(), 0).unwrap();
-    log.append_as_leader(&mut batch(3, 100, 10), 4, 1_000)
-        .unwrap();
+    log.append_as_leader(
+        &mut batch(3, 100, 10),
+        4,
+        1_000,
+        skein_storage::AppendOrigin::Client,
+    )
+    .unwrap();
     log.assign_leader_epoch(5, log.log_end_offset()).unwrap();
     assert_eq!(log.latest_epoch(), Some(5));
     log.truncate_to(log.log_end_offset()).unwrap();

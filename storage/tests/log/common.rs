@@ -52,9 +52,15 @@ pub fn read_all(log: &Log) -> Vec<Record> {
     out
 }
 
-/// Appends one batch per call and returns its first offset.
+/// Appends one batch per call and returns its first offset. Control
+/// batches (transaction markers) come from a coordinator, the rest from a
+/// client.
 pub fn append(log: &mut Log, mut batch: Vec<u8>, now_ms: i64) -> i64 {
-    log.append_as_leader(&mut batch, 0, now_ms)
+    let origin = match skein_storage::batch::BatchHeader::parse(&batch) {
+        Ok(h) if h.is_control() => skein_storage::AppendOrigin::Coordinator,
+        _ => skein_storage::AppendOrigin::Client,
+    };
+    log.append_as_leader(&mut batch, 0, now_ms, origin)
         .unwrap()
         .first_offset
 }

@@ -135,7 +135,8 @@ fn partially_superseded_batches_are_reencoded_and_untouched_ones_copied() {
         200,
         Compression::Snappy,
     );
-    log.append_as_leader(&mut untouched, 3, 0).unwrap();
+    log.append_as_leader(&mut untouched, 3, 0, skein_storage::AppendOrigin::Client)
+        .unwrap();
     append(
         &mut log,
         kv_batch(&[("b", Some("2"))], 300, Compression::None),
@@ -351,7 +352,14 @@ fn reads_after_compaction_never_serve_a_batch_below_the_offset_asked() {
     let mut log = Log::open(dir.path(), config.clone(), now).unwrap();
     // Its records' offset deltas are not 0, 1, 2: a compacted topic's
     // leader refuses it.
-    let err = log.append_as_leader(&mut data.clone(), 0, now).unwrap_err();
+    let err = log
+        .append_as_leader(
+            &mut data.clone(),
+            0,
+            now,
+            skein_storage::AppendOrigin::Client,
+        )
+        .unwrap_err();
     assert!(matches!(err, StorageError::InvalidRecord(_)), "{err}");
     assert_eq!(log.log_end_offset(), 0);
     // Written anyway (a follower copies what its leader has, say from

@@ -134,7 +134,12 @@ fn a_follower_builds_producer_state_from_the_batches_it_copies() {
     for i in 0..8 {
         for pid in [7, 8] {
             let info = leader
-                .append_as_leader(&mut idem_batch(pid, 2, i * 3, 3), 4, 10)
+                .append_as_leader(
+                    &mut idem_batch(pid, 2, i * 3, 3),
+                    4,
+                    10,
+                    skein_storage::AppendOrigin::Client,
+                )
                 .unwrap();
             sent.push((pid, i * 3, info.first_offset, info.last_offset));
         }
@@ -147,13 +152,23 @@ fn a_follower_builds_producer_state_from_the_batches_it_copies() {
     // batches of each producer, with the offsets the old leader gave them.
     for (pid, seq, first, last) in sent.iter().rev().take(2 * MAX_CACHED_BATCHES) {
         let retry = follower
-            .append_as_leader(&mut idem_batch(*pid, 2, *seq, 3), 5, 30)
+            .append_as_leader(
+                &mut idem_batch(*pid, 2, *seq, 3),
+                5,
+                30,
+                skein_storage::AppendOrigin::Client,
+            )
             .unwrap();
         assert!(retry.duplicate, "retry of {pid}/{seq} appended again");
         assert_eq!((retry.first_offset, retry.last_offset), (*first, *last));
     }
     let next = follower
-        .append_as_leader(&mut idem_batch(7, 2, 24, 1), 5, 30)
+        .append_as_leader(
+            &mut idem_batch(7, 2, 24, 1),
+            5,
+            30,
+            skein_storage::AppendOrigin::Client,
+        )
         .unwrap();
     assert!(!next.duplicate);
     assert_eq!(next.first_offset, leader.log_end_offset());
@@ -167,25 +182,45 @@ fn truncating_a_divergent_tail_rebuilds_producer_state_from_what_remains() {
     let mut new_leader = Log::open(fd.path(), cfg(300), 0).unwrap();
     for i in 0..6 {
         old_leader
-            .append_as_leader(&mut idem_batch(1, 0, i * 2, 2), 1, 0)
+            .append_as_leader(
+                &mut idem_batch(1, 0, i * 2, 2),
+                1,
+                0,
+                skein_storage::AppendOrigin::Client,
+            )
             .unwrap();
     }
     replicate(&old_leader, &mut new_leader, 0);
     // The old leader appends more that nobody copies, then loses leadership.
     for i in 6..12 {
         old_leader
-            .append_as_leader(&mut idem_batch(1, 0, i * 2, 2), 1, 0)
+            .append_as_leader(
+                &mut idem_batch(1, 0, i * 2, 2),
+                1,
+                0,
+                skein_storage::AppendOrigin::Client,
+            )
             .unwrap();
     }
     assert!(old_leader.num_segments() > new_leader.num_segments());
     // The producer retries batch 6 at the new leader, then goes on.
     new_leader.assign_leader_epoch(2, 12).unwrap();
     let retried = new_leader
-        .append_as_leader(&mut idem_batch(1, 0, 12, 2), 2, 0)
+        .append_as_leader(
+            &mut idem_batch(1, 0, 12, 2),
+            2,
+            0,
+            skein_storage::AppendOrigin::Client,
+        )
         .unwrap();
     assert!(!retried.duplicate);
     new_leader
-        .append_as_leader(&mut idem_batch(1, 0, 14, 2), 2, 0)
+        .append_as_leader(
+            &mut idem_batch(1, 0, 14, 2),
+            2,
+            0,
+            skein_storage::AppendOrigin::Client,
+        )
         .unwrap();
 
     truncate_divergent_tail(&new_leader, &mut old_leader);
@@ -196,11 +231,21 @@ fn truncating_a_divergent_tail_rebuilds_producer_state_from_what_remains() {
 
     // Leadership comes back: retries of the batches it now has are duplicates.
     let dup = old_leader
-        .append_as_leader(&mut idem_batch(1, 0, 14, 2), 3, 0)
+        .append_as_leader(
+            &mut idem_batch(1, 0, 14, 2),
+            3,
+            0,
+            skein_storage::AppendOrigin::Client,
+        )
         .unwrap();
     assert!(dup.duplicate);
     assert_eq!(dup.first_offset, 14);
-    let gap = old_leader.append_as_leader(&mut idem_batch(1, 0, 22, 2), 3, 0);
+    let gap = old_leader.append_as_leader(
+        &mut idem_batch(1, 0, 22, 2),
+        3,
+        0,
+        skein_storage::AppendOrigin::Client,
+    );
     assert!(
         matches!(gap, Err(StorageError::OutOfOrderSequence(_))),
         "{gap:?}"
@@ -265,8 +310,12 @@ fn run_simulation(seed: u64) {
                 let p = producers.entry(pid).or_default();
                 let n = 1 + rng.below(4) as usize;
                 let log = logs[leader].as_mut().unwrap();
-                match log.append_as_leader(&mut idem_batch(pid, p.epoch, p.next_seq, n), epoch, now)
-                {
+                match log.append_as_leader(
+                    &mut idem_batch(pid, p.epoch, p.next_seq, n),
+                    epoch,
+                    now,
+                    skein_storage::AppendOrigin::Client,
+                ) {
                     Ok(info) => {
                         assert!(!info.duplicate, "{what}: a new batch taken for a duplicate");
                         p.recent.push_back((p.next_seq, n));
@@ -332,7 +381,12 @@ fn run_simulation(seed: u64) {
                 if let Some(&(first, last)) = held.get(&(*pid, p.epoch, seq)) {
                     let leo = log.log_end_offset();
                     let r = log
-                        .append_as_leader(&mut idem_batch(*pid, p.epoch, seq, n), epoch, now)
+                        .append_as_leader(
+                            &mut idem_batch(*pid, p.epoch, seq, n),
+                            epoch,
+                            now,
+                            skein_storage::AppendOrigin::Client,
+                        )
                         .unwrap();
                     assert!(r.duplicate, "{what}: retry of {pid}/{seq} appended again");
                     assert_eq!((r.first_offset, r.last_offset), (first, last), "{what}");
@@ -364,17 +418,32 @@ fn a_batch_written_before_a_failing_flush_is_still_known_to_the_producer_state()
         ..config()
     };
     let mut log = Log::open(dir.path(), cfg, 0).unwrap();
-    log.append_as_leader(&mut idem_batch(3, 0, 0, 2), 0, 1)
-        .unwrap();
+    log.append_as_leader(
+        &mut idem_batch(3, 0, 0, 2),
+        0,
+        1,
+        skein_storage::AppendOrigin::Client,
+    )
+    .unwrap();
     // The recovery-point checkpoint cannot be written: the flush fails.
     let blocker = dir.path().join("recovery-point.tmp");
     std::fs::create_dir(&blocker).unwrap();
-    let failed = log.append_as_leader(&mut idem_batch(3, 0, 2, 2), 0, 2);
+    let failed = log.append_as_leader(
+        &mut idem_batch(3, 0, 2, 2),
+        0,
+        2,
+        skein_storage::AppendOrigin::Client,
+    );
     assert!(failed.is_err(), "the flush should have failed");
     assert_eq!(log.log_end_offset(), 4, "the batch itself was written");
     std::fs::remove_dir(&blocker).unwrap();
     let retry = log
-        .append_as_leader(&mut idem_batch(3, 0, 2, 2), 0, 3)
+        .append_as_leader(
+            &mut idem_batch(3, 0, 2, 2),
+            0,
+            3,
+            skein_storage::AppendOrigin::Client,
+        )
         .unwrap();
     assert!(retry.duplicate, "the retry was appended a second time");
     assert_eq!((retry.first_offset, log.log_end_offset()), (2, 4));
@@ -392,8 +461,13 @@ fn truncation_does_not_make_active_producers_look_idle() {
     let mut log = Log::open(dir.path(), config(), 0).unwrap();
     let now = 30 * DAY;
     for i in 0..4 {
-        log.append_as_leader(&mut idem_batch(4, 0, i * 2, 2), 1, now)
-            .unwrap();
+        log.append_as_leader(
+            &mut idem_batch(4, 0, i * 2, 2),
+            1,
+            now,
+            skein_storage::AppendOrigin::Client,
+        )
+        .unwrap();
     }
     // A divergent tail goes (the last batch).
     log.truncate_to(6).unwrap();
@@ -403,7 +477,12 @@ fn truncation_does_not_make_active_producers_look_idle() {
         "an active producer expired"
     );
     let retry = log
-        .append_as_leader(&mut idem_batch(4, 0, 4, 2), 1, now + 2_000)
+        .append_as_leader(
+            &mut idem_batch(4, 0, 4, 2),
+            1,
+            now + 2_000,
+            skein_storage::AppendOrigin::Client,
+        )
         .unwrap();
     assert!(retry.duplicate);
     assert_eq!(retry.first_offset, 4);

@@ -1,0 +1,185 @@
+//! The coordinator's timers: join/sync barriers and sessions of classic
+//! groups, sessions and revocation deadlines of consumer groups, offset
+//! retention (`offsets.retention.minutes`, checked every
+//! `offsets.retention.check.interval.ms`), and the group gauges. Each pass
+//! takes the shards one at a time, so a timer never holds up the groups of
+//! a shard it is not working on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::{info, warn};
+
+use super::classic_group::GroupState;
+use super::consumer_group_records;
+use super::coordinator::{GroupCoordinator, State};
+use super::log_format;
+use super::offsets::{expired_offsets, Retention};
+use crate::broker::Broker;
+use crate::system::now_ms;
+
+impl GroupCoordinator {
+    /// Loads groups and offsets from `__consumer_offsets` and starts the timers.
+    pub fn start(broker: &Arc<Broker>) {
+        broker.groups.load(broker);
+        let b = broker.clone();
+        broker.spawn(tokio::spawn(async move {
+            let mut last_metrics = 0i64;
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let now = now_ms();
+                b.groups.tick(&b, now);
+                if now - last_metrics >= 5000 {
+                    last_metrics = now;
+                    b.groups.update_metrics(&b);
+                }
+            }
+        }));
+    }
+
+    /// Timers: barriers, sessions, and (every retention check interval)
+    /// offset expiry, shard by shard.
+    pub fn tick(&self, broker: &Broker, now: i64) {
+        for shard in self.shards() {
+            let mut st = shard.lock().expect("group coordinator shard lock");
+            self.tick_shard(&mut st, broker, now);
+        }
+    }
+
+    fn tick_shard(&self, st: &mut State, broker: &Broker, now: i64) {
+        let ids: Vec<String> = st.classic.keys().cloned().collect();
+        for id in ids {
+            let mut effects = Vec::new();
+            if let Some(g) = st.classic.get_mut(&id) {
+                g.tick(&self.cfg, now, &mut effects);
+            }
+            if !effects.is_empty() {
+                self.apply(st, broker, &id, effects);
+            }
+        }
+        let expiring: Vec<String> = st
+            .consumer
+            .values()
+            .filter(|g| !g.expired_members(&self.cfg, now).is_empty())
+            .map(|g| g.id.clone())
+            .collect();
+        for id in expiring {
+            let Some(g) = st.consumer.get_mut(&id) else {
+                continue;
+            };
+            let old = consumer_group_records::consumer_group_records(g);
+            g.tick(&self.cfg, now);
+            let records = consumer_group_records::diff_records(
+                &old,
+                &consumer_group_records::consumer_group_records(g),
+            );
+            if let Err(e) = self.append(broker, &id, &records) {
+                warn!(group = %id, error = %e.message, "cannot persist expired members");
+            }
+        }
+        if now - st.last_retention_ms >= self.cfg.offsets_retention_check_interval_ms {
+            st.last_retention_ms = now;
+            self.expire_offsets(st, broker, now);
+        }
+    }
+
+    /// Drops expired offsets (tombstones) and then groups left with neither
+    /// members nor offsets.
+    fn expire_offsets(&self, st: &mut State, broker: &Broker, now: i64) {
+        let groups: Vec<String> = st.offsets.group_ids().cloned().collect();
+        for group in groups {
+            let basis = if let Some(cg) = st.consumer.get(&group) {
+                if cg.is_empty() {
+                    Retention::EmptySince(cg.state_since_ms)
+                } else {
+                    Retention::Active
+                }
+            } else if let Some(g) = st.classic.get(&group) {
+                match (g.state, &g.protocol_type) {
+                    (GroupState::Empty, None) => Retention::Standalone,
+                    (GroupState::Empty, Some(_)) => Retention::EmptySince(g.state_since_ms),
+                    _ => Retention::Active,
+                }
+            } else {
+                Retention::Standalone
+            };
+            let Some(offsets) = st.offsets.group(&group) else {
+                continue;
+            };
+            let expired = expired_offsets(offsets, basis, now, self.cfg.offsets_retention_ms);
+            if expired.is_empty() {
+                continue;
+            }
+            let records: Vec<(Bytes, Option<Bytes>)> = expired
+                .iter()
+                .map(|(t, p)| (log_format::offset_key(&group, t, *p), None))
+                .collect();
+            if self.append(broker, &group, &records).is_ok() {
+                info!(group, offsets = expired.len(), "committed offsets expired");
+                for tp in &expired {
+                    st.offsets.delete(&group, tp);
+                }
+            }
+        }
+        let empty: Vec<String> = st
+            .classic
+            .values()
+            .filter(|g| g.state == GroupState::Empty && g.pending_members.is_empty())
+            .map(|g| g.id.clone())
+            .chain(
+                st.consumer
+                    .values()
+                    .filter(|g| g.is_empty())
+                    .map(|g| g.id.clone()),
+            )
+            .filter(|id| st.offsets.group(id).is_none())
+            .collect();
+        for id in empty {
+            let _ = self.remove_group(st, broker, &id);
+        }
+    }
+
+    /// Refreshes the group gauges (state counts, members, lag). The shards
+    /// are copied from one at a time; the lag is computed with none held.
+    pub fn update_metrics(&self, broker: &Broker) {
+        let mut groups: Vec<(String, String, usize)> = Vec::new();
+        let mut committed: std::collections::HashMap<String, Vec<(String, i32, i64)>> =
+            Default::default();
+        for shard in self.shards() {
+            let st = shard.lock().expect("group coordinator shard lock");
+            groups.extend(
+                st.classic
+                    .values()
+                    .map(|g| (g.id.clone(), g.state.name().to_string(), g.members.len()))
+                    .chain(
+                        st.consumer
+                            .values()
+                            .map(|g| (g.id.clone(), g.state_name().to_string(), g.members.len())),
+                    ),
+            );
+            for id in st.offsets.group_ids() {
+                let offsets = st.offsets.group(id).into_iter().flatten();
+                committed.insert(
+                    id.clone(),
+                    offsets
+                        .map(|((t, p), o)| (t.clone(), *p, o.offset))
+                        .collect(),
+                );
+            }
+        }
+        groups.sort();
+        let lag = |group: &str| -> Vec<(String, i32, i64)> {
+            committed
+                .get(group)
+                .into_iter()
+                .flatten()
+                .filter_map(|(t, p, offset)| {
+                    let part = broker.replicas.get(t, *p)?;
+                    Some((t.clone(), *p, (part.high_watermark() - offset).max(0)))
+                })
+                .collect()
+        };
+        self.metrics.update(&groups, lag);
+    }
+}

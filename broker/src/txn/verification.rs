@@ -1,0 +1,170 @@
+//! KIP-890 part 1: a leader appends a transactional batch only for a
+//! partition that the transaction's coordinator says is in that producer's
+//! ongoing transaction (Kafka's `AddPartitionsToTxnManager`).
+//!
+//! Without it a producer id, taken from any transaction, opens a
+//! transaction on any partition that no coordinator will ever close: the
+//! last stable offset stops there for good, read_committed consumers stall,
+//! retention and compaction stop behind it. The first batch of a
+//! transaction on a partition is checked with the coordinator
+//! (`AddPartitionsToTxn` v4, `verify_only`); later ones find the
+//! transaction open in the partition's producer state and go through.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::{ParseResponseErrorCode, ResponseError};
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
+
+use super::metadata::TxnMetadata;
+use super::TxnState;
+use crate::broker::Broker;
+use crate::error::ApiError;
+use crate::handlers::strb;
+
+/// How long a leader waits for the coordinator's answer.
+const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether `topic`-`partition` is in the ongoing transaction of producer
+/// `producer_id` at `producer_epoch`, as the coordinator's metadata `meta`
+/// says: 0, or the error code a leader answers the producer with.
+pub(crate) fn verification_code(
+    meta: &Result<TxnMetadata, ApiError>,
+    producer_id: i64,
+    producer_epoch: i16,
+    topic: &str,
+    partition: i32,
+) -> i16 {
+    match meta {
+        Err(e) => e.code.code(),
+        Ok(m) if m.producer_id != producer_id || m.producer_epoch != producer_epoch => {
+            ResponseError::InvalidProducerEpoch.code()
+        }
+        Ok(m)
+            if m.state == TxnState::Ongoing
+                && m.partitions.contains(&(topic.to_string(), partition)) =>
+        {
+            0
+        }
+        Ok(_) => ResponseError::InvalidTxnState.code(),
+    }
+}
+
+/// Checks that a transactional batch of (`producer_id`, `producer_epoch`)
+/// for transactional id `tid` may be appended to `topic`-`partition`.
+///
+/// `INVALID_TXN_STATE` when the partition is not in the transaction,
+/// `INVALID_PRODUCER_EPOCH` for another producer or epoch, and the
+/// retriable `NOT_ENOUGH_REPLICAS` when the coordinator cannot answer now
+/// (a producer retries a produce on that, not on coordinator errors).
+pub async fn verify(
+    broker: &Arc<Broker>,
+    tid: &str,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Result<(), ApiError> {
+    if !broker.txns.cfg.partition_verification {
+        return Ok(());
+    }
+    let open_here = broker.replicas.get(topic, partition).is_some_and(|p| {
+        p.with_log(|l| {
+            l.producer_state()
+                .producers()
+                .get(&producer_id)
+                .is_some_and(|e| e.epoch == producer_epoch && e.current_txn_first_offset.is_some())
+        })
+    });
+    if open_here {
+        return Ok(());
+    }
+    let unavailable = |why: String| {
+        ApiError::new(
+            ResponseError::NotEnoughReplicas,
+            format!("cannot verify the transaction of {tid} with its coordinator now: {why}"),
+        )
+    };
+    let coordinator = broker
+        .txns
+        .coordinator_of(broker, tid)
+        .map_err(|e| unavailable(e.message))?;
+    let code = if coordinator == broker.config.node_id {
+        let meta = broker.txns.describe(broker, tid);
+        verification_code(&meta, producer_id, producer_epoch, topic, partition)
+    } else {
+        ask(
+            broker,
+            coordinator,
+            tid,
+            topic,
+            partition,
+            producer_id,
+            producer_epoch,
+        )
+        .await
+        .map_err(|code| unavailable(format!("{code:?} from broker {coordinator}")))?
+    };
+    match code.err() {
+        None => Ok(()),
+        Some(e @ (ResponseError::InvalidTxnState | ResponseError::InvalidProducerEpoch)) => {
+            Err(ApiError::new(
+                e,
+                format!(
+                    "{topic}-{partition} is not in an ongoing transaction of producer {producer_id} \
+                     at epoch {producer_epoch} ({tid})"
+                ),
+            ))
+        }
+        Some(ResponseError::TransactionalIdNotFound | ResponseError::InvalidProducerIdMapping) => {
+            Err(ApiError::new(
+                ResponseError::InvalidTxnState,
+                format!("the coordinator knows no ongoing transaction for {tid}"),
+            ))
+        }
+        Some(other) => Err(unavailable(format!("{other:?}"))),
+    }
+}
+
+/// `AddPartitionsToTxn` v4 with `verify_only` to the coordinator on
+/// another broker: the partition's code, or why there is none.
+async fn ask(
+    broker: &Arc<Broker>,
+    coordinator: i32,
+    tid: &str,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Result<i16, ResponseError> {
+    let mut t = AddPartitionsToTxnTopic::default();
+    t.name = TopicName(strb(topic));
+    t.partitions = vec![partition];
+    let mut txn = AddPartitionsToTxnTransaction::default();
+    txn.transactional_id = TransactionalId(strb(tid));
+    txn.producer_id = ProducerId(producer_id);
+    txn.producer_epoch = producer_epoch;
+    txn.verify_only = true;
+    txn.topics = vec![t];
+    let mut req = AddPartitionsToTxnRequest::default();
+    req.transactions = vec![txn];
+    let resp = broker
+        .txns
+        .verification
+        .call(broker, coordinator, &req, 4, VERIFY_TIMEOUT)
+        .await?;
+    if let Some(e) = resp.error_code.err() {
+        return Err(e);
+    }
+    resp.results_by_transaction
+        .iter()
+        .flat_map(|r| &r.topic_results)
+        .filter(|r| r.name.0.as_str() == topic)
+        .flat_map(|r| &r.results_by_partition)
+        .find(|r| r.partition_index == partition)
+        .map(|r| r.partition_error_code)
+        .ok_or(ResponseError::UnknownServerError)
+}

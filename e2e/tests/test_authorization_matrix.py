@@ -1,0 +1,777 @@
+"""An authorization matrix (issue #41): every API Skein serves to clients, called by an
+authenticated principal that has no ACL at all, on a broker with the authorizer on
+(`authorizer.class.name` = Kafka's StandardAuthorizer, `super.users=User:admin`,
+`allow.everyone.if.no.acl.found=false`) and a SASL_PLAINTEXT listener with PLAIN users admin and
+mallory.
+
+As admin the module first makes what the requests name: a topic with records, a group with a
+committed offset, a transactional id that has committed a transaction (its producer id and epoch
+are used by mallory's transactional requests). Then mallory sends, over a raw socket
+(`rawkafka.py`; requests built with kafka-python's protocol classes, `kafka.protocol.*`), one
+minimal well-formed request per API at a version both brokers serve (the highest, unless the row
+says why not), and each answer must be Apache Kafka 4.1.1's, recorded by running this file with
+E2E_TARGET=kafka: the error codes of the answer, wherever they sit in it, and for the APIs that
+answer with a filtered list (Metadata, ListGroups, ListTransactions, DescribeCluster) the list.
+
+Inter-broker forms a client can send are rows too: Fetch from a follower (ReplicaId in v11, the
+ReplicaState tagged field in v17), OffsetForLeaderEpoch from a follower, WriteTxnMarkers and
+AddPartitionsToTxn's batched v4 form: without ClusterAction mallory must be refused (a follower
+fetch moves the high watermark). The controller-only and removed ZooKeeper-era APIs, which
+neither broker advertises, are sent too: Kafka closes the connection without an answer.
+
+APIs only one of the two brokers serves and the pre-authentication APIs are listed below with
+the reason (no test case, nothing skipped); `test_served_apis_are_all_in_the_matrix` fails
+when the broker under test serves an API the matrix does not name.
+
+Destructive requests come last (DeleteTopics, DeleteRecords, ...), and
+`test_nothing_changed_after_the_matrix` checks, as admin, that the topics, the records, the group's
+offset, the configs, the ACLs, the client quotas and the SCRAM users are as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   ConfigResource, NewTopic, ResourcePatternType, ResourceType)
+from kafka.protocol.admin import (AlterClientQuotasRequest, AlterClientQuotasResponse, AlterConfigsRequest,
+                                  AlterConfigsResponse, AlterPartitionReassignmentsRequest,
+                                  AlterPartitionReassignmentsResponse, AlterUserScramCredentialsRequest,
+                                  AlterUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
+                                  CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+                                  CreateTopicsResponse, DeleteAclsRequest, DeleteAclsResponse, DeleteGroupsRequest,
+                                  DeleteGroupsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
+                                  DeleteTopicsRequest, DeleteTopicsResponse, DescribeAclsRequest,
+                                  DescribeAclsResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+                                  DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
+                                  DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+                                  DescribeLogDirsRequest, DescribeLogDirsResponse, DescribeProducersRequest,
+                                  DescribeProducersResponse, DescribeTopicPartitionsRequest,
+                                  DescribeTopicPartitionsResponse, DescribeTransactionsRequest,
+                                  DescribeTransactionsResponse, DescribeUserScramCredentialsRequest,
+                                  DescribeUserScramCredentialsResponse, ElectLeadersRequest, ElectLeadersResponse,
+                                  IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+                                  ListGroupsRequest, ListGroupsResponse, ListPartitionReassignmentsRequest,
+                                  ListPartitionReassignmentsResponse, ListTransactionsRequest,
+                                  ListTransactionsResponse, UpdateFeaturesRequest, UpdateFeaturesResponse)
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse,
+                                     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+                                     ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
+                                     OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+                                     OffsetFetchRequest, OffsetFetchResponse, OffsetForLeaderEpochRequest,
+                                     OffsetForLeaderEpochResponse, SyncGroupRequest, SyncGroupResponse)
+from kafka.protocol.metadata import (FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest,
+                                     MetadataResponse)
+from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+                                     AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse,
+                                     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
+                                     TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
+                                     WriteTxnMarkersResponse)
+
+import rawkafka as rk
+from brokers import KafkaBroker, free_port, make_broker
+
+pytestmark = pytest.mark.acls
+
+TARGET = os.environ.get("E2E_TARGET", "skein")
+USERS = {"admin": "admin-secret", "mallory": "mallory-secret"}
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+TOPIC = "authz-topic"          # 1 partition, RECORDS records, made by admin
+GROUP = "authz-group"          # committed offset COMMITTED on TOPIC-0, made by admin
+TXN = "authz-txn"              # a transactional id that committed one transaction
+NEW_TOPIC = "authz-new-topic"  # never created: mallory's CreateTopics
+MISSING = "authz-missing"      # never created: Metadata by name for a topic that does not exist
+RECORDS, COMMITTED = 5, 3
+
+# Errors (org.apache.kafka.common.protocol.Errors).
+TOPIC_AUTH = 29            # TOPIC_AUTHORIZATION_FAILED
+GROUP_AUTH = 30            # GROUP_AUTHORIZATION_FAILED
+CLUSTER_AUTH = 31          # CLUSTER_AUTHORIZATION_FAILED
+TXN_ID_AUTH = 53           # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+CLOSED = "connection closed without an answer"
+
+# ------------------------------------------------------------------------------------------
+# which APIs
+
+# Answered before (or as part of) authentication: nothing to authorize. Not in the matrix.
+PRE_AUTH = {
+    17: "SaslHandshake: pre-authentication (the SASL exchange itself)",
+    18: "ApiVersions: pre-authentication (answered to anyone, before SASL)",
+    36: "SaslAuthenticate: pre-authentication (the SASL exchange itself)",
+}
+
+# Advertised by Apache Kafka 4.1.1 on its broker listener (ApiVersions) but not by Skein: no
+# row (docs/compatibility.md lists them as not served). Kafka's answers to them are not part of this matrix.
+KAFKA_ONLY = {
+    34: "AlterReplicaLogDirs: served by Kafka 4.1.1 only (moving replicas between a broker's log dirs)",
+    38: "CreateDelegationToken: served by Kafka 4.1.1 only (Skein has no delegation tokens)",
+    39: "RenewDelegationToken: served by Kafka 4.1.1 only (Skein has no delegation tokens)",
+    40: "ExpireDelegationToken: served by Kafka 4.1.1 only (Skein has no delegation tokens)",
+    41: "DescribeDelegationToken: served by Kafka 4.1.1 only (Skein has no delegation tokens)",
+    55: "DescribeQuorum: served by Kafka 4.1.1 only (the KRaft quorum; Skein has no KRaft controller)",
+    64: "UnregisterBroker: served by Kafka 4.1.1 only (KRaft broker registrations)",
+    74: "ListConfigResources: served by Kafka 4.1.1 only (KIP-1142, new in 4.1)",
+    76: "ShareGroupHeartbeat: served by Kafka 4.1.1 only (share groups, KIP-932)",
+    77: "ShareGroupDescribe: served by Kafka 4.1.1 only (share groups, KIP-932)",
+    78: "ShareFetch: served by Kafka 4.1.1 only (share groups, KIP-932)",
+    79: "ShareAcknowledge: served by Kafka 4.1.1 only (share groups, KIP-932)",
+    80: "AddRaftVoter: served by Kafka 4.1.1 only (KRaft quorum membership, KIP-853)",
+    81: "RemoveRaftVoter: served by Kafka 4.1.1 only (KRaft quorum membership, KIP-853)",
+    83: "InitializeShareGroupState: served by Kafka 4.1.1 only (share-group state, KIP-932)",
+    84: "ReadShareGroupState: served by Kafka 4.1.1 only (share-group state, KIP-932)",
+    85: "WriteShareGroupState: served by Kafka 4.1.1 only (share-group state, KIP-932)",
+    86: "DeleteShareGroupState: served by Kafka 4.1.1 only (share-group state, KIP-932)",
+    87: "ReadShareGroupStateSummary: served by Kafka 4.1.1 only (share-group state, KIP-932)",
+    90: "DescribeShareGroupOffsets: served by Kafka 4.1.1 only (share groups, KIP-932)",
+    91: "AlterShareGroupOffsets: served by Kafka 4.1.1 only (share groups, KIP-932)",
+    92: "DeleteShareGroupOffsets: served by Kafka 4.1.1 only (share groups, KIP-932)",
+}
+
+# Advertised by Skein but not by Kafka 4.1.1: none (every key Skein serves, Kafka serves).
+SKEIN_ONLY: dict[int, str] = {}
+
+# Advertised by neither on the client listener: the ZooKeeper-era inter-broker APIs (gone from
+# Kafka 4) and the KRaft controller's own. A client can still send them; sent with an empty body
+# at the version named (the header is all a broker reads of an API it does not serve).
+NOT_SERVED = {
+    4: ("LeaderAndIsr", 7), 5: ("StopReplica", 4), 6: ("UpdateMetadata", 8), 7: ("ControlledShutdown", 3),
+    52: ("Vote", 1), 53: ("BeginQuorumEpoch", 1), 54: ("EndQuorumEpoch", 1), 56: ("AlterPartition", 3),
+    58: ("Envelope", 0), 59: ("FetchSnapshot", 1), 62: ("BrokerRegistration", 4), 63: ("BrokerHeartbeat", 1),
+    67: ("AllocateProducerIds", 0), 70: ("ControllerRegistration", 0), 73: ("AssignReplicasToDirs", 0),
+}
+
+
+# ------------------------------------------------------------------------------------------
+# the broker and what admin makes
+
+
+@dataclass
+class Setup:
+    broker: object
+    sasl_port: int
+    topic_id: uuid.UUID
+    producer_id: int
+    producer_epoch: int
+    before: dict = field(default_factory=dict)  # what test_nothing_changed_after_the_matrix compares
+
+    def conf(self, user: str) -> dict:
+        return {"bootstrap.servers": f"127.0.0.1:{self.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": USERS[user]}
+
+    def connect(self, user: str) -> rk.Connection:
+        c = rk.Connection("127.0.0.1", self.sasl_port, client_id=f"authz-{user}", timeout=30)
+        try:
+            c.sasl_plain(user, USERS[user])
+        except BaseException:
+            c.close()
+            raise
+        return c
+
+
+def jaas(*, client_user: str | None = None) -> str:
+    login = f' username="{client_user}" password="{USERS[client_user]}"' if client_user else ""
+    users = " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+    return f"org.apache.kafka.common.security.plain.PlainLoginModule required{login} {users};"
+
+
+@pytest.fixture(scope="module")
+def authz(tmp_path_factory):
+    """The broker under test with the authorizer on, PLAINTEXT (User:ANONYMOUS, no ACL) and
+    SASL_PLAINTEXT (PLAIN: admin, a super user, and mallory). Kafka also needs its controller
+    listener and inter-broker listener to authenticate as a super user (SASL_PLAINTEXT, PLAIN as
+    admin): its broker registers with the controller, which authorizes that (ClusterAction)."""
+    b = make_broker(TARGET, tmp_path_factory.mktemp(f"{TARGET}-authz"))
+    sasl_port = free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    overrides = {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(),
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:admin",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    if isinstance(b, KafkaBroker):
+        overrides.update({
+            "listeners": listeners + f",CONTROLLER://127.0.0.1:{b.controller_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                              "CONTROLLER:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(client_user="admin"),
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": jaas(client_user="admin"),
+        })
+    b.overrides.update(overrides)
+    b.start()
+    try:
+        yield make_resources(b, sasl_port)
+    finally:
+        b.stop()
+
+
+def make_resources(b, sasl_port: int) -> Setup:
+    s = Setup(b, sasl_port, uuid.UUID(int=0), -1, -1)
+    admin = AdminClient(s.conf("admin"))
+    for f in admin.create_topics([NewTopic(TOPIC, 1, 1)], operation_timeout=30).values():
+        f.result(30)
+    p = Producer({**s.conf("admin"), "acks": "all"})
+    for i in range(RECORDS):
+        p.produce(TOPIC, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    c = Consumer({**s.conf("admin"), "group.id": GROUP, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(TOPIC, 0, COMMITTED)], asynchronous=False)
+    c.close()
+    tp = Producer({**s.conf("admin"), "transactional.id": TXN})
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    tp.produce(TOPIC, value=b"in a transaction", partition=0)
+    tp.commit_transaction(30)
+    tp.flush(10)
+    del tp
+    with s.connect("admin") as c:
+        md = c.message(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+                                           allow_auto_topic_creation=False), MetadataResponse)
+        assert md.topics[0].error_code == 0, md
+        s.topic_id = md.topics[0].topic_id
+        # The transactional id's current producer id and epoch (what mallory's requests carry).
+        d = c.message(DescribeTransactionsRequest[0](transactional_ids=[TXN]), DescribeTransactionsResponse)
+        state = d.transaction_states[0]
+        assert state.error_code == 0, d
+        s.producer_id, s.producer_epoch = state.producer_id, state.producer_epoch
+    s.before = snapshot(s)
+    return s
+
+
+def snapshot(s: Setup) -> dict:
+    """What mallory's requests must not change, read as admin: topics, partitions, watermarks, the
+    group's offset, a topic and a broker config, ACLs, client quotas and SCRAM users."""
+    admin = AdminClient(s.conf("admin"))
+    md = admin.list_topics(timeout=30)
+    c = Consumer({**s.conf("admin"), "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        committed = c.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset
+        low, high = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)
+    finally:
+        c.close()
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    acls = admin.describe_acls(everything, request_timeout=30).result(30)
+    configs = {}
+    for kind, name, key in ((ConfigResource.Type.TOPIC, TOPIC, "retention.ms"),
+                            (ConfigResource.Type.BROKER, "1", "log.retention.ms")):
+        for f in admin.describe_configs([ConfigResource(kind, name)], request_timeout=30).values():
+            entry = f.result(30).get(key)
+            configs[f"{name} {key}"] = None if entry is None else entry.value
+    with s.connect("admin") as raw:
+        quotas = raw.message(build(DescribeClientQuotasRequest, 1, components=[], strict=False),
+                             DescribeClientQuotasResponse)
+        assert quotas.error_code == 0, quotas
+        scram = raw.message(build(DescribeUserScramCredentialsRequest, 0, users=[{"name": "mallory"}]),
+                            DescribeUserScramCredentialsResponse)
+    return {
+        "topics": sorted(t for t in md.topics if not t.startswith("__")),
+        "partitions": len(md.topics[TOPIC].partitions) if TOPIC in md.topics else None,
+        "committed": committed,
+        "watermarks": (low, high),
+        "configs": configs,
+        "acls": sorted(str(a) for a in acls),
+        "client quotas": sorted(str(e.to_dict()) for e in quotas.entries or []),
+        "mallory's SCRAM credentials": [(r.error_code, len(r.credential_infos)) for r in scram.results],
+    }
+
+
+# ------------------------------------------------------------------------------------------
+# building requests and reading answers
+
+
+def build(cls, version: int, **values):
+    """A kafka-python request at `version`; nested structs and struct arrays given as dicts."""
+    return cls[version](**_values(cls._struct.fields, values))
+
+
+def _values(fields, values: dict) -> dict:
+    out = {}
+    for name, v in values.items():
+        f = fields[name]
+        if v is not None and f.is_struct_array():
+            v = [f.data_class(**_values(f.fields, x)) for x in v]
+        elif v is not None and f.is_struct():
+            v = f.data_class(**_values(f.fields, v))
+        out[name] = v
+    return out
+
+
+def codes(answer) -> dict[str, int]:
+    """Every error code in a decoded answer, by its path: {"topics[0].error_code": 29, ...}."""
+    out: dict[str, int] = {}
+
+    def walk(v, path: str) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                p = f"{path}.{k}" if path else k
+                if k.endswith("error_code") and isinstance(x, int):
+                    out[p] = x
+                else:
+                    walk(x, p)
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(x, f"{path}[{i}]")
+
+    walk(answer.to_dict(), "")
+    return out
+
+
+def send(request, response_class, extract: Callable = codes):
+    """A row's call: sends `request` as mallory and extracts the answer."""
+    return lambda c, s: extract(c.message(request(s) if callable(request) else request, response_class))
+
+
+# ------------------------------------------------------------------------------------------
+# the matrix
+
+
+@dataclass
+class Row:
+    id: str
+    api: int
+    version: int
+    call: Callable  # (mallory's connection, Setup) -> the answer
+    kafka: object   # Kafka 4.1.1's answer
+    doc: str
+
+
+def batch(**kw) -> bytes:
+    return rk.record_batch([rk.record(0, 0, b"k", b"mallory")], base_timestamp=1_700_000_000_000, **kw)
+
+
+def authorized_operations(bits: set[int] | None) -> list[int] | None:
+    """An authorized-operations bitfield as kafka-python decodes it (the set bits; None for
+    -2147483648, "not asked for"), as a list of AclOperation codes."""
+    return None if bits is None else sorted(bits)
+
+
+def metadata_topics(answer) -> dict:
+    return {"error_code": answer.error_code, "topics": {t.name: t.error_code for t in answer.topics}}
+
+
+ROWS: list[Row] = [
+    Row("Produce", 0, 13,
+        send(lambda s: build(ProduceRequest, 13, transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[
+            {"topic_id": s.topic_id, "partition_data": [{"index": 0, "records": batch()}]}]), ProduceResponse),
+        {"responses[0].partition_responses[0].error_code": TOPIC_AUTH},
+        "Write on the topic"),
+    Row("Produce-transactional", 0, 13,
+        send(lambda s: build(ProduceRequest, 13, transactional_id=TXN, acks=-1, timeout_ms=30000, topic_data=[
+            {"topic_id": s.topic_id, "partition_data": [{"index": 0, "records": batch(
+                attributes=rk.ATTR_TRANSACTIONAL, producer_id=s.producer_id, producer_epoch=s.producer_epoch,
+                base_sequence=0)}]}]), ProduceResponse),
+        {"responses[0].partition_responses[0].error_code": TXN_ID_AUTH},
+        "Write on the transactional id"),
+    Row("Fetch", 1, 17,
+        send(lambda s: build(FetchRequest, 17, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
+            {"topic_id": s.topic_id, "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                     "partition_max_bytes": 1 << 20}]}],
+            forgotten_topics_data=[]), FetchResponse),
+        {"error_code": 0, "responses[0].partitions[0].error_code": TOPIC_AUTH},
+        "Read on the topic"),
+    Row("Fetch-follower-v17", 1, 17,
+        send(lambda s: build(FetchRequest, 17, replica_state={"replica_id": 1, "replica_epoch": -1},
+                             max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
+            {"topic_id": s.topic_id, "partitions": [{"partition": 0, "fetch_offset": RECORDS + 2,
+                                                     "partition_max_bytes": 1 << 20}]}],
+            forgotten_topics_data=[]), FetchResponse),
+        {"error_code": 0, "responses[0].partitions[0].error_code": TOPIC_AUTH},
+        "a follower fetch (ReplicaState.ReplicaId 1, the broker's id): without ClusterAction on the "
+        "cluster every partition is refused with 29"),
+    Row("Fetch-follower-v11", 1, 11,
+        send(build(FetchRequest, 11, replica_id=1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
+            {"topic": TOPIC, "partitions": [{"partition": 0, "fetch_offset": RECORDS + 2,
+                                             "partition_max_bytes": 1 << 20}]}],
+            forgotten_topics_data=[]), FetchResponse),
+        {"error_code": 0, "responses[0].partitions[0].error_code": TOPIC_AUTH},
+        "a follower fetch (ReplicaId 1): without ClusterAction on the cluster every partition is "
+        "refused with 29"),
+    Row("ListOffsets", 2, 10,
+        send(build(ListOffsetsRequest, 10, replica_id=-1, topics=[
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": -1}]}], timeout_ms=30000),
+            ListOffsetsResponse),
+        {"topics[0].partitions[0].error_code": TOPIC_AUTH},
+        "Describe on the topic"),
+    Row("Metadata-by-name", 3, 13,
+        send(build(MetadataRequest, 13, topics=[{"name": TOPIC}], allow_auto_topic_creation=False),
+             MetadataResponse, metadata_topics),
+        {"error_code": 0, "topics": {TOPIC: TOPIC_AUTH}},
+        "Describe on the topic"),
+    Row("Metadata-missing-topic", 3, 13,
+        send(build(MetadataRequest, 13, topics=[{"name": MISSING}], allow_auto_topic_creation=True),
+             MetadataResponse, metadata_topics),
+        {"error_code": 0, "topics": {MISSING: TOPIC_AUTH}},
+        "a topic that does not exist, auto-creation asked: Describe (and Create) on it"),
+    Row("Metadata-all-topics", 3, 13,
+        send(build(MetadataRequest, 13, topics=None, allow_auto_topic_creation=False),
+             MetadataResponse, metadata_topics),
+        {"error_code": 0, "topics": {}},
+        "all topics: only the describable ones are listed"),
+    Row("OffsetCommit", 8, 9,
+        send(build(OffsetCommitRequest, 9, group_id=GROUP, generation_id_or_member_epoch=-1, member_id="",
+                   group_instance_id=None, topics=[{"name": TOPIC, "partitions": [
+                       {"partition_index": 0, "committed_offset": 0, "committed_metadata": ""}]}]),
+             OffsetCommitResponse),
+        {"topics[0].partitions[0].error_code": GROUP_AUTH},
+        "Read on the group"),
+    Row("OffsetFetch", 9, 9,
+        send(build(OffsetFetchRequest, 9, groups=[{"group_id": GROUP, "topics": None}]), OffsetFetchResponse),
+        {"groups[0].error_code": GROUP_AUTH},
+        "Describe on the group"),
+    Row("FindCoordinator-group", 10, 6,
+        send(build(FindCoordinatorRequest, 6, key_type=0, coordinator_keys=[GROUP]), FindCoordinatorResponse),
+        {"coordinators[0].error_code": GROUP_AUTH},
+        "Describe on the group"),
+    Row("FindCoordinator-transaction", 10, 6,
+        send(build(FindCoordinatorRequest, 6, key_type=1, coordinator_keys=[TXN]), FindCoordinatorResponse),
+        {"coordinators[0].error_code": TXN_ID_AUTH},
+        "Describe on the transactional id"),
+    Row("JoinGroup", 11, 9,
+        send(build(JoinGroupRequest, 9, group_id=GROUP, session_timeout_ms=10000, rebalance_timeout_ms=30000,
+                   member_id="", group_instance_id=None, protocol_type="consumer",
+                   protocols=[{"name": "range", "metadata": b""}], reason=None), JoinGroupResponse),
+        {"error_code": GROUP_AUTH},
+        "Read on the group"),
+    Row("Heartbeat", 12, 4,
+        send(build(HeartbeatRequest, 4, group_id=GROUP, generation_id=1, member_id="mallory-member",
+                   group_instance_id=None), HeartbeatResponse),
+        {"error_code": GROUP_AUTH},
+        "Read on the group"),
+    Row("SyncGroup", 14, 5,
+        send(build(SyncGroupRequest, 5, group_id=GROUP, generation_id=1, member_id="mallory-member",
+                   group_instance_id=None, protocol_type="consumer", protocol_name="range", assignments=[]),
+             SyncGroupResponse),
+        {"error_code": GROUP_AUTH},
+        "Read on the group"),
+    Row("LeaveGroup", 13, 5,
+        send(build(LeaveGroupRequest, 5, group_id=GROUP, members=[
+            {"member_id": "mallory-member", "group_instance_id": None, "reason": None}]), LeaveGroupResponse),
+        {"error_code": GROUP_AUTH},
+        "Read on the group"),
+    Row("DescribeGroups", 15, 6,
+        send(build(DescribeGroupsRequest, 6, groups=[GROUP], include_authorized_operations=False),
+             DescribeGroupsResponse),
+        {"groups[0].error_code": GROUP_AUTH},
+        "Describe on the group"),
+    Row("ListGroups", 16, 5,
+        send(build(ListGroupsRequest, 5, states_filter=[], types_filter=[]), ListGroupsResponse,
+             lambda a: {"error_code": a.error_code, "groups": [g.group_id for g in a.groups]}),
+        {"error_code": 0, "groups": []},
+        "only the groups the principal may describe are listed"),
+    Row("CreateTopics", 19, 7,
+        send(build(CreateTopicsRequest, 7, topics=[{"name": NEW_TOPIC, "num_partitions": 1, "replication_factor": 1,
+                                                    "assignments": [], "configs": []}],
+                   timeout_ms=30000, validate_only=False), CreateTopicsResponse),
+        {"topics[0].error_code": TOPIC_AUTH, "topics[0].topic_config_error_code": 0},
+        "Create on the cluster or the topic"),
+    Row("InitProducerId-transactional", 22, 5,
+        send(build(InitProducerIdRequest, 5, transactional_id=TXN, transaction_timeout_ms=60000,
+                   producer_id=-1, producer_epoch=-1), InitProducerIdResponse),
+        {"error_code": TXN_ID_AUTH},
+        "Write on the transactional id"),
+    Row("InitProducerId-idempotent", 22, 5,
+        send(build(InitProducerIdRequest, 5, transactional_id=None, transaction_timeout_ms=60000,
+                   producer_id=-1, producer_epoch=-1), InitProducerIdResponse),
+        {"error_code": CLUSTER_AUTH},
+        "IdempotentWrite on the cluster, or Write on some topic (KIP-679)"),
+    Row("OffsetForLeaderEpoch", 23, 4,
+        send(build(OffsetForLeaderEpochRequest, 4, replica_id=-1, topics=[
+            {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]),
+            OffsetForLeaderEpochResponse),
+        {"topics[0].partitions[0].error_code": TOPIC_AUTH},
+        "Describe on the topic"),
+    Row("OffsetForLeaderEpoch-follower", 23, 4,
+        send(build(OffsetForLeaderEpochRequest, 4, replica_id=1, topics=[
+            {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]),
+            OffsetForLeaderEpochResponse),
+        {"topics[0].partitions[0].error_code": TOPIC_AUTH},
+        "from a follower (ReplicaId 1): Kafka asks ClusterAction on the cluster or Describe on the topic "
+        "whatever the ReplicaId (KIP-320)"),
+    Row("AddPartitionsToTxn-v3-client", 24, 3,
+        send(lambda s: build(AddPartitionsToTxnRequest, 3, v3_and_below_transactional_id=TXN,
+                             v3_and_below_producer_id=s.producer_id, v3_and_below_producer_epoch=s.producer_epoch,
+                             v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}]), AddPartitionsToTxnResponse),
+        {"results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code": TXN_ID_AUTH},
+        "the client form (v3, the highest a client sends; v4+ is inter-broker): Write on the transactional id"),
+    Row("AddPartitionsToTxn-v4-broker", 24, 4,
+        send(lambda s: build(AddPartitionsToTxnRequest, 4, transactions=[
+            {"transactional_id": TXN, "producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+             "verify_only": False, "topics": [{"name": TOPIC, "partitions": [0]}]}]), AddPartitionsToTxnResponse),
+        {"error_code": CLUSTER_AUTH},
+        "the batched inter-broker form (v4+): ClusterAction on the cluster"),
+    Row("AddPartitionsToTxn-v4-verify-only", 24, 4,
+        send(lambda s: build(AddPartitionsToTxnRequest, 4, transactions=[
+            {"transactional_id": TXN, "producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+             "verify_only": True, "topics": [{"name": TOPIC, "partitions": [0]}]}]), AddPartitionsToTxnResponse),
+        {"error_code": CLUSTER_AUTH},
+        "the inter-broker verification (KIP-890): ClusterAction on the cluster"),
+    Row("AddOffsetsToTxn", 25, 4,
+        send(lambda s: build(AddOffsetsToTxnRequest, 4, transactional_id=TXN, producer_id=s.producer_id,
+                             producer_epoch=s.producer_epoch, group_id=GROUP), AddOffsetsToTxnResponse),
+        {"error_code": TXN_ID_AUTH},
+        "Write on the transactional id"),
+    Row("EndTxn", 26, 4,
+        send(lambda s: build(EndTxnRequest, 4, transactional_id=TXN, producer_id=s.producer_id,
+                             producer_epoch=s.producer_epoch, committed=False), EndTxnResponse),
+        {"error_code": TXN_ID_AUTH},
+        "Write on the transactional id"),
+    Row("WriteTxnMarkers", 27, 1,
+        send(lambda s: build(WriteTxnMarkersRequest, 1, markers=[
+            {"producer_id": s.producer_id, "producer_epoch": s.producer_epoch, "transaction_result": False,
+             "topics": [{"name": TOPIC, "partition_indexes": [0]}], "coordinator_epoch": 0}]),
+            WriteTxnMarkersResponse),
+        {"markers[0].topics[0].partitions[0].error_code": CLUSTER_AUTH},
+        "inter-broker (from the transaction coordinator): ClusterAction on the cluster"),
+    Row("TxnOffsetCommit", 28, 4,
+        send(lambda s: build(TxnOffsetCommitRequest, 4, transactional_id=TXN, group_id=GROUP,
+                             producer_id=s.producer_id, producer_epoch=s.producer_epoch, generation_id=-1,
+                             member_id="", group_instance_id=None, topics=[
+                                 {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                                 "committed_metadata": ""}]}]),
+             TxnOffsetCommitResponse),
+        {"topics[0].partitions[0].error_code": TXN_ID_AUTH},
+        "Write on the transactional id (then Read on the group)"),
+    Row("DescribeAcls", 29, 3,
+        send(build(DescribeAclsRequest, 3, resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                   principal_filter=None, host_filter=None, operation=1, permission_type=1), DescribeAclsResponse),
+        {"error_code": CLUSTER_AUTH},
+        "Describe on the cluster"),
+    Row("CreateAcls", 30, 3,
+        send(build(CreateAclsRequest, 3, creations=[
+            {"resource_type": 2, "resource_name": TOPIC, "resource_pattern_type": 3, "principal": "User:mallory",
+             "host": "*", "operation": 2, "permission_type": 3}]), CreateAclsResponse),
+        {"results[0].error_code": CLUSTER_AUTH},
+        "Alter on the cluster"),
+    Row("DescribeConfigs-topic", 32, 4,
+        send(build(DescribeConfigsRequest, 4, resources=[
+            {"resource_type": 2, "resource_name": TOPIC, "configuration_keys": None}],
+            include_synonyms=False, include_documentation=False), DescribeConfigsResponse),
+        {"results[0].error_code": TOPIC_AUTH},
+        "DescribeConfigs on the topic"),
+    Row("DescribeConfigs-broker", 32, 4,
+        send(build(DescribeConfigsRequest, 4, resources=[
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
+            include_synonyms=False, include_documentation=False), DescribeConfigsResponse),
+        {"results[0].error_code": CLUSTER_AUTH},
+        "DescribeConfigs on the cluster"),
+    Row("DescribeLogDirs", 35, 4,
+        send(build(DescribeLogDirsRequest, 4, topics=None), DescribeLogDirsResponse,
+             lambda a: {**codes(a), "results": len(a.results)}),
+        {"error_code": CLUSTER_AUTH, "results": 0},
+        "Describe on the cluster"),
+    Row("ListPartitionReassignments", 46, 0,
+        send(build(ListPartitionReassignmentsRequest, 0, timeout_ms=30000, topics=None),
+             ListPartitionReassignmentsResponse),
+        {"error_code": CLUSTER_AUTH},
+        "Describe on the cluster"),
+    Row("DescribeClientQuotas", 48, 1,
+        send(build(DescribeClientQuotasRequest, 1, components=[], strict=False), DescribeClientQuotasResponse),
+        {"error_code": CLUSTER_AUTH},
+        "DescribeConfigs on the cluster"),
+    Row("DescribeUserScramCredentials", 50, 0,
+        send(build(DescribeUserScramCredentialsRequest, 0, users=[{"name": "admin"}]),
+             DescribeUserScramCredentialsResponse),
+        {"error_code": CLUSTER_AUTH, "results[0].error_code": CLUSTER_AUTH},
+        "Describe on the cluster. Asked for user admin: Kafka 4.1.1 never answers users=null (all "
+              "users) when refusing it (a NullPointerException building the error response)"),
+    Row("DescribeCluster", 60, 1,
+        send(build(DescribeClusterRequest, 1, include_cluster_authorized_operations=True, endpoint_type=1),
+             DescribeClusterResponse,
+             lambda a: {"error_code": a.error_code, "brokers": [b.broker_id for b in a.brokers],
+                        "cluster_authorized_operations": authorized_operations(a.authorized_operations)}),
+        {"error_code": 0, "brokers": [1], "cluster_authorized_operations": []},
+        "no authorization; the cluster's authorized operations asked for are mallory's: none (0)"),
+    Row("DescribeProducers", 61, 0,
+        send(build(DescribeProducersRequest, 0, topics=[{"name": TOPIC, "partition_indexes": [0]}]),
+             DescribeProducersResponse),
+        {"topics[0].partitions[0].error_code": TOPIC_AUTH},
+        "Read on the topic"),
+    Row("DescribeTransactions", 65, 0,
+        send(build(DescribeTransactionsRequest, 0, transactional_ids=[TXN]), DescribeTransactionsResponse),
+        {"transaction_states[0].error_code": TXN_ID_AUTH},
+        "Describe on the transactional id"),
+    Row("ListTransactions", 66, 2,
+        send(build(ListTransactionsRequest, 2, state_filters=[], producer_id_filters=[], duration_filter=-1,
+                   transactional_id_pattern=None), ListTransactionsResponse,
+             lambda a: {"error_code": a.error_code,
+                        "transactions": [t.transactional_id for t in a.transaction_states]}),
+        {"error_code": 0, "transactions": []},
+        "only the transactional ids the principal may describe are listed"),
+    Row("ConsumerGroupHeartbeat", 68, 1,
+        lambda c, s: c.consumer_group_heartbeat(GROUP, str(uuid.uuid4()), 0, [TOPIC])[0],
+        GROUP_AUTH,
+        "Read on the group"),
+    Row("ConsumerGroupDescribe", 69, 1,
+        lambda c, s: c.consumer_group_describe([GROUP]),
+        [(GROUP_AUTH, GROUP)],
+        "Describe on the group"),
+    Row("DescribeTopicPartitions", 75, 0,
+        send(build(DescribeTopicPartitionsRequest, 0, topics=[{"name": TOPIC}], response_partition_limit=2000,
+                   cursor=None), DescribeTopicPartitionsResponse,
+             lambda a: {"topics": {t.name: t.error_code for t in a.topics}}),
+        {"topics": {TOPIC: TOPIC_AUTH}},
+        "Describe on the topic"),
+    # -- requests that would change something: last -----------------------------------------
+    Row("UpdateFeatures", 57, 2,
+        send(build(UpdateFeaturesRequest, 2, timeout_ms=30000, feature_updates=[
+            {"feature": "transaction.version", "max_version_level": 0, "upgrade_type": 2}], validate_only=True),
+            UpdateFeaturesResponse),
+        {"error_code": CLUSTER_AUTH},
+        "Alter on the cluster (validate only: a downgrade the broker would refuse anyway)"),
+    Row("ElectLeaders", 43, 2,
+        send(build(ElectLeadersRequest, 2, election_type=0, topic_partitions=[{"topic": TOPIC, "partitions": [0]}],
+                   timeout_ms=30000), ElectLeadersResponse),
+        {"error_code": CLUSTER_AUTH, "replica_election_results[0].partition_result[0].error_code": CLUSTER_AUTH},
+        "Alter on the cluster"),
+    Row("AlterPartitionReassignments", 45, 1,
+        send(build(AlterPartitionReassignmentsRequest, 1, timeout_ms=30000, allow_replication_factor_change=True,
+                   topics=[{"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [1]}]}]),
+             AlterPartitionReassignmentsResponse),
+        {"error_code": CLUSTER_AUTH, "responses[0].partitions[0].error_code": CLUSTER_AUTH},
+        "Alter on the cluster"),
+    Row("AlterClientQuotas", 49, 1,
+        send(build(AlterClientQuotasRequest, 1, entries=[
+            {"entity": [{"entity_type": "user", "entity_name": "mallory"}],
+             "ops": [{"key": "producer_byte_rate", "value": 1e12, "remove": False}]}], validate_only=False),
+            AlterClientQuotasResponse),
+        {"entries[0].error_code": CLUSTER_AUTH},
+        "AlterConfigs on the cluster"),
+    Row("AlterUserScramCredentials", 51, 0,
+        send(build(AlterUserScramCredentialsRequest, 0, deletions=[], upsertions=[
+            {"name": "mallory", "mechanism": 1, "iterations": 8192, "salt": b"mallory-salt",
+             "salted_password": bytes(32)}]), AlterUserScramCredentialsResponse),
+        {"results[0].error_code": CLUSTER_AUTH},
+        "Alter on the cluster"),
+    Row("AlterConfigs-topic", 33, 2,
+        send(build(AlterConfigsRequest, 2, resources=[
+            {"resource_type": 2, "resource_name": TOPIC, "configs": [{"name": "retention.ms", "value": "1000"}]}],
+            validate_only=False), AlterConfigsResponse),
+        {"responses[0].error_code": TOPIC_AUTH},
+        "AlterConfigs on the topic"),
+    Row("AlterConfigs-broker", 33, 2,
+        send(build(AlterConfigsRequest, 2, resources=[
+            {"resource_type": 4, "resource_name": "1", "configs": [{"name": "log.retention.ms", "value": "1000"}]}],
+            validate_only=False), AlterConfigsResponse),
+        {"responses[0].error_code": CLUSTER_AUTH},
+        "AlterConfigs on the cluster"),
+    Row("IncrementalAlterConfigs-topic", 44, 1,
+        send(build(IncrementalAlterConfigsRequest, 1, resources=[
+            {"resource_type": 2, "resource_name": TOPIC,
+             "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}]}],
+            validate_only=False), IncrementalAlterConfigsResponse),
+        {"responses[0].error_code": TOPIC_AUTH},
+        "AlterConfigs on the topic"),
+    Row("IncrementalAlterConfigs-broker", 44, 1,
+        send(build(IncrementalAlterConfigsRequest, 1, resources=[
+            {"resource_type": 4, "resource_name": "1",
+             "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "1000"}]}],
+            validate_only=False), IncrementalAlterConfigsResponse),
+        {"responses[0].error_code": CLUSTER_AUTH},
+        "AlterConfigs on the cluster"),
+    Row("CreatePartitions", 37, 3,
+        send(build(CreatePartitionsRequest, 3, topics=[{"name": TOPIC, "count": 2, "assignments": None}],
+                   timeout_ms=30000, validate_only=False), CreatePartitionsResponse),
+        {"results[0].error_code": TOPIC_AUTH},
+        "Alter on the topic"),
+    Row("DeleteAcls", 31, 3,
+        send(build(DeleteAclsRequest, 3, filters=[
+            {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+             "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]),
+            DeleteAclsResponse),
+        {"filter_results[0].error_code": CLUSTER_AUTH},
+        "Alter on the cluster"),
+    Row("OffsetDelete", 47, 0,
+        send(build(OffsetDeleteRequest, 0, group_id=GROUP, topics=[{"name": TOPIC, "partitions": [
+            {"partition_index": 0}]}]), OffsetDeleteResponse),
+        {"error_code": GROUP_AUTH},
+        "Delete on the group"),
+    Row("DeleteGroups", 42, 2,
+        send(build(DeleteGroupsRequest, 2, groups_names=[GROUP]), DeleteGroupsResponse),
+        {"results[0].error_code": GROUP_AUTH},
+        "Delete on the group"),
+    Row("DeleteRecords", 21, 2,
+        send(build(DeleteRecordsRequest, 2, topics=[{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "offset": 2}]}], timeout_ms=30000), DeleteRecordsResponse),
+        {"topics[0].partitions[0].error_code": TOPIC_AUTH},
+        "Delete on the topic"),
+    Row("DeleteTopics", 20, 6,
+        send(build(DeleteTopicsRequest, 6, topics=[{"name": TOPIC}], timeout_ms=30000), DeleteTopicsResponse),
+        {"responses[0].error_code": TOPIC_AUTH},
+        "Delete on the topic"),
+]
+
+MATRIX_APIS = {r.api for r in ROWS}
+
+
+# ------------------------------------------------------------------------------------------
+# tests
+
+
+def test_served_apis_are_all_in_the_matrix(authz):
+    """ApiVersions on the broker under test (asked as mallory on the SASL listener): every API it
+    serves is a matrix row, a pre-authentication API or, on Kafka, one of KAFKA_ONLY; each row's
+    version is within the advertised range."""
+    with authz.connect("mallory") as c:
+        served = c.api_versions()
+    expected = MATRIX_APIS | set(PRE_AUTH) | (set(KAFKA_ONLY) if TARGET == "kafka" else set(SKEIN_ONLY))
+    missing = {k: served[k] for k in sorted(set(served) - expected)}
+    assert not missing, f"{TARGET} serves APIs the matrix does not name (add a row or a reason): {missing}"
+    absent = sorted(expected - set(served))
+    assert not absent, f"{TARGET} does not serve APIs the matrix names: {absent}"
+    for r in ROWS:
+        lo, hi = served[r.api]
+        assert lo <= r.version <= hi, f"{r.id}: v{r.version} outside {TARGET}'s {lo}..{hi}"
+    for k in sorted(set(NOT_SERVED) & set(served)):
+        pytest.fail(f"{TARGET} serves {NOT_SERVED[k][0]} ({k}) on its client listener")
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_mallory_without_acls(authz, row):
+    """One request as mallory (authenticated, no ACL): the answer Kafka 4.1.1 gives."""
+    with authz.connect("mallory") as c:
+        try:
+            got = row.call(c, authz)
+        except ConnectionError:
+            got = CLOSED
+    print(f"{row.id} (api {row.api} v{row.version}; {row.doc}): {TARGET} answered {got!r}")
+    assert row.kafka is not None, f"{row.id}: no Kafka answer recorded; {TARGET} answered {got!r}"
+    assert got == row.kafka, (f"{row.id} (api {row.api} v{row.version}, {row.doc}): Kafka 4.1.1 answers "
+                              f"{row.kafka!r}, {TARGET} answered {got!r}")
+
+
+@pytest.mark.parametrize("key", sorted(NOT_SERVED), ids=[f"{v[0]}-{k}" for k, v in sorted(NOT_SERVED.items())])
+def test_api_neither_serves_to_clients(authz, key):
+    """A controller-only or removed inter-broker API sent by mallory to the client listener (v
+    as named, empty body): Kafka 4.1.1 closes the connection without answering."""
+    name, version = NOT_SERVED[key]
+    with authz.connect("mallory") as c:
+        try:
+            r = c.request(key, version, b"", flexible=True)
+            got = f"an answer of {len(r.data)} bytes: {r.data[:32].hex()}"
+        except ConnectionError:
+            got = CLOSED
+    print(f"{name} ({key}) v{version}: {TARGET}: {got}")
+    assert got == CLOSED, f"{name} ({key}) v{version}: Kafka 4.1.1 closes the connection, {TARGET}: {got}"
+
+
+def test_nothing_changed_after_the_matrix(authz):
+    """As admin after every row: nothing mallory asked for happened (`snapshot`)."""
+    after = snapshot(authz)
+    print(f"before and after the matrix: {after}")
+    assert after == authz.before
