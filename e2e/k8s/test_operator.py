@@ -127,6 +127,7 @@ class LocalCluster(Env):
         super().__init__(workdir)
         self.state = workdir / "k8s"
         self.runners = []
+        self.sa_marker: Path | None = None
 
     def setup(self):
         self.start_platform()
@@ -160,6 +161,11 @@ class LocalCluster(Env):
         (sa_dir / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
         target = Path("/var/run/secrets/kubernetes.io/serviceaccount")
         target.mkdir(parents=True, exist_ok=True)
+        # Other runs on this machine remove the mount point when they end (operator-e2e.sh does
+        # if it made it), which would detach this run's mount: a file of this run in it, on the
+        # real filesystem under the mount, keeps it from being removed (the directory is not empty).
+        self.sa_marker = target / f".in-use-{os.getpid()}"
+        self.sa_marker.touch()
         subprocess.run(["mount", "--bind", str(sa_dir), str(target)], check=True)
         host, port = cluster["server"].removeprefix("https://").rsplit(":", 1)
         kubectl = [self.kubectl, "--kubeconfig", self.kubeconfig]
@@ -184,6 +190,8 @@ class LocalCluster(Env):
         for r in self.runners:
             r.stop()
         subprocess.run(["umount", "/var/run/secrets/kubernetes.io/serviceaccount"], capture_output=True)
+        if self.sa_marker is not None:
+            self.sa_marker.unlink(missing_ok=True)
         subprocess.run([str(HERE / "down.sh")], env={**os.environ, "SKEIN_K8S_STATE": str(self.state)},
                        capture_output=True, timeout=120)
 
@@ -840,7 +848,8 @@ def foreign_controller_keystore(workdir: Path, ca_name: str) -> str:
     d.mkdir(parents=True, exist_ok=True)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     run = lambda *a: subprocess.run(["openssl", *a], cwd=d, capture_output=True, check=True)  # noqa: E731
-    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", f"/CN={ca_name}", "-days", "1")
+    subject = "/CN=" + ca_name.replace("/", "\\/")  # a "/" in -subj starts the next name part
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", subject, "-days", "1")
     run("req", *ec, "-keyout", "c.key", "-out", "c.csr", "-subj", "/CN=skein-controller")
     (d / "ext").write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth,serverAuth\n")
     run("x509", "-req", "-in", "c.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",

@@ -200,9 +200,11 @@ async fn password(
         .unwrap_or_else(users::generate_password)))
 }
 
-/// Writes the user's Secret unless `existing` is someone else's
-/// ([`ownership::write`]); `Ok(Some(_))` is that refusal (a Secret that
-/// appeared since it was read).
+/// Writes the user's Secret unless `existing` (as read at the start of the
+/// reconcile) is someone else's ([`ownership::write`] checks again);
+/// `Ok(Some(_))` is that refusal. A Secret that appears or changes after it
+/// was read makes the write fail with a conflict, and the next reconcile
+/// looks again.
 async fn write_secret(
     ctx: &Context,
     ns: &str,
