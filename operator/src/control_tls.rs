@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::ByteString;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use skein_crds::KafkaCluster;
 
@@ -333,15 +333,36 @@ pub async fn ensure(
     };
     let ca = read(names.control_ca_secret()).await?;
     let brokers = read(names.control_tls_secret()).await?;
+    // Secrets of these names that the cluster did not make are neither read
+    // as its CA nor overwritten (crate::ownership).
+    let uid = kc.uid();
+    for (name, existing) in [
+        (names.control_ca_secret(), &ca),
+        (names.control_tls_secret(), &brokers),
+    ] {
+        crate::ownership::check(
+            "Secret",
+            &name,
+            existing.as_ref().map(|s| &s.metadata),
+            uid.as_deref(),
+        )
+        .map_err(err)?;
+    }
     let current = Material::read(ca.as_ref(), brokers.as_ref());
     let (m, tls, changed) = step(current, &names, lifetimes, unix_now()).map_err(err)?;
     if !changed.is_empty() {
-        let pp = PatchParams::apply(crate::build::FIELD_MANAGER).force();
         for s in m.secrets(kc, &names) {
             let name = s.metadata.name.clone().unwrap_or_default();
-            api.patch(&name, &pp, &Patch::Apply(&s))
-                .await
-                .map_err(|e| err(format!("writing Secret {name}: {e}")))?;
+            let existing = if name == names.control_ca_secret() {
+                ca.as_ref()
+            } else {
+                brokers.as_ref()
+            };
+            match crate::ownership::write(&api, &s, existing, uid.as_deref()).await {
+                Ok(crate::ownership::Written::Done(_)) => {}
+                Ok(crate::ownership::Written::Foreign(f)) => return Err(err(f)),
+                Err(e) => return Err(err(format!("writing Secret {name}: {e}"))),
+            }
         }
         tracing::info!(cluster = %names.cluster, namespace = %names.namespace,
             "control-plane certificates: {} (Secrets {} and {})", changed.join(", "),
