@@ -12,7 +12,9 @@
 use crate::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::{RecordError, StorageError};
-use crate::record_decode::{decompress, MAX_DECODED_BATCH_BYTES};
+use crate::record_decode::{
+    decompress, skip, skip_nullable, varint, varlong, MAX_DECODED_BATCH_BYTES,
+};
 
 /// Who asks for an append as leader (Kafka's `AppendOrigin`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,13 +142,20 @@ fn for_each_record(
         &decompressed
     };
     let invalid = |msg: &str| StorageError::InvalidRecord(format!("{msg} in a record batch"));
+    // The walk's own errors say what is malformed; inside a batch whose CRC
+    // holds, that is the client's invalid record (Kafka's
+    // InvalidRecordException), not a corrupt one.
+    let malformed = |i: i32, e: StorageError| match e {
+        StorageError::CorruptRecord(m) => invalid(&format!("record {i}: {m}")),
+        other => other,
+    };
     for i in 0..h.records_count {
         if buf.is_empty() {
             return Err(invalid(
                 "Incorrect declared batch size, premature EOF reached",
             ));
         }
-        let size = varint(&mut buf).map_err(|_| invalid("truncated record length"))?;
+        let size = varint(&mut buf).map_err(|e| malformed(i, e))?;
         let size = usize::try_from(size).map_err(|_| invalid("negative record length"))?;
         if size > buf.len() {
             return Err(invalid(
@@ -155,8 +164,7 @@ fn for_each_record(
         }
         let (mut rec, rest) = buf.split_at(size);
         buf = rest;
-        let meta = record_meta(&mut rec, h.base_timestamp)
-            .map_err(|what| invalid(&format!("record {i}: {what}")))?;
+        let meta = record_meta(&mut rec, h.base_timestamp).map_err(|e| malformed(i, e))?;
         if !rec.is_empty() {
             return Err(invalid(&format!(
                 "record {i}: {} bytes past its fields",
@@ -175,77 +183,31 @@ fn for_each_record(
 
 /// Reads one record's fields (after its length), leaving `rec` empty when
 /// the record is exactly as long as it says.
-fn record_meta(rec: &mut &[u8], base_timestamp: i64) -> Result<RecordMeta, &'static str> {
-    take(rec, 1)?; // attributes
+fn record_meta(rec: &mut &[u8], base_timestamp: i64) -> Result<RecordMeta, StorageError> {
+    skip(rec, 1, "attributes")?;
     let timestamp_delta = varlong(rec)?;
     let offset_delta = varint(rec)?;
-    let key_len = varint(rec)?;
-    let has_key = key_len >= 0;
-    skip_nullable(rec, key_len)?;
-    let value_len = varint(rec)?;
-    skip_nullable(rec, value_len)?;
+    let has_key = {
+        let mut peek = *rec;
+        varint(&mut peek)? >= 0
+    };
+    skip_nullable(rec, "key")?;
+    skip_nullable(rec, "value")?;
     let headers = varint(rec)?;
-    if headers < 0 {
-        return Err("negative header count");
-    }
+    let headers = usize::try_from(headers)
+        .map_err(|_| StorageError::CorruptRecord("negative header count".into()))?;
     for _ in 0..headers {
         let key_len = varint(rec)?;
-        if key_len < 0 {
-            return Err("null header key");
-        }
-        take(rec, key_len as usize)?;
-        let value_len = varint(rec)?;
-        skip_nullable(rec, value_len)?;
+        let key_len = usize::try_from(key_len)
+            .map_err(|_| StorageError::CorruptRecord("null header key".into()))?;
+        skip(rec, key_len, "header key")?;
+        skip_nullable(rec, "header value")?;
     }
     Ok(RecordMeta {
         timestamp: base_timestamp.wrapping_add(timestamp_delta),
         offset_delta,
         has_key,
     })
-}
-
-fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], &'static str> {
-    if n > buf.len() {
-        return Err("a field runs past the record");
-    }
-    let (head, rest) = buf.split_at(n);
-    *buf = rest;
-    Ok(head)
-}
-
-fn skip_nullable(buf: &mut &[u8], len: i32) -> Result<(), &'static str> {
-    match len {
-        -1 => Ok(()),
-        n if n < -1 => Err("negative field length"),
-        n => take(buf, n as usize).map(|_| ()),
-    }
-}
-
-/// An unsigned LEB128 varint of at most `max_bytes` bytes; longer ones are
-/// malformed (Kafka's `ByteUtils` refuses them too).
-fn unsigned(buf: &mut &[u8], max_bytes: u32) -> Result<u64, &'static str> {
-    let mut value = 0u64;
-    for i in 0..max_bytes {
-        let Some((&b, rest)) = buf.split_first() else {
-            return Err("truncated varint");
-        };
-        *buf = rest;
-        value |= u64::from(b & 0x7f) << (i * 7);
-        if b < 0x80 {
-            return Ok(value);
-        }
-    }
-    Err("varint too long")
-}
-
-fn varint(buf: &mut &[u8]) -> Result<i32, &'static str> {
-    let z = unsigned(buf, 5)? as u32;
-    Ok(((z >> 1) as i32) ^ -((z & 1) as i32))
-}
-
-fn varlong(buf: &mut &[u8]) -> Result<i64, &'static str> {
-    let z = unsigned(buf, 10)?;
-    Ok(((z >> 1) as i64) ^ -((z & 1) as i64))
 }
 
 #[cfg(test)]

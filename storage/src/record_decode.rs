@@ -223,7 +223,7 @@ fn count_headers(records: &[u8], count: usize) -> Result<usize, StorageError> {
 /// An unsigned LEB128 varint of at most `max_bytes` bytes, read as
 /// kafka-protocol reads it (bits past 64 are dropped, a 5th/10th byte ends
 /// the number whatever its continuation bit).
-fn unsigned_varint(buf: &mut &[u8], max_bytes: u32) -> Result<u64, StorageError> {
+pub(crate) fn unsigned_varint(buf: &mut &[u8], max_bytes: u32) -> Result<u64, StorageError> {
     let mut value = 0u64;
     for i in 0..max_bytes {
         let Some((&b, rest)) = buf.split_first() else {
@@ -239,13 +239,19 @@ fn unsigned_varint(buf: &mut &[u8], max_bytes: u32) -> Result<u64, StorageError>
 }
 
 /// A zigzag-encoded `i32` varint, as in record fields.
-fn varint(buf: &mut &[u8]) -> Result<i32, StorageError> {
+pub(crate) fn varint(buf: &mut &[u8]) -> Result<i32, StorageError> {
     let zigzag = unsigned_varint(buf, 5)? as u32;
     Ok(((zigzag >> 1) as i32) ^ -((zigzag & 1) as i32))
 }
 
+/// A zigzag-encoded `i64` varint, as a record's timestamp delta.
+pub(crate) fn varlong(buf: &mut &[u8]) -> Result<i64, StorageError> {
+    let zigzag = unsigned_varint(buf, 10)?;
+    Ok(((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64))
+}
+
 /// Skips a varint length (-1 for null) and that many bytes.
-fn skip_nullable(buf: &mut &[u8], what: &str) -> Result<(), StorageError> {
+pub(crate) fn skip_nullable(buf: &mut &[u8], what: &str) -> Result<(), StorageError> {
     let len: i32 = varint(buf)?;
     match len {
         -1 => Ok(()),
@@ -254,7 +260,7 @@ fn skip_nullable(buf: &mut &[u8], what: &str) -> Result<(), StorageError> {
     }
 }
 
-fn skip(buf: &mut &[u8], len: usize, what: &str) -> Result<(), StorageError> {
+pub(crate) fn skip(buf: &mut &[u8], len: usize, what: &str) -> Result<(), StorageError> {
     if len > buf.len() {
         return Err(corrupt(format!("{what} runs past the record")));
     }
