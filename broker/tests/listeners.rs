@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
 
 async fn client_at(port: u16) -> Client {
     Client::connect(([127, 0, 0, 1], port).into()).await
@@ -83,4 +84,65 @@ async fn each_listener_answers_with_its_own_advertised_endpoints() {
         ("127.0.0.1".to_string(), b.addr.port() as i32)
     );
     b.stop().await;
+}
+
+/// A Fetch that claims a replica id with `replica_id` set (Fetch v12).
+async fn follower_fetch(c: &mut Client, topic: &str, replica_id: i32) -> i16 {
+    let mut fp = fetch_request::FetchPartition::default();
+    fp.partition = 0;
+    fp.fetch_offset = 0;
+    fp.partition_max_bytes = 1 << 20;
+    fp.current_leader_epoch = -1;
+    fp.last_fetched_epoch = -1;
+    fp.log_start_offset = -1;
+    let mut ft = fetch_request::FetchTopic::default();
+    ft.topic = topic_name(topic);
+    ft.partitions = vec![fp];
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(replica_id);
+    req.max_bytes = 1 << 20;
+    req.session_epoch = -1;
+    req.topics = vec![ft];
+    let resp = c.call(&req, 12).await.unwrap();
+    assert_eq!(resp.error_code, 0);
+    resp.responses[0].partitions[0].error_code
+}
+
+#[tokio::test]
+async fn a_replica_id_is_honoured_only_on_the_inter_broker_listener() {
+    // No authorizer: everyone may do everything (ClusterAction included),
+    // as a super user could on a client listener under one. Claiming to be
+    // a follower still works only where brokers connect.
+    let ext = free_port();
+    let listeners = format!("listeners=PLAINTEXT://{{addr}},EXTERNAL://127.0.0.1:{ext}");
+    let b = TestBroker::start(&[
+        &listeners,
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "inter.broker.listener.name=PLAINTEXT",
+    ])
+    .await;
+    let mut inside = b.client().await;
+    let mut outside = client_at(ext).await;
+    assert_eq!(
+        create_topic(&mut outside, "t", 1).await.topics[0].error_code,
+        0
+    );
+    let produced = produce(&mut outside, "t", 0, batch(3, Compression::None)).await;
+    assert_eq!(produced.error_code, 0);
+
+    // TOPIC_AUTHORIZATION_FAILED, as Kafka answers a follower fetch without
+    // ClusterAction, for every replica id claimed on a client listener.
+    for replica in [0, 1, 7] {
+        assert_eq!(
+            follower_fetch(&mut outside, "t", replica).await,
+            29,
+            "replica {replica}"
+        );
+    }
+    // The same client as a consumer reads the records.
+    let consumer = fetch(&mut outside, "t", 0, 0, 0, 0).await;
+    assert_eq!(consumer.error_code, 0);
+    assert_eq!(decode_records(consumer.records.unwrap()).len(), 3);
+    // On the inter-broker listener the claim is not refused for authorization.
+    assert_ne!(follower_fetch(&mut inside, "t", 1).await, 29);
 }

@@ -524,6 +524,24 @@ impl ClusterControllers {
     }
 }
 
+/// A Topic's finalizer deletes the topic through its cluster's controller.
+impl crate::context::TopicRemover for ClusterControllers {
+    fn delete_topic<'a>(
+        &'a self,
+        namespace: &'a str,
+        cluster: &'a str,
+        topic: &'a str,
+    ) -> crate::context::BoxFuture<'a, Result<(), crate::error::TopicRemovalError>> {
+        let result = match self.get(namespace, cluster) {
+            Some(rt) => rt.delete_topic(topic).map_err(Into::into),
+            None => Err(crate::error::TopicRemovalError::Unavailable(format!(
+                "no controller runs for cluster {namespace}/{cluster} in this operator yet"
+            ))),
+        };
+        Box::pin(async move { result })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
 //! What every reconcile gets: the client, metrics, the event recorder, the
-//! builder options and the way topic data is removed through a cluster.
+//! builder options and the way topic data is removed from a cluster.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,26 @@ use kube::Client;
 use crate::build::BuildOptions;
 use crate::metrics::Metrics;
 
-pub use crate::kafka_admin::{BoxFuture, TopicRemover};
+use crate::error::TopicRemovalError;
+
+/// A boxed future, for the object-safe [`TopicRemover`].
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Removes a topic and its data from a running cluster. On Kubernetes that is
+/// the cluster's controller in this operator
+/// ([`crate::cluster_controllers::ClusterControllers`]): the deletion is a
+/// metadata record, and brokers delete the partitions when they apply it.
+/// The operator never speaks the Kafka protocol to its clusters, so it needs
+/// no Kafka principal (and no listener has to trust an anonymous one). A
+/// topic the cluster does not know counts as removed.
+pub trait TopicRemover: Send + Sync {
+    fn delete_topic<'a>(
+        &'a self,
+        namespace: &'a str,
+        cluster: &'a str,
+        topic: &'a str,
+    ) -> BoxFuture<'a, Result<(), TopicRemovalError>>;
+}
 
 /// Shared state of the reconcilers.
 pub struct Context {

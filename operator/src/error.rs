@@ -3,8 +3,6 @@
 
 use kube::runtime::finalizer;
 
-use crate::kafka_admin::AdminError;
-
 /// Why a cluster's controller could not be started in the operator.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerStartError {
@@ -21,9 +19,10 @@ pub enum TopicRemovalError {
     /// The cluster's controller (in this operator) refused or failed.
     #[error(transparent)]
     Controller(#[from] skein_controller::ControlPlaneError),
-    /// The cluster's brokers, reached over Kafka's DeleteTopics.
-    #[error(transparent)]
-    Admin(#[from] AdminError),
+    /// No controller runs for the cluster in this operator (not started
+    /// yet, or stopped).
+    #[error("{0}")]
+    Unavailable(String),
     /// The KafkaCluster itself could not be read.
     #[error("reading the cluster: {0}")]
     Cluster(#[source] Box<Error>),

@@ -21,7 +21,6 @@ use tracing::{debug, error, info, warn};
 use crate::build::{labels, BuildOptions};
 use crate::cluster_controllers::ClusterControllers;
 use crate::context::Context;
-use crate::kafka_admin::KafkaTopicRemover;
 use crate::leader::{LeaderElector, LeaseConfig};
 use crate::metrics::Metrics;
 use crate::reconcile::{kafka_cluster, kafka_user, topic};
@@ -203,20 +202,21 @@ pub async fn run(opts: KubernetesOptions) -> Result<(), Box<dyn std::error::Erro
     }
 
     let identity = opts.lease.as_ref().map(|l| l.identity.clone());
-    let mut ctx = Context::new(
-        client.clone(),
-        metrics.clone(),
-        opts.build.clone(),
-        Arc::new(KafkaTopicRemover::default()),
-        identity,
-    );
-    ctx.controllers = Some(Arc::new(ClusterControllers::new(
+    let controllers = Arc::new(ClusterControllers::new(
         config,
         client.clone(),
         metrics.clone(),
         opts.session_timeout_ms,
         opts.control_certs,
-    )));
+    ));
+    let mut ctx = Context::new(
+        client.clone(),
+        metrics.clone(),
+        opts.build.clone(),
+        controllers.clone(),
+        identity,
+    );
+    ctx.controllers = Some(controllers);
     let ctx = Arc::new(ctx);
     let scopes: Vec<Option<&str>> = if opts.namespaces.is_empty() {
         vec![None]

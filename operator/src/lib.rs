@@ -16,7 +16,6 @@ pub mod context;
 pub mod control_tls;
 pub mod error;
 pub mod http;
-pub mod kafka_admin;
 pub mod kubernetes;
 pub mod leader;
 pub mod listener_tls;

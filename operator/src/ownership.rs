@@ -92,10 +92,11 @@ pub enum Written<K> {
 
 /// Writes `obj` (which carries its owner reference) if [`check`] allows it
 /// against `existing`, the object as just read. A new object is created
-/// first with its metadata only, so that a concurrent creation makes this
-/// fail instead of taking the other object over; the content is then
-/// server-side applied with the `resourceVersion` checked, so a change
-/// since the read fails with a conflict (retried by the next reconcile).
+/// whole, content and all (a create fails if one appeared meanwhile, instead
+/// of taking the other object over, and nobody ever sees the object without
+/// its content); an existing one is server-side applied with the
+/// `resourceVersion` checked, so a change since the read fails with a
+/// conflict (retried by the next reconcile).
 pub async fn write<K>(
     api: &Api<K>,
     obj: &K,
@@ -104,7 +105,6 @@ pub async fn write<K>(
 ) -> Result<Written<K>, kube::Error>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Default
         + Clone
         + Serialize
         + DeserializeOwned
@@ -114,31 +114,15 @@ where
     if let Err(foreign) = check(&K::kind(&()), &name, existing.map(|e| e.meta()), owner_uid) {
         return Ok(Written::Foreign(foreign));
     }
-    let resource_version = match existing {
-        Some(e) => e.meta().resource_version.clone(),
-        None => {
-            let mut skeleton = K::default();
-            let meta = obj.meta();
-            *skeleton.meta_mut() = ObjectMeta {
-                name: meta.name.clone(),
-                namespace: meta.namespace.clone(),
-                labels: meta.labels.clone(),
-                owner_references: meta.owner_references.clone(),
-                ..ObjectMeta::default()
-            };
-            let pp = PostParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..PostParams::default()
-            };
-            api.create(&pp, &skeleton)
-                .await?
-                .meta()
-                .resource_version
-                .clone()
-        }
+    let Some(existing) = existing else {
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        return api.create(&pp, obj).await.map(Written::Done);
     };
     let mut obj = obj.clone();
-    obj.meta_mut().resource_version = resource_version;
+    obj.meta_mut().resource_version = existing.meta().resource_version.clone();
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     api.patch(&name, &pp, &Patch::Apply(&obj))
         .await

@@ -194,7 +194,7 @@ async fn a_missing_cluster_is_reported() {
 }
 
 #[tokio::test]
-async fn deleting_removes_the_data_through_the_cluster_then_the_finalizer() {
+async fn deleting_removes_the_topic_through_the_clusters_controller_then_the_finalizer() {
     let (ctx, server, remover) = test_context();
     let t = topic(3, true, Some(1));
     let script = vec![
@@ -207,10 +207,7 @@ async fn deleting_removes_the_data_through_the_cluster_then_the_finalizer() {
     finish(mock).await;
     assert_eq!(
         *remover.calls.lock().unwrap(),
-        vec![(
-            "demo-bootstrap.streaming.svc:9092".to_string(),
-            "orders".to_string()
-        )]
+        vec![("streaming/demo".to_string(), "orders".to_string())]
     );
 }
 
@@ -232,7 +229,8 @@ async fn deleting_when_the_cluster_is_gone_releases_at_once() {
 #[tokio::test]
 async fn an_unreachable_cluster_is_retried_within_the_grace_period() {
     let (ctx, server, remover) = test_context();
-    *remover.fail_with.lock().unwrap() = Some("connection refused".into());
+    *remover.fail_with.lock().unwrap() =
+        Some("no controller runs for cluster streaming/demo".into());
     let t = topic(3, true, Some(10));
     let mock = server.run(vec![get_cluster()]);
     let err = within(reconcile_at(Arc::new(t), ctx, now()))
@@ -240,13 +238,14 @@ async fn an_unreachable_cluster_is_retried_within_the_grace_period() {
         .unwrap_err();
     finish(mock).await;
     assert_eq!(err.metric_label(), "topic_removal");
-    assert!(err.to_string().contains("connection refused"), "{err}");
+    assert!(err.to_string().contains("no controller runs"), "{err}");
 }
 
 #[tokio::test]
 async fn an_unreachable_cluster_never_blocks_deletion_past_the_grace_period() {
     let (ctx, server, remover) = test_context();
-    *remover.fail_with.lock().unwrap() = Some("connection refused".into());
+    *remover.fail_with.lock().unwrap() =
+        Some("no controller runs for cluster streaming/demo".into());
     let t = topic(3, true, Some(3600));
     let script = vec![
         get_cluster(),

@@ -85,10 +85,15 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         (req.max_bytes as usize).min(limit)
     };
 
-    // Followers need ClusterAction; consumers Read on each topic, checked
+    // Followers need ClusterAction and must come in on the inter-broker
+    // listener (where only brokers authenticate, e.g. the replication
+    // listener's mutual TLS on Kubernetes): a client that may do
+    // everything on a client listener still cannot claim a replica id and
+    // move a high watermark. Consumers need Read on each topic, checked
     // before existence (by name) or after the id is resolved (by id).
     let authz = Authz::current(broker);
-    let follower_denied = replica_id >= 0 && !authz.cluster(AclOperation::ClusterAction);
+    let follower_denied = replica_id >= 0
+        && (!on_inter_broker_listener(broker) || !authz.cluster(AclOperation::ClusterAction));
     let isr_eligible = replica_id >= 0
         && isr_eligible(
             broker.metadata.image().brokers.get(&replica_id),
@@ -561,6 +566,14 @@ fn read_pass(
         out.push(r);
     }
     (out, total, errored)
+}
+
+/// Whether the request being handled arrived on the inter-broker listener
+/// (`inter.broker.listener.name`; outside a connection, as in the fuzz
+/// harness, it counts as arrived there).
+fn on_inter_broker_listener(broker: &Broker) -> bool {
+    crate::request_context::listener_name()
+        .is_none_or(|l| *l == *broker.config.inter_broker_listener)
 }
 
 /// Whether follower `replica_id`'s fetch of `p` counts against the leader

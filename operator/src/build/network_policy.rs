@@ -5,7 +5,8 @@
 //! - control port: only the operator's pods (its controller holds the
 //!   sessions);
 //! - the plaintext `kafkaPort` listener: the cluster's own brokers
-//!   (replication) and the operator (its admin client). When the cluster has
+//!   (replication without `replicationTls`; the operator speaks no Kafka
+//!   protocol to its clusters). When the cluster has
 //!   no client listeners it is also the clients' listener, and is then open
 //!   as before (a policy must not cut off the only way in);
 //! - each client listener: the peers of its `networkPolicyPeers`, or anyone
@@ -96,10 +97,7 @@ pub fn build(
     if l.clients.is_empty() {
         rules.push(rule(vec![l.kafka_port], None));
     } else {
-        rules.push(rule(
-            vec![l.kafka_port],
-            Some(vec![brokers_peer(names), operator_peer(opts)]),
-        ));
+        rules.push(rule(vec![l.kafka_port], Some(vec![brokers_peer(names)])));
         for c in &l.clients {
             let from = (!c.network_policy_peers.is_empty()).then(|| c.network_policy_peers.clone());
             rules.push(rule(vec![c.port], from));
@@ -174,7 +172,7 @@ mod tests {
         // (port, number of allowed peers; 0 = anyone)
         assert_eq!(
             ports_and_peers(&np),
-            [(9192, 1), (9644, 0), (9092, 2), (9094, 1), (9093, 0)]
+            [(9192, 1), (9644, 0), (9092, 1), (9094, 1), (9093, 0)]
         );
         let control = &np.spec.as_ref().unwrap().ingress.as_ref().unwrap()[0];
         let peer = &control.from.as_ref().unwrap()[0];

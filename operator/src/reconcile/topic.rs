@@ -8,8 +8,9 @@
 //! while the controller cannot start it), with Events when it starts, is
 //! refused and is done.
 //!
-//! Deleting a Topic goes through the finalizer [`TOPIC_FINALIZER`]: its data
-//! is removed through the cluster (Kafka `DeleteTopics`). That is best effort:
+//! Deleting a Topic goes through the finalizer [`TOPIC_FINALIZER`]: the
+//! cluster's controller deletes the topic, and the brokers its data. That is
+//! best effort:
 //! when the cluster is gone or being deleted the finalizer is released at once,
 //! and when the cluster does not answer it is released after a grace period,
 //! so a namespace deletion never hangs on it.
@@ -267,21 +268,10 @@ async fn cleanup(topic: &Topic, ctx: &Context, now: Timestamp) -> Result<Action>
         }
     };
     let names = ClusterNames::of(&cluster);
-    let bootstrap = names.bootstrap_address(cluster.spec.listeners.kafka_port);
-    let removed = match ctx
-        .controllers
-        .as_ref()
-        .and_then(|r| r.get(&names.namespace, &names.cluster))
-    {
-        Some(rt) => rt
-            .delete_topic(&kafka_name)
-            .map_err(TopicRemovalError::from),
-        None => ctx
-            .topic_remover
-            .delete_topic(&bootstrap, &kafka_name)
-            .await
-            .map_err(TopicRemovalError::from),
-    };
+    let removed = ctx
+        .topic_remover
+        .delete_topic(&names.namespace, &names.cluster, &kafka_name)
+        .await;
     match removed {
         Ok(()) => {
             let note = format!(

@@ -18,6 +18,7 @@ use prometheus::Registry;
 use serde_json::{json, Value};
 use skein_operator::build::BuildOptions;
 use skein_operator::context::{BoxFuture, TopicRemover};
+use skein_operator::error::TopicRemovalError;
 use skein_operator::{Context, Metrics};
 use tokio::task::JoinHandle;
 use tower_test::mock::{self, Handle};
@@ -167,15 +168,16 @@ pub struct FakeRemover {
 impl TopicRemover for FakeRemover {
     fn delete_topic<'a>(
         &'a self,
-        bootstrap: &'a str,
+        namespace: &'a str,
+        cluster: &'a str,
         topic: &'a str,
-    ) -> BoxFuture<'a, Result<(), skein_operator::kafka_admin::AdminError>> {
+    ) -> BoxFuture<'a, Result<(), TopicRemovalError>> {
         self.calls
             .lock()
             .unwrap()
-            .push((bootstrap.to_string(), topic.to_string()));
+            .push((format!("{namespace}/{cluster}"), topic.to_string()));
         let result = match self.fail_with.lock().unwrap().clone() {
-            Some(e) => Err(skein_operator::kafka_admin::AdminError::Protocol(e)),
+            Some(e) => Err(TopicRemovalError::Unavailable(e)),
             None => Ok(()),
         };
         Box::pin(async move { result })
