@@ -33,6 +33,9 @@ pub struct ConnectionLimits {
     pub per_ip: u32,
     pub per_ip_overrides: HashMap<IpAddr, u32>,
     pub max_connections: Option<u32>,
+    /// `max.connections` was not set: the broker's start-up derives it from
+    /// the open-files limit ([`crate::system::default_max_connections`]).
+    pub max_connections_unset: bool,
 }
 
 impl Default for ConnectionLimits {
@@ -41,6 +44,7 @@ impl Default for ConnectionLimits {
             per_ip: u32::MAX,
             per_ip_overrides: HashMap::new(),
             max_connections: None,
+            max_connections_unset: true,
         }
     }
 }
@@ -104,6 +108,7 @@ impl ConnectionLimits {
         if let Some(v) = raw.get("max.connections") {
             let n = count("max.connections", v)?;
             limits.max_connections = (n < i32::MAX as u32).then_some(n);
+            limits.max_connections_unset = false;
         }
         if limits.per_ip == 0 && limits.per_ip_overrides.is_empty() {
             return Err(invalid(

@@ -71,6 +71,7 @@ impl From<StorageError> for ApiError {
             StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
             StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
+            StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
             _ => ResponseError::KafkaStorageError,
         };
         ApiError::new(code, e.to_string())

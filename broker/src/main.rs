@@ -22,7 +22,7 @@ fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let config = match BrokerConfig::from_cli(&cli) {
+    let mut config = match BrokerConfig::from_cli(&cli) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("skein-broker: {e}");
@@ -32,6 +32,11 @@ fn main() {
     let nofile = skein_broker::system::raise_open_files_limit();
     let log_files = skein_broker::system::log_open_files_limit(nofile);
     skein_storage::open_files::set_limit(log_files);
+    if config.connection_limits.max_connections_unset {
+        config.connection_limits.max_connections =
+            Some(skein_broker::system::default_max_connections(nofile));
+    }
+    let max_connections = config.connection_limits.max_connections;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -47,6 +52,7 @@ fn main() {
             advertised = %format!("{}:{}", config.advertised_host, config.advertised_port),
             open_files_limit = nofile.unwrap_or(0),
             log_files_open_at_most = log_files,
+            max_connections = max_connections.map_or(-1, i64::from),
             "starting skein-broker"
         );
         skein_broker::run_until(config, listener, shutdown_signal()).await

@@ -56,9 +56,12 @@ pub async fn serve(
     spec: Arc<Listener>,
 ) -> std::io::Result<()> {
     info!(addr = %listener.local_addr()?, listener = %spec.name, protocol = spec.protocol.name(), "Kafka listener ready");
-    // max.connections leaves the inter-broker listener alone (replication
-    // must not starve); the per-address limits apply everywhere, as in Kafka.
-    let limited = *spec.name != *broker.config.inter_broker_listener;
+    // max.connections leaves the inter-broker listener alone when clients
+    // have listeners of their own (replication must not starve); a lone
+    // listener is limited like any. The per-address limits apply
+    // everywhere. All as in Kafka (ConnectionQuotas.protectedListener).
+    let limited =
+        *spec.name != *broker.config.inter_broker_listener || broker.config.listeners.len() == 1;
     let limits = broker.connection_quotas.clone();
     // socket.receive.buffer.bytes (when set) goes on the listening socket,
     // so accepted connections inherit it before their handshake fixes the

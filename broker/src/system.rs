@@ -66,9 +66,34 @@ pub fn log_open_files_limit(nofile: Option<u64>) -> usize {
     nofile.map_or(4_096, |n| (n / 2).clamp(64, 1 << 20) as usize)
 }
 
+/// Skein's `max.connections` when none is set (Kafka's default is no
+/// limit): what the open-files limit leaves once log files have their half
+/// ([`log_open_files_limit`]) and 256 stay for checkpoints, the cleaner and
+/// replication. Connections beyond the descriptors would otherwise take
+/// the ones a segment roll or a checkpoint needs, and a flood of clients
+/// would turn into storage errors. `max.connections=2147483647` lifts it.
+pub fn default_max_connections(nofile: Option<u64>) -> u32 {
+    let n = nofile.unwrap_or(8_192);
+    let logs = log_open_files_limit(Some(n)) as u64;
+    n.saturating_sub(logs)
+        .saturating_sub(256)
+        .max(n / 4)
+        .clamp(64, i32::MAX as u64 - 1) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connections_by_default_get_what_log_files_leave() {
+        assert_eq!(default_max_connections(Some(20_000)), 9_744);
+        assert_eq!(default_max_connections(Some(1_048_576)), 524_032);
+        // A small limit still leaves a quarter to clients.
+        assert_eq!(default_max_connections(Some(1_024)), 256);
+        assert_eq!(default_max_connections(Some(100)), 64);
+        assert_eq!(default_max_connections(None), 3_840);
+    }
 
     #[test]
     fn half_the_descriptors_go_to_log_files() {

@@ -10,8 +10,17 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 
+/// A connection to another listener of the broker, once it is bound (the
+/// broker starts its listeners side by side).
 async fn client_at(port: u16) -> Client {
-    Client::connect(([127, 0, 0, 1], port).into()).await
+    for _ in 0..100 {
+        if let Ok(stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            drop(stream);
+            return Client::connect(([127, 0, 0, 1], port).into()).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("nothing listens on port {port} after 5 s");
 }
 
 /// FindCoordinator for group `g` until the coordinator is ready.
@@ -145,4 +154,53 @@ async fn a_replica_id_is_honoured_only_on_the_inter_broker_listener() {
     assert_eq!(decode_records(consumer.records.unwrap()).len(), 3);
     // On the inter-broker listener the claim is not refused for authorization.
     assert_ne!(follower_fetch(&mut inside, "t", 1).await, 29);
+}
+
+/// Whether `c` gets an ApiVersions answer within `ms`.
+async fn answered_within(c: &mut Client, ms: u64) -> bool {
+    c.send(&ApiVersionsRequest::default(), 0).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_millis(ms), c.recv())
+        .await
+        .is_ok_and(|r| r.is_ok())
+}
+
+#[tokio::test]
+async fn max_connections_holds_a_lone_listener_and_spares_the_inter_broker_one_beside_others() {
+    // One listener, which is also the inter-broker one: limited (Kafka
+    // protects the inter-broker listener only when clients have another).
+    let b = TestBroker::start(&["max.connections=2"]).await;
+    let mut first = b.client().await;
+    let mut second = b.client().await;
+    assert!(answered_within(&mut first, 5_000).await);
+    assert!(answered_within(&mut second, 5_000).await);
+    let mut third = b.client().await;
+    assert!(
+        !answered_within(&mut third, 500).await,
+        "a third connection is not taken"
+    );
+    drop(first);
+    let r = tokio::time::timeout(std::time::Duration::from_secs(5), third.recv()).await;
+    assert!(r.is_ok_and(|r| r.is_ok()), "taken once one closes");
+
+    // Beside a client listener, the inter-broker one takes connections over
+    // the limit; the client listener does not.
+    let ext = free_port();
+    let listeners = format!("listeners=PLAINTEXT://{{addr}},EXTERNAL://127.0.0.1:{ext}");
+    let b = TestBroker::start(&[
+        &listeners,
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "inter.broker.listener.name=PLAINTEXT",
+        "max.connections=1",
+    ])
+    .await;
+    let mut client = client_at(ext).await;
+    assert!(answered_within(&mut client, 5_000).await);
+    let mut over = client_at(ext).await;
+    assert!(!answered_within(&mut over, 500).await);
+    let mut brokers = Vec::new();
+    for _ in 0..3 {
+        let mut c = b.client().await;
+        assert!(answered_within(&mut c, 5_000).await);
+        brokers.push(c);
+    }
 }

@@ -64,6 +64,10 @@ pub enum StorageError {
     /// An idempotent producer wrote with an epoch older than the current one (`INVALID_PRODUCER_EPOCH`).
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// A transactional batch whose transaction ended or changed while it
+    /// was verified with the coordinator (KIP-890, `INVALID_TXN_STATE`).
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
     /// Decoding or re-encoding records during compaction failed.
     #[error("compaction failed: {0}")]
     Compaction(String),

@@ -42,7 +42,7 @@ pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use error::{RecordError, StorageError};
 pub use file_slice::{FileSlice, Records, MIN_FILE_SLICE};
 pub use log::{AppendInfo, CleanStats, Log, ReadResult, RecordsRead};
-pub use log_txn::{control_batch, ControlMarker};
+pub use log_txn::{control_batch, ControlMarker, VerificationGuard};
 pub use log_validator::AppendOrigin;
 pub use txn_index::AbortedTxn;
 

@@ -117,6 +117,12 @@ pub struct Log {
     /// Moves whenever segments are truncated or removed, so a clean planned
     /// before (see `cleaner.rs`) knows its view of the segments is stale.
     pub(crate) generation: u64,
+    /// KIP-890: the producers whose transaction verification is under way
+    /// here, each with its guard (in memory, as Kafka keeps them).
+    pub(crate) verification_guards:
+        std::collections::HashMap<i64, crate::log_txn::VerificationGuard>,
+    /// The last guard handed out.
+    pub(crate) last_verification_guard: u64,
 }
 
 /// Validated batches of one append: each header with its position in the buffer.
@@ -265,7 +271,7 @@ impl Log {
         for (h, pos) in headers.iter_mut() {
             let bytes = &mut records[*pos..*pos + h.total_size()];
             match origin {
-                AppendOrigin::Client => {
+                AppendOrigin::Client | AppendOrigin::VerifiedClient(_) => {
                     crate::log_validator::validate_client_batch(
                         h,
                         bytes,
@@ -281,6 +287,11 @@ impl Log {
         }
         if headers.is_empty() {
             return Ok(self.empty_append_info());
+        }
+        if let AppendOrigin::VerifiedClient(guard) = origin {
+            for (h, _) in &headers {
+                self.check_verification(h, guard)?;
+            }
         }
         if let Some(info) = self.check_producer_sequences(&headers, num_records)? {
             return Ok(info);

@@ -103,7 +103,80 @@ pub fn control_batch(
     buf.to_vec()
 }
 
+/// KIP-890's verification guard (Kafka's `VerificationGuard`): handed out
+/// when a leader starts verifying a producer's transaction with the
+/// coordinator, dropped when a batch of that producer's transaction or a
+/// marker is appended. An append that would start a transaction must bring
+/// the guard that is still in place: otherwise the transaction ended (or
+/// another verification began) while the coordinator was asked, and the
+/// batch would open a transaction no coordinator knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerificationGuard(u64);
+
+impl VerificationGuard {
+    /// The producer's transaction was already open here when verification
+    /// began: the append needs it still open.
+    pub const ONGOING: VerificationGuard = VerificationGuard(0);
+}
+
 impl Log {
+    /// Starts verifying the transaction of producer `producer_id` at
+    /// `producer_epoch` here: the guard its transactional append must bring
+    /// ([`VerificationGuard::ONGOING`] when that transaction is already open
+    /// here at that epoch, and no coordinator needs asking). A verification
+    /// already under way keeps its guard.
+    pub fn start_verification(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> VerificationGuard {
+        let open_at_epoch = self
+            .producer_state
+            .producers()
+            .get(&producer_id)
+            .is_some_and(|e| e.epoch == producer_epoch && e.current_txn_first_offset.is_some());
+        if open_at_epoch {
+            return VerificationGuard::ONGOING;
+        }
+        let last = &mut self.last_verification_guard;
+        *self
+            .verification_guards
+            .entry(producer_id)
+            .or_insert_with(|| {
+                *last += 1;
+                VerificationGuard(*last)
+            })
+    }
+
+    fn txn_open(&self, producer_id: i64) -> bool {
+        self.producer_state
+            .producers()
+            .get(&producer_id)
+            .is_some_and(|e| e.current_txn_first_offset.is_some())
+    }
+
+    /// Whether batch `h`, appended under `guard`, may go in: anything but a
+    /// transactional data batch does; one continues an open transaction or
+    /// starts one under the guard still in place.
+    pub(crate) fn check_verification(
+        &self,
+        h: &BatchHeader,
+        guard: VerificationGuard,
+    ) -> Result<(), StorageError> {
+        if !h.is_transactional() || h.is_control() || self.txn_open(h.producer_id) {
+            return Ok(());
+        }
+        if guard != VerificationGuard::ONGOING
+            && self.verification_guards.get(&h.producer_id) == Some(&guard)
+        {
+            return Ok(());
+        }
+        Err(StorageError::InvalidTxnState(format!(
+            "the transaction of producer {} ended or changed here while it was being verified",
+            h.producer_id
+        )))
+    }
+
     /// The first offset of the oldest open transaction in this partition.
     pub fn first_unstable_offset(&self) -> Option<i64> {
         self.producer_state.first_unstable_offset()
@@ -118,6 +191,11 @@ impl Log {
         bytes: &[u8],
         now_ms: i64,
     ) -> Result<(), StorageError> {
+        if h.is_transactional() {
+            // Its transaction is open now (a data batch) or over (a marker):
+            // a verification begun before is no longer the one in place.
+            self.verification_guards.remove(&h.producer_id);
+        }
         if !h.is_control() {
             self.producer_state.update(h, now_ms);
             return Ok(());

@@ -21,6 +21,12 @@ use crate::record_decode::{
 pub enum AppendOrigin {
     /// A Produce request: validated in full.
     Client,
+    /// A Produce request whose transactional batches the transaction
+    /// coordinator verified (KIP-890) under this guard: validated in full,
+    /// and a transactional batch that would start a transaction here goes
+    /// in only while the guard is still the partition's (no marker ended the
+    /// producer's transaction since the verification began).
+    VerifiedClient(crate::log_txn::VerificationGuard),
     /// The broker's own group or transaction coordinator, or a transaction
     /// marker it writes: control batches allowed, records trusted.
     Coordinator,

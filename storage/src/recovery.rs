@@ -242,6 +242,8 @@ impl Log {
             producer_state: crate::producer_state::ProducerStateManager::new(),
             retired: Vec::new(),
             generation: 0,
+            verification_guards: Default::default(),
+            last_verification_guard: 0,
         };
         log.rebuild_producer_state(now_ms)?;
         if is_new {

@@ -15,6 +15,7 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use skein_storage::batch::BatchHeader;
+use skein_storage::AppendOrigin;
 
 use skein_controller::acls::AclOperation;
 
@@ -122,7 +123,9 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
                         )
                         .await
                         {
-                            Ok(()) => append(broker, &t.name, pd.index, pd.records, acks == -1),
+                            Ok(origin) => {
+                                append(broker, &t.name, pd.index, pd.records, acks == -1, origin)
+                            }
                             Err(e) => Err(e),
                         },
                     },
@@ -210,16 +213,16 @@ fn check_request_records(version: i16, records: &Option<bytes::Bytes>) -> Result
 
 /// KIP-890: a transactional batch goes in only if the coordinator of the
 /// request's transactional id has the partition in that producer's ongoing
-/// transaction (see `txn::verification`).
+/// transaction (see `txn::verification`); the answer is how to append it.
 async fn verify_transaction(
     broker: &Arc<Broker>,
     tid: &Option<String>,
     topic: &str,
     partition: i32,
     records: &Option<bytes::Bytes>,
-) -> Result<(), ApiError> {
+) -> Result<AppendOrigin, ApiError> {
     let (Some(tid), Some(records)) = (tid, records) else {
-        return Ok(());
+        return Ok(AppendOrigin::Client);
     };
     match BatchHeader::parse(records) {
         Ok(h) if h.is_transactional() && !h.is_control() => {
@@ -234,7 +237,7 @@ async fn verify_transaction(
             .await
         }
         // Control batches and malformed ones are the validator's to refuse.
-        _ => Ok(()),
+        _ => Ok(AppendOrigin::Client),
     }
 }
 
@@ -289,6 +292,7 @@ fn append(
     partition: i32,
     records: Option<bytes::Bytes>,
     acks_all: bool,
+    origin: AppendOrigin,
 ) -> Result<Appended, ApiError> {
     let records =
         records.ok_or_else(|| ApiError::new(ResponseError::InvalidRecord, "no records"))?;
@@ -311,7 +315,7 @@ fn append(
     }
     let idem = header.filter(|h| h.producer_id >= 0 && !h.is_control());
     let Some(h) = idem else {
-        return append_batch(broker, topic, partition, records, acks_all)
+        return append_batch(broker, topic, partition, records, acks_all, origin)
             .map(|(info, part, epoch)| (info, part, epoch, None));
     };
     // An idempotent producer's batch: keep its pipeline in order when an
@@ -346,7 +350,7 @@ fn append(
             ),
         ));
     }
-    match append_batch(broker, topic, partition, records, acks_all) {
+    match append_batch(broker, topic, partition, records, acks_all, origin) {
         Ok((info, part, epoch)) => {
             refusals.clear(&key, &h);
             Ok((info, part, epoch, Some(h)))
@@ -378,6 +382,7 @@ fn append_batch(
     partition: i32,
     records: bytes::Bytes,
     acks_all: bool,
+    origin: AppendOrigin,
 ) -> Result<(skein_storage::AppendInfo, Arc<Partition>, i32), ApiError> {
     let part = broker.replicas.get_or_err(topic, partition)?;
     let epoch = part.leader_epoch();
@@ -392,12 +397,7 @@ fn append_batch(
     };
     let mut buf = BytesMut::from(recompressed.as_deref().unwrap_or(&records[..]));
     let info = part
-        .append_as_leader(
-            &mut buf,
-            acks_all,
-            now_ms(),
-            skein_storage::AppendOrigin::Client,
-        )
+        .append_as_leader(&mut buf, acks_all, now_ms(), origin)
         .inspect_err(|e| log_storage_error(broker, topic, partition, e))?;
     if info.duplicate {
         tracing::debug!(

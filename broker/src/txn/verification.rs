@@ -24,6 +24,7 @@ use super::TxnState;
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::handlers::strb;
+use skein_storage::{AppendOrigin, VerificationGuard};
 
 /// How long a leader waits for the coordinator's answer.
 const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,7 +55,11 @@ pub(crate) fn verification_code(
 }
 
 /// Checks that a transactional batch of (`producer_id`, `producer_epoch`)
-/// for transactional id `tid` may be appended to `topic`-`partition`.
+/// for transactional id `tid` may be appended to `topic`-`partition`, and
+/// returns how to append it: under the partition's verification guard
+/// ([`VerificationGuard`]), so that a marker appended while the coordinator
+/// was asked makes the append fail instead of opening a transaction no
+/// coordinator knows.
 ///
 /// `INVALID_TXN_STATE` when the partition is not in the transaction,
 /// `INVALID_PRODUCER_EPOCH` for another producer or epoch, and the
@@ -67,20 +72,18 @@ pub async fn verify(
     partition: i32,
     producer_id: i64,
     producer_epoch: i16,
-) -> Result<(), ApiError> {
+) -> Result<AppendOrigin, ApiError> {
     if !broker.txns.cfg.partition_verification {
-        return Ok(());
+        return Ok(AppendOrigin::Client);
     }
-    let open_here = broker.replicas.get(topic, partition).is_some_and(|p| {
-        p.with_log(|l| {
-            l.producer_state()
-                .producers()
-                .get(&producer_id)
-                .is_some_and(|e| e.epoch == producer_epoch && e.current_txn_first_offset.is_some())
-        })
-    });
-    if open_here {
-        return Ok(());
+    // Not led here: the append answers NOT_LEADER_OR_FOLLOWER.
+    let Some(part) = broker.replicas.get(topic, partition) else {
+        return Ok(AppendOrigin::Client);
+    };
+    let guard = part.with_log_mut(|l| l.start_verification(producer_id, producer_epoch));
+    if guard == VerificationGuard::ONGOING {
+        // Open here already: the append checks it still is.
+        return Ok(AppendOrigin::VerifiedClient(guard));
     }
     let unavailable = |why: String| {
         ApiError::new(
@@ -109,7 +112,7 @@ pub async fn verify(
         .map_err(|code| unavailable(format!("{code:?} from broker {coordinator}")))?
     };
     match code.err() {
-        None => Ok(()),
+        None => Ok(AppendOrigin::VerifiedClient(guard)),
         Some(e @ (ResponseError::InvalidTxnState | ResponseError::InvalidProducerEpoch)) => {
             Err(ApiError::new(
                 e,

@@ -267,3 +267,69 @@ fn retention_never_deletes_an_open_transaction_until_it_ends() {
     );
     assert!(log.log_start_offset() > 0);
 }
+
+/// KIP-890's verification guard: a transactional batch verified with the
+/// coordinator goes in only if no marker of its producer landed while the
+/// coordinator was asked; otherwise it would open a transaction that no
+/// coordinator knows, and the last stable offset would stop there for good.
+#[test]
+fn a_marker_during_verification_keeps_the_verified_batch_out() {
+    use skein_storage::{AppendOrigin, StorageError, VerificationGuard};
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(&dir.path().join("t-0"), LogConfig::default(), 1_000).unwrap();
+    let verified = |log: &mut Log, batch: Vec<u8>, guard| {
+        let mut batch = batch;
+        log.append_as_leader(&mut batch, 0, 1_000, AppendOrigin::VerifiedClient(guard))
+    };
+
+    // The plain case: verified, appended under the guard, the transaction open.
+    let g = log.start_verification(1, 0);
+    assert_ne!(g, VerificationGuard::ONGOING);
+    assert_eq!(
+        log.start_verification(1, 0),
+        g,
+        "one verification at a time keeps its guard"
+    );
+    verified(&mut log, txn_batch(1, 0, 0, 2), g).unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(0));
+    // Open here at that epoch: no coordinator to ask, and it goes in while open.
+    assert_eq!(log.start_verification(1, 0), VerificationGuard::ONGOING);
+    verified(&mut log, txn_batch(1, 0, 2, 1), VerificationGuard::ONGOING).unwrap();
+    append(&mut log, marker(1, 0, true), 1_000);
+    assert_eq!(log.first_unstable_offset(), None);
+
+    // The race: verification of the next transaction begins, the producer's
+    // transaction ends (a marker) before the append.
+    let g = log.start_verification(1, 0);
+    append(&mut log, marker(1, 0, false), 1_000);
+    let end = log.log_end_offset();
+    let e = verified(&mut log, txn_batch(1, 0, 3, 1), g).unwrap_err();
+    assert!(matches!(e, StorageError::InvalidTxnState(_)), "{e:?}");
+    assert_eq!(log.log_end_offset(), end, "nothing written");
+    assert_eq!(
+        log.first_unstable_offset(),
+        None,
+        "no transaction left open"
+    );
+
+    // "Open here" seen at verification, closed by the time of the append.
+    let g2 = log.start_verification(1, 0);
+    assert_ne!(g2, g, "a new verification gets a new guard");
+    verified(&mut log, txn_batch(1, 0, 3, 1), g2).unwrap();
+    assert_eq!(log.start_verification(1, 0), VerificationGuard::ONGOING);
+    append(&mut log, marker(1, 0, true), 1_000);
+    let e = verified(&mut log, txn_batch(1, 0, 4, 1), VerificationGuard::ONGOING).unwrap_err();
+    assert!(matches!(e, StorageError::InvalidTxnState(_)), "{e:?}");
+    assert_eq!(log.first_unstable_offset(), None);
+
+    // Another producer's guard is not this one's.
+    let other = log.start_verification(2, 0);
+    assert!(verified(&mut log, txn_batch(1, 0, 4, 1), other).is_err());
+    // Non-transactional batches need no guard.
+    verified(
+        &mut log,
+        producer_batch(3, 0, 0, 1, 1_000, |_| "plain".into()),
+        other,
+    )
+    .unwrap();
+}
