@@ -2,8 +2,9 @@
 //! certificate per broker (its host as the subject alternative name, used
 //! for both serving clients and replicating from the other brokers) and a
 //! client certificate, written under `<data-dir>/tls/` with the client
-//! settings a user needs. Made anew on every start: it is for trying TLS
-//! and mutual TLS on a laptop, not for production.
+//! settings a user needs. Made anew on every start, valid for a year
+//! ([`LOCAL_VALIDITY_SECONDS`]): it is for trying TLS and mutual TLS on a
+//! laptop, not for production.
 
 use std::path::{Path, PathBuf};
 
@@ -44,13 +45,9 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) fn leaf(
-    cn: &str,
-    sans: Vec<String>,
-    issuer: &Issuer<'_, KeyPair>,
-) -> anyhow::Result<(String, String)> {
-    leaf_valid(cn, sans, issuer, None)
-}
+/// How long `local --tls` certificates are valid: a year from their start
+/// (a broker that runs longer than that is restarted with new ones).
+pub const LOCAL_VALIDITY_SECONDS: i64 = 365 * 86_400;
 
 /// A certificate's validity: Unix seconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +57,17 @@ pub struct Validity {
 }
 
 impl Validity {
+    /// From an hour ago (clocks differ a little) for `seconds`.
+    pub fn from_now(seconds: i64) -> Validity {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Validity {
+            not_before: now - 3_600,
+            not_after: now + seconds,
+        }
+    }
+
     fn apply(self, params: &mut CertificateParams) -> Result<(), rcgen::Error> {
         let at =
             |t: i64| time::OffsetDateTime::from_unix_timestamp(t).map_err(|_| rcgen::Error::Time);
@@ -76,8 +84,8 @@ impl Validity {
     }
 }
 
-/// [`leaf`] valid for `validity` (rcgen's default, effectively forever,
-/// when `None`).
+/// An end-entity certificate for `cn` and `sans` signed by `issuer`, valid
+/// for `validity` (rcgen's default, effectively forever, when `None`).
 pub(crate) fn leaf_valid(
     cn: &str,
     sans: Vec<String>,
@@ -111,9 +119,11 @@ fn ca_params(cn: &str) -> Result<CertificateParams, rcgen::Error> {
     Ok(ca_params)
 }
 
-/// A new self-signed certificate authority named `cn`.
-pub(crate) fn new_ca(cn: &str) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
-    CertifiedIssuer::self_signed(ca_params(cn)?, KeyPair::generate()?)
+/// A new self-signed certificate authority named `cn`, valid for `validity`.
+fn new_ca(cn: &str, validity: Validity) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
+    let mut params = ca_params(cn)?;
+    validity.apply(&mut params)?;
+    CertifiedIssuer::self_signed(params, KeyPair::generate()?)
 }
 
 /// A self-signed certificate authority named `cn` with `key` (PEM; a new
@@ -148,7 +158,11 @@ pub(crate) fn ca_issuer(
 /// Makes the CA and certificates for `brokers` (id, host) under `dir`.
 pub fn make(dir: &Path, brokers: &[(i32, String)]) -> anyhow::Result<LocalPki> {
     std::fs::create_dir_all(dir)?;
-    let ca = new_ca("skein local CA")?;
+    let validity = Validity::from_now(LOCAL_VALIDITY_SECONDS);
+    let leaf = |cn: &str, sans: Vec<String>, ca: &Issuer<'_, KeyPair>| {
+        leaf_valid(cn, sans, ca, Some(validity))
+    };
+    let ca = new_ca("skein local CA", validity)?;
     let ca_path = dir.join("ca.pem");
     std::fs::write(&ca_path, ca.pem())?;
 
@@ -268,5 +282,20 @@ mod tests {
         assert!(o.iter().any(|l| l.ends_with("broker-2-keystore.pem")));
         let props = std::fs::read_to_string(&pki.librdkafka_properties).unwrap();
         assert!(props.contains("security.protocol=ssl"));
+        // Every certificate expires a year from now, the CA too.
+        let year_from_now = Validity::from_now(LOCAL_VALIDITY_SECONDS).not_after;
+        for path in [
+            &pki.ca,
+            &pki.client_cert,
+            &pki.broker_keystores[1].1,
+            &pki.controller_keystore,
+        ] {
+            let pem = std::fs::read_to_string(path).unwrap();
+            let not_after = crate::ca::not_after(&pem).unwrap();
+            assert!(
+                (year_from_now - not_after).abs() < 60,
+                "{path:?} expires at {not_after}"
+            );
+        }
     }
 }
