@@ -29,6 +29,9 @@ pub mod record_decode;
 mod recovery;
 mod retention;
 mod segment;
+/// Record-batch builders for tests and fuzz seeds (feature `testing`), not
+/// in product builds.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod time_index;
 mod txn_index;

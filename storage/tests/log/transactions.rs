@@ -276,7 +276,7 @@ fn retention_never_deletes_an_open_transaction_until_it_ends() {
 fn a_marker_during_verification_keeps_the_verified_batch_out() {
     use skein_storage::{AppendOrigin, StorageError, VerificationGuard};
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(&dir.path().join("t-0"), LogConfig::default(), 1_000).unwrap();
+    let mut log = Log::open(dir.path().join("t-0"), LogConfig::default(), 1_000).unwrap();
     let verified = |log: &mut Log, batch: Vec<u8>, guard| {
         let mut batch = batch;
         log.append_as_leader(&mut batch, 0, 1_000, AppendOrigin::VerifiedClient(guard))
