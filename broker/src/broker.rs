@@ -45,7 +45,7 @@ pub struct Broker {
     pub request_memory: crate::request_memory::RequestMemoryPool,
     /// Repeated warnings (refused ISR changes, storage errors) are logged
     /// once per partition every 10 s.
-    pub log_throttle: crate::log_throttle::LogThrottle,
+    pub warn_throttle: crate::warn_throttle::WarnThrottle,
     /// Incremental fetch sessions (KIP-227).
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Runs its own controller (a single-node cluster, Kafka's combined
@@ -231,7 +231,7 @@ impl Broker {
             quotas,
             connection_quotas,
             request_memory,
-            log_throttle: crate::log_throttle::LogThrottle::new(Duration::from_secs(10)),
+            warn_throttle: crate::warn_throttle::WarnThrottle::new(Duration::from_secs(10)),
             fetch_sessions,
             combined,
             tasks: Mutex::new(Vec::new()),

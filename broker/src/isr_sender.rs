@@ -83,7 +83,7 @@ impl Broker {
                             let code = e.code;
                             // One line per kind of refusal every 10 s (with
                             // how many were left out), not one per partition.
-                            if let Some(left_out) = b.log_throttle.allow(&format!("isr {code:?}")) {
+                            if let Some(left_out) = b.warn_throttle.allow(&format!("isr {code:?}")) {
                                 warn!(topic = %p.topic, partition = p.partition, error = %e, left_out, "ISR change refused");
                             }
                             if awaits_newer_state(code) {

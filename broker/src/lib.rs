@@ -22,7 +22,6 @@ pub mod isr_sender;
 pub mod jaas;
 pub mod listeners;
 pub mod log_cleaner;
-pub mod log_throttle;
 pub mod meta_properties;
 pub mod metadata;
 pub mod metrics;
@@ -44,6 +43,7 @@ pub mod system;
 pub mod tls;
 pub mod topic_admin;
 pub mod txn;
+pub mod warn_throttle;
 pub mod zero_copy;
 
 pub use broker::{Broker, Stop};

@@ -122,7 +122,7 @@ fn turn_away(
         .connections_refused
         .with_label_values(&[listener, refusal.label()])
         .inc();
-    if let Some(left_out) = broker.log_throttle.allow(&format!("limit {listener}")) {
+    if let Some(left_out) = broker.warn_throttle.allow(&format!("limit {listener}")) {
         info!(%peer, listener, reason = refusal.label(), left_out, "connection refused");
     }
     if let crate::connection_quotas::Refusal::RateThrottled(hold) = refusal {
@@ -163,7 +163,7 @@ async fn serve_connection(
                 .ssl_authentication_failures
                 .with_label_values(&[&*spec.name])
                 .inc();
-            if let Some(left_out) = broker.log_throttle.allow(&format!("tls {}", spec.name)) {
+            if let Some(left_out) = broker.warn_throttle.allow(&format!("tls {}", spec.name)) {
                 let why = why.to_string();
                 // X.509 v1 certificates (`openssl x509 -req` without an
                 // extensions file makes them) are refused by the TLS library.
@@ -304,7 +304,7 @@ async fn handle_connection(
             }
             Err(ConnectionError::Refused(why)) => {
                 // A request out of the SASL sequence: closed, as Kafka does.
-                if let Some(left_out) = broker.log_throttle.allow(&format!("sasl {}", spec.name)) {
+                if let Some(left_out) = broker.warn_throttle.allow(&format!("sasl {}", spec.name)) {
                     info!(%peer, listener = %spec.name, reason = %why, left_out, "closing connection");
                 }
                 return Ok(());

@@ -369,7 +369,7 @@ pub(crate) fn log_storage_error(broker: &Broker, topic: &str, partition: i32, e:
         return;
     }
     if let Some(left_out) = broker
-        .log_throttle
+        .warn_throttle
         .allow(&format!("storage {topic} {partition}"))
     {
         tracing::error!(topic, partition, error = %e.message, left_out, "cannot write to the log");

@@ -228,7 +228,7 @@ async fn run(
     let backoff = Duration::from_millis(config.backoff_ms.max(10));
     let mut conn: Option<BrokerClient> = None;
     // Storage and authentication errors: logged once per key every 10 s.
-    let storage_errors = crate::log_throttle::LogThrottle::new(Duration::from_secs(10));
+    let storage_errors = crate::warn_throttle::WarnThrottle::new(Duration::from_secs(10));
     let mut session = SessionHandler::default();
     let mut delayed = Delayed::default();
     // Every followed partition as of the last full rebuild, and that

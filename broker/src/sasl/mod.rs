@@ -367,7 +367,7 @@ impl Session {
                 metric("failure");
                 // No secret in the line: the user name at most.
                 if let Some(left_out) = broker
-                    .log_throttle
+                    .warn_throttle
                     .allow(&format!("sasl {}", self.listener))
                 {
                     info!(listener = %self.listener, mechanism = mechanism.name(), peer = ?self.peer, error = %why, left_out, "SASL authentication failed");

@@ -8,12 +8,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Lets one message per key through every `every`.
-pub struct LogThrottle {
+pub struct WarnThrottle {
     every: Duration,
     seen: Mutex<HashMap<String, (Instant, u64)>>,
 }
 
-impl LogThrottle {
+impl WarnThrottle {
     pub fn new(every: Duration) -> Self {
         Self {
             every,
@@ -59,7 +59,7 @@ mod tests {
 
     #[test]
     fn one_message_per_key_and_interval_with_the_count_left_out() {
-        let t = LogThrottle::new(Duration::from_secs(10));
+        let t = WarnThrottle::new(Duration::from_secs(10));
         let t0 = Instant::now();
         assert_eq!(t.allow_at("a", t0), Some(0));
         assert_eq!(t.allow_at("b", t0), Some(0), "keys are independent");
