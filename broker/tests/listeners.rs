@@ -53,19 +53,25 @@ async fn metadata_brokers(c: &mut Client) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// A broker with its PLAINTEXT listener (inter-broker) and a client
+/// listener EXTERNAL on port `ext`, plus `extra` settings.
+async fn with_external(ext: u16, extra: &[&str]) -> TestBroker {
+    let listeners = format!("listeners=PLAINTEXT://{{addr}},EXTERNAL://127.0.0.1:{ext}");
+    let mut settings = vec![
+        listeners.as_str(),
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "inter.broker.listener.name=PLAINTEXT",
+    ];
+    settings.extend_from_slice(extra);
+    TestBroker::start(&settings).await
+}
+
 #[tokio::test]
 async fn each_listener_answers_with_its_own_advertised_endpoints() {
     let ext = free_port();
-    let listeners = format!("listeners=PLAINTEXT://{{addr}},EXTERNAL://127.0.0.1:{ext}");
     let advertised =
         format!("advertised.listeners=PLAINTEXT://{{addr}},EXTERNAL://kafka.example.com:{ext}");
-    let b = TestBroker::start(&[
-        &listeners,
-        &advertised,
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
-        "inter.broker.listener.name=PLAINTEXT",
-    ])
-    .await;
+    let b = with_external(ext, &[&advertised]).await;
     let mut inside = b.client().await;
     let mut outside = client_at(ext).await;
 
@@ -95,24 +101,12 @@ async fn each_listener_answers_with_its_own_advertised_endpoints() {
     b.stop().await;
 }
 
-/// A Fetch that claims a replica id with `replica_id` set (Fetch v12).
+/// A Fetch v12 claiming to be replica `replica_id`: its partition's error.
 async fn follower_fetch(c: &mut Client, topic: &str, replica_id: i32) -> i16 {
-    let mut fp = fetch_request::FetchPartition::default();
-    fp.partition = 0;
-    fp.fetch_offset = 0;
-    fp.partition_max_bytes = 1 << 20;
-    fp.current_leader_epoch = -1;
-    fp.last_fetched_epoch = -1;
-    fp.log_start_offset = -1;
-    let mut ft = fetch_request::FetchTopic::default();
-    ft.topic = topic_name(topic);
-    ft.partitions = vec![fp];
-    let mut req = FetchRequest::default();
-    req.replica_id = BrokerId(replica_id);
-    req.max_bytes = 1 << 20;
-    req.session_epoch = -1;
-    req.topics = vec![ft];
-    let resp = c.call(&req, 12).await.unwrap();
+    let resp = c
+        .call(&fetch_request(topic, 0, 0, replica_id), 12)
+        .await
+        .unwrap();
     assert_eq!(resp.error_code, 0);
     resp.responses[0].partitions[0].error_code
 }
@@ -123,13 +117,7 @@ async fn a_replica_id_is_honoured_only_on_the_inter_broker_listener() {
     // as a super user could on a client listener under one. Claiming to be
     // a follower still works only where brokers connect.
     let ext = free_port();
-    let listeners = format!("listeners=PLAINTEXT://{{addr}},EXTERNAL://127.0.0.1:{ext}");
-    let b = TestBroker::start(&[
-        &listeners,
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
-        "inter.broker.listener.name=PLAINTEXT",
-    ])
-    .await;
+    let b = with_external(ext, &[]).await;
     let mut inside = b.client().await;
     let mut outside = client_at(ext).await;
     assert_eq!(
@@ -185,14 +173,7 @@ async fn max_connections_holds_a_lone_listener_and_spares_the_inter_broker_one_b
     // Beside a client listener, the inter-broker one takes connections over
     // the limit; the client listener does not.
     let ext = free_port();
-    let listeners = format!("listeners=PLAINTEXT://{{addr}},EXTERNAL://127.0.0.1:{ext}");
-    let b = TestBroker::start(&[
-        &listeners,
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
-        "inter.broker.listener.name=PLAINTEXT",
-        "max.connections=1",
-    ])
-    .await;
+    let b = with_external(ext, &["max.connections=1"]).await;
     let mut client = client_at(ext).await;
     assert!(answered_within(&mut client, 5_000).await);
     let mut over = client_at(ext).await;

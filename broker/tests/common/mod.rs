@@ -240,15 +240,9 @@ pub async fn fetch(
     fetch_version(c, topic, partition, offset, (max_wait_ms, min_bytes), 12).await
 }
 
-/// [`fetch`] with a given Fetch version (4..=12: topics by name).
-pub async fn fetch_version(
-    c: &mut Client,
-    topic: &str,
-    partition: i32,
-    offset: i64,
-    (max_wait_ms, min_bytes): (i32, i32),
-    version: i16,
-) -> fetch_response::PartitionData {
+/// A sessionless Fetch (topics by name) of one partition from `offset`, as
+/// a consumer (`replica_id` -1) or claiming to be replica `replica_id`.
+pub fn fetch_request(topic: &str, partition: i32, offset: i64, replica_id: i32) -> FetchRequest {
     let mut fp = fetch_request::FetchPartition::default();
     fp.partition = partition;
     fp.fetch_offset = offset;
@@ -260,12 +254,25 @@ pub async fn fetch_version(
     ft.topic = topic_name(topic);
     ft.partitions = vec![fp];
     let mut req = FetchRequest::default();
-    req.replica_id = BrokerId(-1);
-    req.max_wait_ms = max_wait_ms;
-    req.min_bytes = min_bytes;
+    req.replica_id = BrokerId(replica_id);
     req.max_bytes = 50 << 20;
     req.session_epoch = -1;
     req.topics = vec![ft];
+    req
+}
+
+/// [`fetch`] with a given Fetch version (4..=12: topics by name).
+pub async fn fetch_version(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    (max_wait_ms, min_bytes): (i32, i32),
+    version: i16,
+) -> fetch_response::PartitionData {
+    let mut req = fetch_request(topic, partition, offset, -1);
+    req.max_wait_ms = max_wait_ms;
+    req.min_bytes = min_bytes;
     let resp = c.call(&req, version).await.unwrap();
     resp.responses
         .into_iter()
