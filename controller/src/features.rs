@@ -8,6 +8,8 @@
 //! | level | release | what it allows |
 //! |-------|---------|----------------|
 //! | 1     | 0.1.0   | the 0.1.0 control plane, metadata log and disk formats |
+//! | 2     | 0.2.0   | the finalized level is recorded in the metadata log, whose head becomes format 2 |
+//! | 3     | 0.2.0   | SCRAM credentials in the metadata log are sealed with the cluster's key Secret (Kubernetes); the log's head becomes format 3 |
 //!
 //! A release supports at least the previous release's highest level, so a
 //! roll in either direction between neighbouring releases keeps working
@@ -23,7 +25,10 @@ pub const SKEIN_VERSION: &str = "skein.version";
 /// The lowest `skein.version` this release runs at.
 pub const SKEIN_VERSION_MIN: i16 = 1;
 /// The highest `skein.version` this release runs at.
-pub const SKEIN_VERSION_MAX: i16 = 2;
+pub const SKEIN_VERSION_MAX: i16 = 3;
+/// From this level on, SCRAM credentials are sealed in a metadata store
+/// that has a key (`store::seal`; the Kubernetes platform's ConfigMaps).
+pub const SEALED_CREDENTIALS_LEVEL: i16 = 3;
 
 /// The feature levels this release supports (what a broker registers).
 pub fn supported() -> Vec<FeatureRange> {

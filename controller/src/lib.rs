@@ -88,7 +88,9 @@ pub use crate::plane::{request, BrokerLink, ControlPlane, ControlPlaneError, Par
 pub use crate::quotas::{ClientQuotas, QuotaEntity, QuotaEntityType, QuotaValue};
 pub use crate::scram::{ScramCredential, ScramCredentials, ScramMechanism, ScramUpsertion};
 pub use crate::service::ControllerService;
-pub use crate::store::{BlobStore, FileBlobStore, MetadataLog, MetadataRecord, StoreLimits};
+pub use crate::store::{
+    BlobStore, FileBlobStore, MetadataLog, MetadataRecord, SealingKey, StoreLimits,
+};
 pub use crate::view::{
     kafka_base64, BrokerView, ClusterView, PartitionHealth, PartitionView, TopicView,
     CONSUMER_OFFSETS,

@@ -1208,6 +1208,157 @@ def user_condition(env, name: str) -> dict | None:
     return None
 
 
+def metadata_records(env, cluster: str) -> tuple[dict, list[dict]]:
+    """The head of `cluster`'s metadata log and every record of it (blobs in the head's order,
+    then the head's inline tail)."""
+    head = json.loads(env.get("-n", NS, "get", "configmap", f"{cluster}-controller")["data"]["head.json"])
+    records = []
+    for blob in head["snapshot"] + head["log"]:
+        text = env.get("-n", NS, "get", "configmap", f"{cluster}-controller-{blob}")["data"]["records.jsonl"]
+        records += [json.loads(line) for line in text.splitlines() if line]
+    return head, records + head["tail"]
+
+
+def test_scram_verifiers_are_sealed_at_feature_level_3(env):
+    """Issue #41: a namespace's `view` role reads ConfigMaps, so the metadata log must not show a
+    SCRAM verifier there. A cluster with a SCRAM KafkaUser writes it plain (as the previous release
+    reads it) until `spec.featureLevel: 3` is finalized; then no ConfigMap of the namespace holds the
+    user's salt, stored key or server key (as the log writes them, base64, hex or raw), the key
+    lives in the Secret `<cluster>-controller-key` (owned by the cluster), the user still logs in,
+    and after an operator failover the new operator opens the sealed log with that key: a user
+    made afterwards logs in too."""
+    from confluent_kafka import KafkaError, Producer
+
+    name = "sealed"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 1
+  storage:
+    size: 1Gi
+  config:
+    listener.security.protocol.map: "PLAINTEXT:SASL_PLAINTEXT"
+    sasl.enabled.mechanisms: SCRAM-SHA-512
+    sasl.mechanism.inter.broker.protocol: SCRAM-SHA-512
+    listener.name.plaintext.scram-sha-512.sasl.jaas.config: >-
+      org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="unused";
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: sealed-t
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 1
+  replicationFactor: 1
+""")
+
+    def user_yaml(user: str) -> str:
+        return f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaUser
+metadata:
+  name: {user}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  authentication:
+    type: scram-sha-512
+"""
+
+    boot = f"{name}-0.{name}-brokers.{NS}.svc:9092"
+
+    def password_of(user: str) -> str:
+        return base64.b64decode(env.get("-n", NS, "get", "secret", user)["data"]["password"]).decode()
+
+    def produce(user: str, password: str) -> list[str]:
+        errors: list[str] = []
+        p = Producer({"bootstrap.servers": boot, "security.protocol": "SASL_PLAINTEXT",
+                      "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": password,
+                      "log_level": 2, "message.timeout.ms": 15000,
+                      "error_cb": lambda e: errors.append(e.name()) if e.code() == KafkaError._AUTHENTICATION
+                      else None})
+        p.produce("sealed-t", b"x", on_delivery=lambda err, _m: errors.append(err.name()) if err else None)
+        p.flush(30)
+        return errors
+
+    def verifier_texts(cred: dict) -> list[str]:
+        """Every way the credential's secret bytes could show in a ConfigMap's text."""
+        out = []
+        for field in ("salt", "stored_key", "server_key"):
+            raw = bytes(cred[field])
+            out += [json.dumps(cred[field], separators=(",", ":")), base64.b64encode(raw).decode(),
+                    raw.hex(), raw.decode("latin-1")]
+        return out
+
+    def showing(needles: list[str]) -> list[str]:
+        """The ConfigMaps of the namespace whose data shows any of `needles`."""
+        found = []
+        for cm in env.get("-n", NS, "get", "configmaps")["items"]:
+            text = "\n".join((cm.get("data") or {}).values())
+            if any(n in text for n in needles):
+                found.append(cm["metadata"]["name"])
+        return found
+
+    try:
+        env.k("apply", "-f", "-", stdin=user_yaml("alice"))
+        wait_until(lambda: any(b["ready"] for b in env.get("-n", NS, "get", "kafkacluster", name)
+                               .get("status", {}).get("brokers", [])), 180, "the broker registered")
+        ready(env, "kafkauser", "alice", 90, "KafkaUser alice Ready=True")
+        alice = password_of("alice")
+        wait_until(lambda: produce("alice", alice) == [], 60, "alice producing")
+
+        key = env.get("-n", NS, "get", "secret", f"{name}-controller-key")
+        assert len(base64.b64decode(key["data"]["key"])) == 32, sorted(key["data"])
+        owner = key["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("KafkaCluster", name), owner
+
+        # Below level 3 the verifier is in the log in the clear: this is what the test looks for.
+        head, records = metadata_records(env, name)
+        plain = [r for r in records if r["type"] == "scram_user" and r["user"] == "alice" and r["credentials"]]
+        assert plain, [r["type"] for r in records]
+        needles = verifier_texts(plain[-1]["credentials"]["SCRAM-SHA-512"])
+        assert showing(needles), "the plain verifier is not where the test looks"
+        assert head["version"] <= 2, head["version"]
+
+        env.k("-n", NS, "patch", "kafkacluster", name, "--type=merge", "-p", json.dumps({"spec": {"featureLevel": 3}}))
+        wait_until(lambda: env.get("-n", NS, "get", "kafkacluster", name).get("status", {}).get("featureLevel") == 3,
+                   90, "status.featureLevel 3")
+        wait_until(lambda: showing(needles) == [], 30, "no ConfigMap showing alice's verifier")
+        head, records = metadata_records(env, name)
+        assert head["version"] == 3, head["version"]
+        sealed = [r for r in records if r["type"] == "sealed_scram_user"]
+        assert [r["user"] for r in sealed] == ["alice"], sealed
+        assert not [r for r in records if r["type"] == "scram_user" and r["credentials"]], records
+        assert produce("alice", alice) == [], "alice logs in with her sealed credentials"
+
+        # A new operator opens the sealed log with the key Secret: it starts the cluster's
+        # controller and writes a new user's credentials, sealed.
+        old = env.leader_pod()["metadata"]["name"]
+        env.k("-n", OP_NS, "delete", "pod", old, "--wait=false")
+        wait_until(lambda: (lambda p: p if p and p["metadata"]["name"] != old else None)(env.leader_pod()), 60,
+                   "another operator replica holding the Lease")
+        env.k("apply", "-f", "-", stdin=user_yaml("bob"))
+        ready(env, "kafkauser", "bob", 90, "KafkaUser bob Ready=True after the failover")
+        bob = password_of("bob")
+        wait_until(lambda: produce("bob", bob) == [], 60, "bob producing")
+        assert produce("alice", alice) == []
+        head, records = metadata_records(env, name)
+        assert sorted(r["user"] for r in records if r["type"] == "sealed_scram_user") == ["alice", "bob"], records
+        assert not [r for r in records if r["type"] == "scram_user" and r["credentials"]], records
+        conds = env.get("-n", NS, "get", "kafkacluster", name)["status"]["conditions"]
+        assert not [c for c in conds if c["reason"] == "MetadataKeyUnusable"], conds
+    finally:
+        env.k("-n", NS, "delete", "kafkauser", "alice", "bob", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "topic", "sealed-t", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
 def test_a_kafka_user_never_writes_a_secret_it_did_not_make(env):
     """Issue #41: a KafkaUser's Secret is named like the KafkaUser, and the operator writes it only
     while it is absent or that KafkaUser's. A KafkaUser named after the cluster CA's Secret, one

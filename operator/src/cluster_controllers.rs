@@ -67,6 +67,9 @@ pub struct ClusterController {
     pub restarting: Mutex<Option<Restart>>,
     /// Mutual TLS of the sessions.
     tls: Arc<SessionTls>,
+    /// The key its metadata log seals SCRAM credentials with (written back
+    /// to its Secret if that is deleted while the controller runs).
+    key: skein_controller::SealingKey,
 }
 
 /// The TLS settings of a cluster's sessions, asked for on every connection
@@ -452,6 +455,7 @@ impl ClusterControllers {
         if let Some(rt) = self.get(&names.namespace, &names.cluster) {
             rt.set_tls(tls);
             rt.refresh_plaintext(&self.client).await?;
+            crate::metadata_store::ensure_key(&self.client, kc, Some(&rt.key)).await?;
             return Ok(rt);
         }
         let _starting = self.starting.lock().await;
@@ -461,6 +465,9 @@ impl ClusterControllers {
             rt.refresh_plaintext(&self.client).await?;
             return Ok(rt);
         }
+        // The key that seals SCRAM credentials in the metadata log (made
+        // when missing; used once the cluster is at skein.version 3).
+        let key = crate::metadata_store::ensure_key(&self.client, kc, None).await?;
         // Before the first sessions: they must know which pods still serve
         // plaintext.
         let plaintext = crate::control_tls::plaintext_brokers(&self.client, &names).await?;
@@ -473,6 +480,7 @@ impl ClusterControllers {
             &names.namespace,
             &names.cluster,
             owner,
+            Some(key.clone()),
         )
         .map_err(ControllerStartError::Image)?;
         // The brokers' cluster-wide settings (spec.config) the controller
@@ -489,7 +497,15 @@ impl ClusterControllers {
         })
         .await
         .map_err(|e| ControllerStartError::Image(std::io::Error::other(e)))?
-        .map_err(ControllerStartError::Image)?;
+        .map_err(|e| {
+            // Sealed credentials the key cannot open: the message names the
+            // Secret; the cluster is refused until it holds the right key.
+            if skein_controller::store::is_seal_error(&e) {
+                ControllerStartError::MetadataKey(e.to_string())
+            } else {
+                ControllerStartError::Image(e)
+            }
+        })?;
         let rt = Arc::new(ClusterController {
             controller: controller.clone(),
             names: names.clone(),
@@ -502,6 +518,7 @@ impl ClusterControllers {
                 plaintext: std::sync::RwLock::new(BTreeSet::new()),
                 all_tls: AtomicBool::new(false),
             }),
+            key,
         });
         rt.set_plaintext(plaintext);
         {
@@ -579,6 +596,7 @@ mod tests {
                 plaintext: std::sync::RwLock::new(BTreeSet::new()),
                 all_tls: AtomicBool::new(false),
             }),
+            key: skein_controller::SealingKey::new(&[1; 32], "test").unwrap(),
         }
     }
 

@@ -11,6 +11,12 @@ pub enum ControllerStartError {
     /// The control plane's certificates could not be made or read.
     #[error("control-plane TLS: {0}")]
     ControlTls(String),
+    /// The key that seals SCRAM credentials in the metadata log is not
+    /// usable (its Secret someone else's, malformed, replaced, or not the
+    /// key the log's records were sealed with): the cluster is refused with
+    /// a condition until the Secret is put right.
+    #[error("controller metadata key: {0}")]
+    MetadataKey(String),
 }
 
 /// Why a deleted Topic's data could not be removed (yet).

@@ -12,6 +12,12 @@
 //! - An older Skein's whole image (key `cluster-metadata.json` of the head
 //!   ConfigMap) is read once and replaced by a snapshot.
 //!
+//! - SCRAM credentials in these ConfigMaps are sealed (AES-256-GCM) once
+//!   the cluster is finalized at `skein.version` 3, with a key kept in the
+//!   Secret `<cluster>-controller-key` ([`ensure_key`]): ConfigMaps are
+//!   readable by a namespace's `view` role, Secrets are not (issue #41;
+//!   `skein_controller::store::seal`).
+//!
 //! Every object is owned by the KafkaCluster, so they go with it. Requests
 //! run on a thread of their own with its own client, so the controller's
 //! synchronous calls never wait on the runtime they are called from.
@@ -20,13 +26,16 @@ use std::collections::BTreeMap;
 use std::io;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
-use skein_controller::{BlobStore, StoreLimits};
+use skein_controller::{BlobStore, SealingKey, StoreLimits};
+use skein_crds::KafkaCluster;
 
-use crate::build::labels;
+use crate::build::{labels, owned_meta, ClusterNames};
+use crate::error::ControllerStartError;
 
 /// Key of the head in the controller ConfigMap.
 pub const HEAD_KEY: &str = "head.json";
@@ -34,6 +43,8 @@ pub const HEAD_KEY: &str = "head.json";
 pub const LEGACY_KEY: &str = "cluster-metadata.json";
 /// Key of a blob's records.
 pub const BLOB_KEY: &str = "records.jsonl";
+/// Key of the sealing key (32 bytes) in the Secret `<cluster>-controller-key`.
+pub const SEALING_KEY: &str = "key";
 /// `app.kubernetes.io/component` of the blob ConfigMaps.
 pub const COMPONENT: &str = "metadata";
 
@@ -67,6 +78,7 @@ pub struct ConfigMapBlobStore {
     cluster: String,
     namespace: String,
     tx: tokio::sync::mpsc::UnboundedSender<Request>,
+    key: Option<SealingKey>,
 }
 
 struct Worker {
@@ -80,12 +92,14 @@ struct Worker {
 }
 
 impl ConfigMapBlobStore {
-    /// Starts the request thread for the cluster's objects.
+    /// Starts the request thread for the cluster's objects; `key` seals
+    /// SCRAM credentials once the cluster is finalized at level 3.
     pub fn start(
         config: kube::Config,
         namespace: &str,
         cluster: &str,
         owner: Option<OwnerReference>,
+        key: Option<SealingKey>,
     ) -> io::Result<Self> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Request>();
         let (ns, name) = (namespace.to_string(), cluster.to_string());
@@ -124,6 +138,7 @@ impl ConfigMapBlobStore {
             cluster: cluster.to_string(),
             namespace: namespace.to_string(),
             tx,
+            key,
         })
     }
 
@@ -183,6 +198,9 @@ impl BlobStore for ConfigMapBlobStore {
             _ => Err(unexpected()),
         }
     }
+    fn sealing_key(&self) -> Option<SealingKey> {
+        self.key.clone()
+    }
     fn limits(&self) -> StoreLimits {
         StoreLimits {
             // A ConfigMap holds at most 1 MiB; stay well under it.
@@ -198,6 +216,113 @@ impl BlobStore for ConfigMapBlobStore {
             self.namespace,
             metadata_config_map(&self.cluster)
         )
+    }
+}
+
+/// The sealing key `secret` holds (`origin` names it in messages).
+fn key_of(secret: &Secret, origin: &str) -> Result<SealingKey, String> {
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(SEALING_KEY))
+        .ok_or_else(|| format!("{origin} has no key {SEALING_KEY:?}"))?;
+    SealingKey::new(&bytes.0, origin)
+}
+
+/// What the cluster's key Secret says, as read: the key to use, or why the
+/// cluster's controller must not start. `running` is the key the cluster's
+/// running controller seals with, if one runs.
+#[derive(Debug)]
+enum KeyState {
+    Use(SealingKey),
+    /// Absent: write it (the running controller's key, else a new one).
+    Write,
+}
+
+fn key_state(
+    existing: Option<&Secret>,
+    owner_uid: Option<&str>,
+    origin: &str,
+    running: Option<&SealingKey>,
+) -> Result<KeyState, String> {
+    let name = origin.rsplit('/').next().unwrap_or(origin);
+    crate::ownership::check("Secret", name, existing.map(|s| &s.metadata), owner_uid)
+        .map_err(|f| f.to_string())?;
+    let Some(secret) = existing else {
+        return Ok(KeyState::Write);
+    };
+    let key = key_of(secret, origin)?;
+    match running {
+        Some(r) if r.id() != key.id() => Err(format!(
+            "{origin} holds key {}, but this cluster's controller seals SCRAM credentials with key {}: the Secret was replaced. Delete it and the operator writes key {} back",
+            key.id(),
+            r.id(),
+            r.id()
+        )),
+        _ => Ok(KeyState::Use(key)),
+    }
+}
+
+/// The key of `kc`'s metadata log, from the Secret `<cluster>-controller-key`,
+/// which is made (owned by the KafkaCluster, so it goes with it) when
+/// missing: with `running`'s bytes when the cluster's controller runs (a
+/// deleted Secret is written back), else a new random key. A key is never
+/// replaced: one that changed under a running controller is refused, and a
+/// Secret made anew after records were sealed fails the log's open with a
+/// message naming it. A Secret of that name the cluster did not make is
+/// neither read nor written (`crate::ownership`). Such problems are
+/// [`ControllerStartError::MetadataKey`] (a condition on the cluster); an
+/// API server that cannot be reached is [`ControllerStartError::Image`].
+pub async fn ensure_key(
+    client: &Client,
+    kc: &KafkaCluster,
+    running: Option<&SealingKey>,
+) -> Result<SealingKey, ControllerStartError> {
+    let names = ClusterNames::of(kc);
+    let name = names.controller_key_secret();
+    let origin = format!("Secret {}/{name}", names.namespace);
+    let api: Api<Secret> = Api::namespaced(client.clone(), &names.namespace);
+    let unreachable = |what: &str, e: kube::Error| {
+        ControllerStartError::Image(io::Error::other(format!("{what} {origin}: {e}")))
+    };
+    let existing = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| unreachable("reading", e))?;
+    let uid = kc.uid();
+    match key_state(existing.as_ref(), uid.as_deref(), &origin, running)
+        .map_err(ControllerStartError::MetadataKey)?
+    {
+        KeyState::Use(key) => Ok(key),
+        KeyState::Write => {
+            let bytes = running.map_or_else(SealingKey::generate, |k| *k.bytes());
+            let key =
+                SealingKey::new(&bytes, &origin).map_err(ControllerStartError::MetadataKey)?;
+            let secret = Secret {
+                metadata: owned_meta(kc, &names, name.clone()),
+                type_: Some("Opaque".into()),
+                data: Some(BTreeMap::from([(
+                    SEALING_KEY.to_string(),
+                    ByteString(bytes.to_vec()),
+                )])),
+                ..Secret::default()
+            };
+            match crate::ownership::write(&api, &secret, None, uid.as_deref()).await {
+                Ok(crate::ownership::Written::Done(_)) => {}
+                Ok(crate::ownership::Written::Foreign(f)) => {
+                    return Err(ControllerStartError::MetadataKey(f.to_string()))
+                }
+                Err(e) => return Err(unreachable("writing", e)),
+            }
+            if running.is_some() {
+                tracing::warn!(cluster = %names.cluster, namespace = %names.namespace,
+                    "{origin} was missing: written again with the key the controller seals with");
+            } else {
+                tracing::info!(cluster = %names.cluster, namespace = %names.namespace,
+                    key = key.id(), "metadata sealing key made ({origin})");
+            }
+            Ok(key)
+        }
     }
 }
 
@@ -376,6 +501,78 @@ mod tests {
             }),
             ..ObjectMeta::default()
         }
+    }
+
+    fn key_secret(owner: Option<&str>, bytes: &[u8]) -> Secret {
+        Secret {
+            metadata: meta("demo-controller-key", owner),
+            data: Some(BTreeMap::from([(
+                SEALING_KEY.to_string(),
+                ByteString(bytes.to_vec()),
+            )])),
+            ..Secret::default()
+        }
+    }
+
+    const ORIGIN: &str = "Secret ns/demo-controller-key";
+
+    #[test]
+    fn the_key_secret_is_made_when_missing_and_read_when_the_clusters() {
+        assert!(matches!(
+            key_state(None, Some("u1"), ORIGIN, None),
+            Ok(KeyState::Write)
+        ));
+        let ours = key_secret(Some("u1"), &[3; 32]);
+        let Ok(KeyState::Use(key)) = key_state(Some(&ours), Some("u1"), ORIGIN, None) else {
+            panic!("the cluster's key is used");
+        };
+        assert_eq!(key.id(), SealingKey::new(&[3; 32], "x").unwrap().id());
+        assert_eq!(key.origin(), ORIGIN);
+        // The running controller's key, still there.
+        let running = SealingKey::new(&[3; 32], ORIGIN).unwrap();
+        assert!(matches!(
+            key_state(Some(&ours), Some("u1"), ORIGIN, Some(&running)),
+            Ok(KeyState::Use(_))
+        ));
+        // Deleted under a running controller: written back (with its bytes).
+        assert!(matches!(
+            key_state(None, Some("u1"), ORIGIN, Some(&running)),
+            Ok(KeyState::Write)
+        ));
+    }
+
+    #[test]
+    fn a_foreign_malformed_or_replaced_key_secret_is_refused_by_name() {
+        // Someone else's Secret of that name is neither read nor written.
+        let foreign = key_secret(None, &[3; 32]);
+        let e = key_state(Some(&foreign), Some("u1"), ORIGIN, None).unwrap_err();
+        assert!(
+            e.contains("demo-controller-key") && e.contains("no owner"),
+            "{e}"
+        );
+        let e = key_state(
+            Some(&key_secret(Some("u1"), &[3; 16])),
+            Some("u1"),
+            ORIGIN,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains(ORIGIN) && e.contains("16 bytes"), "{e}");
+        let mut empty = key_secret(Some("u1"), &[]);
+        empty.data = None;
+        let e = key_state(Some(&empty), Some("u1"), ORIGIN, None).unwrap_err();
+        assert!(e.contains("has no key"), "{e}");
+        // Replaced under a running controller: the cluster is refused, and
+        // the message says how to get the key back.
+        let running = SealingKey::new(&[4; 32], ORIGIN).unwrap();
+        let e = key_state(
+            Some(&key_secret(Some("u1"), &[3; 32])),
+            Some("u1"),
+            ORIGIN,
+            Some(&running),
+        )
+        .unwrap_err();
+        assert!(e.contains(running.id()) && e.contains("Delete it"), "{e}");
     }
 
     /// Garbage collection of blobs deletes what `blob_names` lists: a

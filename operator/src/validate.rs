@@ -92,6 +92,11 @@ pub enum InvalidSpec {
     SecretOwnedByAnother(Foreign),
     #[error("password Secret {secret:?} may not be used: {why}")]
     PasswordSecretNotAllowed { secret: String, why: String },
+    /// Not the spec's fault, but nothing is applied until it is put right:
+    /// the Secret holding the metadata log's sealing key
+    /// (`crate::metadata_store::ensure_key`).
+    #[error("the cluster's controller does not start: {0}")]
+    MetadataKeyUnusable(String),
 }
 
 impl InvalidSpec {
@@ -112,6 +117,7 @@ impl InvalidSpec {
             InvalidSpec::SameCertificateAuthority { .. } => "SameCertificateAuthority",
             InvalidSpec::SecretOwnedByAnother(_) => "SecretOwnedByAnother",
             InvalidSpec::PasswordSecretNotAllowed { .. } => "PasswordSecretNotAllowed",
+            InvalidSpec::MetadataKeyUnusable(_) => "MetadataKeyUnusable",
         }
     }
 }

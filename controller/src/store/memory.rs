@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use super::{BlobStore, StoreLimits};
+use super::{BlobStore, SealingKey, StoreLimits};
 
 /// A fault at the `op`-th write (blob write, head write or blob delete,
 /// counted from 0 since the fault was set).
@@ -34,6 +34,7 @@ struct Inner {
 pub struct MemoryBlobStore {
     inner: Arc<Mutex<Inner>>,
     limits: StoreLimits,
+    key: Option<SealingKey>,
 }
 
 impl MemoryBlobStore {
@@ -41,7 +42,37 @@ impl MemoryBlobStore {
         MemoryBlobStore {
             inner: Arc::default(),
             limits,
+            key: None,
         }
+    }
+
+    /// The same objects, with `key` as the store's sealing key
+    /// ([`BlobStore::sealing_key`]; `None`: none, as a file store).
+    pub fn with_sealing_key(&self, key: Option<SealingKey>) -> Self {
+        MemoryBlobStore {
+            inner: self.inner.clone(),
+            limits: self.limits,
+            key,
+        }
+    }
+
+    /// Every object's bytes: the head, the blobs and an older Skein's
+    /// image, as a reader of the store (a ConfigMap reader) sees them.
+    pub fn objects(&self) -> Vec<(String, Vec<u8>)> {
+        let inner = self.inner.lock().expect("store lock");
+        let mut out: Vec<(String, Vec<u8>)> = inner
+            .head
+            .iter()
+            .map(|(b, _)| ("head".to_string(), b.clone()))
+            .collect();
+        out.extend(inner.blobs.iter().map(|(n, b)| (n.clone(), b.clone())));
+        out.extend(
+            inner
+                .legacy
+                .iter()
+                .map(|b| ("legacy".to_string(), b.clone())),
+        );
+        out
     }
 
     /// Small objects, so batches span several blobs and snapshots come
@@ -64,6 +95,7 @@ impl MemoryBlobStore {
         MemoryBlobStore {
             inner: Arc::new(Mutex::new(inner)),
             limits: self.limits,
+            key: self.key.clone(),
         }
     }
 
@@ -193,6 +225,10 @@ impl BlobStore for MemoryBlobStore {
 
     fn remove_legacy_image(&self) -> io::Result<()> {
         self.write(|inner| inner.legacy = None)
+    }
+
+    fn sealing_key(&self) -> Option<SealingKey> {
+        self.key.clone()
     }
 
     fn limits(&self) -> StoreLimits {

@@ -18,11 +18,16 @@
 //!   cluster. Once the log outgrows the snapshot a new snapshot replaces
 //!   both, so the total written stays within a small multiple of what
 //!   changed and the log read at start-up stays within the snapshot's size.
+//! - SCRAM credentials are **sealed** ([`seal`]) with the store's key once
+//!   the cluster is finalized at `skein.version` 3, and the first commit at
+//!   that level is a snapshot, so no plaintext verifier stays in the store.
 
 mod file;
 mod memory;
 mod records;
+pub mod seal;
 
+use std::collections::HashMap;
 use std::io;
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +37,9 @@ use crate::model::MetadataImage;
 pub use file::FileBlobStore;
 pub use memory::{MemoryBlobStore, StoreFault};
 pub use records::MetadataRecord;
+pub use seal::{is_seal_error, SealError, SealingKey};
+
+use crate::features::SEALED_CREDENTIALS_LEVEL;
 
 /// Objects the metadata log lives in. `write_head` is the commit point:
 /// atomic, durable when it returns, and refused (`expected` not current)
@@ -59,6 +67,14 @@ pub trait BlobStore: Send + Sync {
     fn remove_legacy_image(&self) -> io::Result<()> {
         Ok(())
     }
+    /// The key SCRAM credentials are sealed with in this store once the
+    /// cluster is finalized at `skein.version` 3 ([`seal`]); `None` (the
+    /// default) writes them plain. On Kubernetes the key is the cluster's
+    /// Secret, because ConfigMaps are readable by more people than Secrets;
+    /// a file store is one process's own directory.
+    fn sealing_key(&self) -> Option<SealingKey> {
+        None
+    }
     /// Size limits of this store.
     fn limits(&self) -> StoreLimits;
     /// For error messages.
@@ -81,11 +97,13 @@ pub struct StoreLimits {
 
 /// The newest head format this build reads; a newer one is refused, not
 /// misread.
-const HEAD_VERSION: u32 = 2;
+const HEAD_VERSION: u32 = 3;
 /// The head format a log starts with: 1, what 0.1.0 reads. It becomes 2 once
 /// the cluster is finalized at `skein.version` 2 or higher, so a controller of
 /// an older release refuses the log instead of ignoring levels it cannot
-/// honour (docs/upgrades.md).
+/// honour (docs/upgrades.md). Likewise it becomes 3 at `skein.version` 3,
+/// where the log may hold sealed records that a controller of level 2 does
+/// not know.
 const FIRST_HEAD_VERSION: u32 = 1;
 
 /// The head: what is committed, in order.
@@ -144,6 +162,22 @@ pub struct MetadataLog {
     pending: Vec<MetadataRecord>,
     /// The head a failed write tried to commit: it may have landed.
     attempted: Option<Head>,
+    /// The store's key ([`BlobStore::sealing_key`]).
+    key: Option<SealingKey>,
+    /// Credentials are sealed before they are written: the cluster is
+    /// finalized at [`SEALED_CREDENTIALS_LEVEL`] and the store has a key.
+    sealing: bool,
+    /// Plain credentials may still be in the store (written before sealing
+    /// began): the next compaction is a snapshot, whatever the sizes.
+    reseal: bool,
+    /// A blob no head names could not be deleted: tried again after later
+    /// commits (it may hold plain credentials).
+    garbage: bool,
+    /// Each user's credentials and their sealed record, as last written or
+    /// read: a snapshot reuses the record instead of sealing again, so a
+    /// key seals once per change (its random nonces stay far from their
+    /// limit), not once per user and snapshot.
+    sealed: HashMap<String, (seal::Credentials, MetadataRecord)>,
 }
 
 fn invalid(store: &dyn BlobStore, what: impl std::fmt::Display) -> io::Error {
@@ -172,7 +206,7 @@ impl MetadataLog {
                 let cluster_id = head.cluster_id.clone();
                 log.head = head;
                 log.version = Some(version);
-                log.collect_garbage();
+                log.garbage = !log.collect_garbage();
                 Ok(Opened {
                     log,
                     cluster_id,
@@ -197,6 +231,9 @@ impl MetadataLog {
                 let (cluster_id, image) =
                     legacy.unwrap_or_else(|| (new_cluster_id(), MetadataImage::default()));
                 log.head.cluster_id = cluster_id.clone();
+                log.sealing = log.key.is_some()
+                    && image.cluster.feature_level(crate::features::SKEIN_VERSION)
+                        >= SEALED_CREDENTIALS_LEVEL;
                 log.collect_garbage();
                 log.write_snapshot(&image)?;
                 if migrated {
@@ -216,6 +253,7 @@ impl MetadataLog {
     fn new(store: Box<dyn BlobStore>, writer: String) -> Self {
         MetadataLog {
             limits: store.limits(),
+            key: store.sealing_key(),
             store,
             head: Head {
                 version: FIRST_HEAD_VERSION,
@@ -234,6 +272,10 @@ impl MetadataLog {
             next_blob: 0,
             pending: Vec::new(),
             attempted: None,
+            sealing: false,
+            reseal: false,
+            garbage: false,
+            sealed: HashMap::new(),
         }
     }
 
@@ -244,43 +286,118 @@ impl MetadataLog {
             return Ok(None);
         };
         let head = parse_head(&*store, &bytes)?;
-        let log = MetadataLog::new(store, String::new());
+        let mut log = MetadataLog::new(store, String::new());
         Ok(Some((head.cluster_id.clone(), log.replay(&head)?)))
     }
 
-    /// The image the head describes.
-    fn replay(&self, head: &Head) -> io::Result<MetadataImage> {
+    /// The image the head describes. Sealed credentials are opened with
+    /// the store's key (an error that [`is_seal_error`] recognizes when
+    /// they cannot be); afterwards the log knows whether it seals, and
+    /// whether plain credentials are left to be replaced by a snapshot.
+    fn replay(&mut self, head: &Head) -> io::Result<MetadataImage> {
         let mut image = MetadataImage::default();
+        let mut plain = false;
         for name in head.snapshot.iter().chain(&head.log) {
             let bytes = self.store.read_blob(name)?;
+            let at = format!("blob {name}");
             for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
                 let record: MetadataRecord = serde_json::from_slice(line)
-                    .map_err(|e| invalid(&*self.store, format!("blob {name}: {e}")))?;
-                record
-                    .apply(&mut image)
-                    .map_err(|e| invalid(&*self.store, format!("blob {name}: {e}")))?;
+                    .map_err(|e| invalid(&*self.store, format!("{at}: {e}")))?;
+                plain |= holds_plain_credentials(&record);
+                self.apply(record, &mut image, &at)?;
             }
         }
         for record in &head.tail {
-            record
-                .apply(&mut image)
-                .map_err(|e| invalid(&*self.store, format!("head: {e}")))?;
+            plain |= holds_plain_credentials(record);
+            self.apply(record.clone(), &mut image, "head")?;
+        }
+        self.sealing = self.key.is_some()
+            && image.cluster.feature_level(crate::features::SKEIN_VERSION)
+                >= SEALED_CREDENTIALS_LEVEL;
+        self.reseal = self.sealing && plain;
+        if self.reseal {
+            tracing::info!(store = %self.store.describe(), "plain SCRAM credentials left in the metadata log: the next commit is a snapshot that seals them");
         }
         Ok(image)
     }
 
-    /// Deletes blobs the head does not name (best effort).
-    fn collect_garbage(&self) {
-        let Ok(names) = self.store.list_blobs() else {
-            return;
+    /// Applies `record` (found `at`) to `image`, sealed credentials opened
+    /// first.
+    fn apply(
+        &mut self,
+        record: MetadataRecord,
+        image: &mut MetadataImage,
+        at: &str,
+    ) -> io::Result<()> {
+        let record = match record {
+            MetadataRecord::SealedScramUser { user, key, sealed } => {
+                let at = format!("{}: {at}", self.store.describe());
+                let credentials = seal::open(self.key.as_ref(), &user, &key, &sealed, &at)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let record = MetadataRecord::SealedScramUser {
+                    user: user.clone(),
+                    key,
+                    sealed,
+                };
+                self.sealed
+                    .insert(user.clone(), (credentials.clone(), record));
+                MetadataRecord::ScramUser { user, credentials }
+            }
+            other => other,
         };
+        record
+            .apply(image)
+            .map_err(|e| invalid(&*self.store, format!("{at}: {e}")))
+    }
+
+    /// Deletes blobs the head does not name (best effort); whether every
+    /// one is gone.
+    fn collect_garbage(&self) -> bool {
+        let Ok(names) = self.store.list_blobs() else {
+            return false;
+        };
+        let mut done = true;
         for name in names {
             if !self.head.snapshot.contains(&name) && !self.head.log.contains(&name) {
                 if let Err(e) = self.store.delete_blob(&name) {
                     tracing::warn!(blob = %name, error = %e, "could not delete an unused metadata blob");
+                    done = false;
                 }
             }
         }
+        done
+    }
+
+    /// Seals the credentials among `records` when the log seals (a
+    /// deletion, which holds none, stays as it is).
+    fn seal_records(&mut self, records: &mut [MetadataRecord]) -> io::Result<()> {
+        let (true, Some(key)) = (self.sealing, self.key.as_ref()) else {
+            return Ok(());
+        };
+        for r in records.iter_mut() {
+            let MetadataRecord::ScramUser { user, credentials } = r else {
+                continue;
+            };
+            if credentials.is_empty() {
+                self.sealed.remove(user.as_str());
+                continue;
+            }
+            let sealed = match self.sealed.get(user.as_str()) {
+                Some((c, record)) if c == credentials => record.clone(),
+                _ => {
+                    let record = MetadataRecord::SealedScramUser {
+                        user: user.clone(),
+                        key: key.id().to_string(),
+                        sealed: seal::seal(key, user, credentials)?,
+                    };
+                    self.sealed
+                        .insert(user.clone(), (credentials.clone(), record.clone()));
+                    record
+                }
+            };
+            *r = sealed;
+        }
+        Ok(())
     }
 
     /// Commits `records`, the change that turned the previous image into
@@ -310,13 +427,32 @@ impl MetadataLog {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let finalized = self.pending.iter().any(|r| {
-            matches!(r, MetadataRecord::Cluster { cluster }
-                if cluster.feature_level(crate::features::SKEIN_VERSION) >= 2)
-        });
-        if finalized {
+        let finalized = self
+            .pending
+            .iter()
+            .filter_map(|r| match r {
+                MetadataRecord::Cluster { cluster } => {
+                    Some(cluster.feature_level(crate::features::SKEIN_VERSION))
+                }
+                _ => None,
+            })
+            .max();
+        if finalized >= Some(2) {
             self.head.version = self.head.version.max(2);
         }
+        if finalized >= Some(SEALED_CREDENTIALS_LEVEL) {
+            self.head.version = self.head.version.max(3);
+            if self.key.is_some() && !self.sealing {
+                // From this batch on credentials are sealed, and the
+                // snapshot after it replaces every plain one.
+                self.sealing = true;
+                self.reseal = true;
+            }
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        let sealed = self.seal_records(&mut pending);
+        self.pending = pending;
+        sealed?;
         let encoded = encode(&self.pending)?;
         let batch_bytes: usize = encoded.iter().map(Vec::len).sum();
         self.append_batch(encoded, batch_bytes)?;
@@ -330,6 +466,7 @@ impl MetadataLog {
         log_bytes as usize
             > (self.head.snapshot_bytes as usize).max(self.limits.min_snapshot_interval_bytes)
             || self.head.log.len() >= self.limits.max_log_blobs
+            || self.reseal
     }
 
     /// Replaces snapshot and log with a snapshot of `image` — the image
@@ -340,6 +477,9 @@ impl MetadataLog {
     /// snapshot), and a failure here loses nothing.
     pub fn compact_if_due(&mut self, image: &MetadataImage) -> io::Result<bool> {
         if !self.pending.is_empty() || !self.snapshot_due() {
+            if self.garbage && self.attempted.is_none() {
+                self.garbage = !self.collect_garbage();
+            }
             return Ok(false);
         }
         self.settle_attempted()?;
@@ -407,7 +547,9 @@ impl MetadataLog {
     /// Replaces snapshot and log with a snapshot of `image`, then deletes
     /// the blobs no longer named.
     fn write_snapshot(&mut self, image: &MetadataImage) -> io::Result<()> {
-        let lines = encode(&MetadataRecord::snapshot(image))?;
+        let mut records = MetadataRecord::snapshot(image);
+        self.seal_records(&mut records)?;
+        let lines = encode(&records)?;
         let (names, bytes) = self.write_blobs(lines)?;
         let mut next = self.head.clone();
         next.seq += 1;
@@ -419,7 +561,10 @@ impl MetadataLog {
         next.tail.clear();
         next.tail_bytes = 0;
         self.commit(next)?;
-        self.collect_garbage();
+        // Every record is sealed now (when the log seals); the blobs that
+        // held plain ones go (or are tried again after later commits).
+        self.reseal = false;
+        self.garbage = !self.collect_garbage();
         Ok(())
     }
 
@@ -506,6 +651,11 @@ pub struct LogStats {
     pub log_bytes: u64,
     pub tail_records: usize,
     pub tail_bytes: u64,
+}
+
+/// Whether `record` holds credentials in the clear.
+fn holds_plain_credentials(record: &MetadataRecord) -> bool {
+    matches!(record, MetadataRecord::ScramUser { credentials, .. } if !credentials.is_empty())
 }
 
 /// One JSON line per record.

@@ -54,6 +54,16 @@ pub enum MetadataRecord {
         user: String,
         credentials: BTreeMap<ScramMechanism, ScramCredential>,
     },
+    /// One user's SCRAM credentials sealed with the store's key
+    /// (`super::seal`): `key` is the key's id, `sealed` the base64 of nonce,
+    /// ciphertext and tag. Written instead of `ScramUser` once the cluster
+    /// is finalized at `skein.version` 3 on a store with a key; the log
+    /// opens it into a `ScramUser` before applying it.
+    SealedScramUser {
+        user: String,
+        key: String,
+        sealed: String,
+    },
 }
 
 impl MetadataRecord {
@@ -147,7 +157,8 @@ impl MetadataRecord {
 
     /// Applies the record to `image`. An error means the log is not one
     /// this controller wrote (a partition of an unknown topic, or one out
-    /// of order).
+    /// of order), or a sealed record that was not opened first (only the
+    /// log has the key).
     pub fn apply(&self, image: &mut MetadataImage) -> Result<(), String> {
         match self {
             MetadataRecord::Broker { broker } => {
@@ -203,6 +214,11 @@ impl MetadataRecord {
                         .scram_credentials
                         .insert(user.clone(), credentials.clone());
                 }
+            }
+            MetadataRecord::SealedScramUser { user, .. } => {
+                return Err(format!(
+                    "the sealed SCRAM credentials of user {user:?} must be opened before they are applied"
+                ))
             }
         }
         Ok(())

@@ -136,10 +136,16 @@ impl ClusterNames {
     pub fn listener_tls_secret(&self) -> String {
         format!("{}-listener-tls", self.cluster)
     }
+    /// The key SCRAM credentials are sealed with in the controller's
+    /// metadata log (only the operator reads it;
+    /// [`crate::metadata_store::ensure_key`]).
+    pub fn controller_key_secret(&self) -> String {
+        format!("{}-controller-key", self.cluster)
+    }
     /// Every Secret the operator writes for the cluster. A KafkaUser may not
     /// take a name that is one of these for any cluster
     /// ([`crate::validate::validate_user`]).
-    pub fn secret_names(&self) -> [String; 6] {
+    pub fn secret_names(&self) -> [String; 7] {
         [
             self.cluster_ca_secret(),
             self.cluster_ca_cert(),
@@ -147,6 +153,7 @@ impl ClusterNames {
             self.listener_tls_secret(),
             self.control_ca_secret(),
             self.control_tls_secret(),
+            self.controller_key_secret(),
         ]
     }
     /// The brokers' NetworkPolicy.

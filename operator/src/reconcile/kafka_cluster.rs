@@ -17,7 +17,7 @@ use tracing::{info, warn};
 use super::{apply, brokers, patch_status, publish, storage};
 use crate::build::{cluster_objects, ClusterNames};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{ControllerStartError, Error, Result};
 use crate::{status, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -88,8 +88,36 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     // sight, then kept in session with every broker of the spec. It decides
     // how far the StatefulSet may shrink (leaving brokers are drained first).
     // Its control-plane certificates are made or renewed on the way.
+    // A sealing key it cannot use (docs/metadata-store.md) refuses the
+    // cluster with a condition naming the Secret, looked at again every 30 s.
     let controller = match &ctx.controllers {
-        Some(controllers) => Some(controllers.ensure(kc).await?),
+        Some(controllers) => match controllers.ensure(kc).await {
+            Ok(rt) => Some(rt),
+            Err(ControllerStartError::MetadataKey(why)) => {
+                let refused = validate::InvalidSpec::MetadataKeyUnusable(why);
+                // `refuse` sends the Event for a new generation; a key that
+                // goes bad under an unchanged spec gets one too, once.
+                let reported = kc
+                    .status
+                    .iter()
+                    .flat_map(|s| &s.conditions)
+                    .any(|c| c.type_ == "Degraded" && c.reason.as_str() == refused.reason());
+                if !reported && observed_generation(kc) == kc.metadata.generation {
+                    publish(
+                        ctx,
+                        kc,
+                        EventType::Warning,
+                        refused.reason(),
+                        "StartController",
+                        refused.to_string(),
+                    )
+                    .await;
+                }
+                refuse(ctx, kc, &clusters, &refused, now).await?;
+                return Ok(Action::requeue(REQUEUE_REFUSED));
+            }
+            Err(e) => return Err(e.into()),
+        },
         None => None,
     };
     let mut progress = None;
