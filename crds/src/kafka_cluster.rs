@@ -78,8 +78,11 @@ pub struct KafkaClusterSpec {
     /// The `skein.version` feature level to finalize (docs/upgrades.md),
     /// once every broker runs a release that supports it. A one-way door:
     /// afterwards brokers and operators of a release that cannot run at it
-    /// are refused, so a downgrade past it is no longer possible. Unset: the
-    /// level stays where it is (1 for a cluster created before 0.2.0).
+    /// are refused, so a downgrade past it is no longer possible. A new
+    /// cluster starts at this level, or at the operator's highest when unset
+    /// (as Kafka starts a new cluster at its latest metadata.version). Unset
+    /// on a cluster that exists: the level stays where it is (1 for a
+    /// cluster created before 0.2.0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 32767))]
     #[x_kube(validation = Rule::new("self >= oldSelf").message("featureLevel is never lowered: what was written at a level may need it"))]

@@ -1077,6 +1077,7 @@ metadata:
   namespace: {NS}
 spec:
   replicas: 1
+  featureLevel: 1
   storage:
     size: 1Gi
   config:
@@ -1221,8 +1222,10 @@ def metadata_records(env, cluster: str) -> tuple[dict, list[dict]]:
 
 def test_scram_verifiers_are_sealed_at_feature_level_3(env):
     """Issue #41: a namespace's `view` role reads ConfigMaps, so the metadata log must not show a
-    SCRAM verifier there. A cluster with a SCRAM KafkaUser writes it plain (as the previous release
-    reads it) until `spec.featureLevel: 3` is finalized; then no ConfigMap of the namespace holds the
+    SCRAM verifier there. A new cluster starts at the operator's highest level (sealed from the
+    first record) unless its spec names a lower one: this one starts at `spec.featureLevel: 1`, so
+    a SCRAM KafkaUser's verifier is written plain (as the previous release reads it) until
+    `spec.featureLevel: 3` is finalized; then no ConfigMap of the namespace holds the
     user's salt, stored key or server key (as the log writes them, base64, hex or raw), the key
     lives in the Secret `<cluster>-controller-key` (owned by the cluster), the user still logs in,
     and after an operator failover the new operator opens the sealed log with that key: a user

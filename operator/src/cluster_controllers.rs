@@ -468,6 +468,18 @@ impl ClusterControllers {
         // The key that seals SCRAM credentials in the metadata log (made
         // when missing; used once the cluster is at skein.version 3).
         let key = crate::metadata_store::ensure_key(&self.client, kc, None).await?;
+        // No metadata log yet: a new cluster, which starts at its initial
+        // feature level (below).
+        let head = crate::metadata_store::metadata_config_map(&names.cluster);
+        let is_new = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+            self.client.clone(),
+            &names.namespace,
+        )
+        .get_opt(&head)
+        .await
+        .map_err(|e| ControllerStartError::Image(std::io::Error::other(e)))?
+        .is_none();
+        let initial_level = initial_feature_level(kc.spec.feature_level);
         // Before the first sessions: they must know which pods still serve
         // plaintext.
         let plaintext = crate::control_tls::plaintext_brokers(&self.client, &names).await?;
@@ -493,7 +505,11 @@ impl ClusterControllers {
         .with_broker_settings(|k| kc.spec.config.get(k).map(String::as_str));
         // Reading the log is blocking I/O (the store's own thread answers).
         let controller = tokio::task::spawn_blocking(move || {
-            ControllerService::open_store(Some(Box::new(store)), config)
+            let controller = ControllerService::open_store(Some(Box::new(store)), config)?;
+            if is_new && initial_level > 1 {
+                start_at_level(&controller, initial_level)?;
+            }
+            Ok(controller)
         })
         .await
         .map_err(|e| ControllerStartError::Image(std::io::Error::other(e)))?
@@ -541,6 +557,40 @@ impl ClusterControllers {
     }
 }
 
+/// The `skein.version` a new cluster starts at: `spec.featureLevel`, or this
+/// release's highest level when unset — as Kafka's `kafka-storage format`
+/// starts a new cluster at the latest `metadata.version`. Nothing older has
+/// written to a new cluster, so there is nothing to stay compatible with,
+/// and the newest formats (SCRAM credentials sealed, level 3) hold from the
+/// first record. A cluster that exists keeps its level until its spec
+/// raises it.
+pub fn initial_feature_level(spec: Option<i16>) -> i16 {
+    use skein_controller::features::{SKEIN_VERSION_MAX, SKEIN_VERSION_MIN};
+    spec.unwrap_or(SKEIN_VERSION_MAX)
+        .clamp(SKEIN_VERSION_MIN, SKEIN_VERSION_MAX)
+}
+
+/// Finalizes `level` on a new cluster's controller, before any broker
+/// registered (so none can lack it).
+fn start_at_level(controller: &ControllerService, level: i16) -> std::io::Result<()> {
+    let feature = skein_controller::features::SKEIN_VERSION;
+    controller
+        .request(
+            Event::UpdateFeature {
+                feature: feature.into(),
+                level,
+                validate_only: false,
+            },
+            |r| match r {
+                Reply::UpdateFeature { result, .. } => Some(result),
+                _ => None,
+            },
+        )
+        .map_err(|e| std::io::Error::other(format!("starting at {feature} {level}: {e}")))?;
+    info!(level, "new cluster: {feature} {level} finalized before any broker registered");
+    Ok(())
+}
+
 /// A Topic's finalizer deletes the topic through its cluster's controller.
 impl crate::context::TopicRemover for ClusterControllers {
     fn delete_topic<'a>(
@@ -562,6 +612,27 @@ impl crate::context::TopicRemover for ClusterControllers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_cluster_starts_at_its_spec_level_or_the_highest() {
+        use skein_controller::features::SKEIN_VERSION_MAX;
+        assert_eq!(initial_feature_level(None), SKEIN_VERSION_MAX);
+        assert_eq!(initial_feature_level(Some(1)), 1);
+        assert_eq!(initial_feature_level(Some(2)), 2);
+        // A level this release lacks cannot be started at (the spec's step
+        // says why); nor one below the lowest.
+        assert_eq!(initial_feature_level(Some(99)), SKEIN_VERSION_MAX);
+        assert_eq!(initial_feature_level(Some(0)), 1);
+    }
+
+    #[test]
+    fn a_new_clusters_level_is_finalized_before_any_broker_registers() {
+        use skein_controller::features::{SKEIN_VERSION, SKEIN_VERSION_MAX};
+        let controller = ControllerService::open(None, ControllerConfig::default()).unwrap();
+        assert_eq!(controller.feature_level(SKEIN_VERSION), 1);
+        start_at_level(&controller, SKEIN_VERSION_MAX).unwrap();
+        assert_eq!(controller.feature_level(SKEIN_VERSION), SKEIN_VERSION_MAX);
+    }
 
     /// A cluster's controller in memory, with brokers 0..3 registered and no
     /// sessions (its instructions go nowhere).
