@@ -132,6 +132,55 @@ pub struct ConsumerGroup {
     /// The members' regular expressions, compiled once, and what they
     /// matched when the topics last changed (not persisted).
     pub(super) regexes: ResolvedRegexes,
+    /// How many times the group epoch was bumped in memory (not
+    /// persisted): every membership or subscription change bumps it.
+    bumps: u64,
+    /// The topics `subscribed_topics` was last checked against, and
+    /// `bumps` then: while both still hold, no member's subscription and
+    /// no topic changed, so the check is not done again.
+    topics_checked: Option<(Arc<Topics>, u64)>,
+}
+
+/// What a regular heartbeat (see [`ConsumerGroup::is_regular`]) changed,
+/// recorded as it ran without copying the group: the old values of what
+/// it may touch (the member, the epochs, and the subscribed topics, the
+/// target assignment and the regexes when they were replaced). It tells
+/// the coordinator which records to write (none when nothing persistent
+/// changed) and undoes the heartbeat should writing them fail.
+#[derive(Debug, Default)]
+pub struct HeartbeatChanges {
+    /// The member before the heartbeat (`None`: refused before it was
+    /// touched).
+    pub(super) member: Option<ConsumerMember>,
+    pub(super) group_epoch: i32,
+    pub(super) assignment_epoch: i32,
+    /// The subscribed topics before, when they were replaced.
+    pub(super) subscribed_topics: Option<Topics>,
+    /// The target assignment and its assignor's name before, when the
+    /// target was computed again.
+    pub(super) target: Option<(BTreeMap<String, Assignment>, String)>,
+    regexes: Option<ResolvedRegexes>,
+    bumps: u64,
+    topics_checked: Option<(Arc<Topics>, u64)>,
+}
+
+impl HeartbeatChanges {
+    fn new(g: &ConsumerGroup) -> Self {
+        Self {
+            group_epoch: g.group_epoch,
+            assignment_epoch: g.assignment_epoch,
+            bumps: g.bumps,
+            topics_checked: g.topics_checked.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Keeps the regexes as they were before their first change.
+    fn save_regexes(&mut self, r: &ResolvedRegexes) {
+        if self.regexes.is_none() {
+            self.regexes = Some(r.clone());
+        }
+    }
 }
 
 fn is_subset(a: &Assignment, b: &Assignment) -> bool {
@@ -162,6 +211,8 @@ impl ConsumerGroup {
             assignor_name: ASSIGNORS[0].to_string(),
             subscribed_topics: Topics::new(),
             regexes: ResolvedRegexes::default(),
+            bumps: 0,
+            topics_checked: None,
         }
     }
 
@@ -188,6 +239,7 @@ impl ConsumerGroup {
 
     fn bump(&mut self) {
         self.group_epoch += 1;
+        self.bumps += 1;
     }
 
     /// Topic names a member's subscription resolves to, its regular
@@ -206,7 +258,7 @@ impl ConsumerGroup {
     }
 
     /// The patterns some member subscribes with.
-    fn patterns(members: &BTreeMap<String, ConsumerMember>) -> impl Iterator<Item = &str> {
+    fn patterns(members: &BTreeMap<String, ConsumerMember>) -> impl Iterator<Item = &str> + Clone {
         members
             .values()
             .filter_map(|m| m.subscribed_topic_regex.as_deref())
@@ -251,6 +303,72 @@ impl ConsumerGroup {
         now_ms: i64,
         new_member_id: &mut dyn FnMut() -> String,
     ) -> Result<HeartbeatReply, HeartbeatError> {
+        let mut changes = HeartbeatChanges::new(self);
+        self.heartbeat_recording(hb, topics, cfg, now_ms, new_member_id, &mut changes)
+    }
+
+    /// Whether `hb` is a regular heartbeat: by a member of the group,
+    /// neither joining (epoch 0) nor leaving (-1, -2). Such a heartbeat
+    /// changes no other member and adds or removes none.
+    pub fn is_regular(&self, hb: &Heartbeat) -> bool {
+        !matches!(hb.member_epoch, 0 | -1 | LEFT_STATIC_EPOCH)
+            && self.members.contains_key(&hb.member_id)
+    }
+
+    /// A regular heartbeat (see [`Self::is_regular`]), with what it changed.
+    pub fn regular_heartbeat(
+        &mut self,
+        hb: Heartbeat,
+        topics: &Arc<Topics>,
+        cfg: &GroupConfig,
+        now_ms: i64,
+    ) -> (Result<HeartbeatReply, HeartbeatError>, HeartbeatChanges) {
+        debug_assert!(self.is_regular(&hb));
+        let mut changes = HeartbeatChanges::new(self);
+        let reply = self.heartbeat_recording(
+            hb,
+            topics,
+            cfg,
+            now_ms,
+            &mut || unreachable!("a regular heartbeat names its member"),
+            &mut changes,
+        );
+        (reply, changes)
+    }
+
+    /// Puts the group back as it was before the regular heartbeat that
+    /// recorded `changes`.
+    pub fn undo(&mut self, changes: HeartbeatChanges) {
+        if let Some(m) = changes.member {
+            self.members.insert(m.id.clone(), m);
+        }
+        self.group_epoch = changes.group_epoch;
+        self.assignment_epoch = changes.assignment_epoch;
+        if let Some(t) = changes.subscribed_topics {
+            self.subscribed_topics = t;
+        }
+        if let Some((target, assignor)) = changes.target {
+            self.target = target;
+            self.assignor_name = assignor;
+        }
+        if let Some(r) = changes.regexes {
+            self.regexes = r;
+        }
+        self.bumps = changes.bumps;
+        self.topics_checked = changes.topics_checked;
+    }
+
+    /// [`Self::heartbeat`], keeping in `changes` what a regular heartbeat
+    /// replaced (complete for regular heartbeats only).
+    fn heartbeat_recording(
+        &mut self,
+        hb: Heartbeat,
+        topics: &Arc<Topics>,
+        cfg: &GroupConfig,
+        now_ms: i64,
+        new_member_id: &mut dyn FnMut() -> String,
+        changes: &mut HeartbeatChanges,
+    ) -> Result<HeartbeatReply, HeartbeatError> {
         if let Some(a) = &hb.server_assignor {
             if !ASSIGNORS.contains(&a.as_str()) {
                 return Err(err(
@@ -267,7 +385,10 @@ impl ConsumerGroup {
                 None => subscription_regex::compile(r),
             };
             match compiled {
-                Ok(re) => self.regexes.insert(re, topics),
+                Ok(re) => {
+                    changes.save_regexes(&self.regexes);
+                    self.regexes.insert(re, topics)
+                }
                 Err(why) => return Err(invalid_regex(r, &why)),
             }
         }
@@ -308,29 +429,38 @@ impl ConsumerGroup {
             if lost_response {
                 full = true;
             }
+            changes.member = Some(m.clone());
             hb.member_id.clone()
         };
-        let before = {
+        let (epoch_was, assigned_was) = {
             let m = &self.members[&id];
             (m.member_epoch, m.assigned.clone())
         };
         self.update_member(&id, &hb, now_ms);
         // Compiles nothing and matches nothing unless a pattern is new or
         // the topics changed.
-        self.regexes.refresh(Self::patterns(&self.members), topics);
-        self.refresh_topics(topics);
+        if !self
+            .regexes
+            .is_current(Self::patterns(&self.members), topics)
+        {
+            changes.save_regexes(&self.regexes);
+            self.regexes.refresh(Self::patterns(&self.members), topics);
+        }
+        self.refresh_topics(topics, changes);
         // One heartbeat moves the group at most one epoch forward.
         self.group_epoch = self.group_epoch.min(epoch_before + 1);
         if self.group_epoch > self.assignment_epoch {
-            self.compute_target(topics);
+            self.compute_target(topics, changes);
         }
         self.reconcile(&id, now_ms);
         let m = &self.members[&id];
-        let changed = before != (m.member_epoch, m.assigned.clone());
-        let mismatch = hb
-            .owned
-            .as_ref()
-            .is_some_and(|o| normalize(o.clone()) != m.assigned);
+        let changed = epoch_was != m.member_epoch || assigned_was != m.assigned;
+        // `normalize(owned) != assigned`, without copying `owned`.
+        let mismatch = hb.owned.as_ref().is_some_and(|o| {
+            !o.iter()
+                .filter(|(_, ps)| !ps.is_empty())
+                .eq(m.assigned.iter())
+        });
         let mut r = reply(&id, m.member_epoch);
         if changed || full || mismatch {
             r.assignment = Some(m.assigned.clone());
@@ -463,8 +593,16 @@ impl ConsumerGroup {
         }
     }
 
-    /// Bumps the group epoch when a subscribed topic appeared, grew or vanished.
-    fn refresh_topics(&mut self, topics: &Arc<Topics>) {
+    /// Bumps the group epoch when a subscribed topic appeared, grew or
+    /// vanished. Checked again only when the topics or a subscription
+    /// changed since the last check.
+    fn refresh_topics(&mut self, topics: &Arc<Topics>, changes: &mut HeartbeatChanges) {
+        let checked = self.topics_checked.as_ref().is_some_and(|(t, bumps)| {
+            *bumps == self.bumps && (Arc::ptr_eq(t, topics) || **t == **topics)
+        });
+        if checked {
+            return;
+        }
         let now: Topics = self
             .subscribed_topic_names(topics)
             .into_iter()
@@ -474,9 +612,11 @@ impl ConsumerGroup {
             })
             .collect();
         if now != self.subscribed_topics {
-            self.subscribed_topics = now;
+            let was = std::mem::replace(&mut self.subscribed_topics, now);
+            changes.subscribed_topics.get_or_insert(was);
             self.bump();
         }
+        self.topics_checked = Some((topics.clone(), self.bumps));
     }
 
     /// Subscribed topics as last seen (persisted, so a topic change while
@@ -500,7 +640,7 @@ impl ConsumerGroup {
             .unwrap_or_else(|| ASSIGNORS[0].to_string())
     }
 
-    fn compute_target(&mut self, topics: &Topics) {
+    fn compute_target(&mut self, topics: &Topics, changes: &mut HeartbeatChanges) {
         let name = self.preferred_assignor();
         let specs: BTreeMap<String, MemberSpec> = self
             .members
@@ -525,11 +665,15 @@ impl ConsumerGroup {
             .values()
             .map(|(id, n)| (*id, *n))
             .collect();
-        self.target = assignor::assign(&name, &specs, &by_id)
+        let target = assignor::assign(&name, &specs, &by_id)
             .into_iter()
             .map(|(m, a)| (m, normalize(a)))
             .collect();
-        self.assignor_name = name;
+        let was = (
+            std::mem::replace(&mut self.target, target),
+            std::mem::replace(&mut self.assignor_name, name),
+        );
+        changes.target.get_or_insert(was);
         self.assignment_epoch = self.group_epoch;
     }
 

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::assignor::Assignment;
-use super::consumer_group::{ConsumerGroup, ConsumerMember, MemberState, Topics};
+use super::consumer_group::{ConsumerGroup, ConsumerMember, HeartbeatChanges, MemberState, Topics};
 use super::record_codec::*;
 
 /// `ConsumerGroupMemberMetadataValue`: what a member declared.
@@ -142,15 +142,90 @@ pub(super) fn state_from_code(c: i8) -> MemberState {
 pub fn consumer_group_records(g: &ConsumerGroup) -> BTreeMap<Bytes, Bytes> {
     let id = g.id.as_str();
     let mut out = BTreeMap::new();
-    let epoch = g.group_epoch;
+    put_group_epoch(&mut out, id, g.group_epoch);
+    put_subscribed_topics(&mut out, id, g.subscribed_topics());
+    put_assignment_epoch(&mut out, id, g.assignment_epoch);
+    for m in g.members.values() {
+        put_member(&mut out, id, m);
+    }
+    for (member, a) in &g.target {
+        put_target(&mut out, id, member, a);
+    }
+    out
+}
+
+/// The records a regular heartbeat must write (see
+/// [`ConsumerGroup::is_regular`]): what [`diff_records`] gives for the
+/// whole group before and after, computed from what the heartbeat
+/// recorded in `before` alone. Nothing is encoded unless something
+/// persistent changed, so a steady heartbeat costs no encoding.
+pub fn heartbeat_records(
+    g: &ConsumerGroup,
+    before: &HeartbeatChanges,
+) -> Vec<(Bytes, Option<Bytes>)> {
+    let id = g.id.as_str();
+    let (mut old, mut new) = (BTreeMap::new(), BTreeMap::new());
+    if before.group_epoch != g.group_epoch {
+        put_group_epoch(&mut old, id, before.group_epoch);
+        put_group_epoch(&mut new, id, g.group_epoch);
+    }
+    if let Some(topics) = &before.subscribed_topics {
+        if topics != g.subscribed_topics() {
+            put_subscribed_topics(&mut old, id, topics);
+            put_subscribed_topics(&mut new, id, g.subscribed_topics());
+        }
+    }
+    if before.assignment_epoch != g.assignment_epoch {
+        put_assignment_epoch(&mut old, id, before.assignment_epoch);
+        put_assignment_epoch(&mut new, id, g.assignment_epoch);
+    }
+    if let Some((target, _)) = &before.target {
+        let members: std::collections::BTreeSet<&String> =
+            target.keys().chain(g.target.keys()).collect();
+        for m in members {
+            let (was, is) = (target.get(m), g.target.get(m));
+            if was != is {
+                if let Some(a) = was {
+                    put_target(&mut old, id, m, a);
+                }
+                if let Some(a) = is {
+                    put_target(&mut new, id, m, a);
+                }
+            }
+        }
+    }
+    if let Some(was) = &before.member {
+        match g.members.get(&was.id) {
+            Some(is) => {
+                if member_metadata_fields(was) != member_metadata_fields(is)
+                    || current_assignment_fields(was) != current_assignment_fields(is)
+                {
+                    put_member(&mut old, id, was);
+                    put_member(&mut new, id, is);
+                }
+            }
+            None => put_member(&mut old, id, was),
+        }
+    }
+    if old.is_empty() && new.is_empty() {
+        return Vec::new();
+    }
+    diff_records(&old, &new)
+}
+
+/// Key 3.
+fn put_group_epoch(out: &mut BTreeMap<Bytes, Bytes>, group: &str, epoch: i32) {
     out.insert(
-        consumer_key(CG_METADATA_KEY, id, None),
+        consumer_key(CG_METADATA_KEY, group, None),
         flexible_value(|b| b.put_i32(epoch)),
     );
+}
+
+/// Key 4.
+fn put_subscribed_topics(out: &mut BTreeMap<Bytes, Bytes>, group: &str, topics: &Topics) {
     out.insert(
-        consumer_key(CG_PARTITION_METADATA_KEY, id, None),
+        consumer_key(CG_PARTITION_METADATA_KEY, group, None),
         flexible_value(|b| {
-            let topics = g.subscribed_topics();
             put_uvarint(b, topics.len() as u32 + 1);
             for (name, (tid, n)) in topics {
                 b.put_slice(tid.as_bytes());
@@ -161,45 +236,77 @@ pub fn consumer_group_records(g: &ConsumerGroup) -> BTreeMap<Bytes, Bytes> {
             }
         }),
     );
-    let assignment_epoch = g.assignment_epoch;
+}
+
+/// Key 6.
+fn put_assignment_epoch(out: &mut BTreeMap<Bytes, Bytes>, group: &str, epoch: i32) {
     out.insert(
-        consumer_key(CG_TARGET_METADATA_KEY, id, None),
-        flexible_value(|b| b.put_i32(assignment_epoch)),
+        consumer_key(CG_TARGET_METADATA_KEY, group, None),
+        flexible_value(|b| b.put_i32(epoch)),
     );
-    for m in g.members.values() {
-        let meta = MemberMetadata {
-            instance_id: m.instance_id.clone(),
-            rack_id: m.rack_id.clone(),
-            client_id: m.client_id.clone(),
-            client_host: m.client_host.clone(),
-            subscribed_topic_names: m.subscribed_topic_names.clone(),
-            subscribed_topic_regex: m.subscribed_topic_regex.clone(),
-            rebalance_timeout_ms: m.rebalance_timeout_ms,
-            server_assignor: m.server_assignor.clone(),
-        };
-        out.insert(
-            consumer_key(CG_MEMBER_METADATA_KEY, id, Some(&m.id)),
-            member_metadata_value(&meta),
-        );
-        let cur = CurrentAssignment {
-            member_epoch: m.member_epoch,
-            previous_member_epoch: m.previous_member_epoch,
-            state: m.state,
-            assigned: m.assigned.clone(),
-            pending_revocation: m.pending_revocation.clone(),
-        };
-        out.insert(
-            consumer_key(CG_CURRENT_ASSIGNMENT_KEY, id, Some(&m.id)),
-            current_assignment_value(&cur),
-        );
-    }
-    for (member, a) in &g.target {
-        out.insert(
-            consumer_key(CG_TARGET_MEMBER_KEY, id, Some(member)),
-            flexible_value(|b| put_assignment(b, a)),
-        );
-    }
-    out
+}
+
+/// Key 7.
+fn put_target(out: &mut BTreeMap<Bytes, Bytes>, group: &str, member: &str, a: &Assignment) {
+    out.insert(
+        consumer_key(CG_TARGET_MEMBER_KEY, group, Some(member)),
+        flexible_value(|b| put_assignment(b, a)),
+    );
+}
+
+/// Every field of a member that key 5 holds ([`put_member`]), to compare
+/// members without encoding them.
+fn member_metadata_fields(m: &ConsumerMember) -> impl PartialEq + '_ {
+    (
+        &m.instance_id,
+        &m.rack_id,
+        &m.client_id,
+        &m.client_host,
+        &m.subscribed_topic_names,
+        &m.subscribed_topic_regex,
+        m.rebalance_timeout_ms,
+        &m.server_assignor,
+    )
+}
+
+/// Every field of a member that key 8 holds ([`put_member`]).
+fn current_assignment_fields(m: &ConsumerMember) -> impl PartialEq + '_ {
+    (
+        m.member_epoch,
+        m.previous_member_epoch,
+        m.state,
+        &m.assigned,
+        &m.pending_revocation,
+    )
+}
+
+/// Keys 5 and 8 of member `m`.
+fn put_member(out: &mut BTreeMap<Bytes, Bytes>, group: &str, m: &ConsumerMember) {
+    let meta = MemberMetadata {
+        instance_id: m.instance_id.clone(),
+        rack_id: m.rack_id.clone(),
+        client_id: m.client_id.clone(),
+        client_host: m.client_host.clone(),
+        subscribed_topic_names: m.subscribed_topic_names.clone(),
+        subscribed_topic_regex: m.subscribed_topic_regex.clone(),
+        rebalance_timeout_ms: m.rebalance_timeout_ms,
+        server_assignor: m.server_assignor.clone(),
+    };
+    out.insert(
+        consumer_key(CG_MEMBER_METADATA_KEY, group, Some(&m.id)),
+        member_metadata_value(&meta),
+    );
+    let cur = CurrentAssignment {
+        member_epoch: m.member_epoch,
+        previous_member_epoch: m.previous_member_epoch,
+        state: m.state,
+        assigned: m.assigned.clone(),
+        pending_revocation: m.pending_revocation.clone(),
+    };
+    out.insert(
+        consumer_key(CG_CURRENT_ASSIGNMENT_KEY, group, Some(&m.id)),
+        current_assignment_value(&cur),
+    );
 }
 
 /// `ConsumerGroupMemberMetadataValue` v0.

@@ -342,3 +342,143 @@ fn a_regex_is_compiled_once_not_on_every_heartbeat() {
     g.heartbeat(join("n", None), &t2, &c, 301, &mut id).unwrap();
     assert!(!g.regexes.contains(heavy));
 }
+
+/// A regular heartbeat through the coordinator's path: its records
+/// (`heartbeat_records`) must be exactly the diff of the whole group before
+/// and after, and `undo` must put the group back as it was (checked on a
+/// copy first, then the heartbeat is applied for real).
+fn regular(
+    g: &mut ConsumerGroup,
+    h: Heartbeat,
+    t: &Arc<Topics>,
+    now: i64,
+) -> (HeartbeatReply, Vec<(bytes::Bytes, Option<bytes::Bytes>)>) {
+    use super::super::consumer_group_records::{
+        consumer_group_records, diff_records, heartbeat_records,
+    };
+    assert!(g.is_regular(&h));
+    let c = cfg();
+    let whole_before = consumer_group_records(g);
+    let as_it_was = format!("{g:?}");
+    let mut undone = g.clone();
+    let (_, changes) = undone.regular_heartbeat(h.clone(), t, &c, now);
+    undone.undo(changes);
+    assert_eq!(format!("{undone:?}"), as_it_was, "undo restores everything");
+
+    let (reply, changes) = g.regular_heartbeat(h, t, &c, now);
+    let records = heartbeat_records(g, &changes);
+    assert_eq!(
+        records,
+        diff_records(&whole_before, &consumer_group_records(g)),
+        "only what changed, as the whole group's diff has it"
+    );
+    (reply.unwrap(), records)
+}
+
+/// A steady heartbeat (same epoch, subscription and owned partitions) is
+/// read-only apart from the session timer: nothing to write. A revocation,
+/// a new subscription or a grown topic is written, and only its records.
+#[test]
+fn regular_heartbeats_write_only_what_changed() {
+    let c = cfg();
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    let t = named(&["orders_a", "orders_b", "payments"]);
+    let r1 = g
+        .heartbeat(regex_join("m1", "orders_.*"), &t, &c, 0, &mut id)
+        .unwrap();
+    let a1 = r1.assignment.unwrap();
+    assert_eq!(a1.len(), 2);
+
+    // Steady: no record, but the session timer moves.
+    for now in 1..5 {
+        let mut h = hb("m1", 1, &a1);
+        h.subscribed_topic_regex = Some("orders_.*".into());
+        let (r, records) = regular(&mut g, h, &t, now);
+        assert!(records.is_empty(), "{records:?}");
+        assert_eq!((r.member_epoch, r.assignment), (1, None));
+        assert_eq!(g.members["m1"].last_heartbeat_ms, now);
+    }
+
+    // m2 joins: m1 must give a topic up (its current assignment changes).
+    let r2 = g
+        .heartbeat(regex_join("m2", "orders_.*"), &t, &c, 10, &mut id)
+        .unwrap();
+    let (r, records) = regular(&mut g, hb("m1", 1, &a1), &t, 11);
+    let kept = r.assignment.unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(records.len(), 1, "m1's current assignment only");
+    // Revoked: m1 moves to the new epoch.
+    let (r, records) = regular(&mut g, hb("m1", 1, &kept), &t, 12);
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(records.len(), 1);
+    let (_, records) = regular(&mut g, hb("m1", 2, &kept), &t, 13);
+    assert!(records.is_empty());
+    // m2 gets the released topic.
+    let (r, _) = regular(
+        &mut g,
+        hb("m2", r2.member_epoch, &Assignment::new()),
+        &t,
+        14,
+    );
+    let a2 = r.assignment.unwrap();
+    assert_eq!(a2.len(), 1);
+    let (_, records) = regular(&mut g, hb("m2", 2, &a2), &t, 15);
+    assert!(records.is_empty());
+    assert_eq!(g.state_name(), "Stable");
+
+    // A new subscription: member metadata, group epoch, target written.
+    let mut h = hb("m2", 2, &a2);
+    h.subscribed_topic_names = Some(vec!["payments".into()]);
+    let (_, records) = regular(&mut g, h, &t, 16);
+    assert!(records.len() >= 4, "{records:?}");
+
+    // A topic grows: the subscribed topics are written again.
+    let mut grown = (*t).clone();
+    grown.get_mut("orders_a").unwrap().1 = 3;
+    let grown = Arc::new(grown);
+    let epoch = g.group_epoch;
+    let m1 = g.members["m1"].clone();
+    let (_, records) = regular(&mut g, hb("m1", m1.member_epoch, &m1.assigned), &grown, 17);
+    assert_eq!(g.group_epoch, epoch + 1);
+    assert!(!records.is_empty());
+
+    // Fenced: nothing changes, nothing is written.
+    let (reply, changes) = g.regular_heartbeat(hb("m1", 1, &Assignment::new()), &grown, &c, 18);
+    assert_eq!(reply.unwrap_err().code, ResponseError::FencedMemberEpoch);
+    assert!(super::super::consumer_group_records::heartbeat_records(&g, &changes).is_empty());
+}
+
+/// The subscribed topics are checked again when a subscription or the
+/// topics change, not on every heartbeat; a change seen meanwhile (a member
+/// left) is still noticed at the next heartbeat.
+#[test]
+fn subscribed_topics_are_checked_again_only_after_a_change() {
+    let c = cfg();
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut id = ids();
+    let t = named(&["orders", "payments"]);
+    let r1 = g
+        .heartbeat(regex_join("m1", "orders"), &t, &c, 0, &mut id)
+        .unwrap();
+    let mut j = join("m2", None);
+    j.subscribed_topic_names = Some(vec!["payments".into()]);
+    g.heartbeat(j, &t, &c, 1, &mut id).unwrap();
+    assert_eq!(g.subscribed_topics().len(), 2);
+    // m2 leaves: the next heartbeat of m1 drops `payments` (a new epoch).
+    let mut leave = hb("m2", -1, &Assignment::new());
+    leave.owned = None;
+    g.heartbeat(leave, &t, &c, 2, &mut id).unwrap();
+    let epoch = g.group_epoch;
+    let a1 = r1.assignment.unwrap();
+    let (_, records) = regular(&mut g, hb("m1", 1, &a1), &t, 3);
+    assert_eq!(g.subscribed_topics().keys().collect::<Vec<_>>(), ["orders"]);
+    assert_eq!(g.group_epoch, epoch + 1);
+    assert!(!records.is_empty());
+    // A copy of the same topics (not the same `Arc`) is no change.
+    let same = Arc::new((*t).clone());
+    let m1 = g.members["m1"].clone();
+    let epoch = g.group_epoch;
+    regular(&mut g, hb("m1", m1.member_epoch, &m1.assigned), &same, 4);
+    assert_eq!(g.group_epoch, epoch);
+}

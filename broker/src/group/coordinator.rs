@@ -605,6 +605,33 @@ impl GroupCoordinator {
                 message: format!("group {group} does not exist"),
             });
         }
+        // A regular heartbeat (the steady state) records what it changes
+        // instead of copying the group: nothing is encoded or written
+        // unless something persistent changed.
+        if let Some(g) = st.consumer.get_mut(group).filter(|g| g.is_regular(&hb)) {
+            #[cfg(debug_assertions)]
+            let whole_before = consumer_group_records::consumer_group_records(g);
+            let (reply, changes) = g.regular_heartbeat(hb, &topics, &self.cfg, now);
+            let records = consumer_group_records::heartbeat_records(g, &changes);
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(
+                records,
+                consumer_group_records::diff_records(
+                    &whole_before,
+                    &consumer_group_records::consumer_group_records(g)
+                ),
+                "a regular heartbeat's records are its whole group's diff"
+            );
+            if let Err(e) = self.append(broker, group, &records) {
+                g.undo(changes);
+                return Err(HeartbeatError {
+                    code: e.code,
+                    message: e.message,
+                });
+            }
+            return reply;
+        }
+        // Joining, leaving or a new group: the group is copied first.
         let before = st.consumer.get(group).cloned();
         let g = st
             .consumer

@@ -140,3 +140,76 @@ async fn heartbeats_with_an_unchanged_regex_compile_nothing() {
     assert_eq!(r.assignment.map(|a| a.len()), Some(2));
     assert_eq!(subscription_regex::compilations() - before, 1);
 }
+
+/// Kafka's coordinator writes records only when a member's state changes:
+/// a steady heartbeat (same epoch, subscription and partitions) appends
+/// nothing to `__consumer_offsets`, only its session timer moves. A changed
+/// subscription is written, and what is written reads back as the group in
+/// memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steady_heartbeat_writes_nothing_a_changed_subscription_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = open_broker(&dir).await;
+    for t in ["orders", "payments"] {
+        b.metadata.create_topic(t, 2, 1, BTreeMap::new()).unwrap();
+    }
+    coordinate(&b, "cg").await;
+    let p = partition_for("cg", 4);
+    let log_end = || {
+        b.replicas
+            .get(CONSUMER_OFFSETS, p)
+            .unwrap()
+            .log_end_offset()
+    };
+    let r = b
+        .groups
+        .consumer_heartbeat(&b, "cg", join(Some("ord.*"), &[]), &|_| true)
+        .unwrap();
+    let (id, epoch, owned) = (r.member_id, r.member_epoch, r.assignment.unwrap());
+    assert_eq!(owned.values().map(|ps| ps.len()).sum::<usize>(), 2);
+    let steady = |names: Option<Vec<String>>| Heartbeat {
+        member_id: id.clone(),
+        member_epoch: epoch,
+        subscribed_topic_regex: Some("ord.*".into()),
+        subscribed_topic_names: names,
+        owned: Some(owned.clone()),
+        ..Default::default()
+    };
+    let written = log_end();
+    assert!(written > 0, "the join is written");
+    let session =
+        |b: &Broker| b.groups.describe_consumer("cg").unwrap().members[&id].last_heartbeat_ms;
+    let mut last = session(&b);
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let r = b
+            .groups
+            .consumer_heartbeat(&b, "cg", steady(Some(vec![])), &|_| true)
+            .unwrap();
+        assert_eq!((r.member_epoch, r.assignment), (epoch, None));
+        assert!(session(&b) > last, "the session timer moves");
+        last = session(&b);
+    }
+    assert_eq!(log_end(), written, "steady heartbeats append nothing");
+
+    // A new subscription is written (member, group epoch, target, ...).
+    let r = b
+        .groups
+        .consumer_heartbeat(&b, "cg", steady(Some(vec!["payments".into()])), &|_| true)
+        .unwrap();
+    assert_eq!(r.member_epoch, epoch + 1);
+    assert_eq!(r.assignment.map(|a| a.len()), Some(2));
+    assert!(log_end() > written);
+
+    // What is in the log is the group in memory: read it again as a new
+    // leader would.
+    let in_memory =
+        consumer_group_records::consumer_group_records(&b.groups.describe_consumer("cg").unwrap());
+    b.groups.shard_at(p).loaded_epochs.remove(&p);
+    b.groups.ensure_loaded(&b, p);
+    let reloaded = b.groups.describe_consumer("cg").unwrap();
+    assert_eq!(
+        consumer_group_records::consumer_group_records(&reloaded),
+        in_memory
+    );
+}

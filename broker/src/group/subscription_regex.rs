@@ -216,6 +216,21 @@ impl ResolvedRegexes {
         );
     }
 
+    /// Whether [`Self::refresh`] would leave these as they are: the
+    /// patterns are exactly `used` and were matched against these very
+    /// topics (the same `Arc`).
+    pub fn is_current<'a>(
+        &self,
+        used: impl Iterator<Item = &'a str> + Clone,
+        topics: &Arc<Topics>,
+    ) -> bool {
+        self.against
+            .as_ref()
+            .is_some_and(|a| Arc::ptr_eq(a, topics))
+            && used.clone().all(|p| self.entries.contains_key(p))
+            && self.entries.keys().all(|p| used.clone().any(|u| u == p))
+    }
+
     /// Keeps exactly the patterns in `used` and matches them again if
     /// `topics` changed. A pattern not known yet is compiled here, which
     /// happens only for members read from the log (a heartbeat's new
