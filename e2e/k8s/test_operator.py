@@ -1077,7 +1077,6 @@ metadata:
   namespace: {NS}
 spec:
   replicas: 1
-  featureLevel: 1
   storage:
     size: 1Gi
   config:
@@ -1240,6 +1239,7 @@ metadata:
   namespace: {NS}
 spec:
   replicas: 1
+  featureLevel: 1
   storage:
     size: 1Gi
   config:
