@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use crate::config::BrokerConfig;
 use crate::error::ApiError;
 use crate::meta_properties::MetaProperties;
-use crate::metadata::{ClusterView, MetadataStore, TopicView};
+use crate::metadata::{ClusterView, MetadataCache, TopicView};
 use crate::metrics::Metrics;
 use crate::replica_manager::ReplicaManager;
 use crate::replication::fetcher::{AddressBook, FetcherConfig, FetcherManager};
@@ -28,7 +28,7 @@ pub struct Broker {
     pub dynamic: crate::dynamic_config::DynamicConfig,
     /// `leader/follower.replication.throttled.rate` and their usage.
     pub replication_quotas: crate::replication_quota::ReplicationQuotas,
-    pub metadata: Arc<MetadataStore>,
+    pub metadata: Arc<MetadataCache>,
     pub replicas: Arc<ReplicaManager>,
     pub metrics: Arc<Metrics>,
     /// The consumer-group coordinator.
@@ -161,7 +161,7 @@ impl Broker {
         });
         // The fetchers send this broker's current epoch (KIP-903); it is
         // the remote controller's session epoch, else the one registered.
-        let metadata = Arc::new(MetadataStore::new(config.node_id, controller.clone()));
+        let metadata = Arc::new(MetadataCache::new(config.node_id, controller.clone()));
         metadata.set_clean_shutdown_epoch(crate::clean_shutdown::take(&config.data_dir)?);
         let epoch_of = metadata.clone();
         let metrics = Arc::new(Metrics::new());

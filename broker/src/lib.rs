@@ -48,7 +48,7 @@ pub mod zero_copy;
 
 pub use broker::{Broker, Stop};
 pub use config::{BrokerConfig, Cli};
-pub use metadata::MetadataStore;
+pub use metadata::MetadataCache;
 pub use skein_controller::{ControlPlane, ControllerService};
 
 use std::sync::Arc;

@@ -67,7 +67,7 @@ fn per_partition<T>(
 }
 
 /// This broker's handle on the cluster metadata and the controller.
-pub struct MetadataStore {
+pub struct MetadataCache {
     node_id: i32,
     controller: Arc<dyn ControlPlane>,
     broker_epoch: AtomicU64,
@@ -79,7 +79,7 @@ pub struct MetadataStore {
     producer_ids: Mutex<(i64, i64)>,
 }
 
-impl MetadataStore {
+impl MetadataCache {
     pub fn new(node_id: i32, controller: Arc<dyn ControlPlane>) -> Self {
         Self {
             node_id,
@@ -602,13 +602,13 @@ mod tests {
     use super::*;
 
     /// A combined-mode store: its own controller, image under `dir`.
-    fn open_store(dir: &std::path::Path) -> MetadataStore {
+    fn open_store(dir: &std::path::Path) -> MetadataCache {
         let controller = skein_controller::ControllerService::open(
             Some(&dir.join("cluster-metadata")),
             Default::default(),
         )
         .unwrap();
-        let store = MetadataStore::new(1, controller);
+        let store = MetadataCache::new(1, controller);
         store
             .register("127.0.0.1", 9092, None, DirectoryId(1), vec![])
             .unwrap();

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use crate::error::ControllerError;
 use crate::model::{
-    BrokerId, BrokerInfo, ClusterState, DirectoryId, PartitionState, ProducerIdBlock, TopicId,
-    TopicSpec,
+    BrokerId, BrokerInfo, ClusterState, DirectoryId, PartitionState, ProducerIdBlock,
+    TopicDefinition, TopicId,
 };
 use crate::quotas::ClientQuotas;
 use crate::scram::{ScramCredential, ScramMechanism};
@@ -19,7 +19,7 @@ pub enum Command {
     /// Store this broker registration.
     PersistBroker(BrokerInfo),
     /// Store this topic definition (created, configs changed, grown).
-    PersistTopic(TopicSpec),
+    PersistTopic(TopicDefinition),
     /// Store this partition state.
     PersistPartition {
         topic: String,

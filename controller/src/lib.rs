@@ -81,8 +81,8 @@ pub use crate::error::ControllerError;
 pub use crate::event::{AlterPartitionRequest, ElectionType, Event, NewTopic};
 pub use crate::model::{
     BrokerId, BrokerInfo, BrokerSoftware, ClusterState, DirectoryId, Endpoint, FeatureRange,
-    MetadataImage, OngoingReassignment, PartitionState, ProducerIdBlock, TopicId, TopicImage,
-    TopicPartition, TopicSpec, NO_LEADER,
+    MetadataImage, OngoingReassignment, PartitionState, ProducerIdBlock, TopicDefinition, TopicId,
+    TopicImage, TopicPartition, NO_LEADER,
 };
 pub use crate::plane::{request, BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};
 pub use crate::quotas::{ClientQuotas, QuotaEntity, QuotaEntityType, QuotaValue};

@@ -207,7 +207,7 @@ impl BrokerInfo {
 
 /// A topic's definition: what `CreateTopics` and `AlterConfigs` set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicSpec {
+pub struct TopicDefinition {
     pub name: String,
     pub topic_id: TopicId,
     /// Number of partitions (always equals the topic's partition list).
@@ -334,7 +334,7 @@ impl TopicPartition {
 /// A topic with the state of each of its partitions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicImage {
-    pub spec: TopicSpec,
+    pub spec: TopicDefinition,
     /// Indexed by partition number.
     pub partitions: Vec<PartitionState>,
 }

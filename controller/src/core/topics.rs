@@ -8,7 +8,7 @@ use crate::command::{Command, Reply};
 use crate::election::{self, UNCLEAN_LEADER_ELECTION_ENABLE};
 use crate::error::ControllerError;
 use crate::event::NewTopic;
-use crate::model::{BrokerId, PartitionState, TopicId, TopicImage, TopicSpec};
+use crate::model::{BrokerId, PartitionState, TopicDefinition, TopicId, TopicImage};
 use crate::placement::{self, BrokerLoad, PlacementBroker};
 use crate::reassignment;
 use crate::replication_factor;
@@ -93,7 +93,7 @@ impl ControllerCore {
         if request.validate_only {
             return Ok(request.topic_id);
         }
-        let spec = TopicSpec {
+        let spec = TopicDefinition {
             name: request.name.clone(),
             topic_id: request.topic_id,
             partitions: states.len() as u32,

@@ -22,7 +22,7 @@ pub enum MetadataRecord {
     Broker { broker: BrokerInfo },
     /// A topic's definition; a new topic id replaces a topic of the same
     /// name, an unchanged one keeps its partitions.
-    Topic { spec: crate::model::TopicSpec },
+    Topic { spec: crate::model::TopicDefinition },
     /// One partition's state; partition numbers of a topic are persisted
     /// in order, so a number one past the last adds a partition. The most
     /// frequent record by far, so it is written compactly:
