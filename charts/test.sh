@@ -194,7 +194,7 @@ ep = pm["spec"]["podMetricsEndpoints"][0]
 expect(job_of(ep["relabelings"]) == ["skein-broker"], "PodMonitor job=skein-broker")
 expect({r["targetLabel"] for r in ep["relabelings"]} >= {"skein_cluster", "instance"}, "PodMonitor sets skein_cluster, instance")
 expect(pm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "skein", "app.kubernetes.io/component": "broker"},
-       "PodMonitor selects broker pods (operator/src/build/mod.rs selector_labels)")
+       "PodMonitor selects broker pods (operator/src/manifests/mod.rs selector_labels)")
 expect(pm["spec"]["namespaceSelector"] == {"any": True}, "PodMonitor: all namespaces by default")
 expect(any('job="skein-broker"' in t["expr"] for p in json.load(open(dash_path))["panels"] for t in p.get("targets", [])),
        "dashboard queries job skein-broker")

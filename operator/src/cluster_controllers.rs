@@ -36,8 +36,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::build::ClusterNames;
 use crate::control_tls::{ControlTls, Lifetimes};
+use crate::manifests::ClusterNames;
 
 pub use crate::metadata_store::metadata_config_map;
 
@@ -587,7 +587,10 @@ fn start_at_level(controller: &ControllerService, level: i16) -> std::io::Result
             },
         )
         .map_err(|e| std::io::Error::other(format!("starting at {feature} {level}: {e}")))?;
-    info!(level, "new cluster: {feature} {level} finalized before any broker registered");
+    info!(
+        level,
+        "new cluster: {feature} {level} finalized before any broker registered"
+    );
     Ok(())
 }
 

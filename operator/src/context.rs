@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::Client;
 
-use crate::build::BuildOptions;
+use crate::manifests::BuildOptions;
 use crate::metrics::Metrics;
 
 use crate::error::TopicRemovalError;
@@ -56,7 +56,7 @@ impl Context {
         instance: Option<String>,
     ) -> Self {
         let reporter = Reporter {
-            controller: crate::build::FIELD_MANAGER.into(),
+            controller: crate::manifests::FIELD_MANAGER.into(),
             instance,
         };
         Context {

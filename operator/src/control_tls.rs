@@ -28,11 +28,11 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use skein_crds::KafkaCluster;
 
-use crate::build::control_tls::{CA_KEY, KEYSTORE_KEY};
-use crate::build::{owned_meta, selector_string, ClusterNames};
 use crate::ca::{not_after, text};
 use crate::error::ControllerStartError;
 use crate::local_tls::{ca_issuer, ca_valid, leaf_valid, Validity, CONTROLLER_CN};
+use crate::manifests::control_tls::{CA_KEY, KEYSTORE_KEY};
+use crate::manifests::{owned_meta, selector_string, ClusterNames};
 
 /// Keys of the CA Secret besides the CA certificate.
 const CA_PRIVATE_KEY: &str = "ca.key";
@@ -409,7 +409,7 @@ pub async fn plaintext_brokers(
 /// Settings for a cluster `demo` in `ns`, made at `now` (tests).
 #[cfg(test)]
 pub(crate) fn test_tls(now: i64) -> ControlTls {
-    let names = ClusterNames::of(&crate::build::test_cluster(serde_json::json!({})));
+    let names = ClusterNames::of(&crate::manifests::test_cluster(serde_json::json!({})));
     step(None, &names, Lifetimes::default(), now).unwrap().1
 }
 
@@ -421,7 +421,7 @@ mod tests {
     const T0: i64 = 1_800_000_000;
 
     fn cluster() -> KafkaCluster {
-        crate::build::test_cluster(json!({}))
+        crate::manifests::test_cluster(json!({}))
     }
 
     fn short() -> Lifetimes {

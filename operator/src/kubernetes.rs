@@ -18,10 +18,10 @@ use prometheus::Registry;
 use skein_crds::{KafkaCluster, KafkaUser, Topic};
 use tracing::{debug, error, info, warn};
 
-use crate::build::{labels, BuildOptions};
 use crate::cluster_controllers::ClusterControllers;
 use crate::context::Context;
 use crate::leader::{LeaderElector, LeaseConfig};
+use crate::manifests::{labels, BuildOptions};
 use crate::metrics::Metrics;
 use crate::reconcile::{kafka_cluster, kafka_user, topic};
 

@@ -2,14 +2,13 @@
 //!
 //! - `kubernetes` ([`kubernetes::run`]): kube-runtime controllers for `KafkaCluster`
 //!   (owning a StatefulSet, Services, ConfigMap, PodDisruptionBudget and
-//!   ServiceAccount, all built by the pure functions in [`build`]) and for
+//!   ServiceAccount, all built by the pure functions in [`manifests`]) and for
 //!   `Topic` (with a finalizer that removes its data), behind Lease-based
 //!   leader election ([`leader`]).
 //! - `local` ([`local::run_local`]): the controller core in this process and
 //!   N `skein-broker` processes on this machine, connected by the gRPC
 //!   control plane.
 
-pub mod build;
 pub mod ca;
 pub mod cluster_controllers;
 pub mod context;
@@ -21,6 +20,7 @@ pub mod leader;
 pub mod listener_tls;
 pub mod local;
 pub mod local_tls;
+pub mod manifests;
 pub mod metadata_store;
 pub mod metrics;
 pub mod ownership;

@@ -37,11 +37,11 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use skein_crds::{AuthenticationType, CertificateAuthorityStatus, KafkaCluster};
 
-use crate::build::listeners::{BROKER_CN, CA_KEY, CLIENTS_CA_KEY, KEYSTORE_KEY};
-use crate::build::{owned_meta, ClusterNames};
 use crate::ca::{self, text, Ca, CaState, Policy, Request};
 use crate::error::{Error, Result};
 use crate::local_tls::{ca_issuer, leaf_valid};
+use crate::manifests::listeners::{BROKER_CN, CA_KEY, CLIENTS_CA_KEY, KEYSTORE_KEY};
+use crate::manifests::{owned_meta, ClusterNames};
 use crate::ownership::{self, Written};
 use crate::validate::InvalidSpec;
 
@@ -300,7 +300,7 @@ pub async fn ensure(
     node_addresses: &[String],
     phase: Duration,
 ) -> Result<std::result::Result<Outcome, InvalidSpec>> {
-    if !crate::build::listeners::any_tls(kc) {
+    if !crate::manifests::listeners::any_tls(kc) {
         return Ok(Ok(Outcome::default()));
     }
     let names = ClusterNames::of(kc);
@@ -642,7 +642,7 @@ mod tests {
     use serde_json::json;
 
     fn cluster() -> KafkaCluster {
-        crate::build::test_cluster(
+        crate::manifests::test_cluster(
             json!({"listeners": {"clients": [{"name": "tls", "port": 9093, "type": "internal", "tls": true}]}}),
         )
     }

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use skein_operator::build::BuildOptions;
 use skein_operator::kubernetes::{run, KubernetesOptions};
 use skein_operator::leader::LeaseConfig;
+use skein_operator::manifests::BuildOptions;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]

@@ -34,8 +34,8 @@ use kube::{Client, ResourceExt};
 use skein_controller::{BlobStore, SealingKey, StoreLimits};
 use skein_crds::KafkaCluster;
 
-use crate::build::{labels, owned_meta, ClusterNames};
 use crate::error::ControllerStartError;
+use crate::manifests::{labels, owned_meta, ClusterNames};
 
 /// Key of the head in the controller ConfigMap.
 pub const HEAD_KEY: &str = "head.json";

@@ -23,7 +23,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::build::FIELD_MANAGER;
+use crate::manifests::FIELD_MANAGER;
 
 /// An object that exists under a name the operator wants, owned by someone
 /// else.

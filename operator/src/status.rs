@@ -12,7 +12,7 @@ use serde::Serialize;
 use skein_crds::condition::condition;
 use skein_crds::{ConditionStatus as S, ConditionType as T, KafkaCluster, PartitionStatus, Topic};
 
-use crate::build::{selector_string, ClusterNames};
+use crate::manifests::{selector_string, ClusterNames};
 use crate::validate::InvalidSpec;
 
 /// The part of `KafkaCluster.status` the reconciler writes.

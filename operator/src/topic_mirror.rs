@@ -17,7 +17,7 @@ use skein_controller::ControllerService;
 use skein_crds::{PartitionStatus, Topic, TopicSpec};
 use tracing::{info, warn};
 
-use crate::build::ClusterNames;
+use crate::manifests::ClusterNames;
 
 /// Field manager of the partition part of Topic status (the Topic
 /// reconciler owns the conditions under its own manager).

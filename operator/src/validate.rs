@@ -6,7 +6,7 @@ use kube::ResourceExt;
 use skein_controller::topic_config::{validate_topic_config, TopicConfigError};
 use skein_crds::{KafkaCluster, KafkaUser, Topic};
 
-use crate::build::{labels, ClusterNames};
+use crate::manifests::{labels, ClusterNames};
 use crate::ownership::Foreign;
 
 /// User names a KafkaUser may not take: the principals (certificate
@@ -16,14 +16,17 @@ use crate::ownership::Foreign;
 /// the clients CA ever sign for it.
 pub const RESERVED_USER_NAMES: &[(&str, &str)] = &[
     (
-        crate::build::listeners::BROKER_CN,
+        crate::manifests::listeners::BROKER_CN,
         "the brokers' certificate subject (replication, control plane)",
     ),
     (
         crate::local_tls::CONTROLLER_CN,
         "the controller's certificate subject (control plane)",
     ),
-    (crate::build::FIELD_MANAGER, "the operator's own principal"),
+    (
+        crate::manifests::FIELD_MANAGER,
+        "the operator's own principal",
+    ),
 ];
 
 /// Broker config keys the operator sets itself (per pod, as flags).

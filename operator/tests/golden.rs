@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use skein_crds::KafkaCluster;
-use skein_operator::build::{cluster_objects, BuildOptions};
+use skein_operator::manifests::{cluster_objects, BuildOptions};
 
 fn cases() -> Vec<PathBuf> {
     // Read at run time: a test binary reused from a build in another

@@ -21,9 +21,9 @@ use skein_controller::{Event, Reply};
 use skein_crds::KafkaCluster;
 use tracing::{info, warn};
 
-use crate::build::{selector_string, ClusterNames};
 use crate::cluster_controllers::{ClusterController, Restart};
 use crate::error::{Error, Result};
+use crate::manifests::{selector_string, ClusterNames};
 use skein_controller::scaling::{
     assignment, plan_per_topic, plan_per_topic_onto, uses_any_outside, Assignment,
 };

@@ -15,9 +15,9 @@ use skein_crds::{KafkaCluster, ListenerType, Topic};
 use tracing::{info, warn};
 
 use super::{apply, brokers, patch_status, publish, storage};
-use crate::build::{cluster_objects, ClusterNames};
 use crate::context::Context;
 use crate::error::{ControllerStartError, Error, Result};
+use crate::manifests::{cluster_objects, ClusterNames};
 use crate::{status, validate};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -130,7 +130,7 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
     let listener_services = apply_listener_services(ctx, kc, &ns, &names).await?;
     let node_addresses = broker_node_addresses(ctx, kc, &ns, &names).await?;
     let mut cert_names = node_addresses.clone();
-    cert_names.extend(crate::build::listeners::external_names(
+    cert_names.extend(crate::manifests::listeners::external_names(
         kc,
         &listener_services,
     ));
@@ -293,7 +293,7 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
         );
     }
     new_status.listeners =
-        crate::build::listeners::statuses(kc, &names, &listener_services, &node_addresses);
+        crate::manifests::listeners::statuses(kc, &names, &listener_services, &node_addresses);
     // A CA's phase in the status also wakes the KafkaUsers of the cluster
     // (they watch it): a new clients CA gives them new certificates.
     new_status.certificate_authorities = certificates.statuses.clone();
@@ -452,7 +452,7 @@ async fn broker_node_addresses(
         return Ok(Vec::new());
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
-    let selector = crate::build::selector_string(names);
+    let selector = crate::manifests::selector_string(names);
     let list = pods
         .list(&ListParams::default().labels(&selector))
         .await
@@ -480,12 +480,12 @@ async fn apply_listener_services(
     ns: &str,
     names: &ClusterNames,
 ) -> Result<Vec<Service>> {
-    let wanted = crate::build::listeners::services(kc, names);
+    let wanted = crate::manifests::listeners::services(kc, names);
     let mut applied = Vec::with_capacity(wanted.len());
     for svc in &wanted {
         applied.push(apply(&ctx.client, ns, svc).await?);
     }
-    let ingresses = crate::build::listeners::ingresses(kc, names);
+    let ingresses = crate::manifests::listeners::ingresses(kc, names);
     for ing in &ingresses {
         apply(&ctx.client, ns, ing).await?;
     }
@@ -525,8 +525,8 @@ where
     let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
     let selector = format!(
         "{},{}",
-        crate::build::selector_string(names),
-        crate::build::listeners::LISTENER_LABEL
+        crate::manifests::selector_string(names),
+        crate::manifests::listeners::LISTENER_LABEL
     );
     let existing = api
         .list(&ListParams::default().labels(&selector))

@@ -39,10 +39,10 @@ use skein_crds::{
 use tracing::{info, warn};
 
 use super::{cleanup_grace_over, get_cluster, get_opt, patch_status, publish};
-use crate::build::ClusterNames;
 use crate::cluster_controllers::ClusterController;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::manifests::ClusterNames;
 use crate::ownership::{self, Foreign, Written};
 use crate::users::{self, Applied, Desired, Plan};
 use crate::validate::{self, InvalidSpec};

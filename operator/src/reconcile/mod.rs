@@ -23,9 +23,9 @@ use serde_json::json;
 use skein_crds::KafkaCluster;
 use tracing::warn;
 
-use crate::build::FIELD_MANAGER;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::manifests::FIELD_MANAGER;
 
 /// Server-side applies one owned object (forcing ownership of our fields).
 pub async fn apply<K>(client: &Client, namespace: &str, obj: &K) -> Result<K>

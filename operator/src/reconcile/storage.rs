@@ -25,9 +25,9 @@ use skein_crds::KafkaCluster;
 use tracing::{info, warn};
 
 use super::publish;
-use crate::build::{selector_string, ClusterNames};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::manifests::{selector_string, ClusterNames};
 use crate::quantity::bytes;
 
 /// The data volume's name in the claim templates (claims are `data-<pod>`).
@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn the_template_keeps_its_size() {
-        use crate::build::statefulset;
+        use crate::manifests::statefulset;
         let mut kc: KafkaCluster = serde_json::from_value(json!({
             "apiVersion": "skein.dev/v1alpha1", "kind": "KafkaCluster",
             "metadata": {"name": "demo", "namespace": "ns"},

@@ -30,11 +30,11 @@ use skein_crds::Topic;
 use tracing::{info, warn};
 
 use super::{cleanup_grace_over, get_cluster, patch_status, publish};
-use crate::build::ClusterNames;
 use crate::cluster_controllers::ReplicationFactorStep;
 use crate::context::Context;
 use crate::error::TopicRemovalError;
 use crate::error::{Error, Result};
+use crate::manifests::ClusterNames;
 use crate::topic_mirror::partition_status;
 use crate::{status, validate};
 

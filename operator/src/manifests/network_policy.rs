@@ -122,7 +122,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    use crate::build::test_cluster as cluster;
+    use crate::manifests::test_cluster as cluster;
 
     fn opts() -> BuildOptions {
         BuildOptions {

@@ -83,7 +83,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    use crate::build::test_cluster as cluster;
+    use crate::manifests::test_cluster as cluster;
 
     #[test]
     fn user_config_overrides_operator_defaults() {

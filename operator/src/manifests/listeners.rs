@@ -604,7 +604,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    use crate::build::test_cluster as cluster;
+    use crate::manifests::test_cluster as cluster;
 
     fn with_listeners() -> KafkaCluster {
         cluster(json!({"replicas": 2, "listeners": {"clients": [
