@@ -215,6 +215,14 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     d("unclean.leader.election.enable", Boolean, Some("false")),
 ];
 
+/// The default of broker config `name`; `None`: null or not a broker config.
+pub fn default_of(name: &str) -> Option<&'static str> {
+    BROKER_CONFIGS
+        .iter()
+        .find(|d| d.name == name)
+        .and_then(|d| d.default)
+}
+
 /// One config as DescribeConfigs reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Described {
@@ -284,11 +292,7 @@ fn describe_one(def: &BrokerConfigDef, layers: &[(&BTreeMap<String, String>, i8)
         }
     }
     for name in names() {
-        let default = BROKER_CONFIGS
-            .iter()
-            .find(|d| d.name == name)
-            .and_then(|d| d.default);
-        if let Some(v) = default {
+        if let Some(v) = default_of(name) {
             synonyms.push((name.to_string(), shown(v), SOURCE_DEFAULT));
         }
     }
@@ -441,6 +445,13 @@ mod tests {
     fn every_dynamic_config_is_described() {
         for k in crate::dynamic_config::DYNAMIC {
             assert!(BROKER_CONFIGS.iter().any(|d| d.name == *k), "{k}");
+        }
+        for t in crate::config::TOPIC_CONFIGS {
+            let names =
+                std::iter::once(t.broker_default).chain(t.broker_synonyms.iter().map(|s| s.0));
+            for k in names.filter(|k| !k.is_empty()) {
+                assert!(BROKER_CONFIGS.iter().any(|d| d.name == k), "{k}");
+            }
         }
     }
 }

@@ -22,37 +22,11 @@ use std::sync::{Arc, RwLock};
 
 use skein_controller::broker_configs::BrokerConfigs;
 
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, TopicConfigDef, TOPIC_CONFIGS};
 
-/// The configs Skein applies without a restart.
+/// The configs Skein applies without a restart, besides the broker
+/// configs that set topic defaults ([`sets_topic_default`]).
 pub const DYNAMIC: &[&str] = &[
-    // Topic defaults (their topic-level names in `TOPIC_CONFIGS`).
-    "compression.type",
-    "log.cleaner.delete.retention.ms",
-    "log.cleaner.max.compaction.lag.ms",
-    "log.cleaner.min.cleanable.ratio",
-    "log.cleaner.min.compaction.lag.ms",
-    "log.cleanup.policy",
-    "log.flush.interval.messages",
-    "log.flush.interval.ms",
-    "log.index.interval.bytes",
-    "log.index.size.max.bytes",
-    "log.message.timestamp.after.max.ms",
-    "log.message.timestamp.before.max.ms",
-    "log.message.timestamp.type",
-    "log.preallocate",
-    "log.retention.bytes",
-    "log.retention.hours",
-    "log.retention.minutes",
-    "log.retention.ms",
-    "log.roll.hours",
-    "log.roll.jitter.hours",
-    "log.roll.jitter.ms",
-    "log.roll.ms",
-    "log.segment.bytes",
-    "log.segment.delete.delay.ms",
-    "message.max.bytes",
-    "min.insync.replicas",
     // Replication throttles.
     "follower.replication.throttled.rate",
     "leader.replication.throttled.rate",
@@ -66,7 +40,7 @@ pub const DYNAMIC: &[&str] = &[
 /// Dynamic in Kafka, not (yet) changeable at run time in Skein.
 const NOT_YET: &[(&str, &str)] = &[
     (
-        "unclean.leader.election.enable",
+        skein_controller::election::UNCLEAN_LEADER_ELECTION_ENABLE,
         "the controller reads it from its own settings; set it per topic instead",
     ),
     (
@@ -83,44 +57,53 @@ const NOT_YET: &[(&str, &str)] = &[
     ),
 ];
 
-/// Settings named in several units: a dynamic value of one replaces the
-/// others below it.
-const FAMILIES: &[&[&str]] = &[
-    &[
-        "log.retention.ms",
-        "log.retention.minutes",
-        "log.retention.hours",
-    ],
-    &["log.roll.ms", "log.roll.hours"],
-    &["log.roll.jitter.ms", "log.roll.jitter.hours"],
-];
+/// The topic config whose default broker config `key` sets, under its
+/// name or a synonym in another unit (`log.retention.hours`).
+fn topic_default_of(key: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| {
+        !d.broker_default.is_empty()
+            && (d.broker_default == key || d.broker_synonyms.iter().any(|(s, _)| *s == key))
+    })
+}
+
+/// Whether broker config `key` sets the default of a topic config (the log
+/// defaults of topics, `min.insync.replicas`, …): all are dynamic, applied
+/// to every hosted partition without a topic override, except those in
+/// `NOT_YET`.
+pub fn sets_topic_default(key: &str) -> bool {
+    topic_default_of(key).is_some()
+}
 
 /// Whether `key` may be set dynamically; why not, if it may not.
 pub fn check_key(key: &str) -> Result<(), String> {
-    if DYNAMIC.contains(&key) {
-        return Ok(());
-    }
     if let Some((_, why)) = NOT_YET.iter().find(|(k, _)| *k == key) {
         return Err(format!("Cannot update {key} dynamically in Skein: {why}"));
+    }
+    if DYNAMIC.contains(&key) || sets_topic_default(key) {
+        return Ok(());
     }
     Err(format!(
         "Cannot update these configs dynamically: Set({key}) (change the properties file or --override and restart)"
     ))
 }
 
-fn family(key: &str) -> &[&str] {
-    FAMILIES
-        .iter()
-        .copied()
-        .find(|f| f.contains(&key))
-        .unwrap_or(&[])
+/// `key` and its synonyms in other units: a dynamic value of one replaces
+/// the others below it.
+fn family(key: &str) -> Vec<&'static str> {
+    topic_default_of(key)
+        .map(|d| {
+            std::iter::once(d.broker_default)
+                .chain(d.broker_synonyms.iter().map(|(s, _)| *s))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Lays `layer` over `base`: each key replaces its whole family below.
 fn overlay(base: &mut BTreeMap<String, String>, layer: &BTreeMap<String, String>) {
     for k in layer.keys() {
         for other in family(k) {
-            base.remove(*other);
+            base.remove(other);
         }
     }
     for (k, v) in layer {

@@ -33,158 +33,109 @@ pub enum ConfigKind {
 pub struct TopicConfigDef {
     /// The topic config name (`retention.ms`).
     pub name: &'static str,
-    /// The broker config that sets its default (`log.retention.ms`).
+    /// The broker config that sets its default (`log.retention.ms`); empty
+    /// when there is none.
     pub broker_default: &'static str,
+    /// Lower-priority names of `broker_default` in other units, highest
+    /// priority first, each with its size in `broker_default`'s unit
+    /// (`log.retention.minutes`, 60000), as Kafka's
+    /// `ServerTopicConfigSynonyms`.
+    pub broker_synonyms: &'static [(&'static str, i64)],
     pub kind: ConfigKind,
     /// Whether Skein acts on it (others are stored and described only).
     pub honoured: bool,
 }
 
-const fn def(
-    name: &'static str,
-    broker_default: &'static str,
-    kind: ConfigKind,
-    honoured: bool,
-) -> TopicConfigDef {
-    TopicConfigDef {
-        name,
-        broker_default,
-        kind,
-        honoured,
-    }
+/// The one table of topic configs, a line per config, sorted by name:
+///
+/// ```text
+/// "segment.ms" => "log.roll.ms" | "log.roll.hours" * 3_600_000, Long { min: 1 }, log(segment_ms);
+/// ```
+///
+/// - the topic config's name;
+/// - the broker config that sets its default (`""`: none), then that
+///   broker config's synonyms in other units, highest priority first, each
+///   with its size in the broker config's unit;
+/// - its type and valid values ([`ConfigKind`]);
+/// - what it sets: `log(field)`, that field of the partition log's
+///   `skein_storage::LogConfig`; `broker`, read by name from the topic's
+///   configs where it applies, its default the broker config's value;
+///   `stored`, accepted and described but not acted on.
+///
+/// It is a macro so that the broker, which knows `LogConfig` (this crate
+/// does not), binds each line to its field from the same line:
+/// `$callback!` receives every line. This crate makes [`TOPIC_CONFIGS`] of
+/// it.
+#[macro_export]
+macro_rules! topic_config_table {
+    ($callback:ident) => {
+        $callback! {
+            "cleanup.policy" => "log.cleanup.policy", ListOf(&["delete", "compact"]), log(cleanup_policy);
+            "compression.type" => "compression.type",
+                OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]), log(compression_type);
+            "delete.retention.ms" => "log.cleaner.delete.retention.ms", Long { min: 0 }, log(delete_retention_ms);
+            "file.delete.delay.ms" => "log.segment.delete.delay.ms", Long { min: 0 }, log(file_delete_delay_ms);
+            "flush.messages" => "log.flush.interval.messages", Long { min: 1 }, log(flush_interval_messages);
+            "flush.ms" => "log.flush.interval.ms", Long { min: 0 }, log(flush_interval_ms);
+            // No broker default (Kafka's is an empty list); the replication
+            // throttle reads it.
+            "follower.replication.throttled.replicas" => "", ReplicaList, broker;
+            "index.interval.bytes" => "log.index.interval.bytes", Int { min: 0 }, log(index_interval_bytes);
+            "leader.replication.throttled.replicas" => "", ReplicaList, broker;
+            "max.compaction.lag.ms" => "log.cleaner.max.compaction.lag.ms", Long { min: 1 }, log(max_compaction_lag_ms);
+            "max.message.bytes" => "message.max.bytes", Int { min: 1 }, log(max_message_bytes);
+            "message.timestamp.after.max.ms" => "log.message.timestamp.after.max.ms", Long { min: 0 },
+                log(message_timestamp_after_max_ms);
+            "message.timestamp.before.max.ms" => "log.message.timestamp.before.max.ms", Long { min: 0 },
+                log(message_timestamp_before_max_ms);
+            "message.timestamp.type" => "log.message.timestamp.type", OneOf(&["CreateTime", "LogAppendTime"]),
+                log(message_timestamp_type);
+            "min.cleanable.dirty.ratio" => "log.cleaner.min.cleanable.ratio", Ratio, log(min_cleanable_dirty_ratio);
+            "min.compaction.lag.ms" => "log.cleaner.min.compaction.lag.ms", Long { min: 0 }, log(min_compaction_lag_ms);
+            // The partition's ISR rule and the controller's elections read it.
+            "min.insync.replicas" => "min.insync.replicas", Int { min: 1 }, broker;
+            "preallocate" => "log.preallocate", Boolean, log(preallocate);
+            "retention.bytes" => "log.retention.bytes", Long { min: i64::MIN }, log(retention_bytes);
+            "retention.ms" => "log.retention.ms" | "log.retention.minutes" * 60_000 | "log.retention.hours" * 3_600_000,
+                Long { min: -1 }, log(retention_ms);
+            "segment.bytes" => "log.segment.bytes", Int { min: 14 }, log(segment_bytes);
+            "segment.index.bytes" => "log.index.size.max.bytes", Int { min: 4 }, log(segment_index_bytes);
+            "segment.jitter.ms" => "log.roll.jitter.ms" | "log.roll.jitter.hours" * 3_600_000, Long { min: 0 },
+                log(segment_jitter_ms);
+            "segment.ms" => "log.roll.ms" | "log.roll.hours" * 3_600_000, Long { min: 1 }, log(segment_ms);
+            // The controller's elections read it.
+            "unclean.leader.election.enable" => "unclean.leader.election.enable", Boolean, broker;
+        }
+    };
+}
+
+/// [`topic_config_table!`]'s lines as [`TopicConfigDef`]s.
+macro_rules! topic_config_defs {
+    ($($name:literal => $broker:literal $(| $syn:literal * $unit:literal)*, $kind:expr,
+        $bind:ident $(($field:ident))?;)*) => {
+        /// Every topic-level config Skein accepts, by name.
+        pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[$(TopicConfigDef {
+            name: $name,
+            broker_default: $broker,
+            broker_synonyms: &[$(($syn, $unit)),*],
+            kind: $kind,
+            honoured: honoured!($bind),
+        }),*];
+    };
+}
+
+macro_rules! honoured {
+    (stored) => {
+        false
+    };
+    ($bind:ident) => {
+        true
+    };
 }
 
 use ConfigKind::*;
 
-/// Every topic-level config Skein accepts, by name.
-pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
-    def(
-        "cleanup.policy",
-        "log.cleanup.policy",
-        ListOf(&["delete", "compact"]),
-        true,
-    ),
-    def(
-        "compression.type",
-        "compression.type",
-        OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
-        true,
-    ),
-    def(
-        "delete.retention.ms",
-        "log.cleaner.delete.retention.ms",
-        Long { min: 0 },
-        true,
-    ),
-    def(
-        "file.delete.delay.ms",
-        "log.segment.delete.delay.ms",
-        Long { min: 0 },
-        true,
-    ),
-    def(
-        "flush.messages",
-        "log.flush.interval.messages",
-        Long { min: 1 },
-        true,
-    ),
-    def("flush.ms", "log.flush.interval.ms", Long { min: 0 }, true),
-    // No broker default (Kafka's is an empty list).
-    def(
-        "follower.replication.throttled.replicas",
-        "",
-        ReplicaList,
-        true,
-    ),
-    def(
-        "index.interval.bytes",
-        "log.index.interval.bytes",
-        Int { min: 0 },
-        true,
-    ),
-    def(
-        "leader.replication.throttled.replicas",
-        "",
-        ReplicaList,
-        true,
-    ),
-    def(
-        "max.compaction.lag.ms",
-        "log.cleaner.max.compaction.lag.ms",
-        Long { min: 1 },
-        true,
-    ),
-    def(
-        "max.message.bytes",
-        "message.max.bytes",
-        Int { min: 1 },
-        true,
-    ),
-    def(
-        "message.timestamp.after.max.ms",
-        "log.message.timestamp.after.max.ms",
-        Long { min: 0 },
-        true,
-    ),
-    def(
-        "message.timestamp.before.max.ms",
-        "log.message.timestamp.before.max.ms",
-        Long { min: 0 },
-        true,
-    ),
-    def(
-        "message.timestamp.type",
-        "log.message.timestamp.type",
-        OneOf(&["CreateTime", "LogAppendTime"]),
-        true,
-    ),
-    def(
-        "min.cleanable.dirty.ratio",
-        "log.cleaner.min.cleanable.ratio",
-        Ratio,
-        true,
-    ),
-    def(
-        "min.compaction.lag.ms",
-        "log.cleaner.min.compaction.lag.ms",
-        Long { min: 0 },
-        true,
-    ),
-    def(
-        "min.insync.replicas",
-        "min.insync.replicas",
-        Int { min: 1 },
-        true,
-    ),
-    def("preallocate", "log.preallocate", Boolean, true),
-    def(
-        "retention.bytes",
-        "log.retention.bytes",
-        Long { min: i64::MIN },
-        true,
-    ),
-    def("retention.ms", "log.retention.ms", Long { min: -1 }, true),
-    def("segment.bytes", "log.segment.bytes", Int { min: 14 }, true),
-    def(
-        "segment.index.bytes",
-        "log.index.size.max.bytes",
-        Int { min: 4 },
-        true,
-    ),
-    def(
-        "segment.jitter.ms",
-        "log.roll.jitter.ms",
-        Long { min: 0 },
-        true,
-    ),
-    def("segment.ms", "log.roll.ms", Long { min: 1 }, true),
-    def(
-        "unclean.leader.election.enable",
-        "unclean.leader.election.enable",
-        Boolean,
-        true,
-    ),
-];
+topic_config_table!(topic_config_defs);
 
 /// Why a topic config was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

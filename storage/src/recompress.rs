@@ -9,18 +9,33 @@ use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptio
 use crate::batch::{iter_batches, BatchHeader};
 use crate::error::StorageError;
 
-/// `compression.type` values: `producer` (`None`: keep what the producer
-/// sent) or a codec (`uncompressed` is `Compression::None`).
+/// `compression.type` values, as Kafka spells them: `producer` (`None`:
+/// keep what the producer sent) or a codec (`uncompressed` is
+/// `Compression::None`).
+pub const COMPRESSION_TYPES: [(&str, Option<Compression>); 6] = [
+    ("uncompressed", Some(Compression::None)),
+    ("zstd", Some(Compression::Zstd)),
+    ("lz4", Some(Compression::Lz4)),
+    ("snappy", Some(Compression::Snappy)),
+    ("gzip", Some(Compression::Gzip)),
+    ("producer", None),
+];
+
+/// Parses a `compression.type` value ([`COMPRESSION_TYPES`]).
 pub fn parse_compression_type(value: &str) -> Option<Option<Compression>> {
-    Some(match value {
-        "producer" => None,
-        "uncompressed" => Some(Compression::None),
-        "gzip" => Some(Compression::Gzip),
-        "snappy" => Some(Compression::Snappy),
-        "lz4" => Some(Compression::Lz4),
-        "zstd" => Some(Compression::Zstd),
-        _ => return None,
-    })
+    COMPRESSION_TYPES
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|(_, c)| *c)
+}
+
+/// The `compression.type` value that names `c`, as DescribeConfigs shows it.
+pub fn compression_type_name(c: Option<Compression>) -> &'static str {
+    COMPRESSION_TYPES
+        .iter()
+        .find(|(_, x)| *x == c)
+        .map(|(name, _)| *name)
+        .expect("every codec has a name")
 }
 
 /// The batches of `records` with every data batch in `target`'s codec, or
@@ -122,5 +137,8 @@ mod tests {
             Some(Some(Compression::None))
         );
         assert_eq!(parse_compression_type("brotli"), None);
+        for (name, c) in COMPRESSION_TYPES {
+            assert_eq!(compression_type_name(c), name);
+        }
     }
 }

@@ -5,14 +5,23 @@
 //! Size (over 700 lines): every broker-level key is read here, by its Kafka
 //! name, with its default and its checks (the coordinators' `offsets.*`,
 //! `group.*` and `transaction.*` included), so one file answers "what does
-//! this key do"; topic-level keys are in `skein_controller::topic_config`.
+//! this key do"; topic-level keys, and the broker keys that set their
+//! defaults, are in `skein_controller::topic_config` and `topic.rs`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use skein_storage::{CleanupPolicy, LogConfig, TimestampType};
+use skein_storage::LogConfig;
+
+mod topic;
+
+use topic::log_config_from;
+pub use topic::{
+    effective_topic_config, topic_config, topic_config_type, validate_topic_config, TopicConfigDef,
+    TopicConfigError, KAFKA_TIMESTAMP_AFTER_MAX_MS, TOPIC_CONFIGS,
+};
 
 /// Command-line interface of `skein-broker`.
 #[derive(Debug, Parser, Clone)]
@@ -519,80 +528,6 @@ fn group_config(raw: &BTreeMap<String, String>) -> Result<crate::group::GroupCon
     Ok(cfg)
 }
 
-pub use skein_controller::topic_config::{
-    topic_config, TopicConfigDef, TopicConfigError, TOPIC_CONFIGS,
-};
-
-/// Checks the value of a topic-level config (CreateTopics, AlterConfigs):
-/// its type and range from the one table (`skein_controller::topic_config`),
-/// then that the log accepts it.
-pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicConfigError> {
-    skein_controller::topic_config::validate_topic_config(key, value)?;
-    let m = BTreeMap::from([(key.to_string(), value.to_string())]);
-    log_config_from(&m, &LogConfig::default(), false)
-        .map(|_| ())
-        .map_err(|e| TopicConfigError::Invalid {
-            key: key.to_string(),
-            value: value.to_string(),
-            why: e.to_string(),
-        })
-}
-
-/// The effective value of a topic-level config for DescribeConfigs: the
-/// topic's own value if set, else the broker default (and whether it was set).
-pub fn effective_topic_config(
-    broker: &BrokerConfig,
-    topic_configs: &BTreeMap<String, String>,
-    key: &str,
-) -> (String, bool) {
-    if let Some(v) = topic_configs.get(key) {
-        return (v.clone(), true);
-    }
-    let d = &broker.log_defaults;
-    let v = match key {
-        "cleanup.policy" => d.cleanup_policy.as_kafka_str().to_string(),
-        "compression.type" => broker
-            .raw
-            .get("compression.type")
-            .cloned()
-            .unwrap_or_else(|| "producer".into()),
-        "delete.retention.ms" => d.delete_retention_ms.to_string(),
-        "file.delete.delay.ms" => d.file_delete_delay_ms.to_string(),
-        "flush.messages" => clamp_u64(d.flush_interval_messages),
-        "flush.ms" => clamp_u64(d.flush_interval_ms),
-        "index.interval.bytes" => d.index_interval_bytes.to_string(),
-        "max.compaction.lag.ms" => d.max_compaction_lag_ms.to_string(),
-        "max.message.bytes" => d.max_message_bytes.to_string(),
-        "message.timestamp.after.max.ms" => d.message_timestamp_after_max_ms.to_string(),
-        "message.timestamp.before.max.ms" => d.message_timestamp_before_max_ms.to_string(),
-        "message.timestamp.type" => match d.message_timestamp_type {
-            TimestampType::CreateTime => "CreateTime".into(),
-            TimestampType::LogAppendTime => "LogAppendTime".into(),
-        },
-        "min.cleanable.dirty.ratio" => d.min_cleanable_dirty_ratio.to_string(),
-        "min.compaction.lag.ms" => d.min_compaction_lag_ms.to_string(),
-        "min.insync.replicas" => broker.min_insync_replicas.to_string(),
-        "preallocate" => d.preallocate.to_string(),
-        "retention.bytes" => d.retention_bytes.to_string(),
-        "retention.ms" => d.retention_ms.to_string(),
-        "segment.bytes" => d.segment_bytes.to_string(),
-        "segment.index.bytes" => d.segment_index_bytes.to_string(),
-        "segment.jitter.ms" => d.segment_jitter_ms.to_string(),
-        "segment.ms" => d.segment_ms.to_string(),
-        "unclean.leader.election.enable" => broker
-            .raw
-            .get("unclean.leader.election.enable")
-            .cloned()
-            .unwrap_or_else(|| "false".into()),
-        _ => String::new(),
-    };
-    (v, false)
-}
-
-fn clamp_u64(v: u64) -> String {
-    v.min(i64::MAX as u64).to_string()
-}
-
 /// A replication throttle rate.
 fn rate(raw: &BTreeMap<String, String>, key: &str) -> Result<Option<f64>, ConfigError> {
     let value = raw.get(key);
@@ -603,190 +538,6 @@ fn rate(raw: &BTreeMap<String, String>, key: &str) -> Result<Option<f64>, Config
             reason,
         }
     })
-}
-
-/// Reads log settings from either broker-level (`broker_keys`) or topic-level names.
-/// `log.message.timestamp.after.max.ms` default of Kafka 4 (KIP-1030).
-pub const KAFKA_TIMESTAMP_AFTER_MAX_MS: i64 = 3_600_000;
-
-fn log_config_from(
-    raw: &BTreeMap<String, String>,
-    base: &LogConfig,
-    broker_keys: bool,
-) -> Result<LogConfig, ConfigError> {
-    let mut c = base.clone();
-    let key = |topic: &'static str, broker: &'static str| if broker_keys { broker } else { topic };
-    let get = |k: &str| raw.get(k).map(|s| s.as_str());
-
-    if let Some(v) = get(key("segment.bytes", "log.segment.bytes")) {
-        c.segment_bytes = positive(key("segment.bytes", "log.segment.bytes"), v)?;
-    }
-    if broker_keys {
-        if let Some(v) = get("log.roll.hours") {
-            c.segment_ms = parse_val::<i64>("log.roll.hours", v)? * 3_600_000;
-        }
-    }
-    if let Some(v) = get(key("segment.ms", "log.roll.ms")) {
-        c.segment_ms = parse_val(key("segment.ms", "log.roll.ms"), v)?;
-    }
-    if let Some(v) = get(key("segment.index.bytes", "log.index.size.max.bytes")) {
-        c.segment_index_bytes =
-            positive(key("segment.index.bytes", "log.index.size.max.bytes"), v)?;
-    }
-    if let Some(v) = get(key("index.interval.bytes", "log.index.interval.bytes")) {
-        c.index_interval_bytes =
-            parse_val(key("index.interval.bytes", "log.index.interval.bytes"), v)?;
-    }
-    if broker_keys {
-        if let Some(v) = get("log.retention.hours") {
-            c.retention_ms = parse_val::<i64>("log.retention.hours", v)? * 3_600_000;
-        }
-        if let Some(v) = get("log.retention.minutes") {
-            c.retention_ms = parse_val::<i64>("log.retention.minutes", v)? * 60_000;
-        }
-    }
-    if let Some(v) = get(key("retention.ms", "log.retention.ms")) {
-        c.retention_ms = parse_val(key("retention.ms", "log.retention.ms"), v)?;
-    }
-    if let Some(v) = get(key("retention.bytes", "log.retention.bytes")) {
-        c.retention_bytes = parse_val(key("retention.bytes", "log.retention.bytes"), v)?;
-    }
-    if let Some(v) = get(key("cleanup.policy", "log.cleanup.policy")) {
-        c.cleanup_policy = CleanupPolicy::parse(v).ok_or_else(|| ConfigError::Value {
-            key: key("cleanup.policy", "log.cleanup.policy").into(),
-            value: v.into(),
-            reason: "expected delete, compact or compact,delete".into(),
-        })?;
-    }
-    if let Some(v) = get(key("max.message.bytes", "message.max.bytes")) {
-        c.max_message_bytes = positive(key("max.message.bytes", "message.max.bytes"), v)?;
-    }
-    if let Some(v) = get(key("flush.messages", "log.flush.interval.messages")) {
-        c.flush_interval_messages =
-            positive(key("flush.messages", "log.flush.interval.messages"), v)?;
-    }
-    if let Some(v) = get(key("flush.ms", "log.flush.interval.ms")) {
-        c.flush_interval_ms = parse_val(key("flush.ms", "log.flush.interval.ms"), v)?;
-    }
-    if broker_keys {
-        if let Some(v) = get("log.roll.jitter.hours") {
-            c.segment_jitter_ms = parse_val::<i64>("log.roll.jitter.hours", v)? * 3_600_000;
-        }
-    }
-    for (topic_key, broker_key, field) in [
-        (
-            "segment.jitter.ms",
-            "log.roll.jitter.ms",
-            &mut c.segment_jitter_ms as &mut i64,
-        ),
-        (
-            "min.compaction.lag.ms",
-            "log.cleaner.min.compaction.lag.ms",
-            &mut c.min_compaction_lag_ms,
-        ),
-        (
-            "file.delete.delay.ms",
-            "log.segment.delete.delay.ms",
-            &mut c.file_delete_delay_ms,
-        ),
-        (
-            "max.compaction.lag.ms",
-            "log.cleaner.max.compaction.lag.ms",
-            &mut c.max_compaction_lag_ms,
-        ),
-    ] {
-        let k = key(topic_key, broker_key);
-        if let Some(v) = get(k) {
-            *field = parse_val(k, v)?;
-        }
-    }
-    if let Some(v) = get(key("preallocate", "log.preallocate")) {
-        c.preallocate = parse_val(key("preallocate", "log.preallocate"), v)?;
-    }
-    if let Some(v) = get("compression.type") {
-        c.compression_type =
-            skein_storage::recompress::parse_compression_type(v).ok_or_else(|| {
-                ConfigError::Value {
-                    key: "compression.type".into(),
-                    value: v.into(),
-                    reason: "must be one of uncompressed, zstd, lz4, snappy, gzip, producer".into(),
-                }
-            })?;
-    }
-    if let Some(v) = get(key(
-        "delete.retention.ms",
-        "log.cleaner.delete.retention.ms",
-    )) {
-        c.delete_retention_ms = parse_val(
-            key("delete.retention.ms", "log.cleaner.delete.retention.ms"),
-            v,
-        )?;
-    }
-    if let Some(v) = get(key(
-        "min.cleanable.dirty.ratio",
-        "log.cleaner.min.cleanable.ratio",
-    )) {
-        c.min_cleanable_dirty_ratio = parse_val(
-            key(
-                "min.cleanable.dirty.ratio",
-                "log.cleaner.min.cleanable.ratio",
-            ),
-            v,
-        )?;
-    }
-    if let Some(v) = get(key(
-        "message.timestamp.before.max.ms",
-        "log.message.timestamp.before.max.ms",
-    )) {
-        c.message_timestamp_before_max_ms = parse_val(
-            key(
-                "message.timestamp.before.max.ms",
-                "log.message.timestamp.before.max.ms",
-            ),
-            v,
-        )?;
-    }
-    if let Some(v) = get(key(
-        "message.timestamp.after.max.ms",
-        "log.message.timestamp.after.max.ms",
-    )) {
-        c.message_timestamp_after_max_ms = parse_val(
-            key(
-                "message.timestamp.after.max.ms",
-                "log.message.timestamp.after.max.ms",
-            ),
-            v,
-        )?;
-    }
-    if let Some(v) = get(key("message.timestamp.type", "log.message.timestamp.type")) {
-        c.message_timestamp_type = match v {
-            "CreateTime" => TimestampType::CreateTime,
-            "LogAppendTime" => TimestampType::LogAppendTime,
-            _ => {
-                return Err(ConfigError::Value {
-                    key: key("message.timestamp.type", "log.message.timestamp.type").into(),
-                    value: v.into(),
-                    reason: "expected CreateTime or LogAppendTime".into(),
-                })
-            }
-        };
-    }
-    Ok(c)
-}
-
-fn positive<T: std::str::FromStr + PartialOrd + Default>(
-    key: &str,
-    v: &str,
-) -> Result<T, ConfigError> {
-    let x: T = parse_val(key, v)?;
-    if x <= T::default() {
-        return Err(ConfigError::Value {
-            key: key.into(),
-            value: v.into(),
-            reason: "must be positive".into(),
-        });
-    }
-    Ok(x)
 }
 
 /// `replica.selector.class`: unset (the leader serves every consumer, as
@@ -985,7 +736,7 @@ mod tests {
         assert_eq!(txn_config(&raw).unwrap().state_partitions, 7);
     }
 
-    fn raw(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pub(super) fn raw(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -16,36 +16,14 @@ use super::admin::{SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER};
 use super::strb;
 use crate::authorizer::{cluster_denied, topic_denied, Authz};
 use crate::broker::Broker;
-use crate::broker_config_defs::{SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER};
-use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
+use crate::broker_config_defs::{Kind, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER};
+use crate::config::{
+    effective_topic_config, topic_config_type, validate_topic_config, TOPIC_CONFIGS,
+};
 use crate::error::ApiError;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
-
-/// Kafka's ConfigType codes (DescribeConfigs v3+).
-fn config_type(key: &str) -> i8 {
-    const BOOLEAN: i8 = 1;
-    const STRING: i8 = 2;
-    const INT: i8 = 3;
-    const LONG: i8 = 5;
-    const DOUBLE: i8 = 6;
-    const LIST: i8 = 7;
-    match key {
-        "cleanup.policy"
-        | "leader.replication.throttled.replicas"
-        | "follower.replication.throttled.replicas" => LIST,
-        "compression.type" | "message.timestamp.type" => STRING,
-        "unclean.leader.election.enable" | "preallocate" => BOOLEAN,
-        "min.cleanable.dirty.ratio" => DOUBLE,
-        "min.insync.replicas"
-        | "max.message.bytes"
-        | "index.interval.bytes"
-        | "segment.bytes"
-        | "segment.index.bytes" => INT,
-        _ => LONG,
-    }
-}
 
 /// The authorization error for `op` (DescribeConfigs or AlterConfigs) on
 /// a config resource: a topic's own ACLs, the cluster's for broker ones.
@@ -123,7 +101,7 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                         } else {
                             broker_source
                         };
-                        c.config_type = config_type(key);
+                        c.config_type = topic_config_type(key) as i8;
                         if req.include_synonyms {
                             if set {
                                 c.synonyms.push(synonym(key, &value, SOURCE_DYNAMIC_TOPIC));
@@ -343,7 +321,7 @@ fn incremental_topic(
                 configs.remove(&key);
             }
             APPEND | SUBTRACT => {
-                if config_type(&key) != 7 {
+                if topic_config_type(&key) != Kind::List {
                     return Err(ApiError::new(
                         ResponseError::InvalidConfig,
                         format!("{key} is not a list; APPEND and SUBTRACT apply to lists only"),
