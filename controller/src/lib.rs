@@ -63,13 +63,13 @@ pub mod producer_ids;
 pub mod quotas;
 pub mod reassignment;
 pub mod replication_factor;
+pub mod replication_throttle;
 pub mod rpc;
 pub mod scaling;
 pub mod scram;
 pub mod self_healing;
 pub mod service;
 pub mod store;
-pub mod throttle_lists;
 pub mod topic_config;
 pub mod view;
 

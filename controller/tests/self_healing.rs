@@ -13,8 +13,8 @@ use skein_controller::{
 };
 
 const GRACE: u64 = 10_000;
-const LEADER: &str = skein_controller::throttle_lists::LEADER_REPLICAS;
-const FOLLOWER: &str = skein_controller::throttle_lists::FOLLOWER_REPLICAS;
+const LEADER: &str = skein_controller::replication_throttle::LEADER_REPLICAS;
+const FOLLOWER: &str = skein_controller::replication_throttle::FOLLOWER_REPLICAS;
 
 fn healing_cluster(n: BrokerId, grace: Option<u64>) -> ControllerCore {
     let config = ControllerConfig {

@@ -271,8 +271,8 @@ impl ClusterController {
             .iter()
             .any(|p| !p.adding_replicas.is_empty() || !p.removing_replicas.is_empty());
         for key in [
-            skein_controller::throttle_lists::LEADER_REPLICAS,
-            skein_controller::throttle_lists::FOLLOWER_REPLICAS,
+            skein_controller::replication_throttle::LEADER_REPLICAS,
+            skein_controller::replication_throttle::FOLLOWER_REPLICAS,
         ] {
             if let (true, false, Some(v)) =
                 (moving, configs.contains_key(key), meta.configs.get(key))
@@ -720,7 +720,7 @@ mod tests {
 
     #[test]
     fn a_running_moves_throttle_lists_survive_the_topic_reconcile_and_go_after_it() {
-        use skein_controller::throttle_lists::{FOLLOWER_REPLICAS, LEADER_REPLICAS};
+        use skein_controller::replication_throttle::{FOLLOWER_REPLICAS, LEADER_REPLICAS};
         let rt = runtime();
         rt.ensure_topic(&spec(1, 1), "orders").unwrap();
         let from = rt.controller.view().topics["orders"].partitions[0].replicas[0];

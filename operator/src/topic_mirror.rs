@@ -202,8 +202,8 @@ pub(crate) async fn mirror_topics(
                         .configs
                         .iter()
                         .filter(|(k, _)| {
-                            *k != skein_controller::throttle_lists::LEADER_REPLICAS
-                                && *k != skein_controller::throttle_lists::FOLLOWER_REPLICAS
+                            *k != skein_controller::replication_throttle::LEADER_REPLICAS
+                                && *k != skein_controller::replication_throttle::FOLLOWER_REPLICAS
                         })
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),

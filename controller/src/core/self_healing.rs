@@ -9,8 +9,8 @@ use crate::command::Command;
 use crate::model::{BrokerId, PartitionState};
 use crate::placement::BrokerLoad;
 use crate::reassignment;
+use crate::replication_throttle;
 use crate::self_healing::{plan_partition, Heal};
-use crate::throttle_lists;
 
 impl ControllerCore {
     /// Tracks since when each fenced broker has been gone and, with
@@ -113,15 +113,15 @@ impl ControllerCore {
         let Some(t) = self.image.topics.get_mut(topic) else {
             return;
         };
-        let mut changed = throttle_lists::add(
+        let mut changed = replication_throttle::add(
             &mut t.spec.configs,
-            throttle_lists::LEADER_REPLICAS,
+            replication_throttle::LEADER_REPLICAS,
             partition,
             &sources,
         );
-        changed |= throttle_lists::add(
+        changed |= replication_throttle::add(
             &mut t.spec.configs,
-            throttle_lists::FOLLOWER_REPLICAS,
+            replication_throttle::FOLLOWER_REPLICAS,
             partition,
             &moving.adding_replicas,
         );
@@ -155,14 +155,14 @@ impl ControllerCore {
             let Some(t) = self.image.topics.get_mut(&topic) else {
                 continue;
             };
-            let mut changed = throttle_lists::remove_partition(
+            let mut changed = replication_throttle::remove_partition(
                 &mut t.spec.configs,
-                throttle_lists::LEADER_REPLICAS,
+                replication_throttle::LEADER_REPLICAS,
                 p,
             );
-            changed |= throttle_lists::remove_partition(
+            changed |= replication_throttle::remove_partition(
                 &mut t.spec.configs,
-                throttle_lists::FOLLOWER_REPLICAS,
+                replication_throttle::FOLLOWER_REPLICAS,
                 p,
             );
             if changed {
@@ -180,9 +180,9 @@ impl ControllerCore {
             .filter(|(topic, p, s)| {
                 s.is_reassigning()
                     && self.image.topics.get(*topic).is_some_and(|t| {
-                        throttle_lists::names_partition(
+                        replication_throttle::names_partition(
                             &t.spec.configs,
-                            throttle_lists::FOLLOWER_REPLICAS,
+                            replication_throttle::FOLLOWER_REPLICAS,
                             *p,
                         )
                     })

@@ -177,7 +177,7 @@ pub async fn reconcile_at(kc: &KafkaCluster, ctx: &Context, now: Time) -> Result
                 excluded: leaving,
             }
         }));
-        super::throttle::ensure(rt, kc);
+        super::replication_throttle::ensure(rt, kc);
         let step = brokers::scale_step(rt, kc, current);
         rt.set_brokers(step.replicas);
         if let Some(spec) = objects.statefulset.spec.as_mut() {

@@ -6,8 +6,8 @@ pub mod brokers;
 pub mod features;
 pub mod kafka_cluster;
 pub mod kafka_user;
+pub mod replication_throttle;
 pub mod storage;
-pub mod throttle;
 pub mod topic;
 
 use std::fmt::Debug;
