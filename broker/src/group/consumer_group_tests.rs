@@ -1,6 +1,7 @@
 //! Unit tests of KIP-848 groups: epochs, reconciliation, fencing, expiry.
 
 use super::*;
+use uuid::Uuid;
 
 fn tid() -> Uuid {
     Uuid::from_bytes([7; 16])
