@@ -35,6 +35,7 @@ mod segment;
 pub mod testing;
 mod time_index;
 mod txn_index;
+mod verification_guard;
 
 #[cfg(test)]
 mod test_util;
@@ -45,9 +46,10 @@ pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use error::{RecordError, StorageError};
 pub use file_slice::{FileSlice, Records, MIN_FILE_SLICE};
 pub use log::{AppendInfo, CleanStats, Log, ReadResult, RecordsRead};
-pub use log_txn::{control_batch, ControlMarker, VerificationGuard};
+pub use log_txn::{control_batch, ControlMarker};
 pub use log_validator::AppendOrigin;
 pub use txn_index::AbortedTxn;
+pub use verification_guard::VerificationGuard;
 
 /// `Log` is shared between request handler threads behind a lock.
 const _: () = {

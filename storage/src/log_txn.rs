@@ -13,6 +13,7 @@ use crate::batch::BatchHeader;
 use crate::error::StorageError;
 use crate::log::Log;
 use crate::txn_index::AbortedTxn;
+use crate::verification_guard::VerificationGuard;
 
 /// Control record types (the key's second field).
 const ABORT: i16 = 0;
@@ -101,22 +102,6 @@ pub fn control_batch(
     )
     .expect("a control record encodes");
     buf.to_vec()
-}
-
-/// KIP-890's verification guard (Kafka's `VerificationGuard`): handed out
-/// when a leader starts verifying a producer's transaction with the
-/// coordinator, dropped when a batch of that producer's transaction or a
-/// marker is appended. An append that would start a transaction must bring
-/// the guard that is still in place: otherwise the transaction ended (or
-/// another verification began) while the coordinator was asked, and the
-/// batch would open a transaction no coordinator knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VerificationGuard(u64);
-
-impl VerificationGuard {
-    /// The producer's transaction was already open here when verification
-    /// began: the append needs it still open.
-    pub const ONGOING: VerificationGuard = VerificationGuard(0);
 }
 
 impl Log {

@@ -26,7 +26,7 @@ pub enum AppendOrigin {
     /// and a transactional batch that would start a transaction here goes
     /// in only while the guard is still the partition's (no marker ended the
     /// producer's transaction since the verification began).
-    VerifiedClient(crate::log_txn::VerificationGuard),
+    VerifiedClient(crate::verification_guard::VerificationGuard),
     /// The broker's own group or transaction coordinator, or a transaction
     /// marker it writes: control batches allowed, records trusted.
     Coordinator,
