@@ -1,7 +1,10 @@
 //! Every broker config Skein reads, as DescribeConfigs lists it for a
 //! broker (`kafka-configs --describe --entity-type brokers --all`): Kafka's
 //! name, type and default, whether Kafka lets it change without a restart,
-//! and its synonyms (`log.retention.ms` > `.minutes` > `.hours`).
+//! and its synonyms (`log.retention.ms` > `.minutes` > `.hours`). The
+//! broker configs that set topic defaults come from the topic config table
+//! (`skein_controller::topic_config_table!`), with their defaults and
+//! synonyms in other units; [`BROKER_CONFIGS`] lists the others.
 //!
 //! A value comes from, highest first: this broker's dynamic value
 //! (DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic default
@@ -9,7 +12,11 @@
 //! (STATIC_BROKER_CONFIG), each under the name or one of its synonyms, else
 //! the default (DEFAULT_CONFIG). Secrets are never shown (PASSWORD, null).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use crate::config::{broker_default_value, ConfigKind, TOPIC_CONFIGS};
 
 /// Kafka's `ConfigType` codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,23 +40,18 @@ pub const SOURCE_STATIC_BROKER: i8 = 4;
 pub const SOURCE_DEFAULT: i8 = 5;
 
 /// One broker config.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct BrokerConfigDef {
     pub name: &'static str,
     pub kind: Kind,
     /// Kafka's (and Skein's) default; `None`: null.
-    pub default: Option<&'static str>,
+    pub default: Option<Cow<'static, str>>,
     /// Lower-priority names for the same setting (Kafka's synonyms).
-    pub synonyms: &'static [&'static str],
+    pub synonyms: Cow<'static, [&'static str]>,
 }
 
 const fn d(name: &'static str, kind: Kind, default: Option<&'static str>) -> BrokerConfigDef {
-    BrokerConfigDef {
-        name,
-        kind,
-        default,
-        synonyms: &[],
-    }
+    s(name, kind, default, &[])
 }
 
 const fn s(
@@ -61,8 +63,11 @@ const fn s(
     BrokerConfigDef {
         name,
         kind,
-        default,
-        synonyms,
+        default: match default {
+            Some(v) => Some(Cow::Borrowed(v)),
+            None => None,
+        },
+        synonyms: Cow::Borrowed(synonyms),
     }
 }
 
@@ -71,7 +76,8 @@ use Kind::*;
 const LONG_MAX: &str = "9223372036854775807";
 const INT_MAX: &str = "2147483647";
 
-/// Every broker config Skein reads, by name.
+/// Every broker config Skein reads, by name, but those that set topic
+/// defaults ([`broker_config`] has all).
 pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     d("advertised.listeners", Str, None),
     d("allow.everyone.if.no.acl.found", Boolean, Some("false")),
@@ -80,7 +86,6 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     d("auto.leader.rebalance.enable", Boolean, Some("true")),
     d("broker.heartbeat.interval.ms", Int, Some("2000")),
     d("broker.rack", Str, None),
-    d("compression.type", Str, Some("producer")),
     d("connections.max.idle.ms", Long, Some("600000")),
     d("connections.max.reauth.ms", Long, Some("0")),
     d("controlled.shutdown.timeout.ms", Long, Some("30000")),
@@ -99,21 +104,18 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     d("listeners", Str, Some("PLAINTEXT://:9092")),
     d("log.cleaner.backoff.ms", Long, Some("15000")),
     d("log.cleaner.dedupe.buffer.size", Long, Some("134217728")),
-    d("log.cleaner.delete.retention.ms", Long, Some("86400000")),
     d("log.cleaner.enable", Boolean, Some("true")),
     d(
         "log.cleaner.io.max.bytes.per.second",
         Double,
         Some("1.7976931348623157E308"),
     ),
-    d("log.cleaner.max.compaction.lag.ms", Long, Some(LONG_MAX)),
-    d("log.cleaner.min.cleanable.ratio", Double, Some("0.5")),
-    d("log.cleaner.min.compaction.lag.ms", Long, Some("0")),
     d("log.cleaner.threads", Int, Some("1")),
-    d("log.cleanup.policy", List, Some("delete")),
     s("log.dirs", Str, None, &["log.dir"]),
     d("log.dir", Str, Some("/tmp/kafka-logs")),
-    d("log.flush.interval.messages", Long, Some(LONG_MAX)),
+    // Sets flush.ms's default, but listed as Kafka lists it: null, with
+    // log.flush.scheduler.interval.ms (here the flush timer's period, not a
+    // flush interval) as its synonym.
     s(
         "log.flush.interval.ms",
         Long,
@@ -121,28 +123,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         &["log.flush.scheduler.interval.ms"],
     ),
     d("log.flush.scheduler.interval.ms", Long, Some("1000")),
-    d("log.index.interval.bytes", Int, Some("4096")),
-    d("log.index.size.max.bytes", Int, Some("10485760")),
-    d("log.message.timestamp.after.max.ms", Long, Some("3600000")),
-    d("log.message.timestamp.before.max.ms", Long, Some(LONG_MAX)),
-    d("log.message.timestamp.type", Str, Some("CreateTime")),
-    d("log.preallocate", Boolean, Some("false")),
-    d("log.retention.bytes", Long, Some("-1")),
     d("log.retention.check.interval.ms", Long, Some("300000")),
-    d("log.retention.hours", Int, Some("168")),
-    s("log.retention.minutes", Int, None, &["log.retention.hours"]),
-    s(
-        "log.retention.ms",
-        Long,
-        None,
-        &["log.retention.minutes", "log.retention.hours"],
-    ),
-    d("log.roll.hours", Int, Some("168")),
-    s("log.roll.jitter.ms", Long, None, &["log.roll.jitter.hours"]),
-    d("log.roll.jitter.hours", Int, Some("0")),
-    s("log.roll.ms", Long, None, &["log.roll.hours"]),
-    d("log.segment.bytes", Int, Some("1073741824")),
-    d("log.segment.delete.delay.ms", Long, Some("60000")),
     d("max.connections", Int, Some(INT_MAX)),
     d("max.connections.per.ip", Int, Some(INT_MAX)),
     d("max.connections.per.ip.overrides", Str, Some("")),
@@ -151,8 +132,6 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         Int,
         Some("1000"),
     ),
-    d("message.max.bytes", Int, Some("1048588")),
-    d("min.insync.replicas", Int, Some("1")),
     d("node.id", Int, Some("-1")),
     d("num.partitions", Int, Some("1")),
     d("offsets.retention.check.interval.ms", Long, Some("600000")),
@@ -212,15 +191,78 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         Some("104857600"),
     ),
     d("transactional.id.expiration.ms", Int, Some("604800000")),
-    d("unclean.leader.election.enable", Boolean, Some("false")),
 ];
+
+/// Every broker config: [`BROKER_CONFIGS`], then those that set topic
+/// defaults that it does not list.
+static ALL: LazyLock<Vec<BrokerConfigDef>> = LazyLock::new(|| {
+    let mut all = BROKER_CONFIGS.to_vec();
+    for def in topic_defaults() {
+        if !all.iter().any(|d| d.name == def.name) {
+            all.push(def);
+        }
+    }
+    all
+});
+
+/// The broker configs that set topic defaults, from the topic config
+/// table: each broker config with its type and default, then its synonyms
+/// in other units (Int, as Kafka's hours and minutes). With synonyms, only
+/// the coarsest has a default, as in Kafka (`log.retention.hours` 168,
+/// `log.retention.minutes` and `log.retention.ms` null).
+fn topic_defaults() -> impl Iterator<Item = BrokerConfigDef> {
+    TOPIC_CONFIGS
+        .iter()
+        .filter(|t| !t.broker_default.is_empty())
+        .flat_map(|t| {
+            let names: Vec<(&'static str, i64)> = std::iter::once((t.broker_default, 1))
+                .chain(t.broker_synonyms.iter().copied())
+                .collect();
+            let default = broker_default_value(t);
+            (0..names.len()).map(move |i| {
+                let (name, unit) = names[i];
+                let coarsest = i + 1 == names.len();
+                let default = match (coarsest, i, &default) {
+                    (false, _, _) | (_, _, None) => None,
+                    (true, 0, Some(v)) => Some(v.clone()),
+                    (true, _, Some(v)) => v.parse::<i64>().ok().map(|v| (v / unit).to_string()),
+                };
+                BrokerConfigDef {
+                    name,
+                    kind: if i == 0 { kind_of(t.kind) } else { Int },
+                    default: default.map(Cow::Owned),
+                    synonyms: names[i + 1..].iter().map(|(n, _)| *n).collect(),
+                }
+            })
+        })
+}
+
+/// Kafka's type of a config of topic-config kind `kind`.
+fn kind_of(kind: ConfigKind) -> Kind {
+    match kind {
+        ConfigKind::Boolean => Boolean,
+        ConfigKind::Int { .. } => Int,
+        ConfigKind::Long { .. } => Long,
+        ConfigKind::Ratio => Double,
+        ConfigKind::OneOf(_) => Str,
+        ConfigKind::ListOf(_) | ConfigKind::ReplicaList => List,
+    }
+}
+
+/// Kafka's type (`ConfigType`) of topic config `key`, as DescribeConfigs
+/// reports it (an unknown one: Long).
+pub fn topic_config_type(key: &str) -> Kind {
+    crate::config::topic_config(key).map_or(Long, |d| kind_of(d.kind))
+}
+
+/// The definition of broker config `name`.
+pub fn broker_config(name: &str) -> Option<&'static BrokerConfigDef> {
+    ALL.iter().find(|d| d.name == name)
+}
 
 /// The default of broker config `name`; `None`: null or not a broker config.
 pub fn default_of(name: &str) -> Option<&'static str> {
-    BROKER_CONFIGS
-        .iter()
-        .find(|d| d.name == name)
-        .and_then(|d| d.default)
+    broker_config(name).and_then(|d| d.default.as_deref())
 }
 
 /// One config as DescribeConfigs reports it.
@@ -253,12 +295,9 @@ pub fn describe(
         (default, SOURCE_DYNAMIC_DEFAULT_BROKER),
         (raw, SOURCE_STATIC_BROKER),
     ];
-    let mut out: Vec<Described> = BROKER_CONFIGS
-        .iter()
-        .map(|d| describe_one(d, &layers))
-        .collect();
+    let mut out: Vec<Described> = ALL.iter().map(|d| describe_one(d, &layers)).collect();
     for (k, v) in raw {
-        if BROKER_CONFIGS.iter().any(|d| d.name == k) {
+        if broker_config(k).is_some() {
             continue;
         }
         let secret = crate::config::is_sensitive(k);
@@ -442,15 +481,55 @@ mod tests {
     }
 
     #[test]
+    fn the_broker_configs_that_set_topic_defaults_come_from_the_topic_table() {
+        let hours = broker_config("log.retention.hours").unwrap();
+        assert_eq!((hours.kind, hours.default.as_deref()), (Int, Some("168")));
+        let ms = broker_config("log.retention.ms").unwrap();
+        assert_eq!((ms.kind, ms.default.as_deref()), (Long, None));
+        assert_eq!(
+            ms.synonyms[..],
+            ["log.retention.minutes", "log.retention.hours"]
+        );
+        assert_eq!(default_of("log.roll.jitter.hours"), Some("0"));
+        assert_eq!(
+            default_of("log.message.timestamp.after.max.ms"),
+            Some("3600000")
+        );
+        assert_eq!(default_of("log.flush.interval.messages"), Some(LONG_MAX));
+        assert_eq!(default_of("log.cleanup.policy"), Some("delete"));
+        assert_eq!(default_of("compression.type"), Some("producer"));
+        assert_eq!(default_of("min.insync.replicas"), Some("1"));
+        // Listed as Kafka lists it.
+        assert_eq!(default_of("log.flush.interval.ms"), None);
+        assert_eq!(
+            broker_config("log.cleaner.min.cleanable.ratio")
+                .unwrap()
+                .kind,
+            Double
+        );
+        for (key, kind) in [
+            ("cleanup.policy", List),
+            ("compression.type", Str),
+            ("preallocate", Boolean),
+            ("min.cleanable.dirty.ratio", Double),
+            ("segment.bytes", Int),
+            ("retention.ms", Long),
+            ("no.such.config", Long),
+        ] {
+            assert_eq!(topic_config_type(key), kind, "{key}");
+        }
+    }
+
+    #[test]
     fn every_dynamic_config_is_described() {
         for k in crate::dynamic_config::DYNAMIC {
-            assert!(BROKER_CONFIGS.iter().any(|d| d.name == *k), "{k}");
+            assert!(broker_config(k).is_some(), "{k}");
         }
         for t in crate::config::TOPIC_CONFIGS {
             let names =
                 std::iter::once(t.broker_default).chain(t.broker_synonyms.iter().map(|s| s.0));
             for k in names.filter(|k| !k.is_empty()) {
-                assert!(BROKER_CONFIGS.iter().any(|d| d.name == k), "{k}");
+                assert!(broker_config(k).is_some(), "{k}");
             }
         }
     }

@@ -58,9 +58,11 @@ pub struct TopicConfigDef {
 ///   with its size in the broker config's unit;
 /// - its type and valid values ([`ConfigKind`]);
 /// - what it sets: `log(field)`, that field of the partition log's
-///   `skein_storage::LogConfig`; `broker`, read by name from the topic's
-///   configs where it applies, its default the broker config's value;
-///   `stored`, accepted and described but not acted on.
+///   `skein_storage::LogConfig` (whose defaults are the broker config's);
+///   `broker("default")`, read by name from the topic's configs where it
+///   applies, its default the broker config's value, else `default`
+///   (`broker` alone: no broker config); `stored`, accepted and described
+///   but not acted on.
 ///
 /// It is a macro so that the broker, which knows `LogConfig` (this crate
 /// does not), binds each line to its field from the same line:
@@ -93,7 +95,7 @@ macro_rules! topic_config_table {
             "min.cleanable.dirty.ratio" => "log.cleaner.min.cleanable.ratio", Ratio, log(min_cleanable_dirty_ratio);
             "min.compaction.lag.ms" => "log.cleaner.min.compaction.lag.ms", Long { min: 0 }, log(min_compaction_lag_ms);
             // The partition's ISR rule and the controller's elections read it.
-            "min.insync.replicas" => "min.insync.replicas", Int { min: 1 }, broker;
+            "min.insync.replicas" => "min.insync.replicas", Int { min: 1 }, broker("1");
             "preallocate" => "log.preallocate", Boolean, log(preallocate);
             "retention.bytes" => "log.retention.bytes", Long { min: i64::MIN }, log(retention_bytes);
             "retention.ms" => "log.retention.ms" | "log.retention.minutes" * 60_000 | "log.retention.hours" * 3_600_000,
@@ -104,7 +106,7 @@ macro_rules! topic_config_table {
                 log(segment_jitter_ms);
             "segment.ms" => "log.roll.ms" | "log.roll.hours" * 3_600_000, Long { min: 1 }, log(segment_ms);
             // The controller's elections read it.
-            "unclean.leader.election.enable" => "unclean.leader.election.enable", Boolean, broker;
+            "unclean.leader.election.enable" => "unclean.leader.election.enable", Boolean, broker("false");
         }
     };
 }
@@ -112,7 +114,7 @@ macro_rules! topic_config_table {
 /// [`topic_config_table!`]'s lines as [`TopicConfigDef`]s.
 macro_rules! topic_config_defs {
     ($($name:literal => $broker:literal $(| $syn:literal * $unit:literal)*, $kind:expr,
-        $bind:ident $(($field:ident))?;)*) => {
+        $bind:ident $(($arg:tt))?;)*) => {
         /// Every topic-level config Skein accepts, by name.
         pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[$(TopicConfigDef {
             name: $name,

@@ -2,11 +2,12 @@
 //! `--override key=value`, all spelled with Apache Kafka's own config names so
 //! users' knowledge carries over.
 //!
-//! Size (over 700 lines): every broker-level key is read here, by its Kafka
-//! name, with its default and its checks (the coordinators' `offsets.*`,
-//! `group.*` and `transaction.*` included), so one file answers "what does
-//! this key do"; topic-level keys, and the broker keys that set their
-//! defaults, are in `skein_controller::topic_config` and `topic.rs`.
+//! The topic configs and the broker configs that set their defaults are one
+//! table (`skein_controller::topic_config_table!`), bound to the partition
+//! log's settings in `topic.rs`. The other broker configs are described in
+//! `broker_config_defs` and read here, each with its default (the two are
+//! not one definition yet); the coordinators' in `coordinators.rs`, the
+//! listeners' in `listeners`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -15,12 +16,15 @@ use std::path::PathBuf;
 use clap::Parser;
 use skein_storage::LogConfig;
 
+mod coordinators;
 mod topic;
+
+use coordinators::{group_config, txn_config};
 
 use topic::log_config_from;
 pub use topic::{
-    effective_topic_config, topic_config, topic_config_type, validate_topic_config, TopicConfigDef,
-    TopicConfigError, KAFKA_TIMESTAMP_AFTER_MAX_MS, TOPIC_CONFIGS,
+    broker_default_value, effective_topic_config, topic_config, validate_topic_config, ConfigKind,
+    TopicConfigDef, TopicConfigError, KAFKA_TIMESTAMP_AFTER_MAX_MS, TOPIC_CONFIGS,
 };
 
 /// Command-line interface of `skein-broker`.
@@ -290,13 +294,7 @@ impl BrokerConfig {
             Some(c) => Some(parse_val::<SocketAddr>("control.listen", c)?),
         };
         let control_tls = control_tls(&raw)?;
-        // Kafka 4's broker defaults where they differ from the storage
-        // layer's: CreateTime at most an hour ahead (KIP-1030).
-        let kafka_defaults = LogConfig {
-            message_timestamp_after_max_ms: KAFKA_TIMESTAMP_AFTER_MAX_MS,
-            ..LogConfig::default()
-        };
-        let log_defaults = log_config_from(&raw, &kafka_defaults, true)?;
+        let log_defaults = log_config_from(&raw, &topic::kafka_log_defaults(), true)?;
         let mut cfg = BrokerConfig {
             node_id: num(&raw, "node.id", 1)?,
             data_dir: PathBuf::from(get("log.dirs").or(get("log.dir")).unwrap_or("./skein-data")),
@@ -398,134 +396,6 @@ impl BrokerConfig {
     ) -> Result<LogConfig, ConfigError> {
         log_config_from(topic_configs, &self.log_defaults, false)
     }
-}
-
-/// The transaction coordinator's settings, by their Kafka names.
-fn txn_config(raw: &BTreeMap<String, String>) -> Result<crate::txn::TxnConfig, ConfigError> {
-    let d = crate::txn::TxnConfig::default();
-    let cfg = crate::txn::TxnConfig {
-        state_partitions: num(
-            raw,
-            "transaction.state.log.num.partitions",
-            d.state_partitions,
-        )?,
-        state_replication_factor: match raw.get("transaction.state.log.replication.factor") {
-            Some(_) => Some(num(raw, "transaction.state.log.replication.factor", 3i16)?),
-            None => None,
-        },
-        state_min_isr: num(raw, "transaction.state.log.min.isr", d.state_min_isr)?,
-        state_segment_bytes: num(
-            raw,
-            "transaction.state.log.segment.bytes",
-            d.state_segment_bytes,
-        )?,
-        max_timeout_ms: num(raw, "transaction.max.timeout.ms", d.max_timeout_ms)?,
-        id_expiration_ms: num(raw, "transactional.id.expiration.ms", d.id_expiration_ms)?,
-        abort_check_interval_ms: num(
-            raw,
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            d.abort_check_interval_ms,
-        )?,
-        remove_expired_interval_ms: num(
-            raw,
-            "transaction.remove.expired.transaction.cleanup.interval.ms",
-            d.remove_expired_interval_ms,
-        )?,
-        partition_verification: boolean(
-            raw,
-            "transaction.partition.verification.enable",
-            d.partition_verification,
-        )?,
-    };
-    let positive = [
-        (
-            "transaction.state.log.num.partitions",
-            cfg.state_partitions as i64,
-        ),
-        ("transaction.max.timeout.ms", cfg.max_timeout_ms as i64),
-        ("transactional.id.expiration.ms", cfg.id_expiration_ms),
-        (
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            cfg.abort_check_interval_ms,
-        ),
-        (
-            "transaction.state.log.replication.factor",
-            cfg.state_replication_factor.unwrap_or(1) as i64,
-        ),
-    ];
-    for (key, v) in positive {
-        if v < 1 {
-            return Err(ConfigError::Value {
-                key: key.into(),
-                value: v.to_string(),
-                reason: "must be at least 1".into(),
-            });
-        }
-    }
-    Ok(cfg)
-}
-
-/// The group coordinator's settings, by their Kafka names.
-fn group_config(raw: &BTreeMap<String, String>) -> Result<crate::group::GroupConfig, ConfigError> {
-    let d = crate::group::GroupConfig::default();
-    let cfg = crate::group::GroupConfig {
-        offsets_partitions: num(raw, "offsets.topic.num.partitions", d.offsets_partitions)?,
-        offsets_replication_factor: match raw.get("offsets.topic.replication.factor") {
-            Some(_) => Some(num(raw, "offsets.topic.replication.factor", 3i16)?),
-            None => None,
-        },
-        offsets_retention_ms: num(raw, "offsets.retention.minutes", 7 * 24 * 60i64)?
-            .saturating_mul(60_000),
-        offsets_retention_check_interval_ms: num(
-            raw,
-            "offsets.retention.check.interval.ms",
-            d.offsets_retention_check_interval_ms,
-        )?,
-        initial_rebalance_delay_ms: num(
-            raw,
-            "group.initial.rebalance.delay.ms",
-            d.initial_rebalance_delay_ms,
-        )?,
-        min_session_timeout_ms: num(
-            raw,
-            "group.min.session.timeout.ms",
-            d.min_session_timeout_ms,
-        )?,
-        max_session_timeout_ms: num(
-            raw,
-            "group.max.session.timeout.ms",
-            d.max_session_timeout_ms,
-        )?,
-        max_size: num(raw, "group.max.size", d.max_size)?,
-        consumer_heartbeat_interval_ms: num(
-            raw,
-            "group.consumer.heartbeat.interval.ms",
-            d.consumer_heartbeat_interval_ms,
-        )?,
-        consumer_session_timeout_ms: num(
-            raw,
-            "group.consumer.session.timeout.ms",
-            d.consumer_session_timeout_ms,
-        )?,
-    };
-    if cfg.offsets_replication_factor.is_some_and(|rf| rf < 1) {
-        return Err(ConfigError::Value {
-            key: "offsets.topic.replication.factor".into(),
-            value: cfg
-                .offsets_replication_factor
-                .unwrap_or_default()
-                .to_string(),
-            reason: "must be at least 1".into(),
-        });
-    }
-    if cfg.offsets_partitions < 1 {
-        return Err(ConfigError::Value {
-            key: "offsets.topic.num.partitions".into(),
-            value: cfg.offsets_partitions.to_string(),
-            reason: "must be at least 1".into(),
-        });
-    }
-    Ok(cfg)
 }
 
 /// A replication throttle rate.
@@ -722,19 +592,6 @@ pub fn is_sensitive(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn transaction_settings_defaults_and_refusals() {
-        let c = txn_config(&BTreeMap::new()).unwrap();
-        assert_eq!((c.state_partitions, c.max_timeout_ms), (50, 900_000));
-        let raw = BTreeMap::from([("transaction.max.timeout.ms".to_string(), "0".to_string())]);
-        assert!(txn_config(&raw).is_err());
-        let raw = BTreeMap::from([(
-            "transaction.state.log.num.partitions".to_string(),
-            "7".to_string(),
-        )]);
-        assert_eq!(txn_config(&raw).unwrap().state_partitions, 7);
-    }
 
     pub(super) fn raw(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

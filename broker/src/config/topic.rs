@@ -12,7 +12,6 @@ use skein_storage::recompress::{compression_type_name, parse_compression_type, C
 use skein_storage::{CleanupPolicy, LogConfig, TimestampType};
 
 use super::{parse_val, BrokerConfig, ConfigError};
-use crate::broker_config_defs::{self, Kind};
 
 pub use skein_controller::topic_config::{
     topic_config, ConfigKind, TopicConfigDef, TopicConfigError, TOPIC_CONFIGS,
@@ -20,6 +19,26 @@ pub use skein_controller::topic_config::{
 
 /// `log.message.timestamp.after.max.ms` default of Kafka 4 (KIP-1030).
 pub const KAFKA_TIMESTAMP_AFTER_MAX_MS: i64 = 3_600_000;
+
+/// The log settings of Kafka 4's broker defaults: the storage layer's,
+/// but CreateTime at most an hour ahead (KIP-1030).
+pub fn kafka_log_defaults() -> LogConfig {
+    LogConfig {
+        message_timestamp_after_max_ms: KAFKA_TIMESTAMP_AFTER_MAX_MS,
+        ..LogConfig::default()
+    }
+}
+
+/// The default of `def`'s broker config, in that config's unit (`None`:
+/// null): Kafka's broker default of its `LogConfig` field, or the one its
+/// line names.
+pub fn broker_default_value(def: &TopicConfigDef) -> Option<String> {
+    match binding(def.name)? {
+        Binding::Log { get, .. } => Some(get(&kafka_log_defaults())),
+        Binding::Broker { default } => default.map(str::to_string),
+        Binding::Stored => None,
+    }
+}
 
 /// What a line of the table sets on the broker.
 #[derive(Clone, Copy)]
@@ -32,8 +51,8 @@ enum Binding {
         get: fn(&LogConfig) -> String,
     },
     /// Read by name from the topic's configs where it applies; its default
-    /// is the broker config's value.
-    Broker,
+    /// is the broker config's value, else `default`.
+    Broker { default: Option<&'static str> },
     /// Accepted and described only.
     #[allow(dead_code)] // No line is `stored` today.
     Stored,
@@ -49,8 +68,13 @@ macro_rules! binding {
             get: |c| c.$field.render(),
         }
     };
+    (broker($default:literal)) => {
+        Binding::Broker {
+            default: Some($default),
+        }
+    };
     (broker) => {
-        Binding::Broker
+        Binding::Broker { default: None }
     };
     (stored) => {
         Binding::Stored
@@ -59,11 +83,11 @@ macro_rules! binding {
 
 macro_rules! bindings {
     ($($name:literal => $broker:literal $(| $syn:literal * $unit:literal)*, $kind:expr,
-        $bind:ident $(($field:ident))?;)*) => {
+        $bind:ident $(($arg:tt))?;)*) => {
         /// What topic config `name` sets (every line of the table has a binding).
         fn binding(name: &str) -> Option<Binding> {
             match name {
-                $($name => Some(binding!($bind $(($field))?)),)*
+                $($name => Some(binding!($bind $(($arg))?)),)*
                 _ => None,
             }
         }
@@ -231,29 +255,16 @@ pub fn effective_topic_config(
     }
     let v = match (topic_config(key), binding(key)) {
         (_, Some(Binding::Log { get, .. })) => get(&broker.log_defaults),
-        (Some(def), Some(Binding::Broker | Binding::Stored)) => broker
+        (Some(def), Some(Binding::Broker { default })) => broker
             .raw
             .get(def.broker_default)
             .map(|v| v.trim())
-            .or_else(|| broker_config_defs::default_of(def.broker_default))
+            .or(default)
             .unwrap_or_default()
             .to_string(),
         _ => String::new(),
     };
     (v, false)
-}
-
-/// Kafka's type (`ConfigType`) of topic config `key`, as DescribeConfigs
-/// reports it.
-pub fn topic_config_type(key: &str) -> Kind {
-    match topic_config(key).map(|d| d.kind) {
-        Some(ConfigKind::Boolean) => Kind::Boolean,
-        Some(ConfigKind::Int { .. }) => Kind::Int,
-        Some(ConfigKind::Long { .. }) | None => Kind::Long,
-        Some(ConfigKind::Ratio) => Kind::Double,
-        Some(ConfigKind::OneOf(_)) => Kind::Str,
-        Some(ConfigKind::ListOf(_) | ConfigKind::ReplicaList) => Kind::List,
-    }
 }
 
 #[cfg(test)]
@@ -346,43 +357,5 @@ mod tests {
         }
         // 0 is a valid interval.
         assert!(log_config_from(&raw(&[("index.interval.bytes", "0")]), &d, false).is_ok());
-    }
-
-    #[test]
-    fn topic_defaults_agree_with_the_broker_configs_defaults() {
-        let c = BrokerConfig::from_map(BTreeMap::new()).unwrap();
-        for def in TOPIC_CONFIGS {
-            let (shown, set) = effective_topic_config(&c, &BTreeMap::new(), def.name);
-            assert!(!set);
-            // log.flush.interval.ms is null (Kafka's synonym
-            // log.flush.scheduler.interval.ms is the flush timer's period
-            // here, not a topic default); "never" is shown.
-            if def.name == "flush.ms" {
-                assert_eq!(shown, i64::MAX.to_string());
-                continue;
-            }
-            if def.broker_default.is_empty() {
-                assert_eq!(shown, "", "{}", def.name);
-                continue;
-            }
-            let coarsest = def.broker_synonyms.last();
-            let expected = match coarsest {
-                None => broker_config_defs::default_of(def.broker_default).map(str::to_string),
-                Some((name, unit)) => broker_config_defs::default_of(name)
-                    .map(|v| (v.parse::<i64>().unwrap() * unit).to_string()),
-            };
-            assert_eq!(Some(shown), expected, "{}", def.name);
-        }
-    }
-
-    #[test]
-    fn kafka_types_follow_the_kinds() {
-        assert_eq!(topic_config_type("cleanup.policy"), Kind::List);
-        assert_eq!(topic_config_type("compression.type"), Kind::Str);
-        assert_eq!(topic_config_type("preallocate"), Kind::Boolean);
-        assert_eq!(topic_config_type("min.cleanable.dirty.ratio"), Kind::Double);
-        assert_eq!(topic_config_type("segment.bytes"), Kind::Int);
-        assert_eq!(topic_config_type("retention.ms"), Kind::Long);
-        assert_eq!(topic_config_type("no.such.config"), Kind::Long);
     }
 }

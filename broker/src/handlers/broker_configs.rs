@@ -140,9 +140,7 @@ pub fn incremental_alter(
             SET => Some(value.ok_or_else(|| invalid_config(format!("no value for {key}")))?),
             DELETE => None,
             APPEND | SUBTRACT => {
-                let def = broker_config_defs::BROKER_CONFIGS
-                    .iter()
-                    .find(|d| d.name == key);
+                let def = broker_config_defs::broker_config(&key);
                 if def.map(|d| d.kind) != Some(Kind::List) {
                     return Err(invalid_config(format!(
                         "{key} is not a list; APPEND and SUBTRACT apply to lists only"
@@ -152,7 +150,7 @@ pub fn incremental_alter(
                     .get(&key)
                     .cloned()
                     .or_else(|| broker.effective_config().raw.get(&key).cloned())
-                    .or_else(|| def.and_then(|d| d.default.map(str::to_string)))
+                    .or_else(|| def.and_then(|d| d.default.as_deref().map(str::to_string)))
                     .unwrap_or_default();
                 Some(edit_list(&current, op == APPEND, value.as_deref()))
             }

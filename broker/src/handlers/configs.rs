@@ -16,10 +16,10 @@ use super::admin::{SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER};
 use super::strb;
 use crate::authorizer::{cluster_denied, topic_denied, Authz};
 use crate::broker::Broker;
-use crate::broker_config_defs::{Kind, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER};
-use crate::config::{
-    effective_topic_config, topic_config_type, validate_topic_config, TOPIC_CONFIGS,
+use crate::broker_config_defs::{
+    topic_config_type, Kind, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER,
 };
+use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
 use crate::error::ApiError;
 
 const RESOURCE_TOPIC: i8 = 2;
