@@ -27,7 +27,7 @@ pub struct Broker {
     /// over it (see [`Broker::effective_config`]).
     pub dynamic: crate::dynamic_config::DynamicConfig,
     /// `leader/follower.replication.throttled.rate` and their usage.
-    pub replication_quotas: crate::replication_quota::ReplicationQuotas,
+    pub replication_quotas: crate::replication_throttle::ReplicationQuotas,
     pub metadata: Arc<MetadataCache>,
     pub replicas: Arc<ReplicaManager>,
     pub metrics: Arc<Metrics>,
@@ -166,17 +166,17 @@ impl Broker {
         let epoch_of = metadata.clone();
         let metrics = Arc::new(Metrics::new());
         let replication_quotas =
-            crate::replication_quota::ReplicationQuotas::new(&metrics.registry);
+            crate::replication_throttle::ReplicationQuotas::new(&metrics.registry);
         replication_quotas.set(config.replication_throttle);
         let view_of = metadata.clone();
         let local_id = config.node_id;
-        let follower_throttle = crate::replication_quota::FollowerThrottle {
+        let follower_throttle = crate::replication_throttle::FollowerThrottle {
             quota: replication_quotas.follower.clone(),
             throttled: Arc::new(move |topic: &str, partition: i32| {
                 view_of.topic(topic).is_some_and(|t| {
-                    crate::replication_quota::lists(
+                    crate::replication_throttle::lists(
                         t.configs
-                            .get(crate::replication_quota::FOLLOWER_REPLICAS)
+                            .get(crate::replication_throttle::FOLLOWER_REPLICAS)
                             .map(String::as_str),
                         partition,
                         local_id,

@@ -13,7 +13,7 @@
 //! message size and timestamps, `min.insync.replicas`, compression) —
 //! applied to every hosted partition without a topic override — and the
 //! log cleaner's threads, buffer, backoff and I/O rate, and the replication
-//! throttles (`replication_quota`). Keys Kafka treats
+//! throttles (`replication_throttle`). Keys Kafka treats
 //! as static are refused with INVALID_CONFIG, as Kafka does; so are the
 //! dynamic ones Skein does not implement yet, by name.
 

@@ -32,7 +32,7 @@ pub mod remote_controller;
 pub mod replica_manager;
 pub mod replica_selector;
 pub mod replication;
-pub mod replication_quota;
+pub mod replication_throttle;
 pub mod request_context;
 pub mod request_memory;
 pub mod sasl;

@@ -323,8 +323,8 @@ impl BrokerConfig {
                 raw.get("replica.selector.class").map(String::as_str),
             )?,
             replication_throttle: (
-                rate(&raw, crate::replication_quota::LEADER_RATE)?,
-                rate(&raw, crate::replication_quota::FOLLOWER_RATE)?,
+                rate(&raw, crate::replication_throttle::LEADER_RATE)?,
+                rate(&raw, crate::replication_throttle::FOLLOWER_RATE)?,
             ),
             fetch_session_cache_slots: num(
                 &raw,
@@ -401,7 +401,7 @@ impl BrokerConfig {
 /// A replication throttle rate.
 fn rate(raw: &BTreeMap<String, String>, key: &str) -> Result<Option<f64>, ConfigError> {
     let value = raw.get(key);
-    crate::replication_quota::parse_rate(value.map(String::as_str)).map_err(|reason| {
+    crate::replication_throttle::parse_rate(value.map(String::as_str)).map_err(|reason| {
         ConfigError::Value {
             key: key.into(),
             value: value.cloned().unwrap_or_default(),

@@ -583,9 +583,9 @@ fn on_inter_broker_listener(broker: &Broker) -> bool {
 fn leader_throttled(broker: &Broker, p: &Partition, replica_id: i32) -> bool {
     broker.replication_quotas.leader.limit().is_some()
         && broker.metadata.topic(&p.topic).is_some_and(|t| {
-            crate::replication_quota::lists(
+            crate::replication_throttle::lists(
                 t.configs
-                    .get(crate::replication_quota::LEADER_REPLICAS)
+                    .get(crate::replication_throttle::LEADER_REPLICAS)
                     .map(String::as_str),
                 p.index,
                 broker.config.node_id,

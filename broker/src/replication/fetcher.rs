@@ -29,7 +29,7 @@ use super::client::{BrokerClient, ClientError};
 use super::session::SessionHandler;
 use crate::partition::TopicPartition;
 use crate::partition::{Partition, TruncateTo};
-use crate::replication_quota::FollowerThrottle;
+use crate::replication_throttle::FollowerThrottle;
 
 /// Fetch v12: the first version with diverging epochs; topics by name.
 /// v15 (KIP-903): the follower's broker epoch rides along in
