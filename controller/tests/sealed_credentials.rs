@@ -191,17 +191,9 @@ fn after_finalizing_level_3_no_object_of_the_store_holds_a_verifier() {
 /// at level 3.
 fn sealed_store(key: SealingKey) -> MemoryBlobStore {
     let store = small().with_sealing_key(Some(key));
-    let mut log = MetadataLog::open(Box::new(store.clone()), "w1".into(), || "cid".into())
-        .unwrap()
-        .log;
-    let mut core = ControllerCore::new(ControllerConfig::default());
+    let (mut log, mut core) = new_log(&store);
     for event in [finalize(3), upsert("alice", 40)] {
-        let records = core
-            .handle(event, 0)
-            .iter()
-            .filter_map(MetadataRecord::from_command)
-            .collect();
-        log.append(records, core.image()).unwrap();
+        step(&mut log, &mut core, event).unwrap();
     }
     assert!(leaks(&store, &[40]).is_empty());
     store
@@ -252,17 +244,9 @@ fn another_key_or_none_is_refused_with_a_message_naming_the_key() {
 fn plain_records_are_read_at_any_level_and_sealed_by_the_next_snapshot() {
     // A store without a key (a file store) at level 3 writes plain records.
     let store = small();
-    let mut log = MetadataLog::open(Box::new(store.clone()), "w1".into(), || "cid".into())
-        .unwrap()
-        .log;
-    let mut core = ControllerCore::new(ControllerConfig::default());
+    let (mut log, mut core) = new_log(&store);
     for event in [finalize(3), upsert("alice", 50)] {
-        let records = core
-            .handle(event, 0)
-            .iter()
-            .filter_map(MetadataRecord::from_command)
-            .collect();
-        log.append(records, core.image()).unwrap();
+        step(&mut log, &mut core, event).unwrap();
     }
     assert!(!leaks(&store, &[50]).is_empty(), "no key: plain");
     assert_eq!(head_version(&store), Some(3));
@@ -283,14 +267,19 @@ fn plain_records_are_read_at_any_level_and_sealed_by_the_next_snapshot() {
 /// its core.
 fn five_plain_users() -> (MemoryBlobStore, MetadataLog, ControllerCore) {
     let store = small().with_sealing_key(Some(key(1)));
-    let mut log = MetadataLog::open(Box::new(store.clone()), "w1".into(), || "cid".into())
-        .unwrap()
-        .log;
-    let mut core = ControllerCore::new(ControllerConfig::default());
+    let (mut log, mut core) = new_log(&store);
     for (i, user) in ["alice", "bob", "carol", "dave", "erin"].iter().enumerate() {
         step(&mut log, &mut core, upsert(user, 60 + i as u8)).unwrap();
     }
     (store, log, core)
+}
+
+/// A new log in `store` (writer `w1`) and an empty core.
+fn new_log(store: &MemoryBlobStore) -> (MetadataLog, ControllerCore) {
+    let log = MetadataLog::open(Box::new(store.clone()), "w1".into(), || "cid".into())
+        .unwrap()
+        .log;
+    (log, ControllerCore::new(ControllerConfig::default()))
 }
 
 /// What the service does with an event: commit its records, then compact.
@@ -300,8 +289,7 @@ fn step(log: &mut MetadataLog, core: &mut ControllerCore, event: Event) -> std::
         .iter()
         .filter_map(MetadataRecord::from_command)
         .collect();
-    log.append_records(records)?;
-    log.compact_if_due(core.image()).map(|_| ())
+    log.append(records, core.image())
 }
 
 #[test]
