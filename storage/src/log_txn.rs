@@ -115,12 +115,7 @@ impl Log {
         producer_id: i64,
         producer_epoch: i16,
     ) -> VerificationGuard {
-        let open_at_epoch = self
-            .producer_state
-            .producers()
-            .get(&producer_id)
-            .is_some_and(|e| e.epoch == producer_epoch && e.current_txn_first_offset.is_some());
-        if open_at_epoch {
+        if self.open_txn_epoch(producer_id) == Some(producer_epoch) {
             return VerificationGuard::ONGOING;
         }
         let last = &mut self.last_verification_guard;
@@ -133,11 +128,14 @@ impl Log {
             })
     }
 
-    fn txn_open(&self, producer_id: i64) -> bool {
+    /// The epoch of producer `producer_id`'s transaction open here, if one
+    /// is (a read-only look before [`Self::start_verification`]).
+    pub fn open_txn_epoch(&self, producer_id: i64) -> Option<i16> {
         self.producer_state
             .producers()
             .get(&producer_id)
-            .is_some_and(|e| e.current_txn_first_offset.is_some())
+            .filter(|e| e.current_txn_first_offset.is_some())
+            .map(|e| e.epoch)
     }
 
     /// Whether batch `h`, appended under `guard`, may go in: anything but a
@@ -148,7 +146,7 @@ impl Log {
         h: &BatchHeader,
         guard: VerificationGuard,
     ) -> Result<(), StorageError> {
-        if !h.is_transactional() || h.is_control() || self.txn_open(h.producer_id) {
+        if !h.is_transactional() || h.is_control() || self.open_txn_epoch(h.producer_id).is_some() {
             return Ok(());
         }
         if guard != VerificationGuard::ONGOING

@@ -80,7 +80,12 @@ pub async fn verify(
     let Some(part) = broker.replicas.get(topic, partition) else {
         return Ok(AppendOrigin::Client);
     };
-    let guard = part.with_log_mut(|l| l.start_verification(producer_id, producer_epoch));
+    // Most batches continue a transaction open here: a read lock tells.
+    let open_here = part.with_log(|l| l.open_txn_epoch(producer_id)) == Some(producer_epoch);
+    let guard = match open_here {
+        true => VerificationGuard::ONGOING,
+        false => part.with_log_mut(|l| l.start_verification(producer_id, producer_epoch)),
+    };
     if guard == VerificationGuard::ONGOING {
         // Open here already: the append checks it still is.
         return Ok(AppendOrigin::VerifiedClient(guard));
