@@ -35,8 +35,6 @@ pub struct Broker {
     pub groups: crate::group::GroupCoordinator,
     /// The transaction coordinator.
     pub txns: crate::txn::TxnCoordinator,
-    /// Idempotent batches refused with a retriable error (see the module).
-    pub refused_batches: crate::handlers::refused_batches::RefusedBatches,
     /// Client quota usage (produce and fetch byte rates).
     pub quotas: crate::quotas::QuotaManager,
     /// Open connections per address, `max.connections`, connection rates.
@@ -227,7 +225,6 @@ impl Broker {
             metrics,
             groups,
             txns,
-            refused_batches: Default::default(),
             quotas,
             connection_quotas,
             request_memory,

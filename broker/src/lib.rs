@@ -3,6 +3,7 @@
 //! working cluster on its own; the log itself lives in `skein-storage`.
 
 pub mod api_label;
+pub mod append;
 pub mod authorizer;
 pub mod authorizer_config;
 pub mod broker;

@@ -509,9 +509,10 @@ impl Partition {
         Ok(())
     }
 
-    /// Appends producer batches as leader. With `acks=all`, refuses when the
-    /// ISR is smaller than `min.insync.replicas`.
-    pub fn append_as_leader(
+    /// Appends batches as leader. With `acks=all`, refuses when the ISR is
+    /// smaller than `min.insync.replicas`. Only `ReplicaManager::append_records`
+    /// (and tests) call it: everything that writes goes that way.
+    pub(crate) fn append_as_leader(
         &self,
         records: &mut [u8],
         acks_all: bool,
@@ -624,32 +625,6 @@ impl Partition {
         let st = self.state();
         let log = self.log.read().expect("log lock");
         Self::lso(&st, &log)
-    }
-
-    /// Appends a COMMIT or ABORT marker of a producer's transaction as
-    /// leader (WriteTxnMarkers). A marker older than the producer's epoch
-    /// here is refused (`INVALID_PRODUCER_EPOCH`).
-    pub fn append_marker(
-        &self,
-        producer_id: i64,
-        producer_epoch: i16,
-        marker: skein_storage::ControlMarker,
-        now_ms: i64,
-    ) -> Result<AppendInfo, ApiError> {
-        let current = self.with_log(|l| {
-            l.producer_state()
-                .producers()
-                .get(&producer_id)
-                .map(|e| e.epoch)
-        });
-        if current.is_some_and(|e| producer_epoch < e) {
-            return Err(ApiError::new(
-                ResponseError::InvalidProducerEpoch,
-                format!("marker epoch {producer_epoch} is older than producer {producer_id}'s epoch here"),
-            ));
-        }
-        let mut batch = skein_storage::control_batch(producer_id, producer_epoch, marker, now_ms);
-        self.append_as_leader(&mut batch, true, now_ms, AppendOrigin::Coordinator)
     }
 
     /// Reads this replica's own log up to its end, whatever its role (the
@@ -1213,6 +1188,21 @@ impl Partition {
                 w.fire(token);
             }
         }
+    }
+
+    /// Runs `f` on what the log knows of producer `producer_id`.
+    pub fn with_producer<T>(
+        &self,
+        producer_id: i64,
+        f: impl FnOnce(Option<&skein_storage::producer_state::ProducerEntry>) -> T,
+    ) -> T {
+        self.with_log(|l| f(l.producer_state().producers().get(&producer_id)))
+    }
+
+    /// The codec the topic's `compression.type` asks for, when it names one
+    /// (`producer` keeps what the client sent).
+    pub fn compression_target(&self) -> Option<kafka_protocol::records::Compression> {
+        self.with_log(|l| l.config().compression_type)
     }
 
     /// Runs `f` with shared access to the log.

@@ -34,6 +34,8 @@ pub struct ReplicaManager {
     hw_checkpoint: Mutex<HashMap<TopicPartition, i64>>,
     /// What was last written there, so an unchanged file is not rewritten.
     hw_written: Mutex<String>,
+    /// Idempotent producers' batches refused lately (see `append`).
+    pub(crate) refused_batches: Arc<crate::append::refused_batches::RefusedBatches>,
 }
 
 /// Kafka's file of every hosted partition's high watermark, in the data
@@ -88,6 +90,7 @@ impl ReplicaManager {
                     .unwrap_or_default(),
             ),
             hw_written: Mutex::new(String::new()),
+            refused_batches: Default::default(),
         }
     }
 
@@ -430,33 +433,6 @@ pub fn not_hosted(topic: &str, partition: i32) -> ApiError {
         ResponseError::UnknownTopicOrPartition,
         format!("this broker does not host {topic}-{partition}"),
     )
-}
-
-/// The produce purgatory (Kafka's `DelayedProduce`): waits until the high
-/// watermark of `part` reaches `required` (the ISR has the records), the partition fails the request, or `deadline` passes.
-pub async fn wait_replicated(
-    part: &Partition,
-    required: i64,
-    leader_epoch: i32,
-    deadline: tokio::time::Instant,
-) -> Result<(), ApiError> {
-    loop {
-        let changed = part.changed();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        if part.check_replicated(required, leader_epoch)? {
-            return Ok(());
-        }
-        if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            return Err(ApiError::new(
-                kafka_protocol::error::ResponseError::RequestTimedOut,
-                format!(
-                    "{}-{}: the ISR did not acknowledge the records within the request timeout",
-                    part.topic, part.index
-                ),
-            ));
-        }
-    }
 }
 
 #[cfg(test)]

@@ -164,7 +164,7 @@ impl ProducerStateManager {
     /// `ProducerAppendInfo` rules). `h` carries the client's fields; its
     /// offsets are not assigned yet.
     pub fn check(&self, h: &BatchHeader) -> Result<SequenceCheck, StorageError> {
-        if h.producer_id < 0 || h.is_control() {
+        if h.producer_id < 0 {
             return Ok(SequenceCheck::Append);
         }
         let Some(entry) = self.producers.get(&h.producer_id) else {
@@ -172,11 +172,17 @@ impl ProducerStateManager {
             // segments): any sequence is accepted, as in Kafka.
             return Ok(SequenceCheck::Append);
         };
+        // A transaction marker too: one older than the producer's epoch
+        // here is from a fenced coordinator round (Kafka's
+        // `checkProducerEpoch` for end-transaction markers).
         if h.producer_epoch < entry.epoch {
             return Err(StorageError::InvalidProducerEpoch(format!(
                 "producer {} epoch {} is older than the current epoch {}",
                 h.producer_id, h.producer_epoch, entry.epoch
             )));
+        }
+        if h.is_control() {
+            return Ok(SequenceCheck::Append);
         }
         if h.base_sequence < 0 {
             // A coordinator's transactional write (TxnOffsetCommit): fenced
@@ -534,6 +540,24 @@ mod tests {
             s.check(&header(-1, -1, -1, 3, -1)).unwrap(),
             SequenceCheck::Append
         );
+    }
+
+    #[test]
+    fn a_marker_from_an_older_producer_epoch_is_refused() {
+        let mut s = ProducerStateManager::new();
+        s.update(&header(7, 3, 0, 1, 10), 1);
+        let marker = |epoch| BatchHeader {
+            attributes: (1 << 5) | (1 << 4),
+            base_sequence: -1,
+            ..header(7, epoch, 0, 1, -1)
+        };
+        assert!(matches!(
+            s.check(&marker(2)),
+            Err(StorageError::InvalidProducerEpoch(_))
+        ));
+        assert_eq!(s.check(&marker(3)).unwrap(), SequenceCheck::Append);
+        // KIP-890: the coordinator ends a transaction with the next epoch.
+        assert_eq!(s.check(&marker(4)).unwrap(), SequenceCheck::Append);
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use skein_storage::AppendOrigin;
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
@@ -35,6 +36,7 @@ use super::log_format;
 use super::metrics::GroupMetrics;
 use super::offsets::OffsetStore;
 use super::{partition_for, subscription_regex, GroupConfig};
+use crate::append::{AppendRecords, Records, RequiredAcks};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::metadata::{ClusterView, CONSUMER_OFFSETS};
@@ -75,27 +77,12 @@ pub(super) struct State {
     pub(super) loading_txn: HashMap<i64, Vec<super::offsets::TxnOffset>>,
 }
 
-/// A write to `__consumer_offsets` that counts once the ISR has it.
-pub struct Pending {
-    pub partition: Arc<crate::partition::Partition>,
-    /// The offset the high watermark must reach.
-    pub required: i64,
-    pub leader_epoch: i32,
-}
+/// A write to `__consumer_offsets`: it counts once the ISR has it.
+pub type Pending = crate::append::Appended;
 
-impl Pending {
-    /// Waits until the write is replicated to the ISR (or fails with the
-    /// Kafka error the client should see).
-    pub async fn replicated(self, deadline: tokio::time::Instant) -> Result<(), ApiError> {
-        crate::replica_manager::wait_replicated(
-            &self.partition,
-            self.required,
-            self.leader_epoch,
-            deadline,
-        )
-        .await
-    }
-}
+/// How long a write to `__consumer_offsets` waits for the ISR (Kafka's
+/// `offsets.commit.timeout.ms` default).
+pub(super) const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The broker's group coordinator.
 pub struct GroupCoordinator {
@@ -241,26 +228,22 @@ impl GroupCoordinator {
             return Ok(None);
         }
         let p = self.led_partition(broker, group)?;
-        let part = broker.replicas.get_or_err(CONSUMER_OFFSETS, p)?;
-        let now = now_ms();
-        let epoch = part.leader_epoch();
-        let mut batch = log_format::encode_batch(records, now);
-        let info = part
-            .append_as_leader(
-                &mut batch,
-                false,
-                now,
-                skein_storage::AppendOrigin::Coordinator,
-            )
+        let batch = log_format::encode_batch(records, now_ms());
+        let appended = broker
+            .replicas
+            .append_records(AppendRecords {
+                topic: CONSUMER_OFFSETS,
+                partition: p,
+                records: Records::Built(batch),
+                origin: AppendOrigin::Coordinator,
+                acks: RequiredAcks::All,
+                timeout: WRITE_TIMEOUT,
+            })
             .map_err(|e| {
                 warn!(group, error = %e, "append to __consumer_offsets failed");
                 api(ResponseError::CoordinatorNotAvailable, e.message)
             })?;
-        Ok(Some(Pending {
-            partition: part,
-            required: info.last_offset + 1,
-            leader_epoch: epoch,
-        }))
+        Ok(Some(appended))
     }
 
     /// Delivers effects of a classic group: persists it, then answers

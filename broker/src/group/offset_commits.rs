@@ -76,13 +76,9 @@ impl GroupCoordinator {
     /// Waits until the ISR has a commit, then makes its offsets visible.
     /// On error (leadership lost, timeout) they are not applied: the
     /// committer is told the commit failed.
-    pub async fn complete_commit(
-        &self,
-        commit: PendingCommit,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), ApiError> {
-        let at = (commit.write.leader_epoch, commit.write.required);
-        commit.write.replicated(deadline).await?;
+    pub async fn complete_commit(&self, commit: PendingCommit) -> Result<(), ApiError> {
+        let at = (commit.write.leader_epoch, commit.write.required_offset());
+        commit.write.await?;
         let mut st = self.shard_of(&commit.group);
         for (tp, o) in commit.offsets {
             st.offsets.commit_replicated(&commit.group, tp, o, at);

@@ -13,9 +13,11 @@ use super::coordinator::{GroupCoordinator, Pending, State};
 use super::log_format;
 use super::offsets::{CommittedOffset, LogPosition, TopicPartition, TxnOffset};
 use super::partition_for;
+use crate::append::{AppendRecords, Records, RequiredAcks};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::metadata::CONSUMER_OFFSETS;
+use skein_storage::AppendOrigin;
 
 /// A transactional offset write, not yet replicated.
 pub struct PendingTxnCommit {
@@ -78,12 +80,8 @@ impl GroupCoordinator {
 
     /// Waits until the ISR has the write, then holds the offsets until
     /// the transaction ends.
-    pub async fn complete_txn_commit(
-        &self,
-        commit: PendingTxnCommit,
-        deadline: tokio::time::Instant,
-    ) -> Result<(), ApiError> {
-        commit.write.replicated(deadline).await?;
+    pub async fn complete_txn_commit(&self, commit: PendingTxnCommit) -> Result<(), ApiError> {
+        commit.write.await?;
         let mut st = self.shard_of(&commit.group);
         st.pending_txn
             .entry(commit.producer_id)
@@ -152,28 +150,23 @@ impl GroupCoordinator {
         producer: (i64, i16),
     ) -> Result<Pending, ApiError> {
         let p = self.led_partition_of(broker, group)?;
-        let part = broker.replicas.get_or_err(CONSUMER_OFFSETS, p)?;
-        let now = crate::system::now_ms();
-        let epoch = part.leader_epoch();
-        let mut batch = log_format::encode_txn_batch(records, now, producer);
-        let info = part
-            .append_as_leader(
-                &mut batch,
-                false,
-                now,
-                skein_storage::AppendOrigin::Coordinator,
-            )
+        let batch = log_format::encode_txn_batch(records, crate::system::now_ms(), producer);
+        broker
+            .replicas
+            .append_records(AppendRecords {
+                topic: CONSUMER_OFFSETS,
+                partition: p,
+                records: Records::Built(batch),
+                origin: AppendOrigin::Coordinator,
+                acks: RequiredAcks::All,
+                timeout: super::coordinator::WRITE_TIMEOUT,
+            })
             .map_err(|e| {
                 if e.code == ResponseError::InvalidProducerEpoch {
                     ApiError::new(ResponseError::ProducerFenced, e.message)
                 } else {
                     ApiError::new(ResponseError::CoordinatorNotAvailable, e.message)
                 }
-            })?;
-        Ok(Pending {
-            partition: part,
-            required: info.last_offset + 1,
-            leader_epoch: epoch,
-        })
+            })
     }
 }

@@ -26,7 +26,6 @@ pub mod offset_for_leader_epoch;
 pub mod offsets;
 pub mod produce;
 pub mod quotas;
-pub mod refused_batches;
 pub mod scram;
 pub mod txn;
 

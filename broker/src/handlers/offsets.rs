@@ -130,14 +130,8 @@ pub async fn offset_commit(
     // after must not lose an acknowledged commit.
     let group_error = match pending {
         Some(p) if group_error.is_none() => {
-            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
             // Kafka's mapping of a failed offsets append to group errors.
-            match broker
-                .groups
-                .complete_commit(p, deadline)
-                .await
-                .map_err(|e| e.code)
-            {
+            match broker.groups.complete_commit(p).await.map_err(|e| e.code) {
                 Ok(()) => None,
                 Err(ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError) => {
                     Some(ResponseError::NotCoordinator)

@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::*;
@@ -17,7 +16,6 @@ use super::offsets::{CommitTarget, OFFSET_METADATA_MAX_BYTES};
 use super::strb;
 use crate::authorizer::Authz;
 use crate::broker::Broker;
-use crate::error::ApiError;
 use crate::group::offsets::CommittedOffset;
 use crate::metadata::CONSUMER_OFFSETS;
 use crate::system::now_ms;
@@ -280,39 +278,6 @@ pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest) -> EndTxnResponse
     resp
 }
 
-/// Appends one marker as leader and waits until the ISR has it; a marker
-/// in `__consumer_offsets` also ends the transaction's held offsets.
-pub async fn append_marker(
-    broker: &Arc<Broker>,
-    topic: &str,
-    partition: i32,
-    producer_id: i64,
-    producer_epoch: i16,
-    commit: bool,
-    coordinator_epoch: i32,
-) -> Result<(), ApiError> {
-    let part = broker.replicas.get_or_err(topic, partition)?;
-    let leader_epoch = part.leader_epoch();
-    let marker = skein_storage::ControlMarker {
-        commit,
-        coordinator_epoch,
-    };
-    let info = part.append_marker(producer_id, producer_epoch, marker, now_ms())?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    crate::replica_manager::wait_replicated(&part, info.last_offset + 1, leader_epoch, deadline)
-        .await?;
-    if topic == CONSUMER_OFFSETS {
-        broker.groups.complete_txn(
-            broker,
-            partition,
-            producer_id,
-            commit,
-            (leader_epoch, info.last_offset + 1),
-        );
-    }
-    Ok(())
-}
-
 pub async fn write_txn_markers(
     broker: &Arc<Broker>,
     req: WriteTxnMarkersRequest,
@@ -332,7 +297,7 @@ pub async fn write_txn_markers(
                 let code = if !allowed {
                     ResponseError::ClusterAuthorizationFailed.code()
                 } else {
-                    match append_marker(
+                    match crate::txn::markers::write_local(
                         broker,
                         &t.name.0,
                         p,
@@ -422,16 +387,13 @@ pub async fn txn_offset_commit(
             offsets,
         ) {
             Ok(None) => None,
-            Ok(Some(pending)) => {
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-                match broker.groups.complete_txn_commit(pending, deadline).await {
-                    Ok(()) => None,
-                    Err(e) if e.code == ResponseError::NotLeaderOrFollower => {
-                        Some(ResponseError::NotCoordinator)
-                    }
-                    Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+            Ok(Some(pending)) => match broker.groups.complete_txn_commit(pending).await {
+                Ok(()) => None,
+                Err(e) if e.code == ResponseError::NotLeaderOrFollower => {
+                    Some(ResponseError::NotCoordinator)
                 }
-            }
+                Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+            },
             Err(e) => Some(e.code),
         }
     };

@@ -15,6 +15,9 @@ use tracing::{debug, info, warn};
 use super::log_format;
 pub use super::metadata::TxnMetadata;
 use super::{partition_for, TxnConfig, TxnState, TRANSACTION_STATE};
+use skein_storage::AppendOrigin;
+
+use crate::append::{AppendRecords, Records, RequiredAcks};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::system::now_ms;
@@ -180,7 +183,6 @@ impl TxnCoordinator {
         decide: impl FnOnce(Option<&TxnMetadata>, i64) -> Result<Change, ApiError>,
     ) -> Result<TxnMetadata, ApiError> {
         let (p, coordinator_epoch) = self.led_partition(broker, tid)?;
-        let part = broker.replicas.get_or_err(TRANSACTION_STATE, p)?;
         let (pending, prior, target) = {
             let mut st = self.lock();
             let cur = st.txns.get(tid);
@@ -198,18 +200,27 @@ impl TxnCoordinator {
             };
             target.coordinator_epoch = coordinator_epoch;
             target.pending = false;
-            let leader_epoch = part.leader_epoch();
-            let mut batch = crate::group::log_format::encode_batch(
+            let batch = crate::group::log_format::encode_batch(
                 &[(
                     log_format::key(tid),
                     Some(log_format::value(&target.stored())),
                 )],
                 now,
             );
-            let info = part.append_as_leader(&mut batch, false, now, skein_storage::AppendOrigin::Coordinator).map_err(|e| {
-                warn!(transactional_id = tid, error = %e, "append to __transaction_state failed");
-                api(ResponseError::CoordinatorNotAvailable, e.message)
-            })?;
+            let appended = broker
+                .replicas
+                .append_records(AppendRecords {
+                    topic: TRANSACTION_STATE,
+                    partition: p,
+                    records: Records::Built(batch),
+                    origin: AppendOrigin::Coordinator,
+                    acks: RequiredAcks::All,
+                    timeout: WRITE_TIMEOUT,
+                })
+                .map_err(|e| {
+                    warn!(transactional_id = tid, error = %e, "append to __transaction_state failed");
+                    api(ResponseError::CoordinatorNotAvailable, e.message)
+                })?;
             let prior = cur.cloned();
             let mut marked = target.clone();
             marked.pending = true;
@@ -220,11 +231,9 @@ impl TxnCoordinator {
                 };
             }
             st.txns.insert(tid.to_string(), marked);
-            ((info.last_offset + 1, leader_epoch), prior, target)
+            (appended, prior, target)
         };
-        let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
-        let written =
-            crate::replica_manager::wait_replicated(&part, pending.0, pending.1, deadline).await;
+        let written = pending.await;
         let mut st = self.lock();
         if st.loaded_epochs.get(&p) != Some(&coordinator_epoch) {
             // Reloaded (or unloaded) meanwhile: what is in memory now came
@@ -241,7 +250,7 @@ impl TxnCoordinator {
             ));
         }
         match written {
-            Ok(()) => {
+            Ok(_) => {
                 st.txns.insert(tid.to_string(), target.clone());
                 Ok(target)
             }

@@ -12,6 +12,7 @@ use tracing::info;
 use super::coordinator::TxnCoordinator;
 use super::log_format;
 use super::{TxnState, TRANSACTION_STATE};
+use crate::append::{AppendRecords, Records, RequiredAcks};
 use crate::broker::Broker;
 use crate::system::now_ms;
 
@@ -111,24 +112,23 @@ impl TxnCoordinator {
         let Ok((p, epoch)) = self.led_partition(broker, tid) else {
             return;
         };
-        let Ok(part) = broker.replicas.get_or_err(TRANSACTION_STATE, p) else {
-            return;
-        };
         let mut st = self.lock();
         if st.loaded_epochs.get(&p) != Some(&epoch) || st.txns.get(tid).is_none_or(|m| m.pending) {
             return;
         }
-        let mut batch =
+        let batch =
             crate::group::log_format::encode_batch(&[(log_format::key(tid), None)], now_ms());
-        if part
-            .append_as_leader(
-                &mut batch,
-                false,
-                now_ms(),
-                skein_storage::AppendOrigin::Coordinator,
-            )
-            .is_ok()
-        {
+        // The tombstone is not waited for: should it not reach the ISR, a
+        // new leader still knows the id and expires it in turn.
+        let appended = broker.replicas.append_records(AppendRecords {
+            topic: TRANSACTION_STATE,
+            partition: p,
+            records: Records::Built(batch),
+            origin: skein_storage::AppendOrigin::Coordinator,
+            acks: RequiredAcks::Leader,
+            timeout: Duration::ZERO,
+        });
+        if appended.is_ok() {
             st.txns.remove(tid);
             info!(transactional_id = tid, "transactional id expired");
         }

@@ -15,12 +15,57 @@ use kafka_protocol::messages::write_txn_markers_request::{
 use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use tracing::{debug, warn};
 
+use skein_storage::AppendOrigin;
+
 use super::metadata::TxnMetadata;
+use crate::append::{AppendRecords, Records, RequiredAcks};
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::handlers::strb;
+use crate::metadata::CONSUMER_OFFSETS;
+use crate::system::now_ms;
 
 type Tp = (String, i32);
+
+/// How long a marker this broker appends waits for the ISR.
+const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Appends one marker to a partition this broker leads and waits until the
+/// ISR has it (WriteTxnMarkers, or the coordinator's own partitions); a
+/// marker in `__consumer_offsets` also ends the transaction's held offsets.
+/// A marker older than the producer's epoch here is refused
+/// (`INVALID_PRODUCER_EPOCH`).
+pub async fn write_local(
+    broker: &Arc<Broker>,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+) -> Result<(), ApiError> {
+    let marker = skein_storage::ControlMarker {
+        commit,
+        coordinator_epoch,
+    };
+    let batch = skein_storage::control_batch(producer_id, producer_epoch, marker, now_ms());
+    let appended = broker.replicas.append_records(AppendRecords {
+        topic,
+        partition,
+        records: Records::Built(bytes::BytesMut::from(&batch[..])),
+        origin: AppendOrigin::Coordinator,
+        acks: RequiredAcks::All,
+        timeout: MARKER_TIMEOUT,
+    })?;
+    let at = (appended.leader_epoch, appended.required_offset());
+    appended.await?;
+    if topic == CONSUMER_OFFSETS {
+        broker
+            .groups
+            .complete_txn(broker, partition, producer_id, commit, at);
+    }
+    Ok(())
+}
 
 /// Writes the markers of `m` into all its partitions.
 pub(super) async fn write_all(
@@ -71,7 +116,7 @@ pub(super) async fn write_all(
             let results = if leader == broker.config.node_id {
                 let mut out = Vec::new();
                 for tp in tps {
-                    let r = crate::handlers::txn::append_marker(
+                    let r = write_local(
                         broker,
                         &tp.0,
                         tp.1,

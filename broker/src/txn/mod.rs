@@ -16,7 +16,7 @@ pub mod coordinator;
 mod loading;
 pub mod log_format;
 mod maintenance;
-mod markers;
+pub mod markers;
 pub mod metadata;
 pub mod verification;
 
