@@ -181,11 +181,12 @@ fn the_status_reports_a_steps_progress_and_the_requeue_follows_it() {
     };
 
     // Every broker ready and nothing in progress: Ready, back in 5 minutes.
-    let status = cluster_status(&kc, &names, &found, now_time());
+    let status = cluster_status(&kc, &names, &desired, &found, now_time());
     assert_eq!(
         status.conditions,
         cluster_applied(
             &kc,
+            &desired,
             found.applied_sts.as_ref().unwrap().status.as_ref(),
             now_time()
         )
@@ -202,7 +203,7 @@ fn the_status_reports_a_steps_progress_and_the_requeue_follows_it() {
         reason: "DrainingBrokers",
         message: "moving replicas off broker(s) 3..4".into(),
     });
-    let status = cluster_status(&kc, &names, &found, now_time());
+    let status = cluster_status(&kc, &names, &desired, &found, now_time());
     let ready = status
         .conditions
         .iter()

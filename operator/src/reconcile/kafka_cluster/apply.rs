@@ -71,7 +71,7 @@ pub async fn scale(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
     let Some(rt) = &found.controller else {
         return Ok(Outcome::Continue);
     };
-    let step = brokers::scale_step(rt, cx.kc, current_replicas(found));
+    let step = brokers::scale_step(rt, cx.kc, &cx.desired, current_replicas(found));
     rt.set_brokers(step.replicas);
     if let Some(spec) = found
         .objects

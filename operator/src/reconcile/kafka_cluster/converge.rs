@@ -25,7 +25,8 @@ pub async fn rolling_restart(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> 
         _ => Vec::new(),
     };
     found.progress =
-        brokers::rolling_restart_step(&cx.ctx.client, rt, cx.kc, sts, &filesystem).await?;
+        brokers::rolling_restart_step(&cx.ctx.client, rt, cx.kc, &cx.desired, sts, &filesystem)
+            .await?;
     if let Some(p) = found
         .progress
         .as_ref()
@@ -47,7 +48,7 @@ pub async fn feature_level(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
     let Some(rt) = &found.controller else {
         return Ok(Outcome::Continue);
     };
-    let mut f = features::feature_step(rt, cx.kc, found.progress.is_some());
+    let mut f = features::feature_step(rt, cx.kc, &cx.desired, found.progress.is_some());
     if let Some(from) = f.raised_from {
         cx.publish(
             EventType::Normal,
@@ -76,7 +77,7 @@ pub async fn balance(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
         ..Default::default()
     };
     if let (Some(rt), None) = (&found.controller, &found.progress) {
-        found.balance = balance::balance_step(rt, cx.kc, cx.now.0).await;
+        found.balance = balance::balance_step(rt, cx.kc, &cx.desired, cx.now.0).await;
         found.progress = found.balance.progress.take();
     }
     Ok(Outcome::Continue)

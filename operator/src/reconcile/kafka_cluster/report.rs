@@ -48,7 +48,7 @@ pub async fn observe(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
 
 /// Writes the status built from what the steps found.
 pub async fn write_status(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
-    let patch = cluster_status(cx.kc, &cx.names, found, cx.now.clone());
+    let patch = cluster_status(cx.kc, &cx.names, &cx.desired, found, cx.now.clone());
     patch_status(&cx.clusters, &cx.name, &patch).await?;
     found.status = Some(patch);
     Ok(Outcome::Continue)
@@ -59,16 +59,18 @@ pub async fn write_status(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
 pub fn cluster_status(
     kc: &KafkaCluster,
     names: &ClusterNames,
+    desired: &DesiredCluster,
     found: &Found,
     now: Time,
 ) -> ClusterStatusPatch {
     let sts = found.applied_sts.as_ref().and_then(|s| s.status.as_ref());
-    let mut new_status = status::cluster_applied(kc, sts, now.clone());
+    let mut new_status = status::cluster_applied(kc, desired, sts, now.clone());
     if let Some(o) = &found.observed {
-        status::add_controller_view(&mut new_status, kc, &o.view, now.clone());
+        status::add_controller_view(&mut new_status, kc, desired, &o.view, now.clone());
         status::set_self_healing(
             &mut new_status,
             kc,
+            desired,
             &o.view,
             &o.lost_since,
             o.now_ms,
