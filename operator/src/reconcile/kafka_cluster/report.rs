@@ -180,6 +180,8 @@ pub async fn events(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
         cx.publish(EventType::Normal, "Applied", "Reconcile", note)
             .await;
     }
+    let all_ready = found.all_ready(&cx.desired);
+    tracing::debug!(statefulset = %cx.names.statefulset(), all_ready, "reconciled");
     Ok(Outcome::Continue)
 }
 
@@ -188,9 +190,7 @@ pub async fn events(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
 /// when a CA replacement's phase ends, the balancer's plan is due, or the
 /// control plane's certificates are due for renewal.
 pub fn requeue(desired: &DesiredCluster, found: &Found) -> Action {
-    let ready = found.status.as_ref().map_or(0, |s| s.ready_replicas);
-    let all_ready = ready >= desired.replicas && found.progress.is_none();
-    tracing::debug!(all_ready, "reconciled");
+    let all_ready = found.all_ready(desired);
     let resizing = matches!(found.volumes, Some(storage::VolumeReport::Resizing { .. }));
     let requeue = if found.progress.is_some() || resizing {
         REQUEUE_PROGRESS

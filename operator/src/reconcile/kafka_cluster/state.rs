@@ -94,7 +94,9 @@ impl<'a> Cx<'a> {
     }
 }
 
-/// What the steps found and decided so far.
+/// What the steps found and decided so far. A step that needs what an
+/// earlier one found (the built objects, the applied StatefulSet) panics
+/// when run before it: the order of `STEPS` is fixed.
 #[derive(Default)]
 pub struct Found {
     /// The Topics of this cluster (a scale-down must fit them).
@@ -127,6 +129,15 @@ pub struct Found {
     pub observed: Option<Observed>,
     /// The status written.
     pub status: Option<ClusterStatusPatch>,
+}
+
+impl Found {
+    /// Every broker of the spec ready (as the status written says) and
+    /// nothing in progress.
+    pub fn all_ready(&self, desired: &DesiredCluster) -> bool {
+        let ready = self.status.as_ref().map_or(0, |s| s.ready_replicas);
+        ready >= desired.replicas && self.progress.is_none()
+    }
 }
 
 /// The cluster's controller's view, taken once for the status.
