@@ -113,3 +113,120 @@ pub async fn volumes(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
     .await?;
     Ok(Outcome::Continue)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use http::{Request, Response};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kube::client::Body;
+    use serde_json::json;
+    use skein_crds::{ClusterRef, TopicSpec};
+
+    use super::*;
+    use crate::context::{BoxFuture, Context, TopicRemover};
+    use crate::error::TopicRemovalError;
+    use crate::manifests::test_cluster;
+    use crate::reconcile::kafka_cluster::{Step, STEPS};
+
+    /// Scale never removes a topic.
+    struct NoRemover;
+
+    impl TopicRemover for NoRemover {
+        fn delete_topic<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<(), TopicRemovalError>> {
+            unreachable!("no step here removes a topic")
+        }
+    }
+
+    /// A context whose API server answers nothing: the steps tested here
+    /// send no request.
+    fn context() -> Context {
+        let (service, _) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "ns");
+        let metrics = crate::Metrics::new(&prometheus::Registry::new()).unwrap();
+        Context::new(
+            client,
+            metrics,
+            Default::default(),
+            Arc::new(NoRemover),
+            None,
+        )
+    }
+
+    /// The in-memory controller (brokers 0..3) with topic `orders` (3
+    /// partitions, one replica each), what Build found for `kc` and a
+    /// StatefulSet of 3 pods.
+    fn found_with_three_brokers(kc: &skein_crds::KafkaCluster, ctx: &Context) -> Found {
+        let rt = crate::cluster_controllers::tests::runtime();
+        let orders = TopicSpec {
+            cluster_ref: ClusterRef {
+                name: "demo".into(),
+            },
+            topic_name: None,
+            partitions: 3,
+            replication_factor: 1,
+            config: BTreeMap::new(),
+        };
+        rt.ensure_topic(&orders, "orders").unwrap();
+        let objects = cluster_objects(kc, &ctx.options, &[]);
+        let mut current = objects.statefulset.clone();
+        current.spec.as_mut().unwrap().replicas = Some(3);
+        Found {
+            controller: Some(Arc::new(rt)),
+            objects: Some(objects),
+            current_sts: Some(current),
+            ..Found::default()
+        }
+    }
+
+    fn statefulset_replicas(found: &Found) -> Option<i32> {
+        found.objects.as_ref()?.statefulset.spec.as_ref()?.replicas
+    }
+
+    #[tokio::test]
+    async fn scale_alone_keeps_the_statefulset_while_a_leaving_broker_holds_replicas() {
+        let ctx = context();
+        let kc = test_cluster(json!({"replicas": 2}));
+        let cx = Cx::new(&kc, &ctx, Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)).unwrap();
+        let mut found = found_with_three_brokers(&kc, &ctx);
+        let view = found.controller.as_ref().unwrap().controller.view();
+        assert!(
+            view.topics["orders"]
+                .partitions
+                .iter()
+                .any(|p| p.replicas.contains(&2)),
+            "broker 2 holds a replica of orders"
+        );
+        let outcome = Step::Scale.run(&cx, &mut found).await.unwrap();
+        assert_eq!(outcome, Outcome::Continue);
+        assert_eq!(statefulset_replicas(&found), Some(3), "not shrunk yet");
+        let progress = found.progress.expect("a drain is in progress");
+        assert_eq!(progress.reason, "DrainingBrokers");
+    }
+
+    #[tokio::test]
+    async fn scale_alone_applies_the_desired_size_when_nothing_leaves() {
+        let ctx = context();
+        let kc = test_cluster(json!({"replicas": 3}));
+        let cx = Cx::new(&kc, &ctx, Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)).unwrap();
+        let mut found = found_with_three_brokers(&kc, &ctx);
+        Step::Scale.run(&cx, &mut found).await.unwrap();
+        assert_eq!(statefulset_replicas(&found), Some(3));
+        assert_eq!(found.progress, None);
+    }
+
+    #[test]
+    fn the_objects_are_built_before_the_scale_sizes_them_and_applied_after() {
+        let at = |s: Step| STEPS.iter().position(|x| *x == s).unwrap();
+        assert!(at(Step::Build) < at(Step::Scale));
+        assert!(at(Step::Scale) < at(Step::Apply));
+        assert!(at(Step::Apply) < at(Step::Status));
+    }
+}
