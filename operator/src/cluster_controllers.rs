@@ -613,7 +613,7 @@ impl crate::context::TopicRemover for ClusterControllers {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
 
     #[test]
@@ -638,8 +638,9 @@ mod tests {
     }
 
     /// A cluster's controller in memory, with brokers 0..3 registered and no
-    /// sessions (its instructions go nowhere).
-    fn runtime() -> ClusterController {
+    /// sessions (its instructions go nowhere); the reconcile's step tests
+    /// use it too.
+    pub fn runtime() -> ClusterController {
         let controller = ControllerService::open(None, ControllerConfig::default()).unwrap();
         for broker in 0..3 {
             controller

@@ -13,6 +13,7 @@ use skein_crds::condition::condition;
 use skein_crds::{ConditionStatus as S, ConditionType as T, KafkaCluster, PartitionStatus, Topic};
 
 use crate::manifests::{selector_string, ClusterNames};
+use crate::reconcile::desired_cluster::DesiredCluster;
 use crate::validate::InvalidSpec;
 
 /// The part of `KafkaCluster.status` the reconciler writes.
@@ -212,6 +213,7 @@ pub fn set_volumes(
 pub fn set_self_healing(
     patch: &mut ClusterStatusPatch,
     kc: &KafkaCluster,
+    desired: &DesiredCluster,
     view: &skein_controller::ClusterView,
     lost_since: &std::collections::BTreeMap<i32, u64>,
     now_ms: u64,
@@ -222,7 +224,7 @@ pub fn set_self_healing(
     let partitions = || view.topics.values().flat_map(|t| t.partitions.iter());
     let lost: Vec<(i32, u64)> = lost_since
         .iter()
-        .filter(|(b, _)| **b < kc.spec.replicas)
+        .filter(|(b, _)| **b < desired.replicas)
         .map(|(b, since)| (*b, now_ms.saturating_sub(*since)))
         .collect();
     let mut blocked = Vec::new();
@@ -305,13 +307,14 @@ fn replicas_to_recover(view: &skein_controller::ClusterView, broker: i32) -> i32
 pub fn add_controller_view(
     patch: &mut ClusterStatusPatch,
     kc: &KafkaCluster,
+    desired: &DesiredCluster,
     view: &skein_controller::ClusterView,
     now: Time,
 ) {
     patch.brokers = Some(
         view.brokers
             .values()
-            .filter(|b| b.alive || b.id < kc.spec.replicas)
+            .filter(|b| b.alive || b.id < desired.replicas)
             .map(|b| skein_crds::BrokerStatus {
                 id: b.id,
                 host: format!("{}:{}", b.host, b.port),
@@ -369,13 +372,14 @@ fn previous_topic_conditions(topic: &Topic) -> &[Condition] {
 /// as the API server returned it from the apply.
 pub fn cluster_applied(
     kc: &KafkaCluster,
+    desired: &DesiredCluster,
     sts: Option<&StatefulSetStatus>,
     now: Time,
 ) -> ClusterStatusPatch {
     let names = ClusterNames::of(kc);
     let generation = kc.metadata.generation;
     let prev = previous_cluster_conditions(kc);
-    let want = kc.spec.replicas;
+    let want = desired.replicas;
     let replicas = sts.map(|s| s.replicas).unwrap_or(0);
     let ready = sts.and_then(|s| s.ready_replicas).unwrap_or(0);
     let all_ready = ready >= want && replicas == want;

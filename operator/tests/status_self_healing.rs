@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 use skein_controller::{ClusterView, PartitionView, TopicView};
 use skein_crds::KafkaCluster;
+use skein_operator::reconcile::desired_cluster::DesiredCluster;
 use skein_operator::status::{cluster_applied, set_self_healing, ClusterStatusPatch};
 
 fn cluster(self_healing: serde_json::Value) -> KafkaCluster {
@@ -54,9 +55,10 @@ fn status(
     lost: &[(i32, u64)],
     now_ms: u64,
 ) -> ClusterStatusPatch {
-    let mut patch = cluster_applied(kc, None, now());
+    let desired = DesiredCluster::of(kc);
+    let mut patch = cluster_applied(kc, &desired, None, now());
     let lost: BTreeMap<i32, u64> = lost.iter().copied().collect();
-    set_self_healing(&mut patch, kc, v, &lost, now_ms, now());
+    set_self_healing(&mut patch, kc, &desired, v, &lost, now_ms, now());
     patch
 }
 

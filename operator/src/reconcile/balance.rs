@@ -20,6 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::{info, warn};
 
 use super::brokers::Progress;
+use super::desired_cluster::DesiredCluster;
 use crate::cluster_controllers::ClusterController;
 
 /// The annotation that approves a `Manual` plan.
@@ -204,6 +205,7 @@ fn targets_of(shown: &BalanceStatus, plan: &Plan, asg: &Assignment) -> Option<As
 pub async fn balance_step(
     rt: &ClusterController,
     kc: &KafkaCluster,
+    desired: &DesiredCluster,
     now: Timestamp,
 ) -> BalanceStep {
     let spec = &kc.spec.balancer;
@@ -212,7 +214,7 @@ pub async fn balance_step(
         return BalanceStep::default();
     }
     let view = rt.controller.view();
-    let want = kc.spec.replicas;
+    let want = desired.replicas;
     let health = view.partition_health();
     if health.reassigning > 0 {
         // Ours or another's: keep what is shown until it ends.

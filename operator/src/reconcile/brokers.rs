@@ -24,6 +24,7 @@ use tracing::{info, warn};
 use crate::cluster_controllers::{ClusterController, Restart};
 use crate::error::{Error, Result};
 use crate::manifests::{selector_string, ClusterNames};
+use crate::reconcile::desired_cluster::DesiredCluster;
 use skein_controller::scaling::{
     assignment, plan_per_topic, plan_per_topic_onto, uses_any_outside, Assignment,
 };
@@ -70,8 +71,13 @@ pub(super) fn reassign(rt: &ClusterController, moves: &Assignment) -> usize {
 
 /// Decides the StatefulSet size: the spec's, except while a scale-down is
 /// still moving replicas off the leaving brokers.
-pub fn scale_step(rt: &ClusterController, kc: &KafkaCluster, current: Option<i32>) -> ScaleStep {
-    let want = kc.spec.replicas;
+pub fn scale_step(
+    rt: &ClusterController,
+    kc: &KafkaCluster,
+    desired: &DesiredCluster,
+    current: Option<i32>,
+) -> ScaleStep {
+    let want = desired.replicas;
     let cur = current.unwrap_or(want);
     let view = rt.controller.view();
     let asg = assignment(&view);
@@ -155,6 +161,7 @@ pub async fn rolling_restart_step(
     client: &kube::Client,
     rt: &ClusterController,
     kc: &KafkaCluster,
+    desired: &DesiredCluster,
     sts: &StatefulSet,
     filesystem: &[(i32, Option<k8s_openapi::jiff::Timestamp>)],
 ) -> Result<Option<Progress>> {
@@ -271,7 +278,7 @@ pub async fn rolling_restart_step(
         return restart(victim).await;
     }
 
-    let want = kc.spec.replicas;
+    let want = desired.replicas;
     let ready = pods.iter().filter(|p| is_ready(p)).count() as i32;
     let alive = (0..want).all(|b| view.brokers.get(&b).is_some_and(|m| m.alive));
     let under = view.partition_health().under_replicated;

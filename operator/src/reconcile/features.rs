@@ -12,6 +12,7 @@ use tracing::{info, warn};
 
 use super::brokers::Progress;
 use crate::cluster_controllers::ClusterController;
+use crate::reconcile::desired_cluster::DesiredCluster;
 
 /// What the step did.
 #[derive(Debug, Default)]
@@ -29,7 +30,12 @@ pub struct FeatureStep {
 /// Finalizes the level of `spec.featureLevel` when it is above the current
 /// one and the cluster is settled (`busy`: a roll, drain or move is under
 /// way, which the level waits for).
-pub fn feature_step(rt: &ClusterController, kc: &KafkaCluster, busy: bool) -> FeatureStep {
+pub fn feature_step(
+    rt: &ClusterController,
+    kc: &KafkaCluster,
+    desired: &DesiredCluster,
+    busy: bool,
+) -> FeatureStep {
     let current = rt.controller.feature_level(SKEIN_VERSION);
     let mut step = FeatureStep {
         finalized: current,
@@ -42,7 +48,7 @@ pub fn feature_step(rt: &ClusterController, kc: &KafkaCluster, busy: bool) -> Fe
         return step;
     }
     let view = rt.controller.view();
-    let missing: Vec<i32> = (0..kc.spec.replicas)
+    let missing: Vec<i32> = (0..desired.replicas)
         .filter(|b| !view.brokers.get(b).is_some_and(|m| m.alive))
         .collect();
     if !missing.is_empty() {

@@ -3,6 +3,7 @@
 
 pub mod balance;
 pub mod brokers;
+pub mod desired_cluster;
 pub mod features;
 pub mod kafka_cluster;
 pub mod kafka_user;
