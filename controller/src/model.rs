@@ -12,6 +12,36 @@ pub type BrokerId = i32;
 /// The leader of a partition that has none (offline), as on the wire.
 pub const NO_LEADER: BrokerId = -1;
 
+/// Display (32 lowercase hex digits), Debug and serde (that string) for a
+/// 128-bit id type `$id($what)`.
+macro_rules! hex_id {
+    ($id:ident, $what:literal) => {
+        impl fmt::Display for $id {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:032x}", self.0)
+            }
+        }
+
+        impl fmt::Debug for $id {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({self})", stringify!($id))
+            }
+        }
+
+        impl Serialize for $id {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serialize_hex(self.0, serializer)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $id {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserialize_hex(deserializer, $what).map($id)
+            }
+        }
+    };
+}
+
 /// A topic's id, Kafka's 16-byte UUID. The caller supplies it so the core
 /// needs no randomness; it is stored as 32 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -32,29 +62,7 @@ impl TopicId {
     }
 }
 
-impl fmt::Display for TopicId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.0)
-    }
-}
-
-impl fmt::Debug for TopicId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TopicId({self})")
-    }
-}
-
-impl Serialize for TopicId {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serialize_hex(self.0, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for TopicId {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserialize_hex(deserializer, "topic id").map(TopicId)
-    }
-}
+hex_id!(TopicId, "topic id");
 
 /// A 128-bit id as 32 lowercase hex digits: a string, because JSON readers
 /// (and Kubernetes) lose precision on 128-bit numbers.
@@ -82,29 +90,7 @@ fn deserialize_hex<'de, D: Deserializer<'de>>(
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct DirectoryId(pub u128);
 
-impl fmt::Display for DirectoryId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.0)
-    }
-}
-
-impl fmt::Debug for DirectoryId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DirectoryId({self})")
-    }
-}
-
-impl Serialize for DirectoryId {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serialize_hex(self.0, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for DirectoryId {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserialize_hex(deserializer, "directory id").map(DirectoryId)
-    }
-}
+hex_id!(DirectoryId, "directory id");
 
 /// One of a broker's named listeners as clients reach it (its entry in
 /// `advertised.listeners`): a Metadata request is answered with the

@@ -45,7 +45,7 @@ pub use cleaner::{CleanOutput, CleanPlan, RetiredSegments};
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use error::{RecordError, StorageError};
 pub use file_slice::{FileSlice, Records, MIN_FILE_SLICE};
-pub use log::{AppendInfo, CleanStats, Log, ReadResult, RecordsRead};
+pub use log::{AppendInfo, CleanStats, Log, LogRead, ReadResult, RecordsRead};
 pub use log_txn::{control_batch, ControlMarker};
 pub use log_validator::AppendOrigin;
 pub use txn_index::AbortedTxn;

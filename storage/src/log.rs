@@ -57,27 +57,24 @@ pub struct AppendInfo {
     pub duplicate: bool,
 }
 
-/// Result of a read: whole batches plus the bounds a FetchResponse reports.
+/// What a read of the log gives: the records (`Bytes` from [`Log::read`],
+/// [`Records`] possibly left in their file from [`Log::read_records`]) and
+/// the log's bounds when it was read.
 #[derive(Clone, Debug)]
-pub struct ReadResult {
+pub struct LogRead<R> {
     /// Whole batches, concatenated, exactly as stored.
-    pub records: Bytes,
+    pub records: R,
     /// First offset still in the log.
     pub log_start_offset: i64,
     /// Next offset to be written.
     pub log_end_offset: i64,
 }
 
-/// Result of [`Log::read_records`]: [`ReadResult`] with the records possibly
-/// left in their file.
-#[derive(Clone, Debug)]
-pub struct RecordsRead {
-    pub records: Records,
-    /// First offset still in the log.
-    pub log_start_offset: i64,
-    /// Next offset to be written.
-    pub log_end_offset: i64,
-}
+/// Result of [`Log::read`].
+pub type ReadResult = LogRead<Bytes>;
+
+/// Result of [`Log::read_records`].
+pub type RecordsRead = LogRead<Records>;
 
 /// What one compaction pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -601,13 +598,8 @@ impl Log {
         max_offset: i64,
         min_one_batch: bool,
     ) -> Result<ReadResult, StorageError> {
-        let records = self.read_from_segment(offset, |segment| {
+        self.read_with(offset, |segment| {
             segment.read(offset, max_bytes, max_offset, min_one_batch)
-        })?;
-        Ok(ReadResult {
-            records,
-            log_start_offset: self.log_start_offset,
-            log_end_offset: self.log_end_offset,
         })
     }
 
@@ -621,11 +613,19 @@ impl Log {
         max_offset: i64,
         min_one_batch: bool,
     ) -> Result<RecordsRead, StorageError> {
-        let records = self.read_from_segment(offset, |segment| {
+        self.read_with(offset, |segment| {
             segment.read_records(offset, max_bytes, max_offset, min_one_batch)
-        })?;
-        Ok(RecordsRead {
-            records,
+        })
+    }
+
+    /// `read_from_segment` with the log's bounds.
+    fn read_with<R: Default>(
+        &self,
+        offset: i64,
+        read: impl Fn(&LogSegment) -> std::io::Result<Option<R>>,
+    ) -> Result<LogRead<R>, StorageError> {
+        Ok(LogRead {
+            records: self.read_from_segment(offset, read)?,
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
         })
