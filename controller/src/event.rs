@@ -13,7 +13,8 @@ macro_rules! define_events {
         $(#[$doc:meta])*
         $name:ident => $event:ident {
             $( $(#[$field_doc:meta])* $field:ident : $ty:ty ),* $(,)?
-        } reply $reply:ident { $( $reply_field:ident : $reply_ty:ty ),* $(,)? } -> $output:ty;
+        } handler $handler:ident
+        reply $reply:ident { $( $reply_field:ident : $reply_ty:ty ),* $(,)? } -> $output:ty;
     )*) => {
         /// Something the controller must react to. The requests (answered
         /// with a [`Reply`]) are declared in [`crate::requests`].

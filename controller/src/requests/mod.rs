@@ -37,7 +37,8 @@ macro_rules! define_requests {
         $(#[$doc:meta])*
         $name:ident => $event:ident {
             $( $(#[$field_doc:meta])* $field:ident : $ty:ty ),* $(,)?
-        } reply $reply:ident { $( $reply_field:ident : $reply_ty:ty ),* $(,)? } -> $output:ty;
+        } handler $handler:ident
+        reply $reply:ident { $( $reply_field:ident : $reply_ty:ty ),* $(,)? } -> $output:ty;
     )*) => {
         $(
             $(#[$doc])*

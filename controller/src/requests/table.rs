@@ -9,11 +9,14 @@
 /// ```text
 /// /// docs
 /// TypedName => EventVariant { field: Type, .. }
+///     handler on_event_variant
 ///     reply ReplyVariant { field: Type, .. } -> Output;
 /// ```
 ///
-/// The event's fields are the typed request's; the reply's fields (which
-/// request it answers) are followed by `result: Result<Output, ControllerError>`.
+/// The event's fields are the typed request's; the controller core calls
+/// its method `handler` with them, in order (`define_dispatch!` in
+/// `core/mod.rs`). The reply's fields (which request it answers, named as
+/// the event's) are followed by `result: Result<Output, ControllerError>`.
 /// Types are written with `crate::` paths: the table expands where `$then` is.
 macro_rules! with_requests {
     ($then:ident) => {
@@ -44,21 +47,27 @@ macro_rules! with_requests {
                 /// Its release and supported feature levels (unknown: a broker
                 /// older than 0.2.0).
                 software: crate::model::BrokerSoftware,
-            } reply BrokerRegistered { broker: crate::model::BrokerId } -> u64;
+            }
+                handler on_broker_registered
+                reply BrokerRegistered { broker: crate::model::BrokerId } -> u64;
 
             /// A broker is alive. Brokers whose last heartbeat is older than the
             /// session timeout are fenced on the next [`Event::Tick`].
             Heartbeat => BrokerHeartbeat {
                 broker: crate::model::BrokerId,
                 broker_epoch: u64,
-            } reply Heartbeat { broker: crate::model::BrokerId } -> ();
+            }
+                handler on_heartbeat
+                reply Heartbeat { broker: crate::model::BrokerId } -> ();
 
             /// A broker wants to stop: leadership is moved off it first; the
             /// answer is `Ok` once it leads nothing and may stop.
             ControlledShutdown => ControlledShutdownRequested {
                 broker: crate::model::BrokerId,
                 broker_epoch: u64,
-            } reply ControlledShutdown { broker: crate::model::BrokerId } -> ();
+            }
+                handler on_controlled_shutdown
+                reply ControlledShutdown { broker: crate::model::BrokerId } -> ();
 
             /// `CreatePartitions`: grow `topic` to `count` partitions.
             CreatePartitions => CreatePartitions {
@@ -66,16 +75,21 @@ macro_rules! with_requests {
                 count: u32,
                 /// Replicas for each new partition; placed automatically if `None`.
                 assignment: Option<Vec<Vec<crate::model::BrokerId>>>,
-            } reply CreatePartitions { topic: String } -> ();
+            }
+                handler on_create_partitions
+                reply CreatePartitions { topic: String } -> ();
 
             /// The topic's configs are replaced by `configs`.
             AlterConfigs => TopicConfigChanged {
                 topic: String,
                 configs: std::collections::BTreeMap<String, String>,
-            } reply AlterConfigs { topic: String } -> ();
+            }
+                handler on_config_changed
+                reply AlterConfigs { topic: String } -> ();
 
             /// `DeleteTopics`.
             DeleteTopic => DeleteTopic { topic: String }
+                handler on_delete_topic
                 reply DeleteTopic { topic: String } -> ();
 
             /// `AlterPartitionReassignments` for one partition: move it to `target`,
@@ -89,7 +103,9 @@ macro_rules! with_requests {
                 partition: u32,
                 target: Option<Vec<crate::model::BrokerId>>,
                 throttled: bool,
-            } reply ReassignPartition { topic: String, partition: u32 } -> ();
+            }
+                handler on_reassign
+                reply ReassignPartition { topic: String, partition: u32 } -> ();
 
             /// The topic's replication factor becomes `replication_factor` (a Topic
             /// resource's `spec.replicationFactor` changed): every partition whose
@@ -103,7 +119,9 @@ macro_rules! with_requests {
             AlterReplicationFactor => AlterReplicationFactor {
                 topic: String,
                 replication_factor: u16,
-            } reply AlterReplicationFactor { topic: String } -> u32;
+            }
+                handler on_alter_replication_factor
+                reply AlterReplicationFactor { topic: String } -> u32;
 
             /// Finalize `feature` at `level` ([`crate::features`]): refused unless
             /// the controller and every registered broker support it, and levels
@@ -113,13 +131,17 @@ macro_rules! with_requests {
                 feature: String,
                 level: i16,
                 validate_only: bool,
-            } reply UpdateFeature { feature: String } -> i16;
+            }
+                handler on_update_feature
+                reply UpdateFeature { feature: String } -> i16;
 
             /// `AllocateProducerIds` from a broker.
             AllocateProducerIds => AllocateProducerIds {
                 broker: crate::model::BrokerId,
                 broker_epoch: u64,
-            } reply AllocateProducerIds { broker: crate::model::BrokerId }
+            }
+                handler on_allocate_producer_ids
+                reply AllocateProducerIds { broker: crate::model::BrokerId }
                 -> crate::model::ProducerIdBlock;
 
             /// `AlterUserScramCredentials`: add or replace credentials, delete
@@ -128,29 +150,39 @@ macro_rules! with_requests {
             AlterScramCredentials => AlterScramCredentials {
                 upsertions: Vec<crate::scram::ScramUpsertion>,
                 deletions: Vec<(String, crate::scram::ScramMechanism)>,
-            } reply AlterScramCredentials {} -> ();
+            }
+                handler on_alter_scram_credentials
+                reply AlterScramCredentials {} -> ();
 
             /// `AlterClientQuotas`: set or remove quota values, applied whole.
             AlterClientQuotas => AlterClientQuotas {
                 changes: Vec<crate::quotas::QuotaChange>,
-            } reply AlterClientQuotas {} -> ();
+            }
+                handler on_alter_client_quotas
+                reply AlterClientQuotas {} -> ();
 
             /// `IncrementalAlterConfigs`/`AlterConfigs` on broker resources: set or
             /// remove dynamic broker configs, applied whole.
             AlterBrokerConfigs => AlterBrokerConfigs {
                 changes: Vec<crate::broker_configs::BrokerConfigChange>,
-            } reply AlterBrokerConfigs {} -> ();
+            }
+                handler on_alter_broker_configs
+                reply AlterBrokerConfigs {} -> ();
 
             /// `CreateAcls`: add bindings, applied whole.
             CreateAcls => CreateAcls {
                 bindings: Vec<crate::acls::AclBinding>,
-            } reply CreateAcls {} -> ();
+            }
+                handler on_create_acls
+                reply CreateAcls {} -> ();
 
             /// `DeleteAcls`: remove every binding a filter matches. Answered
             /// with, per filter, the bindings it matched (all are deleted).
             DeleteAcls => DeleteAcls {
                 filters: Vec<crate::acls::AclFilter>,
-            } reply DeleteAcls {} -> Vec<Vec<crate::acls::AclBinding>>;
+            }
+                handler on_delete_acls
+                reply DeleteAcls {} -> Vec<Vec<crate::acls::AclBinding>>;
         }
     };
 }
