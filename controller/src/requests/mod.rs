@@ -38,6 +38,7 @@ macro_rules! define_requests {
         $name:ident => $event:ident {
             $( $(#[$field_doc:meta])* $field:ident : $ty:ty ),* $(,)?
         } handler $handler:ident
+        wire $wire:tt
         reply $reply:ident { $( $reply_field:ident : $reply_ty:ty ),* $(,)? } -> $output:ty;
     )*) => {
         $(

@@ -10,6 +10,7 @@
 /// /// docs
 /// TypedName => EventVariant { field: Type, .. }
 ///     handler on_event_variant
+///     wire [ProtoKind derived]
 ///     reply ReplyVariant { field: Type, .. } -> Output;
 /// ```
 ///
@@ -17,6 +18,14 @@
 /// its method `handler` with them, in order (`define_dispatch!` in
 /// `core/mod.rs`). The reply's fields (which request it answers, named as
 /// the event's) are followed by `result: Result<Output, ControllerError>`.
+///
+/// `wire` says how the request crosses the control plane
+/// (`rpc/request_wire.rs`): `[Kind derived]` is `request::Kind::Kind`
+/// carrying `pb::Kind`, whose fields are the event's of the same names
+/// (`broker` is the session's, never on the wire), converted by
+/// `rpc::field_wire::Wire`; `[Kind by_hand]` is converted in `rpc/wire.rs`;
+/// `[]` is not carried (the operator's own requests). The reply is derived
+/// from the output type either way.
 /// Types are written with `crate::` paths: the table expands where `$then` is.
 macro_rules! with_requests {
     ($then:ident) => {
@@ -49,6 +58,7 @@ macro_rules! with_requests {
                 software: crate::model::BrokerSoftware,
             }
                 handler on_broker_registered
+                wire [Register by_hand]
                 reply BrokerRegistered { broker: crate::model::BrokerId } -> u64;
 
             /// A broker is alive. Brokers whose last heartbeat is older than the
@@ -58,6 +68,7 @@ macro_rules! with_requests {
                 broker_epoch: u64,
             }
                 handler on_heartbeat
+                wire [Heartbeat derived]
                 reply Heartbeat { broker: crate::model::BrokerId } -> ();
 
             /// A broker wants to stop: leadership is moved off it first; the
@@ -67,6 +78,7 @@ macro_rules! with_requests {
                 broker_epoch: u64,
             }
                 handler on_controlled_shutdown
+                wire [ControlledShutdown derived]
                 reply ControlledShutdown { broker: crate::model::BrokerId } -> ();
 
             /// `CreatePartitions`: grow `topic` to `count` partitions.
@@ -77,6 +89,7 @@ macro_rules! with_requests {
                 assignment: Option<Vec<Vec<crate::model::BrokerId>>>,
             }
                 handler on_create_partitions
+                wire [CreatePartitions by_hand]
                 reply CreatePartitions { topic: String } -> ();
 
             /// The topic's configs are replaced by `configs`.
@@ -85,11 +98,13 @@ macro_rules! with_requests {
                 configs: std::collections::BTreeMap<String, String>,
             }
                 handler on_config_changed
+                wire [AlterConfigs derived]
                 reply AlterConfigs { topic: String } -> ();
 
             /// `DeleteTopics`.
             DeleteTopic => DeleteTopic { topic: String }
                 handler on_delete_topic
+                wire [DeleteTopic by_hand]
                 reply DeleteTopic { topic: String } -> ();
 
             /// `AlterPartitionReassignments` for one partition: move it to `target`,
@@ -105,6 +120,7 @@ macro_rules! with_requests {
                 throttled: bool,
             }
                 handler on_reassign
+                wire [ReassignPartition by_hand]
                 reply ReassignPartition { topic: String, partition: u32 } -> ();
 
             /// The topic's replication factor becomes `replication_factor` (a Topic
@@ -121,6 +137,7 @@ macro_rules! with_requests {
                 replication_factor: u16,
             }
                 handler on_alter_replication_factor
+                wire []
                 reply AlterReplicationFactor { topic: String } -> u32;
 
             /// Finalize `feature` at `level` ([`crate::features`]): refused unless
@@ -133,6 +150,7 @@ macro_rules! with_requests {
                 validate_only: bool,
             }
                 handler on_update_feature
+                wire [UpdateFeature by_hand]
                 reply UpdateFeature { feature: String } -> i16;
 
             /// `AllocateProducerIds` from a broker.
@@ -141,6 +159,7 @@ macro_rules! with_requests {
                 broker_epoch: u64,
             }
                 handler on_allocate_producer_ids
+                wire [AllocateProducerIds derived]
                 reply AllocateProducerIds { broker: crate::model::BrokerId }
                 -> crate::model::ProducerIdBlock;
 
@@ -152,6 +171,7 @@ macro_rules! with_requests {
                 deletions: Vec<(String, crate::scram::ScramMechanism)>,
             }
                 handler on_alter_scram_credentials
+                wire [AlterScramCredentials by_hand]
                 reply AlterScramCredentials {} -> ();
 
             /// `AlterClientQuotas`: set or remove quota values, applied whole.
@@ -159,6 +179,7 @@ macro_rules! with_requests {
                 changes: Vec<crate::quotas::QuotaChange>,
             }
                 handler on_alter_client_quotas
+                wire [AlterClientQuotas by_hand]
                 reply AlterClientQuotas {} -> ();
 
             /// `IncrementalAlterConfigs`/`AlterConfigs` on broker resources: set or
@@ -167,6 +188,7 @@ macro_rules! with_requests {
                 changes: Vec<crate::broker_configs::BrokerConfigChange>,
             }
                 handler on_alter_broker_configs
+                wire [AlterBrokerConfigs derived]
                 reply AlterBrokerConfigs {} -> ();
 
             /// `CreateAcls`: add bindings, applied whole.
@@ -174,6 +196,7 @@ macro_rules! with_requests {
                 bindings: Vec<crate::acls::AclBinding>,
             }
                 handler on_create_acls
+                wire [CreateAcls by_hand]
                 reply CreateAcls {} -> ();
 
             /// `DeleteAcls`: remove every binding a filter matches. Answered
@@ -182,6 +205,7 @@ macro_rules! with_requests {
                 filters: Vec<crate::acls::AclFilter>,
             }
                 handler on_delete_acls
+                wire [DeleteAcls by_hand]
                 reply DeleteAcls {} -> Vec<Vec<crate::acls::AclBinding>>;
         }
     };
