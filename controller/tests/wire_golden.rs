@@ -1,12 +1,12 @@
 //! The control plane's bytes, pinned: every request a broker sends and every
 //! reply the controller answers with, encoded as `pb::Request`/`pb::Reply`
-//! and compared with bytes recorded before the requests were declared in
-//! one table (#42), from the hand-written conversions of release 0.2.0. Brokers and
-//! controllers of other releases (0.1.0, 0.2.0) read these bytes, so a
-//! change to how a request is built must leave them as they are; and the
-//! recorded bytes must still decode to the same event or reply. Includes
-//! the kinds only older brokers send (`AlterPartition` = 6 is still sent
-//! one at a time by 0.1.0; `ElectLeader` = 12).
+//! and compared with bytes recorded from the hand-written conversions of
+//! release 0.2.0, before the requests were declared in one table (#42).
+//! Brokers and controllers of other releases read these bytes, so a change
+//! to how a request is built must leave them as they are; and the recorded
+//! bytes must still decode to the same event or reply. Includes the kinds
+//! only older brokers send (`AlterPartition` = 6, one proposal per
+//! request; `ElectLeader` = 12, one partition per request).
 //!
 //! Maps hold one entry at most: prost encodes a `HashMap` in no fixed order.
 

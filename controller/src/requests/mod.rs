@@ -1,6 +1,6 @@
 //! The control-plane requests, declared once. Each entry of the table in
-//! [`table`] names a request, its fields, its answer and the
-//! output a caller gets; from that one entry come
+//! `requests/table.rs` names a request, its fields, its handler, its wire form, its
+//! answer and the output a caller gets; from that one entry come
 //!
 //! * the request's [`Event`] variant and its [`Reply`] variant
 //!   (`define_events!` in [`crate::event`]),
@@ -8,11 +8,24 @@
 //!   its event and knows how to pick its output from the replies
 //!   ([`ControlRequest`]), so a caller writes
 //!   `control.call(requests::Heartbeat { .. })` ([`crate::Call`]) and gets
-//!   a `Result<(), _>`, not a closure matching on [`Reply`].
+//!   a `Result<(), _>`, not a closure matching on [`Reply`],
+//! * the controller core's match arm, which calls the handler with the
+//!   event's fields (`define_dispatch!` in `core/mod.rs`),
+//! * its protobuf conversion (`define_wire!` in `rpc/request_wire.rs`):
+//!   field by field for a `derived` request, by output type for every reply.
+//!
+//! Adding a request whose fields convert by type touches three files:
+//! its message and `request::Kind` member in `control.proto` (a new field
+//! number; numbers never change), its entry in `table.rs`, and its handler
+//! in `core/` (`on_x`, answering with `self.reply(Reply::X { .. })`).
+//! Callers then send it with `control.call(requests::X { .. })`. A field of
+//! a new type needs its `Wire` in `rpc/field_wire.rs`; a new output type
+//! its `WireOutput` (and a `Reply.result` member) in `rpc/request_wire.rs`.
 //!
 //! Requests whose event or reply has another shape (a topic to create, ISR
 //! proposals, batched elections, with a reply per item) are written out
-//! below the table; they implement [`ControlRequest`] all the same.
+//! below the table; they implement [`ControlRequest`] all the same, and
+//! the core and `rpc/wire.rs` convert and handle them by hand.
 
 use crate::event::{AlterPartitionRequest, ElectionType, NewTopic};
 use crate::model::{PartitionState, TopicId, TopicPartition};
@@ -31,7 +44,7 @@ pub(crate) mod table;
 
 use table::with_requests;
 
-/// The typed request of every entry of [`with_requests!`].
+/// The typed request of every entry of the table.
 macro_rules! define_requests {
     ($(
         $(#[$doc:meta])*
