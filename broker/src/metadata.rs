@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kafka_protocol::error::ResponseError;
+use skein_controller::requests as req;
 use skein_controller::{
-    AlterPartitionRequest, ControlPlane, ControllerError, DirectoryId, ElectionType, Event,
-    NewTopic, PartitionState, Reply, TopicId,
+    AlterPartitionRequest, Call, ControlPlane, ControlRequest, ControllerError, DirectoryId,
+    ElectionType, Event, NewTopic, PartitionState, Reply, TopicId,
 };
 use uuid::Uuid;
 
@@ -27,22 +28,19 @@ pub use skein_controller::{
     BrokerView, ClusterView, PartitionHealth, PartitionView, TopicView, CONSUMER_OFFSETS,
 };
 
-/// Sends `event` to the controller and returns the reply `pick` selects,
-/// with the controller's errors as Kafka's. A controller in this process
+/// Sends a typed request to the controller and returns its output, with
+/// the controller's errors as Kafka's. A controller in this process
 /// applies the event's instructions to this broker's logs before it answers
 /// (a CreateTopics of thousands of partitions creates thousands of
 /// directories), so the call leaves the async runtime's worker free.
-fn request<T>(
+fn call<R: ControlRequest>(
     control: &(impl ControlPlane + ?Sized),
-    event: Event,
-    pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
-) -> Result<T, ApiError> {
+    request: R,
+) -> Result<R::Output, ApiError> {
     if control.is_local() {
-        return Ok(crate::system::blocking(|| {
-            skein_controller::request(control, event, pick)
-        })?);
+        return Ok(crate::system::blocking(|| control.call(request))?);
     }
-    Ok(skein_controller::request(control, event, pick)?)
+    Ok(control.call(request)?)
 }
 
 /// The per-partition results of a batch reply, one for each of `n` items
@@ -110,9 +108,9 @@ impl MetadataCache {
         directory_id: DirectoryId,
         endpoints: Vec<skein_controller::Endpoint>,
     ) -> Result<u64, ApiError> {
-        let epoch = request(
+        let epoch = call(
             self.controller.as_ref(),
-            Event::BrokerRegistered {
+            req::Register {
                 broker: self.node_id,
                 host: host.to_string(),
                 port,
@@ -124,10 +122,6 @@ impl MetadataCache {
                     version: Some(env!("CARGO_PKG_VERSION").to_string()),
                     features: skein_controller::features::supported(),
                 },
-            },
-            |r| match r {
-                Reply::BrokerRegistered { result, .. } => Some(result),
-                _ => None,
             },
         )?;
         self.broker_epoch.store(epoch, Ordering::Release);
@@ -151,15 +145,11 @@ impl MetadataCache {
 
     /// Tells the controller this broker is alive.
     pub fn heartbeat(&self) -> Result<(), ApiError> {
-        request(
+        call(
             self.controller.as_ref(),
-            Event::BrokerHeartbeat {
+            req::Heartbeat {
                 broker: self.node_id,
                 broker_epoch: self.broker_epoch(),
-            },
-            |r| match r {
-                Reply::Heartbeat { result, .. } => Some(result),
-                _ => None,
             },
         )
     }
@@ -167,15 +157,11 @@ impl MetadataCache {
     /// Asks the controller to move leadership off this broker; `Ok` once it
     /// leads nothing.
     pub fn controlled_shutdown(&self) -> Result<(), ApiError> {
-        request(
+        call(
             self.controller.as_ref(),
-            Event::ControlledShutdownRequested {
+            req::ControlledShutdown {
                 broker: self.node_id,
                 broker_epoch: self.broker_epoch(),
-            },
-            |r| match r {
-                Reply::ControlledShutdown { result, .. } => Some(result),
-                _ => None,
             },
         )
     }
@@ -194,18 +180,12 @@ impl MetadataCache {
         proposals: &[IsrProposal],
     ) -> Result<Vec<Result<PartitionState, ApiError>>, ApiError> {
         let batch = proposals.iter().map(|p| self.alter_request(p)).collect();
-        let replies = request(
-            self.controller.as_ref(),
-            Event::AlterPartitions(batch),
-            |r| match r {
-                Reply::AlterPartitions(replies) => Some(Ok(replies)),
-                _ => None,
-            },
-        )?;
-        Ok(per_partition(replies, proposals.len(), |r| match r {
-            Reply::AlterPartition { result, .. } => Some(result),
-            _ => None,
-        }))
+        let replies = call(self.controller.as_ref(), req::AlterPartitions(batch))?;
+        Ok(per_partition(
+            replies,
+            proposals.len(),
+            AlterPartitionRequest::output,
+        ))
     }
 
     fn alter_request(&self, p: &IsrProposal) -> AlterPartitionRequest {
@@ -297,14 +277,7 @@ impl MetadataCache {
         t.configs = configs;
         t.assignment = assignment;
         t.validate_only = validate_only;
-        request(
-            self.controller.as_ref(),
-            Event::CreateTopic(t),
-            |r| match r {
-                Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
-                _ => None,
-            },
-        )?;
+        call(self.controller.as_ref(), t)?;
         if validate_only {
             return Ok(None);
         }
@@ -315,14 +288,10 @@ impl MetadataCache {
     /// Removes a topic from the image (replicas delete their logs).
     pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicView>, ApiError> {
         let meta = self.topic(name).ok_or_else(|| Self::unknown(name))?;
-        request(
+        call(
             self.controller.as_ref(),
-            Event::DeleteTopic {
+            req::DeleteTopic {
                 topic: name.to_string(),
-            },
-            |r| match r {
-                Reply::DeleteTopic { result, .. } => Some(result),
-                _ => None,
             },
         )?;
         Ok(meta)
@@ -347,16 +316,12 @@ impl MetadataCache {
                 format!("topic '{name}' has {current} partitions; the count can only grow, {count} asked"),
             ));
         }
-        request(
+        call(
             self.controller.as_ref(),
-            Event::CreatePartitions {
+            req::CreatePartitions {
                 topic: name.to_string(),
                 count: count as u32,
                 assignment,
-            },
-            |r| match r {
-                Reply::CreatePartitions { result, .. } => Some(result),
-                _ => None,
             },
         )?;
         self.topic(name).ok_or_else(|| Self::unknown(name))
@@ -371,15 +336,11 @@ impl MetadataCache {
         if self.topic(name).is_none() {
             return Err(Self::unknown(name));
         }
-        request(
+        call(
             self.controller.as_ref(),
-            Event::TopicConfigChanged {
+            req::AlterConfigs {
                 topic: name.to_string(),
                 configs,
-            },
-            |r| match r {
-                Reply::AlterConfigs { result, .. } => Some(result),
-                _ => None,
             },
         )?;
         self.topic(name).ok_or_else(|| Self::unknown(name))
@@ -390,14 +351,7 @@ impl MetadataCache {
         &self,
         changes: Vec<skein_controller::quotas::QuotaChange>,
     ) -> Result<(), ApiError> {
-        request(
-            self.controller.as_ref(),
-            Event::AlterClientQuotas { changes },
-            |r| match r {
-                Reply::AlterClientQuotas { result } => Some(result),
-                _ => None,
-            },
-        )
+        call(self.controller.as_ref(), req::AlterClientQuotas { changes })
     }
 
     /// Finalizes `feature` at `level` (UpdateFeatures); the level it was at.
@@ -407,16 +361,12 @@ impl MetadataCache {
         level: i16,
         validate_only: bool,
     ) -> Result<i16, ApiError> {
-        request(
+        call(
             self.controller.as_ref(),
-            Event::UpdateFeature {
+            req::UpdateFeature {
                 feature: feature.to_string(),
                 level,
                 validate_only,
-            },
-            |r| match r {
-                Reply::UpdateFeature { result, .. } => Some(result),
-                _ => None,
             },
         )
     }
@@ -426,26 +376,15 @@ impl MetadataCache {
         &self,
         changes: Vec<skein_controller::broker_configs::BrokerConfigChange>,
     ) -> Result<(), ApiError> {
-        request(
+        call(
             self.controller.as_ref(),
-            Event::AlterBrokerConfigs { changes },
-            |r| match r {
-                Reply::AlterBrokerConfigs { result } => Some(result),
-                _ => None,
-            },
+            req::AlterBrokerConfigs { changes },
         )
     }
 
     /// `CreateAcls`, checked bindings only: applied whole.
     pub fn create_acls(&self, bindings: Vec<skein_controller::AclBinding>) -> Result<(), ApiError> {
-        request(
-            self.controller.as_ref(),
-            Event::CreateAcls { bindings },
-            |r| match r {
-                Reply::CreateAcls { result } => Some(result),
-                _ => None,
-            },
-        )
+        call(self.controller.as_ref(), req::CreateAcls { bindings })
     }
 
     /// `DeleteAcls`: per filter, the bindings it matched (all deleted).
@@ -453,14 +392,7 @@ impl MetadataCache {
         &self,
         filters: Vec<skein_controller::AclFilter>,
     ) -> Result<Vec<Vec<skein_controller::AclBinding>>, ApiError> {
-        request(
-            self.controller.as_ref(),
-            Event::DeleteAcls { filters },
-            |r| match r {
-                Reply::DeleteAcls { result } => Some(result),
-                _ => None,
-            },
-        )
+        call(self.controller.as_ref(), req::DeleteAcls { filters })
     }
 
     /// `AlterUserScramCredentials`, checked entries only: applied whole.
@@ -469,15 +401,11 @@ impl MetadataCache {
         upsertions: Vec<skein_controller::ScramUpsertion>,
         deletions: Vec<(String, skein_controller::ScramMechanism)>,
     ) -> Result<(), ApiError> {
-        request(
+        call(
             self.controller.as_ref(),
-            Event::AlterScramCredentials {
+            req::AlterScramCredentials {
                 upsertions,
                 deletions,
-            },
-            |r| match r {
-                Reply::AlterScramCredentials { result } => Some(result),
-                _ => None,
             },
         )
     }
@@ -490,18 +418,14 @@ impl MetadataCache {
         partition: i32,
         target: Option<Vec<i32>>,
     ) -> Result<(), ApiError> {
-        request(
+        call(
             self.controller.as_ref(),
-            Event::ReassignPartition {
+            req::ReassignPartition {
                 topic: topic.to_string(),
                 partition: partition.max(0) as u32,
                 target,
                 // A Kafka client sets its own throttle lists.
                 throttled: false,
-            },
-            |r| match r {
-                Reply::ReassignPartition { result, .. } => Some(result),
-                _ => None,
             },
         )
     }
@@ -515,9 +439,9 @@ impl MetadataCache {
         partitions: &[(String, u32)],
         unclean: bool,
     ) -> Result<Vec<Result<i32, ApiError>>, ApiError> {
-        let replies = request(
+        let replies = call(
             self.controller.as_ref(),
-            Event::ElectLeaders {
+            req::ElectLeaders {
                 election: if unclean {
                     ElectionType::Unclean
                 } else {
@@ -527,10 +451,6 @@ impl MetadataCache {
                     .iter()
                     .map(|(t, p)| skein_controller::TopicPartition::new(t, *p))
                     .collect(),
-            },
-            |r| match r {
-                Reply::ElectLeaders(replies) => Some(Ok(replies)),
-                _ => None,
             },
         )?;
         Ok(per_partition(replies, partitions.len(), |r| match r {
@@ -549,15 +469,11 @@ impl MetadataCache {
                 return Ok(ids.0 - 1);
             }
         }
-        let block = request(
+        let block = call(
             self.controller.as_ref(),
-            Event::AllocateProducerIds {
+            req::AllocateProducerIds {
                 broker: self.node_id,
                 broker_epoch: self.broker_epoch(),
-            },
-            |r| match r {
-                Reply::AllocateProducerIds { result, .. } => Some(result),
-                _ => None,
             },
         )?;
         let mut ids = self.producer_ids.lock().expect("producer ids lock");

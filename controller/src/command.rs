@@ -5,13 +5,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::ControllerError;
 use crate::model::{
-    BrokerId, BrokerInfo, ClusterState, DirectoryId, PartitionState, ProducerIdBlock,
-    TopicDefinition, TopicId,
+    BrokerId, BrokerInfo, ClusterState, DirectoryId, PartitionState, TopicDefinition, TopicId,
 };
 use crate::quotas::ClientQuotas;
 use crate::scram::{ScramCredential, ScramMechanism};
+
+/// Answers to request events (declared with them, in [`crate::event`]).
+pub use crate::event::Reply;
 
 /// Something the caller must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,94 +113,4 @@ pub enum Command {
     Reply(Reply),
     /// Metadata changed: push it to brokers (read it with the accessors).
     PublishMetadata,
-}
-
-/// Answers to request events.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
-    /// The new broker epoch.
-    BrokerRegistered {
-        broker: BrokerId,
-        result: Result<u64, ControllerError>,
-    },
-    Heartbeat {
-        broker: BrokerId,
-        result: Result<(), ControllerError>,
-    },
-    /// `Ok` once the broker leads nothing and may stop.
-    ControlledShutdown {
-        broker: BrokerId,
-        result: Result<(), ControllerError>,
-    },
-    CreateTopic {
-        topic: String,
-        result: Result<TopicId, ControllerError>,
-    },
-    CreatePartitions {
-        topic: String,
-        result: Result<(), ControllerError>,
-    },
-    AlterConfigs {
-        topic: String,
-        result: Result<(), ControllerError>,
-    },
-    DeleteTopic {
-        topic: String,
-        result: Result<(), ControllerError>,
-    },
-    /// The result of each proposal of an `AlterPartitions` batch, in order
-    /// (each a [`Reply::AlterPartition`]).
-    AlterPartitions(Vec<Reply>),
-    /// The partition state after the proposal (for the leader to adopt).
-    AlterPartition {
-        broker: BrokerId,
-        topic: String,
-        partition: u32,
-        result: Result<PartitionState, ControllerError>,
-    },
-    ReassignPartition {
-        topic: String,
-        partition: u32,
-        result: Result<(), ControllerError>,
-    },
-    /// How many partitions a reassignment was started (or replaced) for;
-    /// 0 when every partition had the replication factor already.
-    AlterReplicationFactor {
-        topic: String,
-        result: Result<u32, ControllerError>,
-    },
-    /// The level `feature` was at before (the new one is finalized).
-    UpdateFeature {
-        feature: String,
-        result: Result<i16, ControllerError>,
-    },
-    /// The result of each partition of an `ElectLeaders` event, in order
-    /// (each a [`Reply::ElectLeader`]): one reply, one commit for all.
-    ElectLeaders(Vec<Reply>),
-    /// The new leader.
-    ElectLeader {
-        topic: String,
-        partition: u32,
-        result: Result<BrokerId, ControllerError>,
-    },
-    AllocateProducerIds {
-        broker: BrokerId,
-        result: Result<ProducerIdBlock, ControllerError>,
-    },
-    AlterScramCredentials {
-        result: Result<(), ControllerError>,
-    },
-    AlterClientQuotas {
-        result: Result<(), ControllerError>,
-    },
-    AlterBrokerConfigs {
-        result: Result<(), ControllerError>,
-    },
-    CreateAcls {
-        result: Result<(), ControllerError>,
-    },
-    /// Per filter, the bindings it matched (all are deleted).
-    DeleteAcls {
-        result: Result<Vec<Vec<crate::acls::AclBinding>>, ControllerError>,
-    },
 }

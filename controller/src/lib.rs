@@ -64,6 +64,7 @@ pub mod quotas;
 pub mod reassignment;
 pub mod replication_factor;
 pub mod replication_throttle;
+pub mod requests;
 pub mod rpc;
 pub mod scaling;
 pub mod scram;
@@ -84,8 +85,11 @@ pub use crate::model::{
     MetadataImage, OngoingReassignment, PartitionState, ProducerIdBlock, TopicDefinition, TopicId,
     TopicImage, TopicPartition, NO_LEADER,
 };
-pub use crate::plane::{request, BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};
+pub use crate::plane::{
+    request, BrokerLink, Call, ControlPlane, ControlPlaneError, PartitionChange,
+};
 pub use crate::quotas::{ClientQuotas, QuotaEntity, QuotaEntityType, QuotaValue};
+pub use crate::requests::ControlRequest;
 pub use crate::scram::{ScramCredential, ScramCredentials, ScramMechanism, ScramUpsertion};
 pub use crate::service::ControllerService;
 pub use crate::store::{

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::requests::ControlRequest;
 use crate::view::ClusterView;
 use crate::{ControllerError, Event, Reply};
 
@@ -122,5 +123,20 @@ pub fn request<T>(
             code: -1,
             message: "the controller gave no answer".into(),
         })),
+    }
+}
+
+/// Typed requests to the controller: `control.call(requests::Heartbeat {
+/// .. })` sends the request's event and returns its output (see
+/// [`crate::requests`]).
+pub trait Call {
+    /// Sends `request` and returns its output; blocks until the controller
+    /// answers.
+    fn call<R: ControlRequest>(&self, request: R) -> Result<R::Output, ControlPlaneError>;
+}
+
+impl<C: ControlPlane + ?Sized> Call for C {
+    fn call<R: ControlRequest>(&self, request: R) -> Result<R::Output, ControlPlaneError> {
+        self::request(self, request.into(), R::output)
     }
 }

@@ -25,10 +25,7 @@ use views::{full_view, updated_view};
 use crate::plane::{BrokerLink, ControlPlane, ControlPlaneError, PartitionChange};
 use crate::store::{new_writer_id, BlobStore, FileBlobStore, MetadataLog, MetadataRecord};
 use crate::view::{kafka_base64, ClusterView};
-use crate::{
-    BrokerInfo, Command, ControllerConfig, ControllerCore, ControllerError, Event, MetadataImage,
-    Reply,
-};
+use crate::{BrokerInfo, Command, ControllerConfig, ControllerCore, Event, MetadataImage, Reply};
 
 struct State {
     core: ControllerCore,
@@ -532,15 +529,6 @@ impl ControllerService {
         timing.lap("snapshot");
         let slow = timing.report(kind.name, record_count, instructions);
         Ok((replies, slow))
-    }
-
-    /// Handles `event` and returns the reply `pick` selects.
-    pub fn request<T>(
-        &self,
-        event: Event,
-        pick: impl Fn(Reply) -> Option<Result<T, ControllerError>>,
-    ) -> Result<T, ControlPlaneError> {
-        crate::plane::request(self, event, pick)
     }
 
     /// Sends `Tick` every `every` so brokers that stop heartbeating are

@@ -30,7 +30,8 @@ use skein_controller::rpc::tls::ClientTls;
 use skein_controller::{ControlPlaneError, ControllerError, ControllerService};
 
 use crate::error::ControllerStartError;
-use skein_controller::{ControllerConfig, Event, NewTopic, Reply, TopicId};
+use skein_controller::requests as req;
+use skein_controller::{Call, ControllerConfig, NewTopic, TopicId};
 use skein_crds::{KafkaCluster, TopicSpec};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -235,27 +236,17 @@ impl ClusterController {
                 spec.replication_factor.max(1) as u16,
             );
             t.configs = configs;
-            self.controller
-                .request(Event::CreateTopic(t), |r| match r {
-                    Reply::CreateTopic { result, .. } => Some(result.map(|_| ())),
-                    _ => None,
-                })?;
+            self.controller.call(t)?;
             info!(topic = kafka_name, "topic created by the controller");
             return Ok(ReplicationFactorStep::InPlace);
         };
         let step = self.ensure_replication_factor(meta, spec.replication_factor)?;
         if (meta.partitions.len() as i32) < spec.partitions {
-            self.controller.request(
-                Event::CreatePartitions {
-                    topic: kafka_name.to_string(),
-                    count: spec.partitions as u32,
-                    assignment: None,
-                },
-                |r| match r {
-                    Reply::CreatePartitions { result, .. } => Some(result),
-                    _ => None,
-                },
-            )?;
+            self.controller.call(req::CreatePartitions {
+                topic: kafka_name.to_string(),
+                count: spec.partitions as u32,
+                assignment: None,
+            })?;
             info!(
                 topic = kafka_name,
                 partitions = spec.partitions,
@@ -281,16 +272,10 @@ impl ClusterController {
             }
         }
         if meta.configs != configs {
-            self.controller.request(
-                Event::TopicConfigChanged {
-                    topic: kafka_name.to_string(),
-                    configs,
-                },
-                |r| match r {
-                    Reply::AlterConfigs { result, .. } => Some(result),
-                    _ => None,
-                },
-            )?;
+            self.controller.call(req::AlterConfigs {
+                topic: kafka_name.to_string(),
+                configs,
+            })?;
             info!(topic = kafka_name, "topic configs changed");
         }
         Ok(step)
@@ -314,16 +299,10 @@ impl ClusterController {
         if settled {
             return Ok(ReplicationFactorStep::InPlace);
         }
-        let r = self.controller.request(
-            Event::AlterReplicationFactor {
-                topic: meta.name.clone(),
-                replication_factor: u16::try_from(want).unwrap_or(u16::MAX),
-            },
-            |r| match r {
-                Reply::AlterReplicationFactor { result, .. } => Some(result),
-                _ => None,
-            },
-        );
+        let r = self.controller.call(req::AlterReplicationFactor {
+            topic: meta.name.clone(),
+            replication_factor: u16::try_from(want).unwrap_or(u16::MAX),
+        });
         match r {
             Ok(partitions) => {
                 info!(topic = %meta.name, replication_factor = want, partitions, "replication factor change started");
@@ -343,15 +322,9 @@ impl ClusterController {
         if !self.controller.view().topics.contains_key(kafka_name) {
             return Ok(());
         }
-        let r = self.controller.request(
-            Event::DeleteTopic {
-                topic: kafka_name.to_string(),
-            },
-            |r| match r {
-                Reply::DeleteTopic { result, .. } => Some(result),
-                _ => None,
-            },
-        );
+        let r = self.controller.call(req::DeleteTopic {
+            topic: kafka_name.to_string(),
+        });
         match r {
             Ok(()) => Ok(()),
             Err(ControlPlaneError::Controller(ControllerError::UnknownTopicOrPartition)) => Ok(()),
@@ -575,17 +548,11 @@ pub fn initial_feature_level(spec: Option<i16>) -> i16 {
 fn start_at_level(controller: &ControllerService, level: i16) -> std::io::Result<()> {
     let feature = skein_controller::features::SKEIN_VERSION;
     controller
-        .request(
-            Event::UpdateFeature {
-                feature: feature.into(),
-                level,
-                validate_only: false,
-            },
-            |r| match r {
-                Reply::UpdateFeature { result, .. } => Some(result),
-                _ => None,
-            },
-        )
+        .call(req::UpdateFeature {
+            feature: feature.into(),
+            level,
+            validate_only: false,
+        })
         .map_err(|e| std::io::Error::other(format!("starting at {feature} {level}: {e}")))?;
     info!(
         level,
@@ -615,6 +582,7 @@ impl crate::context::TopicRemover for ClusterControllers {
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use skein_controller::Event;
 
     #[test]
     fn a_new_cluster_starts_at_its_spec_level_or_the_highest() {

@@ -4,26 +4,23 @@
 use super::{ControllerCore, Origin};
 use crate::command::{Command, Reply};
 use crate::error::ControllerError;
-use crate::event::Event;
-use crate::model::{BrokerId, BrokerInfo};
+use crate::model::{BrokerId, BrokerInfo, BrokerSoftware, DirectoryId, Endpoint};
 use crate::producer_ids;
 
 impl ControllerCore {
-    /// [`Event::BrokerRegistered`] (any other event is ignored).
-    pub(super) fn on_broker_registered(&mut self, event: Event) {
-        let Event::BrokerRegistered {
-            broker,
-            host,
-            port,
-            rack,
-            directory_id,
-            previous_broker_epoch,
-            endpoints,
-            software,
-        } = event
-        else {
-            return;
-        };
+    /// [`crate::Event::BrokerRegistered`], its fields in order.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_broker_registered(
+        &mut self,
+        broker: BrokerId,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+        directory_id: Option<DirectoryId>,
+        previous_broker_epoch: Option<u64>,
+        endpoints: Vec<Endpoint>,
+        software: BrokerSoftware,
+    ) {
         self.refused.remove(&broker);
         if broker < 0 {
             self.reply(Reply::BrokerRegistered {

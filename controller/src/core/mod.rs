@@ -174,61 +174,21 @@ impl ControllerCore {
         self.now_ms = self.now_ms.max(now_ms);
         self.start_missing_sessions();
         self.last_rebalance_ms.get_or_insert(self.now_ms);
-        match event {
-            e @ Event::BrokerRegistered { .. } => self.on_broker_registered(e),
-            Event::BrokerHeartbeat {
-                broker,
-                broker_epoch,
-            } => self.on_heartbeat(broker, broker_epoch),
-            Event::BrokerLost { broker } => {
+        // The requests of the table go to their handlers; the rest is here.
+        match self.dispatch_request(event) {
+            None => {}
+            Some(Event::BrokerLost { broker }) => {
                 self.fence_broker(broker);
             }
-            Event::ControlledShutdownRequested {
-                broker,
-                broker_epoch,
-            } => self.on_controlled_shutdown(broker, broker_epoch),
-            Event::CreateTopic(topic) => self.on_create_topic(topic),
-            Event::CreatePartitions {
-                topic,
-                count,
-                assignment,
-            } => self.on_create_partitions(topic, count, assignment),
-            Event::TopicConfigChanged { topic, configs } => self.on_config_changed(topic, configs),
-            Event::DeleteTopic { topic } => self.on_delete_topic(topic),
-            Event::AlterPartition(request) => self.on_alter_partition(request),
-            Event::AlterPartitions(requests) => self.on_alter_partitions(requests),
-            Event::ReassignPartition {
-                topic,
-                partition,
-                target,
-                throttled,
-            } => self.on_reassign(topic, partition, target, throttled),
-            Event::AlterReplicationFactor {
-                topic,
-                replication_factor,
-            } => self.on_alter_replication_factor(topic, replication_factor),
-            Event::ElectLeaders {
+            Some(Event::CreateTopic(topic)) => self.on_create_topic(topic),
+            Some(Event::AlterPartition(request)) => self.on_alter_partition(request),
+            Some(Event::AlterPartitions(requests)) => self.on_alter_partitions(requests),
+            Some(Event::ElectLeaders {
                 election,
                 partitions,
-            } => self.on_elect_leaders(election, partitions),
-            Event::UpdateFeature {
-                feature,
-                level,
-                validate_only,
-            } => self.on_update_feature(feature, level, validate_only),
-            Event::AllocateProducerIds {
-                broker,
-                broker_epoch,
-            } => self.on_allocate_producer_ids(broker, broker_epoch),
-            Event::AlterScramCredentials {
-                upsertions,
-                deletions,
-            } => self.on_alter_scram_credentials(upsertions, deletions),
-            Event::AlterClientQuotas { changes } => self.on_alter_client_quotas(changes),
-            Event::AlterBrokerConfigs { changes } => self.on_alter_broker_configs(changes),
-            Event::CreateAcls { bindings } => self.on_create_acls(bindings),
-            Event::DeleteAcls { filters } => self.on_delete_acls(filters),
-            Event::Tick => self.on_tick(),
+            }) => self.on_elect_leaders(election, partitions),
+            Some(Event::Tick) => self.on_tick(),
+            Some(other) => unreachable!("{} is in the table of requests", other.name()),
         }
         if !staged {
             self.exit_fenced_from_isrs();
@@ -612,3 +572,30 @@ impl ControllerCore {
         self.out.brokers.push(command);
     }
 }
+
+/// `ControllerCore::dispatch_request`: every request of the table in
+/// [`crate::requests::table`] handed to its handler, with its fields in order.
+macro_rules! define_dispatch {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident => $event:ident {
+            $( $(#[$field_doc:meta])* $field:ident : $ty:ty ),* $(,)?
+        } handler $handler:ident
+        wire $wire:tt
+        reply $reply:ident { $( $reply_field:ident : $reply_ty:ty ),* $(,)? } -> $output:ty;
+    )*) => {
+        impl ControllerCore {
+            /// Handles `event` if it is a request of the table; gives it
+            /// back otherwise.
+            fn dispatch_request(&mut self, event: Event) -> Option<Event> {
+                match event {
+                    $( Event::$event { $($field),* } => self.$handler($($field),*), )*
+                    other => return Some(other),
+                }
+                None
+            }
+        }
+    };
+}
+
+crate::requests::table::with_requests!(define_dispatch);

@@ -1,9 +1,8 @@
-//! Dynamic broker configs on the wire: the view's entries and the
-//! `AlterBrokerConfigs` request.
+//! Dynamic broker configs on the wire: the view's entries (the
+//! `AlterBrokerConfigs` request is derived, `field_wire.rs`).
 
-use super::pb::{self, request};
-use crate::broker_configs::{BrokerConfigChange, BrokerConfigs};
-use crate::Event;
+use super::pb;
+use crate::broker_configs::BrokerConfigs;
 
 pub fn broker_configs_to_pb(configs: &BrokerConfigs) -> Vec<pb::BrokerConfig> {
     configs
@@ -25,31 +24,4 @@ pub fn broker_configs_from_pb(entries: Vec<pb::BrokerConfig>) -> BrokerConfigs {
         out.0.entry(e.resource).or_default().insert(e.key, e.value);
     }
     out
-}
-
-pub fn alter_to_pb(changes: &[BrokerConfigChange]) -> request::Kind {
-    request::Kind::AlterBrokerConfigs(pb::AlterBrokerConfigs {
-        changes: changes
-            .iter()
-            .map(|c| pb::BrokerConfigChange {
-                resource: c.resource.clone(),
-                key: c.key.clone(),
-                value: c.value.clone(),
-            })
-            .collect(),
-    })
-}
-
-pub fn alter_from_pb(a: pb::AlterBrokerConfigs) -> Event {
-    Event::AlterBrokerConfigs {
-        changes: a
-            .changes
-            .into_iter()
-            .map(|c| BrokerConfigChange {
-                resource: c.resource,
-                key: c.key,
-                value: c.value,
-            })
-            .collect(),
-    }
 }

@@ -3,10 +3,9 @@
 
 use std::collections::HashMap;
 
-use super::pb::{self, reply, request};
+use super::pb::{self, request};
 use crate::model::FeatureRange;
 use crate::view::ViewFeatures;
-use crate::{ControllerError, Reply};
 
 fn level(l: i32) -> i16 {
     l.clamp(0, i16::MAX.into()) as i16
@@ -60,31 +59,12 @@ pub fn update_from_pb(u: pb::UpdateFeature) -> crate::Event {
     }
 }
 
-/// The reply's result for an `UpdateFeature` (its error goes in the reply's code).
-pub fn previous_level_to_pb(previous: i16) -> reply::Result {
-    reply::Result::PreviousLevel(previous.into())
-}
-
-pub fn update_reply_from_pb(feature: &str, r: &pb::Reply) -> Reply {
-    Reply::UpdateFeature {
-        feature: feature.to_string(),
-        result: match (&r.result, r.error_code) {
-            (Some(reply::Result::PreviousLevel(p)), 0) => Ok(level(*p)),
-            _ => Err(ControllerError::Remote {
-                code: r.error_code as i16,
-                message: r.error_message.clone(),
-            }),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::rpc::wire::{
         event_from_pb, event_to_pb, reply_from_pb, reply_to_pb, view_from_pb, view_to_pb,
     };
-    use crate::{ClusterView, Event};
+    use crate::{ClusterView, ControllerError, Event, Reply};
 
     #[test]
     fn a_views_features_and_an_update_round_trip() {

@@ -13,6 +13,8 @@ pub mod pb {
 mod acl_wire;
 mod config_wire;
 mod feature_wire;
+mod field_wire;
+mod request_wire;
 mod security_wire;
 pub mod session;
 pub mod tls;

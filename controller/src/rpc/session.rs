@@ -15,7 +15,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::pb::{self, broker_control_client::BrokerControlClient, controller_message, request};
 use super::pb::{BrokerMessage, ControllerMessage};
-use super::wire::{changes_to_pb, event_from_pb, reply_to_pb, view_delta_to_pb, view_to_pb};
+use super::wire::{changes_to_pb, reply_to_pb, request_from_pb, view_delta_to_pb, view_to_pb};
 use crate::plane::{BrokerLink, PartitionChange};
 use crate::{ControllerService, Event, Reply};
 
@@ -232,7 +232,11 @@ pub async fn drive_session(
                 // A broker of the previous version elects one partition per
                 // request and reads one leader back.
                 let single = matches!(kind, request::Kind::ElectLeader(_));
-                let event = event_from_pb(id, kind);
+                let Some(event) = request_from_pb(id, kind) else {
+                    tracing::warn!(endpoint, ?broker, id = req.id, "a request kind this controller reads nowhere; answered UNSUPPORTED_VERSION");
+                    let _ = tx.send(unsupported_request(req.id));
+                    continue;
+                };
                 let c = controller.clone();
                 let out = tx.clone();
                 // Requests are answered in parallel (a controlled shutdown

@@ -4,9 +4,9 @@
 use uuid::Uuid;
 
 use super::acl_wire as aw;
-use super::config_wire as cw;
 use super::feature_wire as fw;
 use super::pb::{self, reply, request};
+use super::request_wire as rw;
 use super::security_wire as sw;
 pub use super::view_wire::{apply_view_pb, view_delta_to_pb, view_from_pb, view_to_pb};
 use super::view_wire::{endpoints_from_pb, endpoints_to_pb, uuid_from};
@@ -14,7 +14,7 @@ use crate::model::BrokerSoftware;
 use crate::plane::PartitionChange;
 use crate::{
     AlterPartitionRequest, BrokerId, ControllerError, DirectoryId, ElectionType, Event, NewTopic,
-    PartitionState, ProducerIdBlock, Reply, TopicId, TopicPartition,
+    PartitionState, Reply, TopicId, TopicPartition,
 };
 
 fn topic_id_from(bytes: &[u8]) -> TopicId {
@@ -179,7 +179,12 @@ fn alter_from_pb(broker: i32, a: pb::AlterPartition) -> AlterPartitionRequest {
     }
 }
 
+/// The wire form of a broker's request event (`None`: not carried): the
+/// `derived` requests of the table from their entries, the others here.
 pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
+    if let Some(kind) = rw::derived_event_to_pb(event) {
+        return Some(kind);
+    }
     Some(match event {
         Event::BrokerRegistered {
             broker,
@@ -204,14 +209,6 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             software_version: software.version.clone(),
             supported_features: fw::ranges_to_pb(&software.features),
         }),
-        Event::BrokerHeartbeat { broker_epoch, .. } => request::Kind::Heartbeat(pb::Heartbeat {
-            broker_epoch: *broker_epoch,
-        }),
-        Event::ControlledShutdownRequested { broker_epoch, .. } => {
-            request::Kind::ControlledShutdown(pb::ControlledShutdown {
-                broker_epoch: *broker_epoch,
-            })
-        }
         Event::CreateTopic(t) => request::Kind::CreateTopic(pb::CreateTopic {
             name: t.name.clone(),
             topic_id: Uuid::from_u128(t.topic_id.0).as_bytes().to_vec(),
@@ -230,12 +227,6 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             count: *count,
             assignment: assignment_to_pb(assignment),
         }),
-        Event::TopicConfigChanged { topic, configs } => {
-            request::Kind::AlterConfigs(pb::AlterConfigs {
-                topic: topic.clone(),
-                configs: configs.clone().into_iter().collect(),
-            })
-        }
         Event::DeleteTopic { topic } => request::Kind::DeleteTopic(pb::DeleteTopic {
             name: topic.clone(),
         }),
@@ -243,11 +234,6 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
         Event::AlterPartitions(items) => request::Kind::AlterPartitions(pb::AlterPartitions {
             items: items.iter().map(alter_to_pb).collect(),
         }),
-        Event::AllocateProducerIds { broker_epoch, .. } => {
-            request::Kind::AllocateProducerIds(pb::AllocateProducerIds {
-                broker_epoch: *broker_epoch,
-            })
-        }
         Event::ElectLeaders {
             election,
             partitions,
@@ -278,7 +264,6 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             deletions,
         } => sw::alter_scram_to_pb(upsertions, deletions),
         Event::AlterClientQuotas { changes } => sw::alter_quotas_to_pb(changes),
-        Event::AlterBrokerConfigs { changes } => cw::alter_to_pb(changes),
         Event::CreateAcls { bindings } => aw::create_acls_to_pb(bindings),
         Event::DeleteAcls { filters } => aw::delete_acls_to_pb(filters),
         Event::UpdateFeature {
@@ -291,8 +276,23 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
 }
 
 /// The controller's event for a request from broker `broker`.
+///
+/// # Panics
+///
+/// For a kind no conversion reads (see [`request_from_pb`]).
 pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
-    match kind {
+    request_from_pb(broker, kind).expect("every request kind is read")
+}
+
+/// The controller's event for a request from broker `broker`: the
+/// `derived` requests of the table from their entries, the others here.
+/// `None` for a kind neither reads (a session answers it as unsupported).
+pub fn request_from_pb(broker: i32, kind: request::Kind) -> Option<Event> {
+    let kind = match rw::derived_event_from_pb(broker, kind) {
+        Ok(event) => return Some(event),
+        Err(kind) => kind,
+    };
+    Some(match kind {
         request::Kind::Register(r) => Event::BrokerRegistered {
             broker,
             host: r.host,
@@ -308,14 +308,6 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
                 features: fw::ranges_from_pb(r.supported_features),
             },
         },
-        request::Kind::Heartbeat(h) => Event::BrokerHeartbeat {
-            broker,
-            broker_epoch: h.broker_epoch,
-        },
-        request::Kind::ControlledShutdown(c) => Event::ControlledShutdownRequested {
-            broker,
-            broker_epoch: c.broker_epoch,
-        },
         request::Kind::CreateTopic(t) => Event::CreateTopic(NewTopic {
             name: t.name,
             topic_id: topic_id_from(&t.topic_id),
@@ -330,10 +322,6 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
             count: c.count,
             assignment: assignment_from_pb(c.assignment),
         },
-        request::Kind::AlterConfigs(a) => Event::TopicConfigChanged {
-            topic: a.topic,
-            configs: a.configs.into_iter().collect(),
-        },
         request::Kind::DeleteTopic(d) => Event::DeleteTopic { topic: d.name },
         request::Kind::AlterPartition(a) => Event::AlterPartition(alter_from_pb(broker, a)),
         request::Kind::AlterPartitions(a) => Event::AlterPartitions(
@@ -342,10 +330,6 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
                 .map(|a| alter_from_pb(broker, a))
                 .collect(),
         ),
-        request::Kind::AllocateProducerIds(a) => Event::AllocateProducerIds {
-            broker,
-            broker_epoch: a.broker_epoch,
-        },
         request::Kind::ElectLeaders(e) => Event::ElectLeaders {
             election: if e.items.first().is_some_and(|i| i.unclean) {
                 ElectionType::Unclean
@@ -376,17 +360,19 @@ pub fn event_from_pb(broker: i32, kind: request::Kind) -> Event {
         },
         request::Kind::AlterScramCredentials(a) => sw::alter_scram_from_pb(a),
         request::Kind::AlterClientQuotas(a) => sw::alter_quotas_from_pb(a),
-        request::Kind::AlterBrokerConfigs(a) => cw::alter_from_pb(a),
         request::Kind::CreateAcls(c) => aw::create_acls_from_pb(c),
         request::Kind::DeleteAcls(d) => aw::delete_acls_from_pb(d),
-    }
+        // The derived ones, read above.
+        _ => return None,
+    })
 }
 
 fn error_parts(e: &ControllerError) -> (i32, String) {
     (e.kafka_code() as i32, e.to_string())
 }
 
-/// The wire reply for the controller's answer to one request.
+/// The wire reply for the controller's answer to one request: the replies
+/// of the table's requests from their output types, the others here.
 pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
     let mut out = pb::Reply {
         id,
@@ -397,146 +383,104 @@ pub fn reply_to_pb(id: u64, reply: Option<Reply>) -> pb::Reply {
         out.error_code = code;
         out.error_message = message;
     };
-    let result = match reply {
+    let result = match reply.map(rw::table_reply_to_pb) {
         None => {
             out.error_code = -1; // UNKNOWN_SERVER_ERROR
             out.error_message = "the controller gave no answer".into();
             None
         }
-        Some(Reply::BrokerRegistered { result, .. }) => match result {
-            Ok(epoch) => Some(reply::Result::BrokerEpoch(epoch)),
-            Err(e) => {
-                fail(&e);
-                None
-            }
-        },
-        Some(Reply::AlterPartition { result, .. }) => match result {
-            Ok(state) => Some(reply::Result::Partition(state_to_pb(&state))),
-            Err(e) => {
-                fail(&e);
-                None
-            }
-        },
-        Some(Reply::AlterPartitions(replies)) => {
-            Some(reply::Result::AlterPartitions(pb::AlterPartitionResults {
-                results: replies
-                    .into_iter()
-                    .map(|r| match r {
-                        Reply::AlterPartition { result: Ok(s), .. } => pb::AlterPartitionResult {
-                            error_code: 0,
-                            error_message: String::new(),
-                            partition: Some(state_to_pb(&s)),
-                        },
-                        Reply::AlterPartition { result: Err(e), .. } => pb::AlterPartitionResult {
-                            error_code: e.kafka_code() as i32,
-                            error_message: e.to_string(),
-                            partition: None,
-                        },
-                        _ => pb::AlterPartitionResult {
-                            error_code: -1,
-                            error_message: "no answer for this partition".into(),
-                            partition: None,
-                        },
-                    })
-                    .collect(),
-            }))
-        }
-        Some(Reply::ElectLeaders(replies)) => {
-            Some(reply::Result::ElectLeaders(pb::ElectLeaderResults {
-                results: replies
-                    .into_iter()
-                    .map(|r| match r {
-                        Reply::ElectLeader { result: Ok(l), .. } => pb::ElectLeaderResult {
-                            error_code: 0,
-                            error_message: String::new(),
-                            leader: l,
-                        },
-                        Reply::ElectLeader { result: Err(e), .. } => pb::ElectLeaderResult {
-                            error_code: e.kafka_code() as i32,
-                            error_message: e.to_string(),
-                            leader: -1,
-                        },
-                        _ => pb::ElectLeaderResult {
-                            error_code: -1,
-                            error_message: "no answer for this partition".into(),
-                            leader: -1,
-                        },
-                    })
-                    .collect(),
-            }))
-        }
-        Some(Reply::AllocateProducerIds { result, .. }) => match result {
-            Ok(block) => Some(reply::Result::ProducerIds(pb::ProducerIdBlock {
-                first_producer_id: block.first_producer_id,
-                size: block.size,
-            })),
-            Err(e) => {
-                fail(&e);
-                None
-            }
-        },
-        Some(Reply::CreateTopic { result, .. }) => {
-            if let Err(e) = result {
-                fail(&e);
-            }
+        Some(Ok(Ok(result))) => result,
+        Some(Ok(Err(e))) => {
+            fail(&e);
             None
         }
-        Some(
-            Reply::Heartbeat { result, .. }
-            | Reply::ControlledShutdown { result, .. }
-            | Reply::CreatePartitions { result, .. }
-            | Reply::AlterConfigs { result, .. }
-            | Reply::DeleteTopic { result, .. }
-            | Reply::ReassignPartition { result, .. }
-            | Reply::AlterScramCredentials { result }
-            | Reply::AlterClientQuotas { result }
-            | Reply::AlterBrokerConfigs { result }
-            | Reply::CreateAcls { result },
-        ) => {
-            if let Err(e) = result {
-                fail(&e);
-            }
-            None
-        }
-        // Not a broker's request (the operator's own), answered as a count.
-        Some(Reply::AlterReplicationFactor { result, .. }) => {
-            if let Err(e) = result {
-                fail(&e);
-            }
-            None
-        }
-        Some(Reply::UpdateFeature { result, .. }) => match result {
-            Ok(previous) => Some(fw::previous_level_to_pb(previous)),
-            Err(e) => {
-                fail(&e);
+        Some(Err(reply)) => match reply {
+            Reply::CreateTopic { result, .. } => {
+                if let Err(e) = result {
+                    fail(&e);
+                }
                 None
             }
-        },
-        Some(Reply::ElectLeader { result, .. }) => match result {
-            Ok(leader) => Some(reply::Result::Leader(leader)),
-            Err(e) => {
-                fail(&e);
-                None
+            Reply::AlterPartition { result, .. } => match result {
+                Ok(state) => Some(reply::Result::Partition(state_to_pb(&state))),
+                Err(e) => {
+                    fail(&e);
+                    None
+                }
+            },
+            Reply::AlterPartitions(replies) => {
+                Some(reply::Result::AlterPartitions(pb::AlterPartitionResults {
+                    results: replies
+                        .into_iter()
+                        .map(|r| match r {
+                            Reply::AlterPartition { result: Ok(s), .. } => {
+                                pb::AlterPartitionResult {
+                                    error_code: 0,
+                                    error_message: String::new(),
+                                    partition: Some(state_to_pb(&s)),
+                                }
+                            }
+                            Reply::AlterPartition { result: Err(e), .. } => {
+                                pb::AlterPartitionResult {
+                                    error_code: e.kafka_code() as i32,
+                                    error_message: e.to_string(),
+                                    partition: None,
+                                }
+                            }
+                            _ => pb::AlterPartitionResult {
+                                error_code: -1,
+                                error_message: "no answer for this partition".into(),
+                                partition: None,
+                            },
+                        })
+                        .collect(),
+                }))
             }
-        },
-        Some(Reply::DeleteAcls { result }) => match result {
-            Ok(matched) => Some(reply::Result::DeletedAcls(aw::matches_to_pb(&matched))),
-            Err(e) => {
-                fail(&e);
-                None
+            Reply::ElectLeader { result, .. } => match result {
+                Ok(leader) => Some(reply::Result::Leader(leader)),
+                Err(e) => {
+                    fail(&e);
+                    None
+                }
+            },
+            Reply::ElectLeaders(replies) => {
+                Some(reply::Result::ElectLeaders(pb::ElectLeaderResults {
+                    results: replies
+                        .into_iter()
+                        .map(|r| match r {
+                            Reply::ElectLeader { result: Ok(l), .. } => pb::ElectLeaderResult {
+                                error_code: 0,
+                                error_message: String::new(),
+                                leader: l,
+                            },
+                            Reply::ElectLeader { result: Err(e), .. } => pb::ElectLeaderResult {
+                                error_code: e.kafka_code() as i32,
+                                error_message: e.to_string(),
+                                leader: -1,
+                            },
+                            _ => pb::ElectLeaderResult {
+                                error_code: -1,
+                                error_message: "no answer for this partition".into(),
+                                leader: -1,
+                            },
+                        })
+                        .collect(),
+                }))
             }
+            other => unreachable!("{other:?} is a reply of the table"),
         },
     };
     out.result = result;
     out
 }
 
-/// The controller-core reply a wire reply stands for, given the event it answers.
+/// The controller-core reply a wire reply stands for, given the event it
+/// answers: the table's requests by their output types, the others here.
 pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
-    let err = || ControllerError::Remote {
-        code: r.error_code as i16,
-        message: r.error_message.clone(),
-    };
+    if let Some(reply) = rw::table_reply_from_pb(event, &r) {
+        return reply;
+    }
+    let err = || rw::remote_error(&r);
     let unit = || {
         if r.error_code == 0 {
             Ok(())
@@ -545,36 +489,9 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
         }
     };
     match event {
-        Event::BrokerRegistered { broker, .. } => Reply::BrokerRegistered {
-            broker: *broker,
-            result: match (&r.result, r.error_code) {
-                (Some(reply::Result::BrokerEpoch(e)), 0) => Ok(*e),
-                _ => Err(err()),
-            },
-        },
-        Event::BrokerHeartbeat { broker, .. } => Reply::Heartbeat {
-            broker: *broker,
-            result: unit(),
-        },
-        Event::ControlledShutdownRequested { broker, .. } => Reply::ControlledShutdown {
-            broker: *broker,
-            result: unit(),
-        },
         Event::CreateTopic(t) => Reply::CreateTopic {
             topic: t.name.clone(),
             result: unit().map(|_| t.topic_id),
-        },
-        Event::CreatePartitions { topic, .. } => Reply::CreatePartitions {
-            topic: topic.clone(),
-            result: unit(),
-        },
-        Event::TopicConfigChanged { topic, .. } => Reply::AlterConfigs {
-            topic: topic.clone(),
-            result: unit(),
-        },
-        Event::DeleteTopic { topic } => Reply::DeleteTopic {
-            topic: topic.clone(),
-            result: unit(),
         },
         Event::AlterPartitions(items) => {
             let results = match (&r.result, r.error_code) {
@@ -614,23 +531,6 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
                 _ => Err(err()),
             },
         },
-        Event::AllocateProducerIds { broker, .. } => Reply::AllocateProducerIds {
-            broker: *broker,
-            result: match (&r.result, r.error_code) {
-                (Some(reply::Result::ProducerIds(b)), 0) => Ok(ProducerIdBlock {
-                    first_producer_id: b.first_producer_id,
-                    size: b.size,
-                }),
-                _ => Err(err()),
-            },
-        },
-        Event::ReassignPartition {
-            topic, partition, ..
-        } => Reply::ReassignPartition {
-            topic: topic.clone(),
-            partition: *partition,
-            result: unit(),
-        },
         Event::ElectLeaders { partitions, .. } => {
             let results = match (&r.result, r.error_code) {
                 (Some(reply::Result::ElectLeaders(res)), 0) => res.results.clone(),
@@ -659,17 +559,6 @@ pub fn reply_from_pb(event: &Event, r: pb::Reply) -> Reply {
                     .collect(),
             )
         }
-        Event::AlterScramCredentials { .. } => Reply::AlterScramCredentials { result: unit() },
-        Event::AlterClientQuotas { .. } => Reply::AlterClientQuotas { result: unit() },
-        Event::AlterBrokerConfigs { .. } => Reply::AlterBrokerConfigs { result: unit() },
-        Event::CreateAcls { .. } => Reply::CreateAcls { result: unit() },
-        Event::UpdateFeature { feature, .. } => fw::update_reply_from_pb(feature, &r),
-        Event::DeleteAcls { .. } => Reply::DeleteAcls {
-            result: match (r.result.clone(), r.error_code) {
-                (Some(reply::Result::DeletedAcls(m)), 0) => Ok(aw::matches_from_pb(m)),
-                _ => Err(err()),
-            },
-        },
         // Not sent by brokers (see `event_to_pb`).
         _ => Reply::Heartbeat {
             broker: -1,

@@ -17,7 +17,8 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::ResourceExt;
-use skein_controller::{Event, Reply};
+use skein_controller::requests as req;
+use skein_controller::Call;
 use skein_crds::KafkaCluster;
 use tracing::{info, warn};
 
@@ -49,18 +50,12 @@ fn reassigning(rt: &ClusterController) -> usize {
 pub(super) fn reassign(rt: &ClusterController, moves: &Assignment) -> usize {
     let mut started = 0;
     for ((topic, partition), target) in moves {
-        let r = rt.controller.request(
-            Event::ReassignPartition {
-                topic: topic.clone(),
-                partition: *partition as u32,
-                target: Some(target.clone()),
-                throttled: true,
-            },
-            |r| match r {
-                Reply::ReassignPartition { result, .. } => Some(result),
-                _ => None,
-            },
-        );
+        let r = rt.controller.call(req::ReassignPartition {
+            topic: topic.clone(),
+            partition: *partition as u32,
+            target: Some(target.clone()),
+            throttled: true,
+        });
         match r {
             Ok(()) => started += 1,
             Err(e) => warn!(topic, partition, error = %e, "reassignment refused"),

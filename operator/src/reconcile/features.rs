@@ -6,7 +6,8 @@
 //! rolled.
 
 use skein_controller::features::SKEIN_VERSION;
-use skein_controller::{ControlPlaneError, Event, Reply};
+use skein_controller::requests as req;
+use skein_controller::{Call, ControlPlaneError};
 use skein_crds::KafkaCluster;
 use tracing::{info, warn};
 
@@ -60,17 +61,11 @@ pub fn feature_step(
         });
         return step;
     }
-    let result = rt.controller.request(
-        Event::UpdateFeature {
-            feature: SKEIN_VERSION.into(),
-            level: want,
-            validate_only: false,
-        },
-        |r| match r {
-            Reply::UpdateFeature { result, .. } => Some(result),
-            _ => None,
-        },
-    );
+    let result = rt.controller.call(req::UpdateFeature {
+        feature: SKEIN_VERSION.into(),
+        level: want,
+        validate_only: false,
+    });
     match result {
         Ok(from) => {
             info!(cluster = %kc.metadata.name.as_deref().unwrap_or(""), from, to = want, "{SKEIN_VERSION} finalized");

@@ -30,7 +30,8 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use skein_controller::{ControlPlaneError, Event, Reply};
+use skein_controller::requests as req;
+use skein_controller::{Call, ControlPlaneError};
 use skein_crds::condition::condition;
 use skein_crds::{
     AuthenticationType, ConditionStatus as S, ConditionType as T, KafkaCluster, KafkaUser,
@@ -275,45 +276,24 @@ fn user_secret(
 fn execute(rt: &ClusterController, plan: &Plan) -> std::result::Result<(), ControlPlaneError> {
     let c = &rt.controller;
     if !plan.upsert.is_empty() || !plan.delete_credentials.is_empty() {
-        c.request(
-            Event::AlterScramCredentials {
-                upsertions: plan.upsert.clone(),
-                deletions: plan.delete_credentials.clone(),
-            },
-            |r| match r {
-                Reply::AlterScramCredentials { result } => Some(result),
-                _ => None,
-            },
-        )?;
+        c.call(req::AlterScramCredentials {
+            upsertions: plan.upsert.clone(),
+            deletions: plan.delete_credentials.clone(),
+        })?;
     }
     if !plan.create_acls.is_empty() {
-        c.request(
-            Event::CreateAcls {
-                bindings: plan.create_acls.clone(),
-            },
-            |r| match r {
-                Reply::CreateAcls { result } => Some(result),
-                _ => None,
-            },
-        )?;
+        c.call(req::CreateAcls {
+            bindings: plan.create_acls.clone(),
+        })?;
     }
     if !plan.quotas.is_empty() {
-        c.request(
-            Event::AlterClientQuotas {
-                changes: plan.quotas.clone(),
-            },
-            |r| match r {
-                Reply::AlterClientQuotas { result } => Some(result),
-                _ => None,
-            },
-        )?;
+        c.call(req::AlterClientQuotas {
+            changes: plan.quotas.clone(),
+        })?;
     }
     if !plan.delete_acls.is_empty() {
         let filters = plan.delete_acls.iter().map(users::exact_filter).collect();
-        c.request(Event::DeleteAcls { filters }, |r| match r {
-            Reply::DeleteAcls { result } => Some(result.map(|_| ())),
-            _ => None,
-        })?;
+        c.call(req::DeleteAcls { filters })?;
     }
     Ok(())
 }

@@ -7,7 +7,8 @@
 //! `spec.config` is the brokers' static setting and is left to it.
 
 use skein_controller::broker_configs::{BrokerConfigChange, CLUSTER_DEFAULT};
-use skein_controller::{Event, Reply};
+use skein_controller::requests as req;
+use skein_controller::Call;
 use skein_crds::KafkaCluster;
 use tracing::{info, warn};
 
@@ -46,12 +47,7 @@ pub fn ensure(rt: &ClusterController, kc: &KafkaCluster) {
     if changes.is_empty() {
         return;
     }
-    let r = rt
-        .controller
-        .request(Event::AlterBrokerConfigs { changes }, |r| match r {
-            Reply::AlterBrokerConfigs { result } => Some(result),
-            _ => None,
-        });
+    let r = rt.controller.call(req::AlterBrokerConfigs { changes });
     match r {
         Ok(()) => info!(
             bytes_per_second = kc.spec.reassignment_throttle_bytes_per_second,
