@@ -17,6 +17,7 @@ mod index_file;
 mod leader_epoch;
 mod list_offsets;
 mod log;
+mod log_append;
 mod log_epochs;
 mod log_txn;
 mod log_validator;

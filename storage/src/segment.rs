@@ -1,12 +1,16 @@
 //! Kafka's `LogSegment`: one `.log` file of record batches plus its sparse
 //! `.index` and `.timeindex`, all named by the segment's 20-digit base offset.
 //!
-//! Size (over 700 lines): the segment and its three files stay in one file
-//! because every append, roll, truncation and recovery must change all three
-//! in step; the indexes' own formats are in `offset_index.rs`,
+//! Every append, roll, truncation and recovery changes the three files in
+//! step. Creating, opening and recovering a segment are in
+//! `segment/open.rs`, the walk over the batches of a `.log` in
+//! `segment/scan.rs`; the indexes' own formats are in `offset_index.rs`,
 //! `time_index.rs` and `index_file.rs`.
 
-use std::fs::{self, File, OpenOptions};
+mod open;
+mod scan;
+
+use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -14,15 +18,16 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::batch::{self, BatchHeader, HEADER_SIZE};
+use crate::batch::{self, BatchHeader};
 use crate::error::StorageError;
 use crate::file_slice::{self, Records};
-use crate::index_file::LoadStatus;
-use crate::offset_index::{OffsetEntry, OffsetIndex};
-use crate::open_files::{CachedFile, Reopen};
+use crate::offset_index::OffsetIndex;
+use crate::open_files::CachedFile;
 use crate::read_pool::PooledBuf;
-use crate::time_index::{TimeEntry, TimeIndex};
+use crate::time_index::TimeIndex;
 use crate::txn_index::{AbortedTxn, TxnIndex, TXN_INDEX_SUFFIX};
+
+pub(crate) use scan::{scan_batches, ScanEnd};
 
 /// File extension of the record data.
 pub(crate) const LOG_SUFFIX: &str = "log";
@@ -33,118 +38,9 @@ pub(crate) const INDEX_SUFFIX: &str = "index";
 /// File extension of the time index.
 pub(crate) const TIME_INDEX_SUFFIX: &str = "timeindex";
 
-/// Reads for full scans (recovery, compaction) in chunks this large.
-const SCAN_CHUNK: usize = 1 << 20;
-/// Reads for header-only scans (lookups) in chunks this large.
-const LOOKUP_CHUNK: usize = 16 << 10;
-
 /// `00000000000000000042.log` and friends; `extra` appends e.g. `.cleaned`.
 pub(crate) fn file_path(dir: &Path, base_offset: i64, suffix: &str, extra: &str) -> PathBuf {
     dir.join(format!("{base_offset:020}.{suffix}{extra}"))
-}
-
-/// How a scan of the `.log` ended.
-#[derive(Debug)]
-pub(crate) enum ScanEnd {
-    /// Every byte up to the end belonged to a valid batch.
-    Complete,
-    /// The batch at `position` is torn, corrupt or out of order.
-    Invalid { position: u64, reason: String },
-}
-
-/// Buffered positional reads over a segment file.
-struct ChunkReader<'a> {
-    file: &'a File,
-    end: u64,
-    chunk: usize,
-    buf: Vec<u8>,
-    buf_start: u64,
-}
-
-impl<'a> ChunkReader<'a> {
-    fn new(file: &'a File, end: u64, chunk: usize) -> Self {
-        ChunkReader {
-            file,
-            end,
-            chunk,
-            buf: Vec::new(),
-            buf_start: 0,
-        }
-    }
-
-    /// Bytes `[pos, pos + len)`; the caller guarantees they lie before `end`.
-    fn get(&mut self, pos: u64, len: usize) -> io::Result<&[u8]> {
-        let covered =
-            pos >= self.buf_start && pos + len as u64 <= self.buf_start + self.buf.len() as u64;
-        if !covered {
-            let want = len.max(self.chunk).min((self.end - pos) as usize);
-            self.buf.resize(want, 0);
-            self.file.read_exact_at(&mut self.buf, pos)?;
-            self.buf_start = pos;
-        }
-        let from = (pos - self.buf_start) as usize;
-        Ok(&self.buf[from..from + len])
-    }
-}
-
-/// Walks batches in `file` from `start` to `end`. With `validate`, reads each
-/// whole batch and checks its CRC; batches must also start at or after
-/// `min_offset` and increase. `visit` sees each valid batch's position and header.
-pub(crate) fn scan_batches(
-    file: &File,
-    start: u64,
-    end: u64,
-    validate: bool,
-    min_offset: i64,
-    mut visit: impl FnMut(u64, &BatchHeader, Option<&[u8]>) -> io::Result<bool>,
-) -> io::Result<ScanEnd> {
-    let chunk = if validate { SCAN_CHUNK } else { LOOKUP_CHUNK };
-    let mut reader = ChunkReader::new(file, end, chunk);
-    let mut pos = start;
-    let mut expected = min_offset;
-    while pos < end {
-        let invalid = |reason: String| {
-            Ok(ScanEnd::Invalid {
-                position: pos,
-                reason,
-            })
-        };
-        if end - pos < HEADER_SIZE as u64 {
-            return invalid(format!("torn header: {} bytes left", end - pos));
-        }
-        let header = match BatchHeader::parse(reader.get(pos, HEADER_SIZE)?) {
-            Ok(h) => h,
-            Err(e) => return invalid(e.to_string()),
-        };
-        let size = header.total_size() as u64;
-        if pos + size > end {
-            return invalid(format!(
-                "torn batch: needs {size} bytes, {} left",
-                end - pos
-            ));
-        }
-        let body = if validate {
-            let bytes = reader.get(pos, size as usize)?;
-            if let Err(e) = batch::validate_crc(bytes) {
-                return invalid(e.to_string());
-            }
-            if header.base_offset < expected {
-                return invalid(format!(
-                    "offset {} goes backwards (expected at least {expected})",
-                    header.base_offset
-                ));
-            }
-            Some(bytes)
-        } else {
-            None
-        };
-        expected = header.next_offset();
-        if !visit(pos, &header, body)? {
-            break;
-        }
-        pos += size;
-    }
-    Ok(ScanEnd::Complete)
 }
 
 /// Where each leader epoch first appears in a segment's batches:
@@ -176,295 +72,6 @@ pub(crate) struct LogSegment {
 }
 
 impl LogSegment {
-    /// Creates an empty segment; `extra` is `""` for a live segment or e.g.
-    /// `.cleaned` for compaction output.
-    pub(crate) fn create(dir: &Path, base_offset: i64, extra: &str) -> io::Result<Self> {
-        let log_path = file_path(dir, base_offset, LOG_SUFFIX, extra);
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&log_path)?;
-        let log = CachedFile::opened(log_path, Reopen::ReadWrite, log);
-        let mut offset_index = OffsetIndex::empty(
-            file_path(dir, base_offset, INDEX_SUFFIX, extra),
-            base_offset,
-        );
-        let mut time_index = TimeIndex::empty(
-            file_path(dir, base_offset, TIME_INDEX_SUFFIX, extra),
-            base_offset,
-        );
-        offset_index.rewrite(Vec::new())?;
-        time_index.rewrite(Vec::new())?;
-        let mut txn_index = TxnIndex::empty(file_path(dir, base_offset, TXN_INDEX_SUFFIX, extra));
-        txn_index.rewrite(Vec::new())?;
-        Ok(LogSegment {
-            base_offset,
-            log,
-            size: 0,
-            offset_index,
-            time_index,
-            txn_index,
-            bytes_since_last_index_entry: 0,
-            max_timestamp: -1,
-            offset_of_max_timestamp: -1,
-            next_offset: base_offset,
-            rolling_base_ms: None,
-            dirty: true,
-        })
-    }
-
-    /// Opens an existing segment. With `recover`, or whenever the indexes or
-    /// the tail look wrong, the whole `.log` is validated batch by batch
-    /// (batches must start at `min_offset` or later), truncated at the first
-    /// bad batch, and both indexes rebuilt. Returns the segment and the number
-    /// of bytes truncated.
-    pub(crate) fn open(
-        dir: &Path,
-        base_offset: i64,
-        recover: bool,
-        min_offset: i64,
-        index_interval: u64,
-        now_ms: i64,
-    ) -> Result<(Self, u64, EpochStarts), StorageError> {
-        let log_path = file_path(dir, base_offset, LOG_SUFFIX, "");
-        // Not opened yet: a segment nobody reads or writes holds no descriptor.
-        let size = fs::metadata(&log_path)?.len();
-        let log = CachedFile::closed(log_path, Reopen::ReadWrite);
-        let (offset_index, offset_status) = OffsetIndex::load(
-            file_path(dir, base_offset, INDEX_SUFFIX, ""),
-            base_offset,
-            size,
-        )?;
-        let (time_index, time_status) = TimeIndex::load(
-            file_path(dir, base_offset, TIME_INDEX_SUFFIX, ""),
-            base_offset,
-        )?;
-        let txn_index = TxnIndex::load(file_path(dir, base_offset, TXN_INDEX_SUFFIX, ""))?;
-        let mut segment = LogSegment {
-            base_offset,
-            log,
-            size,
-            offset_index,
-            time_index,
-            txn_index,
-            bytes_since_last_index_entry: 0,
-            max_timestamp: -1,
-            offset_of_max_timestamp: -1,
-            next_offset: base_offset,
-            rolling_base_ms: None,
-            dirty: false,
-        };
-        let indexes_ok = [&offset_status, &time_status].iter().all(|s| match s {
-            LoadStatus::Loaded => true,
-            LoadStatus::Missing => size == 0,
-            LoadStatus::Malformed(_) => false,
-        });
-        let mut needs_recovery = recover || !indexes_ok;
-        if !indexes_ok && !recover {
-            tracing::warn!(
-                segment = %segment.log.path().display(),
-                ?offset_status,
-                ?time_status,
-                "index unusable, rebuilding from the log"
-            );
-        }
-        if !needs_recovery {
-            // Trust the flushed data but still find the end: scan headers
-            // after the last index entry, as Kafka's `readNextOffset` does.
-            match segment.load_tail_state()? {
-                ScanEnd::Complete => {
-                    let time_ok = segment
-                        .time_index
-                        .last_entry()
-                        .is_none_or(|(_, o)| o < segment.next_offset);
-                    if !time_ok {
-                        tracing::warn!(segment = %segment.log.path().display(), "time index points past the log, rebuilding");
-                        needs_recovery = true;
-                    }
-                }
-                ScanEnd::Invalid { position, reason } => {
-                    tracing::warn!(segment = %segment.log.path().display(), position, %reason, "corrupt tail in a trusted segment, recovering");
-                    needs_recovery = true;
-                }
-            }
-        }
-        let (truncated, epochs) = if needs_recovery {
-            segment.recover(min_offset, index_interval)?
-        } else {
-            (0, Vec::new())
-        };
-        if segment.size > 0 {
-            // Kafka's `rollingBasedTimestamp`: the first batch's timestamp.
-            let mut head = [0u8; HEADER_SIZE];
-            let first_ts = segment
-                .log
-                .get()?
-                .read_exact_at(&mut head, 0)
-                .ok()
-                .and_then(|_| BatchHeader::parse(&head).ok())
-                .map_or(-1, |h| h.max_timestamp);
-            segment.rolling_base_ms = Some(if first_ts >= 0 { first_ts } else { now_ms });
-        }
-        Ok((segment, truncated, epochs))
-    }
-
-    /// Recomputes the end offset and max timestamp from the time index's last
-    /// entry plus a header scan after the offset index's last entry.
-    fn load_tail_state(&mut self) -> io::Result<ScanEnd> {
-        let (mut max_ts, mut max_off) = self.time_index.last_entry().unwrap_or((-1, -1));
-        let mut next = self.base_offset;
-        let last_entry = self.offset_index.last_entry();
-        let start = last_entry.map_or(0, |(_, pos)| pos as u64);
-        let mut entry_mismatch = None;
-        let end = scan_batches(
-            &*self.log.get()?,
-            start,
-            self.size,
-            false,
-            i64::MIN,
-            |pos, h, _| {
-                // The last index entry must point at the batch it names; checking
-                // it catches an index that is well-formed but wrong.
-                if let Some((offset, entry_pos)) = last_entry {
-                    if pos == entry_pos as u64 && h.last_offset() != offset {
-                        entry_mismatch = Some(format!(
-                            "index entry for offset {offset} points at batch ending at {}",
-                            h.last_offset()
-                        ));
-                        return Ok(false);
-                    }
-                }
-                if h.max_timestamp > max_ts {
-                    max_ts = h.max_timestamp;
-                    max_off = h.last_offset();
-                }
-                next = h.next_offset();
-                Ok(true)
-            },
-        )?;
-        if let Some(reason) = entry_mismatch {
-            return Ok(ScanEnd::Invalid {
-                position: start,
-                reason,
-            });
-        }
-        if let ScanEnd::Complete = end {
-            // Without an index entry we scanned the whole segment; else `next`
-            // came from the tail, which is all that can follow the entry.
-            self.next_offset = next.max(self.base_offset);
-            self.max_timestamp = max_ts;
-            self.offset_of_max_timestamp = max_off;
-            self.bytes_since_last_index_entry = 0;
-        }
-        Ok(end)
-    }
-
-    /// Validates every batch, truncates at the first bad one and rebuilds the
-    /// indexes. Returns the number of bytes cut off, and where each leader
-    /// epoch first appears in the valid batches (epochs ascending), so the
-    /// leader epoch cache can be rebuilt for data it was not flushed with.
-    pub(crate) fn recover(
-        &mut self,
-        min_offset: i64,
-        index_interval: u64,
-    ) -> Result<(u64, EpochStarts), StorageError> {
-        let base = self.base_offset;
-        if self.size == 0
-            && self.offset_index.last_entry().is_none()
-            && self.time_index.last_entry().is_none()
-        {
-            // Nothing written, nothing indexed: nothing to rebuild or make
-            // durable. A broker back from a crash opens tens of thousands
-            // of such partitions; each would cost four fsyncs.
-            self.max_timestamp = -1;
-            self.offset_of_max_timestamp = -1;
-            self.next_offset = base;
-            self.bytes_since_last_index_entry = 0;
-            return Ok((0, Vec::new()));
-        }
-        let mut epochs: Vec<(i32, i64)> = Vec::new();
-        let mut offset_entries = Vec::new();
-        let mut time_entries: Vec<TimeEntry> = Vec::new();
-        let mut since_last = 0u64;
-        let mut max_ts = -1i64;
-        let mut max_off = -1i64;
-        let mut next = base;
-        let mut valid_end = 0u64;
-        let mut overflow = None;
-        let end = scan_batches(
-            &*self.log.get()?,
-            0,
-            self.size,
-            true,
-            min_offset.max(base),
-            |pos, h, _| {
-                if h.last_offset() - base > u32::MAX as i64 || pos > u32::MAX as u64 {
-                    overflow = Some(pos);
-                    return Ok(false);
-                }
-                if h.max_timestamp > max_ts {
-                    max_ts = h.max_timestamp;
-                    max_off = h.last_offset();
-                }
-                if since_last > index_interval {
-                    offset_entries.push(OffsetEntry {
-                        relative_offset: (h.last_offset() - base) as u32,
-                        position: pos as u32,
-                    });
-                    if time_entries.last().is_none_or(|t| max_ts > t.timestamp) {
-                        time_entries.push(TimeEntry {
-                            timestamp: max_ts,
-                            relative_offset: (max_off - base) as u32,
-                        });
-                    }
-                    since_last = 0;
-                }
-                since_last += h.total_size() as u64;
-                next = h.next_offset();
-                valid_end = pos + h.total_size() as u64;
-                if h.partition_leader_epoch >= 0
-                    && epochs
-                        .last()
-                        .is_none_or(|(e, _)| h.partition_leader_epoch > *e)
-                {
-                    epochs.push((h.partition_leader_epoch, h.base_offset));
-                }
-                Ok(true)
-            },
-        )?;
-        match (&end, overflow) {
-            (ScanEnd::Invalid { position, reason }, _) => {
-                tracing::warn!(segment = %self.log.path().display(), position, %reason, "truncating corrupt or torn batch");
-            }
-            (ScanEnd::Complete, Some(position)) => {
-                tracing::warn!(segment = %self.log.path().display(), position, "offset out of segment range, truncating");
-            }
-            _ => {}
-        }
-        // Kafka's segment keeps the max timestamp entry as its last time index entry.
-        if max_ts >= 0 && time_entries.last().is_none_or(|t| max_ts > t.timestamp) {
-            time_entries.push(TimeEntry {
-                timestamp: max_ts,
-                relative_offset: (max_off - base) as u32,
-            });
-        }
-        let truncated = self.size - valid_end;
-        if truncated > 0 {
-            self.log.get()?.set_len(valid_end)?;
-            self.size = valid_end;
-        }
-        self.offset_index.rewrite(offset_entries)?;
-        self.time_index.rewrite(time_entries)?;
-        self.max_timestamp = max_ts;
-        self.offset_of_max_timestamp = max_off;
-        self.next_offset = next;
-        self.bytes_since_last_index_entry = since_last;
-        self.dirty = true;
-        Ok((truncated, epochs))
-    }
-
     pub(crate) fn base_offset(&self) -> i64 {
         self.base_offset
     }

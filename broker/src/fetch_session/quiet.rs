@@ -18,9 +18,10 @@
 //! and its reported offsets (unchanged) need no work; the follower's
 //! progress does: each round stores its time in the session's *pulse*, and
 //! a partition left quiet keeps a link to it, so its follower counts as
-//! having fetched, and as caught up, at every round since (`partition.rs`,
-//! `FollowerProgress`). That holds because any change of the partition wakes
-//! the session, which reads it again before its next pulse.
+//! having fetched, and as caught up, at every round since
+//! (`partition/follower_progress.rs`, `FollowerProgress`). That holds
+//! because any change of the partition wakes the session, which reads it
+//! again before its next pulse.
 //!
 //! A round may skip partitions only under the terms its reads were made
 //! with (the follower's id and broker epoch, its ISR eligibility); when

@@ -1,6 +1,7 @@
 //! Unit tests of the classic group state machine, with a fixed clock.
 
 use super::*;
+use crate::group::GroupConfig;
 
 fn cfg() -> GroupConfig {
     GroupConfig {

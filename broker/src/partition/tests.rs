@@ -1,4 +1,8 @@
-//! Unit tests of `Partition` (in a file of their own: partition.rs is long).
+//! Unit tests of `Partition`.
+
+use std::sync::Arc;
+
+use skein_storage::AppendOrigin;
 
 use super::*;
 
