@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use tracing::warn;
 
-use crate::broker::Broker;
+use crate::coordinator_runtime::CoordinatorContext;
 use crate::error::ApiError;
 use crate::metadata::TopicView;
 
@@ -52,12 +52,12 @@ pub struct InternalTopic<'a> {
 
 /// The topic, created first if missing. Errors are the retriable
 /// `COORDINATOR_NOT_AVAILABLE` a coordinator lookup answers.
-pub fn ensure(broker: &Broker, t: &InternalTopic<'_>) -> Result<Arc<TopicView>, ApiError> {
-    if let Some(topic) = broker.metadata.topic(t.name) {
+pub fn ensure(ctx: &CoordinatorContext, t: &InternalTopic<'_>) -> Result<Arc<TopicView>, ApiError> {
+    if let Some(topic) = ctx.metadata.topic(t.name) {
         return Ok(topic);
     }
     let unavailable = |msg: String| ApiError::new(ResponseError::CoordinatorNotAvailable, msg);
-    let live = broker.metadata.image().live_brokers().count();
+    let live = ctx.metadata.image().live_brokers().count();
     let rf = match t.replication_factor {
         Some(rf) if (rf as usize) > live => {
             return Err(unavailable(format!(
@@ -78,9 +78,9 @@ pub fn ensure(broker: &Broker, t: &InternalTopic<'_>) -> Result<Arc<TopicView>, 
             min_isr.clamp(1, rf).to_string(),
         );
     }
-    match broker.create_topic(t.name, t.partitions, rf, configs) {
+    match ctx.create_topic(t.name, t.partitions, rf, configs) {
         Ok(topic) => Ok(topic),
-        Err(e) if e.code == ResponseError::TopicAlreadyExists => broker
+        Err(e) if e.code == ResponseError::TopicAlreadyExists => ctx
             .metadata
             .topic(t.name)
             .ok_or_else(|| unavailable(format!("{} vanished", t.name))),
@@ -93,10 +93,14 @@ pub fn ensure(broker: &Broker, t: &InternalTopic<'_>) -> Result<Arc<TopicView>, 
 
 /// The live leader of the partition of `key` (a group or a transactional
 /// id, hashed as Kafka does): the coordinator FindCoordinator names.
-pub fn coordinator(broker: &Broker, topic: &TopicView, key: &str) -> Result<i32, ApiError> {
+pub fn coordinator(
+    ctx: &CoordinatorContext,
+    topic: &TopicView,
+    key: &str,
+) -> Result<i32, ApiError> {
     let p = crate::group::partition_for(key, topic.partitions.len() as i32);
     let leader = topic.partitions[p as usize].leader;
-    match broker.metadata.image().brokers.get(&leader) {
+    match ctx.metadata.image().brokers.get(&leader) {
         Some(b) if b.alive => Ok(leader),
         _ => Err(ApiError::new(
             ResponseError::CoordinatorNotAvailable,
