@@ -163,13 +163,13 @@ impl GroupCoordinator {
     /// The broker that coordinates `group`: the leader of its partition of
     /// `__consumer_offsets` (created when missing).
     pub fn coordinator_of(&self, group: &str) -> Result<i32, ApiError> {
-        crate::internal_topics::coordinator(&self.ctx, &*self.offsets_topic()?, group)
+        runtime::internal_topic::coordinator(&self.ctx, &*self.offsets_topic()?, group)
     }
 
     pub(crate) fn offsets_topic(&self) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
-        let topic = crate::internal_topics::ensure(
+        let topic = runtime::internal_topic::ensure(
             &self.ctx,
-            &crate::internal_topics::InternalTopic {
+            &runtime::InternalTopic {
                 name: CONSUMER_OFFSETS,
                 partitions: self.cfg.offsets_partitions,
                 replication_factor: self.cfg.offsets_replication_factor,
@@ -200,7 +200,7 @@ impl GroupCoordinator {
             return Ok(None);
         }
         let p = self.led_partition(group)?;
-        let batch = log_format::encode_batch(records, now_ms());
+        let batch = runtime::encode_batch(records, now_ms());
         let appended = runtime::write(
             &self.ctx,
             CONSUMER_OFFSETS,

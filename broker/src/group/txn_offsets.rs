@@ -141,7 +141,7 @@ impl GroupCoordinator {
         producer: (i64, i16),
     ) -> Result<Pending, ApiError> {
         let p = self.led_partition(group)?;
-        let batch = log_format::encode_txn_batch(records, crate::system::now_ms(), producer);
+        let batch = runtime::encode_txn_batch(records, crate::system::now_ms(), producer);
         runtime::write(
             &self.ctx,
             CONSUMER_OFFSETS,

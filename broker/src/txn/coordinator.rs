@@ -157,9 +157,9 @@ impl TxnCoordinator {
     }
 
     pub(crate) fn state_topic(&self) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
-        crate::internal_topics::ensure(
+        runtime::internal_topic::ensure(
             &self.ctx,
-            &crate::internal_topics::InternalTopic {
+            &runtime::InternalTopic {
                 name: TRANSACTION_STATE,
                 partitions: self.cfg.state_partitions,
                 replication_factor: self.cfg.state_replication_factor,
@@ -171,7 +171,7 @@ impl TxnCoordinator {
 
     /// The broker coordinating `transactional_id` (FindCoordinator key type 1).
     pub fn coordinator_of(&self, transactional_id: &str) -> Result<i32, ApiError> {
-        crate::internal_topics::coordinator(&self.ctx, &*self.state_topic()?, transactional_id)
+        runtime::internal_topic::coordinator(&self.ctx, &*self.state_topic()?, transactional_id)
     }
 
     /// The partition of `transactional_id` when this broker leads it (and
@@ -214,7 +214,7 @@ impl TxnCoordinator {
             };
             target.coordinator_epoch = coordinator_epoch;
             target.pending = false;
-            let batch = crate::group::log_format::encode_batch(
+            let batch = runtime::encode_batch(
                 &[(
                     log_format::key(tid),
                     Some(log_format::value(&target.stored())),

@@ -115,8 +115,7 @@ impl TxnCoordinator {
         if !st.loaded_epochs.is_loaded(p, epoch) || st.txns.get(tid).is_none_or(|m| m.pending) {
             return;
         }
-        let batch =
-            crate::group::log_format::encode_batch(&[(log_format::key(tid), None)], now_ms());
+        let batch = runtime::encode_batch(&[(log_format::key(tid), None)], now_ms());
         // The tombstone is not waited for: should it not reach the ISR, a
         // new leader still knows the id and expires it in turn.
         let appended = runtime::write(
