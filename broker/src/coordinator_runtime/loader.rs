@@ -71,3 +71,79 @@ pub fn replay(part: &Partition, end: i64, mut visit: impl FnMut(Replayed<'_>)) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator_runtime::{encode_batch, encode_txn_batch};
+    use skein_storage::AppendOrigin;
+
+    /// What a replay handed over, in order: `(key, is a tombstone,
+    /// transactional)` for records, the producer and result for markers.
+    #[derive(Debug, PartialEq)]
+    enum Seen {
+        Record(&'static str, bool, bool),
+        Marker(i64, bool),
+    }
+
+    fn seen(part: &Partition, end: i64) -> Vec<Seen> {
+        let mut out = Vec::new();
+        replay(part, end, |item| match item {
+            Replayed::Record { header, key, value } => {
+                let key = match &key[..] {
+                    b"a" => "a",
+                    b"b" => "b",
+                    b"c" => "c",
+                    b"d" => "d",
+                    _ => "?",
+                };
+                out.push(Seen::Record(
+                    key,
+                    value.is_none(),
+                    header.is_transactional(),
+                ))
+            }
+            Replayed::Marker { header, marker } => {
+                out.push(Seen::Marker(header.producer_id, marker.commit))
+            }
+        });
+        out
+    }
+
+    #[test]
+    fn replays_records_and_markers_in_log_order_up_to_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = skein_storage::Log::open(
+            dir.path().join("c-0"),
+            skein_storage::LogConfig::default(),
+            0,
+        )
+        .unwrap();
+        let part = Partition::new("c", 0, uuid::Uuid::nil(), 1, log);
+        part.make_leader(1, 1, vec![1], vec![1], 0).unwrap();
+        let k = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let append = |mut batch: Vec<u8>| {
+            part.append_as_leader(&mut batch, false, 10, AppendOrigin::Coordinator)
+                .unwrap()
+        };
+        append(encode_batch(&[(k("a"), Some(k("1"))), (k("b"), None)], 10).to_vec());
+        append(encode_txn_batch(&[(k("c"), Some(k("2")))], 10, (5, 0)).to_vec());
+        let marker = ControlMarker {
+            commit: true,
+            coordinator_epoch: 0,
+        };
+        append(skein_storage::control_batch(5, 0, marker, 10));
+        append(encode_batch(&[(k("d"), Some(k("3")))], 10).to_vec());
+
+        let all = vec![
+            Seen::Record("a", false, false),
+            Seen::Record("b", true, false),
+            Seen::Record("c", false, true),
+            Seen::Marker(5, true),
+            Seen::Record("d", false, false),
+        ];
+        assert_eq!(seen(&part, part.log_end_offset()), all);
+        // Offsets 0-1, 2, the marker at 3: a replay up to 3 stops before it.
+        assert_eq!(seen(&part, 3), all[..3]);
+    }
+}
