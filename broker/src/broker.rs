@@ -32,9 +32,9 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     pub metrics: Arc<Metrics>,
     /// The consumer-group coordinator.
-    pub groups: crate::group::GroupCoordinator,
+    pub groups: Arc<crate::group::GroupCoordinator>,
     /// The transaction coordinator.
-    pub txns: crate::txn::TxnCoordinator,
+    pub txns: Arc<crate::txn::TxnCoordinator>,
     /// Client quota usage (produce and fetch byte rates).
     pub quotas: crate::quotas::QuotaManager,
     /// Open connections per address, `max.connections`, connection rates.
@@ -50,7 +50,8 @@ pub struct Broker {
     /// mode) rather than sharing one with other brokers.
     pub(crate) combined: bool,
     /// Background tasks, stopped with the broker.
-    pub(crate) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// (shared with the coordinators' context, whose tasks join them).
+    pub(crate) tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
     /// Set when the broker stops; open connections close on it.
     pub(crate) stopped: watch::Sender<bool>,
     /// The `directory.id` of its log directory (meta.properties), sent with
@@ -205,8 +206,6 @@ impl Broker {
             isr_tx,
         ));
         let _ = metrics.data_dir.set(config.data_dir.clone());
-        let groups = crate::group::GroupCoordinator::new(config.groups.clone(), &metrics.registry);
-        let txns = crate::txn::TxnCoordinator::new(config.txns.clone(), &metrics.registry);
         let quotas = crate::quotas::QuotaManager::new(&metrics.registry);
         let connection_quotas =
             crate::connection_quotas::ConnectionQuotas::new(config.connection_limits.clone());
@@ -216,25 +215,48 @@ impl Broker {
             config.fetch_session_cache_slots,
             &metrics.registry,
         );
-        let broker = Arc::new(Self {
-            metadata,
-            dynamic: crate::dynamic_config::DynamicConfig::new(&config),
-            replication_quotas,
-            config,
-            replicas,
-            metrics,
-            groups,
-            txns,
-            quotas,
-            connection_quotas,
-            request_memory,
-            warn_throttle: crate::warn_throttle::WarnThrottle::new(Duration::from_secs(10)),
-            fetch_sessions,
-            combined,
-            tasks: Mutex::new(Vec::new()),
-            stopped: watch::channel(false).0,
-            directory_id: meta.directory_id,
-            shut_down_controlled: std::sync::atomic::AtomicBool::new(false),
+        let tasks = Arc::new(Mutex::new(Vec::new()));
+        let broker = Arc::new_cyclic(|me: &Weak<Broker>| {
+            let ctx = Arc::new(crate::coordinator_runtime::CoordinatorContext::new(
+                replicas.clone(),
+                metadata.clone(),
+                config.node_id,
+                config.replica_lag_time_max_ms,
+                config.inter_broker_security.clone(),
+                me.clone(),
+                tasks.clone(),
+            ));
+            let groups = Arc::new(crate::group::GroupCoordinator::new(
+                config.groups.clone(),
+                &metrics.registry,
+                ctx.clone(),
+            ));
+            let txns = crate::txn::TxnCoordinator::new(
+                config.txns.clone(),
+                &metrics.registry,
+                ctx,
+                groups.clone(),
+            );
+            Self {
+                metadata,
+                dynamic: crate::dynamic_config::DynamicConfig::new(&config),
+                replication_quotas,
+                config,
+                replicas,
+                metrics,
+                groups,
+                txns,
+                quotas,
+                connection_quotas,
+                request_memory,
+                warn_throttle: crate::warn_throttle::WarnThrottle::new(Duration::from_secs(10)),
+                fetch_sessions,
+                combined,
+                tasks,
+                stopped: watch::channel(false).0,
+                directory_id: meta.directory_id,
+                shut_down_controlled: std::sync::atomic::AtomicBool::new(false),
+            }
         });
         controller.attach(
             broker.config.node_id,

@@ -10,7 +10,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::Request;
 use tracing::debug;
 
-use crate::broker::Broker;
+use crate::inter_broker::InterBrokerSecurity;
+use crate::metadata::MetadataCache;
 use crate::replication::client::BrokerClient;
 
 type Channel = Arc<tokio::sync::Mutex<Option<BrokerClient>>>;
@@ -19,13 +20,26 @@ type Channel = Arc<tokio::sync::Mutex<Option<BrokerClient>>>;
 pub struct BrokerChannels {
     /// Names the connections (`skein-broker-<id>-<job>` is their client id).
     job: &'static str,
+    /// Where the other brokers are (the metadata image).
+    metadata: Arc<MetadataCache>,
+    /// This broker's id (in the client id).
+    node_id: i32,
+    security: InterBrokerSecurity,
     channels: Mutex<HashMap<i32, Channel>>,
 }
 
 impl BrokerChannels {
-    pub fn new(job: &'static str) -> Self {
+    pub fn new(
+        job: &'static str,
+        metadata: Arc<MetadataCache>,
+        node_id: i32,
+        security: InterBrokerSecurity,
+    ) -> Self {
         BrokerChannels {
             job,
+            metadata,
+            node_id,
+            security,
             channels: Mutex::default(),
         }
     }
@@ -46,13 +60,12 @@ impl BrokerChannels {
     /// (`REQUEST_TIMED_OUT`). Calls to one broker go one at a time.
     pub async fn call<Req: Request>(
         &self,
-        broker: &Broker,
         to: i32,
         req: &Req,
         version: i16,
         timeout: Duration,
     ) -> Result<Req::Response, ResponseError> {
-        let Some(addr) = broker
+        let Some(addr) = self
             .metadata
             .image()
             .brokers
@@ -69,10 +82,8 @@ impl BrokerChannels {
         let mut reused = conn.is_some();
         loop {
             if conn.is_none() {
-                let client_id = format!("skein-broker-{}-{}", broker.config.node_id, self.job);
-                match BrokerClient::connect(&addr, client_id, &broker.config.inter_broker_security)
-                    .await
-                {
+                let client_id = format!("skein-broker-{}-{}", self.node_id, self.job);
+                match BrokerClient::connect(&addr, client_id, &self.security).await {
                     Ok(c) => *conn = Some(c),
                     Err(e) => {
                         debug!(to, %addr, job = self.job, error = %e, "cannot connect to broker");

@@ -12,6 +12,7 @@ pub mod broker_config_defs;
 pub mod clean_shutdown;
 pub mod config;
 pub mod connection_quotas;
+pub mod coordinator_runtime;
 pub mod dynamic_config;
 pub mod error;
 pub mod fetch_session;
@@ -132,8 +133,8 @@ async fn serve_until(
     }
     broker.spawn_maintenance();
     log_cleaner::spawn(&broker);
-    group::GroupCoordinator::start(&broker);
-    txn::TxnCoordinator::start(&broker);
+    broker.groups.start();
+    broker.txns.start();
     let servers: Vec<_> = listeners
         .into_iter()
         .map(|(spec, socket)| tokio::spawn(server::serve(broker.clone(), socket, spec)))

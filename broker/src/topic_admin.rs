@@ -8,6 +8,7 @@ use kafka_protocol::error::ResponseError;
 use tracing::info;
 
 use crate::broker::Broker;
+use crate::coordinator_runtime::TopicCreator;
 use crate::error::ApiError;
 use crate::metadata::TopicView;
 
@@ -75,10 +76,10 @@ impl Broker {
         // The coordinators' topics are made as they make them (Kafka's
         // AutoTopicCreationManager), never with the defaults of user topics.
         if name == crate::metadata::CONSUMER_OFFSETS {
-            return self.groups.offsets_topic(self);
+            return self.groups.offsets_topic();
         }
         if name == crate::txn::TRANSACTION_STATE {
-            return self.txns.state_topic(self);
+            return self.txns.state_topic();
         }
         if !self.config.auto_create_topics_enable {
             return Err(ApiError::new(
@@ -107,5 +108,18 @@ impl Broker {
         self.replicas.delete_topic(name);
         info!(topic = name, "topic deleted");
         Ok(t)
+    }
+}
+
+/// The coordinators create their internal topics as any topic is created.
+impl TopicCreator for Broker {
+    fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicView>, ApiError> {
+        Broker::create_topic(self, name, partitions, replication_factor, configs)
     }
 }

@@ -33,7 +33,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::assignor::Assignment;
 use super::consumer_group::{ConsumerGroup, ConsumerMember, HeartbeatChanges, MemberState, Topics};
-use super::record_codec::*;
+use crate::coordinator_runtime::record_codec::*;
 
 /// `ConsumerGroupMemberMetadataValue`: what a member declared.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use skein_storage::AppendOrigin;
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
@@ -36,8 +35,8 @@ use super::log_format;
 use super::metrics::GroupMetrics;
 use super::offsets::OffsetStore;
 use super::{partition_for, subscription_regex, GroupConfig};
-use crate::append::{AppendRecords, Records, RequiredAcks};
-use crate::broker::Broker;
+use crate::append::RequiredAcks;
+use crate::coordinator_runtime::{self as runtime, CoordinatorContext, LoadedEpochs};
 use crate::error::ApiError;
 use crate::metadata::{ClusterView, CONSUMER_OFFSETS};
 use crate::system::now_ms;
@@ -65,11 +64,8 @@ pub(super) struct State {
     /// Consumer-group records read so far (only while loading).
     pub(super) loading: HashMap<String, StoredConsumerGroup>,
     /// The leader epoch at which each `__consumer_offsets` partition's
-    /// groups were last read from its log. A partition whose leadership
-    /// came (back) to this broker at another epoch is read again before its
-    /// groups are served: followers replicate the records but do not apply
-    /// them.
-    pub(super) loaded_epochs: HashMap<i32, i32>,
+    /// groups were last read from its log.
+    pub(super) loaded_epochs: LoadedEpochs,
     /// Offsets of open transactions, by producer id (TxnOffsetCommit).
     pub(super) pending_txn: HashMap<i64, Vec<super::offsets::TxnOffset>>,
     /// Transactional offset records read while loading, by producer id,
@@ -87,6 +83,8 @@ pub(super) const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_
 /// The broker's group coordinator.
 pub struct GroupCoordinator {
     pub cfg: GroupConfig,
+    /// The broker as the coordinator sees it.
+    pub(super) ctx: Arc<CoordinatorContext>,
     /// One per partition of `__consumer_offsets` (`offsets.topic.num.partitions`
     /// of them; partition `p` is shard `p % len` should the topic have more).
     shards: Vec<Mutex<State>>,
@@ -109,8 +107,13 @@ fn api(code: ResponseError, msg: impl Into<String>) -> ApiError {
 }
 
 impl GroupCoordinator {
-    pub fn new(cfg: GroupConfig, registry: &prometheus::Registry) -> Self {
+    pub fn new(
+        cfg: GroupConfig,
+        registry: &prometheus::Registry,
+        ctx: Arc<CoordinatorContext>,
+    ) -> Self {
         Self {
+            ctx,
             shards: (0..cfg.offsets_partitions.max(1))
                 .map(|_| Mutex::default())
                 .collect(),
@@ -151,25 +154,22 @@ impl GroupCoordinator {
     /// Makes sure `__consumer_offsets` exists (compacted, internal), that
     /// this broker leads the partition of `group`, and that the groups of
     /// that partition are loaded at its current leader epoch.
-    pub fn ensure_coordinator(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
-        let p = self.led_partition(broker, group)?;
-        self.ensure_loaded(broker, p);
+    pub fn ensure_coordinator(&self, group: &str) -> Result<i32, ApiError> {
+        let p = self.led_partition(group)?;
+        self.ensure_loaded(p);
         Ok(p)
     }
 
     /// The broker that coordinates `group`: the leader of its partition of
     /// `__consumer_offsets` (created when missing).
-    pub fn coordinator_of(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
-        crate::internal_topics::coordinator(broker, &*self.offsets_topic(broker)?, group)
+    pub fn coordinator_of(&self, group: &str) -> Result<i32, ApiError> {
+        runtime::internal_topic::coordinator(&self.ctx, &*self.offsets_topic()?, group)
     }
 
-    pub(crate) fn offsets_topic(
-        &self,
-        broker: &Broker,
-    ) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
-        let topic = crate::internal_topics::ensure(
-            broker,
-            &crate::internal_topics::InternalTopic {
+    pub(crate) fn offsets_topic(&self) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
+        let topic = runtime::internal_topic::ensure(
+            &self.ctx,
+            &runtime::InternalTopic {
                 name: CONSUMER_OFFSETS,
                 partitions: self.cfg.offsets_partitions,
                 replication_factor: self.cfg.offsets_replication_factor,
@@ -181,38 +181,11 @@ impl GroupCoordinator {
         Ok(topic)
     }
 
-    pub(super) fn led_partition_of(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
-        self.led_partition(broker, group)
-    }
-
     /// The partition of `group`, if this broker leads it.
-    fn led_partition(&self, broker: &Broker, group: &str) -> Result<i32, ApiError> {
-        let topic = self.offsets_topic(broker)?;
+    pub(super) fn led_partition(&self, group: &str) -> Result<i32, ApiError> {
+        let topic = self.offsets_topic()?;
         let p = partition_for(group, topic.partitions.len() as i32);
-        let Some(part) = broker
-            .replicas
-            .get(CONSUMER_OFFSETS, p)
-            .filter(|part| part.is_leader())
-        else {
-            return Err(api(
-                ResponseError::NotCoordinator,
-                format!("{CONSUMER_OFFSETS}-{p} is not led by this broker"),
-            ));
-        };
-        // A leader cut off from its followers may have been replaced (the
-        // controller moved the partition while this broker was unreachable):
-        // its groups' offsets may be older than the new coordinator's, and
-        // a client must not read them. Kafka's coordinator answers from
-        // such a stale cache until it hears of the change.
-        if !part.leadership_confirmed(now_ms(), broker.config.replica_lag_time_max_ms) {
-            return Err(api(
-                ResponseError::NotCoordinator,
-                format!(
-                    "no in-sync follower of {CONSUMER_OFFSETS}-{p} has fetched from this broker \
-                     within replica.lag.time.max.ms; it may have lost its leadership"
-                ),
-            ));
-        }
+        runtime::led_partition(&self.ctx, CONSUMER_OFFSETS, p)?;
         Ok(p)
     }
 
@@ -220,35 +193,32 @@ impl GroupCoordinator {
     /// returns what to wait for before the write counts as replicated.
     pub(super) fn append(
         &self,
-        broker: &Broker,
         group: &str,
         records: &[(Bytes, Option<Bytes>)],
     ) -> Result<Option<Pending>, ApiError> {
         if records.is_empty() {
             return Ok(None);
         }
-        let p = self.led_partition(broker, group)?;
-        let batch = log_format::encode_batch(records, now_ms());
-        let appended = broker
-            .replicas
-            .append_records(AppendRecords {
-                topic: CONSUMER_OFFSETS,
-                partition: p,
-                records: Records::Built(batch),
-                origin: AppendOrigin::Coordinator,
-                acks: RequiredAcks::All,
-                timeout: WRITE_TIMEOUT,
-            })
-            .map_err(|e| {
-                warn!(group, error = %e, "append to __consumer_offsets failed");
-                api(ResponseError::CoordinatorNotAvailable, e.message)
-            })?;
+        let p = self.led_partition(group)?;
+        let batch = runtime::encode_batch(records, now_ms());
+        let appended = runtime::write(
+            &self.ctx,
+            CONSUMER_OFFSETS,
+            p,
+            batch,
+            RequiredAcks::All,
+            WRITE_TIMEOUT,
+        )
+        .map_err(|e| {
+            warn!(group, error = %e, "append to __consumer_offsets failed");
+            api(ResponseError::CoordinatorNotAvailable, e.message)
+        })?;
         Ok(Some(appended))
     }
 
     /// Delivers effects of a classic group: persists it, then answers
     /// parked requests (with an error if persisting failed).
-    pub(super) fn apply(&self, st: &mut State, broker: &Broker, group: &str, effects: Vec<Effect>) {
+    pub(super) fn apply(&self, st: &mut State, group: &str, effects: Vec<Effect>) {
         let mut stored = true;
         for e in effects {
             match e {
@@ -258,7 +228,7 @@ impl GroupCoordinator {
                             log_format::group_key(group),
                             Some(log_format::group_value(g)),
                         );
-                        stored = self.append(broker, group, &[rec]).is_ok();
+                        stored = self.append(group, &[rec]).is_ok();
                     }
                 }
                 Effect::Join(m, r) => {
@@ -313,14 +283,14 @@ impl GroupCoordinator {
             .or_insert_with(|| ClassicGroup::new(group, now)))
     }
 
-    pub async fn join(&self, broker: &Broker, group: &str, req: JoinRequest) -> JoinResponse {
+    pub async fn join(&self, group: &str, req: JoinRequest) -> JoinResponse {
         let member = req.member_id.clone();
         let rx = {
             let now = now_ms();
             let mut st = self.shard_of(group);
             if let Some(cg) = st.consumer.get(group).filter(|g| g.is_empty()) {
                 let tombstones = consumer_group_records::consumer_group_tombstones(cg);
-                if let Err(e) = self.append(broker, group, &tombstones) {
+                if let Err(e) = self.append(group, &tombstones) {
                     return JoinResponse {
                         error: Some(e.code),
                         generation: -1,
@@ -344,7 +314,7 @@ impl GroupCoordinator {
             let outcome = g.join(req, &self.cfg, now, &mut new_member_id, &mut effects);
             match outcome {
                 JoinOutcome::Done(r) => {
-                    self.apply(&mut st, broker, group, effects);
+                    self.apply(&mut st, group, effects);
                     return r;
                 }
                 JoinOutcome::Wait(id) => {
@@ -358,7 +328,7 @@ impl GroupCoordinator {
                         // UNKNOWN_MEMBER_ID.
                         debug!(group, member = %id, "a second JoinGroup replaces the one waiting");
                     }
-                    self.apply(&mut st, broker, group, effects);
+                    self.apply(&mut st, group, effects);
                     rx
                 }
             }
@@ -374,7 +344,6 @@ impl GroupCoordinator {
     #[allow(clippy::too_many_arguments)]
     pub async fn sync(
         &self,
-        broker: &Broker,
         group: &str,
         member: &str,
         instance: Option<&str>,
@@ -405,14 +374,14 @@ impl GroupCoordinator {
             );
             match outcome {
                 SyncOutcome::Done(r) => {
-                    self.apply(&mut st, broker, group, effects);
+                    self.apply(&mut st, group, effects);
                     return r;
                 }
                 SyncOutcome::Wait => {
                     let (tx, rx) = oneshot::channel();
                     st.sync_waiters
                         .insert((group.to_string(), member.to_string()), tx);
-                    self.apply(&mut st, broker, group, effects);
+                    self.apply(&mut st, group, effects);
                     rx
                 }
             }
@@ -439,7 +408,6 @@ impl GroupCoordinator {
 
     pub fn leave(
         &self,
-        broker: &Broker,
         group: &str,
         who: &[(String, Option<String>)],
     ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
@@ -449,7 +417,7 @@ impl GroupCoordinator {
         };
         let mut effects = Vec::new();
         let r = g.leave(who, now_ms(), &mut effects);
-        self.apply(&mut st, broker, group, effects);
+        self.apply(&mut st, group, effects);
         Ok(r)
     }
 
@@ -500,7 +468,7 @@ impl GroupCoordinator {
     }
 
     /// Deletes an empty group and its offsets (tombstones first).
-    pub fn delete_group(&self, broker: &Broker, group: &str) -> Result<(), ApiError> {
+    pub fn delete_group(&self, group: &str) -> Result<(), ApiError> {
         let mut st = self.shard_of(group);
         let exists = st.classic.contains_key(group)
             || st.consumer.contains_key(group)
@@ -513,15 +481,10 @@ impl GroupCoordinator {
         if non_empty {
             return Err(api(ResponseError::NonEmptyGroup, "the group has members"));
         }
-        self.remove_group(&mut st, broker, group)
+        self.remove_group(&mut st, group)
     }
 
-    pub(super) fn remove_group(
-        &self,
-        st: &mut State,
-        broker: &Broker,
-        group: &str,
-    ) -> Result<(), ApiError> {
+    pub(super) fn remove_group(&self, st: &mut State, group: &str) -> Result<(), ApiError> {
         let mut records: Vec<(Bytes, Option<Bytes>)> = st
             .offsets
             .group(group)
@@ -535,7 +498,7 @@ impl GroupCoordinator {
             records.extend(consumer_group_records::consumer_group_tombstones(cg));
         }
         records.push((log_format::group_key(group), None));
-        self.append(broker, group, &records)?;
+        self.append(group, &records)?;
         st.offsets.remove_group(group);
         if let Some(mut g) = st.classic.remove(group) {
             let mut effects = Vec::new();

@@ -11,12 +11,11 @@ impl GroupCoordinator {
     /// may see (Describe): a regex subscription resolves only to those.
     pub fn consumer_heartbeat(
         &self,
-        broker: &Broker,
         group: &str,
         mut hb: Heartbeat,
         visible: &dyn Fn(&str) -> bool,
     ) -> Result<HeartbeatReply, HeartbeatError> {
-        let topics = self.visible_topics(broker, visible);
+        let topics = self.visible_topics(visible);
         let mut st = self.shard_of(group);
         // A pattern new to the group is compiled with the shard unlocked: a
         // heavy one must not hold up the other groups of the partition.
@@ -66,7 +65,7 @@ impl GroupCoordinator {
                 ),
                 "a regular heartbeat's records are its whole group's diff"
             );
-            if let Err(e) = self.append(broker, group, &records) {
+            if let Err(e) = self.append(group, &records) {
                 g.undo(changes);
                 return Err(HeartbeatError {
                     code: e.code,
@@ -93,7 +92,7 @@ impl GroupCoordinator {
             &old,
             &consumer_group_records::consumer_group_records(g),
         );
-        if let Err(e) = self.append(broker, group, &records) {
+        if let Err(e) = self.append(group, &records) {
             match before {
                 Some(b) => st.consumer.insert(group.to_string(), b),
                 None => st.consumer.remove(group),
@@ -110,8 +109,8 @@ impl GroupCoordinator {
 impl GroupCoordinator {
     /// Every topic a KIP-848 subscription may resolve to (see
     /// `topics_of`), built once per metadata view.
-    pub fn subscribable_topics(&self, broker: &Broker) -> Arc<Topics> {
-        let image = broker.metadata.image();
+    pub fn subscribable_topics(&self) -> Arc<Topics> {
+        let image = self.ctx.metadata.image();
         let cached = self.topics.read().expect("topics cache lock").clone();
         if let Some((view, topics)) = &cached {
             if Arc::ptr_eq(view, &image) {
@@ -129,8 +128,8 @@ impl GroupCoordinator {
 
     /// The topics of [`Self::subscribable_topics`] that `visible` lets the
     /// member see: the same `Arc` when it sees them all.
-    fn visible_topics(&self, broker: &Broker, visible: &dyn Fn(&str) -> bool) -> Arc<Topics> {
-        let all = self.subscribable_topics(broker);
+    fn visible_topics(&self, visible: &dyn Fn(&str) -> bool) -> Arc<Topics> {
+        let all = self.subscribable_topics();
         if all.keys().all(|t| visible(t)) {
             return all;
         }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::*;
+use crate::broker::Broker;
 use crate::config::BrokerConfig;
 
 async fn open_broker(dir: &tempfile::TempDir) -> Arc<Broker> {
@@ -25,7 +26,7 @@ async fn open_broker(dir: &tempfile::TempDir) -> Arc<Broker> {
 /// `__consumer_offsets` is created and led).
 async fn coordinate(b: &Broker, group: &str) {
     for _ in 0..100 {
-        if b.groups.ensure_coordinator(b, group).is_ok() {
+        if b.groups.ensure_coordinator(group).is_ok() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -68,7 +69,7 @@ async fn a_held_shard_does_not_hold_up_the_groups_of_another_partition() {
         std::thread::spawn(move || {
             let r = b
                 .groups
-                .consumer_heartbeat(&b, &other, join(None, &["orders"]), &|_| true);
+                .consumer_heartbeat(&other, join(None, &["orders"]), &|_| true);
             tx.send(r.map(|r| r.member_epoch)).unwrap();
         })
     };
@@ -82,7 +83,7 @@ async fn a_held_shard_does_not_hold_up_the_groups_of_another_partition() {
     // Everything that spans the shards still sees both.
     coordinate(&b, &busy).await;
     b.groups
-        .consumer_heartbeat(&b, &busy, join(Some("ord.*"), &[]), &|_| true)
+        .consumer_heartbeat(&busy, join(Some("ord.*"), &[]), &|_| true)
         .unwrap();
     let listed: Vec<String> = b.groups.list().into_iter().map(|g| g.id).collect();
     assert_eq!(listed, vec![busy, other]);
@@ -102,7 +103,7 @@ async fn heartbeats_with_an_unchanged_regex_compile_nothing() {
     let before = subscription_regex::compilations();
     let r = b
         .groups
-        .consumer_heartbeat(&b, "cg", join(Some(heavy), &[]), &|_| true)
+        .consumer_heartbeat("cg", join(Some(heavy), &[]), &|_| true)
         .unwrap();
     assert_eq!(subscription_regex::compilations() - before, 1);
     let (id, mut epoch) = (r.member_id, r.member_epoch);
@@ -116,10 +117,7 @@ async fn heartbeats_with_an_unchanged_regex_compile_nothing() {
             owned: Some(owned.clone()),
             ..Default::default()
         };
-        let r = b
-            .groups
-            .consumer_heartbeat(&b, "cg", hb, &|_| true)
-            .unwrap();
+        let r = b.groups.consumer_heartbeat("cg", hb, &|_| true).unwrap();
         epoch = r.member_epoch;
         owned = r.assignment.unwrap_or(owned);
     }
@@ -133,10 +131,7 @@ async fn heartbeats_with_an_unchanged_regex_compile_nothing() {
         owned: Some(owned),
         ..Default::default()
     };
-    let r = b
-        .groups
-        .consumer_heartbeat(&b, "cg", hb, &|_| true)
-        .unwrap();
+    let r = b.groups.consumer_heartbeat("cg", hb, &|_| true).unwrap();
     assert_eq!(r.assignment.map(|a| a.len()), Some(2));
     assert_eq!(subscription_regex::compilations() - before, 1);
 }
@@ -163,7 +158,7 @@ async fn a_steady_heartbeat_writes_nothing_a_changed_subscription_does() {
     };
     let r = b
         .groups
-        .consumer_heartbeat(&b, "cg", join(Some("ord.*"), &[]), &|_| true)
+        .consumer_heartbeat("cg", join(Some("ord.*"), &[]), &|_| true)
         .unwrap();
     let (id, epoch, owned) = (r.member_id, r.member_epoch, r.assignment.unwrap());
     assert_eq!(owned.values().map(|ps| ps.len()).sum::<usize>(), 2);
@@ -184,7 +179,7 @@ async fn a_steady_heartbeat_writes_nothing_a_changed_subscription_does() {
         tokio::time::sleep(Duration::from_millis(2)).await;
         let r = b
             .groups
-            .consumer_heartbeat(&b, "cg", steady(Some(vec![])), &|_| true)
+            .consumer_heartbeat("cg", steady(Some(vec![])), &|_| true)
             .unwrap();
         assert_eq!((r.member_epoch, r.assignment), (epoch, None));
         assert!(session(&b) > last, "the session timer moves");
@@ -195,7 +190,7 @@ async fn a_steady_heartbeat_writes_nothing_a_changed_subscription_does() {
     // A new subscription is written (member, group epoch, target, ...).
     let r = b
         .groups
-        .consumer_heartbeat(&b, "cg", steady(Some(vec!["payments".into()])), &|_| true)
+        .consumer_heartbeat("cg", steady(Some(vec!["payments".into()])), &|_| true)
         .unwrap();
     assert_eq!(r.member_epoch, epoch + 1);
     assert_eq!(r.assignment.map(|a| a.len()), Some(2));
@@ -205,8 +200,8 @@ async fn a_steady_heartbeat_writes_nothing_a_changed_subscription_does() {
     // leader would.
     let in_memory =
         consumer_group_records::consumer_group_records(&b.groups.describe_consumer("cg").unwrap());
-    b.groups.shard_at(p).loaded_epochs.remove(&p);
-    b.groups.ensure_loaded(&b, p);
+    b.groups.shard_at(p).loaded_epochs.unload(p);
+    b.groups.ensure_loaded(p);
     let reloaded = b.groups.describe_consumer("cg").unwrap();
     assert_eq!(
         consumer_group_records::consumer_group_records(&reloaded),

@@ -12,25 +12,25 @@ use super::classic_group::{ClassicGroup, JoinResponse, SyncResponse};
 use super::coordinator::{GroupCoordinator, State};
 use super::log_format::{self, OffsetsRecord};
 use super::partition_for;
-use crate::broker::Broker;
+use crate::coordinator_runtime::{self as runtime, Replayed};
 use crate::metadata::CONSUMER_OFFSETS;
 use crate::system::now_ms;
 
 impl GroupCoordinator {
     /// Reads the groups of partition `p` from its log again when this
     /// broker's leadership of it is newer than what is loaded.
-    pub(super) fn ensure_loaded(&self, broker: &Broker, p: i32) {
-        let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
+    pub(super) fn ensure_loaded(&self, p: i32) {
+        let Some(part) = self.ctx.replicas.get(CONSUMER_OFFSETS, p) else {
             return;
         };
-        let Some(topic) = broker.metadata.topic(CONSUMER_OFFSETS) else {
+        let Some(topic) = self.ctx.metadata.topic(CONSUMER_OFFSETS) else {
             return;
         };
         let epoch = part.leader_epoch();
         self.saw_offsets_partitions(topic.partitions.len());
         let n = topic.partitions.len() as i32;
         let mut st = self.shard_at(p);
-        if st.loaded_epochs.get(&p) == Some(&epoch) {
+        if st.loaded_epochs.is_loaded(p, epoch) {
             return;
         }
         let now = now_ms();
@@ -79,9 +79,9 @@ impl GroupCoordinator {
             held.retain(|o| partition_for(&o.group, n) != p);
         }
         st.pending_txn.retain(|_, held| !held.is_empty());
-        let records = self.replay(&mut st, broker, p, part.log_end_offset(), now);
+        let records = self.replay(&mut st, p, part.log_end_offset(), now);
         Self::finish_loading(&mut st, now);
-        st.loaded_epochs.insert(p, epoch);
+        st.loaded_epochs.loaded(p, epoch);
         info!(
             partition = p,
             leader_epoch = epoch,
@@ -108,19 +108,19 @@ impl GroupCoordinator {
 
     /// Reads every partition of `__consumer_offsets` from its start, each
     /// into its shard.
-    pub(super) fn load(&self, broker: &Broker) {
-        let Some(topic) = broker.metadata.topic(CONSUMER_OFFSETS) else {
+    pub(super) fn load(&self) {
+        let Some(topic) = self.ctx.metadata.topic(CONSUMER_OFFSETS) else {
             return;
         };
         self.saw_offsets_partitions(topic.partitions.len());
         let now = now_ms();
         let (mut records, mut groups, mut consumer_groups) = (0usize, 0usize, 0usize);
         for p in 0..topic.partitions.len() as i32 {
-            let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
+            let Some(part) = self.ctx.replicas.get(CONSUMER_OFFSETS, p) else {
                 continue;
             };
             let mut st = self.shard_at(p);
-            records += self.replay(&mut st, broker, p, part.high_watermark(), now);
+            records += self.replay(&mut st, p, part.high_watermark(), now);
             Self::finish_loading(&mut st, now);
             let n = topic.partitions.len() as i32;
             groups += st
@@ -142,76 +142,49 @@ impl GroupCoordinator {
 
     /// Applies partition `p` of `__consumer_offsets` from its start up to
     /// `end`; returns the number of group records read.
-    fn replay(&self, st: &mut State, broker: &Broker, p: i32, end: i64, now: i64) -> usize {
-        let Some(part) = broker.replicas.get(CONSUMER_OFFSETS, p) else {
+    fn replay(&self, st: &mut State, p: i32, end: i64, now: i64) -> usize {
+        let Some(part) = self.ctx.replicas.get(CONSUMER_OFFSETS, p) else {
             return 0;
         };
         let mut records = 0usize;
-        let mut offset = part.log_start_offset();
-        while offset < end {
-            let read = match part.read_local(offset, 1 << 20) {
-                Ok(r) if !r.records.is_empty() => r,
-                Ok(_) => break,
-                Err(e) => {
-                    warn!(partition = p, offset, error = %e, "cannot read __consumer_offsets");
-                    break;
-                }
-            };
-            let before = offset;
-            for b in skein_storage::batch::iter_batches(&read.records) {
-                let Ok((header, bytes)) = b else { break };
-                if header.base_offset >= end {
-                    break;
-                }
-                offset = header.next_offset();
-                if header.is_control() {
-                    // A transaction's end: its offsets count, or not.
-                    if let Some(m) = skein_storage::ControlMarker::parse(bytes) {
-                        if let Some(held) = st.loading_txn.remove(&header.producer_id) {
-                            if m.commit {
-                                let at = (header.partition_leader_epoch, header.next_offset());
-                                for o in held {
-                                    st.offsets.commit_replicated(&o.group, o.tp, o.offset, at);
-                                }
-                            }
+        runtime::replay(&part, end, |item| match item {
+            // A transaction's end: its offsets count, or not.
+            Replayed::Marker { header, marker } => {
+                if let Some(held) = st.loading_txn.remove(&header.producer_id) {
+                    if marker.commit {
+                        let at = (header.partition_leader_epoch, header.next_offset());
+                        for o in held {
+                            st.offsets.commit_replicated(&o.group, o.tp, o.offset, at);
                         }
-                    }
-                    continue;
-                }
-                let Ok(recs) = skein_storage::record_decode::decode_records(bytes) else {
-                    continue;
-                };
-                for r in recs {
-                    let Some(key) = r.key else { continue };
-                    match log_format::decode(&key, r.value.as_ref()) {
-                        Ok(Some(OffsetsRecord::Offset {
-                            group,
-                            topic,
-                            partition,
-                            value: Some(o),
-                        })) if header.is_transactional() => {
-                            records += 1;
-                            st.loading_txn.entry(header.producer_id).or_default().push(
-                                super::offsets::TxnOffset {
-                                    group,
-                                    tp: (topic, partition),
-                                    offset: o,
-                                },
-                            );
-                        }
-                        Ok(Some(rec)) => {
-                            records += 1;
-                            apply_record(st, rec, now);
-                        }
-                        Ok(None) => {}
-                        Err(e) => warn!(partition = p, error = %e, "skipping record"),
                     }
                 }
             }
-            if offset <= before {
-                break;
+            Replayed::Record { header, key, value } => {
+                match log_format::decode(&key, value.as_ref()) {
+                    Ok(Some(OffsetsRecord::Offset {
+                        group,
+                        topic,
+                        partition,
+                        value: Some(o),
+                    })) if header.is_transactional() => {
+                        records += 1;
+                        st.loading_txn.entry(header.producer_id).or_default().push(
+                            super::offsets::TxnOffset {
+                                group,
+                                tp: (topic, partition),
+                                offset: o,
+                            },
+                        );
+                    }
+                    Ok(Some(rec)) => {
+                        records += 1;
+                        apply_record(st, rec, now);
+                    }
+                    Ok(None) => {}
+                    Err(e) => warn!(partition = p, error = %e, "skipping record"),
+                }
             }
-        }
+        });
         records
     }
 

@@ -20,17 +20,14 @@
 use std::collections::BTreeMap;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 use super::classic_group::ClassicGroup;
 use super::consumer_group_records::{decode_consumer, ConsumerRecord};
 use super::member::ClassicMember;
 use super::offsets::CommittedOffset;
-use super::record_codec::*;
+use crate::coordinator_runtime::record_codec::*;
 
-pub use super::record_codec::FormatError;
+pub use crate::coordinator_runtime::record_codec::FormatError;
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const GROUP_KEY_VERSION: i16 = 2;
@@ -222,7 +219,6 @@ fn decode_group_value(group: &str, v: &Bytes) -> Result<Option<ClassicGroup>, Fo
     Ok(Some(g))
 }
 
-/// Encodes keyed records as one uncompressed magic-v2 batch.
 /// The offset records of a commit of `group`.
 pub fn offset_records(
     group: &str,
@@ -232,61 +228,6 @@ pub fn offset_records(
         .iter()
         .map(|((t, p), o)| (offset_key(group, t, *p), Some(offset_value(o))))
         .collect()
-}
-
-pub fn encode_batch(records: &[(Bytes, Option<Bytes>)], now_ms: i64) -> BytesMut {
-    encode_batch_as(records, now_ms, None)
-}
-
-/// A transactional batch of producer `(id, epoch)` (TxnOffsetCommit): its
-/// offsets count once the transaction's COMMIT marker follows. It carries
-/// no sequence (-1), as a coordinator's write, so only the epoch fences it.
-pub fn encode_txn_batch(
-    records: &[(Bytes, Option<Bytes>)],
-    now_ms: i64,
-    producer: (i64, i16),
-) -> BytesMut {
-    let mut b = encode_batch_as(records, now_ms, Some(producer));
-    skein_storage::batch::set_base_sequence(&mut b, -1);
-    b
-}
-
-fn encode_batch_as(
-    records: &[(Bytes, Option<Bytes>)],
-    now_ms: i64,
-    producer: Option<(i64, i16)>,
-) -> BytesMut {
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, (k, v))| Record {
-            transactional: producer.is_some(),
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: producer.map_or(-1, |p| p.0),
-            producer_epoch: producer.map_or(-1, |p| p.1),
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder splits batches when offset - sequence changes.
-            sequence: i as i32,
-            timestamp: now_ms,
-            key: Some(k.clone()),
-            value: v.clone(),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encoding an uncompressed batch cannot fail");
-    buf
 }
 
 #[cfg(test)]
@@ -367,18 +308,5 @@ mod tests {
             .unwrap()
             .is_none());
         assert!(decode(&Bytes::from_static(b"\x00\x01\x00\x09g"), None).is_err());
-    }
-
-    #[test]
-    fn batch_keeps_every_record_in_one_batch() {
-        let recs = vec![
-            (offset_key("g", "t", 0), Some(Bytes::from_static(b"v"))),
-            (offset_key("g", "t", 1), None),
-        ];
-        let mut b = encode_batch(&recs, 5).freeze();
-        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut b).unwrap();
-        assert_eq!(set.records.len(), 2);
-        assert!(b.is_empty(), "a single batch");
-        assert!(set.records[1].value.is_none());
     }
 }

@@ -16,38 +16,39 @@ use super::consumer_group_records;
 use super::coordinator::{GroupCoordinator, State};
 use super::log_format;
 use super::offsets::{expired_offsets, Retention};
-use crate::broker::Broker;
+use crate::coordinator_runtime as runtime;
 use crate::system::now_ms;
 
 impl GroupCoordinator {
     /// Loads groups and offsets from `__consumer_offsets` and starts the timers.
-    pub fn start(broker: &Arc<Broker>) {
-        broker.groups.load(broker);
-        let b = broker.clone();
-        broker.spawn(tokio::spawn(async move {
-            let mut last_metrics = 0i64;
-            loop {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    pub fn start(self: &Arc<Self>) {
+        self.load();
+        let mut last_metrics = 0i64;
+        runtime::every(
+            &self.ctx,
+            Duration::from_millis(100),
+            self,
+            move |groups: &Arc<Self>| {
                 let now = now_ms();
-                b.groups.tick(&b, now);
+                groups.tick(now);
                 if now - last_metrics >= 5000 {
                     last_metrics = now;
-                    b.groups.update_metrics(&b);
+                    groups.update_metrics();
                 }
-            }
-        }));
+            },
+        );
     }
 
     /// Timers: barriers, sessions, and (every retention check interval)
     /// offset expiry, shard by shard.
-    pub fn tick(&self, broker: &Broker, now: i64) {
+    pub fn tick(&self, now: i64) {
         for shard in self.shards() {
             let mut st = shard.lock().expect("group coordinator shard lock");
-            self.tick_shard(&mut st, broker, now);
+            self.tick_shard(&mut st, now);
         }
     }
 
-    fn tick_shard(&self, st: &mut State, broker: &Broker, now: i64) {
+    fn tick_shard(&self, st: &mut State, now: i64) {
         let ids: Vec<String> = st.classic.keys().cloned().collect();
         for id in ids {
             let mut effects = Vec::new();
@@ -55,7 +56,7 @@ impl GroupCoordinator {
                 g.tick(&self.cfg, now, &mut effects);
             }
             if !effects.is_empty() {
-                self.apply(st, broker, &id, effects);
+                self.apply(st, &id, effects);
             }
         }
         let expiring: Vec<String> = st
@@ -74,19 +75,19 @@ impl GroupCoordinator {
                 &old,
                 &consumer_group_records::consumer_group_records(g),
             );
-            if let Err(e) = self.append(broker, &id, &records) {
+            if let Err(e) = self.append(&id, &records) {
                 warn!(group = %id, error = %e.message, "cannot persist expired members");
             }
         }
         if now - st.last_retention_ms >= self.cfg.offsets_retention_check_interval_ms {
             st.last_retention_ms = now;
-            self.expire_offsets(st, broker, now);
+            self.expire_offsets(st, now);
         }
     }
 
     /// Drops expired offsets (tombstones) and then groups left with neither
     /// members nor offsets.
-    fn expire_offsets(&self, st: &mut State, broker: &Broker, now: i64) {
+    fn expire_offsets(&self, st: &mut State, now: i64) {
         let groups: Vec<String> = st.offsets.group_ids().cloned().collect();
         for group in groups {
             let basis = if let Some(cg) = st.consumer.get(&group) {
@@ -115,7 +116,7 @@ impl GroupCoordinator {
                 .iter()
                 .map(|(t, p)| (log_format::offset_key(&group, t, *p), None))
                 .collect();
-            if self.append(broker, &group, &records).is_ok() {
+            if self.append(&group, &records).is_ok() {
                 info!(group, offsets = expired.len(), "committed offsets expired");
                 for tp in &expired {
                     st.offsets.delete(&group, tp);
@@ -136,13 +137,13 @@ impl GroupCoordinator {
             .filter(|id| st.offsets.group(id).is_none())
             .collect();
         for id in empty {
-            let _ = self.remove_group(st, broker, &id);
+            let _ = self.remove_group(st, &id);
         }
     }
 
     /// Refreshes the group gauges (state counts, members, lag). The shards
     /// are copied from one at a time; the lag is computed with none held.
-    pub fn update_metrics(&self, broker: &Broker) {
+    pub fn update_metrics(&self) {
         let mut groups: Vec<(String, String, usize)> = Vec::new();
         let mut committed: std::collections::HashMap<String, Vec<(String, i32, i64)>> =
             Default::default();
@@ -175,7 +176,7 @@ impl GroupCoordinator {
                 .into_iter()
                 .flatten()
                 .filter_map(|(t, p, offset)| {
-                    let part = broker.replicas.get(t, *p)?;
+                    let part = self.ctx.replicas.get(t, *p)?;
                     Some((t.clone(), *p, (part.high_watermark() - offset).max(0)))
                 })
                 .collect()

@@ -25,10 +25,11 @@ pub mod member;
 pub mod metrics;
 pub mod offset_commits;
 pub mod offsets;
-pub(crate) mod record_codec;
 pub mod subscription_regex;
 pub mod txn_offsets;
 
+/// The `__consumer_offsets` partition of a group (as Kafka places it).
+pub use crate::coordinator_runtime::partition_for;
 pub use coordinator::GroupCoordinator;
 
 /// Broker-level group settings (Kafka names in comments).
@@ -73,38 +74,5 @@ impl Default for GroupConfig {
             consumer_heartbeat_interval_ms: 5000,
             consumer_session_timeout_ms: 45_000,
         }
-    }
-}
-
-/// Java's `String.hashCode` (UTF-16 code units, wrapping arithmetic).
-pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
-}
-
-/// The `__consumer_offsets` partition that stores `group`, chosen exactly as
-/// Kafka does (`Utils.abs(groupId.hashCode) % partitions`), so a group lands
-/// on the same partition number on Skein and on Kafka.
-pub fn partition_for(group: &str, partitions: i32) -> i32 {
-    let h = java_string_hash(group);
-    let abs = if h == i32::MIN { 0 } else { h.abs() };
-    abs % partitions.max(1)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partition_matches_kafka() {
-        // Java: "my-group".hashCode() == -1906497762, abs % 50 == 12.
-        assert_eq!(java_string_hash(""), 0);
-        assert_eq!(java_string_hash("a"), 97);
-        assert_eq!(java_string_hash("my-group"), -1_906_497_762);
-        assert_eq!(partition_for("my-group", 50), 12);
-        // A hash of i32::MIN maps to 0 (Kafka's Utils.abs), not to a negative.
-        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
-        assert_eq!(partition_for("polygenelubricants", 50), 0);
-        assert_eq!(partition_for("console-consumer-12345", 50), 6);
     }
 }

@@ -11,7 +11,6 @@ use super::classic_group::ClassicGroup;
 use super::coordinator::{GroupCoordinator, Pending};
 use super::log_format;
 use super::offsets::{CommittedOffset, TopicPartition};
-use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::system::now_ms;
 
@@ -31,7 +30,6 @@ impl GroupCoordinator {
     /// shown, so a committed offset never goes back.
     pub fn commit_offsets(
         &self,
-        broker: &Broker,
         group: &str,
         member: &str,
         instance: Option<&str>,
@@ -60,7 +58,7 @@ impl GroupCoordinator {
             ));
         }
         let records = log_format::offset_records(group, &offsets);
-        let pending = self.append(broker, group, &records)?;
+        let pending = self.append(group, &records)?;
         if !st.consumer.contains_key(group) {
             st.classic
                 .entry(group.to_string())
@@ -128,11 +126,10 @@ impl GroupCoordinator {
     /// OffsetDelete: removes offsets of topics the group does not subscribe to.
     pub fn delete_offsets(
         &self,
-        broker: &Broker,
         group: &str,
         partitions: Vec<TopicPartition>,
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
-        let topics = self.subscribable_topics(broker);
+        let topics = self.subscribable_topics();
         let mut st = self.shard_of(group);
         let subscribed: BTreeSet<String> = if let Some(cg) = st.consumer.get(group) {
             cg.subscribed_topic_names(&topics)
@@ -159,7 +156,7 @@ impl GroupCoordinator {
             }
             out.push((tp, None));
         }
-        self.append(broker, group, &records).map_err(|e| e.code)?;
+        self.append(group, &records).map_err(|e| e.code)?;
         for (tp, e) in &out {
             if e.is_none() {
                 st.offsets.delete(group, tp);

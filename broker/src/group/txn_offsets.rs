@@ -13,11 +13,10 @@ use super::coordinator::{GroupCoordinator, Pending, State};
 use super::log_format;
 use super::offsets::{CommittedOffset, LogPosition, TopicPartition, TxnOffset};
 use super::partition_for;
-use crate::append::{AppendRecords, Records, RequiredAcks};
-use crate::broker::Broker;
+use crate::append::RequiredAcks;
+use crate::coordinator_runtime::{self as runtime, TxnMarkerListener};
 use crate::error::ApiError;
 use crate::metadata::CONSUMER_OFFSETS;
-use skein_storage::AppendOrigin;
 
 /// A transactional offset write, not yet replicated.
 pub struct PendingTxnCommit {
@@ -34,7 +33,6 @@ impl GroupCoordinator {
     #[allow(clippy::too_many_arguments)]
     pub fn commit_txn_offsets(
         &self,
-        broker: &Broker,
         group: &str,
         producer: (i64, i16),
         member: &str,
@@ -62,7 +60,7 @@ impl GroupCoordinator {
             return Ok(None);
         }
         let records = log_format::offset_records(group, &offsets);
-        let write = self.append_txn(broker, group, &records, producer)?;
+        let write = self.append_txn(group, &records, producer)?;
         Ok(Some(PendingTxnCommit {
             write,
             group: group.to_string(),
@@ -93,15 +91,9 @@ impl GroupCoordinator {
     /// A COMMIT or ABORT marker of `producer_id` reached partition `p` of
     /// `__consumer_offsets` (at `at`): its held offsets of the groups on
     /// that partition (all in `p`'s shard) become committed, or are dropped.
-    pub fn complete_txn(
-        &self,
-        broker: &Broker,
-        p: i32,
-        producer_id: i64,
-        commit: bool,
-        at: LogPosition,
-    ) {
-        let n = broker
+    pub fn complete_txn(&self, p: i32, producer_id: i64, commit: bool, at: LogPosition) {
+        let n = self
+            .ctx
             .metadata
             .topic(CONSUMER_OFFSETS)
             .map_or(1, |t| t.partitions.len() as i32);
@@ -144,29 +136,32 @@ impl GroupCoordinator {
 
     fn append_txn(
         &self,
-        broker: &Broker,
         group: &str,
         records: &[(Bytes, Option<Bytes>)],
         producer: (i64, i16),
     ) -> Result<Pending, ApiError> {
-        let p = self.led_partition_of(broker, group)?;
-        let batch = log_format::encode_txn_batch(records, crate::system::now_ms(), producer);
-        broker
-            .replicas
-            .append_records(AppendRecords {
-                topic: CONSUMER_OFFSETS,
-                partition: p,
-                records: Records::Built(batch),
-                origin: AppendOrigin::Coordinator,
-                acks: RequiredAcks::All,
-                timeout: super::coordinator::WRITE_TIMEOUT,
-            })
-            .map_err(|e| {
-                if e.code == ResponseError::InvalidProducerEpoch {
-                    ApiError::new(ResponseError::ProducerFenced, e.message)
-                } else {
-                    ApiError::new(ResponseError::CoordinatorNotAvailable, e.message)
-                }
-            })
+        let p = self.led_partition(group)?;
+        let batch = runtime::encode_txn_batch(records, crate::system::now_ms(), producer);
+        runtime::write(
+            &self.ctx,
+            CONSUMER_OFFSETS,
+            p,
+            batch,
+            RequiredAcks::All,
+            super::coordinator::WRITE_TIMEOUT,
+        )
+        .map_err(|e| {
+            if e.code == ResponseError::InvalidProducerEpoch {
+                ApiError::new(ResponseError::ProducerFenced, e.message)
+            } else {
+                ApiError::new(ResponseError::CoordinatorNotAvailable, e.message)
+            }
+        })
+    }
+}
+
+impl TxnMarkerListener for GroupCoordinator {
+    fn on_txn_marker(&self, partition: i32, producer_id: i64, commit: bool, at: (i32, i64)) {
+        self.complete_txn(partition, producer_id, commit, at);
     }
 }

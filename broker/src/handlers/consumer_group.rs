@@ -49,7 +49,7 @@ pub fn heartbeat(
         resp.error_message = str_opt(format!("Topic authorization failed for {}.", &**t));
         return resp;
     }
-    if let Err(e) = broker.groups.ensure_coordinator(broker, &group) {
+    if let Err(e) = broker.groups.ensure_coordinator(&group) {
         resp.error_code = e.code();
         resp.error_message = e.message();
         return resp;
@@ -74,10 +74,7 @@ pub fn heartbeat(
     // Topics a regular expression may resolve to: those this principal may
     // describe (named ones were checked above).
     let visible = |t: &str| authz.topic(AclOperation::Describe, t);
-    match broker
-        .groups
-        .consumer_heartbeat(broker, &group, hb, &visible)
-    {
+    match broker.groups.consumer_heartbeat(&group, hb, &visible) {
         Ok(r) => {
             resp.member_id = Some(strb(r.member_id));
             resp.member_epoch = r.member_epoch;
@@ -130,7 +127,7 @@ pub fn describe(
 ) -> ConsumerGroupDescribeResponse {
     let names: std::collections::BTreeMap<uuid::Uuid, String> = broker
         .groups
-        .subscribable_topics(broker)
+        .subscribable_topics()
         .iter()
         .map(|(n, (id, _))| (*id, n.clone()))
         .collect();
@@ -143,7 +140,7 @@ pub fn describe(
         let found = if authz.group(AclOperation::Describe, &gid) {
             broker
                 .groups
-                .ensure_coordinator(broker, &gid)
+                .ensure_coordinator(&gid)
                 .map_err(|e| e.code)
                 .and_then(|_| broker.groups.describe_consumer(&gid))
         } else {

@@ -55,9 +55,9 @@ pub fn find_coordinator(
             }
             0 | 1 => {
                 let id = if req.key_type == 0 {
-                    broker.groups.coordinator_of(broker, key)
+                    broker.groups.coordinator_of(key)
                 } else {
-                    broker.txns.coordinator_of(broker, key)
+                    broker.txns.coordinator_of(key)
                 }
                 .map_err(|e| (e.code, e.message))?;
                 let image = broker.metadata.image();
@@ -143,7 +143,7 @@ pub(super) fn not_here(broker: &Broker, group: &str) -> Option<ResponseError> {
     }
     broker
         .groups
-        .ensure_coordinator(broker, group)
+        .ensure_coordinator(group)
         .err()
         .map(|e| e.code)
 }
@@ -181,7 +181,7 @@ pub async fn join_group(
         },
         require_known_member_id: version >= 4,
     };
-    let r = broker.groups.join(broker, &group, jr).await;
+    let r = broker.groups.join(&group, jr).await;
     resp.error_code = code(r.error);
     resp.generation_id = r.generation;
     resp.member_id = strb(r.member_id);
@@ -236,7 +236,6 @@ pub async fn sync_group(
     let r = broker
         .groups
         .sync(
-            broker,
             &group,
             &req.member_id,
             req.group_instance_id.as_deref(),
@@ -289,7 +288,7 @@ pub fn leave_group(
     } else {
         vec![(req.member_id.to_string(), None)]
     };
-    match broker.groups.leave(broker, &group, &who) {
+    match broker.groups.leave(&group, &who) {
         Err(e) => resp.error_code = e.code(),
         Ok(results) if version >= 3 => {
             resp.members = who
@@ -421,13 +420,8 @@ pub fn delete_groups(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGr
     for gid in req.groups_names {
         let mut r = delete_groups_response::DeletableGroupResult::default();
         r.group_id = gid.clone();
-        let e = refused(broker, &gid, AclOperation::Delete).or_else(|| {
-            broker
-                .groups
-                .delete_group(broker, &gid)
-                .err()
-                .map(|e| e.code)
-        });
+        let e = refused(broker, &gid, AclOperation::Delete)
+            .or_else(|| broker.groups.delete_group(&gid).err().map(|e| e.code));
         r.error_code = code(e);
         resp.results.push(r);
     }

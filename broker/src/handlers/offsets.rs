@@ -112,7 +112,6 @@ pub async fn offset_commit(
         Some(e)
     } else {
         match broker.groups.commit_offsets(
-            broker,
             &group,
             &req.member_id,
             req.group_instance_id.as_deref(),
@@ -339,17 +338,14 @@ pub fn offset_delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDe
         .partition(|(t, _)| authz.topic(AclOperation::Read, t));
     let result = match refused(broker, &group, AclOperation::Delete) {
         Some(e) => Err(e),
-        None => broker
-            .groups
-            .delete_offsets(broker, &group, tps)
-            .map(|mut rows| {
-                rows.extend(
-                    unreadable
-                        .into_iter()
-                        .map(|tp| (tp, Some(ResponseError::TopicAuthorizationFailed))),
-                );
-                rows
-            }),
+        None => broker.groups.delete_offsets(&group, tps).map(|mut rows| {
+            rows.extend(
+                unreadable
+                    .into_iter()
+                    .map(|tp| (tp, Some(ResponseError::TopicAuthorizationFailed))),
+            );
+            rows
+        }),
     };
     match result {
         Err(e) => resp.error_code = e.code(),

@@ -212,7 +212,7 @@ async fn verify_transaction(
     match h {
         h if h.is_transactional() && !h.is_control() => {
             crate::txn::verification::verify(
-                broker,
+                &broker.txns,
                 tid,
                 topic,
                 partition,

@@ -44,7 +44,7 @@ pub async fn init_producer_id(
     let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
     match broker
         .txns
-        .init_producer_id(broker, &tid, req.transaction_timeout_ms, expected)
+        .init_producer_id(&tid, req.transaction_timeout_ms, expected)
         .await
     {
         Ok((id, epoch)) => {
@@ -101,7 +101,7 @@ async fn add_partitions(
     } else {
         broker
             .txns
-            .add_partitions(broker, tid, producer_id, producer_epoch, &wanted)
+            .add_partitions(tid, producer_id, producer_epoch, &wanted)
             .await
             .err()
             .map(|e| e.code)
@@ -179,7 +179,7 @@ fn verify_only(
     use add_partitions_to_txn_response::{
         AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
     };
-    let meta = broker.txns.describe(broker, &t.transactional_id.0);
+    let meta = broker.txns.describe(&t.transactional_id.0);
     t.topics
         .iter()
         .map(|topic| {
@@ -223,7 +223,7 @@ pub async fn add_offsets_to_txn(
         return resp;
     }
     // The group's partition of `__consumer_offsets` joins the transaction.
-    let p = match broker.groups.coordinator_of(broker, &group) {
+    let p = match broker.groups.coordinator_of(&group) {
         Ok(_) => broker
             .metadata
             .topic(CONSUMER_OFFSETS)
@@ -240,7 +240,6 @@ pub async fn add_offsets_to_txn(
     if let Err(e) = broker
         .txns
         .add_partitions(
-            broker,
             &tid,
             req.producer_id.0,
             req.producer_epoch,
@@ -262,13 +261,7 @@ pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest) -> EndTxnResponse
     }
     if let Err(e) = broker
         .txns
-        .end_txn(
-            broker,
-            &tid,
-            req.producer_id.0,
-            req.producer_epoch,
-            req.committed,
-        )
+        .end_txn(&tid, req.producer_id.0, req.producer_epoch, req.committed)
         .await
     {
         resp.error_code = e.code.code();
@@ -297,16 +290,17 @@ pub async fn write_txn_markers(
                 let code = if !allowed {
                     ResponseError::ClusterAuthorizationFailed.code()
                 } else {
-                    match crate::txn::markers::write_local(
-                        broker,
-                        &t.name.0,
-                        p,
-                        m.producer_id.0,
-                        m.producer_epoch,
-                        m.transaction_result,
-                        m.coordinator_epoch,
-                    )
-                    .await
+                    match broker
+                        .txns
+                        .write_local(
+                            &t.name.0,
+                            p,
+                            m.producer_id.0,
+                            m.producer_epoch,
+                            m.transaction_result,
+                            m.coordinator_epoch,
+                        )
+                        .await
                     {
                         Ok(()) => 0,
                         Err(e) => e.code.code(),
@@ -378,7 +372,6 @@ pub async fn txn_offset_commit(
         Some(e)
     } else {
         match broker.groups.commit_txn_offsets(
-            broker,
             &group,
             (req.producer_id.0, req.producer_epoch),
             &req.member_id,
@@ -443,7 +436,7 @@ pub fn describe_transactions(
             resp.transaction_states.push(s);
             continue;
         }
-        match broker.txns.describe(broker, &tid.0) {
+        match broker.txns.describe(&tid.0) {
             Err(e) => s.error_code = e.code.code(),
             Ok(m) => {
                 s.transaction_state = strb(m.state.name());
@@ -492,7 +485,7 @@ pub fn list_transactions(
         .as_deref()
         .filter(|p| !p.is_empty())
         .map(regex_lite_match);
-    for d in broker.txns.list(broker) {
+    for d in broker.txns.list() {
         let m = &d.meta;
         let keep = (req.state_filters.is_empty() || states.contains(&m.state))
             && (req.producer_id_filters.is_empty()

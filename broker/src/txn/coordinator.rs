@@ -6,7 +6,7 @@
 //! answered `CONCURRENT_TRANSACTIONS` and retried by the client.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -15,10 +15,11 @@ use tracing::{debug, info, warn};
 use super::log_format;
 pub use super::metadata::TxnMetadata;
 use super::{partition_for, TxnConfig, TxnState, TRANSACTION_STATE};
-use skein_storage::AppendOrigin;
 
-use crate::append::{AppendRecords, Records, RequiredAcks};
-use crate::broker::Broker;
+use crate::append::RequiredAcks;
+use crate::coordinator_runtime::{
+    self as runtime, CoordinatorContext, LoadedEpochs, TxnMarkerListener,
+};
 use crate::error::ApiError;
 use crate::system::now_ms;
 
@@ -48,7 +49,7 @@ pub(super) enum Change {
 pub(super) struct State {
     pub(super) txns: HashMap<String, TxnMetadata>,
     /// Leader epoch at which each `__transaction_state` partition was loaded.
-    pub(super) loaded_epochs: HashMap<i32, i32>,
+    pub(super) loaded_epochs: LoadedEpochs,
     pub(super) last_abort_check_ms: i64,
     pub(super) last_expiry_check_ms: i64,
     /// Transactions whose markers a task is writing now.
@@ -89,6 +90,13 @@ impl TxnMetrics {
 /// The broker's transaction coordinator.
 pub struct TxnCoordinator {
     pub cfg: TxnConfig,
+    /// The broker as the coordinator sees it.
+    pub(super) ctx: Arc<CoordinatorContext>,
+    /// Itself, for the tasks it starts (they end when it is dropped).
+    me: Weak<TxnCoordinator>,
+    /// Told of every marker written to `__consumer_offsets` (the group
+    /// coordinator, whose transactional offsets it ends).
+    pub(super) offsets_markers: Arc<dyn TxnMarkerListener>,
     state: Mutex<State>,
     pub(super) metrics: TxnMetrics,
     pub(super) markers: crate::broker_channels::BrokerChannels,
@@ -105,13 +113,42 @@ pub struct TxnDescription {
 }
 
 impl TxnCoordinator {
-    pub fn new(cfg: TxnConfig, registry: &prometheus::Registry) -> Self {
-        Self {
+    pub fn new(
+        cfg: TxnConfig,
+        registry: &prometheus::Registry,
+        ctx: Arc<CoordinatorContext>,
+        offsets_markers: Arc<dyn TxnMarkerListener>,
+    ) -> Arc<Self> {
+        let channels = |job| {
+            crate::broker_channels::BrokerChannels::new(
+                job,
+                ctx.metadata.clone(),
+                ctx.node_id,
+                ctx.inter_broker_security.clone(),
+            )
+        };
+        let markers = channels("txn-markers");
+        let verification = channels("txn-verification");
+        Arc::new_cyclic(|me| Self {
             cfg,
+            ctx,
+            me: me.clone(),
+            offsets_markers,
             state: Mutex::new(State::default()),
             metrics: TxnMetrics::new(registry),
-            markers: crate::broker_channels::BrokerChannels::new("txn-markers"),
-            verification: crate::broker_channels::BrokerChannels::new("txn-verification"),
+            markers,
+            verification,
+        })
+    }
+
+    /// Runs `task` with this coordinator in the background (not at all once
+    /// it is dropped).
+    pub(super) fn spawn<F>(&self, task: impl FnOnce(Arc<Self>) -> F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if let Some(me) = self.me.upgrade() {
+            self.ctx.spawn(task(me));
         }
     }
 
@@ -119,13 +156,10 @@ impl TxnCoordinator {
         self.state.lock().expect("transaction coordinator lock")
     }
 
-    pub(crate) fn state_topic(
-        &self,
-        broker: &Broker,
-    ) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
-        crate::internal_topics::ensure(
-            broker,
-            &crate::internal_topics::InternalTopic {
+    pub(crate) fn state_topic(&self) -> Result<Arc<crate::metadata::TopicView>, ApiError> {
+        runtime::internal_topic::ensure(
+            &self.ctx,
+            &runtime::InternalTopic {
                 name: TRANSACTION_STATE,
                 partitions: self.cfg.state_partitions,
                 replication_factor: self.cfg.state_replication_factor,
@@ -136,41 +170,22 @@ impl TxnCoordinator {
     }
 
     /// The broker coordinating `transactional_id` (FindCoordinator key type 1).
-    pub fn coordinator_of(&self, broker: &Broker, transactional_id: &str) -> Result<i32, ApiError> {
-        crate::internal_topics::coordinator(broker, &*self.state_topic(broker)?, transactional_id)
+    pub fn coordinator_of(&self, transactional_id: &str) -> Result<i32, ApiError> {
+        runtime::internal_topic::coordinator(&self.ctx, &*self.state_topic()?, transactional_id)
     }
 
     /// The partition of `transactional_id` when this broker leads it (and
     /// has loaded it at its current leader epoch).
-    pub(super) fn led_partition(
-        &self,
-        broker: &Arc<Broker>,
-        transactional_id: &str,
-    ) -> Result<(i32, i32), ApiError> {
-        let Some(topic) = broker.metadata.topic(TRANSACTION_STATE) else {
+    pub(super) fn led_partition(&self, transactional_id: &str) -> Result<(i32, i32), ApiError> {
+        let Some(topic) = self.ctx.metadata.topic(TRANSACTION_STATE) else {
             return Err(api(
                 ResponseError::NotCoordinator,
                 format!("{TRANSACTION_STATE} does not exist yet"),
             ));
         };
         let p = partition_for(transactional_id, topic.partitions.len() as i32);
-        let part = broker
-            .replicas
-            .get(TRANSACTION_STATE, p)
-            .filter(|part| part.is_leader())
-            .ok_or_else(|| {
-                api(
-                    ResponseError::NotCoordinator,
-                    format!("{TRANSACTION_STATE}-{p} is not led by this broker"),
-                )
-            })?;
-        if !part.leadership_confirmed(now_ms(), broker.config.replica_lag_time_max_ms) {
-            return Err(api(
-                ResponseError::NotCoordinator,
-                format!("{TRANSACTION_STATE}-{p}: no in-sync follower has fetched from this broker lately"),
-            ));
-        }
-        let epoch = self.ensure_loaded(broker, p);
+        runtime::led_partition(&self.ctx, TRANSACTION_STATE, p)?;
+        let epoch = self.ensure_loaded(p);
         Ok((p, epoch))
     }
 
@@ -178,11 +193,10 @@ impl TxnCoordinator {
     /// writes the new state and waits until the ISR has it.
     pub(super) async fn transition(
         &self,
-        broker: &Arc<Broker>,
         tid: &str,
         decide: impl FnOnce(Option<&TxnMetadata>, i64) -> Result<Change, ApiError>,
     ) -> Result<TxnMetadata, ApiError> {
-        let (p, coordinator_epoch) = self.led_partition(broker, tid)?;
+        let (p, coordinator_epoch) = self.led_partition(tid)?;
         let (pending, prior, target) = {
             let mut st = self.lock();
             let cur = st.txns.get(tid);
@@ -200,27 +214,25 @@ impl TxnCoordinator {
             };
             target.coordinator_epoch = coordinator_epoch;
             target.pending = false;
-            let batch = crate::group::log_format::encode_batch(
+            let batch = runtime::encode_batch(
                 &[(
                     log_format::key(tid),
                     Some(log_format::value(&target.stored())),
                 )],
                 now,
             );
-            let appended = broker
-                .replicas
-                .append_records(AppendRecords {
-                    topic: TRANSACTION_STATE,
-                    partition: p,
-                    records: Records::Built(batch),
-                    origin: AppendOrigin::Coordinator,
-                    acks: RequiredAcks::All,
-                    timeout: WRITE_TIMEOUT,
-                })
-                .map_err(|e| {
-                    warn!(transactional_id = tid, error = %e, "append to __transaction_state failed");
-                    api(ResponseError::CoordinatorNotAvailable, e.message)
-                })?;
+            let appended = runtime::write(
+                &self.ctx,
+                TRANSACTION_STATE,
+                p,
+                batch,
+                RequiredAcks::All,
+                WRITE_TIMEOUT,
+            )
+            .map_err(|e| {
+                warn!(transactional_id = tid, error = %e, "append to __transaction_state failed");
+                api(ResponseError::CoordinatorNotAvailable, e.message)
+            })?;
             let prior = cur.cloned();
             let mut marked = target.clone();
             marked.pending = true;
@@ -235,7 +247,7 @@ impl TxnCoordinator {
         };
         let written = pending.await;
         let mut st = self.lock();
-        if st.loaded_epochs.get(&p) != Some(&coordinator_epoch) {
+        if !st.loaded_epochs.is_loaded(p, coordinator_epoch) {
             // Reloaded (or unloaded) meanwhile: what is in memory now came
             // from the log; only a placeholder of this write may remain.
             if st.txns.get(tid).is_some_and(|m| m.pending) {
@@ -274,7 +286,6 @@ impl TxnCoordinator {
     /// An open transaction is aborted first; the client retries meanwhile.
     pub async fn init_producer_id(
         &self,
-        broker: &Arc<Broker>,
         tid: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
@@ -291,10 +302,10 @@ impl TxnCoordinator {
         let mut must_abort = false;
         let fresh_id = match self.lock().txns.get(tid) {
             Some(m) if m.producer_epoch < i16::MAX - 1 => None,
-            _ => Some(broker.metadata.allocate_producer_id()?),
+            _ => Some(self.ctx.metadata.allocate_producer_id()?),
         };
         let result = self
-            .transition(broker, tid, |cur, now| {
+            .transition(tid, |cur, now| {
                 let Some(m) = cur else {
                     // Gone since the first look (expired, reloaded): retry.
                     let Some(producer_id) = fresh_id else {
@@ -356,11 +367,7 @@ impl TxnCoordinator {
             })
             .await;
         if must_abort {
-            self.abort_open(
-                broker,
-                tid,
-                "a new producer initialised with its transactional id",
-            );
+            self.abort_open(tid, "a new producer initialised with its transactional id");
         }
         result.map(|m| (m.producer_id, m.producer_epoch))
     }
@@ -369,13 +376,12 @@ impl TxnCoordinator {
     /// producer's transaction (which starts if none is open).
     pub async fn add_partitions(
         &self,
-        broker: &Arc<Broker>,
         tid: &str,
         producer_id: i64,
         producer_epoch: i16,
         partitions: &[(String, i32)],
     ) -> Result<(), ApiError> {
-        self.transition(broker, tid, |cur, now| {
+        self.transition(tid, |cur, now| {
             let m = TxnMetadata::of_producer(cur, tid, producer_id, producer_epoch)?;
             match m.state {
                 TxnState::PrepareCommit | TxnState::PrepareAbort => return Err(concurrent(tid)),
@@ -409,14 +415,13 @@ impl TxnCoordinator {
     /// is answered), the markers follow, then CompleteCommit/CompleteAbort.
     pub async fn end_txn(
         &self,
-        broker: &Arc<Broker>,
         tid: &str,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
     ) -> Result<(), ApiError> {
         let mut started = false;
-        self.transition(broker, tid, |cur, now| {
+        self.transition(tid, |cur, now| {
             let m = TxnMetadata::of_producer(cur, tid, producer_id, producer_epoch)?;
             let invalid = || {
                 api(
@@ -452,7 +457,7 @@ impl TxnCoordinator {
         })
         .await?;
         if started {
-            self.spawn_completion(broker, tid);
+            self.spawn_completion(tid);
         }
         Ok(())
     }
@@ -460,13 +465,11 @@ impl TxnCoordinator {
     /// Aborts the open transaction of `tid` with the producer epoch bumped,
     /// so the producer that opened it is fenced (transaction timeout, or a
     /// new producer initialising the id).
-    pub(super) fn abort_open(&self, broker: &Arc<Broker>, tid: &str, why: &'static str) {
-        let b = broker.clone();
+    pub(super) fn abort_open(&self, tid: &str, why: &'static str) {
         let tid = tid.to_string();
-        broker.spawn(tokio::spawn(async move {
-            let r = b
-                .txns
-                .transition(&b, &tid, |cur, now| {
+        self.spawn(|txns| async move {
+            let r = txns
+                .transition(&tid, |cur, now| {
                     let Some(m) = cur.filter(|m| m.state == TxnState::Ongoing) else {
                         return Ok(Change::None);
                     };
@@ -483,30 +486,29 @@ impl TxnCoordinator {
             match r {
                 Ok(m) if m.state == TxnState::PrepareAbort => {
                     info!(transactional_id = %tid, producer_id = m.producer_id, epoch = m.producer_epoch, why, "aborting an open transaction");
-                    b.txns.spawn_completion(&b, &tid);
+                    txns.spawn_completion(&tid);
                 }
                 Ok(_) => {}
                 Err(e) => warn!(transactional_id = %tid, error = %e, "could not abort an open transaction"),
             }
-        }));
+        });
     }
 
     /// Writes the markers of a prepared transaction, then its completion
     /// (one task per transaction; the timer starts it again for any
     /// prepared transaction without one).
-    pub(super) fn spawn_completion(&self, broker: &Arc<Broker>, tid: &str) {
+    pub(super) fn spawn_completion(&self, tid: &str) {
         if !self.lock().completing.insert(tid.to_string()) {
             return;
         }
-        let b = broker.clone();
         let tid = tid.to_string();
-        broker.spawn(tokio::spawn(async move {
-            b.txns.complete(&b, &tid).await;
-            b.txns.lock().completing.remove(&tid);
-        }));
+        self.spawn(|txns| async move {
+            txns.complete(&tid).await;
+            txns.lock().completing.remove(&tid);
+        });
     }
 
-    async fn complete(&self, broker: &Arc<Broker>, tid: &str) {
+    async fn complete(&self, tid: &str) {
         let Some(m) = self.lock().txns.get(tid).cloned() else {
             return;
         };
@@ -515,13 +517,13 @@ impl TxnCoordinator {
         }
         let commit = m.state == TxnState::PrepareCommit;
         debug!(transactional_id = %tid, producer_id = m.producer_id, epoch = m.producer_epoch, commit, partitions = m.partitions.len(), "writing transaction markers");
-        if let Err(e) = super::markers::write_all(broker, tid, &m, commit).await {
+        if let Err(e) = self.write_all(tid, &m, commit).await {
             // No longer the coordinator: the new one finishes the transaction.
             info!(transactional_id = %tid, error = %e, "markers not all written here");
             return;
         }
         let r = self
-            .transition(broker, tid, |cur, now| {
+            .transition(tid, |cur, now| {
                 let Some(c) = cur.filter(|c| {
                     c.state == m.state
                         && c.producer_id == m.producer_id
@@ -556,8 +558,8 @@ impl TxnCoordinator {
 
     /// Transactions of the given ids, for DescribeTransactions: each one's
     /// state or the error for it.
-    pub fn describe(&self, broker: &Arc<Broker>, tid: &str) -> Result<TxnMetadata, ApiError> {
-        self.led_partition(broker, tid)?;
+    pub fn describe(&self, tid: &str) -> Result<TxnMetadata, ApiError> {
+        self.led_partition(tid)?;
         self.lock().txns.get(tid).cloned().ok_or_else(|| {
             api(
                 ResponseError::TransactionalIdNotFound,
@@ -567,8 +569,8 @@ impl TxnCoordinator {
     }
 
     /// Every transaction this broker coordinates (ListTransactions).
-    pub fn list(&self, broker: &Arc<Broker>) -> Vec<TxnDescription> {
-        self.tick_load(broker);
+    pub fn list(&self) -> Vec<TxnDescription> {
+        self.tick_load();
         self.lock()
             .txns
             .iter()

@@ -4,24 +4,22 @@
 //! transactions found half way through (PrepareCommit, PrepareAbort) are
 //! finished by writing their markers again.
 
-use std::sync::Arc;
-
 use tracing::{info, warn};
 
 use super::coordinator::TxnCoordinator;
 use super::log_format;
 use super::metadata::TxnMetadata;
 use super::{partition_for, TRANSACTION_STATE};
-use crate::broker::Broker;
+use crate::coordinator_runtime::{self as runtime, Replayed};
 
 impl TxnCoordinator {
     /// Reads partition `p` again if its leader epoch changed; returns the
     /// epoch it is loaded at.
-    pub(super) fn ensure_loaded(&self, broker: &Arc<Broker>, p: i32) -> i32 {
-        let Some(part) = broker.replicas.get(TRANSACTION_STATE, p) else {
+    pub(super) fn ensure_loaded(&self, p: i32) -> i32 {
+        let Some(part) = self.ctx.replicas.get(TRANSACTION_STATE, p) else {
             return -1;
         };
-        let Some(topic) = broker.metadata.topic(TRANSACTION_STATE) else {
+        let Some(topic) = self.ctx.metadata.topic(TRANSACTION_STATE) else {
             return -1;
         };
         let n = topic.partitions.len() as i32;
@@ -29,55 +27,33 @@ impl TxnCoordinator {
         let mut to_finish = Vec::new();
         {
             let mut st = self.lock();
-            if st.loaded_epochs.get(&p) == Some(&epoch) {
+            if st.loaded_epochs.is_loaded(p, epoch) {
                 return epoch;
             }
             st.txns.retain(|id, _| partition_for(id, n) != p);
-            let mut offset = part.log_start_offset();
-            let end = part.log_end_offset();
             let mut records = 0usize;
-            while offset < end {
-                let read = match part.read_local(offset, 1 << 20) {
-                    Ok(r) if !r.records.is_empty() => r,
-                    Ok(_) => break,
-                    Err(e) => {
-                        warn!(partition = p, offset, error = %e, "cannot read __transaction_state");
-                        break;
-                    }
+            runtime::replay(&part, part.log_end_offset(), |item| {
+                // Markers end transactions of other topics' partitions;
+                // this topic's state is in its records alone.
+                let Replayed::Record { key, value, .. } = item else {
+                    return;
                 };
-                let before = offset;
-                for b in skein_storage::batch::iter_batches(&read.records) {
-                    let Ok((header, bytes)) = b else { break };
-                    offset = header.next_offset();
-                    if header.is_control() {
-                        continue;
+                let Ok(Some(tid)) = log_format::decode_key(key) else {
+                    return;
+                };
+                records += 1;
+                match value.map(log_format::decode_value) {
+                    None => {
+                        st.txns.remove(&tid);
                     }
-                    let Ok(recs) = skein_storage::record_decode::decode_records(bytes) else {
-                        continue;
-                    };
-                    for r in recs {
-                        let Some(key) = r.key else { continue };
-                        let Ok(Some(tid)) = log_format::decode_key(key) else {
-                            continue;
-                        };
-                        records += 1;
-                        match r.value.map(log_format::decode_value) {
-                            None => {
-                                st.txns.remove(&tid);
-                            }
-                            Some(Ok(stored)) => {
-                                st.txns.insert(tid, TxnMetadata::from_stored(stored, epoch));
-                            }
-                            Some(Err(e)) => {
-                                warn!(partition = p, transactional_id = %tid, error = %e, "skipping a transaction record")
-                            }
-                        }
+                    Some(Ok(stored)) => {
+                        st.txns.insert(tid, TxnMetadata::from_stored(stored, epoch));
+                    }
+                    Some(Err(e)) => {
+                        warn!(partition = p, transactional_id = %tid, error = %e, "skipping a transaction record")
                     }
                 }
-                if offset <= before {
-                    break;
-                }
-            }
+            });
             for (id, m) in st.txns.iter_mut() {
                 if partition_for(id, n) == p {
                     m.coordinator_epoch = epoch;
@@ -86,7 +62,7 @@ impl TxnCoordinator {
                     }
                 }
             }
-            st.loaded_epochs.insert(p, epoch);
+            st.loaded_epochs.loaded(p, epoch);
             info!(
                 partition = p,
                 leader_epoch = epoch,
@@ -96,15 +72,15 @@ impl TxnCoordinator {
             );
         }
         for tid in to_finish {
-            self.spawn_completion(broker, &tid);
+            self.spawn_completion(&tid);
         }
         epoch
     }
 
     /// Drops what is in memory for a partition this broker no longer leads.
-    pub(super) fn unload(&self, _broker: &Broker, p: i32, n: i32) {
+    pub(super) fn unload(&self, p: i32, n: i32) {
         let mut st = self.lock();
-        if st.loaded_epochs.remove(&p).is_some() {
+        if st.loaded_epochs.unload(p) {
             st.txns.retain(|id, _| partition_for(id, n) != p);
         }
     }

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::TxnState;
-use crate::group::record_codec::{
+use crate::coordinator_runtime::record_codec::{
     get_compact_len, get_compact_str, get_i16, get_i32, get_i64, get_str, need, put_str, skip_tags,
     FormatError,
 };

@@ -12,27 +12,25 @@ use tracing::info;
 use super::coordinator::TxnCoordinator;
 use super::log_format;
 use super::{TxnState, TRANSACTION_STATE};
-use crate::append::{AppendRecords, Records, RequiredAcks};
-use crate::broker::Broker;
+use crate::append::RequiredAcks;
+use crate::coordinator_runtime as runtime;
 use crate::system::now_ms;
 
 impl TxnCoordinator {
     /// Starts the timer: loads partitions this broker came to lead, finishes
     /// transactions found half way, aborts expired ones, forgets idle ids.
-    pub fn start(broker: &Arc<Broker>) {
-        let me = Arc::downgrade(broker);
-        broker.spawn(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                let Some(b) = me.upgrade() else { return };
-                b.txns.tick(&b);
-            }
-        }));
+    pub fn start(self: &Arc<Self>) {
+        runtime::every(
+            &self.ctx,
+            Duration::from_millis(500),
+            self,
+            |txns: &Arc<Self>| txns.tick(),
+        );
     }
 
     /// The periodic work: see [`TxnCoordinator::start`].
-    pub(super) fn tick(&self, broker: &Arc<Broker>) {
-        self.tick_load(broker);
+    pub(super) fn tick(&self) {
+        self.tick_load();
         self.metrics.ongoing.set(self.ongoing() as i64);
         let now = now_ms();
         let (expired, idle) = {
@@ -68,7 +66,7 @@ impl TxnCoordinator {
             (expired, idle)
         };
         for tid in expired {
-            self.abort_open(broker, &tid, "transaction.timeout.ms passed");
+            self.abort_open(&tid, "transaction.timeout.ms passed");
         }
         let stuck: Vec<String> = {
             let st = self.lock();
@@ -81,53 +79,53 @@ impl TxnCoordinator {
                 .collect()
         };
         for tid in stuck {
-            self.spawn_completion(broker, &tid);
+            self.spawn_completion(&tid);
         }
         for tid in idle {
-            self.expire_id(broker, &tid);
+            self.expire_id(&tid);
         }
     }
 
     /// Loads every `__transaction_state` partition this broker came to lead.
-    pub(super) fn tick_load(&self, broker: &Arc<Broker>) {
-        let Some(topic) = broker.metadata.topic(TRANSACTION_STATE) else {
+    pub(super) fn tick_load(&self) {
+        let Some(topic) = self.ctx.metadata.topic(TRANSACTION_STATE) else {
             return;
         };
         for p in 0..topic.partitions.len() as i32 {
-            if broker
+            if self
+                .ctx
                 .replicas
                 .get(TRANSACTION_STATE, p)
                 .is_some_and(|part| part.is_leader())
             {
-                self.ensure_loaded(broker, p);
+                self.ensure_loaded(p);
             } else {
-                self.unload(broker, p, topic.partitions.len() as i32);
+                self.unload(p, topic.partitions.len() as i32);
             }
         }
     }
 
     /// Forgets an idle transactional id (`transactional.id.expiration.ms`):
     /// a tombstone, so compaction removes it from the log too.
-    pub(super) fn expire_id(&self, broker: &Arc<Broker>, tid: &str) {
-        let Ok((p, epoch)) = self.led_partition(broker, tid) else {
+    pub(super) fn expire_id(&self, tid: &str) {
+        let Ok((p, epoch)) = self.led_partition(tid) else {
             return;
         };
         let mut st = self.lock();
-        if st.loaded_epochs.get(&p) != Some(&epoch) || st.txns.get(tid).is_none_or(|m| m.pending) {
+        if !st.loaded_epochs.is_loaded(p, epoch) || st.txns.get(tid).is_none_or(|m| m.pending) {
             return;
         }
-        let batch =
-            crate::group::log_format::encode_batch(&[(log_format::key(tid), None)], now_ms());
+        let batch = runtime::encode_batch(&[(log_format::key(tid), None)], now_ms());
         // The tombstone is not waited for: should it not reach the ISR, a
         // new leader still knows the id and expires it in turn.
-        let appended = broker.replicas.append_records(AppendRecords {
-            topic: TRANSACTION_STATE,
-            partition: p,
-            records: Records::Built(batch),
-            origin: skein_storage::AppendOrigin::Coordinator,
-            acks: RequiredAcks::Leader,
-            timeout: Duration::ZERO,
-        });
+        let appended = runtime::write(
+            &self.ctx,
+            TRANSACTION_STATE,
+            p,
+            batch,
+            RequiredAcks::Leader,
+            Duration::ZERO,
+        );
         if appended.is_ok() {
             st.txns.remove(tid);
             info!(transactional_id = tid, "transactional id expired");

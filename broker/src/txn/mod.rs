@@ -133,7 +133,7 @@ impl TxnState {
 /// The `__transaction_state` partition of `transactional_id` (Kafka's
 /// `abs(hashCode) % partitions`, as for groups).
 pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
-    crate::group::partition_for(transactional_id, partitions)
+    crate::coordinator_runtime::partition_for(transactional_id, partitions)
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@
 //! (`AddPartitionsToTxn` v4, `verify_only`); later ones find the
 //! transaction open in the partition's producer state and go through.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::{ParseResponseErrorCode, ResponseError};
@@ -19,9 +18,9 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
 
+use super::coordinator::TxnCoordinator;
 use super::metadata::TxnMetadata;
 use super::TxnState;
-use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::handlers::strb;
 use skein_storage::{AppendOrigin, VerificationGuard};
@@ -66,18 +65,18 @@ pub(crate) fn verification_code(
 /// retriable `NOT_ENOUGH_REPLICAS` when the coordinator cannot answer now
 /// (a producer retries a produce on that, not on coordinator errors).
 pub async fn verify(
-    broker: &Arc<Broker>,
+    txns: &TxnCoordinator,
     tid: &str,
     topic: &str,
     partition: i32,
     producer_id: i64,
     producer_epoch: i16,
 ) -> Result<AppendOrigin, ApiError> {
-    if !broker.txns.cfg.partition_verification {
+    if !txns.cfg.partition_verification {
         return Ok(AppendOrigin::Client);
     }
     // Not led here: the append answers NOT_LEADER_OR_FOLLOWER.
-    let Some(part) = broker.replicas.get(topic, partition) else {
+    let Some(part) = txns.ctx.replicas.get(topic, partition) else {
         return Ok(AppendOrigin::Client);
     };
     // Most batches continue a transaction open here: a read lock tells.
@@ -96,16 +95,15 @@ pub async fn verify(
             format!("cannot verify the transaction of {tid} with its coordinator now: {why}"),
         )
     };
-    let coordinator = broker
-        .txns
-        .coordinator_of(broker, tid)
+    let coordinator = txns
+        .coordinator_of(tid)
         .map_err(|e| unavailable(e.message))?;
-    let code = if coordinator == broker.config.node_id {
-        let meta = broker.txns.describe(broker, tid);
+    let code = if coordinator == txns.ctx.node_id {
+        let meta = txns.describe(tid);
         verification_code(&meta, producer_id, producer_epoch, topic, partition)
     } else {
         ask(
-            broker,
+            txns,
             coordinator,
             tid,
             topic,
@@ -140,7 +138,7 @@ pub async fn verify(
 /// `AddPartitionsToTxn` v4 with `verify_only` to the coordinator on
 /// another broker: the partition's code, or why there is none.
 async fn ask(
-    broker: &Arc<Broker>,
+    txns: &TxnCoordinator,
     coordinator: i32,
     tid: &str,
     topic: &str,
@@ -159,10 +157,9 @@ async fn ask(
     txn.topics = vec![t];
     let mut req = AddPartitionsToTxnRequest::default();
     req.transactions = vec![txn];
-    let resp = broker
-        .txns
+    let resp = txns
         .verification
-        .call(broker, coordinator, &req, 4, VERIFY_TIMEOUT)
+        .call(coordinator, &req, 4, VERIFY_TIMEOUT)
         .await?;
     if let Some(e) = resp.error_code.err() {
         return Err(e);

@@ -1,9 +1,10 @@
-//! The field encodings of `__consumer_offsets` keys and values, as Apache
-//! Kafka writes them: the classic encoding (`int16` lengths, `int32` array
-//! counts, -1 for null) and the flexible one of KIP-482 (unsigned-varint
-//! lengths + 1, tagged fields). Shared by [`super::log_format`] (offsets
-//! and classic groups) and [`super::consumer_group_records`] (KIP-848
-//! groups).
+//! The field encodings of coordinator record keys and values, as Apache
+//! Kafka writes them (its `CoordinatorRecordSerde`): the classic encoding
+//! (`int16` lengths, `int32` array counts, -1 for null) and the flexible
+//! one of KIP-482 (unsigned-varint lengths + 1, tagged fields). Shared by
+//! the group coordinator's `log_format` (offsets and classic groups) and
+//! `consumer_group_records` (KIP-848 groups), and the transaction
+//! coordinator's `log_format`.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use uuid::Uuid;
