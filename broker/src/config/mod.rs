@@ -4,10 +4,10 @@
 //!
 //! The topic configs and the broker configs that set their defaults are one
 //! table (`skein_controller::topic_config_table!`), bound to the partition
-//! log's settings in `topic.rs`. The other broker configs are described in
-//! `broker_config_defs` and read here, each with its default (the two are
-//! not one definition yet); the coordinators' in `coordinators.rs`, the
-//! listeners' in `listeners`.
+//! log's settings in `topic.rs`. The other broker configs are the lines of
+//! `broker_table.rs` (name, type, default, minimum, whether dynamic), read
+//! here into [`BrokerConfig`]'s fields; the coordinators' in
+//! `coordinators.rs`, the listeners' in `listeners`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,8 +16,12 @@ use std::path::PathBuf;
 use clap::Parser;
 use skein_storage::LogConfig;
 
+pub mod broker_table;
 mod coordinators;
 mod topic;
+
+use broker_table as keys;
+pub use broker_table::{broker_key, BrokerKey, Kind, Update, BROKER_KEYS};
 
 use coordinators::{group_config, txn_config};
 
@@ -296,8 +300,13 @@ impl BrokerConfig {
         let control_tls = control_tls(&raw)?;
         let log_defaults = log_config_from(&raw, &topic::kafka_log_defaults(), true)?;
         let mut cfg = BrokerConfig {
-            node_id: num(&raw, "node.id", 1)?,
-            data_dir: PathBuf::from(get("log.dirs").or(get("log.dir")).unwrap_or("./skein-data")),
+            node_id: keys::NODE_ID.value(&raw)?,
+            data_dir: PathBuf::from(
+                get(keys::LOG_DIRS.name)
+                    .or(get(keys::LOG_DIR.name))
+                    .or(keys::LOG_DIR.unset_value())
+                    .expect("log.dir has a default"),
+            ),
             listen,
             advertised_host: adv_host,
             advertised_port: adv_port,
@@ -307,69 +316,57 @@ impl BrokerConfig {
             metrics_listen,
             control_listen,
             control_tls,
-            rack: get("broker.rack").map(str::to_string),
-            num_partitions: num(&raw, "num.partitions", 1)?,
-            default_replication_factor: num(&raw, "default.replication.factor", 1)?,
-            auto_create_topics_enable: boolean(&raw, "auto.create.topics.enable", true)?,
+            rack: keys::BROKER_RACK.get(&raw)?,
+            num_partitions: keys::NUM_PARTITIONS.value(&raw)?,
+            default_replication_factor: keys::DEFAULT_REPLICATION_FACTOR.value(&raw)?,
+            auto_create_topics_enable: keys::AUTO_CREATE_TOPICS_ENABLE.value(&raw)?,
             message_max_bytes: log_defaults.max_message_bytes,
-            socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
-            sasl_server_max_receive_size: num(&raw, "sasl.server.max.receive.size", 524_288usize)?,
+            socket_request_max_bytes: keys::SOCKET_REQUEST_MAX_BYTES.value(&raw)?,
+            sasl_server_max_receive_size: keys::SASL_SERVER_MAX_RECEIVE_SIZE.value(&raw)?,
             queued_max_request_bytes: queued_max_request_bytes(&raw)?,
-            sendfile: boolean(&raw, "socket.sendfile.enable", true)?,
-            socket_send_buffer: socket_buffer(&raw, "socket.send.buffer.bytes", 102_400)?,
-            socket_receive_buffer: socket_buffer(&raw, "socket.receive.buffer.bytes", -1)?,
-            connections_max_idle_ms: num(&raw, "connections.max.idle.ms", 600_000u64)?,
+            sendfile: keys::SOCKET_SENDFILE_ENABLE.value(&raw)?,
+            socket_send_buffer: socket_buffer(&raw, &keys::SOCKET_SEND_BUFFER_BYTES)?,
+            socket_receive_buffer: socket_buffer(&raw, &keys::SOCKET_RECEIVE_BUFFER_BYTES)?,
+            connections_max_idle_ms: keys::CONNECTIONS_MAX_IDLE_MS.value(&raw)?,
             rack_aware_replica_selector: replica_selector(
-                raw.get("replica.selector.class").map(String::as_str),
+                raw.get(keys::REPLICA_SELECTOR_CLASS.name)
+                    .map(String::as_str),
             )?,
             replication_throttle: (
-                rate(&raw, crate::replication_throttle::LEADER_RATE)?,
-                rate(&raw, crate::replication_throttle::FOLLOWER_RATE)?,
+                rate(&raw, keys::LEADER_REPLICATION_THROTTLED_RATE.name)?,
+                rate(&raw, keys::FOLLOWER_REPLICATION_THROTTLED_RATE.name)?,
             ),
-            fetch_session_cache_slots: num(
-                &raw,
-                "max.incremental.fetch.session.cache.slots",
-                1000usize,
-            )?,
+            fetch_session_cache_slots: keys::MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS
+                .value(&raw)?,
             connection_limits: crate::connection_quotas::ConnectionLimits::from_config(&raw)?,
-            log_retention_check_interval_ms: num(&raw, "log.retention.check.interval.ms", 300_000)?,
+            log_retention_check_interval_ms: keys::LOG_RETENTION_CHECK_INTERVAL_MS.value(&raw)?,
             cleaner: CleanerConfig {
-                enable: boolean(&raw, "log.cleaner.enable", true)?,
-                threads: num(&raw, "log.cleaner.threads", 1usize)?,
-                backoff_ms: num(&raw, "log.cleaner.backoff.ms", 15_000u64)?,
-                dedupe_buffer_size: num(&raw, "log.cleaner.dedupe.buffer.size", 134_217_728usize)?,
-                io_max_bytes_per_second: num(&raw, "log.cleaner.io.max.bytes.per.second", f64::MAX)
+                enable: keys::LOG_CLEANER_ENABLE.value(&raw)?,
+                threads: keys::LOG_CLEANER_THREADS.value(&raw)?,
+                backoff_ms: keys::LOG_CLEANER_BACKOFF_MS.value(&raw)?,
+                dedupe_buffer_size: keys::LOG_CLEANER_DEDUPE_BUFFER_SIZE.value(&raw)?,
+                io_max_bytes_per_second: keys::LOG_CLEANER_IO_MAX_BYTES_PER_SECOND
+                    .value(&raw)
                     .map(|r: f64| (r < f64::MAX && r > 0.0).then_some(r))?,
             },
-            log_flush_scheduler_interval_ms: num(&raw, "log.flush.scheduler.interval.ms", 1000u64)?,
+            log_flush_scheduler_interval_ms: keys::LOG_FLUSH_SCHEDULER_INTERVAL_MS.value(&raw)?,
             min_insync_replicas: num(&raw, "min.insync.replicas", 1)?,
-            replica_lag_time_max_ms: num(&raw, "replica.lag.time.max.ms", 30_000)?,
-            replica_fetch_wait_max_ms: num(&raw, "replica.fetch.wait.max.ms", 500)?,
-            replica_fetch_max_bytes: num(&raw, "replica.fetch.max.bytes", 1_048_576)?,
-            replica_fetch_response_max_bytes: num(
-                &raw,
-                "replica.fetch.response.max.bytes",
-                10_485_760,
-            )?,
-            replica_fetch_backoff_ms: num(&raw, "replica.fetch.backoff.ms", 1_000u64)?,
-            broker_heartbeat_interval_ms: num(&raw, "broker.heartbeat.interval.ms", 2_000u64)?,
-            controlled_shutdown_timeout_ms: num(&raw, "controlled.shutdown.timeout.ms", 30_000u64)?,
-            offsets_topic_num_partitions: num(&raw, "offsets.topic.num.partitions", 50)?,
+            replica_lag_time_max_ms: keys::REPLICA_LAG_TIME_MAX_MS.value(&raw)?,
+            replica_fetch_wait_max_ms: keys::REPLICA_FETCH_WAIT_MAX_MS.value(&raw)?,
+            replica_fetch_max_bytes: keys::REPLICA_FETCH_MAX_BYTES.value(&raw)?,
+            replica_fetch_response_max_bytes: keys::REPLICA_FETCH_RESPONSE_MAX_BYTES.value(&raw)?,
+            replica_fetch_backoff_ms: keys::REPLICA_FETCH_BACKOFF_MS.value(&raw)?,
+            broker_heartbeat_interval_ms: keys::BROKER_HEARTBEAT_INTERVAL_MS.value(&raw)?,
+            controlled_shutdown_timeout_ms: keys::CONTROLLED_SHUTDOWN_TIMEOUT_MS.value(&raw)?,
+            offsets_topic_num_partitions: keys::OFFSETS_TOPIC_NUM_PARTITIONS.value(&raw)?,
             groups: group_config(&raw)?,
             txns: txn_config(&raw)?,
             authorizer: crate::authorizer_config::AuthorizerConfig::from_raw(&raw)?,
-            producer_id_expiration_ms: num(&raw, "producer.id.expiration.ms", 86_400_000)?,
+            producer_id_expiration_ms: keys::PRODUCER_ID_EXPIRATION_MS.value(&raw)?,
             log_format: "text".into(),
             log_defaults,
             raw,
         };
-        if cfg.num_partitions < 1 {
-            return Err(ConfigError::Value {
-                key: "num.partitions".into(),
-                value: cfg.num_partitions.to_string(),
-                reason: "must be at least 1".into(),
-            });
-        }
         if cfg.default_replication_factor < 1 {
             cfg.default_replication_factor = 1;
         }
@@ -419,7 +416,7 @@ fn replica_selector(value: Option<&str>) -> Result<bool, ConfigError> {
         None | Some("") => Ok(false),
         Some(RACK_AWARE) => Ok(true),
         Some(other) => Err(ConfigError::Value {
-            key: "replica.selector.class".into(),
+            key: keys::REPLICA_SELECTOR_CLASS.name.into(),
             value: other.into(),
             reason: format!("the only replica selector is {RACK_AWARE}"),
         }),
@@ -473,15 +470,14 @@ fn num<T: std::str::FromStr>(
 /// a positive byte count.
 fn socket_buffer(
     raw: &BTreeMap<String, String>,
-    key: &str,
-    default: i64,
+    key: &keys::BrokerKey,
 ) -> Result<Option<usize>, ConfigError> {
-    let n: i64 = num(raw, key, default)?;
+    let n: i64 = key.value(raw)?;
     match n {
         -1 => Ok(None),
         n if n > 0 => Ok(Some(n as usize)),
         n => Err(ConfigError::Value {
-            key: key.to_string(),
+            key: key.name.to_string(),
             value: n.to_string(),
             reason: "a positive size in bytes, or -1 for the OS default".into(),
         }),
@@ -489,29 +485,24 @@ fn socket_buffer(
 }
 
 /// `queued.max.request.bytes`: -1 is unbounded (Kafka's default; Skein's
-/// default is [`crate::request_memory::DEFAULT_QUEUED_MAX_REQUEST_BYTES`]);
-/// a bound must hold the largest request, as Kafka requires.
+/// is bounded, the table's line says why); a bound must hold the largest
+/// request, as Kafka requires.
 fn queued_max_request_bytes(raw: &BTreeMap<String, String>) -> Result<Option<usize>, ConfigError> {
-    let key = "queued.max.request.bytes";
-    let n: i64 = num(
-        raw,
-        key,
-        crate::request_memory::DEFAULT_QUEUED_MAX_REQUEST_BYTES,
-    )?;
-    let request_max: i64 = num(raw, "socket.request.max.bytes", 104_857_600i64)?;
+    let key = &keys::QUEUED_MAX_REQUEST_BYTES;
+    let n: i64 = key.value(raw)?;
+    let request_max: i64 = keys::SOCKET_REQUEST_MAX_BYTES.value(raw)?;
     match n {
         -1 => Ok(None),
         n if n >= request_max => Ok(Some(n as usize)),
         n => Err(ConfigError::Value {
-            key: key.to_string(),
+            key: key.name.to_string(),
             value: n.to_string(),
-            reason: format!("-1 (unbounded) or at least socket.request.max.bytes ({request_max})"),
+            reason: format!(
+                "-1 (unbounded) or at least {} ({request_max})",
+                keys::SOCKET_REQUEST_MAX_BYTES.name
+            ),
         }),
     }
-}
-
-fn boolean(raw: &BTreeMap<String, String>, key: &str, default: bool) -> Result<bool, ConfigError> {
-    num(raw, key, default)
 }
 
 /// The control port's TLS: the broker's certificate, the CA the
