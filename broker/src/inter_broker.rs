@@ -18,6 +18,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 
+use crate::config::broker_table as keys;
 use crate::listeners::{ListenerConfig, SaslMechanism, TlsSettings};
 use crate::tls::{certificates, private_key, roots, versions, Reloading};
 
@@ -133,7 +134,7 @@ fn client_config(
     };
     if t.truststore.is_none() {
         return Err((
-            key("ssl.truststore.location"),
+            key(keys::SSL_TRUSTSTORE_LOCATION.name),
             format!("the inter-broker listener {listener} is TLS: the brokers' certificates are checked against a truststore, and none is set"),
         ));
     }
@@ -163,7 +164,7 @@ fn client_config(
         t.clone(),
         build,
     )
-    .map_err(|e| (key("ssl.keystore.location"), e))
+    .map_err(|e| (key(keys::SSL_KEYSTORE_LOCATION.name), e))
 }
 
 /// The client configuration: the truststore's CAs, the keystore as the

@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
+use crate::config::broker_table as keys;
 use crate::handlers;
 use crate::listeners::ListenerConfig;
 use crate::tls::TlsReloader;
@@ -244,10 +245,10 @@ async fn handle_connection(
         let (limit, setting) = if session.authenticating() {
             (
                 max.min(broker.config.sasl_server_max_receive_size),
-                "sasl.server.max.receive.size",
+                keys::SASL_SERVER_MAX_RECEIVE_SIZE.name,
             )
         } else {
-            (max, "socket.request.max.bytes")
+            (max, keys::SOCKET_REQUEST_MAX_BYTES.name)
         };
         if size < min || size as usize > limit {
             warn!(%peer, size, limit, setting, "closing connection: request size out of bounds");

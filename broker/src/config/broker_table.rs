@@ -8,11 +8,6 @@
 //! that set topic defaults are the topic config table's
 //! (`skein_controller::topic_config_table!`).
 
-use std::collections::BTreeMap;
-use std::str::FromStr;
-
-use super::{parse_val, ConfigError};
-
 /// Kafka's `ConfigType` codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i8)]
@@ -164,7 +159,7 @@ broker_config_table! {
     /// Each listener's security protocol, by listener name.
     LISTENER_SECURITY_PROTOCOL_MAP = "listener.security.protocol.map", Str, null, static;
     /// The addresses the broker listens on, one per listener.
-    LISTENERS = "listeners", Str, "PLAINTEXT://:9092", static;
+    LISTENERS = "listeners", Str, "PLAINTEXT://:9092", static, unset "PLAINTEXT://127.0.0.1:9092";
     /// How long a cleaner thread sleeps when no log needs cleaning.
     LOG_CLEANER_BACKOFF_MS = "log.cleaner.backoff.ms", Long, "15000", dynamic;
     /// The memory all cleaner threads use to deduplicate keys.
@@ -298,52 +293,26 @@ pub fn broker_key(name: &str) -> Option<&'static BrokerKey> {
 
 impl BrokerKey {
     /// The value Skein uses when the key is unset; `None`: none.
-    pub fn unset_value(&self) -> Option<&'static str> {
-        self.unset.or(self.default)
-    }
-
-    /// The key's value in `raw`, if set, parsed and checked against its
-    /// minimum.
-    pub fn get<T: FromStr + ToString>(
-        &self,
-        raw: &BTreeMap<String, String>,
-    ) -> Result<Option<T>, ConfigError> {
-        raw.get(self.name).map(|v| self.parse(v)).transpose()
-    }
-
-    /// The key's value in `raw`, else the value Skein uses when unset.
-    pub fn value<T: FromStr + ToString>(
-        &self,
-        raw: &BTreeMap<String, String>,
-    ) -> Result<T, ConfigError> {
-        match raw
-            .get(self.name)
-            .map(String::as_str)
-            .or(self.unset_value())
-        {
-            Some(v) => self.parse(v),
-            None => unreachable!("{} has no default: read it with get", self.name),
+    pub const fn unset_value(&self) -> Option<&'static str> {
+        match self.unset {
+            Some(v) => Some(v),
+            None => self.default,
         }
     }
 
-    fn parse<T: FromStr + ToString>(&self, v: &str) -> Result<T, ConfigError> {
-        let parsed: T = parse_val(self.name, v)?;
-        let shown = parsed.to_string();
-        match self.min {
-            Some(min) if shown.parse::<f64>().is_ok_and(|n| n < min as f64) => {
-                Err(ConfigError::Value {
-                    key: self.name.into(),
-                    value: shown,
-                    reason: format!("must be at least {min}"),
-                })
-            }
-            _ => Ok(parsed),
+    /// The value Skein uses when the key is unset, for a key that has one.
+    pub const fn when_unset(&self) -> &'static str {
+        match self.unset_value() {
+            Some(v) => v,
+            None => panic!("a broker config without a default"),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]

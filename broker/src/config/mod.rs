@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use clap::Parser;
 use skein_storage::LogConfig;
@@ -30,6 +31,16 @@ pub use topic::{
     broker_default_value, effective_topic_config, topic_config, validate_topic_config, ConfigKind,
     TopicConfigDef, TopicConfigError, KAFKA_TIMESTAMP_AFTER_MAX_MS, TOPIC_CONFIGS,
 };
+
+// Skein's own broker configs, which Kafka does not have (DescribeConfigs
+// lists them when set, as other keys it does not know).
+
+/// Where the Prometheus endpoint listens; empty: nowhere.
+const METRICS_LISTEN: &str = "metrics.listen";
+/// Where the controller's session arrives (cluster mode).
+const CONTROL_LISTEN: &str = "control.listen";
+/// The control port's key and certificate (mutual TLS).
+const CONTROL_SSL_KEYSTORE_LOCATION: &str = "control.ssl.keystore.location";
 
 /// Command-line interface of `skein-broker`.
 #[derive(Debug, Parser, Clone)]
@@ -239,22 +250,25 @@ impl BrokerConfig {
             }
         }
         if let Some(id) = cli.node_id {
-            raw.insert("node.id".into(), id.to_string());
+            raw.insert(keys::NODE_ID.name.into(), id.to_string());
         }
         if let Some(d) = &cli.data_dir {
-            raw.insert("log.dirs".into(), d.display().to_string());
+            raw.insert(keys::LOG_DIRS.name.into(), d.display().to_string());
         }
         if let Some(l) = &cli.listen {
-            raw.insert("listeners".into(), format!("PLAINTEXT://{l}"));
+            raw.insert(keys::LISTENERS.name.into(), format!("PLAINTEXT://{l}"));
         }
         if let Some(a) = &cli.advertised {
-            raw.insert("advertised.listeners".into(), format!("PLAINTEXT://{a}"));
+            raw.insert(
+                keys::ADVERTISED_LISTENERS.name.into(),
+                format!("PLAINTEXT://{a}"),
+            );
         }
         if let Some(m) = &cli.metrics_listen {
-            raw.insert("metrics.listen".into(), m.clone());
+            raw.insert(METRICS_LISTEN.into(), m.clone());
         }
         if let Some(c) = &cli.control_listen {
-            raw.insert("control.listen".into(), c.clone());
+            raw.insert(CONTROL_LISTEN.into(), c.clone());
         }
         for o in &cli.overrides {
             let (k, v) = o
@@ -288,14 +302,14 @@ impl BrokerConfig {
             false => Default::default(),
         };
         let (adv_host, adv_port) = (inter.advertised_host.clone(), inter.advertised_port);
-        let metrics_listen = match get("metrics.listen") {
+        let metrics_listen = match get(METRICS_LISTEN) {
             Some("") => None,
-            Some(m) => Some(parse_val::<SocketAddr>("metrics.listen", m)?),
+            Some(m) => Some(parse_val::<SocketAddr>(METRICS_LISTEN, m)?),
             None => Some("127.0.0.1:9644".parse().expect("static address")),
         };
-        let control_listen = match get("control.listen") {
+        let control_listen = match get(CONTROL_LISTEN) {
             None | Some("") => None,
-            Some(c) => Some(parse_val::<SocketAddr>("control.listen", c)?),
+            Some(c) => Some(parse_val::<SocketAddr>(CONTROL_LISTEN, c)?),
         };
         let control_tls = control_tls(&raw)?;
         let log_defaults = log_config_from(&raw, &topic::kafka_log_defaults(), true)?;
@@ -304,8 +318,7 @@ impl BrokerConfig {
             data_dir: PathBuf::from(
                 get(keys::LOG_DIRS.name)
                     .or(get(keys::LOG_DIR.name))
-                    .or(keys::LOG_DIR.unset_value())
-                    .expect("log.dir has a default"),
+                    .unwrap_or(keys::LOG_DIR.when_unset()),
             ),
             listen,
             advertised_host: adv_host,
@@ -350,7 +363,10 @@ impl BrokerConfig {
                     .map(|r: f64| (r < f64::MAX && r > 0.0).then_some(r))?,
             },
             log_flush_scheduler_interval_ms: keys::LOG_FLUSH_SCHEDULER_INTERVAL_MS.value(&raw)?,
-            min_insync_replicas: num(&raw, "min.insync.replicas", 1)?,
+            min_insync_replicas: topic::broker_value(
+                &raw,
+                skein_controller::election::MIN_INSYNC_REPLICAS,
+            )?,
             replica_lag_time_max_ms: keys::REPLICA_LAG_TIME_MAX_MS.value(&raw)?,
             replica_fetch_wait_max_ms: keys::REPLICA_FETCH_WAIT_MAX_MS.value(&raw)?,
             replica_fetch_max_bytes: keys::REPLICA_FETCH_MAX_BYTES.value(&raw)?,
@@ -447,23 +463,54 @@ impl Default for CleanerConfig {
     }
 }
 
+/// Reading a broker config's value (its line is in `broker_table.rs`).
+impl BrokerKey {
+    /// The key's value in `raw`, if set, parsed and checked against its
+    /// minimum.
+    pub fn get<T: FromStr + ToString>(
+        &self,
+        raw: &BTreeMap<String, String>,
+    ) -> Result<Option<T>, ConfigError> {
+        raw.get(self.name).map(|v| self.parse(v)).transpose()
+    }
+
+    /// The key's value in `raw`, else the value Skein uses when unset.
+    pub fn value<T: FromStr + ToString>(
+        &self,
+        raw: &BTreeMap<String, String>,
+    ) -> Result<T, ConfigError> {
+        match raw
+            .get(self.name)
+            .map(String::as_str)
+            .or(self.unset_value())
+        {
+            Some(v) => self.parse(v),
+            None => unreachable!("{} has no default: read it with get", self.name),
+        }
+    }
+
+    fn parse<T: FromStr + ToString>(&self, v: &str) -> Result<T, ConfigError> {
+        let parsed: T = parse_val(self.name, v)?;
+        let shown = parsed.to_string();
+        match self.min {
+            Some(min) if shown.parse::<f64>().is_ok_and(|n| n < min as f64) => {
+                Err(ConfigError::Value {
+                    key: self.name.into(),
+                    value: shown,
+                    reason: format!("must be at least {min}"),
+                })
+            }
+            _ => Ok(parsed),
+        }
+    }
+}
+
 fn parse_val<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
     v.trim().parse().map_err(|_| ConfigError::Value {
         key: key.into(),
         value: v.into(),
         reason: "not a valid value".into(),
     })
-}
-
-fn num<T: std::str::FromStr>(
-    raw: &BTreeMap<String, String>,
-    key: &str,
-    default: T,
-) -> Result<T, ConfigError> {
-    match raw.get(key) {
-        Some(v) => parse_val(key, v),
-        None => Ok(default),
-    }
 }
 
 /// A socket buffer size: -1 is the OS default (as in Kafka), anything else
@@ -516,7 +563,7 @@ pub struct ControlTls {
 
 fn control_tls(raw: &BTreeMap<String, String>) -> Result<Option<ControlTls>, ConfigError> {
     let get = |k: &str| raw.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
-    let keystore = get("control.ssl.keystore.location");
+    let keystore = get(CONTROL_SSL_KEYSTORE_LOCATION);
     let truststore = get("control.ssl.truststore.location");
     let subject = get("control.ssl.controller.subject").map(str::to_string);
     match (keystore, truststore) {
@@ -529,7 +576,7 @@ fn control_tls(raw: &BTreeMap<String, String>) -> Result<Option<ControlTls>, Con
             controller_subject: subject,
         })),
         _ => Err(ConfigError::Value {
-            key: "control.ssl.keystore.location".into(),
+            key: CONTROL_SSL_KEYSTORE_LOCATION.into(),
             value: keystore.unwrap_or("").into(),
             reason: "control-plane TLS is mutual: set both control.ssl.keystore.location (this broker's key and certificate) and control.ssl.truststore.location (the controller's CA)".into(),
         }),
@@ -540,7 +587,7 @@ fn control_tls(raw: &BTreeMap<String, String>) -> Result<Option<ControlTls>, Con
 /// Whether the broker joins a cluster (`control.listen`) and so replicates
 /// over its inter-broker listener.
 fn control_mode(raw: &BTreeMap<String, String>) -> bool {
-    raw.get("control.listen")
+    raw.get(CONTROL_LISTEN)
         .is_some_and(|c| !c.trim().is_empty())
 }
 
