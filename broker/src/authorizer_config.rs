@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::config::broker_table as keys;
 use crate::principal::Principal;
+use skein_controller::broker_config as keys;
 
 /// A bad authorizer setting (the broker refuses to start).
 #[derive(Debug, Clone, PartialEq, Eq)]

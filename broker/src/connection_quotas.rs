@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use skein_controller::{ClientQuotas, QuotaEntity, QuotaEntityType};
 
-use crate::config::broker_table as keys;
 use crate::quotas::Sampler;
+use skein_controller::broker_config as keys;
 
 /// The connection-rate window (11 one-second samples, as the client
 /// quotas' `quota.window.*`).

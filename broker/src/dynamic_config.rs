@@ -16,7 +16,7 @@
 //! throttles (`replication_throttle`). Keys Kafka treats
 //! as static are refused with INVALID_CONFIG, as Kafka does; so are the
 //! dynamic ones Skein does not implement yet, by name. Each line of the
-//! broker config table (`config::broker_table`) says which it is.
+//! broker config table (`skein_controller::broker_config`) says which it is.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

@@ -18,9 +18,9 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 
-use crate::config::broker_table as keys;
 use crate::listeners::{ListenerConfig, SaslMechanism, TlsSettings};
 use crate::tls::{certificates, private_key, roots, versions, Reloading};
+use skein_controller::broker_config as keys;
 
 /// The client side of the inter-broker listener.
 #[derive(Clone, Default)]

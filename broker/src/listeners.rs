@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use crate::config::broker_table as keys;
+use skein_controller::broker_config as keys;
 use skein_controller::ScramMechanism;
 
 /// Kafka's security protocols.

@@ -14,11 +14,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
-use crate::config::broker_table as keys;
 use crate::handlers;
 use crate::listeners::ListenerConfig;
 use crate::tls::TlsReloader;
 use crate::zero_copy::{write_chunks, Chunk, Outbox, ResponseSink};
+use skein_controller::broker_config as keys;
 
 /// A listener as the accept loop serves it.
 pub struct Listener {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{keys, ConfigError};
+use super::{keys, ConfigError, ReadKey};
 
 /// The transaction coordinator's settings, by their Kafka names.
 pub(super) fn txn_config(

@@ -5,9 +5,10 @@
 //! The topic configs and the broker configs that set their defaults are one
 //! table (`skein_controller::topic_config_table!`), bound to the partition
 //! log's settings in `topic.rs`. The other broker configs are the lines of
-//! `broker_table.rs` (name, type, default, minimum, whether dynamic), read
-//! here into [`BrokerConfig`]'s fields; the coordinators' in
-//! `coordinators.rs`, the listeners' in `listeners`.
+//! another (`skein_controller::broker_config`: name, type, default,
+//! minimum, whether dynamic), read here into [`BrokerConfig`]'s fields
+//! ([`ReadKey`]); the coordinators' in `coordinators.rs`, the listeners' in
+//! `listeners`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,12 +18,11 @@ use std::str::FromStr;
 use clap::Parser;
 use skein_storage::LogConfig;
 
-pub mod broker_table;
 mod coordinators;
 mod topic;
 
-use broker_table as keys;
-pub use broker_table::{broker_key, BrokerKey, Kind, Update, BROKER_KEYS};
+use skein_controller::broker_config as keys;
+pub use skein_controller::broker_config::{broker_key, BrokerKey, Kind, Update, BROKER_KEYS};
 
 use coordinators::{group_config, txn_config};
 
@@ -463,19 +463,32 @@ impl Default for CleanerConfig {
     }
 }
 
-/// Reading a broker config's value (its line is in `broker_table.rs`).
-impl BrokerKey {
+/// Reading a broker config's value from the properties, by its line of the
+/// table.
+pub trait ReadKey {
     /// The key's value in `raw`, if set, parsed and checked against its
     /// minimum.
-    pub fn get<T: FromStr + ToString>(
+    fn get<T: FromStr + ToString>(
+        &self,
+        raw: &BTreeMap<String, String>,
+    ) -> Result<Option<T>, ConfigError>;
+
+    /// The key's value in `raw`, else the value Skein uses when unset.
+    fn value<T: FromStr + ToString>(
+        &self,
+        raw: &BTreeMap<String, String>,
+    ) -> Result<T, ConfigError>;
+}
+
+impl ReadKey for BrokerKey {
+    fn get<T: FromStr + ToString>(
         &self,
         raw: &BTreeMap<String, String>,
     ) -> Result<Option<T>, ConfigError> {
-        raw.get(self.name).map(|v| self.parse(v)).transpose()
+        raw.get(self.name).map(|v| parse_key(self, v)).transpose()
     }
 
-    /// The key's value in `raw`, else the value Skein uses when unset.
-    pub fn value<T: FromStr + ToString>(
+    fn value<T: FromStr + ToString>(
         &self,
         raw: &BTreeMap<String, String>,
     ) -> Result<T, ConfigError> {
@@ -484,24 +497,25 @@ impl BrokerKey {
             .map(String::as_str)
             .or(self.unset_value())
         {
-            Some(v) => self.parse(v),
+            Some(v) => parse_key(self, v),
             None => unreachable!("{} has no default: read it with get", self.name),
         }
     }
+}
 
-    fn parse<T: FromStr + ToString>(&self, v: &str) -> Result<T, ConfigError> {
-        let parsed: T = parse_val(self.name, v)?;
-        let shown = parsed.to_string();
-        match self.min {
-            Some(min) if shown.parse::<f64>().is_ok_and(|n| n < min as f64) => {
-                Err(ConfigError::Value {
-                    key: self.name.into(),
-                    value: shown,
-                    reason: format!("must be at least {min}"),
-                })
-            }
-            _ => Ok(parsed),
+/// `v` as the value of `key`, checked against its minimum.
+fn parse_key<T: FromStr + ToString>(key: &BrokerKey, v: &str) -> Result<T, ConfigError> {
+    let parsed: T = parse_val(key.name, v)?;
+    let shown = parsed.to_string();
+    match key.min {
+        Some(min) if shown.parse::<f64>().is_ok_and(|n| n < min as f64) => {
+            Err(ConfigError::Value {
+                key: key.name.into(),
+                value: shown,
+                reason: format!("must be at least {min}"),
+            })
         }
+        _ => Ok(parsed),
     }
 }
 
@@ -636,6 +650,24 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_value_below_the_minimum_is_refused_with_kafkas_words() {
+        let raw = BTreeMap::from([("num.partitions".to_string(), "0".to_string())]);
+        let e = keys::NUM_PARTITIONS
+            .value::<i32>(&raw)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "invalid value \"0\" for num.partitions: must be at least 1"
+        );
+        assert_eq!(keys::NODE_ID.value::<i32>(&BTreeMap::new()).unwrap(), 1);
+        assert_eq!(
+            keys::BROKER_RACK.get::<String>(&BTreeMap::new()).unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -2,11 +2,11 @@
 //! Kafka's name, type and default (as DescribeConfigs lists them), the
 //! value Skein uses when unset where that differs, the smallest value
 //! accepted, whether it changes without a restart, and its documentation
-//! (the line's doc comment). Parsing (`config`), DescribeConfigs
-//! (`broker_config_defs`) and dynamic updates (`dynamic_config`) all read
-//! these lines, so a key is spelled and defaulted once. The broker configs
-//! that set topic defaults are the topic config table's
-//! (`skein_controller::topic_config_table!`).
+//! (the line's doc comment). The broker's parsing, DescribeConfigs and
+//! dynamic updates, and the operator's checks of a cluster's `spec.config`,
+//! all read these lines, so a key is spelled and defaulted once, as
+//! Kafka's `ConfigDef`. The broker configs that set topic defaults are the
+//! topic config table's ([`crate::topic_config_table!`]).
 
 /// Kafka's `ConfigType` codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -311,8 +311,6 @@ impl BrokerKey {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     #[test]
@@ -335,17 +333,5 @@ mod tests {
                 assert!(ok, "{} = {v:?}", k.name);
             }
         }
-    }
-
-    #[test]
-    fn a_value_below_the_minimum_is_refused_with_kafkas_words() {
-        let raw = BTreeMap::from([("num.partitions".to_string(), "0".to_string())]);
-        let e = NUM_PARTITIONS.value::<i32>(&raw).unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "invalid value \"0\" for num.partitions: must be at least 1"
-        );
-        assert_eq!(NODE_ID.value::<i32>(&BTreeMap::new()).unwrap(), 1);
-        assert_eq!(BROKER_RACK.get::<String>(&BTreeMap::new()).unwrap(), None);
     }
 }
