@@ -321,6 +321,7 @@ mod tests {
         sorted.dedup();
         assert_eq!(names, sorted);
         for k in BROKER_KEYS {
+            assert!(!k.doc.trim().is_empty(), "{} has no doc comment", k.name);
             for v in [k.default, k.unset].into_iter().flatten() {
                 let ok = match k.kind {
                     Kind::Boolean => v.parse::<bool>().is_ok(),

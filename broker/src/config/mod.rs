@@ -329,7 +329,7 @@ impl BrokerConfig {
             metrics_listen,
             control_listen,
             control_tls,
-            rack: keys::BROKER_RACK.get(&raw)?,
+            rack: raw.get(keys::BROKER_RACK.name).cloned(),
             num_partitions: keys::NUM_PARTITIONS.value(&raw)?,
             default_replication_factor: keys::DEFAULT_REPLICATION_FACTOR.value(&raw)?,
             auto_create_topics_enable: keys::AUTO_CREATE_TOPICS_ENABLE.value(&raw)?,
@@ -730,6 +730,9 @@ mod tests {
         assert_eq!(c.advertised_host, "127.0.0.1");
         assert_eq!(c.advertised_port, 9092);
         assert_eq!(c.node_id, 1);
+        assert_eq!(c.data_dir, PathBuf::from("./skein-data"));
+        assert_eq!(c.cleaner, CleanerConfig::default(), "no I/O limit either");
+        assert_eq!(c.min_insync_replicas, 1);
         assert_eq!(c.log_defaults.segment_bytes, 1 << 30);
         assert_eq!(c.log_defaults.retention_ms, 7 * 24 * 3_600_000);
         assert_eq!(
