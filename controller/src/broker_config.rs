@@ -3,10 +3,13 @@
 //! value Skein uses when unset where that differs, the smallest value
 //! accepted, whether it changes without a restart, and its documentation
 //! (the line's doc comment). The broker's parsing, DescribeConfigs and
-//! dynamic updates, and the operator's checks of a cluster's `spec.config`,
-//! all read these lines, so a key is spelled and defaulted once, as
-//! Kafka's `ConfigDef`. The broker configs that set topic defaults are the
-//! topic config table's ([`crate::topic_config_table!`]).
+//! dynamic updates, the controller's settings ([`crate::config`]) and the
+//! operator (the keys it reserves and writes) all read these lines, so a
+//! key is spelled and defaulted once, as Kafka's `ConfigDef`. The broker
+//! configs that set topic defaults are the topic config table's
+//! ([`crate::topic_config_table!`]); one of them, `log.flush.interval.ms`,
+//! has a line here too, because Kafka lists it unlike the others (its
+//! line says how).
 
 /// Kafka's `ConfigType` codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
