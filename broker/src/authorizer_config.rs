@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use crate::principal::Principal;
+use skein_controller::broker_config as keys;
 
 /// A bad authorizer setting (the broker refuses to start).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,12 +42,12 @@ impl AuthorizerConfig {
             reason,
         };
         let name = raw
-            .get("authorizer.class.name")
+            .get(keys::AUTHORIZER_CLASS_NAME.name)
             .map(|s| s.trim())
-            .unwrap_or("");
+            .unwrap_or(keys::AUTHORIZER_CLASS_NAME.when_unset());
         if !name.is_empty() && !ACCEPTED_NAMES.contains(&name) {
             return Err(bad(
-                "authorizer.class.name",
+                keys::AUTHORIZER_CLASS_NAME.name,
                 name,
                 format!(
                     "unknown authorizer; Skein's ACL authorizer answers to {}",
@@ -55,11 +56,11 @@ impl AuthorizerConfig {
             ));
         }
         let mut super_users = HashSet::new();
-        if let Some(list) = raw.get("super.users") {
+        if let Some(list) = raw.get(keys::SUPER_USERS.name) {
             for p in list.split(';').map(str::trim).filter(|p| !p.is_empty()) {
                 let parsed = Principal::parse(p).ok_or_else(|| {
                     bad(
-                        "super.users",
+                        keys::SUPER_USERS.name,
                         list,
                         format!("`{p}` is not a principal (Type:name)"),
                     )
@@ -68,7 +69,7 @@ impl AuthorizerConfig {
             }
         }
         let allow = match raw
-            .get("allow.everyone.if.no.acl.found")
+            .get(keys::ALLOW_EVERYONE_IF_NO_ACL_FOUND.name)
             .map(|s| s.trim().to_ascii_lowercase())
         {
             None => false,
@@ -76,7 +77,7 @@ impl AuthorizerConfig {
             Some(v) if v == "false" => false,
             Some(v) => {
                 return Err(bad(
-                    "allow.everyone.if.no.acl.found",
+                    keys::ALLOW_EVERYONE_IF_NO_ACL_FOUND.name,
                     &v,
                     "expected true or false".into(),
                 ))

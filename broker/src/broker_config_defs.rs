@@ -1,10 +1,11 @@
 //! Every broker config Skein reads, as DescribeConfigs lists it for a
 //! broker (`kafka-configs --describe --entity-type brokers --all`): Kafka's
 //! name, type and default, whether Kafka lets it change without a restart,
-//! and its synonyms (`log.retention.ms` > `.minutes` > `.hours`). The
-//! broker configs that set topic defaults come from the topic config table
-//! (`skein_controller::topic_config_table!`), with their defaults and
-//! synonyms in other units; [`BROKER_CONFIGS`] lists the others.
+//! and its synonyms (`log.retention.ms` > `.minutes` > `.hours`), read from
+//! the two tables that define them: the broker config table
+//! ([`crate::config::BROKER_KEYS`]) and, for the broker configs that set
+//! topic defaults with their synonyms in other units, the topic config
+//! table (`skein_controller::topic_config_table!`).
 //!
 //! A value comes from, highest first: this broker's dynamic value
 //! (DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic default
@@ -16,22 +17,10 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use crate::config::{broker_default_value, ConfigKind, TOPIC_CONFIGS};
+use crate::config::{broker_default_value, ConfigKind, BROKER_KEYS, TOPIC_CONFIGS};
 
-/// Kafka's `ConfigType` codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i8)]
-pub enum Kind {
-    Boolean = 1,
-    Str = 2,
-    Int = 3,
-    Short = 4,
-    Long = 5,
-    Double = 6,
-    List = 7,
-    Class = 8,
-    Password = 9,
-}
+pub use crate::config::Kind;
+use Kind::*;
 
 /// Kafka's `ConfigSource` codes.
 pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
@@ -50,153 +39,19 @@ pub struct BrokerConfigDef {
     pub synonyms: Cow<'static, [&'static str]>,
 }
 
-const fn d(name: &'static str, kind: Kind, default: Option<&'static str>) -> BrokerConfigDef {
-    s(name, kind, default, &[])
-}
-
-const fn s(
-    name: &'static str,
-    kind: Kind,
-    default: Option<&'static str>,
-    synonyms: &'static [&'static str],
-) -> BrokerConfigDef {
-    BrokerConfigDef {
-        name,
-        kind,
-        default: match default {
-            Some(v) => Some(Cow::Borrowed(v)),
-            None => None,
-        },
-        synonyms: Cow::Borrowed(synonyms),
-    }
-}
-
-use Kind::*;
-
-const LONG_MAX: &str = "9223372036854775807";
-const INT_MAX: &str = "2147483647";
-
-/// Every broker config Skein reads, by name, but those that set topic
-/// defaults ([`broker_config`] has all).
-pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
-    d("advertised.listeners", Str, None),
-    d("allow.everyone.if.no.acl.found", Boolean, Some("false")),
-    d("authorizer.class.name", Str, Some("")),
-    d("auto.create.topics.enable", Boolean, Some("true")),
-    d("auto.leader.rebalance.enable", Boolean, Some("true")),
-    d("broker.heartbeat.interval.ms", Int, Some("2000")),
-    d("broker.rack", Str, None),
-    d("connections.max.idle.ms", Long, Some("600000")),
-    d("connections.max.reauth.ms", Long, Some("0")),
-    d("controlled.shutdown.timeout.ms", Long, Some("30000")),
-    d("default.replication.factor", Int, Some("1")),
-    d("follower.replication.throttled.rate", Long, Some(LONG_MAX)),
-    d("group.consumer.heartbeat.interval.ms", Int, Some("5000")),
-    d("group.consumer.session.timeout.ms", Int, Some("45000")),
-    d("group.initial.rebalance.delay.ms", Int, Some("3000")),
-    d("group.max.session.timeout.ms", Int, Some("1800000")),
-    d("group.max.size", Int, Some(INT_MAX)),
-    d("group.min.session.timeout.ms", Int, Some("6000")),
-    d("inter.broker.listener.name", Str, None),
-    d("leader.imbalance.check.interval.seconds", Long, Some("300")),
-    d("leader.replication.throttled.rate", Long, Some(LONG_MAX)),
-    d("listener.security.protocol.map", Str, None),
-    d("listeners", Str, Some("PLAINTEXT://:9092")),
-    d("log.cleaner.backoff.ms", Long, Some("15000")),
-    d("log.cleaner.dedupe.buffer.size", Long, Some("134217728")),
-    d("log.cleaner.enable", Boolean, Some("true")),
-    d(
-        "log.cleaner.io.max.bytes.per.second",
-        Double,
-        Some("1.7976931348623157E308"),
-    ),
-    d("log.cleaner.threads", Int, Some("1")),
-    s("log.dirs", Str, None, &["log.dir"]),
-    d("log.dir", Str, Some("/tmp/kafka-logs")),
-    // Sets flush.ms's default, but listed as Kafka lists it: null, with
-    // log.flush.scheduler.interval.ms (here the flush timer's period, not a
-    // flush interval) as its synonym.
-    s(
-        "log.flush.interval.ms",
-        Long,
-        None,
-        &["log.flush.scheduler.interval.ms"],
-    ),
-    d("log.flush.scheduler.interval.ms", Long, Some("1000")),
-    d("log.retention.check.interval.ms", Long, Some("300000")),
-    d("max.connections", Int, Some(INT_MAX)),
-    d("max.connections.per.ip", Int, Some(INT_MAX)),
-    d("max.connections.per.ip.overrides", Str, Some("")),
-    d(
-        "max.incremental.fetch.session.cache.slots",
-        Int,
-        Some("1000"),
-    ),
-    d("node.id", Int, Some("-1")),
-    d("num.partitions", Int, Some("1")),
-    d("offsets.retention.check.interval.ms", Long, Some("600000")),
-    d("offsets.retention.minutes", Int, Some("10080")),
-    d("offsets.topic.num.partitions", Int, Some("50")),
-    d("offsets.topic.replication.factor", Short, Some("3")),
-    d("producer.id.expiration.ms", Int, Some("86400000")),
-    d("replica.fetch.backoff.ms", Int, Some("1000")),
-    d("replica.fetch.max.bytes", Int, Some("1048576")),
-    d("replica.fetch.response.max.bytes", Int, Some("10485760")),
-    d("replica.fetch.wait.max.ms", Int, Some("500")),
-    d("replica.lag.time.max.ms", Long, Some("30000")),
-    d("replica.selector.class", Class, None),
-    d("sasl.enabled.mechanisms", List, Some("GSSAPI")),
-    d("security.inter.broker.protocol", Str, Some("PLAINTEXT")),
-    d("socket.request.max.bytes", Int, Some("104857600")),
-    d("sasl.server.max.receive.size", Int, Some("524288")),
-    // Kafka's default is -1 (unbounded); Skein bounds the memory that
-    // requests in flight may take (request_memory.rs).
-    d("queued.max.request.bytes", Long, Some("536870912")),
-    d("socket.receive.buffer.bytes", Int, Some("-1")),
-    d("socket.send.buffer.bytes", Int, Some("102400")),
-    d("socket.sendfile.enable", Boolean, Some("true")),
-    d("ssl.client.auth", Str, Some("none")),
-    d("ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3")),
-    d("ssl.key.password", Password, None),
-    d("ssl.keystore.location", Str, None),
-    d("ssl.keystore.password", Password, None),
-    d("ssl.keystore.type", Str, Some("JKS")),
-    d("ssl.principal.mapping.rules", Str, Some("DEFAULT")),
-    d("ssl.truststore.location", Str, None),
-    d("ssl.truststore.password", Password, None),
-    d("ssl.truststore.type", Str, Some("JKS")),
-    d("super.users", Str, None),
-    d(
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-        Int,
-        Some("10000"),
-    ),
-    d("transaction.max.timeout.ms", Int, Some("900000")),
-    d(
-        "transaction.partition.verification.enable",
-        Boolean,
-        Some("true"),
-    ),
-    d(
-        "transaction.remove.expired.transaction.cleanup.interval.ms",
-        Int,
-        Some("3600000"),
-    ),
-    d("transaction.state.log.min.isr", Int, Some("2")),
-    d("transaction.state.log.num.partitions", Int, Some("50")),
-    d("transaction.state.log.replication.factor", Short, Some("3")),
-    d(
-        "transaction.state.log.segment.bytes",
-        Int,
-        Some("104857600"),
-    ),
-    d("transactional.id.expiration.ms", Int, Some("604800000")),
-];
-
-/// Every broker config: [`BROKER_CONFIGS`], then those that set topic
-/// defaults that it does not list.
+/// Every broker config: the broker config table's
+/// ([`crate::config::BROKER_KEYS`]), then those that set topic defaults
+/// that it does not list.
 static ALL: LazyLock<Vec<BrokerConfigDef>> = LazyLock::new(|| {
-    let mut all = BROKER_CONFIGS.to_vec();
+    let mut all: Vec<BrokerConfigDef> = BROKER_KEYS
+        .iter()
+        .map(|k| BrokerConfigDef {
+            name: k.name,
+            kind: k.kind,
+            default: k.default.map(Cow::Borrowed),
+            synonyms: Cow::Borrowed(k.synonyms),
+        })
+        .collect();
     for def in topic_defaults() {
         if !all.iter().any(|d| d.name == def.name) {
             all.push(def);
@@ -495,7 +350,10 @@ mod tests {
             default_of("log.message.timestamp.after.max.ms"),
             Some("3600000")
         );
-        assert_eq!(default_of("log.flush.interval.messages"), Some(LONG_MAX));
+        assert_eq!(
+            default_of("log.flush.interval.messages"),
+            Some("9223372036854775807")
+        );
         assert_eq!(default_of("log.cleanup.policy"), Some("delete"));
         assert_eq!(default_of("compression.type"), Some("producer"));
         assert_eq!(default_of("min.insync.replicas"), Some("1"));
@@ -521,10 +379,7 @@ mod tests {
     }
 
     #[test]
-    fn every_dynamic_config_is_described() {
-        for k in crate::dynamic_config::DYNAMIC {
-            assert!(broker_config(k).is_some(), "{k}");
-        }
+    fn every_config_that_sets_a_topic_default_is_described() {
         for t in crate::config::TOPIC_CONFIGS {
             let names =
                 std::iter::once(t.broker_default).chain(t.broker_synonyms.iter().map(|s| s.0));

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use skein_controller::{ClientQuotas, QuotaEntity, QuotaEntityType};
 
 use crate::quotas::Sampler;
+use skein_controller::broker_config as keys;
 
 /// The connection-rate window (11 one-second samples, as the client
 /// quotas' `quota.window.*`).
@@ -82,10 +83,10 @@ impl ConnectionLimits {
     /// and `max.connections`. Override hosts are resolved once, here.
     pub fn from_config(raw: &BTreeMap<String, String>) -> Result<Self, InvalidLimit> {
         let mut limits = ConnectionLimits::default();
-        if let Some(v) = raw.get("max.connections.per.ip") {
-            limits.per_ip = count("max.connections.per.ip", v)?;
+        if let Some(v) = raw.get(keys::MAX_CONNECTIONS_PER_IP.name) {
+            limits.per_ip = count(keys::MAX_CONNECTIONS_PER_IP.name, v)?;
         }
-        let key = "max.connections.per.ip.overrides";
+        let key = keys::MAX_CONNECTIONS_PER_IP_OVERRIDES.name;
         if let Some(v) = raw.get(key).filter(|v| !v.trim().is_empty()) {
             for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
                 let (host, n) = entry
@@ -105,14 +106,14 @@ impl ConnectionLimits {
                 }
             }
         }
-        if let Some(v) = raw.get("max.connections") {
-            let n = count("max.connections", v)?;
+        if let Some(v) = raw.get(keys::MAX_CONNECTIONS.name) {
+            let n = count(keys::MAX_CONNECTIONS.name, v)?;
             limits.max_connections = (n < i32::MAX as u32).then_some(n);
             limits.max_connections_unset = false;
         }
         if limits.per_ip == 0 && limits.per_ip_overrides.is_empty() {
             return Err(invalid(
-                "max.connections.per.ip",
+                keys::MAX_CONNECTIONS_PER_IP.name,
                 "0",
                 "0 needs max.connections.per.ip.overrides (no one could connect)",
             ));

@@ -15,47 +15,23 @@
 //! log cleaner's threads, buffer, backoff and I/O rate, and the replication
 //! throttles (`replication_throttle`). Keys Kafka treats
 //! as static are refused with INVALID_CONFIG, as Kafka does; so are the
-//! dynamic ones Skein does not implement yet, by name.
+//! dynamic ones Skein does not implement yet, by name. Each line of the
+//! broker config table (`skein_controller::broker_config`) says which it is.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use skein_controller::broker_configs::BrokerConfigs;
 
-use crate::config::{BrokerConfig, TopicConfigDef, TOPIC_CONFIGS};
+use crate::config::{broker_key, BrokerConfig, TopicConfigDef, Update, TOPIC_CONFIGS};
 
-/// The configs Skein applies without a restart, besides the broker
-/// configs that set topic defaults ([`sets_topic_default`]).
-pub const DYNAMIC: &[&str] = &[
-    // Replication throttles.
-    "follower.replication.throttled.rate",
-    "leader.replication.throttled.rate",
-    // The log cleaner.
-    "log.cleaner.backoff.ms",
-    "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.max.bytes.per.second",
-    "log.cleaner.threads",
-];
-
-/// Dynamic in Kafka, not (yet) changeable at run time in Skein.
-const NOT_YET: &[(&str, &str)] = &[
-    (
-        skein_controller::election::UNCLEAN_LEADER_ELECTION_ENABLE,
-        "the controller reads it from its own settings; set it per topic instead",
-    ),
-    (
-        "max.connections",
-        "connection limits are read at start-up only",
-    ),
-    (
-        "max.connections.per.ip",
-        "connection limits are read at start-up only",
-    ),
-    (
-        "max.connections.per.ip.overrides",
-        "connection limits are read at start-up only",
-    ),
-];
+/// The broker configs that set topic defaults but that Skein does not
+/// change at run time yet (Kafka does), and why. The others' line of the
+/// broker config table says whether they are dynamic.
+const TOPIC_DEFAULTS_NOT_YET: &[(&str, &str)] = &[(
+    skein_controller::election::UNCLEAN_LEADER_ELECTION_ENABLE,
+    "the controller reads it from its own settings; set it per topic instead",
+)];
 
 /// The topic config whose default broker config `key` sets, under its
 /// name or a synonym in another unit (`log.retention.hours`).
@@ -69,18 +45,26 @@ fn topic_default_of(key: &str) -> Option<&'static TopicConfigDef> {
 /// Whether broker config `key` sets the default of a topic config (the log
 /// defaults of topics, `min.insync.replicas`, …): all are dynamic, applied
 /// to every hosted partition without a topic override, except those in
-/// `NOT_YET`.
+/// [`TOPIC_DEFAULTS_NOT_YET`].
 pub fn sets_topic_default(key: &str) -> bool {
     topic_default_of(key).is_some()
 }
 
 /// Whether `key` may be set dynamically; why not, if it may not.
 pub fn check_key(key: &str) -> Result<(), String> {
-    if let Some((_, why)) = NOT_YET.iter().find(|(k, _)| *k == key) {
-        return Err(format!("Cannot update {key} dynamically in Skein: {why}"));
-    }
-    if DYNAMIC.contains(&key) || sets_topic_default(key) {
-        return Ok(());
+    let not_yet = TOPIC_DEFAULTS_NOT_YET.iter().find(|(k, _)| *k == key);
+    let update = match (broker_key(key), not_yet) {
+        (Some(k), _) => k.update,
+        (None, Some((_, why))) => Update::NotYet(why),
+        (None, None) if sets_topic_default(key) => Update::Dynamic,
+        (None, None) => Update::Static,
+    };
+    match update {
+        Update::Dynamic => return Ok(()),
+        Update::NotYet(why) => {
+            return Err(format!("Cannot update {key} dynamically in Skein: {why}"))
+        }
+        Update::Static => {}
     }
     Err(format!(
         "Cannot update these configs dynamically: Set({key}) (change the properties file or --override and restart)"
@@ -247,6 +231,25 @@ mod tests {
         assert!(e.contains("Cannot update these configs dynamically"), "{e}");
         let e = check_key("max.connections").unwrap_err();
         assert!(e.contains("start-up only"), "{e}");
+        let e = check_key("unclean.leader.election.enable").unwrap_err();
+        assert!(e.contains("set it per topic instead"), "{e}");
+        let dynamic: Vec<&str> = crate::config::BROKER_KEYS
+            .iter()
+            .filter(|k| check_key(k.name).is_ok())
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(
+            dynamic,
+            [
+                "follower.replication.throttled.rate",
+                "leader.replication.throttled.rate",
+                "log.cleaner.backoff.ms",
+                "log.cleaner.dedupe.buffer.size",
+                "log.cleaner.io.max.bytes.per.second",
+                "log.cleaner.threads",
+                "log.flush.interval.ms",
+            ]
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureSch
 
 use crate::listeners::{ListenerConfig, SaslMechanism, TlsSettings};
 use crate::tls::{certificates, private_key, roots, versions, Reloading};
+use skein_controller::broker_config as keys;
 
 /// The client side of the inter-broker listener.
 #[derive(Clone, Default)]
@@ -133,7 +134,7 @@ fn client_config(
     };
     if t.truststore.is_none() {
         return Err((
-            key("ssl.truststore.location"),
+            key(keys::SSL_TRUSTSTORE_LOCATION.name),
             format!("the inter-broker listener {listener} is TLS: the brokers' certificates are checked against a truststore, and none is set"),
         ));
     }
@@ -163,7 +164,7 @@ fn client_config(
         t.clone(),
         build,
     )
-    .map_err(|e| (key("ssl.keystore.location"), e))
+    .map_err(|e| (key(keys::SSL_KEYSTORE_LOCATION.name), e))
 }
 
 /// The client configuration: the truststore's CAs, the keystore as the

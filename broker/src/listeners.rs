@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use skein_controller::broker_config as keys;
 use skein_controller::ScramMechanism;
 
 /// Kafka's security protocols.
@@ -237,13 +238,13 @@ pub fn parse(
     raw: &BTreeMap<String, String>,
 ) -> Result<(Vec<ListenerConfig>, String), InvalidListener> {
     let listeners_value = raw
-        .get("listeners")
+        .get(keys::LISTENERS.name)
         .map(String::as_str)
-        .unwrap_or("PLAINTEXT://127.0.0.1:9092");
-    let listeners = parse_list("listeners", listeners_value)?;
+        .unwrap_or(keys::LISTENERS.when_unset());
+    let listeners = parse_list(keys::LISTENERS.name, listeners_value)?;
 
     let map_value = raw
-        .get("listener.security.protocol.map")
+        .get(keys::LISTENER_SECURITY_PROTOCOL_MAP.name)
         .map(String::as_str)
         .unwrap_or(DEFAULT_MAP);
     let mut map = BTreeMap::new();
@@ -254,14 +255,14 @@ pub fn parse(
     {
         let (name, proto) = item.split_once(':').ok_or_else(|| {
             bad(
-                "listener.security.protocol.map",
+                keys::LISTENER_SECURITY_PROTOCOL_MAP.name,
                 map_value,
                 format!("'{item}' is not NAME:PROTOCOL"),
             )
         })?;
         let protocol = SecurityProtocol::parse(proto).ok_or_else(|| {
             bad(
-                "listener.security.protocol.map",
+                keys::LISTENER_SECURITY_PROTOCOL_MAP.name,
                 map_value,
                 format!("unknown security protocol '{proto}' (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
             )
@@ -270,18 +271,18 @@ pub fn parse(
     }
 
     let advertised = match raw
-        .get("advertised.listeners")
+        .get(keys::ADVERTISED_LISTENERS.name)
         .filter(|v| !v.trim().is_empty())
     {
-        Some(v) => parse_list("advertised.listeners", v)?,
+        Some(v) => parse_list(keys::ADVERTISED_LISTENERS.name, v)?,
         None => listeners.clone(),
     };
     let names: BTreeSet<&str> = listeners.iter().map(|(n, _)| n.as_str()).collect();
     for (n, _) in &advertised {
         if !names.contains(n.as_str()) {
             return Err(bad(
-                "advertised.listeners",
-                raw.get("advertised.listeners")
+                keys::ADVERTISED_LISTENERS.name,
+                raw.get(keys::ADVERTISED_LISTENERS.name)
                     .map(String::as_str)
                     .unwrap_or(""),
                 format!("{n} is not one of the listeners ({})", listeners_value),
@@ -294,7 +295,7 @@ pub fn parse(
     for (name, bind) in &listeners {
         let protocol = *map.get(name).ok_or_else(|| {
             bad(
-                "listener.security.protocol.map",
+                keys::LISTENER_SECURITY_PROTOCOL_MAP.name,
                 map_value,
                 format!("listener {name} has no security protocol in the map"),
             )
@@ -302,7 +303,7 @@ pub fn parse(
         let (_, port) = split_host_port(bind).expect("checked by parse_list");
         if port != 0 && !ports.insert(port) {
             return Err(bad(
-                "listeners",
+                keys::LISTENERS.name,
                 listeners_value,
                 format!("port {port} is used twice"),
             ));
@@ -316,7 +317,7 @@ pub fn parse(
             split_host_port(adv).expect("checked by parse_list");
         if advertised_host == "0.0.0.0" || advertised_host == "::" {
             return Err(bad(
-                "advertised.listeners",
+                keys::ADVERTISED_LISTENERS.name,
                 adv,
                 format!("listener {name} would advertise the non-routable address {advertised_host}; set advertised.listeners"),
             ));
@@ -343,14 +344,14 @@ pub fn parse(
     }
 
     let inter = match raw
-        .get("inter.broker.listener.name")
+        .get(keys::INTER_BROKER_LISTENER_NAME.name)
         .filter(|v| !v.trim().is_empty())
     {
         Some(n) => {
             let n = n.trim().to_ascii_uppercase();
             if !names.contains(n.as_str()) {
                 return Err(bad(
-                    "inter.broker.listener.name",
+                    keys::INTER_BROKER_LISTENER_NAME.name,
                     &n,
                     format!("not one of the listeners ({listeners_value})"),
                 ));
@@ -359,12 +360,12 @@ pub fn parse(
         }
         None => {
             let proto = raw
-                .get("security.inter.broker.protocol")
+                .get(keys::SECURITY_INTER_BROKER_PROTOCOL.name)
                 .map(String::as_str)
-                .unwrap_or("PLAINTEXT");
+                .unwrap_or(keys::SECURITY_INTER_BROKER_PROTOCOL.when_unset());
             let wanted = SecurityProtocol::parse(proto).ok_or_else(|| {
                 bad(
-                    "security.inter.broker.protocol",
+                    keys::SECURITY_INTER_BROKER_PROTOCOL.name,
                     proto,
                     "unknown security protocol",
                 )
@@ -376,7 +377,7 @@ pub fn parse(
                 None if out.len() == 1 => out[0].name.clone(),
                 None => {
                     return Err(bad(
-                        "inter.broker.listener.name",
+                        keys::INTER_BROKER_LISTENER_NAME.name,
                         "",
                         format!(
                             "not set, and no listener is named {} (security.inter.broker.protocol); name the replication listener",
@@ -397,11 +398,12 @@ fn sasl_settings(
     let lower = name.to_ascii_lowercase();
     let key = match raw.contains_key(&format!("listener.name.{lower}.sasl.enabled.mechanisms")) {
         true => format!("listener.name.{lower}.sasl.enabled.mechanisms"),
-        false => "sasl.enabled.mechanisms".to_string(),
+        false => keys::SASL_ENABLED_MECHANISMS.name.to_string(),
     };
     // Kafka's default is GSSAPI, which Skein does not serve: saying so
     // beats a listener that accepts nobody.
-    let value = listener_setting(raw, name, "sasl.enabled.mechanisms").unwrap_or("GSSAPI");
+    let value = listener_setting(raw, name, keys::SASL_ENABLED_MECHANISMS.name)
+        .unwrap_or(keys::SASL_ENABLED_MECHANISMS.when_unset());
     let mut mechanisms = Vec::new();
     for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
         let mechanism = match (m, SaslMechanism::parse(m)) {
@@ -445,11 +447,11 @@ fn sasl_settings(
             )));
         }
     }
-    let max_reauth_ms = match listener_setting(raw, name, "connections.max.reauth.ms") {
+    let max_reauth_ms = match listener_setting(raw, name, keys::CONNECTIONS_MAX_REAUTH_MS.name) {
         None => 0,
         Some(v) => v.trim().parse::<u64>().map_err(|_| {
             bad(
-                "connections.max.reauth.ms",
+                keys::CONNECTIONS_MAX_REAUTH_MS.name,
                 v,
                 "not a number of milliseconds",
             )
@@ -477,8 +479,8 @@ fn tls_settings(
     let get = |k: &str| listener_setting(raw, name, k);
     let key_name = |k: &str| format!("listener.name.{}.{k} (or {k})", name.to_ascii_lowercase());
     for (k, what) in [
-        ("ssl.keystore.type", "keystore"),
-        ("ssl.truststore.type", "truststore"),
+        (keys::SSL_KEYSTORE_TYPE.name, "keystore"),
+        (keys::SSL_TRUSTSTORE_TYPE.name, "truststore"),
     ] {
         if let Some(t) = get(k) {
             if !t.eq_ignore_ascii_case("PEM") {
@@ -490,15 +492,15 @@ fn tls_settings(
             }
         }
     }
-    if get("ssl.key.password").is_some() {
+    if get(keys::SSL_KEY_PASSWORD.name).is_some() {
         return Err(bad(
-            &key_name("ssl.key.password"),
+            &key_name(keys::SSL_KEY_PASSWORD.name),
             "(hidden)",
             "encrypted private keys are not supported yet; give the key unencrypted (PKCS#8) and protect the file",
         ));
     }
     let (key, chain) = match (
-        get("ssl.keystore.location"),
+        get(keys::SSL_KEYSTORE_LOCATION.name),
         get("ssl.keystore.key"),
         get("ssl.keystore.certificate.chain"),
     ) {
@@ -509,7 +511,7 @@ fn tls_settings(
         (None, Some(k), Some(c)) => (Pem::Inline(k.to_string()), Pem::Inline(c.to_string())),
         (None, None, None) => {
             return Err(bad(
-                &key_name("ssl.keystore.location"),
+                &key_name(keys::SSL_KEYSTORE_LOCATION.name),
                 "",
                 format!(
                     "listener {name} is SSL but has no certificate: set ssl.keystore.location (a PEM file with the private key and the certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain"
@@ -518,14 +520,14 @@ fn tls_settings(
         }
         _ => {
             return Err(bad(
-                &key_name("ssl.keystore.location"),
+                &key_name(keys::SSL_KEYSTORE_LOCATION.name),
                 "",
                 "set either ssl.keystore.location or both ssl.keystore.key and ssl.keystore.certificate.chain",
             ))
         }
     };
     let truststore = match (
-        get("ssl.truststore.location"),
+        get(keys::SSL_TRUSTSTORE_LOCATION.name),
         get("ssl.truststore.certificates"),
     ) {
         (Some(p), None) => Some(Pem::File(PathBuf::from(p.trim()))),
@@ -533,13 +535,13 @@ fn tls_settings(
         (None, None) => None,
         _ => {
             return Err(bad(
-                &key_name("ssl.truststore.location"),
+                &key_name(keys::SSL_TRUSTSTORE_LOCATION.name),
                 "",
                 "set either ssl.truststore.location or ssl.truststore.certificates, not both",
             ))
         }
     };
-    let client_auth = match get("ssl.client.auth").map(|s| s.trim().to_ascii_lowercase()) {
+    let client_auth = match get(keys::SSL_CLIENT_AUTH.name).map(|s| s.trim().to_ascii_lowercase()) {
         None => ClientAuth::None,
         Some(v) => match v.as_str() {
             "none" => ClientAuth::None,
@@ -547,7 +549,7 @@ fn tls_settings(
             "required" => ClientAuth::Required,
             _ => {
                 return Err(bad(
-                    &key_name("ssl.client.auth"),
+                    &key_name(keys::SSL_CLIENT_AUTH.name),
                     &v,
                     "expected none, requested or required",
                 ))
@@ -556,12 +558,13 @@ fn tls_settings(
     };
     if client_auth != ClientAuth::None && truststore.is_none() {
         return Err(bad(
-            &key_name("ssl.client.auth"),
-            get("ssl.client.auth").unwrap_or(""),
+            &key_name(keys::SSL_CLIENT_AUTH.name),
+            get(keys::SSL_CLIENT_AUTH.name).unwrap_or(""),
             "client certificates need a truststore (ssl.truststore.location or ssl.truststore.certificates)",
         ));
     }
-    let protocols = get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3");
+    let protocols =
+        get(keys::SSL_ENABLED_PROTOCOLS.name).unwrap_or(keys::SSL_ENABLED_PROTOCOLS.when_unset());
     let (mut tls12, mut tls13) = (false, false);
     for p in protocols
         .split(',')
@@ -573,7 +576,7 @@ fn tls_settings(
             "TLSv1.3" => tls13 = true,
             other => {
                 return Err(bad(
-                    &key_name("ssl.enabled.protocols"),
+                    &key_name(keys::SSL_ENABLED_PROTOCOLS.name),
                     protocols,
                     format!("{other} is not supported (TLSv1.2, TLSv1.3)"),
                 ))
@@ -582,17 +585,17 @@ fn tls_settings(
     }
     if !tls12 && !tls13 {
         return Err(bad(
-            &key_name("ssl.enabled.protocols"),
+            &key_name(keys::SSL_ENABLED_PROTOCOLS.name),
             protocols,
             "no protocol enabled",
         ));
     }
-    let principal_mapping_rules = get("ssl.principal.mapping.rules")
-        .unwrap_or("DEFAULT")
+    let principal_mapping_rules = get(keys::SSL_PRINCIPAL_MAPPING_RULES.name)
+        .unwrap_or(keys::SSL_PRINCIPAL_MAPPING_RULES.when_unset())
         .to_string();
     if let Err(e) = crate::ssl_principal::PrincipalMapper::parse(&principal_mapping_rules) {
         return Err(bad(
-            &key_name("ssl.principal.mapping.rules"),
+            &key_name(keys::SSL_PRINCIPAL_MAPPING_RULES.name),
             &principal_mapping_rules,
             e,
         ));

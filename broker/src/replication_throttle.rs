@@ -30,9 +30,6 @@ use crate::quotas::Sampler;
 /// The topic configs that name throttled replicas.
 pub const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
 pub const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
-/// The broker configs that set the rates.
-pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
-pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 
 /// One direction's limit and usage.
 pub struct ReplicationQuota {

@@ -16,11 +16,6 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Skein's default for `queued.max.request.bytes` when it is not set.
-/// Kafka's default (-1) is unbounded; Skein bounds it, and -1 set
-/// explicitly still means unbounded.
-pub const DEFAULT_QUEUED_MAX_REQUEST_BYTES: i64 = 512 << 20;
-
 /// The pool; `None` inside when unbounded.
 pub struct RequestMemoryPool {
     budget: Option<(Arc<Semaphore>, usize)>,

@@ -18,6 +18,7 @@ use crate::handlers;
 use crate::listeners::ListenerConfig;
 use crate::tls::TlsReloader;
 use crate::zero_copy::{write_chunks, Chunk, Outbox, ResponseSink};
+use skein_controller::broker_config as keys;
 
 /// A listener as the accept loop serves it.
 pub struct Listener {
@@ -244,10 +245,10 @@ async fn handle_connection(
         let (limit, setting) = if session.authenticating() {
             (
                 max.min(broker.config.sasl_server_max_receive_size),
-                "sasl.server.max.receive.size",
+                keys::SASL_SERVER_MAX_RECEIVE_SIZE.name,
             )
         } else {
-            (max, "socket.request.max.bytes")
+            (max, keys::SOCKET_REQUEST_MAX_BYTES.name)
         };
         if size < min || size as usize > limit {
             warn!(%peer, size, limit, setting, "closing connection: request size out of bounds");

@@ -1,6 +1,9 @@
 //! Controller settings. Not part of the persisted image: a restarted
 //! controller may run with new settings.
 
+use crate::broker_config::{AUTO_LEADER_REBALANCE_ENABLE, LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS};
+use crate::election::{MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE};
+
 /// Settings of a [`crate::ControllerCore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerConfig {
@@ -43,22 +46,27 @@ impl ControllerConfig {
     /// leader is eligible again.
     pub fn with_broker_settings<'a>(mut self, get: impl Fn(&str) -> Option<&'a str>) -> Self {
         let parse_bool = |k: &str| get(k).and_then(|v| v.trim().parse::<bool>().ok());
-        if let Some(v) = get("min.insync.replicas").and_then(|v| v.trim().parse::<usize>().ok()) {
+        if let Some(v) = get(MIN_INSYNC_REPLICAS).and_then(|v| v.trim().parse::<usize>().ok()) {
             self.min_insync_replicas = v.max(1);
         }
-        if let Some(v) = parse_bool("unclean.leader.election.enable") {
+        if let Some(v) = parse_bool(UNCLEAN_LEADER_ELECTION_ENABLE) {
             self.unclean_leader_election_enable = v;
         }
-        if let Some(v) = parse_bool("auto.leader.rebalance.enable") {
+        if let Some(v) = parse_bool(AUTO_LEADER_REBALANCE_ENABLE.name) {
             self.auto_leader_rebalance_enable = v;
         }
-        if let Some(v) = get("leader.imbalance.check.interval.seconds")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-        {
-            self.leader_imbalance_check_interval_ms = v.saturating_mul(1000).max(1000);
+        if let Some(v) = get(LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS.name).and_then(seconds) {
+            self.leader_imbalance_check_interval_ms = v;
         }
         self
     }
+}
+
+/// `leader.imbalance.check.interval.seconds` in milliseconds, at least one
+/// second.
+fn seconds(v: &str) -> Option<u64> {
+    let s = v.trim().parse::<u64>().ok()?;
+    Some(s.saturating_mul(1000).max(1000))
 }
 
 impl Default for ControllerConfig {
@@ -66,8 +74,12 @@ impl Default for ControllerConfig {
         ControllerConfig {
             broker_session_timeout_ms: 9_000,
             unclean_leader_election_enable: false,
-            auto_leader_rebalance_enable: true,
-            leader_imbalance_check_interval_ms: 300_000,
+            // The broker config table's defaults.
+            auto_leader_rebalance_enable: AUTO_LEADER_REBALANCE_ENABLE.when_unset() == "true",
+            leader_imbalance_check_interval_ms: seconds(
+                LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS.when_unset(),
+            )
+            .expect("a number of seconds"),
             producer_id_block_size: crate::producer_ids::PRODUCER_ID_BLOCK_SIZE,
             min_insync_replicas: 1,
             self_healing: None,
@@ -93,6 +105,9 @@ mod tests {
         assert!(c.unclean_leader_election_enable);
         assert!(!c.auto_leader_rebalance_enable);
         assert_eq!(c.leader_imbalance_check_interval_ms, 30_000);
+        let d = ControllerConfig::default();
+        assert!(d.auto_leader_rebalance_enable);
+        assert_eq!(d.leader_imbalance_check_interval_ms, 300_000);
         let d = ControllerConfig::default().with_broker_settings(|_| Some("nonsense"));
         assert_eq!(d, ControllerConfig::default());
     }

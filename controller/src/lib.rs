@@ -46,6 +46,7 @@
 
 pub mod acls;
 pub mod balance;
+pub mod broker_config;
 pub mod broker_configs;
 pub mod command;
 pub mod config;

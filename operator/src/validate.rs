@@ -8,6 +8,7 @@ use skein_crds::{KafkaCluster, KafkaUser, Topic};
 
 use crate::manifests::{labels, ClusterNames};
 use crate::ownership::Foreign;
+use skein_controller::broker_config as keys;
 
 /// User names a KafkaUser may not take: the principals (certificate
 /// subjects `CN=<name>`) of Skein's own components. A `tls` user named
@@ -31,21 +32,21 @@ pub const RESERVED_USER_NAMES: &[(&str, &str)] = &[
 
 /// Broker config keys the operator sets itself (per pod, as flags).
 const RESERVED_BROKER_KEYS: &[(&str, &str)] = &[
-    ("node.id", "it is the pod ordinal"),
+    (keys::NODE_ID.name, "it is the pod ordinal"),
     ("broker.id", "it is the pod ordinal"),
-    ("listeners", "set from spec.listeners"),
-    ("advertised.listeners", "it is the pod's DNS name"),
-    ("log.dirs", "it is the broker's volume"),
-    ("log.dir", "it is the broker's volume"),
+    (keys::LISTENERS.name, "set from spec.listeners"),
+    (keys::ADVERTISED_LISTENERS.name, "it is the pod's DNS name"),
+    (keys::LOG_DIRS.name, "it is the broker's volume"),
+    (keys::LOG_DIR.name, "it is the broker's volume"),
     ("metrics.listen", "set from spec.listeners.metricsPort"),
-    ("broker.rack", "set from spec.rack"),
+    (keys::BROKER_RACK.name, "set from spec.rack"),
 ];
 
 /// Broker config keys the operator sets when there are client listeners
 /// (besides every `listener.name.<client listener>.*` key).
 const LISTENER_KEYS: &[&str] = &[
-    "listener.security.protocol.map",
-    "inter.broker.listener.name",
+    keys::LISTENER_SECURITY_PROTOCOL_MAP.name,
+    keys::INTER_BROKER_LISTENER_NAME.name,
 ];
 
 /// Why a spec cannot be applied.

@@ -3,143 +3,65 @@
 
 use std::collections::BTreeMap;
 
-use super::{boolean, num, ConfigError};
+use super::{keys, ConfigError, ReadKey};
 
 /// The transaction coordinator's settings, by their Kafka names.
 pub(super) fn txn_config(
     raw: &BTreeMap<String, String>,
 ) -> Result<crate::txn::TxnConfig, ConfigError> {
-    let d = crate::txn::TxnConfig::default();
-    let cfg = crate::txn::TxnConfig {
-        state_partitions: num(
-            raw,
-            "transaction.state.log.num.partitions",
-            d.state_partitions,
-        )?,
-        state_replication_factor: match raw.get("transaction.state.log.replication.factor") {
-            Some(_) => Some(num(raw, "transaction.state.log.replication.factor", 3i16)?),
-            None => None,
-        },
-        state_min_isr: num(raw, "transaction.state.log.min.isr", d.state_min_isr)?,
-        state_segment_bytes: num(
-            raw,
-            "transaction.state.log.segment.bytes",
-            d.state_segment_bytes,
-        )?,
-        max_timeout_ms: num(raw, "transaction.max.timeout.ms", d.max_timeout_ms)?,
-        id_expiration_ms: num(raw, "transactional.id.expiration.ms", d.id_expiration_ms)?,
-        abort_check_interval_ms: num(
-            raw,
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            d.abort_check_interval_ms,
-        )?,
-        remove_expired_interval_ms: num(
-            raw,
-            "transaction.remove.expired.transaction.cleanup.interval.ms",
-            d.remove_expired_interval_ms,
-        )?,
-        partition_verification: boolean(
-            raw,
-            "transaction.partition.verification.enable",
-            d.partition_verification,
-        )?,
-    };
-    let positive = [
-        (
-            "transaction.state.log.num.partitions",
-            cfg.state_partitions as i64,
-        ),
-        ("transaction.max.timeout.ms", cfg.max_timeout_ms as i64),
-        ("transactional.id.expiration.ms", cfg.id_expiration_ms),
-        (
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            cfg.abort_check_interval_ms,
-        ),
-        (
-            "transaction.state.log.replication.factor",
-            cfg.state_replication_factor.unwrap_or(1) as i64,
-        ),
-    ];
-    for (key, v) in positive {
-        if v < 1 {
-            return Err(ConfigError::Value {
-                key: key.into(),
-                value: v.to_string(),
-                reason: "must be at least 1".into(),
-            });
-        }
-    }
-    Ok(cfg)
+    Ok(crate::txn::TxnConfig {
+        state_partitions: keys::TRANSACTION_STATE_LOG_NUM_PARTITIONS.value(raw)?,
+        state_replication_factor: keys::TRANSACTION_STATE_LOG_REPLICATION_FACTOR.get(raw)?,
+        state_min_isr: keys::TRANSACTION_STATE_LOG_MIN_ISR.value(raw)?,
+        state_segment_bytes: keys::TRANSACTION_STATE_LOG_SEGMENT_BYTES.value(raw)?,
+        max_timeout_ms: keys::TRANSACTION_MAX_TIMEOUT_MS.value(raw)?,
+        id_expiration_ms: keys::TRANSACTIONAL_ID_EXPIRATION_MS.value(raw)?,
+        abort_check_interval_ms: keys::TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS
+            .value(raw)?,
+        remove_expired_interval_ms:
+            keys::TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS.value(raw)?,
+        partition_verification: keys::TRANSACTION_PARTITION_VERIFICATION_ENABLE.value(raw)?,
+    })
 }
 
 /// The group coordinator's settings, by their Kafka names.
 pub(super) fn group_config(
     raw: &BTreeMap<String, String>,
 ) -> Result<crate::group::GroupConfig, ConfigError> {
-    let d = crate::group::GroupConfig::default();
-    let cfg = crate::group::GroupConfig {
-        offsets_partitions: num(raw, "offsets.topic.num.partitions", d.offsets_partitions)?,
-        offsets_replication_factor: match raw.get("offsets.topic.replication.factor") {
-            Some(_) => Some(num(raw, "offsets.topic.replication.factor", 3i16)?),
-            None => None,
-        },
-        offsets_retention_ms: num(raw, "offsets.retention.minutes", 7 * 24 * 60i64)?
+    Ok(crate::group::GroupConfig {
+        offsets_partitions: keys::OFFSETS_TOPIC_NUM_PARTITIONS.value(raw)?,
+        offsets_replication_factor: keys::OFFSETS_TOPIC_REPLICATION_FACTOR.get(raw)?,
+        offsets_retention_ms: keys::OFFSETS_RETENTION_MINUTES
+            .value::<i64>(raw)?
             .saturating_mul(60_000),
-        offsets_retention_check_interval_ms: num(
-            raw,
-            "offsets.retention.check.interval.ms",
-            d.offsets_retention_check_interval_ms,
-        )?,
-        initial_rebalance_delay_ms: num(
-            raw,
-            "group.initial.rebalance.delay.ms",
-            d.initial_rebalance_delay_ms,
-        )?,
-        min_session_timeout_ms: num(
-            raw,
-            "group.min.session.timeout.ms",
-            d.min_session_timeout_ms,
-        )?,
-        max_session_timeout_ms: num(
-            raw,
-            "group.max.session.timeout.ms",
-            d.max_session_timeout_ms,
-        )?,
-        max_size: num(raw, "group.max.size", d.max_size)?,
-        consumer_heartbeat_interval_ms: num(
-            raw,
-            "group.consumer.heartbeat.interval.ms",
-            d.consumer_heartbeat_interval_ms,
-        )?,
-        consumer_session_timeout_ms: num(
-            raw,
-            "group.consumer.session.timeout.ms",
-            d.consumer_session_timeout_ms,
-        )?,
-    };
-    if cfg.offsets_replication_factor.is_some_and(|rf| rf < 1) {
-        return Err(ConfigError::Value {
-            key: "offsets.topic.replication.factor".into(),
-            value: cfg
-                .offsets_replication_factor
-                .unwrap_or_default()
-                .to_string(),
-            reason: "must be at least 1".into(),
-        });
-    }
-    if cfg.offsets_partitions < 1 {
-        return Err(ConfigError::Value {
-            key: "offsets.topic.num.partitions".into(),
-            value: cfg.offsets_partitions.to_string(),
-            reason: "must be at least 1".into(),
-        });
-    }
-    Ok(cfg)
+        offsets_retention_check_interval_ms: keys::OFFSETS_RETENTION_CHECK_INTERVAL_MS
+            .value(raw)?,
+        initial_rebalance_delay_ms: keys::GROUP_INITIAL_REBALANCE_DELAY_MS.value(raw)?,
+        min_session_timeout_ms: keys::GROUP_MIN_SESSION_TIMEOUT_MS.value(raw)?,
+        max_session_timeout_ms: keys::GROUP_MAX_SESSION_TIMEOUT_MS.value(raw)?,
+        max_size: keys::GROUP_MAX_SIZE.value(raw)?,
+        consumer_heartbeat_interval_ms: keys::GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS.value(raw)?,
+        consumer_session_timeout_ms: keys::GROUP_CONSUMER_SESSION_TIMEOUT_MS.value(raw)?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_coordinators_defaults_are_the_tables() {
+        let raw = BTreeMap::new();
+        // The coordinators' own defaults, for their tests, agree.
+        assert_eq!(
+            format!("{:?}", txn_config(&raw).unwrap()),
+            format!("{:?}", crate::txn::TxnConfig::default())
+        );
+        assert_eq!(
+            format!("{:?}", group_config(&raw).unwrap()),
+            format!("{:?}", crate::group::GroupConfig::default())
+        );
+    }
 
     #[test]
     fn transaction_settings_defaults_and_refusals() {

@@ -4,10 +4,11 @@
 //!
 //! The topic configs and the broker configs that set their defaults are one
 //! table (`skein_controller::topic_config_table!`), bound to the partition
-//! log's settings in `topic.rs`. The other broker configs are described in
-//! `broker_config_defs` and read here, each with its default (the two are
-//! not one definition yet); the coordinators' in `coordinators.rs`, the
-//! listeners' in `listeners`.
+//! log's settings in `topic.rs`. The other broker configs are the lines of
+//! another (`skein_controller::broker_config`: name, type, default,
+//! minimum, whether dynamic), read into [`BrokerConfig`]'s fields here
+//! (with [`ReadKey`], `values.rs`); the coordinators' in `coordinators.rs`,
+//! the listeners' in `listeners`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,6 +19,12 @@ use skein_storage::LogConfig;
 
 mod coordinators;
 mod topic;
+mod values;
+
+use skein_controller::broker_config as keys;
+pub use skein_controller::broker_config::{broker_key, BrokerKey, Kind, Update, BROKER_KEYS};
+pub use values::ReadKey;
+use values::{parse_val, queued_max_request_bytes, rate, replica_selector, socket_buffer};
 
 use coordinators::{group_config, txn_config};
 
@@ -26,6 +33,16 @@ pub use topic::{
     broker_default_value, effective_topic_config, topic_config, validate_topic_config, ConfigKind,
     TopicConfigDef, TopicConfigError, KAFKA_TIMESTAMP_AFTER_MAX_MS, TOPIC_CONFIGS,
 };
+
+// Skein's own broker configs, which Kafka does not have (DescribeConfigs
+// lists them when set, as other keys it does not know).
+
+/// Where the Prometheus endpoint listens; empty: nowhere.
+const METRICS_LISTEN: &str = "metrics.listen";
+/// Where the controller's session arrives (cluster mode).
+const CONTROL_LISTEN: &str = "control.listen";
+/// The control port's key and certificate (mutual TLS).
+const CONTROL_SSL_KEYSTORE_LOCATION: &str = "control.ssl.keystore.location";
 
 /// Command-line interface of `skein-broker`.
 #[derive(Debug, Parser, Clone)]
@@ -235,22 +252,25 @@ impl BrokerConfig {
             }
         }
         if let Some(id) = cli.node_id {
-            raw.insert("node.id".into(), id.to_string());
+            raw.insert(keys::NODE_ID.name.into(), id.to_string());
         }
         if let Some(d) = &cli.data_dir {
-            raw.insert("log.dirs".into(), d.display().to_string());
+            raw.insert(keys::LOG_DIRS.name.into(), d.display().to_string());
         }
         if let Some(l) = &cli.listen {
-            raw.insert("listeners".into(), format!("PLAINTEXT://{l}"));
+            raw.insert(keys::LISTENERS.name.into(), format!("PLAINTEXT://{l}"));
         }
         if let Some(a) = &cli.advertised {
-            raw.insert("advertised.listeners".into(), format!("PLAINTEXT://{a}"));
+            raw.insert(
+                keys::ADVERTISED_LISTENERS.name.into(),
+                format!("PLAINTEXT://{a}"),
+            );
         }
         if let Some(m) = &cli.metrics_listen {
-            raw.insert("metrics.listen".into(), m.clone());
+            raw.insert(METRICS_LISTEN.into(), m.clone());
         }
         if let Some(c) = &cli.control_listen {
-            raw.insert("control.listen".into(), c.clone());
+            raw.insert(CONTROL_LISTEN.into(), c.clone());
         }
         for o in &cli.overrides {
             let (k, v) = o
@@ -284,20 +304,24 @@ impl BrokerConfig {
             false => Default::default(),
         };
         let (adv_host, adv_port) = (inter.advertised_host.clone(), inter.advertised_port);
-        let metrics_listen = match get("metrics.listen") {
+        let metrics_listen = match get(METRICS_LISTEN) {
             Some("") => None,
-            Some(m) => Some(parse_val::<SocketAddr>("metrics.listen", m)?),
+            Some(m) => Some(parse_val::<SocketAddr>(METRICS_LISTEN, m)?),
             None => Some("127.0.0.1:9644".parse().expect("static address")),
         };
-        let control_listen = match get("control.listen") {
+        let control_listen = match get(CONTROL_LISTEN) {
             None | Some("") => None,
-            Some(c) => Some(parse_val::<SocketAddr>("control.listen", c)?),
+            Some(c) => Some(parse_val::<SocketAddr>(CONTROL_LISTEN, c)?),
         };
         let control_tls = control_tls(&raw)?;
         let log_defaults = log_config_from(&raw, &topic::kafka_log_defaults(), true)?;
         let mut cfg = BrokerConfig {
-            node_id: num(&raw, "node.id", 1)?,
-            data_dir: PathBuf::from(get("log.dirs").or(get("log.dir")).unwrap_or("./skein-data")),
+            node_id: keys::NODE_ID.value(&raw)?,
+            data_dir: PathBuf::from(
+                get(keys::LOG_DIRS.name)
+                    .or(get(keys::LOG_DIR.name))
+                    .unwrap_or(keys::LOG_DIR.when_unset()),
+            ),
             listen,
             advertised_host: adv_host,
             advertised_port: adv_port,
@@ -307,69 +331,60 @@ impl BrokerConfig {
             metrics_listen,
             control_listen,
             control_tls,
-            rack: get("broker.rack").map(str::to_string),
-            num_partitions: num(&raw, "num.partitions", 1)?,
-            default_replication_factor: num(&raw, "default.replication.factor", 1)?,
-            auto_create_topics_enable: boolean(&raw, "auto.create.topics.enable", true)?,
+            rack: raw.get(keys::BROKER_RACK.name).cloned(),
+            num_partitions: keys::NUM_PARTITIONS.value(&raw)?,
+            default_replication_factor: keys::DEFAULT_REPLICATION_FACTOR.value(&raw)?,
+            auto_create_topics_enable: keys::AUTO_CREATE_TOPICS_ENABLE.value(&raw)?,
             message_max_bytes: log_defaults.max_message_bytes,
-            socket_request_max_bytes: num(&raw, "socket.request.max.bytes", 104_857_600usize)?,
-            sasl_server_max_receive_size: num(&raw, "sasl.server.max.receive.size", 524_288usize)?,
+            socket_request_max_bytes: keys::SOCKET_REQUEST_MAX_BYTES.value(&raw)?,
+            sasl_server_max_receive_size: keys::SASL_SERVER_MAX_RECEIVE_SIZE.value(&raw)?,
             queued_max_request_bytes: queued_max_request_bytes(&raw)?,
-            sendfile: boolean(&raw, "socket.sendfile.enable", true)?,
-            socket_send_buffer: socket_buffer(&raw, "socket.send.buffer.bytes", 102_400)?,
-            socket_receive_buffer: socket_buffer(&raw, "socket.receive.buffer.bytes", -1)?,
-            connections_max_idle_ms: num(&raw, "connections.max.idle.ms", 600_000u64)?,
+            sendfile: keys::SOCKET_SENDFILE_ENABLE.value(&raw)?,
+            socket_send_buffer: socket_buffer(&raw, &keys::SOCKET_SEND_BUFFER_BYTES)?,
+            socket_receive_buffer: socket_buffer(&raw, &keys::SOCKET_RECEIVE_BUFFER_BYTES)?,
+            connections_max_idle_ms: keys::CONNECTIONS_MAX_IDLE_MS.value(&raw)?,
             rack_aware_replica_selector: replica_selector(
-                raw.get("replica.selector.class").map(String::as_str),
+                raw.get(keys::REPLICA_SELECTOR_CLASS.name)
+                    .map(String::as_str),
             )?,
             replication_throttle: (
-                rate(&raw, crate::replication_throttle::LEADER_RATE)?,
-                rate(&raw, crate::replication_throttle::FOLLOWER_RATE)?,
+                rate(&raw, keys::LEADER_REPLICATION_THROTTLED_RATE.name)?,
+                rate(&raw, keys::FOLLOWER_REPLICATION_THROTTLED_RATE.name)?,
             ),
-            fetch_session_cache_slots: num(
-                &raw,
-                "max.incremental.fetch.session.cache.slots",
-                1000usize,
-            )?,
+            fetch_session_cache_slots: keys::MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS
+                .value(&raw)?,
             connection_limits: crate::connection_quotas::ConnectionLimits::from_config(&raw)?,
-            log_retention_check_interval_ms: num(&raw, "log.retention.check.interval.ms", 300_000)?,
+            log_retention_check_interval_ms: keys::LOG_RETENTION_CHECK_INTERVAL_MS.value(&raw)?,
             cleaner: CleanerConfig {
-                enable: boolean(&raw, "log.cleaner.enable", true)?,
-                threads: num(&raw, "log.cleaner.threads", 1usize)?,
-                backoff_ms: num(&raw, "log.cleaner.backoff.ms", 15_000u64)?,
-                dedupe_buffer_size: num(&raw, "log.cleaner.dedupe.buffer.size", 134_217_728usize)?,
-                io_max_bytes_per_second: num(&raw, "log.cleaner.io.max.bytes.per.second", f64::MAX)
+                enable: keys::LOG_CLEANER_ENABLE.value(&raw)?,
+                threads: keys::LOG_CLEANER_THREADS.value(&raw)?,
+                backoff_ms: keys::LOG_CLEANER_BACKOFF_MS.value(&raw)?,
+                dedupe_buffer_size: keys::LOG_CLEANER_DEDUPE_BUFFER_SIZE.value(&raw)?,
+                io_max_bytes_per_second: keys::LOG_CLEANER_IO_MAX_BYTES_PER_SECOND
+                    .value(&raw)
                     .map(|r: f64| (r < f64::MAX && r > 0.0).then_some(r))?,
             },
-            log_flush_scheduler_interval_ms: num(&raw, "log.flush.scheduler.interval.ms", 1000u64)?,
-            min_insync_replicas: num(&raw, "min.insync.replicas", 1)?,
-            replica_lag_time_max_ms: num(&raw, "replica.lag.time.max.ms", 30_000)?,
-            replica_fetch_wait_max_ms: num(&raw, "replica.fetch.wait.max.ms", 500)?,
-            replica_fetch_max_bytes: num(&raw, "replica.fetch.max.bytes", 1_048_576)?,
-            replica_fetch_response_max_bytes: num(
+            log_flush_scheduler_interval_ms: keys::LOG_FLUSH_SCHEDULER_INTERVAL_MS.value(&raw)?,
+            min_insync_replicas: topic::broker_value(
                 &raw,
-                "replica.fetch.response.max.bytes",
-                10_485_760,
+                skein_controller::election::MIN_INSYNC_REPLICAS,
             )?,
-            replica_fetch_backoff_ms: num(&raw, "replica.fetch.backoff.ms", 1_000u64)?,
-            broker_heartbeat_interval_ms: num(&raw, "broker.heartbeat.interval.ms", 2_000u64)?,
-            controlled_shutdown_timeout_ms: num(&raw, "controlled.shutdown.timeout.ms", 30_000u64)?,
-            offsets_topic_num_partitions: num(&raw, "offsets.topic.num.partitions", 50)?,
+            replica_lag_time_max_ms: keys::REPLICA_LAG_TIME_MAX_MS.value(&raw)?,
+            replica_fetch_wait_max_ms: keys::REPLICA_FETCH_WAIT_MAX_MS.value(&raw)?,
+            replica_fetch_max_bytes: keys::REPLICA_FETCH_MAX_BYTES.value(&raw)?,
+            replica_fetch_response_max_bytes: keys::REPLICA_FETCH_RESPONSE_MAX_BYTES.value(&raw)?,
+            replica_fetch_backoff_ms: keys::REPLICA_FETCH_BACKOFF_MS.value(&raw)?,
+            broker_heartbeat_interval_ms: keys::BROKER_HEARTBEAT_INTERVAL_MS.value(&raw)?,
+            controlled_shutdown_timeout_ms: keys::CONTROLLED_SHUTDOWN_TIMEOUT_MS.value(&raw)?,
+            offsets_topic_num_partitions: keys::OFFSETS_TOPIC_NUM_PARTITIONS.value(&raw)?,
             groups: group_config(&raw)?,
             txns: txn_config(&raw)?,
             authorizer: crate::authorizer_config::AuthorizerConfig::from_raw(&raw)?,
-            producer_id_expiration_ms: num(&raw, "producer.id.expiration.ms", 86_400_000)?,
+            producer_id_expiration_ms: keys::PRODUCER_ID_EXPIRATION_MS.value(&raw)?,
             log_format: "text".into(),
             log_defaults,
             raw,
         };
-        if cfg.num_partitions < 1 {
-            return Err(ConfigError::Value {
-                key: "num.partitions".into(),
-                value: cfg.num_partitions.to_string(),
-                reason: "must be at least 1".into(),
-            });
-        }
         if cfg.default_replication_factor < 1 {
             cfg.default_replication_factor = 1;
         }
@@ -398,34 +413,6 @@ impl BrokerConfig {
     }
 }
 
-/// A replication throttle rate.
-fn rate(raw: &BTreeMap<String, String>, key: &str) -> Result<Option<f64>, ConfigError> {
-    let value = raw.get(key);
-    crate::replication_throttle::parse_rate(value.map(String::as_str)).map_err(|reason| {
-        ConfigError::Value {
-            key: key.into(),
-            value: value.cloned().unwrap_or_default(),
-            reason,
-        }
-    })
-}
-
-/// `replica.selector.class`: unset (the leader serves every consumer, as
-/// Kafka's default) or Kafka's rack-aware selector (KIP-392). Another class
-/// cannot be loaded by a broker that is not a JVM: refused at start-up.
-fn replica_selector(value: Option<&str>) -> Result<bool, ConfigError> {
-    use crate::replica_selector::RACK_AWARE;
-    match value.map(str::trim) {
-        None | Some("") => Ok(false),
-        Some(RACK_AWARE) => Ok(true),
-        Some(other) => Err(ConfigError::Value {
-            key: "replica.selector.class".into(),
-            value: other.into(),
-            reason: format!("the only replica selector is {RACK_AWARE}"),
-        }),
-    }
-}
-
 /// The cleaner's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CleanerConfig {
@@ -450,70 +437,6 @@ impl Default for CleanerConfig {
     }
 }
 
-fn parse_val<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
-    v.trim().parse().map_err(|_| ConfigError::Value {
-        key: key.into(),
-        value: v.into(),
-        reason: "not a valid value".into(),
-    })
-}
-
-fn num<T: std::str::FromStr>(
-    raw: &BTreeMap<String, String>,
-    key: &str,
-    default: T,
-) -> Result<T, ConfigError> {
-    match raw.get(key) {
-        Some(v) => parse_val(key, v),
-        None => Ok(default),
-    }
-}
-
-/// A socket buffer size: -1 is the OS default (as in Kafka), anything else
-/// a positive byte count.
-fn socket_buffer(
-    raw: &BTreeMap<String, String>,
-    key: &str,
-    default: i64,
-) -> Result<Option<usize>, ConfigError> {
-    let n: i64 = num(raw, key, default)?;
-    match n {
-        -1 => Ok(None),
-        n if n > 0 => Ok(Some(n as usize)),
-        n => Err(ConfigError::Value {
-            key: key.to_string(),
-            value: n.to_string(),
-            reason: "a positive size in bytes, or -1 for the OS default".into(),
-        }),
-    }
-}
-
-/// `queued.max.request.bytes`: -1 is unbounded (Kafka's default; Skein's
-/// default is [`crate::request_memory::DEFAULT_QUEUED_MAX_REQUEST_BYTES`]);
-/// a bound must hold the largest request, as Kafka requires.
-fn queued_max_request_bytes(raw: &BTreeMap<String, String>) -> Result<Option<usize>, ConfigError> {
-    let key = "queued.max.request.bytes";
-    let n: i64 = num(
-        raw,
-        key,
-        crate::request_memory::DEFAULT_QUEUED_MAX_REQUEST_BYTES,
-    )?;
-    let request_max: i64 = num(raw, "socket.request.max.bytes", 104_857_600i64)?;
-    match n {
-        -1 => Ok(None),
-        n if n >= request_max => Ok(Some(n as usize)),
-        n => Err(ConfigError::Value {
-            key: key.to_string(),
-            value: n.to_string(),
-            reason: format!("-1 (unbounded) or at least socket.request.max.bytes ({request_max})"),
-        }),
-    }
-}
-
-fn boolean(raw: &BTreeMap<String, String>, key: &str, default: bool) -> Result<bool, ConfigError> {
-    num(raw, key, default)
-}
-
 /// The control port's TLS: the broker's certificate, the CA the
 /// controller's certificate must chain to, and optionally the controller
 /// certificate's exact subject (RFC 2253, as Java prints it).
@@ -525,7 +448,7 @@ pub struct ControlTls {
 
 fn control_tls(raw: &BTreeMap<String, String>) -> Result<Option<ControlTls>, ConfigError> {
     let get = |k: &str| raw.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
-    let keystore = get("control.ssl.keystore.location");
+    let keystore = get(CONTROL_SSL_KEYSTORE_LOCATION);
     let truststore = get("control.ssl.truststore.location");
     let subject = get("control.ssl.controller.subject").map(str::to_string);
     match (keystore, truststore) {
@@ -538,18 +461,17 @@ fn control_tls(raw: &BTreeMap<String, String>) -> Result<Option<ControlTls>, Con
             controller_subject: subject,
         })),
         _ => Err(ConfigError::Value {
-            key: "control.ssl.keystore.location".into(),
+            key: CONTROL_SSL_KEYSTORE_LOCATION.into(),
             value: keystore.unwrap_or("").into(),
             reason: "control-plane TLS is mutual: set both control.ssl.keystore.location (this broker's key and certificate) and control.ssl.truststore.location (the controller's CA)".into(),
         }),
     }
 }
 
-/// `PLAINTEXT://host:port[,…]` → `host:port` of the first listener.
 /// Whether the broker joins a cluster (`control.listen`) and so replicates
 /// over its inter-broker listener.
 fn control_mode(raw: &BTreeMap<String, String>) -> bool {
-    raw.get("control.listen")
+    raw.get(CONTROL_LISTEN)
         .is_some_and(|c| !c.trim().is_empty())
 }
 
@@ -638,15 +560,6 @@ mod tests {
         assert!(BrokerConfig::from_map(small).is_err());
     }
 
-    #[test]
-    fn only_kafkas_rack_aware_replica_selector_is_accepted() {
-        use crate::replica_selector::RACK_AWARE;
-        assert!(!replica_selector(None).unwrap());
-        assert!(!replica_selector(Some(" ")).unwrap());
-        assert!(replica_selector(Some(RACK_AWARE)).unwrap());
-        assert!(replica_selector(Some("com.example.MySelector")).is_err());
-    }
-
     fn cli(args: &[&str]) -> Cli {
         let mut v = vec!["skein-broker"];
         v.extend_from_slice(args);
@@ -660,6 +573,9 @@ mod tests {
         assert_eq!(c.advertised_host, "127.0.0.1");
         assert_eq!(c.advertised_port, 9092);
         assert_eq!(c.node_id, 1);
+        assert_eq!(c.data_dir, PathBuf::from("./skein-data"));
+        assert_eq!(c.cleaner, CleanerConfig::default(), "no I/O limit either");
+        assert_eq!(c.min_insync_replicas, 1);
         assert_eq!(c.log_defaults.segment_bytes, 1 << 30);
         assert_eq!(c.log_defaults.retention_ms, 7 * 24 * 3_600_000);
         assert_eq!(

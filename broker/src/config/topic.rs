@@ -40,6 +40,22 @@ pub fn broker_default_value(def: &TopicConfigDef) -> Option<String> {
     }
 }
 
+/// The value of the broker config that sets topic config `topic_key`'s
+/// default (`min.insync.replicas`), under its own name, else its default.
+pub(super) fn broker_value<T: std::str::FromStr>(
+    raw: &BTreeMap<String, String>,
+    topic_key: &str,
+) -> Result<T, ConfigError> {
+    let def = topic_config(topic_key).expect("a line of the topic config table");
+    match raw.get(def.broker_default) {
+        Some(v) => parse_val(def.broker_default, v),
+        None => parse_val(
+            def.broker_default,
+            &broker_default_value(def).expect("a broker config with a default"),
+        ),
+    }
+}
+
 /// What a line of the table sets on the broker.
 #[derive(Clone, Copy)]
 enum Binding {

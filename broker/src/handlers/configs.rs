@@ -179,11 +179,36 @@ fn apply_topic_configs(
     Ok(())
 }
 
-fn not_alterable(resource_type: i8) -> ApiError {
-    ApiError::new(
-        ResponseError::InvalidRequest,
-        format!("resource type {resource_type} cannot be altered"),
-    )
+/// What an alteration changes.
+enum Altered {
+    /// A topic's configs.
+    Topic,
+    /// A broker's (or the cluster-wide) dynamic values.
+    Broker,
+}
+
+/// Alters one resource with `alter`, unless the principal may not or the
+/// resource type cannot be altered: the outcome's error code and message.
+fn alter_resource(
+    authz: &Authz,
+    resource_type: i8,
+    name: &str,
+    alter: impl FnOnce(Altered) -> Result<(), ApiError>,
+) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    let denied = config_denied(authz, resource_type, name, AclOperation::AlterConfigs);
+    let outcome = match denied {
+        Some(e) => Err(e),
+        None if resource_type == RESOURCE_TOPIC => alter(Altered::Topic),
+        None if resource_type == RESOURCE_BROKER => alter(Altered::Broker),
+        None => Err(ApiError::new(
+            ResponseError::InvalidRequest,
+            format!("resource type {resource_type} cannot be altered"),
+        )),
+    };
+    match outcome {
+        Ok(()) => (0, None),
+        Err(e) => (e.code(), e.message()),
+    }
 }
 
 pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResponse {
@@ -193,46 +218,27 @@ pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResp
         let mut r = alter_configs_response::AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
-        let denied = config_denied(
-            &authz,
-            res.resource_type,
-            &res.resource_name,
-            AclOperation::AlterConfigs,
-        );
-        // AlterConfigs replaces the whole set (of a topic, or of a broker's
-        // dynamic values).
-        let values: BTreeMap<String, String> = res
-            .configs
-            .iter()
-            .filter_map(|c| {
-                c.value
-                    .as_ref()
-                    .map(|v| (c.name.to_string(), v.to_string()))
-            })
-            .collect();
-        let outcome = if let Some(e) = denied {
-            Err(e)
-        } else if res.resource_type == RESOURCE_TOPIC {
-            apply_topic_configs(
-                broker,
-                res.resource_name.as_str(),
-                values,
-                req.validate_only,
-            )
-        } else if res.resource_type == RESOURCE_BROKER {
-            super::broker_configs::alter(
-                broker,
-                res.resource_name.as_str(),
-                values,
-                req.validate_only,
-            )
-        } else {
-            Err(not_alterable(res.resource_type))
-        };
-        if let Err(e) = outcome {
-            r.error_code = e.code();
-            r.error_message = e.message();
-        }
+        let name = res.resource_name.as_str();
+        (r.error_code, r.error_message) =
+            alter_resource(&authz, res.resource_type, name, |altered| {
+                // AlterConfigs replaces the whole set (of a topic, or of a
+                // broker's dynamic values).
+                let values: BTreeMap<String, String> = res
+                    .configs
+                    .iter()
+                    .filter_map(|c| {
+                        c.value
+                            .as_ref()
+                            .map(|v| (c.name.to_string(), v.to_string()))
+                    })
+                    .collect();
+                match altered {
+                    Altered::Topic => apply_topic_configs(broker, name, values, req.validate_only),
+                    Altered::Broker => {
+                        super::broker_configs::alter(broker, name, values, req.validate_only)
+                    }
+                }
+            });
         resp.responses.push(r);
     }
     resp
@@ -248,46 +254,25 @@ pub fn incremental_alter(
         let mut r = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
-        let denied = config_denied(
-            &authz,
-            res.resource_type,
-            &res.resource_name,
-            AclOperation::AlterConfigs,
-        );
-        let outcome = if let Some(e) = denied {
-            Err(e)
-        } else if res.resource_type == RESOURCE_TOPIC {
-            incremental_topic(
-                broker,
-                res.resource_name.as_str(),
-                &res.configs,
-                req.validate_only,
-            )
-        } else if res.resource_type == RESOURCE_BROKER {
-            let ops = res
-                .configs
-                .iter()
-                .map(|c| {
-                    (
-                        c.name.to_string(),
-                        c.config_operation,
-                        c.value.as_ref().map(|v| v.to_string()),
-                    )
-                })
-                .collect();
-            super::broker_configs::incremental_alter(
-                broker,
-                res.resource_name.as_str(),
-                ops,
-                req.validate_only,
-            )
-        } else {
-            Err(not_alterable(res.resource_type))
-        };
-        if let Err(e) = outcome {
-            r.error_code = e.code();
-            r.error_message = e.message();
-        }
+        let name = res.resource_name.as_str();
+        (r.error_code, r.error_message) =
+            alter_resource(&authz, res.resource_type, name, |altered| match altered {
+                Altered::Topic => incremental_topic(broker, name, &res.configs, req.validate_only),
+                Altered::Broker => {
+                    let ops = res
+                        .configs
+                        .iter()
+                        .map(|c| {
+                            (
+                                c.name.to_string(),
+                                c.config_operation,
+                                c.value.as_ref().map(|v| v.to_string()),
+                            )
+                        })
+                        .collect();
+                    super::broker_configs::incremental_alter(broker, name, ops, req.validate_only)
+                }
+            });
         resp.responses.push(r);
     }
     resp

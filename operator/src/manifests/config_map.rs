@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use skein_crds::KafkaCluster;
 
 use super::{owned_meta, ClusterNames};
+use skein_controller::broker_config as keys;
 
 /// Key of the properties file in the ConfigMap (and its file name in the pod).
 pub const PROPERTIES_KEY: &str = "server.properties";
@@ -17,8 +18,11 @@ pub const PROPERTIES_KEY: &str = "server.properties";
 pub fn operator_defaults(replicas: i32) -> BTreeMap<String, String> {
     let rf = replicas.clamp(1, 3).to_string();
     BTreeMap::from([
-        ("default.replication.factor".to_string(), rf.clone()),
-        ("offsets.topic.replication.factor".to_string(), rf),
+        (
+            keys::DEFAULT_REPLICATION_FACTOR.name.to_string(),
+            rf.clone(),
+        ),
+        (keys::OFFSETS_TOPIC_REPLICATION_FACTOR.name.to_string(), rf),
     ])
 }
 

@@ -36,6 +36,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use skein_crds::{ClientListener, KafkaCluster, ListenerAuthenticationType, ListenerType};
 
 use super::{owned_meta, selector_labels, ClusterNames};
+use skein_controller::broker_config as keys;
 
 /// The common name of the brokers' certificate.
 pub const BROKER_CN: &str = "skein-broker";
@@ -113,9 +114,9 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
         )
         .collect::<Vec<_>>()
         .join(",");
-    c.insert("listener.security.protocol.map".into(), map);
+    c.insert(keys::LISTENER_SECURITY_PROTOCOL_MAP.name.into(), map);
     c.insert(
-        "inter.broker.listener.name".into(),
+        keys::INTER_BROKER_LISTENER_NAME.name.into(),
         if replication {
             REPLICATION_LISTENER
         } else {
@@ -129,19 +130,19 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
         // brokers' subject maps to a principal.
         let key = |k: &str| format!("listener.name.replication.{k}");
         for (k, v) in [
-            ("ssl.keystore.type", "PEM".to_string()),
+            (keys::SSL_KEYSTORE_TYPE.name, "PEM".to_string()),
             (
-                "ssl.keystore.location",
+                keys::SSL_KEYSTORE_LOCATION.name,
                 format!("{TLS_MOUNT_DIR}/{KEYSTORE_KEY}"),
             ),
-            ("ssl.truststore.type", "PEM".to_string()),
+            (keys::SSL_TRUSTSTORE_TYPE.name, "PEM".to_string()),
             (
-                "ssl.truststore.location",
+                keys::SSL_TRUSTSTORE_LOCATION.name,
                 format!("{TLS_MOUNT_DIR}/{CA_KEY}"),
             ),
-            ("ssl.client.auth", "required".to_string()),
+            (keys::SSL_CLIENT_AUTH.name, "required".to_string()),
             (
-                "ssl.principal.mapping.rules",
+                keys::SSL_PRINCIPAL_MAPPING_RULES.name,
                 format!(
                     "RULE:^CN={BROKER_CN}$/{}/",
                     BROKER_PRINCIPAL.trim_start_matches("User:")
@@ -153,11 +154,11 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
         let supers = kc
             .spec
             .config
-            .get("super.users")
+            .get(keys::SUPER_USERS.name)
             .map(|s| s.trim().trim_end_matches(';').to_string())
             .filter(|s| !s.is_empty());
         c.insert(
-            "super.users".into(),
+            keys::SUPER_USERS.name.into(),
             match supers {
                 Some(s) => format!("{s};{BROKER_PRINCIPAL}"),
                 None => BROKER_PRINCIPAL.into(),
@@ -167,24 +168,24 @@ pub fn broker_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
     for l in clients(kc) {
         let key = |k: &str| format!("listener.name.{}.{k}", l.name);
         if l.tls {
-            c.insert(key("ssl.keystore.type"), "PEM".into());
+            c.insert(key(keys::SSL_KEYSTORE_TYPE.name), "PEM".into());
             c.insert(
-                key("ssl.keystore.location"),
+                key(keys::SSL_KEYSTORE_LOCATION.name),
                 format!("{TLS_MOUNT_DIR}/{KEYSTORE_KEY}"),
             );
         }
         match l.authentication.as_ref().map(|a| a.type_) {
             Some(ListenerAuthenticationType::Tls) => {
-                c.insert(key("ssl.client.auth"), "required".into());
-                c.insert(key("ssl.truststore.type"), "PEM".into());
+                c.insert(key(keys::SSL_CLIENT_AUTH.name), "required".into());
+                c.insert(key(keys::SSL_TRUSTSTORE_TYPE.name), "PEM".into());
                 c.insert(
-                    key("ssl.truststore.location"),
+                    key(keys::SSL_TRUSTSTORE_LOCATION.name),
                     format!("{TLS_MOUNT_DIR}/{CLIENTS_CA_KEY}"),
                 );
             }
             Some(t) => {
                 let mechanism = t.mechanism().expect("a SASL type");
-                c.insert(key("sasl.enabled.mechanisms"), mechanism.into());
+                c.insert(key(keys::SASL_ENABLED_MECHANISMS.name), mechanism.into());
             }
             None => {}
         }

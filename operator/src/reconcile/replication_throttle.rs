@@ -13,11 +13,12 @@ use skein_crds::KafkaCluster;
 use tracing::{info, warn};
 
 use crate::cluster_controllers::ClusterController;
+use skein_controller::broker_config as keys;
 
 /// The two rate keys.
 pub const RATES: [&str; 2] = [
-    "leader.replication.throttled.rate",
-    "follower.replication.throttled.rate",
+    keys::LEADER_REPLICATION_THROTTLED_RATE.name,
+    keys::FOLLOWER_REPLICATION_THROTTLED_RATE.name,
 ];
 
 /// The changes that bring the cluster-wide rates to the spec's (none when
