@@ -79,11 +79,15 @@ def expand(tree):
     return out
 
 
-def absolute(path, here):
-    """`crate::a::b` / `super::x` / `self::y` as segments from the crate root."""
+def absolute(path, here, mods=None):
+    """`crate::a::b` / `super::x` / `self::y` as segments from the crate root;
+    with `mods`, also `child::z` (a path relative to this module, as
+    `pub use child::Item;` in a `mod.rs`)."""
     segs = [s for s in path.split("::") if s]
     if not segs:
         return None
+    if mods is not None and tuple(here) + (segs[0],) in mods:
+        return list(here) + segs
     if segs[0] == "crate":
         return segs[1:]
     if segs[0] in ("super", "self"):
@@ -111,7 +115,7 @@ def analyse(crate_dir):
             for p in expand(m.group(2)):
                 p, _, alias = p.partition("@")
                 name = alias or p.split("::")[-1]
-                target = absolute(p, mod)
+                target = absolute(p, mod, mods)
                 if target is None:
                     continue
                 if public and name != "*":

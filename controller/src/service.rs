@@ -179,7 +179,7 @@ impl ControllerService {
             untrimmed_records: 0,
             last_trim: std::time::Instant::now(),
         };
-        let mut first = full_view(&state);
+        let mut first = full_view(&state.core, &state.cluster_id);
         first.version = 1;
         let view = RwLock::new(Arc::new(first));
         let elections = prometheus::IntCounterVec::new(
@@ -496,9 +496,15 @@ impl ControllerService {
         timing.lap("log");
         if persist || publish || !changes.is_empty() || st.view_stale {
             if std::mem::take(&mut st.view_stale) {
-                self.publish_view(full_view(st), None);
+                self.publish_view(full_view(&st.core, &st.cluster_id), None);
             } else {
-                let view = updated_view(st, &self.view(), &changed_topics, changed_rest);
+                let view = updated_view(
+                    &st.core,
+                    &st.cluster_id,
+                    &self.view(),
+                    &changed_topics,
+                    changed_rest,
+                );
                 self.publish_view(view, Some(changed_topics));
             }
         }

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{keys, ConfigError, ReadKey};
+use skein_controller::broker_config as keys;
+
+use super::error::ConfigError;
+use super::values::ReadKey;
 
 /// The transaction coordinator's settings, by their Kafka names.
 pub(super) fn txn_config(

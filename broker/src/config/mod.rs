@@ -18,9 +18,11 @@ use clap::Parser;
 use skein_storage::LogConfig;
 
 mod coordinators;
+mod error;
 mod topic;
 mod values;
 
+pub use error::{is_sensitive, ConfigError};
 use skein_controller::broker_config as keys;
 pub use skein_controller::broker_config::{broker_key, BrokerKey, Kind, Update, BROKER_KEYS};
 pub use values::ReadKey;
@@ -30,8 +32,8 @@ use coordinators::{group_config, txn_config};
 
 use topic::log_config_from;
 pub use topic::{
-    broker_default_value, effective_topic_config, topic_config, validate_topic_config, ConfigKind,
-    TopicConfigDef, TopicConfigError, KAFKA_TIMESTAMP_AFTER_MAX_MS, TOPIC_CONFIGS,
+    broker_default_value, topic_config, validate_topic_config, ConfigKind, TopicConfigDef,
+    TopicConfigError, KAFKA_TIMESTAMP_AFTER_MAX_MS, TOPIC_CONFIGS,
 };
 
 // Skein's own broker configs, which Kafka does not have (DescribeConfigs
@@ -81,64 +83,6 @@ pub struct Cli {
     /// Log format: `text` or `json`.
     #[arg(long, default_value = "text")]
     pub log_format: String,
-}
-
-/// A configuration problem found at start-up.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {0}: {1}")]
-    File(PathBuf, std::io::Error),
-    #[error("bad line {line} in {file}: expected key=value")]
-    Syntax { file: PathBuf, line: usize },
-    #[error("bad --override {0:?}: expected key=value")]
-    Override(String),
-    /// The value is not shown when the key holds a secret (a JAAS text
-    /// with passwords, a key): start-up errors end up in logs.
-    #[error("invalid value {} for {key}: {reason}", shown_value(key, value))]
-    Value {
-        key: String,
-        value: String,
-        reason: String,
-    },
-}
-
-/// A setting's value as an error shows it: quoted, or `(hidden)` for a secret.
-fn shown_value(key: &str, value: &str) -> String {
-    if is_sensitive(key) {
-        "(hidden)".to_string()
-    } else {
-        format!("{value:?}")
-    }
-}
-
-impl From<crate::connection_quotas::InvalidLimit> for ConfigError {
-    fn from(e: crate::connection_quotas::InvalidLimit) -> Self {
-        ConfigError::Value {
-            key: e.key,
-            value: e.value,
-            reason: e.reason,
-        }
-    }
-}
-
-impl From<crate::authorizer_config::InvalidAuthorizerConfig> for ConfigError {
-    fn from(e: crate::authorizer_config::InvalidAuthorizerConfig) -> Self {
-        ConfigError::Value {
-            key: e.key,
-            value: e.value,
-            reason: e.reason,
-        }
-    }
-}
-
-impl From<crate::listeners::InvalidListener> for ConfigError {
-    fn from(e: crate::listeners::InvalidListener) -> Self {
-        ConfigError::Value {
-            key: e.key,
-            value: e.value,
-            reason: e.reason,
-        }
-    }
 }
 
 /// The resolved broker configuration.
@@ -492,23 +436,14 @@ pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, usize> {
     Ok(out)
 }
 
-/// Whether a broker setting holds a secret, whose value DescribeConfigs must
-/// never return (Kafka's PASSWORD-typed configs: key, keystore and truststore
-/// passwords, PEM keys and certificate chains given inline, JAAS
-/// configurations with their credentials, client secrets), also under a
-/// `listener.name.<listener>.[<mechanism>.]` prefix.
-pub fn is_sensitive(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    ["password", "secret", "jaas.config"]
-        .iter()
-        .any(|w| k.contains(w))
-        || [
-            "keystore.key",
-            "keystore.certificate.chain",
-            "truststore.certificates",
-        ]
-        .iter()
-        .any(|s| k.ends_with(s))
+/// The effective value of a topic-level config for DescribeConfigs: the
+/// topic's own value if set, else the broker default (and whether it was set).
+pub fn effective_topic_config(
+    broker: &BrokerConfig,
+    topic_configs: &BTreeMap<String, String>,
+    key: &str,
+) -> (String, bool) {
+    topic::effective_value(&broker.log_defaults, &broker.raw, topic_configs, key)
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use skein_storage::recompress::{compression_type_name, parse_compression_type, COMPRESSION_TYPES};
 use skein_storage::{CleanupPolicy, LogConfig, TimestampType};
 
-use super::{parse_val, BrokerConfig, ConfigError};
+use super::error::ConfigError;
+use super::values::parse_val;
 
 pub use skein_controller::topic_config::{
     topic_config, ConfigKind, TopicConfigDef, TopicConfigError, TOPIC_CONFIGS,
@@ -259,10 +260,12 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicConfigEr
         })
 }
 
-/// The effective value of a topic-level config for DescribeConfigs: the
-/// topic's own value if set, else the broker default (and whether it was set).
-pub fn effective_topic_config(
-    broker: &BrokerConfig,
+/// The effective value of a topic-level config for DescribeConfigs (see
+/// `config::effective_topic_config`), given the broker's log defaults and
+/// properties.
+pub(super) fn effective_value(
+    log_defaults: &LogConfig,
+    raw: &BTreeMap<String, String>,
     topic_configs: &BTreeMap<String, String>,
     key: &str,
 ) -> (String, bool) {
@@ -270,9 +273,8 @@ pub fn effective_topic_config(
         return (v.clone(), true);
     }
     let v = match (topic_config(key), binding(key)) {
-        (_, Some(Binding::Log { get, .. })) => get(&broker.log_defaults),
-        (Some(def), Some(Binding::Broker { default })) => broker
-            .raw
+        (_, Some(Binding::Log { get, .. })) => get(log_defaults),
+        (Some(def), Some(Binding::Broker { default })) => raw
             .get(def.broker_default)
             .map(|v| v.trim())
             .or(default)

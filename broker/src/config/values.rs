@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use skein_controller::broker_config::{self as keys, BrokerKey};
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// Reading a broker config's value from the properties, by its line of the
 /// table.

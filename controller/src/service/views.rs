@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::State;
 use crate::view::{BrokerView, ClusterView, PartitionView, TopicView};
+use crate::ControllerCore;
 
 fn topic_view(name: &str, t: &crate::TopicImage) -> Arc<TopicView> {
     Arc::new(TopicView {
@@ -35,7 +35,8 @@ fn topic_view(name: &str, t: &crate::TopicImage) -> Arc<TopicView> {
 /// those parts are built again, so an ISR change in a cluster of 100 000
 /// partitions copies one topic, not all of them.
 pub(super) fn updated_view(
-    st: &State,
+    core: &ControllerCore,
+    cluster_id: &str,
     previous: &ClusterView,
     changed_topics: &BTreeSet<String>,
     changed_rest: bool,
@@ -44,13 +45,13 @@ pub(super) fn updated_view(
         ClusterView {
             topics: previous.topics.clone(),
             topic_names_by_id: previous.topic_names_by_id.clone(),
-            ..full_view_without_topics(st)
+            ..full_view_without_topics(core, cluster_id)
         }
     } else {
         previous.clone()
     };
     for name in changed_topics {
-        match st.core.topics().get(name) {
+        match core.topics().get(name) {
             Some(t) => {
                 view.topics.insert(name.clone(), topic_view(name, t));
             }
@@ -66,10 +67,9 @@ pub(super) fn updated_view(
     }
 }
 
-pub(super) fn full_view(st: &State) -> ClusterView {
-    let mut view = full_view_without_topics(st);
-    view.topics = st
-        .core
+pub(super) fn full_view(core: &ControllerCore, cluster_id: &str) -> ClusterView {
+    let mut view = full_view_without_topics(core, cluster_id);
+    view.topics = core
         .topics()
         .iter()
         .map(|(name, t)| (name.clone(), topic_view(name, t)))
@@ -77,8 +77,7 @@ pub(super) fn full_view(st: &State) -> ClusterView {
     view.index_ids()
 }
 
-fn full_view_without_topics(st: &State) -> ClusterView {
-    let core = &st.core;
+fn full_view_without_topics(core: &ControllerCore, cluster_id: &str) -> ClusterView {
     let brokers: BTreeMap<i32, BrokerView> = core
         .brokers()
         .values()
@@ -109,7 +108,7 @@ fn full_view_without_topics(st: &State) -> ClusterView {
         .map(|b| b.id)
         .unwrap_or(-1);
     ClusterView {
-        cluster_id: st.cluster_id.clone(),
+        cluster_id: cluster_id.to_string(),
         version: 0,
         topics: Default::default(),
         topic_names_by_id: Default::default(),
