@@ -59,8 +59,13 @@ step "cargo build --release -p skein-broker -p skein-operator"
 cargo build --release -p skein-broker -p skein-operator
 
 step "e2e: real Kafka clients against skein-broker and a 3-broker local cluster (skein-operator local)"
+# Most tests wait on clients and brokers more than they use the CPU: they
+# run on two workers, a file to a worker (half the time); the ones that
+# measure rates or timings (marked `serial`) run alone after them.
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
-    e2e/run.sh
+    e2e/run.sh -n 2 --dist loadfile -m "not serial"
+SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
+    e2e/run.sh -m serial
 
 step "chaos: ~2 minutes of random faults (kill -9, pauses, network partitions, disk full, slow disk, controller restarts) under idempotent acks=all producers and a consumer group, then a Jepsen-style check (e2e/chaos)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \

@@ -127,6 +127,7 @@ def isr(bootstrap: str, topic: str) -> list[int]:
     return sorted(md.topics[topic].partitions[0].isrs)
 
 
+@pytest.mark.serial
 def test_reassignment_throttle_holds_a_moving_replica_to_its_rate(replicated_cluster, topic, tmp_path):
     """`kafka-reassign-partitions --throttle`: the tool sets the brokers' dynamic
     leader/follower.replication.throttled.rate and the topic's *.replication.throttled.replicas;

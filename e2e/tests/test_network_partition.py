@@ -26,6 +26,7 @@ from test_replication import (ConfluentWriter, admin_client, create_topic, consu
 
 pytestmark = [
     pytest.mark.replication,
+    pytest.mark.serial,
     pytest.mark.skipif(TARGET != "skein", reason="runs Skein's own local platform (skein-operator local)"),
 ]
 

@@ -19,7 +19,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from brokers import SkeinBroker
 from util import kafka_tool, wait_until
 
-pytestmark = pytest.mark.quotas
+# Rates and request-time shares are measured: nothing else may run beside them.
+pytestmark = [pytest.mark.quotas, pytest.mark.serial]
 
 RATE = 200_000  # bytes/s
 # The rate is measured over an 11 s window that starts padded to 10 s (Kafka's `Rate`), so a client
