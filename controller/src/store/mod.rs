@@ -23,6 +23,9 @@
 //!   that level is a snapshot, so no plaintext verifier stays in the store.
 
 mod file;
+/// A blob store in memory with injectable faults, for tests (feature
+/// `testing`); never in a product build.
+#[cfg(any(test, feature = "testing"))]
 mod memory;
 mod records;
 pub mod seal;
@@ -35,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::MetadataImage;
 
 pub use file::FileBlobStore;
+#[cfg(any(test, feature = "testing"))]
 pub use memory::{MemoryBlobStore, StoreFault};
 pub use records::MetadataRecord;
 pub use seal::{is_seal_error, SealError, SealingKey};
