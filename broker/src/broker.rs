@@ -516,7 +516,7 @@ impl Broker {
     pub fn min_insync_replicas(&self, topic: &TopicView) -> usize {
         topic
             .configs
-            .get("min.insync.replicas")
+            .get(skein_controller::election::MIN_INSYNC_REPLICAS)
             .and_then(|v| v.parse::<usize>().ok())
             .unwrap_or(self.effective_config().min_insync_replicas.max(1) as usize)
     }

@@ -28,8 +28,7 @@ use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec, Opts, Registry};
 use crate::quotas::Sampler;
 
 /// The topic configs that name throttled replicas.
-pub const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
-pub const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
+pub use skein_controller::replication_throttle::{FOLLOWER_REPLICAS, LEADER_REPLICAS};
 
 /// One direction's limit and usage.
 pub struct ReplicationQuota {

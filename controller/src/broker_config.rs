@@ -310,11 +310,61 @@ impl BrokerKey {
             None => panic!("a broker config without a default"),
         }
     }
+
+    /// Whether `value` reads as this key's type and meets its minimum,
+    /// and if not why (the operator refuses a `spec.config` value a broker
+    /// would refuse at start-up). Strings, lists, classes and passwords
+    /// have no shape checked here.
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        let v = value.trim();
+        let number = match self.kind {
+            Kind::Boolean if v == "true" || v == "false" => return Ok(()),
+            Kind::Boolean => return Err("must be true or false".into()),
+            Kind::Short => v.parse::<i16>().ok().map(f64::from),
+            Kind::Int => v.parse::<i32>().ok().map(f64::from),
+            Kind::Long => v.parse::<i64>().ok().map(|n| n as f64),
+            Kind::Double => v.parse::<f64>().ok().filter(|n| n.is_finite()),
+            Kind::Str | Kind::List | Kind::Class | Kind::Password => return Ok(()),
+        };
+        let Some(n) = number else {
+            return Err(format!("not a valid {:?}", self.kind).to_lowercase());
+        };
+        match self.min {
+            Some(min) if n < min as f64 => Err(format!("must be at least {min}")),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_is_checked_against_its_kind_and_minimum() {
+        assert_eq!(NUM_PARTITIONS.check(" 3 "), Ok(()));
+        assert_eq!(
+            NUM_PARTITIONS.check("three"),
+            Err("not a valid int".to_string())
+        );
+        assert_eq!(
+            NUM_PARTITIONS.check("0"),
+            Err("must be at least 1".to_string())
+        );
+        assert_eq!(
+            AUTO_CREATE_TOPICS_ENABLE.check("yes"),
+            Err("must be true or false".to_string())
+        );
+        assert_eq!(AUTO_CREATE_TOPICS_ENABLE.check("false"), Ok(()));
+        // An int that does not fit 32 bits is refused, as Kafka's ConfigDef does.
+        assert!(NUM_PARTITIONS.check("3000000000").is_err());
+        // Every default passes its own check.
+        for k in BROKER_KEYS {
+            if let Some(v) = k.unset_value() {
+                assert_eq!(k.check(v), Ok(()), "{} = {v:?}", k.name);
+            }
+        }
+    }
 
     #[test]
     fn the_table_is_sorted_by_name_and_every_default_parses_as_its_kind() {

@@ -14,11 +14,12 @@ use crate::error::ControllerError;
 use crate::model::{BrokerId, PartitionState, NO_LEADER};
 
 /// The topic config that allows electing an out-of-sync replica.
-pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str =
+    crate::topic_config::keys::UNCLEAN_LEADER_ELECTION_ENABLE;
 
 /// The topic config (and cluster default) for the smallest ISR that may
 /// acknowledge `acks=all` writes and advance the high watermark.
-pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+pub const MIN_INSYNC_REPLICAS: &str = crate::topic_config::keys::MIN_INSYNC_REPLICAS;
 
 /// What [`elect_leader`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use crate::model::BrokerId;
 
 /// The replicas a leader sends to under `leader.replication.throttled.rate`.
-pub const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
+pub const LEADER_REPLICAS: &str = crate::topic_config::keys::LEADER_REPLICATION_THROTTLED_REPLICAS;
 /// The replicas that fetch under `follower.replication.throttled.rate`.
-pub const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
+pub const FOLLOWER_REPLICAS: &str =
+    crate::topic_config::keys::FOLLOWER_REPLICATION_THROTTLED_REPLICAS;
 
 /// Adds `partition:broker` for each broker to the list under `key`; `*`
 /// already names everything. Returns whether the configs changed.

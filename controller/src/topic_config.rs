@@ -49,10 +49,11 @@ pub struct TopicConfigDef {
 /// The one table of topic configs, a line per config, sorted by name:
 ///
 /// ```text
-/// "segment.ms" => "log.roll.ms" | "log.roll.hours" * 3_600_000, Long { min: 1 }, log(segment_ms);
+/// SEGMENT_MS = "segment.ms" => "log.roll.ms" | "log.roll.hours" * 3_600_000, Long { min: 1 }, log(segment_ms);
 /// ```
 ///
-/// - the topic config's name;
+/// - the constant that names it in code ([`keys`]`::SEGMENT_MS`) and the
+///   topic config's name;
 /// - the broker config that sets its default (`""`: none), then that
 ///   broker config's synonyms in other units, highest priority first, each
 ///   with its size in the broker config's unit;
@@ -72,49 +73,56 @@ pub struct TopicConfigDef {
 macro_rules! topic_config_table {
     ($callback:ident) => {
         $callback! {
-            "cleanup.policy" => "log.cleanup.policy", ListOf(&["delete", "compact"]), log(cleanup_policy);
-            "compression.type" => "compression.type",
+            CLEANUP_POLICY = "cleanup.policy" => "log.cleanup.policy", ListOf(&["delete", "compact"]), log(cleanup_policy);
+            COMPRESSION_TYPE = "compression.type" => "compression.type",
                 OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]), log(compression_type);
-            "delete.retention.ms" => "log.cleaner.delete.retention.ms", Long { min: 0 }, log(delete_retention_ms);
-            "file.delete.delay.ms" => "log.segment.delete.delay.ms", Long { min: 0 }, log(file_delete_delay_ms);
-            "flush.messages" => "log.flush.interval.messages", Long { min: 1 }, log(flush_interval_messages);
-            "flush.ms" => "log.flush.interval.ms", Long { min: 0 }, log(flush_interval_ms);
+            DELETE_RETENTION_MS = "delete.retention.ms" => "log.cleaner.delete.retention.ms", Long { min: 0 }, log(delete_retention_ms);
+            FILE_DELETE_DELAY_MS = "file.delete.delay.ms" => "log.segment.delete.delay.ms", Long { min: 0 }, log(file_delete_delay_ms);
+            FLUSH_MESSAGES = "flush.messages" => "log.flush.interval.messages", Long { min: 1 }, log(flush_interval_messages);
+            FLUSH_MS = "flush.ms" => "log.flush.interval.ms", Long { min: 0 }, log(flush_interval_ms);
             // No broker default (Kafka's is an empty list); the replication
             // throttle reads it.
-            "follower.replication.throttled.replicas" => "", ReplicaList, broker;
-            "index.interval.bytes" => "log.index.interval.bytes", Int { min: 0 }, log(index_interval_bytes);
-            "leader.replication.throttled.replicas" => "", ReplicaList, broker;
-            "max.compaction.lag.ms" => "log.cleaner.max.compaction.lag.ms", Long { min: 1 }, log(max_compaction_lag_ms);
-            "max.message.bytes" => "message.max.bytes", Int { min: 1 }, log(max_message_bytes);
-            "message.timestamp.after.max.ms" => "log.message.timestamp.after.max.ms", Long { min: 0 },
+            FOLLOWER_REPLICATION_THROTTLED_REPLICAS = "follower.replication.throttled.replicas" => "", ReplicaList, broker;
+            INDEX_INTERVAL_BYTES = "index.interval.bytes" => "log.index.interval.bytes", Int { min: 0 }, log(index_interval_bytes);
+            LEADER_REPLICATION_THROTTLED_REPLICAS = "leader.replication.throttled.replicas" => "", ReplicaList, broker;
+            MAX_COMPACTION_LAG_MS = "max.compaction.lag.ms" => "log.cleaner.max.compaction.lag.ms", Long { min: 1 }, log(max_compaction_lag_ms);
+            MAX_MESSAGE_BYTES = "max.message.bytes" => "message.max.bytes", Int { min: 1 }, log(max_message_bytes);
+            MESSAGE_TIMESTAMP_AFTER_MAX_MS = "message.timestamp.after.max.ms" => "log.message.timestamp.after.max.ms", Long { min: 0 },
                 log(message_timestamp_after_max_ms);
-            "message.timestamp.before.max.ms" => "log.message.timestamp.before.max.ms", Long { min: 0 },
+            MESSAGE_TIMESTAMP_BEFORE_MAX_MS = "message.timestamp.before.max.ms" => "log.message.timestamp.before.max.ms", Long { min: 0 },
                 log(message_timestamp_before_max_ms);
-            "message.timestamp.type" => "log.message.timestamp.type", OneOf(&["CreateTime", "LogAppendTime"]),
+            MESSAGE_TIMESTAMP_TYPE = "message.timestamp.type" => "log.message.timestamp.type", OneOf(&["CreateTime", "LogAppendTime"]),
                 log(message_timestamp_type);
-            "min.cleanable.dirty.ratio" => "log.cleaner.min.cleanable.ratio", Ratio, log(min_cleanable_dirty_ratio);
-            "min.compaction.lag.ms" => "log.cleaner.min.compaction.lag.ms", Long { min: 0 }, log(min_compaction_lag_ms);
+            MIN_CLEANABLE_DIRTY_RATIO = "min.cleanable.dirty.ratio" => "log.cleaner.min.cleanable.ratio", Ratio, log(min_cleanable_dirty_ratio);
+            MIN_COMPACTION_LAG_MS = "min.compaction.lag.ms" => "log.cleaner.min.compaction.lag.ms", Long { min: 0 }, log(min_compaction_lag_ms);
             // The partition's ISR rule and the controller's elections read it.
-            "min.insync.replicas" => "min.insync.replicas", Int { min: 1 }, broker("1");
-            "preallocate" => "log.preallocate", Boolean, log(preallocate);
-            "retention.bytes" => "log.retention.bytes", Long { min: i64::MIN }, log(retention_bytes);
-            "retention.ms" => "log.retention.ms" | "log.retention.minutes" * 60_000 | "log.retention.hours" * 3_600_000,
+            MIN_INSYNC_REPLICAS = "min.insync.replicas" => "min.insync.replicas", Int { min: 1 }, broker("1");
+            PREALLOCATE = "preallocate" => "log.preallocate", Boolean, log(preallocate);
+            RETENTION_BYTES = "retention.bytes" => "log.retention.bytes", Long { min: i64::MIN }, log(retention_bytes);
+            RETENTION_MS = "retention.ms" => "log.retention.ms" | "log.retention.minutes" * 60_000 | "log.retention.hours" * 3_600_000,
                 Long { min: -1 }, log(retention_ms);
-            "segment.bytes" => "log.segment.bytes", Int { min: 14 }, log(segment_bytes);
-            "segment.index.bytes" => "log.index.size.max.bytes", Int { min: 4 }, log(segment_index_bytes);
-            "segment.jitter.ms" => "log.roll.jitter.ms" | "log.roll.jitter.hours" * 3_600_000, Long { min: 0 },
+            SEGMENT_BYTES = "segment.bytes" => "log.segment.bytes", Int { min: 14 }, log(segment_bytes);
+            SEGMENT_INDEX_BYTES = "segment.index.bytes" => "log.index.size.max.bytes", Int { min: 4 }, log(segment_index_bytes);
+            SEGMENT_JITTER_MS = "segment.jitter.ms" => "log.roll.jitter.ms" | "log.roll.jitter.hours" * 3_600_000, Long { min: 0 },
                 log(segment_jitter_ms);
-            "segment.ms" => "log.roll.ms" | "log.roll.hours" * 3_600_000, Long { min: 1 }, log(segment_ms);
+            SEGMENT_MS = "segment.ms" => "log.roll.ms" | "log.roll.hours" * 3_600_000, Long { min: 1 }, log(segment_ms);
             // The controller's elections read it.
-            "unclean.leader.election.enable" => "unclean.leader.election.enable", Boolean, broker("false");
+            UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable" => "unclean.leader.election.enable", Boolean, broker("false");
         }
     };
 }
 
 /// [`topic_config_table!`]'s lines as [`TopicConfigDef`]s.
 macro_rules! topic_config_defs {
-    ($($name:literal => $broker:literal $(| $syn:literal * $unit:literal)*, $kind:expr,
+    ($($id:ident = $name:literal => $broker:literal $(| $syn:literal * $unit:literal)*, $kind:expr,
         $bind:ident $(($arg:tt))?;)*) => {
+        /// Every topic config's name, as a constant named after it
+        /// (`keys::MIN_INSYNC_REPLICAS`): code that names a topic config
+        /// names it by these, never by a string of its own.
+        pub mod keys {
+            $(pub const $id: &str = $name;)*
+        }
+
         /// Every topic-level config Skein accepts, by name.
         pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[$(TopicConfigDef {
             name: $name,

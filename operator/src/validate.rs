@@ -78,6 +78,12 @@ pub enum InvalidSpec {
         port: i32,
         other: &'static str,
     },
+    #[error("spec.config: {key}={value:?} is invalid: {why}")]
+    InvalidBrokerConfig {
+        key: String,
+        value: String,
+        why: String,
+    },
     #[error("spec.config: {key:?} is not a topic config Kafka knows")]
     UnknownTopicConfig { key: String },
     #[error("spec.config: {key}={value:?} is invalid: {why}")]
@@ -116,6 +122,7 @@ impl InvalidSpec {
             InvalidSpec::ReplicationFactorTooLarge { .. } => "ReplicationFactorTooLarge",
             InvalidSpec::UnknownTopicConfig { .. } => "UnknownTopicConfig",
             InvalidSpec::InvalidTopicConfig { .. } => "InvalidTopicConfig",
+            InvalidSpec::InvalidBrokerConfig { .. } => "InvalidBrokerConfig",
             InvalidSpec::ReservedUserName { .. } => "ReservedUserName",
             InvalidSpec::ReservedSecretName { .. } => "ReservedSecretName",
             InvalidSpec::SameCertificateAuthority { .. } => "SameCertificateAuthority",
@@ -187,6 +194,16 @@ pub fn validate_cluster(kc: &KafkaCluster, topics: &[Topic]) -> Result<(), Inval
         let bad_key = key.is_empty() || key.contains(['=', ':', '\n', '\r', ' ']);
         if bad_key || value.contains(['\n', '\r']) {
             return Err(InvalidSpec::MalformedConfig { key: key.clone() });
+        }
+        // A broker config's value is read as its line of the table says; one
+        // a broker would refuse at start-up is refused here, before any pod
+        // rolls onto it.
+        if let Some(why) = keys::broker_key(key).and_then(|k| k.check(value).err()) {
+            return Err(InvalidSpec::InvalidBrokerConfig {
+                key: key.clone(),
+                value: value.clone(),
+                why,
+            });
         }
     }
     let largest = topics
@@ -381,7 +398,7 @@ pub fn validate_topic(topic: &Topic, cluster: &KafkaCluster) -> Result<(), Inval
             }
             Ok(()) => {}
         }
-        if key == "min.insync.replicas" {
+        if key == skein_controller::election::MIN_INSYNC_REPLICAS {
             let n: i64 = value.trim().parse().unwrap_or(0);
             if n > i64::from(topic.spec.replication_factor) {
                 return Err(InvalidSpec::InvalidTopicConfig {
@@ -482,6 +499,25 @@ mod tests {
         assert_eq!(e.reason(), "MalformedConfig");
         assert!(validate_cluster(
             &cluster(json!({"config": {"log.retention.ms": "1000"}})),
+            &[]
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn a_broker_config_value_a_broker_would_refuse_is_refused() {
+        for (config, why) in [
+            (json!({"num.partitions": "many"}), "not a valid int"),
+            (json!({"num.partitions": "0"}), "must be at least 1"),
+            (json!({"auto.create.topics.enable": "yes"}), "true or false"),
+        ] {
+            let e = validate_cluster(&cluster(json!({ "config": config })), &[]).unwrap_err();
+            assert_eq!(e.reason(), "InvalidBrokerConfig");
+            assert!(e.to_string().contains(why), "{e}");
+        }
+        // Keys the table does not know are the broker's to ignore, as before.
+        assert!(validate_cluster(
+            &cluster(json!({"config": {"num.partitions": "6", "some.plugin.key": "x"}})),
             &[]
         )
         .is_ok());

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use skein_controller::topic_config::keys as topic_keys;
 use tracing::warn;
 
 use super::{partition_for, CoordinatorContext};
@@ -45,12 +46,18 @@ pub fn ensure(ctx: &CoordinatorContext, t: &InternalTopic<'_>) -> Result<Arc<Top
         None => live.clamp(1, 3) as i16,
     };
     let mut configs = BTreeMap::from([
-        ("cleanup.policy".to_string(), "compact".to_string()),
-        ("segment.bytes".to_string(), t.segment_bytes.to_string()),
+        (
+            topic_keys::CLEANUP_POLICY.to_string(),
+            "compact".to_string(),
+        ),
+        (
+            topic_keys::SEGMENT_BYTES.to_string(),
+            t.segment_bytes.to_string(),
+        ),
     ]);
     if let Some(min_isr) = t.min_isr {
         configs.insert(
-            "min.insync.replicas".to_string(),
+            topic_keys::MIN_INSYNC_REPLICAS.to_string(),
             min_isr.clamp(1, rf).to_string(),
         );
     }

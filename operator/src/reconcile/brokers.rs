@@ -287,13 +287,13 @@ pub async fn rolling_restart_step(
     let cluster_min = kc
         .spec
         .config
-        .get("min.insync.replicas")
+        .get(skein_controller::election::MIN_INSYNC_REPLICAS)
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(1);
     for (name, t) in &view.topics {
         let min = t
             .configs
-            .get("min.insync.replicas")
+            .get(skein_controller::election::MIN_INSYNC_REPLICAS)
             .and_then(|v| v.parse::<usize>().ok())
             .unwrap_or(cluster_min);
         for (i, p) in t.partitions.iter().enumerate() {
