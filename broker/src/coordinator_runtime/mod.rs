@@ -14,6 +14,7 @@ mod leadership;
 mod loader;
 mod record_batch;
 pub(crate) mod record_codec;
+mod shard;
 mod timer;
 mod writer;
 
@@ -23,5 +24,6 @@ pub use key_placement::{java_string_hash, partition_for};
 pub use leadership::{led_partition, LoadedEpochs};
 pub use loader::{replay, Replayed};
 pub use record_batch::{encode_batch, encode_txn_batch};
+pub use shard::{ensure_loaded, CoordinatorShard};
 pub use timer::every;
 pub use writer::write;

@@ -12,7 +12,7 @@ use super::classic_group::{ClassicGroup, JoinResponse, SyncResponse};
 use super::coordinator::{GroupCoordinator, State};
 use super::log_format::{self, OffsetsRecord};
 use super::partition_for;
-use crate::coordinator_runtime::{self as runtime, Replayed};
+use crate::coordinator_runtime::{self as runtime, CoordinatorShard, LoadedEpochs, Replayed};
 use crate::metadata::CONSUMER_OFFSETS;
 use crate::system::now_ms;
 
@@ -26,68 +26,23 @@ impl GroupCoordinator {
         let Some(topic) = self.ctx.metadata.topic(CONSUMER_OFFSETS) else {
             return;
         };
-        let epoch = part.leader_epoch();
         self.saw_offsets_partitions(topic.partitions.len());
         let n = topic.partitions.len() as i32;
         let mut st = self.shard_at(p);
-        if st.loaded_epochs.is_loaded(p, epoch) {
-            return;
-        }
-        let now = now_ms();
-        // What is in memory for this partition is replaced by what its log
-        // says. Requests parked in a join or sync barrier of those groups
-        // would wait on state that no longer exists: answer them
-        // NOT_COORDINATOR (as Kafka does when it unloads a group) so their
-        // clients look the coordinator up again and rejoin at once.
-        let joins = Self::drain_partition(&mut st.join_waiters, n, p);
-        let syncs = Self::drain_partition(&mut st.sync_waiters, n, p);
-        let unloaded = joins.len() + syncs.len();
-        for ((_, member), tx) in joins {
-            let _ = tx.send(JoinResponse {
-                error: Some(ResponseError::NotCoordinator),
-                generation: -1,
-                member_id: member,
-                ..Default::default()
-            });
-        }
-        for (_, tx) in syncs {
-            let _ = tx.send(SyncResponse {
-                error: Some(ResponseError::NotCoordinator),
-                ..Default::default()
-            });
-        }
-        if unloaded > 0 {
-            warn!(
+        let mut load = Load {
+            st: &mut st,
+            now: now_ms(),
+            records: 0,
+        };
+        let (epoch, read) = runtime::ensure_loaded(&mut load, &part, p, n);
+        if read {
+            info!(
                 partition = p,
                 leader_epoch = epoch,
-                parked = unloaded,
-                "groups reloaded at a new leader epoch; parked requests answered NOT_COORDINATOR"
+                records = load.records,
+                "groups of a __consumer_offsets partition loaded"
             );
         }
-        st.classic.retain(|g, _| partition_for(g, n) != p);
-        st.consumer.retain(|g, _| partition_for(g, n) != p);
-        let stale: Vec<String> = st
-            .offsets
-            .group_ids()
-            .filter(|g| partition_for(g, n) == p)
-            .cloned()
-            .collect();
-        for g in stale {
-            st.offsets.remove_group(&g);
-        }
-        for held in st.pending_txn.values_mut() {
-            held.retain(|o| partition_for(&o.group, n) != p);
-        }
-        st.pending_txn.retain(|_, held| !held.is_empty());
-        let records = self.replay(&mut st, p, part.log_end_offset(), now);
-        Self::finish_loading(&mut st, now);
-        st.loaded_epochs.loaded(p, epoch);
-        info!(
-            partition = p,
-            leader_epoch = epoch,
-            records,
-            "groups of a __consumer_offsets partition loaded"
-        );
     }
 
     /// Removes and returns the waiters of the groups on partition `p` of `n`.
@@ -147,43 +102,8 @@ impl GroupCoordinator {
             return 0;
         };
         let mut records = 0usize;
-        runtime::replay(&part, end, |item| match item {
-            // A transaction's end: its offsets count, or not.
-            Replayed::Marker { header, marker } => {
-                if let Some(held) = st.loading_txn.remove(&header.producer_id) {
-                    if marker.commit {
-                        let at = (header.partition_leader_epoch, header.next_offset());
-                        for o in held {
-                            st.offsets.commit_replicated(&o.group, o.tp, o.offset, at);
-                        }
-                    }
-                }
-            }
-            Replayed::Record { header, key, value } => {
-                match log_format::decode(&key, value.as_ref()) {
-                    Ok(Some(OffsetsRecord::Offset {
-                        group,
-                        topic,
-                        partition,
-                        value: Some(o),
-                    })) if header.is_transactional() => {
-                        records += 1;
-                        st.loading_txn.entry(header.producer_id).or_default().push(
-                            super::offsets::TxnOffset {
-                                group,
-                                tp: (topic, partition),
-                                offset: o,
-                            },
-                        );
-                    }
-                    Ok(Some(rec)) => {
-                        records += 1;
-                        apply_record(st, rec, now);
-                    }
-                    Ok(None) => {}
-                    Err(e) => warn!(partition = p, error = %e, "skipping record"),
-                }
-            }
+        runtime::replay(&part, end, |item| {
+            records += usize::from(apply_item(st, p, item, now));
         });
         records
     }
@@ -240,5 +160,121 @@ fn apply_record(st: &mut State, rec: OffsetsRecord, now: i64) {
         OffsetsRecord::Consumer { group, rec } => {
             st.loading.entry(group).or_default().apply(rec);
         }
+    }
+}
+
+/// Applies one record or marker of partition `p` read from the log;
+/// whether it was a group record.
+fn apply_item(st: &mut State, p: i32, item: Replayed<'_>, now: i64) -> bool {
+    match item {
+        // A transaction's end: its offsets count, or not.
+        Replayed::Marker { header, marker } => {
+            if let Some(held) = st.loading_txn.remove(&header.producer_id) {
+                if marker.commit {
+                    let at = (header.partition_leader_epoch, header.next_offset());
+                    for o in held {
+                        st.offsets.commit_replicated(&o.group, o.tp, o.offset, at);
+                    }
+                }
+            }
+            false
+        }
+        Replayed::Record { header, key, value } => match log_format::decode(&key, value.as_ref()) {
+            Ok(Some(OffsetsRecord::Offset {
+                group,
+                topic,
+                partition,
+                value: Some(o),
+            })) if header.is_transactional() => {
+                st.loading_txn.entry(header.producer_id).or_default().push(
+                    super::offsets::TxnOffset {
+                        group,
+                        tp: (topic, partition),
+                        offset: o,
+                    },
+                );
+                true
+            }
+            Ok(Some(rec)) => {
+                apply_record(st, rec, now);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                warn!(partition = p, error = %e, "skipping record");
+                false
+            }
+        },
+    }
+}
+
+/// The groups of one `__consumer_offsets` partition being read again (in
+/// their shard), and how many group records the read found.
+struct Load<'a> {
+    st: &'a mut State,
+    now: i64,
+    records: usize,
+}
+
+impl CoordinatorShard for Load<'_> {
+    fn loaded_epochs(&mut self) -> &mut LoadedEpochs {
+        &mut self.st.loaded_epochs
+    }
+
+    /// What is in memory for this partition is replaced by what its log
+    /// says. Requests parked in a join or sync barrier of those groups
+    /// would wait on state that no longer exists: they are answered
+    /// NOT_COORDINATOR (as Kafka does when it unloads a group) so their
+    /// clients look the coordinator up again and rejoin at once.
+    fn unload(&mut self, p: i32, n: i32, epoch: i32) {
+        let st = &mut *self.st;
+        let joins = GroupCoordinator::drain_partition(&mut st.join_waiters, n, p);
+        let syncs = GroupCoordinator::drain_partition(&mut st.sync_waiters, n, p);
+        let unloaded = joins.len() + syncs.len();
+        for ((_, member), tx) in joins {
+            let _ = tx.send(JoinResponse {
+                error: Some(ResponseError::NotCoordinator),
+                generation: -1,
+                member_id: member,
+                ..Default::default()
+            });
+        }
+        for (_, tx) in syncs {
+            let _ = tx.send(SyncResponse {
+                error: Some(ResponseError::NotCoordinator),
+                ..Default::default()
+            });
+        }
+        if unloaded > 0 {
+            warn!(
+                partition = p,
+                leader_epoch = epoch,
+                parked = unloaded,
+                "groups reloaded at a new leader epoch; parked requests answered NOT_COORDINATOR"
+            );
+        }
+        st.classic.retain(|g, _| partition_for(g, n) != p);
+        st.consumer.retain(|g, _| partition_for(g, n) != p);
+        let stale: Vec<String> = st
+            .offsets
+            .group_ids()
+            .filter(|g| partition_for(g, n) == p)
+            .cloned()
+            .collect();
+        for g in stale {
+            st.offsets.remove_group(&g);
+        }
+        for held in st.pending_txn.values_mut() {
+            held.retain(|o| partition_for(&o.group, n) != p);
+        }
+        st.pending_txn.retain(|_, held| !held.is_empty());
+    }
+
+    fn replay(&mut self, p: i32, _epoch: i32, item: Replayed<'_>) {
+        self.records += usize::from(apply_item(self.st, p, item, self.now));
+    }
+
+    fn loaded(&mut self, _p: i32, _n: i32, _epoch: i32) {
+        GroupCoordinator::finish_loading(self.st, self.now);
     }
 }
