@@ -9,28 +9,13 @@ use std::time::Duration;
 
 use common::*;
 use kube::runtime::controller::Action;
-use serde_json::{json, Value};
-use skein_crds::{KafkaCluster, Topic};
+use serde_json::json;
+use skein_crds::Topic;
 use skein_operator::manifests::cluster_objects;
 use skein_operator::reconcile::brokers::Progress;
 use skein_operator::reconcile::kafka_cluster::report::{cluster_status, requeue};
 use skein_operator::reconcile::kafka_cluster::{Cx, Found, Outcome, Step};
 use skein_operator::status::cluster_applied;
-
-const BASE: &str = "/apis/skein.dev/v1alpha1/namespaces/streaming";
-
-fn cluster(spec: Value, generation: i64, status: Option<Value>) -> KafkaCluster {
-    let mut obj = json!({
-        "apiVersion": "skein.dev/v1alpha1",
-        "kind": "KafkaCluster",
-        "metadata": {"name": "demo", "namespace": NS, "uid": "0b1c2d3e-0000-4000-8000-000000000001", "generation": generation},
-        "spec": spec,
-    });
-    if let Some(s) = status {
-        obj["status"] = s;
-    }
-    serde_json::from_value(obj).unwrap()
-}
 
 fn topic(name: &str, rf: i32) -> Topic {
     serde_json::from_value(json!({

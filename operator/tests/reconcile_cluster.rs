@@ -10,21 +10,6 @@ use serde_json::{json, Value};
 use skein_crds::KafkaCluster;
 use skein_operator::reconcile::kafka_cluster::{error_policy, reconcile_at, KIND};
 
-const BASE: &str = "/apis/skein.dev/v1alpha1/namespaces/streaming";
-
-fn cluster(spec: Value, generation: i64, status: Option<Value>) -> KafkaCluster {
-    let mut obj = json!({
-        "apiVersion": "skein.dev/v1alpha1",
-        "kind": "KafkaCluster",
-        "metadata": {"name": "demo", "namespace": NS, "uid": "0b1c2d3e-0000-4000-8000-000000000001", "generation": generation},
-        "spec": spec,
-    });
-    if let Some(s) = status {
-        obj["status"] = s;
-    }
-    serde_json::from_value(obj).unwrap()
-}
-
 fn topic_list(items: Vec<Value>) -> Value {
     json!({"apiVersion": "skein.dev/v1alpha1", "kind": "TopicList", "metadata": {}, "items": items})
 }

@@ -11,8 +11,6 @@ use serde_json::{json, Value};
 use skein_crds::Topic;
 use skein_operator::reconcile::topic::{reconcile_at, TOPIC_FINALIZER};
 
-const BASE: &str = "/apis/skein.dev/v1alpha1/namespaces/streaming";
-
 fn topic(rf: i32, finalized: bool, deleted_secs_ago: Option<i64>) -> Topic {
     let mut meta = json!({"name": "orders", "namespace": NS, "uid": "7e57-0001", "generation": 1});
     if finalized {

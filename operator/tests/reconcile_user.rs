@@ -12,8 +12,6 @@ use serde_json::{json, Value};
 use skein_crds::KafkaUser;
 use skein_operator::reconcile::kafka_user::{reconcile, USER_FINALIZER};
 
-const BASE: &str = "/apis/skein.dev/v1alpha1/namespaces/streaming";
-
 fn user(name: &str, spec: Value) -> Arc<KafkaUser> {
     let mut spec = spec;
     spec["clusterRef"] = json!({"name": "demo"});

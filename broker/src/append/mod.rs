@@ -30,7 +30,7 @@ use skein_storage::{AppendInfo, AppendOrigin};
 
 use crate::error::ApiError;
 use crate::partition::Partition;
-use crate::replica_manager::ReplicaManager;
+use crate::replica_manager::{not_hosted, ReplicaManager};
 use crate::system::now_ms;
 use refused_batches::{RefusedBatches, Verdict};
 
@@ -246,14 +246,15 @@ impl ReplicaManager {
                 "produce requests must carry exactly one record batch per partition",
             ));
         }
-        let idem = first.filter(|h| h.producer_id >= 0 && !h.is_control());
-        let key = |h: &BatchHeader| (topic.to_string(), partition, h.producer_id);
-        if let (Some(h), Some(part)) = (&idem, self.get(topic, partition)) {
+        let idem = first
+            .filter(|h| h.producer_id >= 0 && !h.is_control())
+            .map(|h| ((topic.to_string(), partition, h.producer_id), h));
+        let part = self.get(topic, partition);
+        if let (Some((key, h)), Some(part)) = (&idem, &part) {
             // Keep an idempotent producer's pipeline in order when an earlier
             // batch of it was refused (see `refused_batches`).
             let verdict = part.with_producer(h.producer_id, |state| {
-                self.refused_batches
-                    .check(&key(h), h, state, Instant::now())
+                self.refused_batches.check(key, h, state, Instant::now())
             });
             if let Verdict::Refuse(code) = verdict {
                 tracing::debug!(
@@ -273,38 +274,36 @@ impl ReplicaManager {
                 ));
             }
         }
-        let written = self.append_received(topic, partition, &bytes, acks_all, origin);
-        if let Some(h) = &idem {
-            match &written {
-                Ok(_) => self.refused_batches.clear(&key(h), h),
-                Err(e) => self
-                    .refused_batches
-                    .record(key(h), h, e.code, Instant::now()),
-            }
-        }
-        Ok((written?, idem))
-    }
-
-    /// The offsets are written into the batch headers, so a client's batches
-    /// need a private mutable copy; everything else stays byte-for-byte as
-    /// sent, unless the topic's `compression.type` names another codec: then
-    /// they are re-encoded here, before the partition's locks are taken.
-    fn append_received(
-        &self,
-        topic: &str,
-        partition: i32,
-        bytes: &Bytes,
-        acks_all: bool,
-        origin: AppendOrigin,
-    ) -> Result<Written, ApiError> {
-        let part = self.get_or_err(topic, partition)?;
-        let recompressed = match part.compression_target() {
-            Some(codec) => skein_storage::recompress::recompress(bytes, codec)?,
-            None => None,
+        let written = part
+            .ok_or_else(|| not_hosted(topic, partition))
+            .and_then(|part| append_received(part, &bytes, acks_all, origin));
+        let Some((key, h)) = idem else {
+            return Ok((written?, None));
         };
-        let mut buf = BytesMut::from(recompressed.as_deref().unwrap_or(&bytes[..]));
-        append_bytes(part, &mut buf, acks_all, origin)
+        match &written {
+            Ok(_) => self.refused_batches.clear(&key, &h),
+            Err(e) => self.refused_batches.record(key, &h, e.code, Instant::now()),
+        }
+        Ok((written?, Some(h)))
     }
+}
+
+/// The offsets are written into the batch headers, so a client's batches
+/// need a private mutable copy; everything else stays byte-for-byte as sent,
+/// unless the topic's `compression.type` names another codec: then they are
+/// re-encoded here, before the partition's locks are taken.
+fn append_received(
+    part: Arc<Partition>,
+    bytes: &Bytes,
+    acks_all: bool,
+    origin: AppendOrigin,
+) -> Result<Written, ApiError> {
+    let recompressed = match part.compression_target() {
+        Some(codec) => skein_storage::recompress::recompress(bytes, codec)?,
+        None => None,
+    };
+    let mut buf = BytesMut::from(recompressed.as_deref().unwrap_or(&bytes[..]));
+    append_bytes(part, &mut buf, acks_all, origin)
 }
 
 fn append_bytes(

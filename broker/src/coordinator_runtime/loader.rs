@@ -113,14 +113,7 @@ mod tests {
     #[test]
     fn replays_records_and_markers_in_log_order_up_to_the_end() {
         let dir = tempfile::tempdir().unwrap();
-        let log = skein_storage::Log::open(
-            dir.path().join("c-0"),
-            skein_storage::LogConfig::default(),
-            0,
-        )
-        .unwrap();
-        let part = Partition::new("c", 0, uuid::Uuid::nil(), 1, log);
-        part.make_leader(1, 1, vec![1], vec![1], 0).unwrap();
+        let part = super::super::test_partition(dir.path(), 1);
         let k = |s: &'static str| Bytes::from_static(s.as_bytes());
         let append = |mut batch: Vec<u8>| {
             part.append_as_leader(&mut batch, false, 10, AppendOrigin::Coordinator)

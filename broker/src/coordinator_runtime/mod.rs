@@ -27,3 +27,15 @@ pub use record_batch::{encode_batch, encode_txn_batch};
 pub use shard::{ensure_loaded, CoordinatorShard};
 pub use timer::every;
 pub use writer::write;
+
+/// Partition 0 of topic `c`, led by this broker (node 1) at `leader_epoch`,
+/// its log in `dir`: what the runtime's tests read and write.
+#[cfg(test)]
+fn test_partition(dir: &std::path::Path, leader_epoch: i32) -> crate::partition::Partition {
+    let log = skein_storage::Log::open(dir.join("c-0"), skein_storage::LogConfig::default(), 0)
+        .expect("a log in a new directory");
+    let part = crate::partition::Partition::new("c", 0, uuid::Uuid::nil(), 1, log);
+    part.make_leader(leader_epoch, 1, vec![1], vec![1], 0)
+        .expect("leader");
+    part
+}

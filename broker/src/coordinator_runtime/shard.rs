@@ -78,14 +78,7 @@ mod tests {
     #[test]
     fn a_partition_is_read_once_per_leader_epoch() {
         let dir = tempfile::tempdir().unwrap();
-        let log = skein_storage::Log::open(
-            dir.path().join("c-0"),
-            skein_storage::LogConfig::default(),
-            0,
-        )
-        .unwrap();
-        let part = Partition::new("c", 0, uuid::Uuid::nil(), 1, log);
-        part.make_leader(3, 1, vec![1], vec![1], 0).unwrap();
+        let part = super::super::test_partition(dir.path(), 3);
         let mut batch = super::super::encode_batch(
             &[
                 (

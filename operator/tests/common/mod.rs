@@ -24,6 +24,8 @@ use tokio::task::JoinHandle;
 use tower_test::mock::{self, Handle};
 
 pub const NS: &str = "streaming";
+/// The path of the test namespace's Skein resources.
+pub const BASE: &str = "/apis/skein.dev/v1alpha1/namespaces/streaming";
 pub const FIELD_MANAGER_QUERY: &str = "fieldManager=skein-operator";
 
 /// The fixed clock of the tests.
@@ -222,4 +224,19 @@ pub fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
         .iter()
         .find(|c| c["type"] == type_)
         .unwrap_or_else(|| panic!("no {type_} condition in {status}"))
+}
+
+/// The KafkaCluster `demo` in the test namespace with `spec`, at
+/// `generation`, with `status` if given.
+pub fn cluster(spec: Value, generation: i64, status: Option<Value>) -> skein_crds::KafkaCluster {
+    let mut obj = json!({
+        "apiVersion": "skein.dev/v1alpha1",
+        "kind": "KafkaCluster",
+        "metadata": {"name": "demo", "namespace": NS, "uid": "0b1c2d3e-0000-4000-8000-000000000001", "generation": generation},
+        "spec": spec,
+    });
+    if let Some(s) = status {
+        obj["status"] = s;
+    }
+    serde_json::from_value(obj).unwrap()
 }
