@@ -13,6 +13,10 @@ use skein_controller::DirectoryId;
 use skein_controller::kafka_base64;
 use skein_storage::write_atomic;
 
+/// The node id's key: Kafka's meta.properties names it as the broker
+/// config it comes from.
+const NODE_ID: &str = skein_controller::broker_config::NODE_ID.name;
+
 /// The file's name in the log directory, as Kafka names it.
 pub const FILE_NAME: &str = "meta.properties";
 
@@ -67,7 +71,7 @@ impl MetaProperties {
             text.push_str(&format!("cluster.id={c}\n"));
         }
         text.push_str(&format!(
-            "directory.id={}\nnode.id={}\nversion={VERSION}\n",
+            "directory.id={}\n{NODE_ID}={}\nversion={VERSION}\n",
             kafka_base64(self.directory_id.0.to_be_bytes()),
             self.node_id
         ));
@@ -93,10 +97,10 @@ impl MetaProperties {
             None => return Err("no version".into()),
         }
         let node_id = keys
-            .get("node.id")
-            .ok_or("no node.id")?
+            .get(NODE_ID)
+            .ok_or_else(|| format!("no {NODE_ID}"))?
             .parse()
-            .map_err(|e| format!("node.id: {e}"))?;
+            .map_err(|e| format!("{NODE_ID}: {e}"))?;
         let directory_id = keys
             .get("directory.id")
             .ok_or("no directory.id")

@@ -79,7 +79,10 @@ macro_rules! topic_config_table {
             DELETE_RETENTION_MS = "delete.retention.ms" => "log.cleaner.delete.retention.ms", Long { min: 0 }, log(delete_retention_ms);
             FILE_DELETE_DELAY_MS = "file.delete.delay.ms" => "log.segment.delete.delay.ms", Long { min: 0 }, log(file_delete_delay_ms);
             FLUSH_MESSAGES = "flush.messages" => "log.flush.interval.messages", Long { min: 1 }, log(flush_interval_messages);
-            FLUSH_MS = "flush.ms" => "log.flush.interval.ms", Long { min: 0 }, log(flush_interval_ms);
+            // Its broker config has a line of its own in the broker table (Kafka
+            // lists it unlike the others), so it is named from there.
+            FLUSH_MS = "flush.ms" => ($crate::broker_config::LOG_FLUSH_INTERVAL_MS.name), Long { min: 0 },
+                log(flush_interval_ms);
             // No broker default (Kafka's is an empty list); the replication
             // throttle reads it.
             FOLLOWER_REPLICATION_THROTTLED_REPLICAS = "follower.replication.throttled.replicas" => "", ReplicaList, broker;
@@ -114,7 +117,7 @@ macro_rules! topic_config_table {
 
 /// [`topic_config_table!`]'s lines as [`TopicConfigDef`]s.
 macro_rules! topic_config_defs {
-    ($($id:ident = $name:literal => $broker:literal $(| $syn:literal * $unit:literal)*, $kind:expr,
+    ($($id:ident = $name:literal => $broker:tt $(| $syn:literal * $unit:literal)*, $kind:expr,
         $bind:ident $(($arg:tt))?;)*) => {
         /// Every topic config's name, as a constant named after it
         /// (`keys::MIN_INSYNC_REPLICAS`): code that names a topic config

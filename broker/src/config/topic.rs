@@ -99,7 +99,7 @@ macro_rules! binding {
 }
 
 macro_rules! bindings {
-    ($($id:ident = $name:literal => $broker:literal $(| $syn:literal * $unit:literal)*, $kind:expr,
+    ($($id:ident = $name:literal => $broker:tt $(| $syn:literal * $unit:literal)*, $kind:expr,
         $bind:ident $(($arg:tt))?;)*) => {
         /// What topic config `name` sets (every line of the table has a binding).
         fn binding(name: &str) -> Option<Binding> {
