@@ -26,6 +26,19 @@ pub enum Kind {
     Password = 9,
 }
 
+/// A boolean config value as Kafka's `ConfigDef` reads it: `true` or
+/// `false` in any case, around spaces.
+pub fn parse_bool(value: &str) -> Option<bool> {
+    let v = value.trim();
+    if v.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if v.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// Whether a broker config changes without a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Update {
@@ -318,7 +331,7 @@ impl BrokerKey {
     pub fn check(&self, value: &str) -> Result<(), String> {
         let v = value.trim();
         let number = match self.kind {
-            Kind::Boolean if v == "true" || v == "false" => return Ok(()),
+            Kind::Boolean if parse_bool(v).is_some() => return Ok(()),
             Kind::Boolean => return Err("must be true or false".into()),
             Kind::Short => v.parse::<i16>().ok().map(f64::from),
             Kind::Int => v.parse::<i32>().ok().map(f64::from),
@@ -377,7 +390,7 @@ mod tests {
             assert!(!k.doc.trim().is_empty(), "{} has no doc comment", k.name);
             for v in [k.default, k.unset].into_iter().flatten() {
                 let ok = match k.kind {
-                    Kind::Boolean => v.parse::<bool>().is_ok(),
+                    Kind::Boolean => parse_bool(v).is_some(),
                     Kind::Int => v.parse::<i32>().is_ok(),
                     Kind::Short => v.parse::<i16>().is_ok(),
                     Kind::Long => v.parse::<i64>().is_ok(),

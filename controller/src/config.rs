@@ -45,7 +45,7 @@ impl ControllerConfig {
     /// KRaft controller, the rebalance moves every partition whose preferred
     /// leader is eligible again.
     pub fn with_broker_settings<'a>(mut self, get: impl Fn(&str) -> Option<&'a str>) -> Self {
-        let parse_bool = |k: &str| get(k).and_then(|v| v.trim().parse::<bool>().ok());
+        let parse_bool = |k: &str| get(k).and_then(crate::broker_config::parse_bool);
         if let Some(v) = get(MIN_INSYNC_REPLICAS).and_then(|v| v.trim().parse::<usize>().ok()) {
             self.min_insync_replicas = v.max(1);
         }

@@ -178,9 +178,9 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicConfigEr
     };
     let v = value.trim();
     match def.kind {
-        Boolean => match v {
-            "true" | "false" => Ok(()),
-            _ => Err(invalid("must be true or false".into())),
+        Boolean => match crate::broker_config::parse_bool(v) {
+            Some(_) => Ok(()),
+            None => Err(invalid("must be true or false".into())),
         },
         Int { min } => match v.parse::<i32>() {
             Ok(n) if n >= min => Ok(()),

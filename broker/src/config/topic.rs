@@ -167,7 +167,11 @@ impl LogValue for f64 {
 
 impl LogValue for bool {
     fn parse(key: &str, value: &str, _: ConfigKind) -> Result<Self, ConfigError> {
-        parse_val(key, value)
+        skein_controller::broker_config::parse_bool(value).ok_or_else(|| ConfigError::Value {
+            key: key.into(),
+            value: value.into(),
+            reason: "must be true or false".into(),
+        })
     }
     fn render(&self) -> String {
         self.to_string()

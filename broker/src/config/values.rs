@@ -52,6 +52,15 @@ impl ReadKey for BrokerKey {
 
 /// `v` as the value of `key`, checked against its minimum.
 fn parse_key<T: FromStr + ToString>(key: &BrokerKey, v: &str) -> Result<T, ConfigError> {
+    // Kafka reads a boolean in any case (`TRUE`); Rust's only in lower case.
+    let lowered;
+    let v = match (key.kind, keys::parse_bool(v)) {
+        (keys::Kind::Boolean, Some(b)) => {
+            lowered = b.to_string();
+            lowered.as_str()
+        }
+        _ => v,
+    };
     let parsed: T = parse_val(key.name, v)?;
     let shown = parsed.to_string();
     match key.min {
@@ -162,6 +171,26 @@ mod tests {
         assert_eq!(
             keys::BROKER_RACK.get::<String>(&BTreeMap::new()).unwrap(),
             None
+        );
+    }
+
+    #[test]
+    fn a_boolean_reads_in_any_case_as_in_kafka() {
+        let raw = |v: &str| BTreeMap::from([("log.cleaner.enable".to_string(), v.to_string())]);
+        assert!(!keys::LOG_CLEANER_ENABLE
+            .value::<bool>(&raw(" FALSE "))
+            .unwrap());
+        assert!(keys::LOG_CLEANER_ENABLE
+            .value::<bool>(&raw("True"))
+            .unwrap());
+        assert!(keys::LOG_CLEANER_ENABLE.value::<bool>(&raw("yes")).is_err());
+        assert!(keys::LOG_CLEANER_ENABLE.check("TRUE").is_ok());
+        assert!(keys::LOG_CLEANER_ENABLE.check("1").is_err());
+        assert!(
+            skein_controller::topic_config::validate_topic_config("preallocate", "TRUE").is_ok()
+        );
+        assert!(
+            skein_controller::topic_config::validate_topic_config("preallocate", "on").is_err()
         );
     }
 
