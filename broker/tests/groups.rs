@@ -763,6 +763,53 @@ async fn offset_commit_is_visible_only_once_replicated() {
     );
 }
 
+/// Like Kafka, SyncGroup hands out the leader's assignment only once the
+/// ISR of `__consumer_offsets` has the group's record: a coordinator
+/// elected after a crash loads the generation its members were told of.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sync_group_answers_once_the_assignment_is_replicated() {
+    let mut cluster = TestCluster::start(
+        2,
+        &[
+            "group.initial.rebalance.delay.ms=0",
+            "offsets.topic.num.partitions=1",
+            "offsets.topic.replication.factor=2",
+            "min.insync.replicas=1",
+            "replica.lag.time.max.ms=30000",
+        ],
+    )
+    .await;
+    let mut c = cluster.client(1).await;
+    let mut r = FindCoordinatorRequest::default();
+    r.key_type = 0;
+    r.coordinator_keys = vec![s("g")];
+    assert_eq!(c.call(&r, 4).await.unwrap().coordinators[0].error_code, 0);
+    let (leader, _, _) = cluster
+        .wait_for("full ISR", "__consumer_offsets", 0, |l, _, isr| {
+            l > 0 && isr.len() == 2
+        })
+        .await;
+    let mut a = cluster.client(leader).await;
+    let joined = join_new(&mut a, "g", "m").await;
+    assert_eq!(joined.error_code, 0);
+    let (member, generation) = (joined.member_id.to_string(), joined.generation_id);
+
+    // The follower dies: the group's record waits for it (until the
+    // controller fences it and the ISR shrinks), and so does the answer.
+    cluster.stop(3 - leader, skein_broker::Stop::Crash).await;
+    let pending = tokio::spawn(async move {
+        sync(&mut a, "g", &member, generation, &[(&member, "assigned")]).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !pending.is_finished(),
+        "SyncGroup answered before the group's record was replicated"
+    );
+    let answer = pending.await.unwrap();
+    assert_eq!(answer.error_code, 0, "{answer:?}");
+    assert_eq!(answer.assignment, Bytes::from_static(b"assigned"));
+}
+
 /// `offsets.topic.replication.factor`, as in Kafka: `__consumer_offsets` is
 /// not created with fewer replicas than configured. While too few brokers
 /// are alive, FindCoordinator answers COORDINATOR_NOT_AVAILABLE (clients

@@ -217,9 +217,14 @@ impl GroupCoordinator {
     }
 
     /// Delivers effects of a classic group: persists it, then answers
-    /// parked requests (with an error if persisting failed).
+    /// parked requests. SyncGroup answers that follow a write of the group
+    /// wait until the ISR has it, as in Kafka (members get an assignment
+    /// only once a new coordinator would load it too), and carry an error
+    /// if writing failed.
     pub(super) fn apply(&self, st: &mut State, group: &str, effects: Vec<Effect>) {
         let mut stored = true;
+        let mut replicating: Option<Pending> = None;
+        let mut after_write = Vec::new();
         for e in effects {
             match e {
                 Effect::Store => {
@@ -228,7 +233,10 @@ impl GroupCoordinator {
                             log_format::group_key(group),
                             Some(log_format::group_value(g)),
                         );
-                        stored = self.append(group, &[rec]).is_ok();
+                        match self.append(group, &[rec]) {
+                            Ok(p) => replicating = p,
+                            Err(_) => stored = false,
+                        }
                     }
                 }
                 Effect::Join(m, r) => {
@@ -250,17 +258,33 @@ impl GroupCoordinator {
                         r.assignment = Bytes::new();
                     }
                     match st.sync_waiters.remove(&(group.to_string(), m.clone())) {
-                        Some(tx) => {
-                            if tx.send(r).is_err() {
-                                debug!(group, member = %m, "SyncGroup response not delivered: the request was dropped");
-                            }
+                        Some(tx) if replicating.is_some() && r.error.is_none() => {
+                            after_write.push((m, tx, r));
                         }
+                        Some(tx) => answer_sync(group, &m, tx, r),
                         None => {
                             warn!(group, member = %m, "SyncGroup response for a member with no request waiting")
                         }
                     }
                 }
             }
+        }
+        if let Some(write) = replicating.filter(|_| !after_write.is_empty()) {
+            let group = group.to_string();
+            self.ctx.spawn(async move {
+                let written = write.await;
+                for (m, tx, mut r) in after_write {
+                    if let Err(e) = &written {
+                        r.error = Some(if e.code == ResponseError::NotLeaderOrFollower {
+                            ResponseError::NotCoordinator
+                        } else {
+                            ResponseError::CoordinatorNotAvailable
+                        });
+                        r.assignment = Bytes::new();
+                    }
+                    answer_sync(&group, &m, tx, r);
+                }
+            });
         }
     }
 
@@ -512,6 +536,16 @@ impl GroupCoordinator {
 
 #[path = "coordinator_consumer.rs"]
 mod consumer;
+
+/// Sends a parked SyncGroup its answer.
+fn answer_sync(group: &str, member: &str, tx: oneshot::Sender<SyncResponse>, r: SyncResponse) {
+    if tx.send(r).is_err() {
+        debug!(
+            group,
+            member, "SyncGroup response not delivered: the request was dropped"
+        );
+    }
+}
 
 #[cfg(test)]
 #[path = "coordinator_tests.rs"]
