@@ -17,6 +17,7 @@ pub use crate::cluster_status::{
     ProducerIdBlockStatus,
 };
 use crate::day2::{default_reassignment_throttle, BalancerSpec, SelfHealingSpec};
+use crate::immutable::immutable_optional;
 use crate::kafka_user::AuthenticationType;
 
 /// Desired state of a Skein cluster.
@@ -141,7 +142,7 @@ fn default_replicas() -> i32 {
 /// A broker's volume.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)").message("storage.storageClassName is immutable"))]
+#[x_kube(validation = immutable_optional("storage.storageClassName"))]
 pub struct StorageSpec {
     /// Requested size of each broker's volume, e.g. `10Gi`. It may grow,
     /// never shrink: a volume cannot be made smaller.

@@ -9,6 +9,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::immutable::{immutable, immutable_optional};
 use crate::topic::ClusterRef;
 
 /// Desired state of a user.
@@ -45,11 +46,11 @@ use crate::topic::ClusterRef;
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("has(self.userName) == has(oldSelf.userName) && (!has(self.userName) || self.userName == oldSelf.userName)").message("userName is immutable"))]
+#[x_kube(validation = immutable_optional("userName"))]
 #[serde(rename_all = "camelCase")]
 pub struct KafkaUserSpec {
     /// The KafkaCluster (same namespace) the user belongs to. Immutable.
-    #[x_kube(validation = Rule::new("self == oldSelf").message("clusterRef is immutable"))]
+    #[x_kube(validation = immutable("clusterRef"))]
     pub cluster_ref: ClusterRef,
     /// Kafka user name when it differs from `.metadata.name`; the principal
     /// is `User:<userName>` (`User:CN=<userName>` for a `tls` user).

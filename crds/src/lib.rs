@@ -9,6 +9,7 @@
 pub mod cluster_status;
 pub mod condition;
 pub mod day2;
+mod immutable;
 pub mod kafka_cluster;
 pub mod kafka_user;
 pub mod topic;

@@ -10,6 +10,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::immutable::{immutable, immutable_optional};
+
 /// Desired state of a topic.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
@@ -50,11 +52,11 @@ use serde::{Deserialize, Serialize};
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("has(self.topicName) == has(oldSelf.topicName) && (!has(self.topicName) || self.topicName == oldSelf.topicName)").message("topicName is immutable"))]
+#[x_kube(validation = immutable_optional("topicName"))]
 #[serde(rename_all = "camelCase")]
 pub struct TopicSpec {
     /// The KafkaCluster (same namespace) that holds the topic. Immutable.
-    #[x_kube(validation = Rule::new("self == oldSelf").message("clusterRef is immutable"))]
+    #[x_kube(validation = immutable("clusterRef"))]
     pub cluster_ref: ClusterRef,
     /// Kafka topic name when it differs from `.metadata.name` (Kafka allows `_` and
     /// upper case, Kubernetes names do not). Immutable.

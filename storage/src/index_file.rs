@@ -21,6 +21,58 @@ pub(crate) trait IndexEntry: Copy {
     fn decode(buf: &[u8]) -> Self;
 }
 
+/// Declares an index entry stored as its fields in the order written, each
+/// big-endian, nothing between them: the struct as given, plus its
+/// [`IndexEntry`] impl, whose `SIZE` is the sum of the fields' sizes.
+/// Every field is a primitive integer.
+macro_rules! big_endian_entry {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $(
+                $(#[$field_meta:meta])*
+                $field_vis:vis $field:ident: $ty:ty
+            ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $(
+                $(#[$field_meta])*
+                $field_vis $field: $ty,
+            )+
+        }
+
+        impl $crate::index_file::IndexEntry for $name {
+            const SIZE: usize = 0 $(+ std::mem::size_of::<$ty>())+;
+
+            fn encode(&self, out: &mut [u8]) {
+                let mut at = 0;
+                $(
+                    let bytes = self.$field.to_be_bytes();
+                    out[at..at + bytes.len()].copy_from_slice(&bytes);
+                    at += bytes.len();
+                )+
+                debug_assert_eq!(at, Self::SIZE);
+            }
+
+            fn decode(buf: &[u8]) -> Self {
+                let mut at = 0;
+                $(
+                    let len = std::mem::size_of::<$ty>();
+                    let $field = <$ty>::from_be_bytes(
+                        buf[at..at + len].try_into().expect("a whole field"),
+                    );
+                    at += len;
+                )+
+                debug_assert_eq!(at, Self::SIZE);
+                $name { $($field),+ }
+            }
+        }
+    };
+}
+pub(crate) use big_endian_entry;
+
 /// What [`IndexFile::load`] found on disk.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum LoadStatus {

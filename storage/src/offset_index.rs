@@ -9,30 +9,16 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::index_file::{IndexEntry, IndexFile, LoadStatus};
+use crate::index_file::{big_endian_entry, IndexEntry, IndexFile, LoadStatus};
 
-/// One `.index` entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct OffsetEntry {
-    /// Offset minus the segment's base offset.
-    pub relative_offset: u32,
-    /// Byte position in the `.log` file.
-    pub position: u32,
-}
-
-impl IndexEntry for OffsetEntry {
-    const SIZE: usize = 8;
-
-    fn encode(&self, out: &mut [u8]) {
-        out[..4].copy_from_slice(&self.relative_offset.to_be_bytes());
-        out[4..8].copy_from_slice(&self.position.to_be_bytes());
-    }
-
-    fn decode(buf: &[u8]) -> Self {
-        OffsetEntry {
-            relative_offset: u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")),
-            position: u32::from_be_bytes(buf[4..8].try_into().expect("4 bytes")),
-        }
+big_endian_entry! {
+    /// One `.index` entry.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) struct OffsetEntry {
+        /// Offset minus the segment's base offset.
+        pub relative_offset: u32,
+        /// Byte position in the `.log` file.
+        pub position: u32,
     }
 }
 
@@ -174,6 +160,14 @@ mod tests {
             relative_offset,
             position,
         }
+    }
+
+    #[test]
+    fn an_entry_is_kafkas_8_bytes_relative_offset_then_position() {
+        let mut bytes = [0u8; OffsetEntry::SIZE];
+        e(0x0102_0304, 0x0a0b_0c0d).encode(&mut bytes);
+        assert_eq!(bytes, [1, 2, 3, 4, 0x0a, 0x0b, 0x0c, 0x0d]);
+        assert_eq!(OffsetEntry::decode(&bytes), e(0x0102_0304, 0x0a0b_0c0d));
     }
 
     #[test]

@@ -10,30 +10,16 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::index_file::{IndexEntry, IndexFile, LoadStatus};
+use crate::index_file::{big_endian_entry, IndexEntry, IndexFile, LoadStatus};
 
-/// One `.timeindex` entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TimeEntry {
-    /// Largest timestamp seen in the segment up to `relative_offset`.
-    pub timestamp: i64,
-    /// Offset (relative to the segment base) of the batch that reached it.
-    pub relative_offset: u32,
-}
-
-impl IndexEntry for TimeEntry {
-    const SIZE: usize = 12;
-
-    fn encode(&self, out: &mut [u8]) {
-        out[..8].copy_from_slice(&self.timestamp.to_be_bytes());
-        out[8..12].copy_from_slice(&self.relative_offset.to_be_bytes());
-    }
-
-    fn decode(buf: &[u8]) -> Self {
-        TimeEntry {
-            timestamp: i64::from_be_bytes(buf[..8].try_into().expect("8 bytes")),
-            relative_offset: u32::from_be_bytes(buf[8..12].try_into().expect("4 bytes")),
-        }
+big_endian_entry! {
+    /// One `.timeindex` entry.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) struct TimeEntry {
+        /// Largest timestamp seen in the segment up to `relative_offset`.
+        pub timestamp: i64,
+        /// Offset (relative to the segment base) of the batch that reached it.
+        pub relative_offset: u32,
     }
 }
 
@@ -146,6 +132,14 @@ mod tests {
             timestamp,
             relative_offset,
         }
+    }
+
+    #[test]
+    fn an_entry_is_kafkas_12_bytes_timestamp_then_relative_offset() {
+        let mut bytes = [0u8; TimeEntry::SIZE];
+        t(-2, 0x0102_0304).encode(&mut bytes);
+        assert_eq!(bytes, [255, 255, 255, 255, 255, 255, 255, 254, 1, 2, 3, 4]);
+        assert_eq!(TimeEntry::decode(&bytes), t(-2, 0x0102_0304));
     }
 
     #[test]

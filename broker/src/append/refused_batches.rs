@@ -224,93 +224,85 @@ mod tests {
         ("t".into(), 0, 7)
     }
 
+    /// The refusals for producer 7 on `t-0`, seen at one instant, and its
+    /// batches of five records in epoch 0.
+    struct Producer {
+        refusals: RefusedBatches,
+        now: Instant,
+    }
+
+    impl Producer {
+        fn new() -> Self {
+            Producer {
+                refusals: RefusedBatches::default(),
+                now: Instant::now(),
+            }
+        }
+
+        /// The batch starting at `seq` was answered `code`.
+        fn answered(&self, seq: i32, code: ResponseError) {
+            self.refusals
+                .record(key(), &header(0, seq, 5), code, self.now);
+        }
+
+        /// The batch starting at `seq` was written.
+        fn written(&self, seq: i32) {
+            self.refusals.clear(&key(), &header(0, seq, 5));
+        }
+
+        /// The verdict on the batch starting at `seq` when the log holds the
+        /// producer's batches up to sequence `log_last` (`None`: no state).
+        fn check(&self, seq: i32, log_last: Option<i32>) -> Verdict {
+            let log = log_last.map(|last| state(0, last));
+            self.refusals
+                .check(&key(), &header(0, seq, 5), log.as_ref(), self.now)
+        }
+    }
+
+    const REFUSE_NOT_ENOUGH_REPLICAS: Verdict = Verdict::Refuse(ResponseError::NotEnoughReplicas);
+    const REFUSE_NOT_LEADER: Verdict = Verdict::Refuse(ResponseError::NotLeaderOrFollower);
+
     #[test]
     fn batches_behind_a_refused_one_are_refused_the_same_way() {
-        let r = RefusedBatches::default();
-        let now = Instant::now();
+        let p = Producer::new();
         // Sequences 0..9 are written; 10..14 is refused while the ISR is short.
-        r.record(
-            key(),
-            &header(0, 10, 5),
-            ResponseError::NotEnoughReplicas,
-            now,
-        );
-        let log = state(0, 9);
+        p.answered(10, ResponseError::NotEnoughReplicas);
         // 15..19 was already in flight: refused, not OUT_OF_ORDER_SEQUENCE_NUMBER.
-        assert_eq!(
-            r.check(&key(), &header(0, 15, 5), Some(&log), now),
-            Verdict::Refuse(ResponseError::NotEnoughReplicas)
-        );
+        assert_eq!(p.check(15, Some(9)), REFUSE_NOT_ENOUGH_REPLICAS);
         // The resent 10..14 goes through, and so does everything after it.
-        assert_eq!(
-            r.check(&key(), &header(0, 10, 5), Some(&log), now),
-            Verdict::Proceed
-        );
-        let log = state(0, 14);
-        assert_eq!(
-            r.check(&key(), &header(0, 15, 5), Some(&log), now),
-            Verdict::Proceed
-        );
+        assert_eq!(p.check(10, Some(9)), Verdict::Proceed);
+        assert_eq!(p.check(15, Some(14)), Verdict::Proceed);
         // A retry of an older batch going through changes nothing...
-        r.clear(&key(), &header(0, 5, 5));
-        assert_ne!(
-            r.check(&key(), &header(0, 20, 5), Some(&state(0, 9)), now),
-            Verdict::Proceed
-        );
+        p.written(5);
+        assert_ne!(p.check(20, Some(9)), Verdict::Proceed);
         // ...the refused one going through ends it.
-        r.clear(&key(), &header(0, 10, 5));
-        assert_eq!(
-            r.check(&key(), &header(0, 20, 5), Some(&state(0, 9)), now),
-            Verdict::Proceed
-        );
+        p.written(10);
+        assert_eq!(p.check(20, Some(9)), Verdict::Proceed);
     }
 
     #[test]
     fn without_producer_state_a_later_batch_must_not_overtake_the_refused_one() {
-        let r = RefusedBatches::default();
-        let now = Instant::now();
-        r.record(
-            key(),
-            &header(0, 0, 5),
-            ResponseError::NotLeaderOrFollower,
-            now,
-        );
-        assert_eq!(
-            r.check(&key(), &header(0, 5, 5), None, now),
-            Verdict::Refuse(ResponseError::NotLeaderOrFollower)
-        );
+        let p = Producer::new();
+        p.answered(0, ResponseError::NotLeaderOrFollower);
+        assert_eq!(p.check(5, None), REFUSE_NOT_LEADER);
     }
 
     #[test]
     fn other_gaps_duplicates_epochs_and_old_refusals_are_left_to_the_log() {
-        let r = RefusedBatches::default();
-        let now = Instant::now();
-        r.record(
-            key(),
-            &header(0, 10, 5),
-            ResponseError::RequestTimedOut,
-            now,
-        );
+        let p = Producer::new();
+        p.answered(10, ResponseError::RequestTimedOut);
         // A duplicate of a written batch is answered as such.
-        assert_eq!(
-            r.check(&key(), &header(0, 5, 5), Some(&state(0, 9)), now),
-            Verdict::Proceed
-        );
+        assert_eq!(p.check(5, Some(9)), Verdict::Proceed);
         // A gap before the refused batch is a real one: the log says so.
-        assert_eq!(
-            r.check(&key(), &header(0, 15, 5), Some(&state(0, 4)), now),
-            Verdict::Proceed
-        );
+        assert_eq!(p.check(15, Some(4)), Verdict::Proceed);
         // A new epoch starts over.
+        let (r, now) = (&p.refusals, p.now);
         assert_eq!(
             r.check(&key(), &header(1, 0, 5), Some(&state(0, 9)), now),
             Verdict::Proceed
         );
         // "Possibly written" codes become one that says "not written".
-        assert_eq!(
-            r.check(&key(), &header(0, 15, 5), Some(&state(0, 9)), now),
-            Verdict::Refuse(ResponseError::NotEnoughReplicas)
-        );
+        assert_eq!(p.check(15, Some(9)), REFUSE_NOT_ENOUGH_REPLICAS);
         // Permanent errors are not remembered; refusals expire.
         let other: Key = ("t".into(), 1, 7);
         r.record(
@@ -327,43 +319,18 @@ mod tests {
             r.check(&key(), &header(0, 15, 5), Some(&state(0, 9)), now + KEEP),
             Verdict::Proceed
         );
-        assert_eq!(
-            r.check(&key(), &header(0, 15, 5), Some(&state(0, 9)), now),
-            Verdict::Proceed
-        );
+        assert_eq!(p.check(15, Some(9)), Verdict::Proceed);
     }
 
     #[test]
     fn the_earliest_refusal_of_a_pipeline_is_kept() {
-        let r = RefusedBatches::default();
-        let now = Instant::now();
-        r.record(
-            key(),
-            &header(0, 10, 5),
-            ResponseError::NotLeaderOrFollower,
-            now,
-        );
-        r.record(
-            key(),
-            &header(0, 15, 5),
-            ResponseError::NotEnoughReplicas,
-            now,
-        );
-        assert_eq!(
-            r.check(&key(), &header(0, 20, 5), Some(&state(0, 9)), now),
-            Verdict::Refuse(ResponseError::NotLeaderOrFollower)
-        );
+        let p = Producer::new();
+        p.answered(10, ResponseError::NotLeaderOrFollower);
+        p.answered(15, ResponseError::NotEnoughReplicas);
+        assert_eq!(p.check(20, Some(9)), REFUSE_NOT_LEADER);
         // An earlier refusal (a retry of an older batch) moves the break back.
-        r.record(
-            key(),
-            &header(0, 5, 5),
-            ResponseError::NotEnoughReplicas,
-            now,
-        );
-        assert_eq!(
-            r.check(&key(), &header(0, 10, 5), Some(&state(0, 4)), now),
-            Verdict::Refuse(ResponseError::NotEnoughReplicas)
-        );
+        p.answered(5, ResponseError::NotEnoughReplicas);
+        assert_eq!(p.check(10, Some(4)), REFUSE_NOT_ENOUGH_REPLICAS);
         assert!(after(i32::MAX, 0) && after(5, 6) && !after(6, 5) && !after(5, 5));
     }
 }
