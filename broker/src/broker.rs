@@ -656,7 +656,7 @@ impl Broker {
                     last_hw_checkpoint = now;
                 }
                 let replicas = broker.replicas.clone();
-                let expiry = broker.config.producer_id_expiration_ms;
+                let expiry = broker.effective_config().producer_id_expiration_ms;
                 if let Err(e) = tokio::task::spawn_blocking(move || {
                     replicas.maintain(now, retention, expiry);
                     if hw_checkpoint {

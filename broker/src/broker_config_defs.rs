@@ -37,6 +37,9 @@ pub struct BrokerConfigDef {
     pub default: Option<Cow<'static, str>>,
     /// Lower-priority names for the same setting (Kafka's synonyms).
     pub synonyms: Cow<'static, [&'static str]>,
+    /// What it sets (empty for the topic defaults, which the topic config
+    /// table documents).
+    pub doc: &'static str,
 }
 
 /// Every broker config: the broker config table's
@@ -50,6 +53,7 @@ static ALL: LazyLock<Vec<BrokerConfigDef>> = LazyLock::new(|| {
             kind: k.kind,
             default: k.default.map(Cow::Borrowed),
             synonyms: Cow::Borrowed(k.synonyms),
+            doc: k.doc,
         })
         .collect();
     for def in topic_defaults() {
@@ -87,6 +91,7 @@ fn topic_defaults() -> impl Iterator<Item = BrokerConfigDef> {
                     kind: if i == 0 { kind_of(t.kind) } else { Int },
                     default: default.map(Cow::Owned),
                     synonyms: names[i + 1..].iter().map(|(n, _)| *n).collect(),
+                    doc: "",
                 }
             })
         })
@@ -137,8 +142,9 @@ fn is_secret(name: &str, kind: Kind) -> bool {
     kind == Password || crate::config::is_sensitive(name)
 }
 
-/// Every broker config: the table's, then those set in the properties that
-/// the table does not know (listener-prefixed settings, Skein's own keys).
+/// Every broker config: the table's, then those set in the properties or
+/// a dynamic layer that the table does not know (listener-prefixed
+/// settings, Skein's own keys).
 /// `default` and `own` are the dynamic layers (cluster-wide, this broker's).
 pub fn describe(
     raw: &BTreeMap<String, String>,
@@ -151,21 +157,32 @@ pub fn describe(
         (raw, SOURCE_STATIC_BROKER),
     ];
     let mut out: Vec<Described> = ALL.iter().map(|d| describe_one(d, &layers)).collect();
-    for (k, v) in raw {
-        if broker_config(k).is_some() {
-            continue;
+    // Keys the table does not know, set in a layer (listener-prefixed
+    // settings, Skein's own keys): shown from the highest layer setting them.
+    for (layer, source) in layers {
+        for (k, v) in layer {
+            if broker_config(k).is_some() || out.iter().any(|d| &d.name == k) {
+                continue;
+            }
+            let secret = crate::config::is_sensitive(k);
+            let kind = if secret { Password } else { Str };
+            let value = (!secret).then(|| v.clone());
+            let synonyms = layers
+                .iter()
+                .filter_map(|(l, src)| {
+                    l.get(k)
+                        .map(|v| (k.clone(), (!secret).then(|| v.clone()), *src))
+                })
+                .collect();
+            out.push(Described {
+                name: k.clone(),
+                value,
+                source,
+                kind,
+                sensitive: secret,
+                synonyms,
+            });
         }
-        let secret = crate::config::is_sensitive(k);
-        let kind = if secret { Password } else { Str };
-        let value = (!secret).then(|| v.clone());
-        out.push(Described {
-            name: k.clone(),
-            value: value.clone(),
-            source: SOURCE_STATIC_BROKER,
-            kind,
-            sensitive: secret,
-            synonyms: vec![(k.clone(), value, SOURCE_STATIC_BROKER)],
-        });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out

@@ -23,15 +23,28 @@ use std::sync::{Arc, RwLock};
 
 use skein_controller::broker_configs::BrokerConfigs;
 
+use skein_controller::broker_config::{self as keys, Scope};
+
 use crate::config::{broker_key, BrokerConfig, TopicConfigDef, Update, TOPIC_CONFIGS};
 
-/// The broker configs that set topic defaults but that Skein does not
-/// change at run time yet (Kafka does), and why. The others' line of the
-/// broker config table says whether they are dynamic.
-const TOPIC_DEFAULTS_NOT_YET: &[(&str, &str)] = &[(
+/// The broker configs that set topic defaults that Skein accepts
+/// dynamically but does not act on (Kafka does), and why. The others'
+/// line of the broker config table says whether they are dynamic.
+const TOPIC_DEFAULTS_INERT: &[(&str, &str)] = &[(
     skein_controller::election::UNCLEAN_LEADER_ELECTION_ENABLE,
     "the controller reads it from its own settings; set it per topic instead",
 )];
+
+/// The settings of a listener's SASL mechanism, which a listener prefix
+/// names with the mechanism (`listener.name.<l>.<mechanism>.<key>`): Kafka's
+/// `ListenerMechanismConfigs`.
+const MECHANISM_KEYS: &[&str] = &[
+    keys::SASL_JAAS_CONFIG.name,
+    "sasl.login.callback.handler.class",
+    "sasl.login.class",
+    "sasl.server.callback.handler.class",
+    keys::CONNECTIONS_MAX_REAUTH_MS.name,
+];
 
 /// The topic config whose default broker config `key` sets, under its
 /// name or a synonym in another unit (`log.retention.hours`).
@@ -45,30 +58,98 @@ fn topic_default_of(key: &str) -> Option<&'static TopicConfigDef> {
 /// Whether broker config `key` sets the default of a topic config (the log
 /// defaults of topics, `min.insync.replicas`, …): all are dynamic, applied
 /// to every hosted partition without a topic override, except those in
-/// [`TOPIC_DEFAULTS_NOT_YET`].
+/// [`TOPIC_DEFAULTS_INERT`].
 pub fn sets_topic_default(key: &str) -> bool {
     topic_default_of(key).is_some()
 }
 
-/// Whether `key` may be set dynamically; why not, if it may not.
-pub fn check_key(key: &str) -> Result<(), String> {
-    let not_yet = TOPIC_DEFAULTS_NOT_YET.iter().find(|(k, _)| *k == key);
-    let update = match (broker_key(key), not_yet) {
-        (Some(k), _) => k.update,
-        (None, Some((_, why))) => Update::NotYet(why),
-        (None, None) if sets_topic_default(key) => Update::Dynamic,
-        (None, None) => Update::Static,
-    };
-    match update {
-        Update::Dynamic => return Ok(()),
-        Update::NotYet(why) => {
-            return Err(format!("Cannot update {key} dynamically in Skein: {why}"))
-        }
-        Update::Static => {}
+/// The key a listener-prefixed key sets (`listener.name.<l>.<key>`, or
+/// `listener.name.<l>.<mechanism>.<key>` for a mechanism's settings), as
+/// Kafka's `ListenerConfigRegex` reads it; `None` for any other key.
+pub fn listener_base(key: &str) -> Option<&str> {
+    let (_, base) = key.strip_prefix("listener.name.")?.split_once('.')?;
+    Some(
+        MECHANISM_KEYS
+            .iter()
+            .find(|k| base.ends_with(*k))
+            .copied()
+            .unwrap_or(base),
+    )
+}
+
+/// How `key` may be updated (a listener-prefixed key as the key it sets):
+/// `None` for a key Skein does not know.
+fn update_of(key: &str) -> Option<Update> {
+    if let Some(k) = broker_key(key) {
+        return Some(k.update);
     }
-    Err(format!(
-        "Cannot update these configs dynamically: Set({key}) (change the properties file or --override and restart)"
-    ))
+    if let Some((_, why)) = TOPIC_DEFAULTS_INERT.iter().find(|(k, _)| *k == key) {
+        return Some(Update::Inert(why));
+    }
+    sets_topic_default(key).then_some(Update::Dynamic)
+}
+
+/// Whether a dynamic value of `key` is shown as read-only by
+/// DescribeConfigs: it is unless Kafka changes it at run time.
+pub fn is_read_only(key: &str) -> bool {
+    !matches!(update_of(key), Some(Update::Dynamic | Update::Inert(_)))
+}
+
+/// Whether `key` may be set dynamically, for one broker (`per_broker`) or
+/// as the cluster-wide default, and if not why, in the words of Kafka's
+/// `DynamicBrokerConfig.validateConfigs`. A listener-prefixed key may set
+/// any setting Skein knows, for one broker, except the cluster-level
+/// connection limits, as in Kafka.
+pub fn check_key(key: &str, per_broker: bool) -> Result<(), String> {
+    let refuse = |why: &str| Err(format!("{why}: Set({key})"));
+    if let Some(base) = listener_base(key) {
+        let known = MECHANISM_KEYS.contains(&base) || update_of(base).is_some();
+        if !known {
+            return refuse("Cannot update these configs dynamically");
+        }
+        let cluster_level = broker_key(base).is_some_and(|k| k.scope == Scope::Cluster);
+        if !per_broker && !cluster_level {
+            return refuse(
+                "Cannot update these configs at default cluster level, broker id must be specified",
+            );
+        }
+        return Ok(());
+    }
+    match update_of(key) {
+        Some(Update::Dynamic | Update::Inert(_)) => {}
+        Some(Update::Static) | None => return refuse("Cannot update these configs dynamically"),
+    }
+    match broker_key(key).map(|k| k.scope) {
+        Some(Scope::PerListener) => refuse(
+            "These security configs can be dynamically updated only per-listener using the listener prefix",
+        ),
+        Some(Scope::PerBroker) if !per_broker => refuse(
+            "Cannot update these configs at default cluster level, broker id must be specified",
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a dynamic value of `key` (a listener-prefixed key's against the
+/// key it sets) against its type and minimum, in the words of Kafka's
+/// `ConfigDef`.
+pub fn check_value(key: &str, value: &str) -> Result<(), String> {
+    let base = listener_base(key).unwrap_or(key);
+    match broker_key(base) {
+        Some(k) => k
+            .check(value)
+            .map_err(|why| format!("Invalid value {value} for configuration {key}: {why}")),
+        None => Ok(()),
+    }
+}
+
+/// Why Skein does not act on a dynamic value of `key` that it accepts, if
+/// it does not (DescribeConfigs' documentation says so).
+pub fn inert_reason(key: &str) -> Option<&'static str> {
+    match update_of(listener_base(key).unwrap_or(key)) {
+        Some(Update::Inert(why)) => Some(why),
+        _ => None,
+    }
 }
 
 /// `key` and its synonyms in other units: a dynamic value of one replaces
@@ -224,22 +305,53 @@ mod tests {
     }
 
     #[test]
-    fn static_and_unimplemented_keys_are_refused_by_name() {
-        assert!(check_key("log.retention.ms").is_ok());
-        assert!(check_key("log.cleaner.threads").is_ok());
-        let e = check_key("num.partitions").unwrap_err();
-        assert!(e.contains("Cannot update these configs dynamically"), "{e}");
-        let e = check_key("max.connections").unwrap_err();
-        assert!(e.contains("start-up only"), "{e}");
-        let e = check_key("unclean.leader.election.enable").unwrap_err();
-        assert!(e.contains("set it per topic instead"), "{e}");
-        let dynamic: Vec<&str> = crate::config::BROKER_KEYS
+    fn keys_are_refused_and_accepted_as_kafka_does() {
+        let words = |key: &str, per_broker: bool| check_key(key, per_broker).unwrap_err();
+        assert!(check_key("log.retention.ms", false).is_ok());
+        assert!(check_key("log.cleaner.threads", false).is_ok());
+        assert_eq!(
+            words("num.partitions", true),
+            "Cannot update these configs dynamically: Set(num.partitions)"
+        );
+        assert!(words("no.such.key", true).contains("Cannot update these configs dynamically"));
+        // Dynamic in Kafka, accepted and stored even where Skein does not act on it.
+        assert!(check_key("max.connections", false).is_ok());
+        assert!(check_key("sasl.kerberos.min.time.before.relogin", true).is_ok());
+        assert!(check_key("unclean.leader.election.enable", false).is_ok());
+        assert!(inert_reason("max.connections")
+            .unwrap()
+            .contains("start-up only"));
+        assert_eq!(inert_reason("log.retention.ms"), None);
+        // Kafka's per-broker and per-listener settings.
+        assert_eq!(
+            words("sasl.kerberos.min.time.before.relogin", false),
+            "Cannot update these configs at default cluster level, broker id must be specified: \
+             Set(sasl.kerberos.min.time.before.relogin)"
+        );
+        assert!(words("ssl.keystore.location", true).contains("only per-listener"));
+        assert!(check_key("listener.name.external.ssl.keystore.location", true).is_ok());
+        assert!(check_key("listener.name.external.ssl.keystore.location", false).is_err());
+        assert!(check_key("listener.name.external.max.connections", false).is_ok());
+        assert!(check_key("listener.name.sasl_ssl.plain.sasl.jaas.config", true).is_ok());
+        assert!(check_key("listener.name.external.no.such.key", true).is_err());
+        assert_eq!(
+            listener_base("listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config"),
+            Some("sasl.jaas.config")
+        );
+        // Values are checked against the type of the key they set.
+        assert!(check_value("sasl.kerberos.min.time.before.relogin", "58000").is_ok());
+        assert_eq!(
+            check_value("listener.name.external.max.connections", "many").unwrap_err(),
+            "Invalid value many for configuration listener.name.external.max.connections: not a valid int"
+        );
+        // The keys Skein changes at run time.
+        let acted_on: Vec<&str> = crate::config::BROKER_KEYS
             .iter()
-            .filter(|k| check_key(k.name).is_ok())
+            .filter(|k| check_key(k.name, true).is_ok() && inert_reason(k.name).is_none())
             .map(|k| k.name)
             .collect();
         assert_eq!(
-            dynamic,
+            acted_on,
             [
                 "follower.replication.throttled.rate",
                 "leader.replication.throttled.rate",
@@ -248,6 +360,7 @@ mod tests {
                 "log.cleaner.io.max.bytes.per.second",
                 "log.cleaner.threads",
                 "log.flush.interval.ms",
+                "producer.id.expiration.ms",
             ]
         );
     }

@@ -46,8 +46,25 @@ pub enum Update {
     Static,
     /// Applied to the running broker (`dynamic_config`).
     Dynamic,
-    /// Dynamic in Kafka, not (yet) in Skein: why.
-    NotYet(&'static str),
+    /// Dynamic in Kafka, where it is accepted by AlterConfigs, stored and
+    /// described; Skein does the same (so tools and clients that set it
+    /// work) but does not act on the value: why. DescribeConfigs'
+    /// documentation of the key says so.
+    Inert(&'static str),
+}
+
+/// Where a dynamic value of a broker config may be set (Kafka's
+/// `DynamicBrokerConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// For one broker or as the cluster-wide default.
+    Cluster,
+    /// For one broker only (`--entity-name`), as Kafka's per-broker
+    /// listener settings; also per listener (`listener.name.<l>.<key>`).
+    PerBroker,
+    /// For one broker and one listener only (`listener.name.<l>.<key>`):
+    /// Kafka's keystore and truststore settings.
+    PerListener,
 }
 
 /// One broker config.
@@ -64,25 +81,32 @@ pub struct BrokerKey {
     /// The smallest value accepted, for a number.
     pub min: Option<i64>,
     pub update: Update,
+    /// Where a dynamic value may be set.
+    pub scope: Scope,
     /// What it sets.
     pub doc: &'static str,
 }
 
 const LONG_MAX: &str = "9223372036854775807";
 const INT_MAX: &str = "2147483647";
-const CONNECTION_LIMITS: &str = "connection limits are read at start-up only";
+const CONNECTION_LIMITS: &str = "Skein reads connection limits at start-up only";
+const LISTENER_SETUP: &str = "Skein sets up its listeners at start-up only";
+const KERBEROS: &str = "Skein has no Kerberos (GSSAPI)";
+const LOGIN_REFRESH: &str = "Skein's brokers refresh no SASL login credential";
+const THREAD_POOLS: &str = "Skein runs on one async runtime, not on thread pools of set sizes";
+const TIERED_STORAGE: &str = "Skein has no tiered storage yet";
 
 /// The table's lines as [`BrokerKey`] constants and [`BROKER_KEYS`]. A line:
 ///
 /// ```text
 /// /// Doc.
-/// NAME = "kafka.name", Kind, default (or null), static | dynamic | not_yet("why")
-///     [, unset "skein's value"] [, min N] [, synonyms [OTHER.name]];
+/// NAME = "kafka.name", Kind, default (or null), static | dynamic | inert("why")
+///     [, unset "skein's value"] [, min N] [, synonyms [OTHER.name]] [, scope per_broker | per_listener];
 /// ```
 macro_rules! broker_config_table {
     ($($(#[doc = $doc:literal])* $id:ident = $name:literal, $kind:ident, $default:tt,
         $update:ident $(($why:expr))? $(, unset $unset:literal)? $(, min $min:literal)?
-        $(, synonyms [$($syn:expr),*])?;)*) => {
+        $(, synonyms [$($syn:expr),*])? $(, scope $scope:ident)?;)*) => {
         $($(#[doc = $doc])* pub const $id: BrokerKey = BrokerKey {
             name: $name,
             kind: Kind::$kind,
@@ -91,6 +115,7 @@ macro_rules! broker_config_table {
             synonyms: &[$($($syn),*)?],
             min: some!($($min)?),
             update: update!($update $(($why))?),
+            scope: scope!($($scope)?),
             doc: concat!($($doc),*),
         };)*
 
@@ -117,6 +142,18 @@ macro_rules! some {
     };
 }
 
+macro_rules! scope {
+    () => {
+        Scope::Cluster
+    };
+    (per_broker) => {
+        Scope::PerBroker
+    };
+    (per_listener) => {
+        Scope::PerListener
+    };
+}
+
 macro_rules! update {
     (static) => {
         Update::Static
@@ -124,8 +161,8 @@ macro_rules! update {
     (dynamic) => {
         Update::Dynamic
     };
-    (not_yet($why:expr)) => {
-        Update::NotYet($why)
+    (inert($why:expr)) => {
+        Update::Inert($why)
     };
 }
 
@@ -140,6 +177,8 @@ broker_config_table! {
     AUTO_CREATE_TOPICS_ENABLE = "auto.create.topics.enable", Boolean, "true", static;
     /// Whether the controller moves leadership back to preferred replicas.
     AUTO_LEADER_REBALANCE_ENABLE = "auto.leader.rebalance.enable", Boolean, "true", static;
+    /// Threads for background tasks.
+    BACKGROUND_THREADS = "background.threads", Int, "10", inert(THREAD_POOLS), min 1;
     /// How often the broker heartbeats to the controller.
     BROKER_HEARTBEAT_INTERVAL_MS = "broker.heartbeat.interval.ms", Int, "2000", static;
     /// This broker's rack, for rack-aware placement and fetching.
@@ -173,15 +212,23 @@ broker_config_table! {
     /// Bytes/s this broker's leaders may serve for throttled replicas.
     LEADER_REPLICATION_THROTTLED_RATE = "leader.replication.throttled.rate", Long, LONG_MAX, dynamic;
     /// Each listener's security protocol, by listener name.
-    LISTENER_SECURITY_PROTOCOL_MAP = "listener.security.protocol.map", Str, null, static;
+    LISTENER_SECURITY_PROTOCOL_MAP = "listener.security.protocol.map", Str, null, inert(LISTENER_SETUP),
+        scope per_broker;
     /// The addresses the broker listens on, one per listener.
-    LISTENERS = "listeners", Str, "PLAINTEXT://:9092", static, unset "PLAINTEXT://127.0.0.1:9092";
+    LISTENERS = "listeners", Str, "PLAINTEXT://:9092", inert(LISTENER_SETUP), unset "PLAINTEXT://127.0.0.1:9092",
+        scope per_broker;
     /// How long a cleaner thread sleeps when no log needs cleaning.
     LOG_CLEANER_BACKOFF_MS = "log.cleaner.backoff.ms", Long, "15000", dynamic;
     /// The memory all cleaner threads use to deduplicate keys.
     LOG_CLEANER_DEDUPE_BUFFER_SIZE = "log.cleaner.dedupe.buffer.size", Long, "134217728", dynamic;
     /// Whether compacted topics are cleaned.
     LOG_CLEANER_ENABLE = "log.cleaner.enable", Boolean, "true", static;
+    /// How full the cleaner's dedupe buffer may get.
+    LOG_CLEANER_IO_BUFFER_LOAD_FACTOR = "log.cleaner.io.buffer.load.factor", Double, "0.9",
+        inert("Skein sizes its dedupe map from log.cleaner.dedupe.buffer.size alone");
+    /// The cleaner's read and write buffer size.
+    LOG_CLEANER_IO_BUFFER_SIZE = "log.cleaner.io.buffer.size", Int, "524288",
+        inert("Skein's cleaner reads and writes whole batches"), min 0;
     /// Bytes per second read and written by all cleaner threads.
     LOG_CLEANER_IO_MAX_BYTES_PER_SECOND = "log.cleaner.io.max.bytes.per.second", Double,
         "1.7976931348623157E308", dynamic;
@@ -200,20 +247,35 @@ broker_config_table! {
     LOG_FLUSH_SCHEDULER_INTERVAL_MS = "log.flush.scheduler.interval.ms", Long, "1000", static;
     /// How often logs are checked for segments to delete.
     LOG_RETENTION_CHECK_INTERVAL_MS = "log.retention.check.interval.ms", Long, "300000", static;
+    /// The most new connections per second the broker accepts.
+    MAX_CONNECTION_CREATION_RATE = "max.connection.creation.rate", Int, INT_MAX, inert(CONNECTION_LIMITS),
+        min 0;
     /// The most client connections the broker accepts.
-    MAX_CONNECTIONS = "max.connections", Int, INT_MAX, not_yet(CONNECTION_LIMITS);
+    MAX_CONNECTIONS = "max.connections", Int, INT_MAX, inert(CONNECTION_LIMITS);
     /// The most client connections from one address.
-    MAX_CONNECTIONS_PER_IP = "max.connections.per.ip", Int, INT_MAX, not_yet(CONNECTION_LIMITS);
+    MAX_CONNECTIONS_PER_IP = "max.connections.per.ip", Int, INT_MAX, inert(CONNECTION_LIMITS);
     /// Per-address exceptions to `max.connections.per.ip` (`host:n,…`).
     MAX_CONNECTIONS_PER_IP_OVERRIDES = "max.connections.per.ip.overrides", Str, "",
-        not_yet(CONNECTION_LIMITS);
+        inert(CONNECTION_LIMITS);
     /// Fetch sessions (KIP-227) kept; 0 turns them off.
     MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS = "max.incremental.fetch.session.cache.slots", Int,
         "1000", static;
+    /// Java classes that report metrics.
+    METRIC_REPORTERS = "metric.reporters", List, "org.apache.kafka.common.metrics.JmxReporter",
+        inert("Skein exports its metrics on its Prometheus endpoint and loads no Java reporter");
     /// This broker's id.
     NODE_ID = "node.id", Int, "-1", static, unset "1";
+    /// Threads that handle requests.
+    NUM_IO_THREADS = "num.io.threads", Int, "8", inert(THREAD_POOLS), min 1;
+    /// Threads that read and write the network.
+    NUM_NETWORK_THREADS = "num.network.threads", Int, "3", inert(THREAD_POOLS), min 1;
     /// The partition count of an auto-created topic.
     NUM_PARTITIONS = "num.partitions", Int, "1", static, min 1;
+    /// Threads per log directory that recover logs at start-up.
+    NUM_RECOVERY_THREADS_PER_DATA_DIR = "num.recovery.threads.per.data.dir", Int, "2", inert(THREAD_POOLS),
+        min 1;
+    /// Fetcher threads per source broker.
+    NUM_REPLICA_FETCHERS = "num.replica.fetchers", Int, "1", inert(THREAD_POOLS), min 1;
     /// How often expired committed offsets are removed.
     OFFSETS_RETENTION_CHECK_INTERVAL_MS = "offsets.retention.check.interval.ms", Long, "600000", static;
     /// How long the committed offsets of an empty group are kept.
@@ -222,12 +284,38 @@ broker_config_table! {
     OFFSETS_TOPIC_NUM_PARTITIONS = "offsets.topic.num.partitions", Int, "50", static, min 1;
     /// The replication factor of `__consumer_offsets` (unset: the cluster's size, at most 3).
     OFFSETS_TOPIC_REPLICATION_FACTOR = "offsets.topic.replication.factor", Short, "3", static, min 1;
+    /// How an authenticated connection becomes a principal.
+    PRINCIPAL_BUILDER_CLASS = "principal.builder.class", Class,
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder", inert(LISTENER_SETUP),
+        scope per_broker;
     /// Idle idempotent producers are forgotten after this.
-    PRODUCER_ID_EXPIRATION_MS = "producer.id.expiration.ms", Int, "86400000", static;
+    PRODUCER_ID_EXPIRATION_MS = "producer.id.expiration.ms", Int, "86400000", dynamic, min 1;
     /// The broker-wide budget for request bytes in flight. Kafka's default
     /// is -1 (unbounded); Skein bounds the memory that requests in flight
     /// may take (request_memory.rs).
     QUEUED_MAX_REQUEST_BYTES = "queued.max.request.bytes", Long, "536870912", static;
+    /// How long a fetch of tiered data waits.
+    REMOTE_FETCH_MAX_WAIT_MS = "remote.fetch.max.wait.ms", Int, "500", inert(TIERED_STORAGE), min 1;
+    /// How long a ListOffsets of tiered data waits.
+    REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS = "remote.list.offsets.request.timeout.ms", Long, "30000",
+        inert(TIERED_STORAGE), min 1;
+    /// The cache of tiered segments' indexes.
+    REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES = "remote.log.index.file.cache.total.size.bytes", Long,
+        "1073741824", inert(TIERED_STORAGE), min 1;
+    /// Threads that copy segments to tiered storage.
+    REMOTE_LOG_MANAGER_COPIER_THREAD_POOL_SIZE = "remote.log.manager.copier.thread.pool.size", Int, "10",
+        inert(TIERED_STORAGE), min 1;
+    /// Bytes/s copied to tiered storage.
+    REMOTE_LOG_MANAGER_COPY_MAX_BYTES_PER_SECOND = "remote.log.manager.copy.max.bytes.per.second", Long,
+        LONG_MAX, inert(TIERED_STORAGE), min 1;
+    /// Threads that delete expired tiered segments.
+    REMOTE_LOG_MANAGER_EXPIRATION_THREAD_POOL_SIZE = "remote.log.manager.expiration.thread.pool.size", Int,
+        "10", inert(TIERED_STORAGE), min 1;
+    /// Bytes/s read from tiered storage.
+    REMOTE_LOG_MANAGER_FETCH_MAX_BYTES_PER_SECOND = "remote.log.manager.fetch.max.bytes.per.second", Long,
+        LONG_MAX, inert(TIERED_STORAGE), min 1;
+    /// Threads that read tiered data.
+    REMOTE_LOG_READER_THREADS = "remote.log.reader.threads", Int, "10", inert(TIERED_STORAGE), min 1;
     /// How long a follower waits after a failed fetch.
     REPLICA_FETCH_BACKOFF_MS = "replica.fetch.backoff.ms", Int, "1000", static;
     /// The most bytes a follower fetches per partition.
@@ -241,7 +329,42 @@ broker_config_table! {
     /// Kafka's `RackAwareReplicaSelector` (KIP-392), or unset.
     REPLICA_SELECTOR_CLASS = "replica.selector.class", Class, null, static;
     /// The SASL mechanisms the broker's listeners accept.
-    SASL_ENABLED_MECHANISMS = "sasl.enabled.mechanisms", List, "GSSAPI", static;
+    SASL_ENABLED_MECHANISMS = "sasl.enabled.mechanisms", List, "GSSAPI", inert(LISTENER_SETUP),
+        scope per_broker;
+    /// The JAAS login configuration of a listener's mechanism.
+    SASL_JAAS_CONFIG = "sasl.jaas.config", Password, null, inert(LISTENER_SETUP), scope per_broker;
+    /// The kinit command.
+    SASL_KERBEROS_KINIT_CMD = "sasl.kerberos.kinit.cmd", Str, "/usr/bin/kinit", inert(KERBEROS),
+        scope per_broker;
+    /// The least time between Kerberos refresh attempts.
+    SASL_KERBEROS_MIN_TIME_BEFORE_RELOGIN = "sasl.kerberos.min.time.before.relogin", Long, "60000",
+        inert(KERBEROS), scope per_broker;
+    /// How Kerberos principals become short names.
+    SASL_KERBEROS_PRINCIPAL_TO_LOCAL_RULES = "sasl.kerberos.principal.to.local.rules", List, "DEFAULT",
+        inert(KERBEROS), scope per_broker;
+    /// The Kerberos principal name Kafka runs as.
+    SASL_KERBEROS_SERVICE_NAME = "sasl.kerberos.service.name", Str, null, inert(KERBEROS), scope per_broker;
+    /// Random jitter added to the Kerberos renewal time.
+    SASL_KERBEROS_TICKET_RENEW_JITTER = "sasl.kerberos.ticket.renew.jitter", Double, "0.05", inert(KERBEROS),
+        scope per_broker;
+    /// Share of a Kerberos ticket's lifetime after which it is renewed.
+    SASL_KERBEROS_TICKET_RENEW_WINDOW_FACTOR = "sasl.kerberos.ticket.renew.window.factor", Double, "0.8",
+        inert(KERBEROS), scope per_broker;
+    /// Time kept before a login credential expires when refreshing it.
+    SASL_LOGIN_REFRESH_BUFFER_SECONDS = "sasl.login.refresh.buffer.seconds", Short, "300",
+        inert(LOGIN_REFRESH), scope per_broker;
+    /// The least time between login credential refreshes.
+    SASL_LOGIN_REFRESH_MIN_PERIOD_SECONDS = "sasl.login.refresh.min.period.seconds", Short, "60",
+        inert(LOGIN_REFRESH), scope per_broker;
+    /// Share of a login credential's lifetime after which it is refreshed.
+    SASL_LOGIN_REFRESH_WINDOW_FACTOR = "sasl.login.refresh.window.factor", Double, "0.8",
+        inert(LOGIN_REFRESH), scope per_broker;
+    /// Random jitter added to the login refresh time.
+    SASL_LOGIN_REFRESH_WINDOW_JITTER = "sasl.login.refresh.window.jitter", Double, "0.05",
+        inert(LOGIN_REFRESH), scope per_broker;
+    /// The SASL mechanism brokers replicate with.
+    SASL_MECHANISM_INTER_BROKER_PROTOCOL = "sasl.mechanism.inter.broker.protocol", Str, "GSSAPI",
+        inert(LISTENER_SETUP), scope per_broker;
     /// The largest frame a SASL listener reads before the client has authenticated.
     SASL_SERVER_MAX_RECEIVE_SIZE = "sasl.server.max.receive.size", Int, "524288", static;
     /// The inter-broker listener's security protocol, when it is not named.
@@ -254,26 +377,58 @@ broker_config_table! {
     SOCKET_SEND_BUFFER_BYTES = "socket.send.buffer.bytes", Int, "102400", static;
     /// Skein's own: plaintext fetches send large reads with `sendfile`.
     SOCKET_SENDFILE_ENABLE = "socket.sendfile.enable", Boolean, "true", static;
+    /// The TLS cipher suites accepted (empty: the TLS library's).
+    SSL_CIPHER_SUITES = "ssl.cipher.suites", List, "", inert(LISTENER_SETUP), scope per_broker;
     /// Whether TLS clients must present a certificate (`none`, `requested`, `required`).
-    SSL_CLIENT_AUTH = "ssl.client.auth", Str, "none", static;
+    SSL_CLIENT_AUTH = "ssl.client.auth", Str, "none", inert(LISTENER_SETUP), scope per_broker;
     /// The TLS versions accepted.
-    SSL_ENABLED_PROTOCOLS = "ssl.enabled.protocols", List, "TLSv1.2,TLSv1.3", static;
+    SSL_ENABLED_PROTOCOLS = "ssl.enabled.protocols", List, "TLSv1.2,TLSv1.3", inert(LISTENER_SETUP),
+        scope per_broker;
+    /// How a peer's host name is checked against its certificate.
+    SSL_ENDPOINT_IDENTIFICATION_ALGORITHM = "ssl.endpoint.identification.algorithm", Str, "https",
+        inert(LISTENER_SETUP), scope per_broker;
+    /// A Java class that makes TLS engines.
+    SSL_ENGINE_FACTORY_CLASS = "ssl.engine.factory.class", Class, null, inert(LISTENER_SETUP),
+        scope per_broker;
     /// The password of the private key (refused: Skein reads unencrypted PEM keys).
-    SSL_KEY_PASSWORD = "ssl.key.password", Password, null, static;
+    SSL_KEY_PASSWORD = "ssl.key.password", Password, null, inert(LISTENER_SETUP), scope per_listener;
+    /// The Java key manager algorithm.
+    SSL_KEYMANAGER_ALGORITHM = "ssl.keymanager.algorithm", Str, "SunX509", inert(LISTENER_SETUP),
+        scope per_broker;
+    /// The broker's certificate chain in PEM, instead of a keystore file.
+    SSL_KEYSTORE_CERTIFICATE_CHAIN = "ssl.keystore.certificate.chain", Password, null, inert(LISTENER_SETUP),
+        scope per_listener;
+    /// The broker's private key in PEM, instead of a keystore file.
+    SSL_KEYSTORE_KEY = "ssl.keystore.key", Password, null, inert(LISTENER_SETUP), scope per_listener;
     /// The broker's certificate and key.
-    SSL_KEYSTORE_LOCATION = "ssl.keystore.location", Str, null, static;
+    SSL_KEYSTORE_LOCATION = "ssl.keystore.location", Str, null, inert(LISTENER_SETUP), scope per_listener;
     /// The keystore's password.
-    SSL_KEYSTORE_PASSWORD = "ssl.keystore.password", Password, null, static;
+    SSL_KEYSTORE_PASSWORD = "ssl.keystore.password", Password, null, inert(LISTENER_SETUP),
+        scope per_listener;
     /// The keystore's format.
-    SSL_KEYSTORE_TYPE = "ssl.keystore.type", Str, "JKS", static;
+    SSL_KEYSTORE_TYPE = "ssl.keystore.type", Str, "JKS", inert(LISTENER_SETUP), scope per_listener;
     /// How a certificate's subject becomes a principal.
     SSL_PRINCIPAL_MAPPING_RULES = "ssl.principal.mapping.rules", Str, "DEFAULT", static;
+    /// The TLS protocol of the SSL context.
+    SSL_PROTOCOL = "ssl.protocol", Str, "TLSv1.3", inert(LISTENER_SETUP), scope per_broker;
+    /// The Java security provider of TLS.
+    SSL_PROVIDER = "ssl.provider", Str, null, inert(LISTENER_SETUP), scope per_broker;
+    /// The Java random number generator of TLS.
+    SSL_SECURE_RANDOM_IMPLEMENTATION = "ssl.secure.random.implementation", Str, null, inert(LISTENER_SETUP),
+        scope per_broker;
+    /// The Java trust manager algorithm.
+    SSL_TRUSTMANAGER_ALGORITHM = "ssl.trustmanager.algorithm", Str, "PKIX", inert(LISTENER_SETUP),
+        scope per_broker;
+    /// The trusted CAs in PEM, instead of a truststore file.
+    SSL_TRUSTSTORE_CERTIFICATES = "ssl.truststore.certificates", Password, null, inert(LISTENER_SETUP),
+        scope per_listener;
     /// The CAs client certificates must chain to.
-    SSL_TRUSTSTORE_LOCATION = "ssl.truststore.location", Str, null, static;
+    SSL_TRUSTSTORE_LOCATION = "ssl.truststore.location", Str, null, inert(LISTENER_SETUP), scope per_listener;
     /// The truststore's password.
-    SSL_TRUSTSTORE_PASSWORD = "ssl.truststore.password", Password, null, static;
+    SSL_TRUSTSTORE_PASSWORD = "ssl.truststore.password", Password, null, inert(LISTENER_SETUP),
+        scope per_listener;
     /// The truststore's format.
-    SSL_TRUSTSTORE_TYPE = "ssl.truststore.type", Str, "JKS", static;
+    SSL_TRUSTSTORE_TYPE = "ssl.truststore.type", Str, "JKS", inert(LISTENER_SETUP), scope per_listener;
     /// Principals allowed everything (`User:a;User:b`).
     SUPER_USERS = "super.users", Str, null, static;
     /// How often transactions past their timeout are aborted.
@@ -283,7 +438,7 @@ broker_config_table! {
     TRANSACTION_MAX_TIMEOUT_MS = "transaction.max.timeout.ms", Int, "900000", static, min 1;
     /// Whether a transactional write is checked against the coordinator first (KIP-890).
     TRANSACTION_PARTITION_VERIFICATION_ENABLE = "transaction.partition.verification.enable", Boolean,
-        "true", static;
+        "true", inert("Skein reads it at start-up only");
     /// How often expired transactional ids are removed.
     TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS =
         "transaction.remove.expired.transaction.cleanup.interval.ms", Int, "3600000", static;

@@ -29,6 +29,13 @@ fn invalid_config(why: impl Into<String>) -> ApiError {
     ApiError::new(ResponseError::InvalidConfig, why.into())
 }
 
+/// A dynamic broker config Kafka refuses: INVALID_REQUEST, as Kafka's
+/// `ConfigAdminManager` answers (KAFKA-13609 keeps it so for
+/// compatibility, though INVALID_CONFIG would fit better).
+fn invalid_request(why: impl Into<String>) -> ApiError {
+    ApiError::new(ResponseError::InvalidRequest, why.into())
+}
+
 /// "" or a broker id, as Kafka's controller checks the resource name.
 fn check_resource(name: &str) -> Result<(), ApiError> {
     if name == CLUSTER_DEFAULT || name.parse::<u32>().is_ok() {
@@ -55,8 +62,12 @@ fn apply(
     validate_only: bool,
 ) -> Result<(), ApiError> {
     check_resource(resource)?;
-    for c in changes.iter().filter(|c| c.value.is_some()) {
-        dynamic_config::check_key(&c.key).map_err(invalid_config)?;
+    let per_broker = resource != CLUSTER_DEFAULT;
+    for c in &changes {
+        if let Some(v) = &c.value {
+            dynamic_config::check_key(&c.key, per_broker).map_err(invalid_request)?;
+            dynamic_config::check_value(&c.key, v).map_err(invalid_request)?;
+        }
     }
     let mut after = (*broker.metadata.image().broker_configs).clone();
     after.apply(changes.clone());
@@ -64,7 +75,7 @@ fn apply(
     // rather than left for each broker to find out.
     let id = resource.parse::<i32>().unwrap_or(broker.config.node_id);
     crate::config::BrokerConfig::from_map(dynamic_config::merged(&broker.config.raw, &after, id))
-        .map_err(|e| invalid_config(e.to_string()))?;
+        .map_err(|e| invalid_request(e.to_string()))?;
     if validate_only || changes.is_empty() {
         return Ok(());
     }
@@ -182,6 +193,7 @@ pub fn describe(
     resource: &str,
     wanted: &dyn Fn(&str) -> bool,
     include_synonyms: bool,
+    include_documentation: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
     let id = broker.config.node_id.to_string();
     let image = broker.metadata.image();
@@ -210,7 +222,10 @@ pub fn describe(
         .filter(|d| wanted(&d.name))
         .map(|d| {
             let mut c = DescribeConfigsResourceResult::default();
-            c.read_only = dynamic_config::check_key(&d.name).is_err();
+            c.read_only = dynamic_config::is_read_only(&d.name);
+            if include_documentation {
+                c.documentation = documentation(&d.name).map(strb);
+            }
             c.name = strb(d.name);
             c.value = d.value.map(strb);
             c.config_source = d.source;
@@ -234,9 +249,46 @@ pub fn describe(
         .collect())
 }
 
+/// DescribeConfigs' documentation of broker config `name`: what it sets,
+/// and for a key Skein accepts dynamically without acting on it, that it
+/// does not and why.
+fn documentation(name: &str) -> Option<String> {
+    let base = dynamic_config::listener_base(name).unwrap_or(name);
+    let doc = broker_config_defs::broker_config(base).map_or("", |d| d.doc.trim());
+    match dynamic_config::inert_reason(name) {
+        Some(why) => Some(
+            format!(
+                "{doc} Skein accepts and stores a dynamic value but does not act on it: {why}."
+            )
+            .trim_start()
+            .to_string(),
+        ),
+        None => (!doc.is_empty()).then(|| doc.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::edit_list;
+    use super::{documentation, edit_list};
+
+    #[test]
+    fn documentation_says_when_skein_does_not_act_on_a_dynamic_value() {
+        let d = documentation("sasl.kerberos.min.time.before.relogin").unwrap();
+        assert!(
+            d.starts_with("The least time between Kerberos refresh attempts."),
+            "{d}"
+        );
+        assert!(
+            d.contains("does not act on it: Skein has no Kerberos"),
+            "{d}"
+        );
+        let d = documentation("listener.name.external.max.connections").unwrap();
+        assert!(d.contains("start-up only"), "{d}");
+        assert_eq!(
+            documentation("log.cleaner.threads").as_deref(),
+            Some("How many threads clean logs.")
+        );
+    }
 
     #[test]
     fn append_and_subtract_keep_order_and_each_item_once() {

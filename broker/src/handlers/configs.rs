@@ -122,6 +122,7 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                 res.resource_name.as_str(),
                 &wanted,
                 req.include_synonyms,
+                req.include_documentation,
             ) {
                 Ok(configs) => r.configs = configs,
                 Err(e) => {
