@@ -58,7 +58,16 @@ macro_rules! with_requests {
                 software: crate::model::BrokerSoftware,
             }
                 handler on_broker_registered
-                wire [Register by_hand]
+                wire [Register derived {
+                    broker_id: broker,
+                    host,
+                    port,
+                    rack,
+                    directory_id,
+                    previous_broker_epoch,
+                    endpoints,
+                    (software_version, supported_features): software,
+                }]
                 reply BrokerRegistered { broker: crate::model::BrokerId } -> u64;
 
             /// A broker is alive. Brokers whose last heartbeat is older than the
@@ -89,7 +98,7 @@ macro_rules! with_requests {
                 assignment: Option<Vec<Vec<crate::model::BrokerId>>>,
             }
                 handler on_create_partitions
-                wire [CreatePartitions by_hand]
+                wire [CreatePartitions derived]
                 reply CreatePartitions { topic: String } -> ();
 
             /// The topic's configs are replaced by `configs`.
@@ -104,7 +113,7 @@ macro_rules! with_requests {
             /// `DeleteTopics`.
             DeleteTopic => DeleteTopic { topic: String }
                 handler on_delete_topic
-                wire [DeleteTopic by_hand]
+                wire [DeleteTopic derived { name: topic }]
                 reply DeleteTopic { topic: String } -> ();
 
             /// `AlterPartitionReassignments` for one partition: move it to `target`,
@@ -120,7 +129,7 @@ macro_rules! with_requests {
                 throttled: bool,
             }
                 handler on_reassign
-                wire [ReassignPartition by_hand]
+                wire [ReassignPartition derived { topic, partition, (target, cancel): target, throttled }]
                 reply ReassignPartition { topic: String, partition: u32 } -> ();
 
             /// The topic's replication factor becomes `replication_factor` (a Topic
@@ -150,7 +159,7 @@ macro_rules! with_requests {
                 validate_only: bool,
             }
                 handler on_update_feature
-                wire [UpdateFeature by_hand]
+                wire [UpdateFeature derived { name: feature, level, validate_only }]
                 reply UpdateFeature { feature: String } -> i16;
 
             /// `AllocateProducerIds` from a broker.
@@ -179,7 +188,7 @@ macro_rules! with_requests {
                 changes: Vec<crate::quotas::QuotaChange>,
             }
                 handler on_alter_client_quotas
-                wire [AlterClientQuotas by_hand]
+                wire [AlterClientQuotas derived]
                 reply AlterClientQuotas {} -> ();
 
             /// `IncrementalAlterConfigs`/`AlterConfigs` on broker resources: set or
@@ -196,7 +205,7 @@ macro_rules! with_requests {
                 bindings: Vec<crate::acls::AclBinding>,
             }
                 handler on_create_acls
-                wire [CreateAcls by_hand]
+                wire [CreateAcls derived]
                 reply CreateAcls {} -> ();
 
             /// `DeleteAcls`: remove every binding a filter matches. Answered
@@ -205,7 +214,7 @@ macro_rules! with_requests {
                 filters: Vec<crate::acls::AclFilter>,
             }
                 handler on_delete_acls
-                wire [DeleteAcls by_hand]
+                wire [DeleteAcls derived]
                 reply DeleteAcls {} -> Vec<Vec<crate::acls::AclBinding>>;
         }
     };

@@ -3,6 +3,7 @@
 
 use super::acl_wire as aw;
 use super::config_wire as cw;
+use super::field_wire::Wire;
 use super::pb;
 use super::security_wire as sw;
 use crate::model::Endpoint;
@@ -13,29 +14,31 @@ pub(super) fn uuid_from(bytes: &[u8]) -> Uuid {
     Uuid::from_slice(bytes).unwrap_or(Uuid::nil())
 }
 
-pub(super) fn endpoints_to_pb(endpoints: &[Endpoint]) -> Vec<pb::Endpoint> {
-    endpoints
-        .iter()
-        .map(|e| pb::Endpoint {
-            name: e.name.clone(),
-            host: e.host.clone(),
-            port: e.port as u32,
-        })
-        .collect()
-}
-
-/// Endpoints from the wire; a port out of range drops the entry.
-pub(super) fn endpoints_from_pb(endpoints: Vec<pb::Endpoint>) -> Vec<Endpoint> {
-    endpoints
-        .into_iter()
-        .filter_map(|e| {
-            Some(Endpoint {
-                name: e.name,
-                host: e.host,
-                port: u16::try_from(e.port).ok()?,
+/// A broker's listeners, in the view and in `Register`; a port out of
+/// range drops the entry.
+impl Wire for Vec<Endpoint> {
+    type Pb = Vec<pb::Endpoint>;
+    fn to_pb(&self) -> Vec<pb::Endpoint> {
+        self.iter()
+            .map(|e| pb::Endpoint {
+                name: e.name.clone(),
+                host: e.host.clone(),
+                port: e.port as u32,
             })
-        })
-        .collect()
+            .collect()
+    }
+    fn from_pb(endpoints: Vec<pb::Endpoint>) -> Self {
+        endpoints
+            .into_iter()
+            .filter_map(|e| {
+                Some(Endpoint {
+                    name: e.name,
+                    host: e.host,
+                    port: u16::try_from(e.port).ok()?,
+                })
+            })
+            .collect()
+    }
 }
 
 pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
@@ -53,7 +56,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
                 alive: b.alive,
                 storage_lost: b.storage_lost,
                 storage_losses: b.storage_losses,
-                endpoints: endpoints_to_pb(&b.endpoints),
+                endpoints: b.endpoints.to_pb(),
                 broker_epoch: b.broker_epoch,
                 in_controlled_shutdown: b.in_controlled_shutdown,
                 software_version: b.software_version.clone(),
@@ -73,16 +76,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
             .iter()
             .map(|(k, l)| (k.clone(), i32::from(*l)))
             .collect(),
-        controller_features: v
-            .features
-            .controller
-            .iter()
-            .map(|f| pb::FeatureRange {
-                name: f.name.clone(),
-                min_level: f.min.into(),
-                max_level: f.max.into(),
-            })
-            .collect(),
+        controller_features: v.features.controller.to_pb(),
     }
 }
 
@@ -176,7 +170,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
                         alive: b.alive,
                         storage_lost: b.storage_lost,
                         storage_losses: b.storage_losses,
-                        endpoints: endpoints_from_pb(b.endpoints),
+                        endpoints: Wire::from_pb(b.endpoints),
                         broker_epoch: b.broker_epoch,
                         in_controlled_shutdown: b.in_controlled_shutdown,
                         software_version: b.software_version,

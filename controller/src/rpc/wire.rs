@@ -3,18 +3,16 @@
 
 use uuid::Uuid;
 
-use super::acl_wire as aw;
-use super::feature_wire as fw;
+use super::field_wire::Wire;
 use super::pb::{self, reply, request};
 use super::request_wire as rw;
 use super::security_wire as sw;
+use super::view_wire::uuid_from;
 pub use super::view_wire::{apply_view_pb, view_delta_to_pb, view_from_pb, view_to_pb};
-use super::view_wire::{endpoints_from_pb, endpoints_to_pb, uuid_from};
-use crate::model::BrokerSoftware;
 use crate::plane::PartitionChange;
 use crate::{
-    AlterPartitionRequest, BrokerId, ControllerError, DirectoryId, ElectionType, Event, NewTopic,
-    PartitionState, Reply, TopicId, TopicPartition,
+    AlterPartitionRequest, ControllerError, ElectionType, Event, NewTopic, PartitionState, Reply,
+    TopicId, TopicPartition,
 };
 
 fn topic_id_from(bytes: &[u8]) -> TopicId {
@@ -107,20 +105,6 @@ pub fn changes_from_pb(changes: pb::PartitionChanges) -> Vec<PartitionChange> {
         .collect()
 }
 
-/// Explicit replica lists on the wire (none: an empty list).
-fn assignment_to_pb(a: &Option<Vec<Vec<BrokerId>>>) -> Vec<pb::ReplicaList> {
-    a.iter()
-        .flatten()
-        .map(|replicas| pb::ReplicaList {
-            replicas: replicas.clone(),
-        })
-        .collect()
-}
-
-fn assignment_from_pb(a: Vec<pb::ReplicaList>) -> Option<Vec<Vec<BrokerId>>> {
-    (!a.is_empty()).then(|| a.into_iter().map(|l| l.replicas).collect())
-}
-
 pub fn state_to_pb(p: &PartitionState) -> pb::PartitionView {
     pb::PartitionView {
         replicas: p.replicas.clone(),
@@ -186,29 +170,6 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
         return Some(kind);
     }
     Some(match event {
-        Event::BrokerRegistered {
-            broker,
-            host,
-            port,
-            rack,
-            directory_id,
-            previous_broker_epoch,
-            endpoints,
-            software,
-        } => request::Kind::Register(pb::Register {
-            broker_id: *broker,
-            host: host.clone(),
-            port: *port as u32,
-            rack: rack.clone(),
-            directory_id: directory_id
-                .map(|d| d.0.to_be_bytes().to_vec())
-                .unwrap_or_default(),
-            cluster_id: None,
-            previous_broker_epoch: *previous_broker_epoch,
-            endpoints: endpoints_to_pb(endpoints),
-            software_version: software.version.clone(),
-            supported_features: fw::ranges_to_pb(&software.features),
-        }),
         Event::CreateTopic(t) => request::Kind::CreateTopic(pb::CreateTopic {
             name: t.name.clone(),
             topic_id: Uuid::from_u128(t.topic_id.0).as_bytes().to_vec(),
@@ -216,19 +177,7 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
             replication_factor: t.replication_factor as u32,
             configs: t.configs.clone().into_iter().collect(),
             validate_only: t.validate_only,
-            assignment: assignment_to_pb(&t.assignment),
-        }),
-        Event::CreatePartitions {
-            topic,
-            count,
-            assignment,
-        } => request::Kind::CreatePartitions(pb::CreatePartitions {
-            topic: topic.clone(),
-            count: *count,
-            assignment: assignment_to_pb(assignment),
-        }),
-        Event::DeleteTopic { topic } => request::Kind::DeleteTopic(pb::DeleteTopic {
-            name: topic.clone(),
+            assignment: t.assignment.to_pb(),
         }),
         Event::AlterPartition(a) => request::Kind::AlterPartition(alter_to_pb(a)),
         Event::AlterPartitions(items) => request::Kind::AlterPartitions(pb::AlterPartitions {
@@ -247,30 +196,10 @@ pub fn event_to_pb(event: &Event) -> Option<request::Kind> {
                 })
                 .collect(),
         }),
-        Event::ReassignPartition {
-            topic,
-            partition,
-            target,
-            throttled,
-        } => request::Kind::ReassignPartition(pb::ReassignPartition {
-            topic: topic.clone(),
-            partition: *partition,
-            target: target.clone().unwrap_or_default(),
-            cancel: target.is_none(),
-            throttled: *throttled,
-        }),
         Event::AlterScramCredentials {
             upsertions,
             deletions,
         } => sw::alter_scram_to_pb(upsertions, deletions),
-        Event::AlterClientQuotas { changes } => sw::alter_quotas_to_pb(changes),
-        Event::CreateAcls { bindings } => aw::create_acls_to_pb(bindings),
-        Event::DeleteAcls { filters } => aw::delete_acls_to_pb(filters),
-        Event::UpdateFeature {
-            feature,
-            level,
-            validate_only,
-        } => fw::update_to_pb(feature, *level, *validate_only),
         _ => return None,
     })
 }
@@ -293,36 +222,15 @@ pub fn request_from_pb(broker: i32, kind: request::Kind) -> Option<Event> {
         Err(kind) => kind,
     };
     Some(match kind {
-        request::Kind::Register(r) => Event::BrokerRegistered {
-            broker,
-            host: r.host,
-            port: r.port as u16,
-            rack: r.rack,
-            directory_id: <[u8; 16]>::try_from(r.directory_id.as_slice())
-                .ok()
-                .map(|b| DirectoryId(u128::from_be_bytes(b))),
-            previous_broker_epoch: r.previous_broker_epoch,
-            endpoints: endpoints_from_pb(r.endpoints),
-            software: BrokerSoftware {
-                version: r.software_version,
-                features: fw::ranges_from_pb(r.supported_features),
-            },
-        },
         request::Kind::CreateTopic(t) => Event::CreateTopic(NewTopic {
             name: t.name,
             topic_id: topic_id_from(&t.topic_id),
             partitions: t.partitions,
             replication_factor: t.replication_factor as u16,
             configs: t.configs.into_iter().collect(),
-            assignment: assignment_from_pb(t.assignment),
+            assignment: Wire::from_pb(t.assignment),
             validate_only: t.validate_only,
         }),
-        request::Kind::CreatePartitions(c) => Event::CreatePartitions {
-            topic: c.topic,
-            count: c.count,
-            assignment: assignment_from_pb(c.assignment),
-        },
-        request::Kind::DeleteTopic(d) => Event::DeleteTopic { topic: d.name },
         request::Kind::AlterPartition(a) => Event::AlterPartition(alter_from_pb(broker, a)),
         request::Kind::AlterPartitions(a) => Event::AlterPartitions(
             a.items
@@ -351,17 +259,7 @@ pub fn request_from_pb(broker: i32, kind: request::Kind) -> Option<Event> {
             },
             partitions: vec![TopicPartition::new(e.topic, e.partition)],
         },
-        request::Kind::UpdateFeature(u) => fw::update_from_pb(u),
-        request::Kind::ReassignPartition(r) => Event::ReassignPartition {
-            topic: r.topic,
-            partition: r.partition,
-            target: (!r.cancel).then_some(r.target),
-            throttled: r.throttled,
-        },
         request::Kind::AlterScramCredentials(a) => sw::alter_scram_from_pb(a),
-        request::Kind::AlterClientQuotas(a) => sw::alter_quotas_from_pb(a),
-        request::Kind::CreateAcls(c) => aw::create_acls_from_pb(c),
-        request::Kind::DeleteAcls(d) => aw::delete_acls_from_pb(d),
         // The derived ones, read above.
         _ => return None,
     })
