@@ -8,11 +8,6 @@ use super::pb;
 use crate::model::{BrokerSoftware, FeatureRange};
 use crate::view::ViewFeatures;
 
-/// A level from the wire: never negative, clamped to `0..=i16::MAX`.
-pub(super) fn level(l: i32) -> i16 {
-    l.clamp(0, i16::MAX.into()) as i16
-}
-
 impl Wire for FeatureRange {
     type Pb = pb::FeatureRange;
     fn to_pb(&self) -> pb::FeatureRange {
@@ -25,8 +20,8 @@ impl Wire for FeatureRange {
     fn from_pb(f: pb::FeatureRange) -> Self {
         FeatureRange {
             name: f.name,
-            min: level(f.min_level),
-            max: level(f.max_level),
+            min: Wire::from_pb(f.min_level),
+            max: Wire::from_pb(f.max_level),
         }
     }
 }
@@ -52,7 +47,10 @@ pub fn view_features_from_pb(
     controller: Vec<pb::FeatureRange>,
 ) -> ViewFeatures {
     ViewFeatures {
-        finalized: finalized.into_iter().map(|(k, l)| (k, level(l))).collect(),
+        finalized: finalized
+            .into_iter()
+            .map(|(k, l)| (k, Wire::from_pb(l)))
+            .collect(),
         controller: Wire::from_pb(controller),
     }
 }

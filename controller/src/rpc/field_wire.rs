@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::pb;
 use crate::broker_configs::BrokerConfigChange;
-use crate::model::{BrokerId, DirectoryId};
+use crate::model::{BrokerId, DirectoryId, TopicId};
 
 /// A field's protobuf form.
 pub trait Wire: Sized {
@@ -54,7 +54,7 @@ impl Wire for i16 {
         (*self).into()
     }
     fn from_pb(pb: i32) -> i16 {
-        super::feature_wire::level(pb)
+        pb.clamp(0, i16::MAX.into()) as i16
     }
 }
 
@@ -146,5 +146,21 @@ impl Wire for Option<Vec<BrokerId>> {
     }
     fn from_pb((list, absent): (Vec<BrokerId>, bool)) -> Self {
         (!absent).then_some(list)
+    }
+}
+
+/// A UUID's 16 bytes; any other length reads as the nil UUID.
+pub(super) fn uuid_from(bytes: &[u8]) -> uuid::Uuid {
+    uuid::Uuid::from_slice(bytes).unwrap_or(uuid::Uuid::nil())
+}
+
+/// A topic id: its 16 bytes (a UUID); any other length reads as the nil id.
+impl Wire for TopicId {
+    type Pb = Vec<u8>;
+    fn to_pb(&self) -> Vec<u8> {
+        uuid::Uuid::from_u128(self.0).as_bytes().to_vec()
+    }
+    fn from_pb(pb: Vec<u8>) -> TopicId {
+        TopicId(uuid_from(&pb).as_u128())
     }
 }

@@ -1,8 +1,9 @@
 //! The wire form of the requests of `requests/table.rs`, derived from
-//! their entries: the event of a request declared `[Kind derived]` goes as
-//! `request::Kind::Kind` field by field ([`Wire`]), and the reply of every
-//! request carries its output by type ([`WireOutput`]). Requests declared
-//! `by_hand` are converted in [`super::wire`].
+//! their entries: the event of a request declared `[Kind derived]` (or
+//! `[Kind derived { pattern }]`) goes as `request::Kind::Kind` field by
+//! field ([`Wire`]), and the reply of every request carries its output by
+//! type ([`WireOutput`]). A request declared `by_hand` is converted in
+//! [`super::wire`].
 
 use super::acl_wire as aw;
 use super::field_wire::Wire;
