@@ -148,17 +148,17 @@ macro_rules! event_field {
 }
 
 /// For a table entry: its wire form (`None`: not `derived`). The event's
-/// fields are bound by the caller's pattern.
+/// fields, listed in `$fields`, are bound by the caller's pattern.
 macro_rules! derived_to_pb {
-    ([$kind:ident derived], { $($field:ident),* }) => {
-        derived_to_pb!([$kind derived { $($field),* }], {})
+    ([$kind:ident derived], $fields:tt) => {
+        derived_to_pb!([$kind derived $fields], $fields)
     };
-    ([$kind:ident derived { $($pb:tt $(: $src:ident)?),* $(,)? }], { $($field:ident),* }) => {{
+    ([$kind:ident derived { $($pb:tt $(: $src:ident)?),* $(,)? }], $fields:tt) => {{
         let mut m = pb::$kind::default();
         $( field_to_pb!(m, $pb $(: $src)?); )*
         Some(request::Kind::$kind(m))
     }};
-    ($other:tt, { $($field:ident),* }) => {
+    ($other:tt, $fields:tt) => {
         None
     };
 }
