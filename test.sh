@@ -5,7 +5,7 @@
 #   ./test.sh            everything: format, layout (import circles, long files), lint, unit + integration tests,
 #                        Helm chart checks,
 #                        real-client e2e suite (single broker and a 3-broker cluster),
-#                        a short fault-injection run (e2e/chaos),
+#                        the chaos checker's unit tests and a short fault-injection run (e2e/chaos),
 #                        the operator against a real Kubernetes API server (e2e/k8s), with a
 #                        rolling upgrade from the previous release and back (e2e/k8s/test_upgrade.py),
 #                        observability (promtool, real Prometheus), benchmark smoke
@@ -48,6 +48,9 @@ if [[ "${SKEIN_FUZZ_SECONDS:-0}" -gt 0 ]]; then
 else
     step "fuzzing: not run (SKEIN_FUZZ_SECONDS=30 ./test.sh or fuzz/run.sh runs it; see docs/fuzzing.md)"
 fi
+
+step "chaos checker: unit tests, every Jepsen class on a synthetic history (e2e/chaos/unit.sh; creates the e2e venv if missing)"
+e2e/chaos/unit.sh
 
 step "Helm chart: lint, template, CRDs equal the generated ones (installs helm if missing)"
 bash charts/test.sh

@@ -586,9 +586,11 @@ class Chaos:
                     "--stop", str(self.state / "stop-monitor"))
         for i in range(1, a.consumers + 1):
             self.client(f"consumer-{i}", "consumer", *self.common(), "--id", str(i), "--group", a.group,
+                        "--consume", a.consume, "--members", str(a.consumers),
                         "--stop", str(self.state / "stop-consumers"))
         for i in range(1, a.producers + 1):
             self.client(f"producer-{i}", "producer", *self.common(), "--id", str(i), "--rate", str(a.rate),
+                        "--mode", a.producer_mode, "--abort-every", str(a.abort_every),
                         "--stop", str(self.state / "stop-producers"),
                         *(["--debug", a.producer_debug] if a.producer_debug else []))
         self.meta["workload_start"] = time.time()
@@ -693,6 +695,7 @@ class Chaos:
         self.meta.update(name=self.workdir.name, seed=a.seed, duration=a.duration, faults=a.faults,
                          topic=a.topic, partitions=a.partitions, producers=a.producers,
                          consumers=a.consumers, rate=a.rate, git=self.git_rev(),
+                         producer_mode=a.producer_mode, consume=a.consume, abort_every=a.abort_every,
                          broker_bin=str(self.cluster_bin()))
         self.setup()
         self.faults_f = open(self.logs / "faults.jsonl", "a")
@@ -780,6 +783,13 @@ def parse(argv=None):
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--consumers", type=int, default=3)
     ap.add_argument("--rate", type=float, default=250, help="records/s per producer")
+    ap.add_argument("--producer-mode", choices=["plain", "txn"], default="plain",
+                    help="plain: idempotent producers, a record at a time (default); txn: transactional "
+                         "producers, 2-6 records to random partitions per transaction, 1 in --abort-every aborted")
+    ap.add_argument("--abort-every", type=int, default=5, help="with --producer-mode txn: abort 1 transaction in N")
+    ap.add_argument("--consume", choices=["subscribe", "assign"], default="subscribe",
+                    help="subscribe: the consumers are members of the group (default); assign: each assigns "
+                         "itself a fixed share of the partitions and commits to the group's offsets")
     ap.add_argument("--segment-bytes", type=int, default=262144)
     ap.add_argument("--settle-timeout", type=float, default=10,
                     help="before each fault, wait at most this long for every partition to be whole")

@@ -15,6 +15,12 @@ Reads the logs workload.py and chaos.py wrote in RUN_DIR and checks:
                 members' acknowledged commits), and never pass the high watermark
   group-done    at the end, the committed offset of every partition is its end offset
 
+"Acknowledged" is a delivery report without error (plain producers) or a record of a committed
+transaction (--producer-mode txn). Then the classes of Jepsen's Kafka queue checker, over the
+history as history.py reads it (anomalies.py: lost-write, unseen, duplicate, inconsistent-offsets,
+poll-skip, nonmonotonic-poll, int-poll-skip, int-nonmonotonic-poll, nonmonotonic-send,
+int-send-skip, int-nonmonotonic-send, G1a, precommitted-read, G0, G1c, G2), each a violation unless
+Jepsen allows it too (int-send-skip, G0, G1c, G2),
 and measures unavailability per partition: stretches of at least 1 s in which no producer
 write to it was acknowledged while the producers were writing (the producers send to every
 partition continuously), and the time the monitor saw it without a leader.
@@ -31,6 +37,9 @@ import sys
 from array import array
 from collections import Counter, defaultdict
 from pathlib import Path
+
+import anomalies
+from history import INFO, OK, RunHistory
 
 GAP = 1.0  # seconds without an acknowledgement that count as unavailable
 VALUE = re.compile(r"^p(\d+)-(\d+)$")
@@ -66,7 +75,14 @@ def check(d: Path) -> dict:
     problems: dict[str, list[str]] = defaultdict(list)
     counts: Counter = Counter()
 
-    # -- producers -------------------------------------------------------------------------
+    # -- producers (history.py reads their logs) ----------------------------------------------
+    # acked[k][s]: where record s of producer k must be (pos), NO_OFFSET when it must be in the
+    # log but its offset is not known, -1 when it need not be. Acknowledged means: plain mode,
+    # a delivery report without error; txn mode, in a committed transaction. errored: records
+    # that may be in the log or not, but at most once (a delivery error, no report, a
+    # transaction of unknown outcome); aborted transactions' records must not be visible (G1a).
+    hist = RunHistory(d)
+    txn_mode = hist.mode == "txn"
     acked: dict[int, array] = {}
     errors: Counter = Counter()
     fatals: Counter = Counter()
@@ -74,46 +90,40 @@ def check(d: Path) -> dict:
     errored: dict[int, set[int]] = defaultdict(set)
     sent_total = acked_total = unresolved = 0
     first_ack = last_ack = None
-    for k in run.producers():
-        arr = array("q")
-        finished = False
-        for line in open(d / f"producer-{k}.log"):
-            f = line.split()
-            if not f:
-                continue
-            if f[0] == "A":
-                s, p, t = int(f[1]), int(f[2]), float(f[4])
-                # acknowledged without an offset (librdkafka reports None when the answer had
-                # none, e.g. DUPLICATE_SEQUENCE_NUMBER): checked for loss, not for position
-                o = int(f[3]) if f[3].lstrip("-").isdigit() else NO_OFFSET
-                if o == NO_OFFSET:
+    outcomes: Counter = Counter()
+    for k, pl in hist.producers.items():
+        arr = array("q", [-1]) * len(pl.pos)
+        for s in range(len(pl.pos)):
+            st = pl.status(s)
+            if st == OK:
+                x = pl.pos[s]
+                arr[s] = NO_OFFSET if x < 0 else x
+                acked_total += 1
+                if x < 0 and (x == NO_OFFSET or not txn_mode):
                     counts["acked_without_offset"] += 1
                     if len(problems["acked-without-offset"]) < 10:
-                        problems["acked-without-offset"].append(f"p{k}-{s} partition {p} at {t:.3f}")
-                if s >= len(arr):
-                    arr.extend([-1] * (s + 1 - len(arr) + 1024))
-                if arr[s] != -1:
-                    problems["producer"].append(f"p{k}-{s} acknowledged twice")
-                arr[s] = pos(p, o) if o != NO_OFFSET else NO_OFFSET
-                ack_times[p].append(t)
-                acked_total += 1
-                first_ack = t if first_ack is None else min(first_ack, t)
-                last_ack = t if last_ack is None else max(last_ack, t)
-            elif f[0] == "E":
-                errors[f[3]] += 1
-                errored[k].add(int(f[1]))
-            elif f[0] == "F":
-                fatals[f[1]] += 1
-            elif f[0] == "S":
-                sent_total += int(f[1])
-                finished = True
-                m = re.search(r"unresolved=(\d+)", line)
-                unresolved += int(m.group(1)) if m else 0
-        if not finished:
+                        problems["acked-without-offset"].append(f"p{k}-{s} partition {pl.part[s]}")
+            elif st == INFO:
+                errored[k].add(s)
+        for s in pl.twice:
+            problems["producer"].append(f"p{k}-{s} acknowledged twice")
+        for p, ts in pl.ack_times.items():
+            ack_times[p].extend(ts)
+        if pl.first_ack is not None:
+            first_ack = pl.first_ack if first_ack is None else min(first_ack, pl.first_ack)
+            last_ack = pl.last_ack if last_ack is None else max(last_ack, pl.last_ack)
+        errors.update(pl.errors)
+        fatals.update(pl.fatals)
+        outcomes.update(t.outcome for t in pl.txns)
+        sent_total += pl.sent
+        unresolved += pl.unresolved
+        if not pl.finished:
             problems["harness"].append(f"producer {k} did not finish its log")
         acked[k] = arr
     counts.update(sent=sent_total, acked=acked_total, delivery_errors=sum(errors.values()),
                   unresolved=unresolved, fatal_producer_errors=sum(fatals.values()))
+    if txn_mode:
+        counts.update({f"txn_{o}": n for o, n in outcomes.items()})
 
     # -- the final log -----------------------------------------------------------------------
     found: dict[int, array] = {k: array("q", [-1]) * len(a) for k, a in acked.items()}
@@ -328,6 +338,12 @@ def check(d: Path) -> dict:
     for h in run.meta.get("harness_problems", []):
         problems["harness"].append(h)
         violations["harness"] = violations.get("harness", 0) + 1
+
+    # -- Jepsen's queue classes (anomalies.py) ------------------------------------------------------
+    jepsen = anomalies.analyse(hist)
+    for cls, r in jepsen.items():
+        if not cls.startswith("_") and r["count"] and not r["allowed"]:
+            violations[cls] = r["count"]
     return {
         "run": run.meta,
         "faults": {"total": len(faults) - sum(skipped.values()), "by_kind": dict(sorted(by_kind.items())),
@@ -340,6 +356,8 @@ def check(d: Path) -> dict:
         "unavailability": unavail,
         "longest_stalls": [{"seconds": round(l, 1), "start": round(s0, 3), "partitions": sorted(ps),
                             "faults_around": fs} for l, s0, ps, fs in stalls],
+        "modes": {"producers": hist.mode, "consume": hist.consume},
+        "anomalies": jepsen,
         "violations": violations,
         "examples": {k: v for k, v in problems.items() if v},
         "ok": not violations,
@@ -353,8 +371,12 @@ def markdown(r: dict) -> str:
            f"- Skein {m.get('git', '?')}, seed {m.get('seed')}, nemesis {m.get('nemesis_seconds', 0):.0f} s "
            f"(requested {m.get('duration')} s), whole run {m.get('total_seconds', 0):.0f} s",
            f"- topic `{m.get('topic')}`: {m.get('partitions')} partitions, RF 3, min.insync.replicas=2; "
-           f"{m.get('producers')} idempotent acks=all producers at {m.get('rate')} records/s each, "
-           f"{m.get('consumers')} group members",
+           f"{m.get('producers')} " + ("transactional producers (2-6 records a transaction, 1 in "
+                                       f"{m.get('abort_every', 5)} aborted)" if r["modes"]["producers"] == "txn"
+                                       else "idempotent acks=all producers") +
+           f" at {m.get('rate')} records/s each, {m.get('consumers')} read_committed consumers "
+           + ("assigned a fixed share of the partitions each, committing to the group"
+              if r["modes"]["consume"] == "assign" else "in a group (subscribe)"),
            f"- fault kinds enabled: {', '.join(m.get('faults', []))}", "",
            f"**Result: {'PASS' if r['ok'] else 'FAIL'}**" +
            ("" if r["ok"] else " — " + ", ".join(f"{k}={v}" for k, v in r["violations"].items())), "",
@@ -375,13 +397,23 @@ def markdown(r: dict) -> str:
             f"| a member's acknowledged commit below an earlier one | {c.get('member_commit_regressions', 0)} |",
             f"| committed offset beyond the end offset | {c.get('commit_beyond_end', 0)} |",
             f"| group at the end offsets when done | {'yes' if 'group-done' not in r['examples'] else 'no'} |",
-            "", "## Workload", "",
+            "", "## Jepsen's queue classes", "",
+            "As jepsen.tests.kafka defines them (see README.md); *allowed* ones are reported, not failed.", "",
+            "| class | count | |", "| --- | ---: | --- |"]
+    for cls, x in r.get("anomalies", {}).items():
+        if cls.startswith("_"):
+            continue
+        out.append(f"| {cls} | {x['count']} | {'allowed' if x['allowed'] else ''}"
+                   f"{'; ' if x['allowed'] and x['note'] else ''}{x['note']} |")
+    out += ["", "## Workload", "",
             f"sent {c.get('sent', 0)}, acknowledged {c.get('acked', 0)} ({c.get('acked_without_offset', 0)} without an offset), delivery errors "
             f"{c.get('delivery_errors', 0)} {r['delivery_errors'] or ''}, unresolved at exit {c.get('unresolved', 0)}, "
             f"fatal producer errors {c.get('fatal_producer_errors', 0)} {r['fatal_producer_errors'] or ''}; "
             f"given up but written anyway (once): {c.get('indeterminate_written', 0)}; final log "
             f"{c.get('final_records', 0)} records; consumed by the group {c.get('consumed', 0)} "
-            f"(rebalances seen by members: {r['rebalances_seen']}); consumer errors {r['consumer_errors'] or 0}",
+            f"(rebalances seen by members: {r['rebalances_seen']}); consumer errors {r['consumer_errors'] or 0}"
+            + ("; transactions: " + ", ".join(f"{c.get('txn_' + o, 0)} {o}" for o in ("committed", "aborted", "unknown"))
+               if r["modes"]["producers"] == "txn" else ""),
             "", "## Unavailability per partition", "",
             f"Writes: stretches of ≥ {GAP:.0f} s without an acknowledged write while the producers wrote. "
             "Leaderless: the monitor's metadata showed leader -1.", "",
@@ -401,6 +433,12 @@ def markdown(r: dict) -> str:
         for k, v in r["examples"].items():
             out.append(f"- **{k}**:")
             out += [f"  - {x}" for x in v[:10]]
+    shown = [(cls, x) for cls, x in r.get("anomalies", {}).items() if not cls.startswith("_") and x["examples"]]
+    if shown:
+        out += ["", "## Examples of Jepsen's classes", ""]
+        for cls, x in shown:
+            out.append(f"- **{cls}**{' (allowed)' if x['allowed'] else ''}: {x['count']}")
+            out += [f"  - {e}" for e in x["examples"][:10]]
     return "\n".join(out) + "\n"
 
 

@@ -2,15 +2,23 @@
 (chaos.py starts them with `ip netns exec`). They only write logs; checker.py judges.
 
     workload.py create-topic BOOTSTRAP TOPIC PARTITIONS KEY=VALUE...
-    workload.py producer  --id N ...   idempotent acks=all confluent-kafka producer, values "pN-SEQ"
-    workload.py consumer  --id N ...   a member of the consumer group, commits what it processed
+    workload.py producer  --id N ...   idempotent acks=all confluent-kafka producer, values "pN-SEQ";
+                                       --mode txn: transactional (several records to several
+                                       partitions per transaction, 1 in 5 aborted)
+    workload.py consumer  --id N ...   read_committed; a member of the consumer group (--consume
+                                       subscribe) or a consumer of its own share of the partitions
+                                       (--consume assign: p % members == id - 1) committing to the
+                                       group's offsets; commits what it processed
     workload.py monitor   ...          metadata, group offsets and end offsets, polled
     workload.py dump      ...          the whole topic, read back without a group
 
 Log lines (space separated, times are time.time()):
     producer-N.log  A seq partition offset t_ack | E seq partition error-name t | F error-name t
-                    (fatal: a new producer instance follows) | S sent acked t (final)
-    consumer-N.log  M partition offset value | C t partition offset (a commit acknowledged) |
+                    (fatal: a new producer instance follows, from seq next=N) | S sent acked t (final)
+                    --mode txn also: B txn t seq:partition,... (a transaction begins, with its
+                    writes) | O txn committed|aborted|unknown t_end_called t_done [error]
+    consumer-N.log  P t n (a consume() call returned n records, the next n M lines) |
+                    M partition offset value | C t partition offset (a commit acknowledged) |
                     X t error | R t assigned|revoked partitions...
     monitor.log     T t partition leader isr(comma) | B t brokers(comma) | G t partition offset |
                     H t partition high-watermark | X t error
@@ -114,7 +122,7 @@ def producer(a) -> int:
     while not os.path.exists(a.stop) and time.monotonic() - start < a.max_seconds:
         if fatal:
             e = fatal[0]
-            log.w(f"F {e.name()} {now():.3f} {str(e).replace(' ', '_')[:200]}")
+            log.w(f"F {e.name()} {now():.3f} {str(e).replace(' ', '_')[:200]} next={seq}")
             try:
                 p.flush(10)  # delivery reports of what the dead instance held
             except KafkaException:
@@ -146,22 +154,169 @@ def producer(a) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+def txn_producer(a) -> int:
+    """Transactions of 2-6 records, each to a random partition (so several partitions, sometimes
+    two records to one), at --rate records/s; 1 in --abort-every aborted after its records were
+    flushed to the log (so aborted records really are there, behind an abort marker). The
+    outcome logged: committed (commit_transaction returned), aborted (abort_transaction returned,
+    or commit was never asked for), unknown (commit asked for and neither it nor an abort
+    answered: a new producer instance, which fences the old one, follows)."""
+    import random
+    from confluent_kafka import KafkaException, Producer
+    log = Log(f"{a.dir}/producer-{a.id}.log")
+    rnd = random.Random(a.id * 7919 + int(time.time()))
+    conf = {"bootstrap.servers": a.bootstrap, "transactional.id": f"chaos-txn-{a.id}",
+            "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            # librdkafka wants message.timeout.ms <= transaction.timeout.ms; a transaction left
+            # open (its producer gone) is aborted by the coordinator after the latter
+            "message.timeout.ms": min(a.message_timeout_ms, 30000), "request.timeout.ms": 10000,
+            "transaction.timeout.ms": 30000, "log_level": 3}
+    if a.debug:
+        conf.update({"debug": a.debug, "log_level": 7})
+    state = {"acked": 0}
+
+    def cb(err, msg, s):
+        if err is None:
+            state["acked"] += 1
+            log.w(f"A {s} {msg.partition()} {msg.offset()} {now():.3f}")
+        else:
+            log.w(f"E {s} {msg.partition()} {err.name()} {now():.3f}")
+
+    def err_name(e: Exception) -> str:
+        return e.args[0].name() if isinstance(e, KafkaException) and e.args else type(e).__name__
+
+    def new_producer():
+        deadline = time.monotonic() + 120
+        while True:
+            p = Producer(conf)
+            try:
+                p.init_transactions(30)
+                return p
+            except KafkaException as e:
+                log.w(f"X {now():.3f} init_transactions:{err_name(e)}")
+                if time.monotonic() > deadline or os.path.exists(a.stop):
+                    raise
+                time.sleep(0.5)
+
+    def retrying(fn, what: str) -> str | None:
+        """Calls fn (commit or abort) until it returns (None) or fails for good (the error's name)."""
+        for _ in range(10):
+            try:
+                fn(15)
+                return None
+            except KafkaException as e:
+                err = e.args[0]
+                if err.retriable() and not err.fatal() and not err.txn_requires_abort():
+                    log.w(f"X {now():.3f} {what}:{err.name()}:retrying")
+                    continue
+                return err.name() + (":abortable" if err.txn_requires_abort() else "") + \
+                    (":fatal" if err.fatal() else "")
+        return "retries-exhausted"
+
+    p = new_producer()
+    seq = txn = 0
+    start = time.monotonic()
+    next_at = start
+    while not os.path.exists(a.stop) and time.monotonic() - start < a.max_seconds:
+        t = time.monotonic()
+        if t < next_at:
+            p.poll(min(next_at - t, 0.05))
+            continue
+        n = rnd.randint(2, 6)
+        writes = [(seq + i, rnd.randrange(a.partitions)) for i in range(n)]
+        seq += n
+        abort = rnd.randrange(a.abort_every) == 0
+        outcome, error, t_end = "aborted", "", 0.0
+        try:
+            p.begin_transaction()
+        except KafkaException as e:  # nothing written: a new instance, no transaction logged
+            log.w(f"F {err_name(e)} {now():.3f} begin_transaction")
+            p = new_producer()
+            continue
+        log.w(f"B {txn} {now():.3f} " + ",".join(f"{s}:{part}" for s, part in writes))
+        try:
+            for s, part in writes:
+                while True:
+                    try:
+                        p.produce(a.topic, f"p{a.id}-{s}".encode(), partition=part,
+                                  on_delivery=lambda e, m, s=s: cb(e, m, s))
+                        break
+                    except BufferError:
+                        p.poll(0.1)
+            if abort:
+                p.flush(30)  # the records reach the log before the abort marker
+        except KafkaException as e:
+            error, abort = f"produce:{err_name(e)}", True
+        t_end = now()
+        if abort:
+            bad = retrying(p.abort_transaction, "abort")
+            if bad:  # commit was never asked for: whatever happens, it cannot commit
+                error = (error + " " if error else "") + f"abort:{bad}"
+        else:
+            bad = retrying(p.commit_transaction, "commit")
+            if bad is None:
+                outcome = "committed"
+            elif bad.endswith(":abortable"):
+                bad2 = retrying(p.abort_transaction, "abort")
+                outcome, error = ("aborted", f"commit:{bad}") if bad2 is None else \
+                    ("unknown", f"commit:{bad} abort:{bad2}")
+            else:
+                outcome, error = "unknown", f"commit:{bad}"
+        log.w(f"O {txn} {outcome} {t_end:.3f} {now():.3f}" + (f" {error.replace(' ', ',')}" if error else ""))
+        txn += 1
+        if error and (outcome == "unknown" or "fatal" in error or "abort:" in error):
+            # a new instance: InitProducerId fences this one and ends its open transaction
+            log.w(f"F {error.split(',')[0].replace(' ', '_')} {now():.3f} new-instance")
+            try:
+                p.flush(5)
+            except KafkaException:
+                pass
+            p = new_producer()
+        next_at += n / a.rate
+        if next_at < time.monotonic() - 1.0:
+            next_at = time.monotonic()
+    left = p.flush(a.flush_seconds)
+    log.w(f"S {seq} {state['acked']} {now():.3f} unresolved={left} transactions={txn}")
+    log.close()
+    print(f"txn producer {a.id}: sent {seq} in {txn} transactions, acknowledged {state['acked']}, unresolved {left}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
 def consumer(a) -> int:
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
     log = Log(f"{a.dir}/consumer-{a.id}.log")
+    committed: dict[int, int] = {}
 
     def logged_commit(c) -> None:
         try:
             res = c.commit(asynchronous=False)
         except KafkaException as e:
+            if e.args[0].name() == "_NO_OFFSET":  # nothing stored since: the position is committed
+                try:
+                    committed.update((tp.partition, tp.offset) for tp in c.position(c.assignment()))
+                except KafkaException:
+                    pass
+                return
             log.w(f"X {now():.3f} commit:{e.args[0].name()}")
             return
         t = now()
         for tp in res or []:
             if tp.error is None and tp.offset >= 0:
+                committed[tp.partition] = tp.offset
                 log.w(f"C {t:.3f} {tp.partition} {tp.offset}")
             elif tp.error is not None:
                 log.w(f"X {t:.3f} commit:{tp.partition}:{tp.error.name()}")
+
+    def moved(c) -> bool:
+        """Whether the position passed what was last committed without a new record: the
+        position steps over transaction markers and aborted records, and the group should
+        commit past them too (or it never reaches the end offsets)."""
+        try:
+            pos = c.position(c.assignment())
+        except KafkaException:
+            return False
+        return any(tp.offset >= 0 and tp.offset != committed.get(tp.partition) for tp in pos)
 
     def on_assign(c, parts):
         log.w(f"R {now():.3f} assigned " + " ".join(str(tp.partition) for tp in parts))
@@ -172,27 +327,51 @@ def consumer(a) -> int:
 
     c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": a.group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-                  "heartbeat.interval.ms": 1000, "log_level": 3,
+                  "heartbeat.interval.ms": 1000, "log_level": 3, "isolation.level": "read_committed",
                   "error_cb": lambda e: log.w(f"X {now():.3f} {e.name()}")})
-    c.subscribe([a.topic], on_assign=on_assign, on_revoke=on_revoke)
+    if a.consume == "assign":
+        # A fixed share of the partitions, from the group's committed offsets (else the start),
+        # read here until answered: assign() left to fetch them itself stayed without a position,
+        # fetching nothing, after its OffsetFetch was answered NOT_COORDINATOR (librdkafka 2.16,
+        # a group coordinator just started).
+        mine = [p for p in range(a.partitions) if p % a.members == a.id - 1]
+        start_at = None
+        while start_at is None and not os.path.exists(a.stop):
+            try:
+                res = c.committed([TopicPartition(a.topic, p) for p in mine], timeout=5)
+                bad = [tp for tp in res if tp.error is not None]
+                if bad:
+                    raise KafkaException(bad[0].error)
+                start_at = [TopicPartition(a.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                            for tp in res]
+            except KafkaException as e:
+                log.w(f"X {now():.3f} committed:{e.args[0].name() if e.args else '?'}")
+                time.sleep(0.5)
+        c.assign(start_at or [])
+        log.w(f"R {now():.3f} assigned " + " ".join(map(str, mine)))
+    else:
+        c.subscribe([a.topic], on_assign=on_assign, on_revoke=on_revoke)
     start = time.monotonic()
     last_commit = start
     n = fresh = 0
     while not os.path.exists(a.stop) and time.monotonic() - start < a.max_seconds:
         msgs = c.consume(500, 0.2)
+        got = []
         for m in msgs:
             if m.error():
                 log.w(f"X {now():.3f} {m.error().name()}")
                 continue
-            log.w(f"M {m.partition()} {m.offset()} {m.value().decode(errors='replace')}")
-            n += 1
-            fresh += 1
+            got.append(f"M {m.partition()} {m.offset()} {m.value().decode(errors='replace')}")
+        if got:  # one poll operation: what a single consume() call returned, in its order
+            log.w(f"P {now():.3f} {len(got)}\n" + "\n".join(got))
+            n += len(got)
+            fresh += len(got)
         if time.monotonic() - last_commit >= a.commit_interval:
             last_commit = time.monotonic()
-            if fresh:  # commit what was processed since the last commit
+            if fresh or moved(c):  # commit what was processed since the last commit
                 fresh = 0
                 logged_commit(c)
-    if fresh:
+    if fresh or moved(c):
         logged_commit(c)
     c.close()
     log.close()
@@ -298,9 +477,10 @@ def watermarks(c, tp) -> tuple[int, int]:
 def dump(a) -> int:
     """Every partition from its log start to its high watermark, without a group."""
     from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import KafkaError
     c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": f"chaos-dump-{time.time_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3,
-                  "enable.partition.eof": False})
+                  "isolation.level": "read_committed", "enable.partition.eof": True})
     ends, starts = {}, {}
     for p in range(a.partitions):
         starts[p], ends[p] = watermarks(c, TopicPartition(a.topic, p))
@@ -315,6 +495,10 @@ def dump(a) -> int:
                 return 1
             for m in c.consume(5000, 1.0):
                 if m.error():
+                    # read_committed skips transaction markers and aborted records: the end of a
+                    # partition can be one of those, which no record reaches
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        next_off[m.partition()] = max(next_off[m.partition()], m.offset())
                     continue
                 p, o = m.partition(), m.offset()
                 if o >= ends[p]:
@@ -350,8 +534,14 @@ def main(argv=None) -> int:
     ap.add_argument("--flush-seconds", type=float, default=90.0)
     ap.add_argument("--commit-interval", type=float, default=1.0)
     ap.add_argument("--interval", type=float, default=0.5)
+    ap.add_argument("--mode", choices=["plain", "txn"], default="plain", help="producers: idempotent or transactional")
+    ap.add_argument("--abort-every", type=int, default=5, help="txn producers abort 1 transaction in N")
+    ap.add_argument("--consume", choices=["subscribe", "assign"], default="subscribe")
+    ap.add_argument("--members", type=int, default=3, help="consumers in all (--consume assign splits the partitions)")
     ap.add_argument("--max-seconds", type=float, default=4 * 3600)
     a = ap.parse_args(argv)
+    if a.role == "producer" and a.mode == "txn":
+        return txn_producer(a)
     return {"producer": producer, "consumer": consumer, "monitor": monitor, "dump": dump}[a.role](a)
 
 
