@@ -183,3 +183,39 @@ def test_reassignment_throttle_holds_a_moving_replica_to_its_rate(replicated_clu
         assert "replication.throttled.rate" not in describe_broker(c.bootstrap, broker_id)
     topic_configs = configs(c.bootstrap, "--describe", "--entity-type", "topics", "--entity-name", topic)
     assert "throttled.replicas" not in topic_configs, topic_configs
+
+
+def test_keys_kafka_changes_at_run_time_are_accepted_and_refused_as_kafka_does(own_broker):
+    """librdkafka's admin test (0081) sets `sasl.kerberos.min.time.before.relogin` on a broker:
+    Kafka accepts every key it changes at run time, even one with no effect here (no Kerberos),
+    refuses a per-broker key on the cluster default, a keystore without a listener prefix and a
+    static key, all with INVALID_REQUEST."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    b = own_broker
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def alter(name: str, values: dict):
+        res = ConfigResource(ResourceType.BROKER, name, set_config=values)
+        return a.alter_configs([res])[res].result(30)
+
+    def refused(name: str, values: dict) -> str:
+        with pytest.raises(KafkaException) as e:
+            alter(name, values)
+        err = e.value.args[0]
+        assert err.name() == "INVALID_REQUEST", err
+        return err.str()
+
+    alter("1", {"sasl.kerberos.min.time.before.relogin": "58000"})
+    wait_until(lambda: "sasl.kerberos.min.time.before.relogin=58000" in describe_broker(b.bootstrap, "1"),
+               30, "the stored value described")
+    # Per listener: a keystore location under a listener prefix, a connection limit.
+    alter("1", {"listener.name.plaintext.max.connections": "1000",
+                "sasl.kerberos.min.time.before.relogin": "58000"})
+    r = configs(b.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
+                "--add-config", "sasl.kerberos.min.time.before.relogin=58000", check=False)
+    assert r.returncode != 0 and b"at default cluster level" in r.stdout + r.stderr, r
+    assert "per-listener" in refused("1", {"ssl.keystore.location": "/nowhere.jks"})
+    assert "Cannot update these configs dynamically" in refused("1", {"num.partitions": "3"})
+    assert "sasl.kerberos.min.time.before.relogin" in refused("1", {"sasl.kerberos.min.time.before.relogin": "soon"})
