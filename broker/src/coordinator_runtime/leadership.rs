@@ -13,17 +13,33 @@ use crate::partition::Partition;
 use crate::system::now_ms;
 
 /// Partition `p` of `topic` when this broker leads it and its leadership is
-/// confirmed; `NOT_COORDINATOR` otherwise.
+/// confirmed; `NOT_COORDINATOR` otherwise, or `COORDINATOR_LOAD_IN_PROGRESS`
+/// while the metadata already names this broker leader but its replica has
+/// not taken the leadership up yet (as Kafka answers while it loads a
+/// partition it was just elected for): FindCoordinator may have named this
+/// broker already, and the client should retry here, not look again.
 pub fn led_partition(
     ctx: &CoordinatorContext,
     topic: &str,
     p: i32,
 ) -> Result<Arc<Partition>, ApiError> {
     let Some(part) = ctx.replicas.get(topic, p).filter(|part| part.is_leader()) else {
-        return Err(ApiError::new(
-            ResponseError::NotCoordinator,
-            format!("{topic}-{p} is not led by this broker"),
-        ));
+        let elected = ctx.metadata.topic(topic).is_some_and(|t| {
+            t.partitions
+                .get(p as usize)
+                .is_some_and(|s| s.leader == ctx.node_id)
+        });
+        return Err(if elected {
+            ApiError::new(
+                ResponseError::CoordinatorLoadInProgress,
+                format!("{topic}-{p} is being taken up by this broker"),
+            )
+        } else {
+            ApiError::new(
+                ResponseError::NotCoordinator,
+                format!("{topic}-{p} is not led by this broker"),
+            )
+        });
     };
     // A leader cut off from its followers may have been replaced (the
     // controller moved the partition while this broker was unreachable):
