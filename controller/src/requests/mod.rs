@@ -19,13 +19,18 @@
 //! number; numbers never change), its entry in `table.rs`, and its handler
 //! in `core/` (`on_x`, answering with `self.reply(Reply::X { .. })`).
 //! Callers then send it with `control.call(requests::X { .. })`. A field of
-//! a new type needs its `Wire` in `rpc/field_wire.rs`; a new output type
-//! its `WireOutput` (and a `Reply.result` member) in `rpc/request_wire.rs`.
+//! a new type needs its `Wire` (`rpc/field_wire.rs`, or the `*_wire.rs` of
+//! its concept); a new output type its `WireOutput` (and a `Reply.result`
+//! member) in `rpc/request_wire.rs`. A message whose fields are named
+//! otherwise than the event's is written as a pattern in the entry
+//! (`wire [Kind derived { name: topic }]`, `table.rs`).
 //!
-//! Requests whose event or reply has another shape (a topic to create, ISR
-//! proposals, batched elections, with a reply per item) are written out
-//! below the table; they implement [`ControlRequest`] all the same, and
-//! the core and `rpc/wire.rs` convert and handle them by hand.
+//! Requests whose event or reply has another shape (a topic to create,
+//! whose reply does not carry its id; ISR proposals and batched elections,
+//! answered with a reply per item) are written out below the table; they
+//! implement [`ControlRequest`] all the same, and the core and `rpc/wire.rs`
+//! (`rpc/partition_wire.rs`) convert and handle them by hand. Why each is
+//! outside the table: `table.rs`.
 
 use crate::event::{AlterPartitionRequest, ElectionType, NewTopic};
 use crate::model::{PartitionState, TopicId, TopicPartition};

@@ -1,12 +1,12 @@
 //! Control-plane conversions of ACLs: bindings in views and `CreateAcls`,
 //! filters in `DeleteAcls`, and the bindings each filter matched.
 
-use super::pb::{self, request};
+use super::field_wire::Wire;
+use super::pb;
 use crate::acls::{
     AclBinding, AclFilter, AclOperation, AclPermission, PatternFilter, PatternType, ResourceType,
     ANY_CODE,
 };
-use crate::event::Event;
 
 /// Kafka's ANY code in filters.
 const ANY: i32 = ANY_CODE as i32;
@@ -69,54 +69,42 @@ fn filter_from_pb(f: pb::AclFilter) -> Option<AclFilter> {
     )
 }
 
-pub fn create_acls_to_pb(bindings: &[AclBinding]) -> request::Kind {
-    request::Kind::CreateAcls(pb::CreateAcls {
-        bindings: bindings.iter().map(binding_to_pb).collect(),
-    })
-}
-
-/// A binding with a code this controller does not know is not dropped
-/// silently: it stands in as one with an empty name, which the core refuses
-/// (and the whole request with it).
-pub fn create_acls_from_pb(c: pb::CreateAcls) -> Event {
-    let bindings = c
-        .bindings
-        .into_iter()
-        .map(|b| {
-            binding_from_pb(b).unwrap_or_else(|| AclBinding {
-                resource_type: ResourceType::Topic,
-                resource_name: String::new(),
-                pattern_type: PatternType::Literal,
-                principal: String::new(),
-                host: String::new(),
-                operation: AclOperation::All,
-                permission: AclPermission::Deny,
-            })
+/// A binding of `CreateAcls`. One with a code this controller does not
+/// know is not dropped silently (as a view drops it): it stands in as one
+/// with an empty name, which the core refuses (and the whole request with
+/// it).
+impl Wire for AclBinding {
+    type Pb = pb::AclBinding;
+    fn to_pb(&self) -> pb::AclBinding {
+        binding_to_pb(self)
+    }
+    fn from_pb(b: pb::AclBinding) -> Self {
+        binding_from_pb(b).unwrap_or_else(|| AclBinding {
+            resource_type: ResourceType::Topic,
+            resource_name: String::new(),
+            pattern_type: PatternType::Literal,
+            principal: String::new(),
+            host: String::new(),
+            operation: AclOperation::All,
+            permission: AclPermission::Deny,
         })
-        .collect();
-    Event::CreateAcls { bindings }
+    }
 }
 
-pub fn delete_acls_to_pb(filters: &[AclFilter]) -> request::Kind {
-    request::Kind::DeleteAcls(pb::DeleteAcls {
-        filters: filters.iter().map(filter_to_pb).collect(),
-    })
-}
-
-/// A filter with a code this controller does not know matches nothing.
-pub fn delete_acls_from_pb(d: pb::DeleteAcls) -> Event {
-    let filters = d
-        .filters
-        .into_iter()
-        .map(|f| {
-            filter_from_pb(f).unwrap_or(AclFilter {
-                resource_name: Some(String::new()),
-                pattern: PatternFilter::Is(PatternType::Literal),
-                ..AclFilter::any()
-            })
+/// A filter of `DeleteAcls`; one with a code this controller does not know
+/// matches nothing.
+impl Wire for AclFilter {
+    type Pb = pb::AclFilter;
+    fn to_pb(&self) -> pb::AclFilter {
+        filter_to_pb(self)
+    }
+    fn from_pb(f: pb::AclFilter) -> Self {
+        filter_from_pb(f).unwrap_or(AclFilter {
+            resource_name: Some(String::new()),
+            pattern: PatternFilter::Is(PatternType::Literal),
+            ..AclFilter::any()
         })
-        .collect();
-    Event::DeleteAcls { filters }
+    }
 }
 
 pub fn matches_to_pb(matched: &[Vec<AclBinding>]) -> pb::AclMatches {
@@ -141,6 +129,7 @@ pub fn matches_from_pb(m: pb::AclMatches) -> Vec<Vec<AclBinding>> {
 mod tests {
     use super::*;
     use crate::command::Reply;
+    use crate::event::Event;
     use crate::rpc::wire::{event_from_pb, event_to_pb, reply_from_pb, reply_to_pb};
 
     fn binding() -> AclBinding {
@@ -184,12 +173,7 @@ mod tests {
     fn unknown_codes_are_refused_not_dropped() {
         let mut b = binding_to_pb(&binding());
         b.operation = 99;
-        let Event::CreateAcls { bindings } =
-            create_acls_from_pb(pb::CreateAcls { bindings: vec![b] })
-        else {
-            panic!("a CreateAcls event")
-        };
-        assert_eq!(bindings.len(), 1);
-        assert!(crate::acls::check_binding(&bindings[0]).is_err());
+        let binding = <AclBinding as Wire>::from_pb(b);
+        assert!(crate::acls::check_binding(&binding).is_err());
     }
 }

@@ -1,36 +1,45 @@
 //! Feature levels on the wire: the view's finalized and supported levels,
-//! a broker's range at registration, and the `UpdateFeature` request.
+//! and a broker's release and ranges at registration (`Register`).
 
 use std::collections::HashMap;
 
-use super::pb::{self, request};
-use crate::model::FeatureRange;
+use super::field_wire::Wire;
+use super::pb;
+use crate::model::{BrokerSoftware, FeatureRange};
 use crate::view::ViewFeatures;
 
-fn level(l: i32) -> i16 {
-    l.clamp(0, i16::MAX.into()) as i16
-}
-
-pub fn ranges_to_pb(ranges: &[FeatureRange]) -> Vec<pb::FeatureRange> {
-    ranges
-        .iter()
-        .map(|f| pb::FeatureRange {
-            name: f.name.clone(),
-            min_level: f.min.into(),
-            max_level: f.max.into(),
-        })
-        .collect()
-}
-
-pub fn ranges_from_pb(ranges: Vec<pb::FeatureRange>) -> Vec<FeatureRange> {
-    ranges
-        .into_iter()
-        .map(|f| FeatureRange {
+impl Wire for FeatureRange {
+    type Pb = pb::FeatureRange;
+    fn to_pb(&self) -> pb::FeatureRange {
+        pb::FeatureRange {
+            name: self.name.clone(),
+            min_level: self.min.into(),
+            max_level: self.max.into(),
+        }
+    }
+    fn from_pb(f: pb::FeatureRange) -> Self {
+        FeatureRange {
             name: f.name,
-            min: level(f.min_level),
-            max: level(f.max_level),
-        })
-        .collect()
+            min: Wire::from_pb(f.min_level),
+            max: Wire::from_pb(f.max_level),
+        }
+    }
+}
+
+/// A broker's release and feature ranges: two fields of `Register`
+/// (`software_version`, `supported_features`; a broker older than 0.2.0
+/// sends neither).
+impl Wire for BrokerSoftware {
+    type Pb = (Option<String>, Vec<pb::FeatureRange>);
+    fn to_pb(&self) -> Self::Pb {
+        (self.version.clone(), self.features.to_pb())
+    }
+    fn from_pb((version, features): Self::Pb) -> Self {
+        BrokerSoftware {
+            version,
+            features: Wire::from_pb(features),
+        }
+    }
 }
 
 pub fn view_features_from_pb(
@@ -38,24 +47,11 @@ pub fn view_features_from_pb(
     controller: Vec<pb::FeatureRange>,
 ) -> ViewFeatures {
     ViewFeatures {
-        finalized: finalized.into_iter().map(|(k, l)| (k, level(l))).collect(),
-        controller: ranges_from_pb(controller),
-    }
-}
-
-pub fn update_to_pb(feature: &str, level: i16, validate_only: bool) -> request::Kind {
-    request::Kind::UpdateFeature(pb::UpdateFeature {
-        name: feature.to_string(),
-        level: level.into(),
-        validate_only,
-    })
-}
-
-pub fn update_from_pb(u: pb::UpdateFeature) -> crate::Event {
-    crate::Event::UpdateFeature {
-        feature: u.name,
-        level: level(u.level),
-        validate_only: u.validate_only,
+        finalized: finalized
+            .into_iter()
+            .map(|(k, l)| (k, Wire::from_pb(l)))
+            .collect(),
+        controller: Wire::from_pb(controller),
     }
 }
 

@@ -1,11 +1,14 @@
 //! How a field of a request crosses the control plane, by type: the
 //! conversions the requests declared `derived` (`requests/table.rs`) are
-//! made of. A new field type of such a request gets its [`Wire`] here.
+//! made of. A new field type of such a request gets its [`Wire`] here, or
+//! in the `*_wire.rs` of its concept (ACLs, quotas, features, endpoints)
+//! next to the conversions the view shares with it.
 
 use std::collections::{BTreeMap, HashMap};
 
 use super::pb;
 use crate::broker_configs::BrokerConfigChange;
+use crate::model::{BrokerId, DirectoryId, TopicId};
 
 /// A field's protobuf form.
 pub trait Wire: Sized {
@@ -41,14 +44,17 @@ same_on_the_wire!(
     Option<u64>
 );
 
-/// Narrower integers travel widened; a value out of range is clamped.
+/// Narrower integers travel widened; a value out of range is clamped. The
+/// one `i16` of a request is a feature level (`UpdateFeature`), which is
+/// never negative: it is clamped to `0..=i16::MAX` as the levels of the
+/// view and of the reply are.
 impl Wire for i16 {
     type Pb = i32;
     fn to_pb(&self) -> i32 {
         (*self).into()
     }
     fn from_pb(pb: i32) -> i16 {
-        pb.clamp(i16::MIN.into(), i16::MAX.into()) as i16
+        pb.clamp(0, i16::MAX.into()) as i16
     }
 }
 
@@ -97,5 +103,64 @@ impl Wire for BrokerConfigChange {
             key: c.key,
             value: c.value,
         }
+    }
+}
+
+/// A log directory's id: its 16 bytes, big-endian; none (or bytes of
+/// another length) as no bytes.
+impl Wire for Option<DirectoryId> {
+    type Pb = Vec<u8>;
+    fn to_pb(&self) -> Vec<u8> {
+        self.map(|d| d.0.to_be_bytes().to_vec()).unwrap_or_default()
+    }
+    fn from_pb(pb: Vec<u8>) -> Self {
+        <[u8; 16]>::try_from(pb.as_slice())
+            .ok()
+            .map(|b| DirectoryId(u128::from_be_bytes(b)))
+    }
+}
+
+/// Explicit replicas per partition (`CreatePartitions`, `CreateTopic`);
+/// none (the controller places them) as no lists.
+impl Wire for Option<Vec<Vec<BrokerId>>> {
+    type Pb = Vec<pb::ReplicaList>;
+    fn to_pb(&self) -> Vec<pb::ReplicaList> {
+        self.iter()
+            .flatten()
+            .map(|replicas| pb::ReplicaList {
+                replicas: replicas.clone(),
+            })
+            .collect()
+    }
+    fn from_pb(pb: Vec<pb::ReplicaList>) -> Self {
+        (!pb.is_empty()).then(|| pb.into_iter().map(|l| l.replicas).collect())
+    }
+}
+
+/// A replica list that may be absent (`ReassignPartition`'s target, absent
+/// to cancel): the list (empty when absent) and whether it is absent.
+impl Wire for Option<Vec<BrokerId>> {
+    type Pb = (Vec<BrokerId>, bool);
+    fn to_pb(&self) -> (Vec<BrokerId>, bool) {
+        (self.clone().unwrap_or_default(), self.is_none())
+    }
+    fn from_pb((list, absent): (Vec<BrokerId>, bool)) -> Self {
+        (!absent).then_some(list)
+    }
+}
+
+/// A UUID's 16 bytes; any other length reads as the nil UUID.
+pub(super) fn uuid_from(bytes: &[u8]) -> uuid::Uuid {
+    uuid::Uuid::from_slice(bytes).unwrap_or(uuid::Uuid::nil())
+}
+
+/// A topic id: its 16 bytes (a UUID); any other length reads as the nil id.
+impl Wire for TopicId {
+    type Pb = Vec<u8>;
+    fn to_pb(&self) -> Vec<u8> {
+        uuid::Uuid::from_u128(self.0).as_bytes().to_vec()
+    }
+    fn from_pb(pb: Vec<u8>) -> TopicId {
+        TopicId(uuid_from(&pb).as_u128())
     }
 }

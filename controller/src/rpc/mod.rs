@@ -1,6 +1,6 @@
 //! The control plane across processes: the protobuf messages of
 //! `controller/proto/skein/control/v1/control.proto` ([`pb`]), their
-//! conversions ([`wire`]), and the controller's end of a session
+//! conversions ([`wire`], and a `*_wire.rs` per concept), and the controller's end of a session
 //! ([`session`]). The broker's end (it serves `BrokerControl.Session`)
 //! lives in the broker crate.
 
@@ -14,6 +14,7 @@ mod acl_wire;
 mod config_wire;
 mod feature_wire;
 mod field_wire;
+mod partition_wire;
 mod request_wire;
 mod security_wire;
 pub mod session;

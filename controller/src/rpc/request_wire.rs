@@ -1,8 +1,9 @@
 //! The wire form of the requests of `requests/table.rs`, derived from
-//! their entries: the event of a request declared `[Kind derived]` goes as
-//! `request::Kind::Kind` field by field ([`Wire`]), and the reply of every
-//! request carries its output by type ([`WireOutput`]). Requests declared
-//! `by_hand` are converted in [`super::wire`].
+//! their entries: the event of a request declared `[Kind derived]` (or
+//! `[Kind derived { pattern }]`) goes as `request::Kind::Kind` field by
+//! field ([`Wire`]), and the reply of every request carries its output by
+//! type ([`WireOutput`]). A request declared `by_hand` is converted in
+//! [`super::wire`].
 
 use super::acl_wire as aw;
 use super::field_wire::Wire;
@@ -102,50 +103,85 @@ pub fn remote_error(r: &pb::Reply) -> ControllerError {
     }
 }
 
-/// Sets field `$field` of message `$m` (the session's `broker` is not sent).
+/// Sets the message field(s) `$pb` of `$m` from the event's field `$src`
+/// (the same name when none is given). The session's `broker` is not
+/// sent unless a message field is named for it.
 macro_rules! field_to_pb {
-    ($m:ident, broker, $value:expr) => {
-        let _ = $value;
+    ($m:ident, broker) => {};
+    ($m:ident, $pb:ident) => {
+        $m.$pb = Wire::to_pb($pb)
     };
-    ($m:ident, $field:ident, $value:expr) => {
-        $m.$field = Wire::to_pb($value)
+    ($m:ident, $pb:ident : $src:ident) => {
+        $m.$pb = Wire::to_pb($src)
+    };
+    ($m:ident, ($($pb:ident),+) : $src:ident) => {
+        ($($m.$pb),+) = Wire::to_pb($src)
     };
 }
 
-/// Field `$field` of an event read from message `$m` of `$broker`'s session.
+/// Binds the event's field `$src` (the same name when none is given) to
+/// the wire value of message field(s) `$pb` of `$m`; the session's `broker`
+/// is never read from a message.
 macro_rules! field_from_pb {
-    ($m:ident, broker, $broker:ident) => {
-        $broker
+    ($m:ident, broker) => {};
+    ($m:ident, $pb:ident : broker) => {};
+    ($m:ident, $pb:ident) => {
+        let $pb = $m.$pb;
     };
-    ($m:ident, $field:ident, $broker:ident) => {
-        Wire::from_pb($m.$field)
+    ($m:ident, $pb:ident : $src:ident) => {
+        let $src = $m.$pb;
+    };
+    ($m:ident, ($($pb:ident),+) : $src:ident) => {
+        let $src = ($($m.$pb),+);
     };
 }
 
-/// For a `derived` request: returns its wire form if `$event` is it.
-macro_rules! derived_to_pb {
-    ([$kind:ident derived], $e:ident, $variant:ident { $($field:ident),* }) => {
-        if let Event::$variant { $($field),* } = $e {
-            let mut m = pb::$kind::default();
-            $( field_to_pb!(m, $field, $field); )*
-            return Some(request::Kind::$kind(m));
-        }
+/// The value of the event's field `$field` from the wire values bound by
+/// `field_from_pb!`, or `$session`, the broker of the session.
+macro_rules! event_field {
+    (broker, $session:ident) => {
+        $session
     };
-    ($other:tt, $e:ident, $variant:ident { $($field:ident),* }) => {};
+    ($field:ident, $session:ident) => {
+        Wire::from_pb($field)
+    };
+}
+
+/// For a table entry: its wire form (`None`: not `derived`). The event's
+/// fields are bound by the caller's pattern.
+macro_rules! derived_to_pb {
+    ([$kind:ident derived], { $($field:ident),* }) => {
+        derived_to_pb!([$kind derived { $($field),* }], {})
+    };
+    ([$kind:ident derived { $($pb:tt $(: $src:ident)?),* $(,)? }], { $($field:ident),* }) => {{
+        let mut m = pb::$kind::default();
+        $( field_to_pb!(m, $pb $(: $src)?); )*
+        Some(request::Kind::$kind(m))
+    }};
+    ($other:tt, { $($field:ident),* }) => {
+        None
+    };
 }
 
 /// For a `derived` request: returns its event if `$k` is it, else gives
 /// the kind back.
 macro_rules! derived_from_pb {
-    ([$kind:ident derived], $k:ident, $broker:ident, $variant:ident { $($field:ident),* }) => {
+    ([$kind:ident derived], $k:ident, $session:ident, $variant:ident { $($field:ident),* }) => {
+        derived_from_pb!([$kind derived { $($field),* }], $k, $session, $variant { $($field),* });
+    };
+    (
+        [$kind:ident derived { $($pb:tt $(: $src:ident)?),* $(,)? }],
+        $k:ident, $session:ident, $variant:ident { $($field:ident),* }
+    ) => {
         let $k = match $k {
             request::Kind::$kind(m) => {
-                return Ok(Event::$variant { $($field: field_from_pb!(m, $field, $broker)),* })
+                $( field_from_pb!(m, $pb $(: $src)?); )*
+                return Ok(Event::$variant { $($field: event_field!($field, $session)),* });
             }
             other => other,
         };
     };
-    ($other:tt, $k:ident, $broker:ident, $variant:ident { $($field:ident),* }) => {};
+    ($other:tt, $k:ident, $session:ident, $variant:ident { $($field:ident),* }) => {};
 }
 
 macro_rules! define_wire {
@@ -158,19 +194,24 @@ macro_rules! define_wire {
         reply $reply:ident { $( $reply_field:ident : $reply_ty:ty ),* $(,)? } -> $output:ty;
     )*) => {
         /// The wire form of a `derived` request (`None`: another event).
+        // The session's `broker`, and the fields of requests that are not
+        // `derived`, are bound and not sent.
+        #[allow(unused_variables)]
         pub fn derived_event_to_pb(event: &Event) -> Option<request::Kind> {
-            $( derived_to_pb!($wire, event, $event { $($field),* }); )*
-            None
+            match event {
+                $( Event::$event { $($field),* } => derived_to_pb!($wire, { $($field),* }), )*
+                _ => None,
+            }
         }
 
         /// The event of a `derived` request from `broker`, or the kind back
         /// (moved back whole: boxing it would allocate for every request).
         #[allow(clippy::result_large_err)]
         pub fn derived_event_from_pb(
-            broker: BrokerId,
+            session: BrokerId,
             kind: request::Kind,
         ) -> Result<Event, request::Kind> {
-            $( derived_from_pb!($wire, kind, broker, $event { $($field),* }); )*
+            $( derived_from_pb!($wire, kind, session, $event { $($field),* }); )*
             Err(kind)
         }
 

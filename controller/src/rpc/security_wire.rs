@@ -1,6 +1,7 @@
 //! The control-plane messages of SCRAM credentials and client quotas:
 //! in the published view and in the two requests that change them.
 
+use super::field_wire::Wire;
 use super::pb::{self, request};
 use crate::event::Event;
 use crate::quotas::{ClientQuotas, QuotaChange, QuotaEntity, QuotaEntityType, QuotaValue};
@@ -139,32 +140,24 @@ pub fn alter_scram_from_pb(a: pb::AlterScramCredentials) -> Event {
     }
 }
 
-pub fn alter_quotas_to_pb(changes: &[QuotaChange]) -> request::Kind {
-    request::Kind::AlterClientQuotas(pb::AlterClientQuotas {
-        changes: changes
-            .iter()
-            .map(|c| pb::QuotaChange {
-                entity: entity_to_pb(&c.entity),
-                key: c.key.clone(),
-                value: c.value,
-            })
-            .collect(),
-    })
-}
-
-/// An entity type this controller does not know becomes an empty entity,
-/// which the core refuses (the request fails whole).
-pub fn alter_quotas_from_pb(a: pb::AlterClientQuotas) -> Event {
-    Event::AlterClientQuotas {
-        changes: a
-            .changes
-            .into_iter()
-            .map(|c| QuotaChange {
-                entity: entity_from_pb(c.entity).unwrap_or_default(),
-                key: c.key,
-                value: c.value,
-            })
-            .collect(),
+/// A change of `AlterClientQuotas`. An entity type this controller does
+/// not know becomes an empty entity, which the core refuses (the request
+/// fails whole).
+impl Wire for QuotaChange {
+    type Pb = pb::QuotaChange;
+    fn to_pb(&self) -> pb::QuotaChange {
+        pb::QuotaChange {
+            entity: entity_to_pb(&self.entity),
+            key: self.key.clone(),
+            value: self.value,
+        }
+    }
+    fn from_pb(c: pb::QuotaChange) -> Self {
+        QuotaChange {
+            entity: entity_from_pb(c.entity).unwrap_or_default(),
+            key: c.key,
+            value: c.value,
+        }
     }
 }
 

@@ -3,39 +3,37 @@
 
 use super::acl_wire as aw;
 use super::config_wire as cw;
+use super::field_wire::{uuid_from, Wire};
 use super::pb;
 use super::security_wire as sw;
 use crate::model::Endpoint;
 use crate::view::{BrokerView, ClusterView, PartitionView, TopicView};
-use uuid::Uuid;
 
-pub(super) fn uuid_from(bytes: &[u8]) -> Uuid {
-    Uuid::from_slice(bytes).unwrap_or(Uuid::nil())
-}
-
-pub(super) fn endpoints_to_pb(endpoints: &[Endpoint]) -> Vec<pb::Endpoint> {
-    endpoints
-        .iter()
-        .map(|e| pb::Endpoint {
-            name: e.name.clone(),
-            host: e.host.clone(),
-            port: e.port as u32,
-        })
-        .collect()
-}
-
-/// Endpoints from the wire; a port out of range drops the entry.
-pub(super) fn endpoints_from_pb(endpoints: Vec<pb::Endpoint>) -> Vec<Endpoint> {
-    endpoints
-        .into_iter()
-        .filter_map(|e| {
-            Some(Endpoint {
-                name: e.name,
-                host: e.host,
-                port: u16::try_from(e.port).ok()?,
+/// A broker's listeners, in the view and in `Register`; a port out of
+/// range drops the entry.
+impl Wire for Vec<Endpoint> {
+    type Pb = Vec<pb::Endpoint>;
+    fn to_pb(&self) -> Vec<pb::Endpoint> {
+        self.iter()
+            .map(|e| pb::Endpoint {
+                name: e.name.clone(),
+                host: e.host.clone(),
+                port: e.port as u32,
             })
-        })
-        .collect()
+            .collect()
+    }
+    fn from_pb(endpoints: Vec<pb::Endpoint>) -> Self {
+        endpoints
+            .into_iter()
+            .filter_map(|e| {
+                Some(Endpoint {
+                    name: e.name,
+                    host: e.host,
+                    port: u16::try_from(e.port).ok()?,
+                })
+            })
+            .collect()
+    }
 }
 
 pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
@@ -53,7 +51,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
                 alive: b.alive,
                 storage_lost: b.storage_lost,
                 storage_losses: b.storage_losses,
-                endpoints: endpoints_to_pb(&b.endpoints),
+                endpoints: b.endpoints.to_pb(),
                 broker_epoch: b.broker_epoch,
                 in_controlled_shutdown: b.in_controlled_shutdown,
                 software_version: b.software_version.clone(),
@@ -73,16 +71,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
             .iter()
             .map(|(k, l)| (k.clone(), i32::from(*l)))
             .collect(),
-        controller_features: v
-            .features
-            .controller
-            .iter()
-            .map(|f| pb::FeatureRange {
-                name: f.name.clone(),
-                min_level: f.min.into(),
-                max_level: f.max.into(),
-            })
-            .collect(),
+        controller_features: v.features.controller.to_pb(),
     }
 }
 
@@ -176,7 +165,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
                         alive: b.alive,
                         storage_lost: b.storage_lost,
                         storage_losses: b.storage_losses,
-                        endpoints: endpoints_from_pb(b.endpoints),
+                        endpoints: Wire::from_pb(b.endpoints),
                         broker_epoch: b.broker_epoch,
                         in_controlled_shutdown: b.in_controlled_shutdown,
                         software_version: b.software_version,
@@ -220,4 +209,88 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
         ),
     }
     .index_ids()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::pb::request;
+    use crate::rpc::wire::{event_from_pb, event_to_pb};
+    use crate::Event;
+
+    fn broker(endpoints: Vec<Endpoint>) -> BrokerView {
+        BrokerView {
+            id: 1,
+            host: "10.0.0.1".into(),
+            port: 9092,
+            rack: None,
+            alive: true,
+            storage_lost: false,
+            storage_losses: 0,
+            endpoints,
+            broker_epoch: 7,
+            in_controlled_shutdown: true,
+            software_version: Some("0.2.0".into()),
+        }
+    }
+
+    fn ep(name: &str, host: &str, port: u16) -> Endpoint {
+        Endpoint {
+            name: name.into(),
+            host: host.into(),
+            port,
+        }
+    }
+
+    #[test]
+    fn registrations_and_views_carry_every_listener() {
+        let endpoints = vec![
+            ep("INTERNAL", "10.0.0.1", 9092),
+            ep("EXTERNAL", "kafka.example.com", 30094),
+        ];
+        let reg = Event::BrokerRegistered {
+            broker: 1,
+            host: "10.0.0.1".into(),
+            port: 9092,
+            rack: None,
+            directory_id: None,
+            previous_broker_epoch: None,
+            endpoints: endpoints.clone(),
+            software: Default::default(),
+        };
+        let Some(request::Kind::Register(r)) = event_to_pb(&reg) else {
+            panic!("a registration goes over the wire");
+        };
+        assert_eq!(
+            event_from_pb(1, request::Kind::Register(r)),
+            reg,
+            "registration round trip"
+        );
+
+        let mut view = ClusterView::default();
+        view.brokers.insert(1, broker(endpoints.clone()));
+        let back = view_from_pb(view_to_pb(&view));
+        assert_eq!(back.brokers[&1], view.brokers[&1], "the whole broker");
+    }
+
+    #[test]
+    fn a_broker_is_reached_through_the_listener_asked_on() {
+        let b = broker(vec![
+            ep("INTERNAL", "10.0.0.1", 9092),
+            ep("EXTERNAL", "kafka.example.com", 30094),
+        ]);
+        assert_eq!(
+            b.endpoint(Some("EXTERNAL")),
+            Some(("kafka.example.com", 30094))
+        );
+        assert_eq!(b.endpoint(Some("INTERNAL")), Some(("10.0.0.1", 9092)));
+        // Kafka leaves a broker without the listener out of the answer.
+        assert_eq!(b.endpoint(Some("SSL")), None);
+        // No listener given, or a broker that registered no names: host/port.
+        assert_eq!(b.endpoint(None), Some(("10.0.0.1", 9092)));
+        assert_eq!(
+            broker(vec![]).endpoint(Some("SSL")),
+            Some(("10.0.0.1", 9092))
+        );
+    }
 }
