@@ -153,10 +153,13 @@ impl ControllerCore {
         // in-sync replica, or (unclean topics) any out-of-sync replica.
         for (topic, p) in self.partitions_where(|s| s.replicas.contains(&broker)) {
             let current = self.state(&topic, p).clone();
-            let before = current.partition_epoch;
+            let before = current.leader_epoch;
             let unclean = self.unclean_enabled(&topic);
             let after = self.commit_partition(&topic, p, current, unclean, Origin::Controller);
-            if after.partition_epoch == before {
+            // A new leader told every replica its role; otherwise it is
+            // told here (a leaderless partition's replica then reports its
+            // log for unclean recovery).
+            if after.leader_epoch == before {
                 self.notify_replica(&topic, p, broker);
             }
         }
@@ -206,7 +209,7 @@ impl ControllerCore {
     }
 
     /// Checks that a request comes from the current, live incarnation.
-    fn check_broker_epoch(
+    pub(super) fn check_broker_epoch(
         &self,
         broker: BrokerId,
         broker_epoch: u64,

@@ -10,6 +10,7 @@ mod quotas;
 mod scram;
 mod self_healing;
 mod topics;
+mod unclean_recovery;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,6 +69,9 @@ pub struct ControllerCore {
     /// topic's `*.replication.throttled.replicas`): their entries go when
     /// the move ends.
     throttled_moves: BTreeSet<(String, u32)>,
+    /// Leaderless partitions whose replicas reported their logs, for
+    /// unclean recovery ([`crate::unclean_recovery`]).
+    leaderless: BTreeMap<(String, u32), unclean_recovery::Leaderless>,
     out: Output,
 }
 
@@ -118,6 +122,7 @@ impl ControllerCore {
             refused: BTreeMap::new(),
             heal_blocked: Vec::new(),
             throttled_moves: BTreeSet::new(),
+            leaderless: BTreeMap::new(),
             out: Output::default(),
         }
     }
@@ -193,6 +198,7 @@ impl ControllerCore {
         if !staged {
             self.exit_fenced_from_isrs();
         }
+        self.recover_leaderless_partitions();
         self.lost_storage.clear();
         self.clear_recovered_brokers();
         self.clear_finished_throttles();
