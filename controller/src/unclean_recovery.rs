@@ -10,9 +10,10 @@
 //!
 //! When it runs is [`UncleanRecoveryStrategy`] (Kafka's
 //! `unclean.recovery.strategy`): `None` never (an explicit unclean
-//! `ElectLeaders` still elects), `Balanced` (the default) once no ISR or ELR
-//! member can come back within `unclean.recovery.timeout.ms` (at once when
-//! both are empty), `Aggressive` as soon as none of them is alive. A topic
+//! `ElectLeaders` still elects), `Balanced` (the default) once every replica
+//! that may hold data (any not on an empty directory) is alive and has
+//! reported, or `unclean.recovery.timeout.ms` after the first report; `Aggressive` as soon as no ISR or ELR member is alive, with the
+//! live replicas' reports. A topic
 //! with `unclean.leader.election.enable=true` keeps its immediate unclean
 //! election ([`crate::election`]), which runs before this is asked.
 
@@ -27,7 +28,9 @@ pub enum UncleanRecoveryStrategy {
     /// Never on its own: the partition waits for an ISR or ELR member, or
     /// an unclean election asked for (`ElectLeaders` UNCLEAN).
     None,
-    /// Once no ISR or ELR member can come back within the timeout.
+    /// Once every replica that may hold data has reported and may lead (an
+    /// ISR or ELR member that comes back is elected cleanly instead), or
+    /// after the timeout with the live replicas' reports.
     #[default]
     Balanced,
     /// As soon as no ISR or ELR member is alive.
@@ -81,9 +84,9 @@ pub struct ReplicaStatus {
     pub broker: BrokerId,
     /// Alive and not shutting down: it may lead.
     pub eligible: bool,
-    /// Its broker came back on a new, empty directory and this replica has
-    /// not been in sync since: it holds nothing of the partition's past.
-    pub empty_directory: bool,
+    /// Known to hold nothing of the partition's past: its broker came back
+    /// on a new, empty directory and it has not been in sync since.
+    pub empty: bool,
     /// What its current incarnation reported, if it has.
     pub report: Option<LogPosition>,
 }
@@ -174,18 +177,23 @@ pub fn decide(
         return Decision::NotNeeded;
     }
     let timed_out = offline_ms >= timeout_ms;
-    if !trusted.is_empty() && strategy == UncleanRecoveryStrategy::Balanced && !timed_out {
-        return Decision::Wait("an ISR or ELR member may come back");
+    // The longest log may be the one not heard from yet, or one that cannot
+    // lead now (fenced, shutting down): Balanced waits until every replica
+    // that may hold data has reported and may lead, Aggressive only for the
+    // live ones' reports; both give up waiting at the timeout.
+    if !timed_out {
+        let waiting = |r: &ReplicaStatus| match strategy {
+            UncleanRecoveryStrategy::Balanced => !r.empty && (!r.eligible || r.report.is_none()),
+            _ => r.eligible && r.report.is_none(),
+        };
+        if replicas.iter().any(waiting) {
+            return Decision::Wait("a replica that may hold the data has not reported");
+        }
     }
-    // Every live replica's answer counts: the longest log may be the one
-    // not heard from yet.
-    if !timed_out && replicas.iter().any(|r| r.eligible && r.report.is_none()) {
-        return Decision::Wait("a live replica has not reported its log");
-    }
-    let anyone_holds_data = replicas.iter().any(|r| !r.empty_directory);
+    let anyone_holds_data = replicas.iter().any(|r| !r.empty);
     let chosen = replicas
         .iter()
-        .filter(|r| r.eligible && !(anyone_holds_data && r.empty_directory))
+        .filter(|r| r.eligible && !(anyone_holds_data && r.empty))
         .filter_map(|r| r.report.map(|pos| (r.broker, pos)))
         // The first of equals wins: `max_by_key` keeps the last, so the
         // preference order is walked backwards.
@@ -233,7 +241,7 @@ mod tests {
         ReplicaStatus {
             broker,
             eligible: true,
-            empty_directory: false,
+            empty: false,
             report,
         }
     }
@@ -247,7 +255,7 @@ mod tests {
 
     fn empty(broker: BrokerId, report: Option<LogPosition>) -> ReplicaStatus {
         ReplicaStatus {
-            empty_directory: true,
+            empty: true,
             ..live(broker, report)
         }
     }
@@ -332,10 +340,25 @@ mod tests {
         ));
         assert_eq!(leader(decide(&s, &r, Balanced, TIMEOUT, TIMEOUT)), Some(2));
         assert_eq!(leader(decide(&s, &r, Aggressive, 0, TIMEOUT)), Some(2));
-        // No ISR or ELR member at all: nothing to wait for.
+        // No ISR or ELR member: Balanced still waits for 1, which may hold
+        // more than the live ones (it is on its own disk); Aggressive not.
         let s = offline(&[], &[]);
-        assert_eq!(leader(decide(&s, &r, Balanced, 0, TIMEOUT)), Some(2));
+        assert!(matches!(
+            decide(&s, &r, Balanced, 0, TIMEOUT),
+            Decision::Wait(_)
+        ));
+        assert_eq!(leader(decide(&s, &r, Aggressive, 0, TIMEOUT)), Some(2));
         assert_eq!(decide(&s, &r, NEVER, 0, TIMEOUT), Decision::NotNeeded);
+        // Only empty directories are not waited for.
+        let r = [
+            ReplicaStatus {
+                eligible: false,
+                ..empty(1, None)
+            },
+            live(2, Some((3, 10))),
+            live(3, Some((3, 5))),
+        ];
+        assert_eq!(leader(decide(&s, &r, Balanced, 0, TIMEOUT)), Some(2));
         // A live ISR or ELR member is a clean election's.
         let r = [live(1, Some((3, 1))), live(2, Some((3, 10))), gone(3)];
         let s = offline(&[], &[1]);

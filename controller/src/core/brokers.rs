@@ -116,6 +116,7 @@ impl ControllerCore {
         // earns its way back by catching up from a leader.
         if let Some((previous, current)) = lost {
             self.lost_storage.push(broker);
+            self.note_storage_lost(broker);
             let held = self.partitions_where(|s| s.replicas.contains(&broker));
             self.out.notices.push(Command::BrokerStorageLost {
                 broker,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{ControllerCore, Origin};
 use crate::command::{Command, Reply};
-use crate::model::BrokerId;
+use crate::model::{BrokerId, TopicId};
 use crate::unclean_recovery::{self, Decision, LogPosition, ReplicaLog, ReplicaStatus};
 
 /// What is known of one leaderless partition's replicas. Not persisted:
@@ -75,6 +75,7 @@ impl ControllerCore {
                 self.leaderless.remove(&(topic, p));
                 continue;
             }
+            let topic_id = self.image.topics[&topic].spec.topic_id;
             let known = &self.leaderless[&(topic.clone(), p)];
             let since = known.since_ms;
             let replicas: Vec<ReplicaStatus> = state
@@ -94,7 +95,7 @@ impl ControllerCore {
                     ReplicaStatus {
                         broker: *b,
                         eligible: self.is_eligible(*b),
-                        empty_directory: info.is_some_and(|i| i.storage_lost)
+                        empty: self.empty_replicas.contains(&(topic_id, p, *b))
                             && !state.isr.contains(b),
                         report,
                     }
@@ -118,7 +119,6 @@ impl ControllerCore {
                 continue;
             }
             self.leaderless.remove(&(topic.clone(), p));
-            let topic_id = self.image.topics[&topic].spec.topic_id;
             self.out.notices.push(Command::UncleanRecovery {
                 topic,
                 topic_id,
@@ -134,6 +134,33 @@ impl ControllerCore {
                     .map(|r| r.broker)
                     .collect(),
             });
+        }
+    }
+
+    /// The replicas a broker's lost directory emptied (every one it holds).
+    pub(super) fn note_storage_lost(&mut self, broker: BrokerId) {
+        let emptied: Vec<(TopicId, u32, BrokerId)> = self
+            .image
+            .topics
+            .values()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.replicas.contains(&broker))
+                    .map(move |(p, _)| (t.spec.topic_id, p as u32, broker))
+            })
+            .collect();
+        self.empty_replicas.extend(emptied);
+    }
+
+    /// Members of a partition's ISR hold its data again.
+    pub(super) fn note_in_sync(&mut self, topic_id: TopicId, partition: u32, isr: &[BrokerId]) {
+        if self.empty_replicas.is_empty() {
+            return;
+        }
+        for b in isr {
+            self.empty_replicas.remove(&(topic_id, partition, *b));
         }
     }
 }
