@@ -319,6 +319,7 @@ impl Broker {
         self.open_new_logs(&image, &mut topics, &changes, now);
         let started = std::time::Instant::now();
         let (mut leading, mut following) = (0usize, 0usize);
+        let mut leaderless = Vec::new();
         for change in changes {
             let result = match change {
                 PartitionChange::Leader {
@@ -351,6 +352,9 @@ impl Broker {
                 } => self
                     .hosted(&image, &mut topics, &topic, partition, now)
                     .map(|p| {
+                        if leader < 0 {
+                            leaderless.push(p.clone());
+                        }
                         following += usize::from(self.replicas.become_follower(
                             &p,
                             leader,
@@ -372,6 +376,7 @@ impl Broker {
                 warn!(error = %e, "cannot apply the controller's instruction");
             }
         }
+        crate::replica_log_report::send(&self.metadata, leaderless);
         if leading + following > 0 {
             info!(
                 leader_of = leading,

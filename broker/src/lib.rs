@@ -31,6 +31,7 @@ pub mod partition;
 pub mod principal;
 pub mod quotas;
 pub mod remote_controller;
+pub mod replica_log_report;
 pub mod replica_manager;
 pub mod replica_selector;
 pub mod replication;

@@ -173,6 +173,22 @@ impl MetadataCache {
         });
     }
 
+    /// Reports what this broker's replicas of leaderless partitions hold,
+    /// for the controller's unclean recovery.
+    pub fn report_replica_logs(
+        &self,
+        logs: Vec<skein_controller::unclean_recovery::ReplicaLog>,
+    ) -> Result<(), ApiError> {
+        call(
+            self.controller.as_ref(),
+            req::ReportReplicaLogs {
+                broker: self.node_id,
+                broker_epoch: self.broker_epoch(),
+                logs,
+            },
+        )
+    }
+
     /// A leader's ISR proposals (AlterPartition), several in one round trip and one controller commit;
     /// a result for each, in order.
     pub fn alter_partitions(

@@ -455,6 +455,11 @@ broker_config_table! {
         static;
     /// A transactional id idle for this long is forgotten.
     TRANSACTIONAL_ID_EXPIRATION_MS = "transactional.id.expiration.ms", Int, "604800000", static, min 1;
+    /// When the controller elects the longest log of a partition with no ISR or ELR member left
+    /// (KIP-966): None, Balanced or Aggressive.
+    UNCLEAN_RECOVERY_STRATEGY = "unclean.recovery.strategy", Str, "Balanced", static;
+    /// How long Balanced unclean recovery waits for an ISR or ELR member to come back.
+    UNCLEAN_RECOVERY_TIMEOUT_MS = "unclean.recovery.timeout.ms", Long, "300000", static, min 0;
 }
 
 /// The line of broker config `name`.

@@ -89,6 +89,24 @@ pub enum Command {
         /// The ISR before the election (replicas holding the lost data).
         previous_isr: Vec<BrokerId>,
     },
+    /// Unclean recovery ([`crate::unclean_recovery`]) elected the longest
+    /// log of a partition that had no ISR or ELR member left: the records
+    /// from `log_end_offset` up to `highest_reported_offset` (and any that a
+    /// replica which did not report held) may be lost. For the caller to
+    /// log, count and report.
+    UncleanRecovery {
+        topic: String,
+        topic_id: TopicId,
+        partition: u32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        /// The chosen replica's log: its last leader epoch and end offset.
+        last_leader_epoch: i32,
+        log_end_offset: i64,
+        highest_reported_offset: i64,
+        /// Replicas that had not reported (not alive, or not heard from).
+        unreported: Vec<BrokerId>,
+    },
     /// A broker registered with another log directory than before: every
     /// replica it held is gone and is being copied back. For the caller to
     /// log, count and report.

@@ -1,8 +1,12 @@
 //! Controller settings. Not part of the persisted image: a restarted
 //! controller may run with new settings.
 
-use crate::broker_config::{AUTO_LEADER_REBALANCE_ENABLE, LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS};
+use crate::broker_config::{
+    AUTO_LEADER_REBALANCE_ENABLE, LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS,
+    UNCLEAN_RECOVERY_STRATEGY, UNCLEAN_RECOVERY_TIMEOUT_MS,
+};
 use crate::election::{MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE};
+use crate::unclean_recovery::UncleanRecoveryStrategy;
 
 /// Settings of a [`crate::ControllerCore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +30,12 @@ pub struct ControllerConfig {
     /// Self-healing ([`crate::self_healing`]); `None` leaves the replicas of
     /// a lost broker where they are until it returns.
     pub self_healing: Option<SelfHealingConfig>,
+    /// `unclean.recovery.strategy`: when a partition with no ISR or ELR
+    /// member left elects its longest log ([`crate::unclean_recovery`]).
+    pub unclean_recovery_strategy: UncleanRecoveryStrategy,
+    /// `unclean.recovery.timeout.ms`: how long `Balanced` waits for an ISR
+    /// or ELR member to come back (and for every live replica's report).
+    pub unclean_recovery_timeout_ms: u64,
 }
 
 /// When the replicas of a lost broker are re-created on other brokers.
@@ -58,6 +68,12 @@ impl ControllerConfig {
         if let Some(v) = get(LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS.name).and_then(seconds) {
             self.leader_imbalance_check_interval_ms = v;
         }
+        if let Some(v) = get(UNCLEAN_RECOVERY_STRATEGY.name).and_then(|v| v.parse().ok()) {
+            self.unclean_recovery_strategy = v;
+        }
+        if let Some(v) = get(UNCLEAN_RECOVERY_TIMEOUT_MS.name).and_then(|v| v.trim().parse().ok()) {
+            self.unclean_recovery_timeout_ms = v;
+        }
         self
     }
 }
@@ -83,6 +99,14 @@ impl Default for ControllerConfig {
             producer_id_block_size: crate::producer_ids::PRODUCER_ID_BLOCK_SIZE,
             min_insync_replicas: 1,
             self_healing: None,
+            unclean_recovery_strategy: UNCLEAN_RECOVERY_STRATEGY
+                .when_unset()
+                .parse()
+                .expect("a strategy"),
+            unclean_recovery_timeout_ms: UNCLEAN_RECOVERY_TIMEOUT_MS
+                .when_unset()
+                .parse()
+                .expect("milliseconds"),
         }
     }
 }
@@ -98,6 +122,8 @@ mod tests {
             ("unclean.leader.election.enable", "true"),
             ("auto.leader.rebalance.enable", "false"),
             ("leader.imbalance.check.interval.seconds", "30"),
+            ("unclean.recovery.strategy", "aggressive"),
+            ("unclean.recovery.timeout.ms", "1000"),
         ];
         let c = ControllerConfig::default()
             .with_broker_settings(|k| settings.iter().find(|(n, _)| *n == k).map(|(_, v)| *v));
@@ -105,9 +131,19 @@ mod tests {
         assert!(c.unclean_leader_election_enable);
         assert!(!c.auto_leader_rebalance_enable);
         assert_eq!(c.leader_imbalance_check_interval_ms, 30_000);
+        assert_eq!(
+            c.unclean_recovery_strategy,
+            UncleanRecoveryStrategy::Aggressive
+        );
+        assert_eq!(c.unclean_recovery_timeout_ms, 1_000);
         let d = ControllerConfig::default();
         assert!(d.auto_leader_rebalance_enable);
         assert_eq!(d.leader_imbalance_check_interval_ms, 300_000);
+        assert_eq!(
+            d.unclean_recovery_strategy,
+            UncleanRecoveryStrategy::Balanced
+        );
+        assert_eq!(d.unclean_recovery_timeout_ms, 300_000);
         let d = ControllerConfig::default().with_broker_settings(|_| Some("nonsense"));
         assert_eq!(d, ControllerConfig::default());
     }

@@ -73,6 +73,7 @@ pub mod self_healing;
 pub mod service;
 pub mod store;
 pub mod topic_config;
+pub mod unclean_recovery;
 pub mod view;
 
 pub use crate::acls::{AclBinding, AclFilter, Acls};

@@ -46,6 +46,9 @@ struct State {
 /// records may run before the next.
 const TRIM_AFTER_QUICK_EVENTS: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The `kind` labels of `skein_controller_leader_elections_total`.
+pub const ELECTION_KINDS: [&str; 4] = ["clean", "unclean", "unclean_recovery", "preferred"];
+
 /// The controller core, persisted and connected to its brokers.
 pub struct ControllerService {
     state: Mutex<State>,
@@ -57,8 +60,9 @@ pub struct ControllerService {
     /// by version, so sessions can send brokers deltas.
     history: Mutex<std::collections::VecDeque<(u64, Option<BTreeSet<String>>)>>,
     published: tokio::sync::watch::Sender<u64>,
-    /// `skein_controller_leader_elections_total{kind}`: clean, unclean,
-    /// preferred (registered by whoever exports the controller's metrics).
+    /// `skein_controller_leader_elections_total{kind}`: the
+    /// [`ELECTION_KINDS`] (registered by whoever exports the controller's
+    /// metrics).
     pub elections: prometheus::IntCounterVec,
     /// `skein_controller_broker_storage_lost_total`: brokers that came back
     /// with another log directory (registered like `elections`).
@@ -74,6 +78,9 @@ pub struct ControllerService {
     /// behind a long event (a registration handing out 100,000 roles) still
     /// counts when the `Tick` that checks sessions gets the lock first.
     contacts: Mutex<std::collections::HashMap<i32, (u64, u64)>>,
+    /// Unclean recoveries not yet taken by the platform to report
+    /// ([`ControllerService::take_recoveries`]); the latest 64 are kept.
+    recoveries: Mutex<Vec<crate::unclean_recovery::RecoveryNote>>,
 }
 
 /// Where the service reads the time it passes to the core.
@@ -185,12 +192,12 @@ impl ControllerService {
         let elections = prometheus::IntCounterVec::new(
             prometheus::Opts::new(
                 "skein_controller_leader_elections_total",
-                "Partition leaders the controller elected after the first, by kind: clean (from the ISR), unclean (outside it), preferred (back to the first replica).",
+                "Partition leaders the controller elected after the first, by kind: clean (from the ISR), unclean (outside it), unclean_recovery (the longest log when no ISR or ELR member was left), preferred (back to the first replica).",
             ),
             &["kind"],
         )
         .expect("metric");
-        for kind in ["clean", "unclean", "preferred"] {
+        for kind in ELECTION_KINDS {
             elections.with_label_values(&[kind]);
         }
         let storage_lost = prometheus::IntCounter::new(
@@ -213,7 +220,14 @@ impl ControllerService {
             self_healing,
             clock,
             contacts: Mutex::new(std::collections::HashMap::new()),
+            recoveries: Mutex::new(Vec::new()),
         }))
+    }
+
+    /// The unclean recoveries since the last call, for the platform to
+    /// report (Kubernetes Events, the cluster's status).
+    pub fn take_recoveries(&self) -> Vec<crate::unclean_recovery::RecoveryNote> {
+        std::mem::take(&mut *self.recoveries.lock().expect("recoveries lock"))
     }
 
     /// Turns self-healing on or off or changes it (the cluster's spec
@@ -414,6 +428,45 @@ impl ControllerService {
                 } => {
                     self.elections.with_label_values(&["unclean"]).inc();
                     tracing::warn!(topic, partition, leader, "unclean leader election")
+                }
+                Command::UncleanRecovery {
+                    topic,
+                    partition,
+                    leader,
+                    leader_epoch,
+                    last_leader_epoch,
+                    log_end_offset,
+                    highest_reported_offset,
+                    unreported,
+                    ..
+                } => {
+                    self.elections
+                        .with_label_values(&["unclean_recovery"])
+                        .inc();
+                    tracing::warn!(
+                        topic,
+                        partition,
+                        leader,
+                        leader_epoch,
+                        last_leader_epoch,
+                        log_end_offset,
+                        highest_reported_offset,
+                        ?unreported,
+                        "unclean recovery: no ISR or ELR member was left; the longest log leads. Offsets from log_end_offset to highest_reported_offset (and whatever the unreported replicas held) may be lost"
+                    );
+                    let mut kept = self.recoveries.lock().expect("recoveries lock");
+                    if kept.len() >= 64 {
+                        kept.remove(0);
+                    }
+                    kept.push(crate::unclean_recovery::RecoveryNote {
+                        topic,
+                        partition,
+                        leader,
+                        leader_epoch,
+                        log_end_offset,
+                        highest_reported_offset,
+                        unreported,
+                    });
                 }
                 Command::BecomeLeader {
                     broker,

@@ -1395,6 +1395,7 @@ fn commands_come_out_persist_first_publish_last() {
         | Command::BecomeFollower { .. }
         | Command::StopReplica { .. } => 1,
         Command::UncleanLeaderElection { .. }
+        | Command::UncleanRecovery { .. }
         | Command::BrokerStorageLost { .. }
         | Command::SelfHealing { .. }
         | Command::Reply(_) => 2,

@@ -8,6 +8,14 @@
 //! boundary: the log must then hold the state before or after the batch,
 //! from which a controller starts with every invariant holding.
 //!
+//! Records are modelled too, as each replica's log position (last leader
+//! epoch, log end offset): leaders append, in-sync followers copy, a lost
+//! disk empties a log, and the replicas of leaderless partitions report
+//! their positions for unclean recovery. An acknowledged record is never
+//! lost while one replica that had it keeps its disk, except where losing
+//! it is allowed (unclean elections, Aggressive recovery, Balanced past its
+//! timeout).
+//!
 //! `SKEIN_SIM_SEED=123` replays one seed; `SKEIN_SIM_RUNS=N` runs N seeds
 //! (from `SKEIN_SIM_FIRST_SEED`, default 0); `SKEIN_SIM_STEPS` sets the
 //! events per run. A failure prints its seed and the last events.
@@ -20,6 +28,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use common::{register, test_config, Rng};
 use skein_controller::invariants;
 use skein_controller::store::{MemoryBlobStore, StoreFault};
+use skein_controller::unclean_recovery::{ReplicaLog, UncleanRecoveryStrategy};
 use skein_controller::{
     AlterPartitionRequest, BrokerId, Command, ControllerConfig, ControllerCore, ControllerError,
     DirectoryId, ElectionType, Event, MetadataImage, NewTopic, PartitionState, Reply,
@@ -67,6 +76,14 @@ struct Sim {
     next_disk: u128,
     /// The directory id each broker last registered with.
     previous_dirs: BTreeMap<BrokerId, DirectoryId>,
+    /// Each replica's log: (last leader epoch, log end offset).
+    logs: BTreeMap<(BrokerId, Key), (i32, i64)>,
+    /// Each partition's acknowledged end: every offset below it was
+    /// acknowledged to a producer.
+    acked: BTreeMap<Key, i64>,
+    /// Reports owed by brokers told a partition has no leader: the broker,
+    /// the epoch it was told under, and the partition.
+    owed_reports: Vec<(BrokerId, u64, String, u32, Key)>,
 }
 
 /// How often the hard paths were reached, so a test can insist they are.
@@ -85,6 +102,10 @@ struct Stats {
     split_fencings: u64,
     /// Partitions self-healing reassigned off a broker lost past its grace.
     heals_started: u64,
+    /// Leaders elected by unclean recovery.
+    recoveries: u64,
+    /// Acknowledged records appended.
+    records_acked: u64,
 }
 
 /// What an event is about, so the checks know what it may change.
@@ -129,11 +150,21 @@ impl Sim {
             .collect();
         let blobs = MemoryBlobStore::tiny();
         // Self-healing in half the runs, with a grace short enough to pass.
+        // Unclean recovery: Balanced with a timeout longer than the run
+        // (it may never give up on a replica that holds the data) or short,
+        // or Aggressive.
+        let (strategy, timeout) = match rng.below(4) {
+            0 => (UncleanRecoveryStrategy::Aggressive, 0),
+            1 => (UncleanRecoveryStrategy::Balanced, 2_000),
+            _ => (UncleanRecoveryStrategy::Balanced, u64::MAX / 2),
+        };
         let config = ControllerConfig {
             self_healing: rng.chance(50).then(|| SelfHealingConfig {
                 broker_loss_grace_ms: 300 + rng.below(2_000),
                 excluded: BTreeSet::new(),
             }),
+            unclean_recovery_strategy: strategy,
+            unclean_recovery_timeout_ms: timeout,
             ..test_config()
         };
         Sim {
@@ -159,6 +190,9 @@ impl Sim {
             disks: BTreeMap::new(),
             next_disk: 0,
             previous_dirs: BTreeMap::new(),
+            logs: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            owed_reports: Vec::new(),
         }
     }
 
@@ -226,6 +260,8 @@ impl Sim {
                         self.heartbeat(b)?;
                     }
                 }
+                self.deliver_reports()?;
+                self.produce();
                 Ok(())
             }
             25..=34 => {
@@ -248,6 +284,7 @@ impl Sim {
                     if self.rng.chance(20) {
                         self.next_disk += 1;
                         self.disks.insert(b, 1000 + self.next_disk);
+                        self.logs.retain(|(broker, _), _| *broker != b);
                         self.stats.disks_lost += 1;
                         self.log(format!("broker {b} lost its disk"));
                     }
@@ -720,6 +757,206 @@ impl Sim {
         Ok(())
     }
 
+    /// Leaders of some partitions append records; running in-sync
+    /// followers copy them, and the records are acknowledged when every ISR
+    /// member has them (acks=all).
+    fn produce(&mut self) {
+        let image = self.core.image().clone();
+        for t in image.topics.values() {
+            for (p, s) in t.partitions.iter().enumerate() {
+                let key = (t.spec.topic_id, p as u32);
+                if s.is_offline() || !self.running.contains(&s.leader) || !self.rng.chance(30) {
+                    continue;
+                }
+                let leader = self.logs.entry((s.leader, key)).or_insert((-1, 0));
+                *leader = (s.leader_epoch, leader.1 + 1 + self.rng.below(5) as i64);
+                let written = *leader;
+                let mut everyone = true;
+                for b in s.isr.iter().filter(|b| **b != s.leader) {
+                    if self.running.contains(b) {
+                        self.logs.insert((*b, key), written);
+                    } else {
+                        everyone = false;
+                    }
+                }
+                if everyone {
+                    self.acked.insert(key, written.1);
+                    self.stats.records_acked += 1;
+                }
+            }
+        }
+    }
+
+    /// Brokers answer what they were told: a leaderless partition's replica
+    /// reports its log (some reports come late, after the broker changed).
+    fn deliver_reports(&mut self) -> Result<(), String> {
+        let owed = std::mem::take(&mut self.owed_reports);
+        for (broker, broker_epoch, topic, partition, key) in owed {
+            if !self.running.contains(&broker) {
+                continue;
+            }
+            let (last_leader_epoch, log_end_offset) =
+                self.logs.get(&(broker, key)).copied().unwrap_or((-1, 0));
+            let event = Event::ReplicaLogsReported {
+                broker,
+                broker_epoch,
+                logs: vec![ReplicaLog {
+                    topic,
+                    partition,
+                    last_leader_epoch,
+                    log_end_offset,
+                }],
+            };
+            let current = self
+                .core
+                .broker(broker)
+                .is_some_and(|i| !i.fenced && i.broker_epoch == broker_epoch);
+            let commands = self.apply(event, Intent::Other)?;
+            match (expect_reply(&commands)?, current) {
+                (Reply::ReportReplicaLogs { result: Ok(()), .. }, true) => {}
+                (
+                    Reply::ReportReplicaLogs {
+                        result: Err(ControllerError::StaleBrokerEpoch),
+                        ..
+                    },
+                    false,
+                ) => {}
+                (other, _) => return Err(format!("report answered with {other:?}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Records follow the controller's decisions: a replica joining an ISR
+    /// caught up with its leader; a new leader's log is the partition's. An
+    /// acknowledged record may only be lost with every disk that held it,
+    /// or by an election allowed to lose it.
+    fn check_records(&mut self, intent: &Intent, commands: &[Command]) -> Result<(), String> {
+        // An accepted ISR proposal's members fetched up to the leader that
+        // proposed it (which may be replaced in the same change).
+        if let Intent::Alter { request, .. } = intent {
+            let accepted = commands.iter().any(|c| {
+                matches!(
+                    c,
+                    Command::Reply(Reply::AlterPartition { result: Ok(_), .. })
+                )
+            });
+            let key = (request.topic_id, request.partition);
+            if accepted {
+                if let Some(leads) = self.logs.get(&(request.broker, key)).copied() {
+                    for b in &request.new_isr {
+                        self.logs.insert((*b, key), leads);
+                    }
+                }
+            }
+        }
+        for c in commands {
+            // A replica removed from the partition deletes its log.
+            if let Command::StopReplica {
+                broker,
+                topic_id,
+                partition,
+                delete: true,
+                ..
+            } = c
+            {
+                self.logs.remove(&(*broker, (*topic_id, *partition)));
+            }
+            if let Command::BecomeFollower {
+                broker,
+                topic,
+                topic_id,
+                partition,
+                leader: NO_LEADER,
+                ..
+            } = c
+            {
+                let epoch = self.epoch_of(*broker);
+                let key = (*topic_id, *partition);
+                self.owed_reports
+                    .push((*broker, epoch, topic.clone(), *partition, key));
+            }
+        }
+        let recovered: BTreeMap<Key, BrokerId> = commands
+            .iter()
+            .filter_map(|c| match c {
+                Command::UncleanRecovery {
+                    topic_id,
+                    partition,
+                    leader,
+                    ..
+                } => Some(((*topic_id, *partition), *leader)),
+                _ => None,
+            })
+            .collect();
+        self.stats.recoveries += recovered.len() as u64;
+        let image = self.core.image().clone();
+        // A replica no longer assigned is gone: deleted when it was removed,
+        // or as a stray log when its broker comes back.
+        let assigned: BTreeSet<(BrokerId, Key)> = image
+            .topics
+            .values()
+            .flat_map(|t| {
+                t.partitions.iter().enumerate().flat_map(move |(p, s)| {
+                    s.replicas
+                        .iter()
+                        .map(move |b| (*b, (t.spec.topic_id, p as u32)))
+                })
+            })
+            .collect();
+        self.logs.retain(|k, _| assigned.contains(k));
+        for t in image.topics.values() {
+            let unclean = t.spec.configs.get(UNCLEAN).is_some_and(|v| v == "true");
+            for (p, s) in t.partitions.iter().enumerate() {
+                let key = (t.spec.topic_id, p as u32);
+                let log = |b: &BrokerId| self.logs.get(&(*b, key)).copied().unwrap_or((-1, 0));
+                if s.is_offline() {
+                    continue;
+                }
+                let leads = log(&s.leader);
+                let acked = self.acked.get(&key).copied().unwrap_or(0);
+                let kept = s.replicas.iter().any(|b| log(b).1 >= acked);
+                let replica_logs: Vec<(BrokerId, (i32, i64), bool)> = s
+                    .replicas
+                    .iter()
+                    .map(|b| {
+                        let lost = self.core.broker(*b).is_some_and(|i| i.storage_lost);
+                        (*b, log(b), lost)
+                    })
+                    .collect();
+                // A follower in the ISR caught up before the leader took it in.
+                let caught_up: Vec<BrokerId> = s
+                    .isr
+                    .iter()
+                    .copied()
+                    .filter(|b| *b != s.leader && log(b) != leads)
+                    .collect();
+                for b in caught_up {
+                    self.logs.insert((b, key), leads);
+                }
+                if leads.1 >= acked {
+                    continue;
+                }
+                let may_lose = unclean
+                    || matches!(intent, Intent::ElectUnclean)
+                    || (recovered.contains_key(&key)
+                        && (self.config.unclean_recovery_strategy
+                            == UncleanRecoveryStrategy::Aggressive
+                            || self.config.unclean_recovery_timeout_ms < u64::MAX / 2));
+                if kept && !may_lose {
+                    return Err(format!(
+                        "{}-{p}: leader {} holds records up to {} but {acked} were acknowledged and a replica with them kept its disk (logs {replica_logs:?}, recovered {}): {s:?}",
+                        t.spec.name, s.leader, leads.1, recovered.contains_key(&key)
+                    ));
+                }
+                // Lost with the disks that held them (or by an election
+                // allowed to): the log starts again from the leader's.
+                self.acked.insert(key, leads.1);
+            }
+        }
+        Ok(())
+    }
+
     fn log(&mut self, line: String) {
         if self.recent.len() == 25 {
             self.recent.pop_front();
@@ -749,6 +986,7 @@ impl Sim {
             commands.extend(more);
         }
         self.check(&event, &intent, &commands, &alive_before)?;
+        self.check_records(&intent, &commands)?;
         Ok(commands)
     }
 
@@ -818,6 +1056,17 @@ impl Sim {
             .iter()
             .filter_map(|c| match c {
                 Command::UncleanLeaderElection {
+                    topic_id,
+                    partition,
+                    ..
+                } => Some((*topic_id, *partition)),
+                _ => None,
+            })
+            .collect();
+        let recovery_notices: BTreeSet<Key> = commands
+            .iter()
+            .filter_map(|c| match c {
+                Command::UncleanRecovery {
                     topic_id,
                     partition,
                     ..
@@ -1028,7 +1277,7 @@ impl Sim {
                         in_sync.extend(request.new_isr.iter().copied());
                     }
                 }
-                if !in_sync.contains(&s.leader) {
+                if !in_sync.contains(&s.leader) && !recovery_notices.contains(key) {
                     let allowed = *unclean || matches!(intent, Intent::ElectUnclean);
                     if !allowed {
                         return Err(format!(
@@ -1062,7 +1311,8 @@ impl Sim {
             };
             // An unclean election resets the ISR, which can complete a
             // running reassignment as a side effect.
-            let completed_by_unclean = unclean_notices.contains(key)
+            let completed_by_unclean = (unclean_notices.contains(key)
+                || recovery_notices.contains(key))
                 && prev.is_reassigning()
                 && !s.is_reassigning()
                 && s.replicas == prev.target_replicas();
@@ -1084,19 +1334,20 @@ impl Sim {
                 ));
             }
             if prev.is_reassigning() && !s.is_reassigning() {
-                let ok = match intent {
-                    Intent::Alter { .. } => s.replicas == prev.target_replicas(),
-                    Intent::Reassign {
-                        target: Some(t), ..
-                    } => &s.replicas == t,
-                    Intent::Reassign { target: None, .. } => {
-                        sorted(&s.replicas) == sorted(&prev.original_replicas())
-                    }
-                    Intent::ReplicationFactor {
-                        replication_factor, ..
-                    } => s.replicas.len() == usize::from(*replication_factor),
-                    _ => completed_by_unclean,
-                };
+                let ok = completed_by_unclean
+                    || match intent {
+                        Intent::Alter { .. } => s.replicas == prev.target_replicas(),
+                        Intent::Reassign {
+                            target: Some(t), ..
+                        } => &s.replicas == t,
+                        Intent::Reassign { target: None, .. } => {
+                            sorted(&s.replicas) == sorted(&prev.original_replicas())
+                        }
+                        Intent::ReplicationFactor {
+                            replication_factor, ..
+                        } => s.replicas.len() == usize::from(*replication_factor),
+                        _ => completed_by_unclean,
+                    };
                 if !ok {
                     return Err(format!(
                         "{label}: reassignment ended in the wrong place: {prev:?} -> {s:?}"
@@ -1254,6 +1505,8 @@ fn simulation_reaches_the_hard_paths() {
         total.store_crashes += s.store_crashes;
         total.split_fencings += s.split_fencings;
         total.heals_started += s.heals_started;
+        total.recoveries += s.recoveries;
+        total.records_acked += s.records_acked;
     }
     assert!(total.store_crashes > 100, "{total:?}");
     assert!(total.split_fencings > 10, "{total:?}");
@@ -1265,4 +1518,6 @@ fn simulation_reaches_the_hard_paths() {
     assert!(total.controller_restarts > 0, "{total:?}");
     assert!(total.fenced_by_tick > 0, "{total:?}");
     assert!(total.heals_started > 0, "{total:?}");
+    assert!(total.recoveries > 0, "{total:?}");
+    assert!(total.records_acked > 100, "{total:?}");
 }

@@ -407,7 +407,7 @@ impl ClusterControllers {
         ] {
             let _ = g.remove_label_values(&labels);
         }
-        for kind in ["clean", "unclean", "preferred"] {
+        for kind in skein_controller::service::ELECTION_KINDS {
             let _ = self
                 .metrics
                 .elections

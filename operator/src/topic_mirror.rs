@@ -111,7 +111,7 @@ pub(crate) async fn mirror_topics(
         let view = controller.view();
         observe(&metrics, &names, &view);
         let labels = [names.namespace.as_str(), names.cluster.as_str()];
-        for kind in ["clean", "unclean", "preferred"] {
+        for kind in skein_controller::service::ELECTION_KINDS {
             let now = controller.elections.with_label_values(&[kind]).get();
             let seen = elections_seen.entry(kind).or_insert(0);
             if now > *seen {

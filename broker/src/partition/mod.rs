@@ -229,6 +229,13 @@ impl Partition {
         self.log.read().expect("log lock").log_end_offset()
     }
 
+    /// `(last leader epoch, log end offset)`, read together: what the
+    /// controller's unclean recovery compares (-1: no epoch recorded).
+    pub fn log_position(&self) -> (i32, i64) {
+        let log = self.log.read().expect("log lock");
+        (log.latest_epoch().unwrap_or(-1), log.log_end_offset())
+    }
+
     /// (leads it, ISR size, replica count, min.insync.replicas) for metrics.
     pub fn replication_summary(&self) -> (bool, usize, usize, usize) {
         let st = self.state();

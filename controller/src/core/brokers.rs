@@ -116,6 +116,7 @@ impl ControllerCore {
         // earns its way back by catching up from a leader.
         if let Some((previous, current)) = lost {
             self.lost_storage.push(broker);
+            self.note_storage_lost(broker);
             let held = self.partitions_where(|s| s.replicas.contains(&broker));
             self.out.notices.push(Command::BrokerStorageLost {
                 broker,
@@ -153,10 +154,13 @@ impl ControllerCore {
         // in-sync replica, or (unclean topics) any out-of-sync replica.
         for (topic, p) in self.partitions_where(|s| s.replicas.contains(&broker)) {
             let current = self.state(&topic, p).clone();
-            let before = current.partition_epoch;
+            let before = current.leader_epoch;
             let unclean = self.unclean_enabled(&topic);
             let after = self.commit_partition(&topic, p, current, unclean, Origin::Controller);
-            if after.partition_epoch == before {
+            // A new leader told every replica its role; otherwise it is
+            // told here (a leaderless partition's replica then reports its
+            // log for unclean recovery).
+            if after.leader_epoch == before {
                 self.notify_replica(&topic, p, broker);
             }
         }
@@ -206,7 +210,7 @@ impl ControllerCore {
     }
 
     /// Checks that a request comes from the current, live incarnation.
-    fn check_broker_epoch(
+    pub(super) fn check_broker_epoch(
         &self,
         broker: BrokerId,
         broker_epoch: u64,

@@ -10,6 +10,7 @@ mod quotas;
 mod scram;
 mod self_healing;
 mod topics;
+mod unclean_recovery;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,6 +69,16 @@ pub struct ControllerCore {
     /// topic's `*.replication.throttled.replicas`): their entries go when
     /// the move ends.
     throttled_moves: BTreeSet<(String, u32)>,
+    /// Leaderless partitions whose replicas reported their logs, for
+    /// unclean recovery ([`crate::unclean_recovery`]).
+    leaderless: BTreeMap<(String, u32), unclean_recovery::Leaderless>,
+    /// Replicas whose broker came back on a new, empty directory and that
+    /// have not been in sync since: they hold nothing of the partition's
+    /// past. Not persisted: a restarted controller knows of none, and so
+    /// waits for them and compares their (empty) logs like any other's
+    /// (per broker, `storage_lost` is too coarse: a replica it copied back
+    /// holds the data while another of the broker's is still behind).
+    empty_replicas: BTreeSet<(crate::model::TopicId, u32, BrokerId)>,
     out: Output,
 }
 
@@ -118,6 +129,8 @@ impl ControllerCore {
             refused: BTreeMap::new(),
             heal_blocked: Vec::new(),
             throttled_moves: BTreeSet::new(),
+            leaderless: BTreeMap::new(),
+            empty_replicas: BTreeSet::new(),
             out: Output::default(),
         }
     }
@@ -193,6 +206,7 @@ impl ControllerCore {
         if !staged {
             self.exit_fenced_from_isrs();
         }
+        self.recover_leaderless_partitions();
         self.lost_storage.clear();
         self.clear_recovered_brokers();
         self.clear_finished_throttles();
@@ -434,6 +448,7 @@ impl ControllerCore {
             // An ELR member elected rejoined the ISR; the ELR may be moot.
             election::update_elr(&mut next, &isr_before_election, min_isr, &self.lost_storage);
         }
+        self.note_in_sync(topic_id, partition, &next.isr);
         if next.same_assignment_and_leadership(&old) {
             return old;
         }

@@ -200,6 +200,20 @@ macro_rules! with_requests {
                 reply AllocateProducerIds { broker: crate::model::BrokerId }
                 -> crate::model::ProducerIdBlock;
 
+            /// What a broker's replicas of leaderless partitions hold (their last
+            /// leader epoch and log end offset), sent when it is told a partition
+            /// it hosts has no leader: the controller elects the longest log when
+            /// no ISR or ELR member is left (unclean recovery, KIP-966). A report
+            /// of an earlier incarnation is refused.
+            ReportReplicaLogs => ReplicaLogsReported {
+                broker: crate::model::BrokerId,
+                broker_epoch: u64,
+                logs: Vec<crate::unclean_recovery::ReplicaLog>,
+            }
+                handler on_replica_logs_reported
+                wire [ReportReplicaLogs derived]
+                reply ReportReplicaLogs { broker: crate::model::BrokerId } -> ();
+
             /// `AlterUserScramCredentials`: add or replace credentials, delete
             /// others (deleting one that does not exist changes nothing). Applied
             /// whole or not at all.

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::pb;
 use crate::broker_configs::BrokerConfigChange;
 use crate::model::{BrokerId, DirectoryId, TopicId};
+use crate::unclean_recovery::ReplicaLog;
 
 /// A field's protobuf form.
 pub trait Wire: Sized {
@@ -85,6 +86,26 @@ impl Wire for BTreeMap<String, String> {
     }
     fn from_pb(pb: HashMap<String, String>) -> Self {
         pb.into_iter().collect()
+    }
+}
+
+impl Wire for ReplicaLog {
+    type Pb = pb::ReplicaLog;
+    fn to_pb(&self) -> pb::ReplicaLog {
+        pb::ReplicaLog {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            last_leader_epoch: self.last_leader_epoch,
+            log_end_offset: self.log_end_offset,
+        }
+    }
+    fn from_pb(l: pb::ReplicaLog) -> Self {
+        ReplicaLog {
+            topic: l.topic,
+            partition: l.partition,
+            last_leader_epoch: l.last_leader_epoch,
+            log_end_offset: l.log_end_offset,
+        }
     }
 }
 

@@ -120,8 +120,9 @@ pub fn cluster_status(
 
 /// Events for brokers that came back on an empty disk (counted by the
 /// controller, so a loss is reported even when the copy back finished
-/// before this reconcile), and when they have copied everything back; the
-/// balancer's; and one per new generation, saying what was done.
+/// before this reconcile), and when they have copied everything back; for
+/// the controller's unclean recoveries; the balancer's; and one per new
+/// generation, saying what was done.
 pub async fn events(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
     let kc = cx.kc;
     let brokers_of = |brokers: Option<&Vec<BrokerStatus>>| {
@@ -159,6 +160,24 @@ pub async fn events(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
             )
             .await;
         }
+    }
+
+    // Unclean recoveries (KIP-966): a partition had no in-sync or eligible
+    // replica left and the controller elected the longest log; the note
+    // names the offsets that may be lost.
+    let recoveries = found
+        .controller
+        .as_ref()
+        .map(|c| c.controller.take_recoveries())
+        .unwrap_or_default();
+    for r in recoveries {
+        cx.publish(
+            EventType::Warning,
+            "UncleanRecovery",
+            "Elect",
+            r.to_string(),
+        )
+        .await;
     }
 
     if let Some((reason, note)) = found.balance.event.take() {
