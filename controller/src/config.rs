@@ -26,6 +26,10 @@ pub struct ControllerConfig {
     /// Self-healing ([`crate::self_healing`]); `None` leaves the replicas of
     /// a lost broker where they are until it returns.
     pub self_healing: Option<SelfHealingConfig>,
+    /// Feature levels finalized when the metadata log is created (a new
+    /// cluster; [`crate::features::new_cluster_levels`]). A log that exists
+    /// keeps the levels it has.
+    pub new_cluster_features: std::collections::BTreeMap<String, i16>,
 }
 
 /// When the replicas of a lost broker are re-created on other brokers.
@@ -83,6 +87,7 @@ impl Default for ControllerConfig {
             producer_id_block_size: crate::producer_ids::PRODUCER_ID_BLOCK_SIZE,
             min_insync_replicas: 1,
             self_healing: None,
+            new_cluster_features: crate::features::new_cluster_levels(),
         }
     }
 }
