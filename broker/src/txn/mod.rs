@@ -18,9 +18,11 @@ pub mod log_format;
 mod maintenance;
 pub mod markers;
 pub mod metadata;
+mod transitions;
 pub mod verification;
 
 pub use coordinator::TxnCoordinator;
+pub use transitions::TV2;
 
 /// The internal topic of transaction state.
 pub const TRANSACTION_STATE: &str = "__transaction_state";
