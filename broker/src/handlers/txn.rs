@@ -56,25 +56,30 @@ pub async fn init_producer_id(
     resp
 }
 
-/// One transaction's partitions to add: every partition's error.
+/// One transaction's partitions to add: every partition's error. A broker
+/// (`version` 4+: a leader adding a transaction version 2 Produce's
+/// partition) is not authorized again for the transactional id and the
+/// topics: the leader did that with the producer's principal, as Kafka.
 async fn add_partitions(
     broker: &Arc<Broker>,
     tid: &str,
     producer_id: i64,
     producer_epoch: i16,
     topics: &[add_partitions_to_txn_request::AddPartitionsToTxnTopic],
+    version: i16,
 ) -> Vec<add_partitions_to_txn_response::AddPartitionsToTxnTopicResult> {
     use add_partitions_to_txn_response::{
         AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
     };
     let authz = Authz::current(broker);
+    let from_client = version < 4;
     let mut errors: BTreeMap<(String, i32), ResponseError> = BTreeMap::new();
     let mut wanted = Vec::new();
     for t in topics {
         let name = t.name.0.to_string();
         for p in &t.partitions {
             let tp = (name.clone(), *p);
-            if !authz.topic(AclOperation::Write, &name) {
+            if from_client && !authz.topic(AclOperation::Write, &name) {
                 errors.insert(tp, ResponseError::TopicAuthorizationFailed);
             } else if broker
                 .metadata
@@ -87,7 +92,7 @@ async fn add_partitions(
             }
         }
     }
-    let outcome = if txn_denied(broker, tid) {
+    let outcome = if from_client && txn_denied(broker, tid) {
         // Kafka checks the transactional id before anything else: every
         // partition carries its refusal, whatever the topics' own answers.
         errors.clear();
@@ -104,7 +109,11 @@ async fn add_partitions(
             .add_partitions(tid, producer_id, producer_epoch, &wanted)
             .await
             .err()
-            .map(|e| e.code)
+            .map(|e| match e.code {
+                // Clients before v2 know INVALID_PRODUCER_EPOCH only.
+                ResponseError::ProducerFenced if version < 2 => ResponseError::InvalidProducerEpoch,
+                code => code,
+            })
     };
     topics
         .iter()
@@ -141,6 +150,7 @@ pub async fn add_partitions_to_txn(
             req.v3_and_below_producer_id.0,
             req.v3_and_below_producer_epoch,
             &req.v3_and_below_topics,
+            version,
         )
         .await;
         return resp;
@@ -162,6 +172,7 @@ pub async fn add_partitions_to_txn(
                 t.producer_id.0,
                 t.producer_epoch,
                 &t.topics,
+                version,
             )
             .await
         };

@@ -9,6 +9,8 @@
 //! States: Empty → Ongoing (partitions added) → PrepareCommit/PrepareAbort
 //! (EndTxn, or the coordinator aborting an expired transaction) →
 //! CompleteCommit/CompleteAbort (markers written) → Ongoing again ...
+//! (`transitions.rs`: the rules of each step, for transaction versions 1
+//! and 2; version 2 bumps the producer epoch at every EndTxn).
 //! A new leader of a `__transaction_state` partition reloads it and
 //! finishes the transactions it finds half way through.
 
