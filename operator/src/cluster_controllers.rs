@@ -645,7 +645,11 @@ pub mod tests {
                     directory_id: None,
                     previous_broker_epoch: None,
                     endpoints: vec![],
-                    software: Default::default(),
+                    // This release: a new cluster is at its levels.
+                    software: skein_controller::BrokerSoftware {
+                        version: Some(env!("CARGO_PKG_VERSION").into()),
+                        features: skein_controller::features::supported(),
+                    },
                 })
                 .unwrap();
         }
