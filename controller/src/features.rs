@@ -24,7 +24,15 @@
 //! and defaulted in the metadata log (serde); a request kind a controller
 //! does not know is answered `UNSUPPORTED_VERSION`, never dropped.
 
-use crate::model::FeatureRange;
+use serde::{Deserialize, Serialize};
+
+/// The levels of one feature a process supports, both ends included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureRange {
+    pub name: String,
+    pub min: i16,
+    pub max: i16,
+}
 
 /// Skein's feature.
 pub const SKEIN_VERSION: &str = "skein.version";

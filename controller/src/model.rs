@@ -169,13 +169,8 @@ impl BrokerSoftware {
     }
 }
 
-/// The levels of one feature a process supports, both ends included.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FeatureRange {
-    pub name: String,
-    pub min: i16,
-    pub max: i16,
-}
+/// Kept where the features are defined (the image names their levels).
+pub use crate::features::FeatureRange;
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
