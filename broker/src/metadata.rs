@@ -223,6 +223,18 @@ impl MetadataCache {
         self.controller.view()
     }
 
+    /// The finalized `transaction.version` (0 when the controller does not
+    /// know it: it runs a release from before it).
+    pub fn transaction_version(&self) -> i16 {
+        use skein_controller::features::TRANSACTION_VERSION;
+        self.image()
+            .features
+            .finalized
+            .get(TRANSACTION_VERSION)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The topic named `name` (shared with the published view, not copied).
     pub fn topic(&self, name: &str) -> Option<Arc<TopicView>> {
         self.image().topics.get(name).cloned()

@@ -36,6 +36,10 @@ pub struct ControllerConfig {
     /// `unclean.recovery.timeout.ms`: how long `Balanced` waits for an ISR
     /// or ELR member to come back (and for every live replica's report).
     pub unclean_recovery_timeout_ms: u64,
+    /// Feature levels finalized when the metadata log is created (a new
+    /// cluster; [`crate::features::new_cluster_levels`]). A log that exists
+    /// keeps the levels it has.
+    pub new_cluster_features: std::collections::BTreeMap<String, i16>,
 }
 
 /// When the replicas of a lost broker are re-created on other brokers.
@@ -107,6 +111,7 @@ impl Default for ControllerConfig {
                 .when_unset()
                 .parse()
                 .expect("milliseconds"),
+            new_cluster_features: crate::features::new_cluster_levels(),
         }
     }
 }

@@ -11,6 +11,12 @@
 //! | 2     | 0.2.0   | the finalized level is recorded in the metadata log, whose head becomes format 2 |
 //! | 3     | 0.2.0   | SCRAM credentials in the metadata log are sealed with the cluster's key Secret (Kubernetes); the log's head becomes format 3 |
 //!
+//! Kafka's `transaction.version` is finalizable too, as in Kafka 4.x: 0
+//! (transactions as before), 1 (`__transaction_state` values in the
+//! flexible format v1), 2 (KIP-890 part 2: clients bump the producer epoch
+//! with every EndTxn and add partitions by producing). Clients read its
+//! finalized level from ApiVersions and change their protocol on it.
+//!
 //! A release supports at least the previous release's highest level, so a
 //! roll in either direction between neighbouring releases keeps working
 //! while the cluster stays at that level (docs/upgrades.md). Fields a peer
@@ -18,7 +24,15 @@
 //! and defaulted in the metadata log (serde); a request kind a controller
 //! does not know is answered `UNSUPPORTED_VERSION`, never dropped.
 
-use crate::model::FeatureRange;
+use serde::{Deserialize, Serialize};
+
+/// The levels of one feature a process supports, both ends included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureRange {
+    pub name: String,
+    pub min: i16,
+    pub max: i16,
+}
 
 /// Skein's feature.
 pub const SKEIN_VERSION: &str = "skein.version";
@@ -30,11 +44,56 @@ pub const SKEIN_VERSION_MAX: i16 = 3;
 /// that has a key (`store::seal`; the Kubernetes platform's ConfigMaps).
 pub const SEALED_CREDENTIALS_LEVEL: i16 = 3;
 
+/// Kafka's transaction protocol version (KIP-890 part 2).
+pub const TRANSACTION_VERSION: &str = "transaction.version";
+/// The highest `transaction.version` this release runs at.
+pub const TRANSACTION_VERSION_MAX: i16 = 2;
+/// The `transaction.version` a new cluster starts at: Kafka 4.0+ formats a
+/// new cluster at 2, and nothing older ever wrote to a new cluster.
+pub const TRANSACTION_VERSION_NEW_CLUSTER: i16 = 2;
+
 /// The feature levels this release supports (what a broker registers).
 pub fn supported() -> Vec<FeatureRange> {
-    vec![FeatureRange {
-        name: SKEIN_VERSION.into(),
-        min: SKEIN_VERSION_MIN,
-        max: SKEIN_VERSION_MAX,
-    }]
+    vec![
+        FeatureRange {
+            name: SKEIN_VERSION.into(),
+            min: SKEIN_VERSION_MIN,
+            max: SKEIN_VERSION_MAX,
+        },
+        FeatureRange {
+            name: TRANSACTION_VERSION.into(),
+            min: 0,
+            max: TRANSACTION_VERSION_MAX,
+        },
+    ]
+}
+
+/// The level of `feature` where nothing finalized it: a metadata log
+/// written before the feature existed, or a broker of such a release.
+/// `skein.version` 1 is what 0.1.0 ran at; a cluster from before
+/// `transaction.version` ran its transactions at 0 (values v0, epoch
+/// bumped by InitProducerId only), so it stays there until finalized.
+pub fn level_when_unset(feature: &str) -> i16 {
+    match feature {
+        TRANSACTION_VERSION => 0,
+        _ => 1,
+    }
+}
+
+/// The levels this release supports of `feature`, if it knows it.
+pub fn supported_range(feature: &str) -> Option<(i16, i16)> {
+    supported()
+        .into_iter()
+        .find(|f| f.name == feature)
+        .map(|f| (f.min, f.max))
+}
+
+/// The levels a new cluster (an empty metadata log) starts finalized at,
+/// besides `skein.version` (the operator's `spec.featureLevel`).
+pub fn new_cluster_levels() -> std::collections::BTreeMap<String, i16> {
+    [(
+        TRANSACTION_VERSION.to_string(),
+        TRANSACTION_VERSION_NEW_CLUSTER,
+    )]
+    .into()
 }

@@ -141,7 +141,7 @@ pub struct BrokerInfo {
 
 /// A broker's release and the feature levels it can run at, as it registered
 /// them. Unknown (empty) for a broker older than 0.2.0, which said neither:
-/// it runs at level 1 of every feature ([`crate::features`]).
+/// it runs at the unset level of every feature ([`crate::features::level_when_unset`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerSoftware {
     /// Its release, e.g. `0.2.0`.
@@ -157,23 +157,20 @@ impl BrokerSoftware {
         self.version.is_none() && self.features.is_empty()
     }
 
-    /// The levels of `feature` it supports: what it registered, or level 1
-    /// only when it did not name the feature (it predates it).
+    /// The levels of `feature` it supports: what it registered, or the
+    /// feature's unset level only when it did not name the feature (it
+    /// predates it: level 1 of `skein.version`, 0 of `transaction.version`).
     pub fn supported(&self, feature: &str) -> (i16, i16) {
+        let unset = crate::features::level_when_unset(feature);
         self.features
             .iter()
             .find(|f| f.name == feature)
-            .map_or((1, 1), |f| (f.min, f.max))
+            .map_or((unset, unset), |f| (f.min, f.max))
     }
 }
 
-/// The levels of one feature a process supports, both ends included.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FeatureRange {
-    pub name: String,
-    pub min: i16,
-    pub max: i16,
-}
+/// Kept where the features are defined (the image names their levels).
+pub use crate::features::FeatureRange;
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -334,7 +331,7 @@ pub struct ClusterState {
     /// Epoch the next broker registration gets.
     pub next_broker_epoch: u64,
     /// Finalized feature levels ([`crate::features`]); a feature not named
-    /// is at level 1.
+    /// is at [`crate::features::level_when_unset`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub finalized_features: BTreeMap<String, i16>,
 }
@@ -350,9 +347,12 @@ impl Default for ClusterState {
 }
 
 impl ClusterState {
-    /// The finalized level of `feature` (1 unless it was raised).
+    /// The finalized level of `feature` (its unset level unless raised).
     pub fn feature_level(&self, feature: &str) -> i16 {
-        self.finalized_features.get(feature).copied().unwrap_or(1)
+        self.finalized_features
+            .get(feature)
+            .copied()
+            .unwrap_or_else(|| crate::features::level_when_unset(feature))
     }
 }
 

@@ -166,7 +166,18 @@ impl ControllerService {
     ) -> std::io::Result<Arc<Self>> {
         let (core, cluster_id, log) = match store {
             Some(store) => {
-                let opened = MetadataLog::open(store, new_writer_id(), new_cluster_id)?;
+                let mut opened = MetadataLog::open(store, new_writer_id(), new_cluster_id)?;
+                if opened.created && !config.new_cluster_features.is_empty() {
+                    // A new cluster starts at the newest levels it is
+                    // configured for, before any broker registers.
+                    let cluster = &mut opened.image.cluster;
+                    cluster
+                        .finalized_features
+                        .extend(config.new_cluster_features.clone());
+                    opened.log.append_records(vec![MetadataRecord::Cluster {
+                        cluster: cluster.clone(),
+                    }])?;
+                }
                 let core = ControllerCore::from_image(opened.image, config).map_err(|e| {
                     std::io::Error::new(
                         std::io::ErrorKind::InvalidData,
@@ -175,7 +186,18 @@ impl ControllerService {
                 })?;
                 (core, opened.cluster_id, Some(opened.log))
             }
-            None => (ControllerCore::new(config), new_cluster_id(), None),
+            None => {
+                // In memory: always a new cluster.
+                let mut image = crate::model::MetadataImage::default();
+                image
+                    .cluster
+                    .finalized_features
+                    .extend(config.new_cluster_features.clone());
+                let core = ControllerCore::from_image(image, config).map_err(|e| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+                })?;
+                (core, new_cluster_id(), None)
+            }
         };
         let state = State {
             core,

@@ -10,8 +10,8 @@ use common::{register, reply, test_config};
 use skein_controller::features::{supported, SKEIN_VERSION, SKEIN_VERSION_MAX};
 use skein_controller::store::MemoryBlobStore;
 use skein_controller::{
-    BlobStore, BrokerSoftware, Command, ControllerCore, ControllerError, Event, MetadataLog,
-    MetadataRecord, Reply,
+    BlobStore, BrokerSoftware, Command, ControllerConfig, ControllerCore, ControllerError, Event,
+    MetadataLog, MetadataRecord, Reply,
 };
 
 /// A registration of a broker of this release (its software said).
@@ -177,4 +177,98 @@ fn the_log_head_becomes_format_2_when_finalized_so_an_older_controller_refuses_i
     // This release reads it back, level included.
     let opened = MetadataLog::open(Box::new(store.fork()), "w2".into(), || "new".into()).unwrap();
     assert_eq!(opened.image.cluster.feature_level(SKEIN_VERSION), 2);
+}
+
+/// A broker of the previous release: it knows `skein.version` but not
+/// `transaction.version`, so it runs at transaction version 0 only.
+fn register_previous(id: i32) -> Event {
+    let mut event = register(id, None);
+    if let Event::BrokerRegistered { software, .. } = &mut event {
+        *software = BrokerSoftware {
+            version: Some("0.1.9".into()),
+            features: supported()
+                .into_iter()
+                .filter(|f| f.name == SKEIN_VERSION)
+                .collect(),
+        };
+    }
+    event
+}
+
+#[test]
+fn a_new_cluster_starts_at_transaction_version_2_and_an_existing_log_stays_at_0() {
+    use skein_controller::features::TRANSACTION_VERSION;
+    use skein_controller::ControllerService;
+    // A new cluster (an empty store): finalized before any broker, and
+    // written down, so a restart reads it back.
+    let store = MemoryBlobStore::tiny();
+    let controller =
+        ControllerService::open_store(Some(Box::new(store.clone())), test_config()).unwrap();
+    assert_eq!(controller.feature_level(TRANSACTION_VERSION), 2);
+    drop(controller);
+    let opened = MetadataLog::open(Box::new(store.fork()), "w2".into(), || "new".into()).unwrap();
+    assert!(!opened.created);
+    assert_eq!(opened.image.cluster.feature_level(TRANSACTION_VERSION), 2);
+
+    // A log of the previous release never named it: it stays at 0, and
+    // the controller of this release does not raise it.
+    let old = MemoryBlobStore::tiny();
+    let mut log = MetadataLog::open(Box::new(old.clone()), "w1".into(), || "cid".into())
+        .unwrap()
+        .log;
+    let mut core = ControllerCore::new(ControllerConfig {
+        new_cluster_features: Default::default(),
+        ..test_config()
+    });
+    let records = core
+        .handle(register_previous(1), 0)
+        .iter()
+        .filter_map(MetadataRecord::from_command)
+        .collect();
+    log.append(records, core.image()).unwrap();
+    let controller =
+        ControllerService::open_store(Some(Box::new(old.fork())), test_config()).unwrap();
+    assert_eq!(controller.feature_level(TRANSACTION_VERSION), 0);
+    assert_eq!(controller.feature_level(SKEIN_VERSION), 1);
+}
+
+#[test]
+fn transaction_version_2_needs_every_broker_to_support_it() {
+    use skein_controller::features::TRANSACTION_VERSION;
+    let finalize_tv = |core: &mut ControllerCore, level| {
+        let out = core.handle(
+            Event::UpdateFeature {
+                feature: TRANSACTION_VERSION.into(),
+                level,
+                validate_only: false,
+            },
+            10,
+        );
+        match reply(&out) {
+            Reply::UpdateFeature { result, .. } => result,
+            other => panic!("{other:?}"),
+        }
+    };
+    // An existing cluster at transaction version 0, one broker not rolled.
+    let mut core = ControllerCore::new(ControllerConfig {
+        new_cluster_features: Default::default(),
+        ..test_config()
+    });
+    core.handle(register_current(1), 0);
+    registered(&mut core, register_previous(2)).expect("at level 0 it may run");
+    let err = finalize_tv(&mut core, 2).unwrap_err();
+    assert!(err.to_string().contains("broker 2 (release 0.1.9"), "{err}");
+    core.handle(register_current(2), 5);
+    assert_eq!(finalize_tv(&mut core, 2), Ok(0));
+    assert_eq!(core.image().cluster.feature_level(TRANSACTION_VERSION), 2);
+    let err = finalize_tv(&mut core, 3).unwrap_err();
+    assert!(err.to_string().contains("0..=2"), "{err}");
+    // Rolled back to the previous release, a broker is refused: it would
+    // neither add produced partitions nor bump epochs.
+    let err = registered(&mut core, register_previous(2)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("cannot run at transaction.version 2"),
+        "{err}"
+    );
 }

@@ -46,11 +46,20 @@ impl BrokerControl for NewerBroker {
                 host: "127.0.0.1".into(),
                 port: 9092,
                 software_version: Some("9.9.0".into()),
-                supported_features: vec![pb::FeatureRange {
-                    name: "skein.version".into(),
-                    min_level: 1,
-                    max_level: 7,
-                }],
+                supported_features: vec![
+                    pb::FeatureRange {
+                        name: "skein.version".into(),
+                        min_level: 1,
+                        max_level: 7,
+                    },
+                    // A new cluster starts at transaction.version 2: a
+                    // broker must run at it to register.
+                    pb::FeatureRange {
+                        name: "transaction.version".into(),
+                        min_level: 0,
+                        max_level: 3,
+                    },
+                ],
                 ..Default::default()
             })),
         );

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::register;
+use common::register_current as register;
 use skein_controller::rpc::wire::{apply_view_pb, view_delta_to_pb, view_to_pb};
 use skein_controller::{
     ClusterView, ControllerConfig, ControllerService, Event, NewTopic, TopicId,

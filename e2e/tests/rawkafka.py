@@ -9,7 +9,8 @@ byte, CRC-32C included, so that a test can put anything in their headers.
 Versions used (all served by Apache Kafka 4.1): ApiVersions v0, Produce v8, Fetch v11,
 ListOffsets v7 (flexible; the first with MAX_TIMESTAMP), FindCoordinator v2, OffsetCommit v8
 (flexible), OffsetFetch v5, DeleteRecords v1, InitProducerId v1, AddPartitionsToTxn v1,
-EndTxn v1, SaslHandshake v1.
+EndTxn v1 and v5 (flexible; transaction version 2), DescribeTransactions v0 (flexible),
+SaslHandshake v1.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ NOT_COORDINATOR = 16
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_TIMESTAMP = 32
 INVALID_TXN_STATE = 48
+CONCURRENT_TRANSACTIONS = 51
+PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
@@ -48,6 +51,7 @@ API_PRODUCE, API_FETCH, API_LIST_OFFSETS = 0, 1, 2
 API_OFFSET_COMMIT, API_OFFSET_FETCH, API_FIND_COORDINATOR = 8, 9, 10
 API_SASL_HANDSHAKE, API_API_VERSIONS, API_DELETE_RECORDS, API_INIT_PRODUCER_ID = 17, 18, 21, 22
 API_ADD_PARTITIONS_TO_TXN, API_END_TXN = 24, 26
+API_DESCRIBE_TRANSACTIONS = 65
 
 
 # ------------------------------------------------------------------------------------------
@@ -480,6 +484,42 @@ class Connection:
         r = self.request(API_END_TXN, 1, body)
         r.i32()  # throttle
         return r.i16()
+
+    def end_txn_v5(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                   commit: bool) -> tuple[int, int, int]:
+        """EndTxn v5, as a transaction version 2 client sends it: (error, producer id, epoch) of
+        the answer (the epoch the producer goes on with)."""
+        body = (compact_string(transactional_id) + i64(producer_id) + i16(producer_epoch)
+                + i8(1 if commit else 0) + NO_TAGS)
+        r = self.request(API_END_TXN, 5, body, flexible=True)
+        r.i32()  # throttle
+        return r.i16(), r.i64(), r.i16()
+
+    def describe_transaction(self, transactional_id: str) -> dict:
+        """DescribeTransactions v0 of one id: {"error", "state", "producer_id", "epoch",
+        "partitions": [(topic, partition)]}."""
+        body = compact_array([transactional_id], compact_string) + NO_TAGS
+        r = self.request(API_DESCRIBE_TRANSACTIONS, 0, body, flexible=True)
+        r.i32()  # throttle
+
+        def topic(r: Reader) -> list[tuple[str, int]]:
+            name = r.compact_string()
+            parts = r.compact_array(lambda r: r.i32())
+            r.tags()
+            return [(name, p) for p in parts or []]
+
+        def state(r: Reader) -> dict:
+            out = {"error": r.i16()}
+            r.compact_string()  # transactional id
+            out["state"] = r.compact_string()
+            r.i32()  # timeout
+            r.i64()  # start
+            out["producer_id"], out["epoch"] = r.i64(), r.i16()
+            out["partitions"] = [tp for t in r.compact_array(topic) or [] for tp in t]
+            r.tags()
+            return out
+
+        return r.compact_array(state)[0]
 
     def offset_commit(self, group: str, offsets: dict[str, list[tuple[int, int]]], *,
                       generation: int = -1, member_id: str = "") -> dict[tuple[str, int], int]:

@@ -473,6 +473,7 @@ impl ClusterControllers {
         // unclean elections, the preferred-leader rebalance.
         let config = ControllerConfig {
             broker_session_timeout_ms: self.session_timeout_ms,
+            new_cluster_features: new_cluster_features(initial_level),
             ..ControllerConfig::default()
         }
         .with_broker_settings(|k| kc.spec.config.get(k).map(String::as_str));
@@ -543,6 +544,20 @@ pub fn initial_feature_level(spec: Option<i16>) -> i16 {
         .clamp(SKEIN_VERSION_MIN, SKEIN_VERSION_MAX)
 }
 
+/// The other features a new cluster starts at, by its `skein.version`:
+/// the newest levels (`transaction.version` 2, as Kafka 4.x formats a new
+/// cluster) at this release's highest level; at an earlier one, which
+/// `spec.featureLevel` names for a cluster older releases must still run,
+/// none (`transaction.version` 0, which they run at).
+pub fn new_cluster_features(skein_level: i16) -> std::collections::BTreeMap<String, i16> {
+    use skein_controller::features::{new_cluster_levels, SKEIN_VERSION_MAX};
+    if skein_level >= SKEIN_VERSION_MAX {
+        new_cluster_levels()
+    } else {
+        Default::default()
+    }
+}
+
 /// Finalizes `level` on a new cluster's controller, before any broker
 /// registered (so none can lack it).
 fn start_at_level(controller: &ControllerService, level: i16) -> std::io::Result<()> {
@@ -597,6 +612,16 @@ pub mod tests {
     }
 
     #[test]
+    fn a_new_cluster_at_an_earlier_level_starts_at_transaction_version_0() {
+        use skein_controller::features::{SKEIN_VERSION_MAX, TRANSACTION_VERSION};
+        assert_eq!(
+            new_cluster_features(SKEIN_VERSION_MAX).get(TRANSACTION_VERSION),
+            Some(&2)
+        );
+        assert!(new_cluster_features(1).is_empty());
+    }
+
+    #[test]
     fn a_new_clusters_level_is_finalized_before_any_broker_registers() {
         use skein_controller::features::{SKEIN_VERSION, SKEIN_VERSION_MAX};
         let controller = ControllerService::open(None, ControllerConfig::default()).unwrap();
@@ -620,7 +645,11 @@ pub mod tests {
                     directory_id: None,
                     previous_broker_epoch: None,
                     endpoints: vec![],
-                    software: Default::default(),
+                    // This release: a new cluster is at its levels.
+                    software: skein_controller::BrokerSoftware {
+                        version: Some(env!("CARGO_PKG_VERSION").into()),
+                        features: skein_controller::features::supported(),
+                    },
                 })
                 .unwrap();
         }

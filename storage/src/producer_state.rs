@@ -213,6 +213,12 @@ impl ProducerStateManager {
                     h.producer_id, h.base_sequence, last
                 )))
             }
+            // Only a marker set this epoch here (a transaction version 2
+            // EndTxn bumps it): the epoch's first batch starts at 0.
+            None if h.base_sequence != 0 => Err(StorageError::OutOfOrderSequence(format!(
+                "producer {} has no batch at epoch {} here: expected sequence 0, not {}",
+                h.producer_id, h.producer_epoch, h.base_sequence
+            ))),
             _ => Ok(SequenceCheck::Append),
         }
     }
@@ -558,6 +564,35 @@ mod tests {
         assert_eq!(s.check(&marker(3)).unwrap(), SequenceCheck::Append);
         // KIP-890: the coordinator ends a transaction with the next epoch.
         assert_eq!(s.check(&marker(4)).unwrap(), SequenceCheck::Append);
+    }
+
+    /// Transaction version 2: the marker bumps the epoch; the next batch at
+    /// that epoch starts at sequence 0, a late one at the old epoch is fenced.
+    #[test]
+    fn after_a_marker_at_a_new_epoch_the_next_batch_starts_at_zero() {
+        let mut s = ProducerStateManager::new();
+        let mut data = header(7, 3, 0, 5, 10);
+        data.attributes = 1 << 4;
+        s.update(&data, 1);
+        let marker = BatchHeader {
+            attributes: (1 << 5) | (1 << 4),
+            base_sequence: -1,
+            base_offset: 15,
+            ..header(7, 4, 0, 1, 15)
+        };
+        assert!(s.complete_txn(&marker, true, 2).is_some());
+        assert!(matches!(
+            s.check(&header(7, 3, 5, 1, -1)),
+            Err(StorageError::InvalidProducerEpoch(_))
+        ));
+        assert!(matches!(
+            s.check(&header(7, 4, 5, 1, -1)),
+            Err(StorageError::OutOfOrderSequence(_))
+        ));
+        assert_eq!(
+            s.check(&header(7, 4, 0, 1, -1)).unwrap(),
+            SequenceCheck::Append
+        );
     }
 
     #[test]

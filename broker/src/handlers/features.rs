@@ -2,9 +2,10 @@
 //! `describeFeatures`/`updateFeatures`): ApiVersions advertises the levels
 //! this broker supports and the ones the cluster has finalized, and
 //! UpdateFeatures finalizes a level through the controller
-//! (docs/upgrades.md). Skein's only feature is `skein.version`; Kafka's own
-//! (`metadata.version`, `transaction.version`, ...) are not advertised, since
-//! clients change behaviour on them.
+//! (docs/upgrades.md). Skein's features are `skein.version` and Kafka's
+//! `transaction.version` (clients use KIP-890 part 2 once it is finalized
+//! at 2); Kafka's others (`metadata.version`, `group.version`, ...) are not
+//! advertised, since clients change behaviour on them.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
@@ -42,6 +43,8 @@ pub fn add_to_api_versions(broker: &Broker, r: &mut ApiVersionsResponse) {
         .features
         .finalized
         .iter()
+        // As in Kafka, a feature at level 0 is not finalized at all.
+        .filter(|(_, level)| **level > 0)
         .map(|(name, level)| {
             FinalizedFeatureKey::default()
                 .with_name(StrBytes::from_string(name.clone()))

@@ -64,10 +64,12 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::ElectLeaders, 0, 2),
-    (ApiKey::AddPartitionsToTxn, 0, 4),
+    // v5 (and EndTxn, TxnOffsetCommit v5): transaction version 2, which
+    // clients use once `transaction.version` is finalized at 2.
+    (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
-    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
@@ -182,9 +184,9 @@ async fn dispatch(
         RequestKind::AddOffsetsToTxn(r) => {
             ResponseKind::AddOffsetsToTxn(txn::add_offsets_to_txn(broker, r).await)
         }
-        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(broker, r).await),
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(broker, r, v).await),
         RequestKind::TxnOffsetCommit(r) => {
-            ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(broker, r).await)
+            ResponseKind::TxnOffsetCommit(txn::txn_offset_commit(broker, r, v).await)
         }
         RequestKind::WriteTxnMarkers(r) => {
             ResponseKind::WriteTxnMarkers(txn::write_txn_markers(broker, r).await)

@@ -21,6 +21,7 @@ use crate::append::{AppendRecords, Appended, ClientRecords, Records, RequiredAck
 use crate::authorizer::{may_create, topic_denied, Authz};
 use crate::broker::Broker;
 use crate::error::ApiError;
+use crate::txn::verification::{TxnBatch, TxnOperation};
 
 /// The response, also for acks=0 (not sent then: the connection layer
 /// counts its errors and closes the connection when there is one, as Kafka
@@ -118,7 +119,8 @@ pub async fn handle(broker: &Arc<Broker>, req: ProduceRequest, version: i16) -> 
                     Some(t) => match check_request_records(version, &records) {
                         Err(e) => Err(e),
                         Ok(()) => {
-                            match verify_transaction(broker, &req_tid, &t.name, index, &records)
+                            let op = TxnOperation::of_produce(version);
+                            match verify_transaction(broker, &req_tid, &t.name, index, &records, op)
                                 .await
                             {
                                 Ok(origin) => {
@@ -198,28 +200,30 @@ fn check_request_records(version: i16, records: &ClientRecords) -> Result<(), Ap
 
 /// KIP-890: a transactional batch goes in only if the coordinator of the
 /// request's transactional id has the partition in that producer's ongoing
-/// transaction (see `txn::verification`); the answer is how to append it.
+/// transaction, or (Produce v12+, transaction version 2) adds it there
+/// (see `txn::verification`); the answer is how to append it.
 async fn verify_transaction(
     broker: &Arc<Broker>,
     tid: &Option<String>,
     topic: &str,
     partition: i32,
     records: &ClientRecords,
+    op: TxnOperation,
 ) -> Result<AppendOrigin, ApiError> {
     let (Some(tid), Some(h)) = (tid, records.header()) else {
         return Ok(AppendOrigin::Client);
     };
     match h {
         h if h.is_transactional() && !h.is_control() => {
-            crate::txn::verification::verify(
-                &broker.txns,
+            let batch = TxnBatch {
                 tid,
                 topic,
                 partition,
-                h.producer_id,
-                h.producer_epoch,
-            )
-            .await
+                producer_id: h.producer_id,
+                producer_epoch: h.producer_epoch,
+                base_sequence: h.base_sequence,
+            };
+            crate::txn::verification::verify(&broker.txns, batch, op).await
         }
         // Control batches and malformed ones are the validator's to refuse.
         _ => Ok(AppendOrigin::Client),

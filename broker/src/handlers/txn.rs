@@ -56,25 +56,30 @@ pub async fn init_producer_id(
     resp
 }
 
-/// One transaction's partitions to add: every partition's error.
+/// One transaction's partitions to add: every partition's error. A broker
+/// (`version` 4+: a leader adding a transaction version 2 Produce's
+/// partition) is not authorized again for the transactional id and the
+/// topics: the leader did that with the producer's principal, as Kafka.
 async fn add_partitions(
     broker: &Arc<Broker>,
     tid: &str,
     producer_id: i64,
     producer_epoch: i16,
     topics: &[add_partitions_to_txn_request::AddPartitionsToTxnTopic],
+    version: i16,
 ) -> Vec<add_partitions_to_txn_response::AddPartitionsToTxnTopicResult> {
     use add_partitions_to_txn_response::{
         AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
     };
     let authz = Authz::current(broker);
+    let from_client = version < 4;
     let mut errors: BTreeMap<(String, i32), ResponseError> = BTreeMap::new();
     let mut wanted = Vec::new();
     for t in topics {
         let name = t.name.0.to_string();
         for p in &t.partitions {
             let tp = (name.clone(), *p);
-            if !authz.topic(AclOperation::Write, &name) {
+            if from_client && !authz.topic(AclOperation::Write, &name) {
                 errors.insert(tp, ResponseError::TopicAuthorizationFailed);
             } else if broker
                 .metadata
@@ -87,7 +92,7 @@ async fn add_partitions(
             }
         }
     }
-    let outcome = if txn_denied(broker, tid) {
+    let outcome = if from_client && txn_denied(broker, tid) {
         // Kafka checks the transactional id before anything else: every
         // partition carries its refusal, whatever the topics' own answers.
         errors.clear();
@@ -104,7 +109,11 @@ async fn add_partitions(
             .add_partitions(tid, producer_id, producer_epoch, &wanted)
             .await
             .err()
-            .map(|e| e.code)
+            .map(|e| match e.code {
+                // Clients before v2 know INVALID_PRODUCER_EPOCH only.
+                ResponseError::ProducerFenced if version < 2 => ResponseError::InvalidProducerEpoch,
+                code => code,
+            })
     };
     topics
         .iter()
@@ -141,6 +150,7 @@ pub async fn add_partitions_to_txn(
             req.v3_and_below_producer_id.0,
             req.v3_and_below_producer_epoch,
             &req.v3_and_below_topics,
+            version,
         )
         .await;
         return resp;
@@ -162,6 +172,7 @@ pub async fn add_partitions_to_txn(
                 t.producer_id.0,
                 t.producer_epoch,
                 &t.topics,
+                version,
             )
             .await
         };
@@ -252,22 +263,40 @@ pub async fn add_offsets_to_txn(
     resp
 }
 
-pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest) -> EndTxnResponse {
+/// EndTxn; v5+ is a transaction version 2 client: the coordinator bumps
+/// the epoch and the answer carries the producer id and epoch to go on with.
+pub async fn end_txn(broker: &Arc<Broker>, req: EndTxnRequest, version: i16) -> EndTxnResponse {
     let mut resp = EndTxnResponse::default();
+    resp.producer_id = ProducerId(-1);
+    resp.producer_epoch = -1;
     let tid = req.transactional_id.0.to_string();
     if txn_denied(broker, &tid) {
         resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
         return resp;
     }
-    if let Err(e) = broker
+    let client_version = if version >= 5 { crate::txn::TV2 } else { 0 };
+    match broker
         .txns
-        .end_txn(&tid, req.producer_id.0, req.producer_epoch, req.committed)
+        .end_txn(
+            &tid,
+            req.producer_id.0,
+            req.producer_epoch,
+            req.committed,
+            client_version,
+        )
         .await
     {
-        resp.error_code = e.code.code();
+        Ok((id, epoch)) if version >= 5 => {
+            resp.producer_id = ProducerId(id);
+            resp.producer_epoch = epoch;
+        }
+        Ok(_) => {}
+        // Clients before v2 know INVALID_PRODUCER_EPOCH only (as Kafka).
+        Err(e) if version < 2 && e.code == ResponseError::ProducerFenced => {
+            resp.error_code = ResponseError::InvalidProducerEpoch.code();
+        }
+        Err(e) => resp.error_code = e.code.code(),
     }
-    resp.producer_id = ProducerId(-1);
-    resp.producer_epoch = -1;
     resp
 }
 
@@ -318,9 +347,13 @@ pub async fn write_txn_markers(
     resp
 }
 
+/// TxnOffsetCommit; v5+ (transaction version 2) has the transaction
+/// coordinator add the group's `__consumer_offsets` partition first, in
+/// place of the AddOffsetsToTxn such a client no longer sends.
 pub async fn txn_offset_commit(
     broker: &Arc<Broker>,
     req: TxnOffsetCommitRequest,
+    version: i16,
 ) -> TxnOffsetCommitResponse {
     let group = req.group_id.0.to_string();
     let tid = req.transactional_id.0.to_string();
@@ -370,6 +403,8 @@ pub async fn txn_offset_commit(
         None
     } else if let Some(e) = super::groups::not_here(broker, &group) {
         Some(e)
+    } else if let Some(e) = add_offsets_partition(broker, &req, version).await {
+        Some(e)
     } else {
         match broker.groups.commit_txn_offsets(
             &group,
@@ -412,6 +447,42 @@ pub async fn txn_offset_commit(
         resp.topics.push(rt);
     }
     resp
+}
+
+/// TxnOffsetCommit v5+: the group's `__consumer_offsets` partition joins
+/// the transaction (the error for the whole request, if it cannot).
+async fn add_offsets_partition(
+    broker: &Arc<Broker>,
+    req: &TxnOffsetCommitRequest,
+    version: i16,
+) -> Option<ResponseError> {
+    use crate::txn::verification::{add_or_verify, TxnBatch, TxnOperation};
+    if version < 5 {
+        return None;
+    }
+    let Some(n) = broker
+        .metadata
+        .topic(CONSUMER_OFFSETS)
+        .map(|t| t.partitions.len() as i32)
+    else {
+        return Some(ResponseError::CoordinatorNotAvailable);
+    };
+    let batch = TxnBatch {
+        tid: &req.transactional_id.0,
+        topic: CONSUMER_OFFSETS,
+        partition: crate::group::partition_for(&req.group_id.0, n),
+        producer_id: req.producer_id.0,
+        producer_epoch: req.producer_epoch,
+        base_sequence: -1,
+    };
+    match add_or_verify(&broker.txns, batch, TxnOperation::Add).await {
+        Ok(()) => None,
+        // The transaction coordinator cannot answer now: retriable.
+        Err(e) if e.code == ResponseError::NotEnoughReplicas => {
+            Some(ResponseError::CoordinatorNotAvailable)
+        }
+        Err(e) => Some(e.code),
+    }
 }
 
 pub fn describe_transactions(

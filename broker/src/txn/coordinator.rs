@@ -5,7 +5,7 @@
 //! it; requests that find a change pending, or markers being written, are
 //! answered `CONCURRENT_TRANSACTIONS` and retried by the client.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -26,24 +26,8 @@ use crate::system::now_ms;
 /// How long a state change may take to reach the ISR.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 
-fn api(code: ResponseError, msg: impl Into<String>) -> ApiError {
-    ApiError::new(code, msg)
-}
-
-fn concurrent(tid: &str) -> ApiError {
-    api(
-        ResponseError::ConcurrentTransactions,
-        format!("transaction {tid} is completing; retry"),
-    )
-}
-
-/// What a request makes of a transaction.
-pub(super) enum Change {
-    /// Nothing to write: answer with the current state.
-    None,
-    /// Write this state, then answer.
-    Write(TxnMetadata),
-}
+pub(super) use super::transitions::Change;
+use super::transitions::{self, api, concurrent, EndTxn};
 
 #[derive(Default)]
 pub(super) struct State {
@@ -217,7 +201,10 @@ impl TxnCoordinator {
             let batch = runtime::encode_batch(
                 &[(
                     log_format::key(tid),
-                    Some(log_format::value(&target.stored())),
+                    Some(log_format::value(
+                        &target.stored(),
+                        log_format::value_version(self.ctx.metadata.transaction_version()),
+                    )),
                 )],
                 now,
             );
@@ -311,18 +298,11 @@ impl TxnCoordinator {
                     let Some(producer_id) = fresh_id else {
                         return Err(concurrent(tid));
                     };
-                    return Ok(Change::Write(TxnMetadata {
+                    return Ok(Change::Write(TxnMetadata::new_producer(
                         producer_id,
-                        producer_epoch: 0,
-                        last_producer_epoch: -1,
                         timeout_ms,
-                        state: TxnState::Empty,
-                        partitions: BTreeSet::new(),
-                        start_ms: -1,
-                        last_update_ms: now,
-                        pending: false,
-                        coordinator_epoch: -1,
-                    }));
+                        now,
+                    )));
                 };
                 if let Some((pid, epoch)) = expected {
                     let known = m.producer_id == pid
@@ -344,7 +324,7 @@ impl TxnCoordinator {
                     | TxnState::PrepareEpochFence
                     | TxnState::Dead => Err(concurrent(tid)),
                     TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
-                        let mut next = m.clone();
+                        let mut next = m.successor();
                         match fresh_id {
                             Some(id) if m.producer_epoch >= i16::MAX - 1 => {
                                 next.producer_id = id;
@@ -372,8 +352,9 @@ impl TxnCoordinator {
         result.map(|m| (m.producer_id, m.producer_epoch))
     }
 
-    /// AddPartitionsToTxn and AddOffsetsToTxn: the partitions join the
-    /// producer's transaction (which starts if none is open).
+    /// AddPartitionsToTxn and AddOffsetsToTxn, and the implicit add of a
+    /// transaction version 2 Produce or TxnOffsetCommit: the partitions join
+    /// the producer's transaction (which starts if none is open).
     pub async fn add_partitions(
         &self,
         tid: &str,
@@ -382,30 +363,7 @@ impl TxnCoordinator {
         partitions: &[(String, i32)],
     ) -> Result<(), ApiError> {
         self.transition(tid, |cur, now| {
-            let m = TxnMetadata::of_producer(cur, tid, producer_id, producer_epoch)?;
-            match m.state {
-                TxnState::PrepareCommit | TxnState::PrepareAbort => return Err(concurrent(tid)),
-                TxnState::Dead | TxnState::PrepareEpochFence => {
-                    return Err(api(
-                        ResponseError::InvalidTxnState,
-                        format!("transaction {tid} is {}", m.state.name()),
-                    ))
-                }
-                _ => {}
-            }
-            let all_in = partitions.iter().all(|tp| m.partitions.contains(tp));
-            if m.state == TxnState::Ongoing && all_in {
-                return Ok(Change::None);
-            }
-            let mut next = m.clone();
-            if m.state != TxnState::Ongoing {
-                next.start_ms = now;
-                next.partitions.clear();
-            }
-            next.state = TxnState::Ongoing;
-            next.partitions.extend(partitions.iter().cloned());
-            next.last_update_ms = now;
-            Ok(Change::Write(next))
+            transitions::add_partitions(cur, tid, producer_id, producer_epoch, partitions, now)
         })
         .await
         .map(|_| ())
@@ -413,53 +371,46 @@ impl TxnCoordinator {
 
     /// EndTxn: PrepareCommit or PrepareAbort is written (then the client
     /// is answered), the markers follow, then CompleteCommit/CompleteAbort.
+    /// `client_version` 2 (EndTxn v5+) bumps the epoch (`transitions`);
+    /// the answer is the producer id and epoch the client goes on with.
     pub async fn end_txn(
         &self,
         tid: &str,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-    ) -> Result<(), ApiError> {
+        client_version: i16,
+    ) -> Result<(i64, i16), ApiError> {
+        let req = EndTxn {
+            producer_id,
+            producer_epoch,
+            commit,
+            client_version,
+        };
+        // An exhausted epoch moves to a new producer id: allocated before
+        // the lock (it may ask the controller).
+        let exhausted = self
+            .lock()
+            .txns
+            .get(tid)
+            .is_some_and(|m| m.epoch_exhausted());
+        let fresh_id = if client_version >= transitions::TV2 && exhausted {
+            Some(self.ctx.metadata.allocate_producer_id()?)
+        } else {
+            None
+        };
         let mut started = false;
-        self.transition(tid, |cur, now| {
-            let m = TxnMetadata::of_producer(cur, tid, producer_id, producer_epoch)?;
-            let invalid = || {
-                api(
-                    ResponseError::InvalidTxnState,
-                    format!(
-                        "cannot {} transaction {tid} in state {}",
-                        if commit { "commit" } else { "abort" },
-                        m.state.name()
-                    ),
-                )
-            };
-            match (m.state, commit) {
-                (TxnState::Ongoing, _) => {
-                    started = true;
-                    let mut next = m.clone();
-                    next.state = if commit {
-                        TxnState::PrepareCommit
-                    } else {
-                        TxnState::PrepareAbort
-                    };
-                    next.last_update_ms = now;
-                    Ok(Change::Write(next))
-                }
-                // A retry of an EndTxn that already went through.
-                (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
-                    Ok(Change::None)
-                }
-                (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                    Err(concurrent(tid))
-                }
-                _ => Err(invalid()),
-            }
-        })
-        .await?;
+        let m = self
+            .transition(tid, |cur, now| {
+                let change = transitions::end_txn(cur, tid, &req, fresh_id, now)?;
+                started = matches!(change, Change::Write(_));
+                Ok(change)
+            })
+            .await?;
         if started {
             self.spawn_completion(tid);
         }
-        Ok(())
+        Ok(transitions::producer_after_end(&m))
     }
 
     /// Aborts the open transaction of `tid` with the producer epoch bumped,
@@ -468,19 +419,12 @@ impl TxnCoordinator {
     pub(super) fn abort_open(&self, tid: &str, why: &'static str) {
         let tid = tid.to_string();
         self.spawn(|txns| async move {
+            let server_version = txns.ctx.metadata.transaction_version();
             let r = txns
                 .transition(&tid, |cur, now| {
-                    let Some(m) = cur.filter(|m| m.state == TxnState::Ongoing) else {
-                        return Ok(Change::None);
-                    };
-                    let mut next = m.clone();
-                    if m.producer_epoch < i16::MAX - 1 {
-                        next.last_producer_epoch = m.producer_epoch;
-                        next.producer_epoch = m.producer_epoch + 1;
-                    }
-                    next.state = TxnState::PrepareAbort;
-                    next.last_update_ms = now;
-                    Ok(Change::Write(next))
+                    Ok(cur
+                        .and_then(|m| transitions::abort_open(m, server_version, now))
+                        .map_or(Change::None, Change::Write))
                 })
                 .await;
             match r {
@@ -531,15 +475,7 @@ impl TxnCoordinator {
                 }) else {
                     return Ok(Change::None);
                 };
-                let mut next = c.clone();
-                next.state = if commit {
-                    TxnState::CompleteCommit
-                } else {
-                    TxnState::CompleteAbort
-                };
-                next.partitions.clear();
-                next.last_update_ms = now;
-                Ok(Change::Write(next))
+                Ok(Change::Write(transitions::complete(c, now)))
             })
             .await;
         match r {

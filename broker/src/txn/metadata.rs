@@ -27,6 +27,16 @@ pub struct TxnMetadata {
     /// Leader epoch of the `__transaction_state` partition when loaded or
     /// written: the markers carry it.
     pub coordinator_epoch: i32,
+    /// The producer id before the last change (Kafka's `prevProducerId`):
+    /// a transaction version 2 EndTxn retried across an epoch overflow
+    /// still carries it.
+    pub prev_producer_id: i64,
+    /// The producer id the transaction being completed moves to, its
+    /// epoch exhausted (-1: none).
+    pub next_producer_id: i64,
+    /// The transaction version of the client that last ended (or added to)
+    /// the transaction: 2 when it bumps the epoch at every EndTxn.
+    pub client_version: i16,
 }
 
 impl TxnMetadata {
@@ -39,7 +49,44 @@ impl TxnMetadata {
             partitions: self.partitions.clone(),
             last_update_ms: self.last_update_ms,
             start_ms: self.start_ms,
+            prev_producer_id: self.prev_producer_id,
+            next_producer_id: self.next_producer_id,
+            client_version: self.client_version,
         }
+    }
+
+    /// A new transactional id's metadata: `producer_id` at epoch 0, Empty.
+    pub(super) fn new_producer(producer_id: i64, timeout_ms: i32, now: i64) -> Self {
+        TxnMetadata {
+            producer_id,
+            producer_epoch: 0,
+            last_producer_epoch: -1,
+            timeout_ms,
+            state: TxnState::Empty,
+            partitions: BTreeSet::new(),
+            start_ms: -1,
+            last_update_ms: now,
+            pending: false,
+            coordinator_epoch: -1,
+            prev_producer_id: -1,
+            next_producer_id: -1,
+            client_version: 0,
+        }
+    }
+
+    /// The metadata a change starts from: as now, with the current producer
+    /// id remembered as the previous one (Kafka's `prepareTransitionTo`).
+    pub(super) fn successor(&self) -> Self {
+        TxnMetadata {
+            prev_producer_id: self.producer_id,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the producer epoch cannot be bumped again: the last epochs
+    /// are kept for the coordinator to fence with.
+    pub(super) fn epoch_exhausted(&self) -> bool {
+        self.producer_epoch >= i16::MAX - 1
     }
 
     pub(super) fn from_stored(s: StoredTxn, coordinator_epoch: i32) -> Self {
@@ -54,6 +101,9 @@ impl TxnMetadata {
             last_update_ms: s.last_update_ms,
             pending: false,
             coordinator_epoch,
+            prev_producer_id: s.prev_producer_id,
+            next_producer_id: s.next_producer_id,
+            client_version: s.client_version,
         }
     }
 

@@ -9,6 +9,8 @@
 //! States: Empty → Ongoing (partitions added) → PrepareCommit/PrepareAbort
 //! (EndTxn, or the coordinator aborting an expired transaction) →
 //! CompleteCommit/CompleteAbort (markers written) → Ongoing again ...
+//! (`transitions.rs`: the rules of each step, for transaction versions 1
+//! and 2; version 2 bumps the producer epoch at every EndTxn).
 //! A new leader of a `__transaction_state` partition reloads it and
 //! finishes the transactions it finds half way through.
 
@@ -18,9 +20,11 @@ pub mod log_format;
 mod maintenance;
 pub mod markers;
 pub mod metadata;
+mod transitions;
 pub mod verification;
 
 pub use coordinator::TxnCoordinator;
+pub use transitions::TV2;
 
 /// The internal topic of transaction state.
 pub const TRANSACTION_STATE: &str = "__transaction_state";

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::ControllerCore;
 use crate::command::{Command, Reply};
 use crate::error::ControllerError;
-use crate::features::{SKEIN_VERSION, SKEIN_VERSION_MAX, SKEIN_VERSION_MIN};
+use crate::features::supported;
 use crate::model::{BrokerId, BrokerSoftware};
 
 impl ControllerCore {
@@ -35,20 +35,22 @@ impl ControllerCore {
     /// The current level if `feature` may be finalized at `level`.
     fn check_feature_update(&self, feature: &str, level: i16) -> Result<i16, ControllerError> {
         let fail = |why: String| Err(ControllerError::FeatureUpdateFailed(why));
-        if feature != SKEIN_VERSION {
+        let Some((min, max)) = crate::features::supported_range(feature) else {
+            let known: Vec<String> = supported().into_iter().map(|f| f.name).collect();
             return fail(format!(
-                "unknown feature {feature:?} (Skein has {SKEIN_VERSION})"
+                "unknown feature {feature:?} (Skein has {})",
+                known.join(", ")
             ));
-        }
+        };
         let current = self.image.cluster.feature_level(feature);
         if level < current {
             return fail(format!(
                 "{feature} is finalized at {current}; a level is never lowered (what was written at it may need it)"
             ));
         }
-        if !(SKEIN_VERSION_MIN..=SKEIN_VERSION_MAX).contains(&level) {
+        if !(min..=max).contains(&level) {
             return fail(format!(
-                "this controller supports {feature} {SKEIN_VERSION_MIN}..={SKEIN_VERSION_MAX}, not {level}"
+                "this controller supports {feature} {min}..={max}, not {level}"
             ));
         }
         // Every registered broker, fenced ones too: one that returns must be
@@ -78,20 +80,27 @@ impl ControllerCore {
         &self.refused
     }
 
-    /// Why broker `broker` may not register: its release cannot run at the
-    /// cluster's finalized level.
+    /// Why broker `broker` may not register: its release cannot run at a
+    /// level the cluster is finalized at (as Kafka's controller refuses a
+    /// broker lacking a finalized feature level: a broker that does not know
+    /// `transaction.version` 2 would neither add a produced partition to its
+    /// transaction nor bump epochs, and its partitions would keep
+    /// transactions open that no coordinator knows).
     pub(super) fn refuse_registration(
         &self,
         broker: BrokerId,
         software: &BrokerSoftware,
     ) -> Option<ControllerError> {
-        let level = self.image.cluster.feature_level(SKEIN_VERSION);
-        let (min, max) = software.supported(SKEIN_VERSION);
-        (!(min..=max).contains(&level)).then(|| {
-            ControllerError::UnsupportedVersion(format!(
-                "broker {broker} ({}) cannot run at {SKEIN_VERSION} {level}, at which the cluster is finalized: run a release that supports it",
-                describe(software, SKEIN_VERSION)
-            ))
+        supported().into_iter().find_map(|f| {
+            let feature = f.name.as_str();
+            let level = self.image.cluster.feature_level(feature);
+            let (min, max) = software.supported(feature);
+            (!(min..=max).contains(&level)).then(|| {
+                ControllerError::UnsupportedVersion(format!(
+                    "broker {broker} ({}) cannot run at {feature} {level}, at which the cluster is finalized: run a release that supports it",
+                    describe(software, feature)
+                ))
+            })
         })
     }
 }

@@ -150,6 +150,8 @@ pub struct Opened {
     pub log: MetadataLog,
     pub cluster_id: String,
     pub image: MetadataImage,
+    /// The store held no log (nor an older Skein's image): a new cluster.
+    pub created: bool,
 }
 
 /// The metadata log over a [`BlobStore`].
@@ -215,6 +217,7 @@ impl MetadataLog {
                     log,
                     cluster_id,
                     image,
+                    created: false,
                 })
             }
             None => {
@@ -248,6 +251,7 @@ impl MetadataLog {
                     log,
                     cluster_id,
                     image,
+                    created: !migrated,
                 })
             }
         }
@@ -441,7 +445,17 @@ impl MetadataLog {
                 _ => None,
             })
             .max();
-        if finalized >= Some(2) {
+        // Any other feature finalized (`transaction.version`) is a level
+        // 0.1.0 cannot honour either: its controller must refuse the log.
+        let others = self.pending.iter().any(|r| match r {
+            MetadataRecord::Cluster { cluster } => {
+                cluster.finalized_features.iter().any(|(f, l)| {
+                    f != crate::features::SKEIN_VERSION && *l > crate::features::level_when_unset(f)
+                })
+            }
+            _ => false,
+        });
+        if finalized >= Some(2) || others {
             self.head.version = self.head.version.max(2);
         }
         if finalized >= Some(SEALED_CREDENTIALS_LEVEL) {

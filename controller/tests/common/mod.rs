@@ -27,6 +27,19 @@ pub fn register(id: BrokerId, rack: Option<&str>) -> Event {
     }
 }
 
+/// [`register`] as a broker of this release, which a new cluster (at
+/// this release's levels, `transaction.version` 2) takes.
+pub fn register_current(id: BrokerId, rack: Option<&str>) -> Event {
+    let mut event = register(id, rack);
+    if let Event::BrokerRegistered { software, .. } = &mut event {
+        *software = skein_controller::BrokerSoftware {
+            version: Some(env!("CARGO_PKG_VERSION").into()),
+            features: skein_controller::features::supported(),
+        };
+    }
+    event
+}
+
 /// A core with brokers `1..=n` registered (no racks).
 pub fn cluster(n: BrokerId) -> ControllerCore {
     let mut core = ControllerCore::new(test_config());

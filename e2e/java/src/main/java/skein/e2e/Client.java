@@ -72,7 +72,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *               {"t":ms,"ev":"commit","offsets":{"p":next offset,..}}   after a successful commit
  *               {"t":ms,"ev":"commit_failed","error":".."}
  *             Runs until the stop file exists, N records were processed, or the timeout; then closes (leaves the group).
- *   txn-produce, txn-copy: transactions (see Txn).
+ *   txn-produce, txn-copy, txn-hold: transactions (see Txn).
  *   streams-count: a Kafka Streams exactly-once application (see StreamsCount).
  *   schema-store: Schema Registry's storage and single-writer election pattern (see SchemaStore).
  *   consume also takes [--isolation read_committed|read_uncommitted].
@@ -104,6 +104,7 @@ public final class Client {
             case "group-consume" -> groupConsume(bootstrap, opt);
             case "txn-produce" -> Txn.produce(bootstrap, opt);
             case "txn-copy" -> Txn.copy(bootstrap, opt);
+            case "txn-hold" -> Txn.hold(bootstrap, opt);
             case "streams-count" -> StreamsCount.run(bootstrap, opt);
             case "schema-store" -> SchemaStore.run(bootstrap, opt);
             default -> die("unknown subcommand " + cmd);

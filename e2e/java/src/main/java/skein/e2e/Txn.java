@@ -33,6 +33,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       one transaction. Stops after N input records were committed, when fenced, or (with
  *       --idle-ms) when nothing arrived for M ms after the first copy. Prints
  *       {"copied":C,"fenced":bool,"aborts":A}.
+ *   txn-hold --topic T --tid ID --per-txn M
+ *       commits one transaction of M records ("a-rY"), then begins a second ("b-rY"), sends and
+ *       flushes it and prints {"held":true}; then reads a line from stdin, "commit" or "abort",
+ *       ends the second transaction so and prints {"second":"committed"|"aborted"|"<error>"}. A
+ *       test changes the transaction from outside meanwhile (a late EndTxn, KAFKA-17754).
  */
 final class Txn {
     private Txn() {}
@@ -76,6 +81,41 @@ final class Txn {
             }
         }
         System.out.println("{\"committed\":" + committed + ",\"aborted\":" + aborted + "}");
+    }
+
+    static void hold(String bootstrap, Map<String, String> opt) throws java.io.IOException {
+        String topic = Client.req(opt, "topic");
+        int perTxn = Integer.parseInt(Client.req(opt, "per-txn"));
+        java.io.BufferedReader stdin = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+        try (KafkaProducer<String, String> prod = producer(bootstrap, Client.req(opt, "tid"))) {
+            prod.initTransactions();
+            prod.beginTransaction();
+            for (int r = 0; r < perTxn; r++) {
+                prod.send(new ProducerRecord<>(topic, "k" + r, "a-r" + r));
+            }
+            prod.commitTransaction();
+            prod.beginTransaction();
+            for (int r = 0; r < perTxn; r++) {
+                prod.send(new ProducerRecord<>(topic, "k" + r, "b-r" + r));
+            }
+            prod.flush();
+            System.out.println("{\"held\":true}");
+            System.out.flush();
+            String how = stdin.readLine();
+            String second;
+            try {
+                if ("commit".equals(how)) {
+                    prod.commitTransaction();
+                    second = "committed";
+                } else {
+                    prod.abortTransaction();
+                    second = "aborted";
+                }
+            } catch (KafkaException e) {
+                second = e.getClass().getSimpleName();
+            }
+            System.out.println("{\"second\":\"" + second + "\"}");
+        }
     }
 
     static void copy(String bootstrap, Map<String, String> opt) {
