@@ -178,12 +178,8 @@ impl ControllerService {
                         cluster: cluster.clone(),
                     }])?;
                 }
-                let core = ControllerCore::from_image(opened.image, config).map_err(|e| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("{}: {e}", opened.log.describe()),
-                    )
-                })?;
+                let core = ControllerCore::from_image(opened.image, config)
+                    .map_err(|e| invalid_data(format!("{}: {e}", opened.log.describe())))?;
                 (core, opened.cluster_id, Some(opened.log))
             }
             None => {
@@ -193,9 +189,7 @@ impl ControllerService {
                     .cluster
                     .finalized_features
                     .extend(config.new_cluster_features.clone());
-                let core = ControllerCore::from_image(image, config).map_err(|e| {
-                    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
-                })?;
+                let core = ControllerCore::from_image(image, config).map_err(invalid_data)?;
                 (core, new_cluster_id(), None)
             }
         };
@@ -694,6 +688,10 @@ impl ControlPlane for ControllerService {
 
 /// How many recent views remember what they changed.
 const HISTORY: usize = 1024;
+
+fn invalid_data(e: impl ToString) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+}
 
 fn new_cluster_id() -> String {
     // Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
