@@ -727,6 +727,9 @@ def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
     # restarts when one kubectl call stalled on a loaded machine).
     first_uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in
                   env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]}
+    # The revision before the change: until the operator has applied it, every
+    # pod is on the update revision too, which must not count as rolled.
+    first_rev = env.get("-n", NS, "get", "statefulset", CLUSTER)["status"].get("updateRevision")
     env.k("-n", NS, "patch", "kafkacluster", CLUSTER, "--type=merge", "-p",
           json.dumps({"spec": {"config": {"min.insync.replicas": "2", "log.retention.ms": "3600000"}}}))
 
@@ -734,7 +737,8 @@ def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
         sts = env.get("-n", NS, "get", "statefulset", CLUSTER)
         rev = sts["status"].get("updateRevision")
         pods = env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]
-        return len(pods) == 3 and all(p["metadata"]["labels"].get("controller-revision-hash") == rev for p in pods)
+        return rev != first_rev and len(pods) == 3 and all(
+            p["metadata"]["labels"].get("controller-revision-hash") == rev for p in pods)
     wait_until(rolled, 300, "every pod on the new revision")
     # Ready again only once the last restarted broker registered again.
     wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
