@@ -46,6 +46,15 @@ const MECHANISM_KEYS: &[&str] = &[
     keys::CONNECTIONS_MAX_REAUTH_MS.name,
 ];
 
+/// The listener settings a cluster-wide default may set under a listener
+/// prefix (Kafka's `ClusterLevelListenerConfigs`); every other
+/// listener-prefixed key is per broker.
+const CLUSTER_LEVEL_LISTENER_KEYS: &[&str] = &[
+    keys::MAX_CONNECTIONS.name,
+    keys::MAX_CONNECTION_CREATION_RATE.name,
+    keys::NUM_NETWORK_THREADS.name,
+];
+
 /// The topic config whose default broker config `key` sets, under its
 /// name or a synonym in another unit (`log.retention.hours`).
 fn topic_default_of(key: &str) -> Option<&'static TopicConfigDef> {
@@ -98,8 +107,8 @@ pub fn is_read_only(key: &str) -> bool {
 /// Whether `key` may be set dynamically, for one broker (`per_broker`) or
 /// as the cluster-wide default, and if not why, in the words of Kafka's
 /// `DynamicBrokerConfig.validateConfigs`. A listener-prefixed key may set
-/// any setting Skein knows, for one broker, except the cluster-level
-/// connection limits, as in Kafka.
+/// any setting Skein knows, for one broker only unless it is one of
+/// [`CLUSTER_LEVEL_LISTENER_KEYS`], as in Kafka.
 pub fn check_key(key: &str, per_broker: bool) -> Result<(), String> {
     let refuse = |why: &str| Err(format!("{why}: Set({key})"));
     if let Some(base) = listener_base(key) {
@@ -107,8 +116,7 @@ pub fn check_key(key: &str, per_broker: bool) -> Result<(), String> {
         if !known {
             return refuse("Cannot update these configs dynamically");
         }
-        let cluster_level = broker_key(base).is_some_and(|k| k.scope == Scope::Cluster);
-        if !per_broker && !cluster_level {
+        if !per_broker && !CLUSTER_LEVEL_LISTENER_KEYS.contains(&base) {
             return refuse(
                 "Cannot update these configs at default cluster level, broker id must be specified",
             );
@@ -332,6 +340,8 @@ mod tests {
         assert!(check_key("listener.name.external.ssl.keystore.location", true).is_ok());
         assert!(check_key("listener.name.external.ssl.keystore.location", false).is_err());
         assert!(check_key("listener.name.external.max.connections", false).is_ok());
+        assert!(check_key("listener.name.external.log.retention.ms", false).is_err());
+        assert!(check_key("listener.name.external.log.retention.ms", true).is_ok());
         assert!(check_key("listener.name.sasl_ssl.plain.sasl.jaas.config", true).is_ok());
         assert!(check_key("listener.name.external.no.such.key", true).is_err());
         assert_eq!(
