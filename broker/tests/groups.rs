@@ -700,13 +700,11 @@ async fn describe_cg(
     c.call(&d, 1).await.unwrap().groups.remove(0)
 }
 
-/// Like Kafka, an offset commit is visible to OffsetFetch only once the ISR
-/// of `__consumer_offsets` has it: a commit a leader change could still
-/// undo is never shown, so the committed offset a consumer reads never goes
-/// back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn offset_commit_is_visible_only_once_replicated() {
-    let mut cluster = TestCluster::start(
+/// Two brokers, `__consumer_offsets` a single partition on both (the
+/// follower slow to leave the ISR), the coordinator of group `g` found and
+/// its partition fully in sync: the cluster and the coordinator's id.
+async fn two_brokers_replicating_group_g() -> (TestCluster, i32) {
+    let cluster = TestCluster::start(
         2,
         &[
             "group.initial.rebalance.delay.ms=0",
@@ -718,17 +716,27 @@ async fn offset_commit_is_visible_only_once_replicated() {
     )
     .await;
     let mut c = cluster.client(1).await;
-    assert_eq!(create_topic(&mut c, "t", 1).await.topics[0].error_code, 0);
     let mut r = FindCoordinatorRequest::default();
     r.key_type = 0;
     r.coordinator_keys = vec![s("g")];
-    let co = c.call(&r, 4).await.unwrap().coordinators.remove(0);
-    assert_eq!(co.error_code, 0);
+    assert_eq!(c.call(&r, 4).await.unwrap().coordinators[0].error_code, 0);
     let (leader, _, _) = cluster
         .wait_for("full ISR", "__consumer_offsets", 0, |l, _, isr| {
             l > 0 && isr.len() == 2
         })
         .await;
+    (cluster, leader)
+}
+
+/// Like Kafka, an offset commit is visible to OffsetFetch only once the ISR
+/// of `__consumer_offsets` has it: a commit a leader change could still
+/// undo is never shown, so the committed offset a consumer reads never goes
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn offset_commit_is_visible_only_once_replicated() {
+    let (mut cluster, leader) = two_brokers_replicating_group_g().await;
+    let mut c = cluster.client(1).await;
+    assert_eq!(create_topic(&mut c, "t", 1).await.topics[0].error_code, 0);
     let follower = 3 - leader;
     let mut a = cluster.client(leader).await;
     let mut b = cluster.client(leader).await;
@@ -768,27 +776,7 @@ async fn offset_commit_is_visible_only_once_replicated() {
 /// elected after a crash loads the generation its members were told of.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sync_group_answers_once_the_assignment_is_replicated() {
-    let mut cluster = TestCluster::start(
-        2,
-        &[
-            "group.initial.rebalance.delay.ms=0",
-            "offsets.topic.num.partitions=1",
-            "offsets.topic.replication.factor=2",
-            "min.insync.replicas=1",
-            "replica.lag.time.max.ms=30000",
-        ],
-    )
-    .await;
-    let mut c = cluster.client(1).await;
-    let mut r = FindCoordinatorRequest::default();
-    r.key_type = 0;
-    r.coordinator_keys = vec![s("g")];
-    assert_eq!(c.call(&r, 4).await.unwrap().coordinators[0].error_code, 0);
-    let (leader, _, _) = cluster
-        .wait_for("full ISR", "__consumer_offsets", 0, |l, _, isr| {
-            l > 0 && isr.len() == 2
-        })
-        .await;
+    let (mut cluster, leader) = two_brokers_replicating_group_g().await;
     let mut a = cluster.client(leader).await;
     let joined = join_new(&mut a, "g", "m").await;
     assert_eq!(joined.error_code, 0);
