@@ -94,6 +94,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int, configs: list[str]
 
 
 # ---------------------------------------------------------------------------------------------
+def delivery_logger(log, state: dict):
+    """A delivery callback `cb(err, msg, seq)` that logs each delivery (A) or failure (E)
+    and counts the acknowledged ones in state["acked"]."""
+    def cb(err, msg, s):
+        if err is None:
+            state["acked"] += 1
+            log.w(f"A {s} {msg.partition()} {msg.offset()} {now():.3f}")
+        else:
+            log.w(f"E {s} {msg.partition()} {err.name()} {now():.3f}")
+    return cb
+
+
 def producer(a) -> int:
     from confluent_kafka import KafkaException, Producer
     log = Log(f"{a.dir}/producer-{a.id}.log")
@@ -108,13 +120,7 @@ def producer(a) -> int:
     p = Producer(conf)
     seq = acked = 0
     state = {"acked": 0}
-
-    def cb(err, msg, s):
-        if err is None:
-            state["acked"] += 1
-            log.w(f"A {s} {msg.partition()} {msg.offset()} {now():.3f}")
-        else:
-            log.w(f"E {s} {msg.partition()} {err.name()} {now():.3f}")
+    cb = delivery_logger(log, state)
 
     start = time.monotonic()
     interval = 1.0 / a.rate
@@ -174,13 +180,7 @@ def txn_producer(a) -> int:
     if a.debug:
         conf.update({"debug": a.debug, "log_level": 7})
     state = {"acked": 0}
-
-    def cb(err, msg, s):
-        if err is None:
-            state["acked"] += 1
-            log.w(f"A {s} {msg.partition()} {msg.offset()} {now():.3f}")
-        else:
-            log.w(f"E {s} {msg.partition()} {err.name()} {now():.3f}")
+    cb = delivery_logger(log, state)
 
     def err_name(e: Exception) -> str:
         return e.args[0].name() if isinstance(e, KafkaException) and e.args else type(e).__name__

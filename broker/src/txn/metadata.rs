@@ -115,14 +115,22 @@ impl TxnMetadata {
         producer_id: i64,
         producer_epoch: i16,
     ) -> Result<&'a TxnMetadata, ApiError> {
-        let m = cur.ok_or_else(|| {
+        let m = Self::known(cur, tid)?;
+        m.check_producer(producer_id, producer_epoch)?;
+        Ok(m)
+    }
+
+    /// The transaction of `tid`, which the coordinator must know.
+    pub(super) fn known<'a>(
+        cur: Option<&'a TxnMetadata>,
+        tid: &str,
+    ) -> Result<&'a TxnMetadata, ApiError> {
+        cur.ok_or_else(|| {
             ApiError::new(
                 ResponseError::InvalidProducerIdMapping,
                 format!("unknown transactional id {tid}"),
             )
-        })?;
-        m.check_producer(producer_id, producer_epoch)?;
-        Ok(m)
+        })
     }
 
     /// The producer's id and epoch must be the current ones.

@@ -103,12 +103,7 @@ fn end_txn_v2(
     fresh_id: Option<i64>,
     now: i64,
 ) -> Result<Change, ApiError> {
-    let m = cur.ok_or_else(|| {
-        api(
-            ResponseError::InvalidProducerIdMapping,
-            format!("unknown transactional id {tid}"),
-        )
-    })?;
+    let m = TxnMetadata::known(cur, tid)?;
     let epoch = req.producer_epoch;
     // The retry of an EndTxn that moved the producer to a new id.
     let retry_on_overflow =
