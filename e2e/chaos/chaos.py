@@ -587,7 +587,8 @@ class Chaos:
         for i in range(1, a.consumers + 1):
             self.client(f"consumer-{i}", "consumer", *self.common(), "--id", str(i), "--group", a.group,
                         "--consume", a.consume, "--members", str(a.consumers),
-                        "--stop", str(self.state / "stop-consumers"))
+                        "--stop", str(self.state / "stop-consumers"),
+                        *(["--debug", a.consumer_debug] if a.consumer_debug else []))
         for i in range(1, a.producers + 1):
             self.client(f"producer-{i}", "producer", *self.common(), "--id", str(i), "--rate", str(a.rate),
                         "--mode", a.producer_mode, "--abort-every", str(a.abort_every),
@@ -799,6 +800,9 @@ def parse(argv=None):
     ap.add_argument("--nice", type=int, default=5)
     ap.add_argument("--producer-debug", default="",
                     help="librdkafka debug contexts for the producers, logged to logs/producer-N.out (e.g. eos)")
+    ap.add_argument("--consumer-debug", default="",
+                    help="librdkafka debug contexts for the group members, logged to logs/consumer-N.out "
+                         "(e.g. cgrp,topic,fetch)")
     ap.add_argument("--keep", action="store_true", help="keep the run directory (default: kept on failure)")
     a = ap.parse_args(argv)
     a.faults = ALL_FAULTS if a.faults == "all" else [f.strip() for f in a.faults.split(",") if f.strip()]

@@ -325,10 +325,14 @@ def consumer(a) -> int:
         log.w(f"R {now():.3f} revoked " + " ".join(str(tp.partition) for tp in parts))
         logged_commit(c)  # commit what was processed before handing the partitions over
 
-    c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": a.group, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-                  "heartbeat.interval.ms": 1000, "log_level": 3, "isolation.level": "read_committed",
-                  "error_cb": lambda e: log.w(f"X {now():.3f} {e.name()}")})
+    conf = {"bootstrap.servers": a.bootstrap, "group.id": a.group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 1000, "log_level": 3, "isolation.level": "read_committed",
+            "error_cb": lambda e: log.w(f"X {now():.3f} {e.name()}")}
+    if a.debug:
+        # e.g. "cgrp,topic,fetch": what the member asked and was answered, in its .out file
+        conf.update({"debug": a.debug, "log_level": 7})
+    c = Consumer(conf)
     if a.consume == "assign":
         # A fixed share of the partitions, from the group's committed offsets (else the start),
         # read here until answered: assign() left to fetch them itself stayed without a position,
@@ -530,7 +534,7 @@ def main(argv=None) -> int:
     ap.add_argument("--group", default="chaos")
     ap.add_argument("--rate", type=float, default=300.0)
     ap.add_argument("--message-timeout-ms", type=int, default=120000)
-    ap.add_argument("--debug", default="", help="librdkafka debug contexts for producers (e.g. eos)")
+    ap.add_argument("--debug", default="", help="librdkafka debug contexts (e.g. eos for producers, cgrp,topic,fetch for consumers)")
     ap.add_argument("--flush-seconds", type=float, default=90.0)
     ap.add_argument("--commit-interval", type=float, default=1.0)
     ap.add_argument("--interval", type=float, default=0.5)
