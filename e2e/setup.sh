@@ -57,6 +57,14 @@ ensure_tool() { # COMMAND PACKAGE
 }
 ensure_tool ip iproute2
 ensure_tool openssl openssl
+# libfaketime: the chaos run's clock-skew fault runs each broker under it (e2e/chaos/README.md)
+if [[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]]; then
+    say "libfaketime already installed"
+else
+    say "installing libfaketime (apt-get install -y libfaketime)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q libfaketime || { apt-get update -q && apt-get install -y -q libfaketime; }
+fi
 
 # 2. Python venv ----------------------------------------------------------------------------
 VENV="$E2E_DIR/.venv"

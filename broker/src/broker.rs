@@ -338,7 +338,7 @@ impl Broker {
                             partition_epoch,
                             replicas,
                             isr,
-                            now,
+                            crate::system::mono_ms(),
                         )
                     })
                     .map(|started| leading += usize::from(started)),
@@ -582,7 +582,7 @@ impl Broker {
             loop {
                 tokio::time::sleep(every).await;
                 let Some(b) = me.upgrade() else { return };
-                b.replicas.shrink_isrs(now_ms(), lag);
+                b.replicas.shrink_isrs(crate::system::mono_ms(), lag);
             }
         }));
     }

@@ -87,7 +87,7 @@ impl Broker {
                                 warn!(topic = %p.topic, partition = p.partition, error = %e, left_out, "ISR change refused");
                             }
                             if awaits_newer_state(code) {
-                                part.hold_isr_change(p.leader_epoch, crate::system::now_ms());
+                                part.hold_isr_change(p.leader_epoch, crate::system::mono_ms());
                             } else {
                                 part.complete_isr_change(p.leader_epoch, None);
                             }

@@ -1,14 +1,30 @@
 //! What the broker reads from the machine: the wall clock and the space on
 //! the filesystem of its data directory; and how it blocks.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::OnceLock;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch: for what is written down or shown
+/// (record and marker timestamps, commit times, retention by time).
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Milliseconds on this process's monotonic clock, for the durations the
+/// leader measures in memory: how long ago a follower fetched or caught up
+/// (ISR shrinks, `replica.lag.time.max.ms`), the evidence that it still
+/// leads, a held ISR change. A step of the wall clock (NTP, someone's
+/// `date -s`) must neither drop in-sync followers nor keep a stale leader
+/// believing it leads; Kafka measures replica lag on the wall clock and
+/// does both. Comparable only with itself; it starts far above 0, so 0
+/// ("never") stays long ago.
+pub fn mono_ms() -> i64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    const LONG_AGO: i64 = 1 << 40;
+    LONG_AGO + START.get_or_init(Instant::now).elapsed().as_millis() as i64
 }
 
 /// Runs `f`, which may block (a controller call, disk I/O), without starving

@@ -33,6 +33,7 @@ E2E = HERE.parent
 sys.path.insert(0, str(E2E / "tests"))
 
 from brokers import LocalCluster  # noqa: E402
+from util import java_cmd  # noqa: E402
 from test_network_partition import Net, sh  # noqa: E402
 from test_replication import OVERRIDES  # noqa: E402
 
@@ -40,13 +41,21 @@ import checker  # noqa: E402
 
 PY = str(E2E / ".venv" / "bin" / "python")
 ALL_FAULTS = ["kill", "pause", "partition", "partition-ctrl", "partition-asym", "partition-pair",
-              "restart", "disk-full", "slow-disk", "controller", "disk-loss"]
+              "restart", "disk-full", "slow-disk", "controller", "clock-skew", "reassign", "end-txn",
+              "disk-loss"]
 # Disk loss re-copies every replica of the wiped broker and waits for a full ISR before each
 # wipe: left out of the short default run, in every long run (`--faults all`).
 DEFAULT_FAULTS = [f for f in ALL_FAULTS if f != "disk-loss"]
+# The end-txn fault's proxies (txn_proxy.py, in each broker's namespace): the brokers get a second
+# listener, EXTERNAL, advertised at the proxy; the producers bootstrap there (everyone else on the
+# first listener, which also carries replication).
+PROXY_PORT, EXTERNAL_PORT = 19092, 19093
 BROKERS = (1, 2, 3)
 CGROOT = Path("/sys/fs/cgroup/blkio")
 CHAOS_ROOT_MARK = "skein-chaos-"
+# libfaketime (Debian's libfaketime, installed by e2e/setup.sh): every broker runs under it with
+# its own offset file, "+0" but during a clock-skew fault; CLOCK_MONOTONIC is left alone.
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 
 
 def log(msg: str) -> None:
@@ -353,11 +362,12 @@ class Chaos:
         self.meta: dict = {}
         self.harness_problems: list[str] = []
         self.nfaults = 0
+        self.proxies = False
 
     # -- helpers ---------------------------------------------------------------------------
-    def client(self, name: str, *args: str) -> subprocess.Popen:
-        cmd = ["ip", "netns", "exec", self.net.ns("c"), "nice", "-n", str(self.a.nice), PY,
-               str(HERE / "workload.py"), *args]
+    def client(self, name: str, *args: str, java: bool = False) -> subprocess.Popen:
+        prog = java_cmd(*args) if java else [PY, str(HERE / "workload.py"), *args]
+        cmd = ["ip", "netns", "exec", self.net.ns("c"), "nice", "-n", str(self.a.nice), *prog]
         out = open(self.logs / f"{name}.out", "ab")
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)
@@ -523,6 +533,90 @@ class Chaos:
             self.harness_problems.append(f"controller restart at {t:.3f}: {e}"[:500])
         self.record("controller", "k", t, down_seconds=round(d, 2), pid=pid)
 
+    def set_clock(self, b: int, seconds: float) -> None:
+        f = self.state / f"clock-{b}"
+        tmp = f.with_suffix(".tmp")
+        tmp.write_text(f"{seconds:+.3f}\n")
+        tmp.replace(f)
+
+    def f_clock_skew(self):
+        """Broker b's wall clock (CLOCK_REALTIME: record timestamps, time indexes, retention,
+        transaction and producer-id expiry) jumps ahead or back by 128 ms to 262 s (as Jepsen's
+        clock bumps) for 5-30 s, then back; its monotonic clock (timeouts, sessions) runs on."""
+        b = self.pick_broker()
+        skew = self.rnd.choice([-1, 1]) * 2 ** self.rnd.uniform(7, 18) / 1000
+        d = self.rnd.uniform(5.0, 30.0)
+        t = time.time()
+        self.set_clock(b, skew)
+        try:
+            self.sleep(d)
+        finally:
+            self.set_clock(b, 0)
+        time.sleep(1.2)  # libfaketime reads the file again within FAKETIME_CACHE_DURATION (1 s)
+        self.record("clock-skew", b, t, skew_seconds=round(skew, 3), seconds=round(d, 2))
+
+    def reassign(self, *args: str, timeout: float = 150) -> dict:
+        p = self.client(f"reassign-{self.nfaults}", "reassign", *self.common(), *args,
+                        "--max-seconds", str(timeout - 30))
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(10)
+        out = (self.logs / f"reassign-{self.nfaults}.out").read_text(errors="replace").strip()
+        try:
+            return json.loads(out.splitlines()[-1])
+        except (ValueError, IndexError):
+            return {"ok": False, "error": out[-300:]}
+
+    def f_reassign(self):
+        """A partition's replica is removed (AlterPartitionReassignments, waited for), the
+        preferred leader elected, and the replica added back at a random place: the partition is
+        copied to it again while the next faults happen."""
+        part = self.rnd.randrange(self.a.partitions)
+        t = time.time()
+        r = self.reassign("--partition", str(part), "--id", str(self.rnd.randrange(1 << 30)))
+        if not r.get("ok"):
+            log(f"reassign of partition {part} did not finish: {r.get('error')}")
+        self.record("reassign", f"p{part}", t, steps=[s["replicas"] for s in r.get("steps", [])],
+                    ok=r.get("ok", False), **({"error": r["error"]} if "error" in r else {}))
+
+    def producer_bootstrap(self) -> str:
+        """The producers' bootstrap: through the end-txn fault's proxies when it is on."""
+        if not self.proxies:
+            return self.cluster.bootstrap
+        return ",".join(f"{self.net.addr(b)}:{PROXY_PORT}" for b in BROKERS)
+
+    def start_proxies(self) -> None:
+        for b in BROKERS:
+            cmd = ["ip", "netns", "exec", self.net.ns(b), PY, str(HERE / "txn_proxy.py"),
+                   "--listen", f"{self.net.addr(b)}:{PROXY_PORT}", "--to", f"{self.net.addr(b)}:{EXTERNAL_PORT}",
+                   "--control", str(self.state / "end-txn"), "--log", str(self.logs / f"end-txn-{b}.jsonl")]
+            out = open(self.logs / f"proxy-{b}.out", "ab")
+            self.procs[f"proxy-{b}"] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            out.close()
+        self.proxies = True
+
+    def f_end_txn(self):
+        """For 3-15 s, every EndTxn the producers send (through the proxies) is either held for
+        0.5-14 s (the request timeout is 10 s: a longer hold makes the client retry, and the held
+        request arrives after) or passed on and sent again 0-6 s later on a connection of its own
+        (KAFKA-17754's late EndTxn). What each proxy did is in logs/end-txn-N.jsonl."""
+        kind = self.rnd.choice(["delay", "dup"])
+        secs = self.rnd.uniform(0.5, 14.0) if kind == "delay" else self.rnd.uniform(0.0, 6.0)
+        d = self.rnd.uniform(3.0, 15.0)
+        t = time.time()
+        ctl = self.state / "end-txn"
+        tmp = ctl.with_suffix(".tmp")
+        tmp.write_text(f"{kind} {secs:.2f}\n")
+        tmp.replace(ctl)
+        try:
+            self.sleep(d)
+        finally:
+            ctl.unlink(missing_ok=True)
+        self.record("end-txn", "proxies", t, action=kind, request_seconds=round(secs, 2), seconds=round(d, 2))
+
     def f_disk_loss(self):
         b = self.pick_broker()
         t = time.time()
@@ -552,6 +646,9 @@ class Chaos:
                 self.disks.throttle(b, False)
             self.disks.unfill(b)
             (self.state / f"hold-{b}").unlink(missing_ok=True)
+            (self.state / "end-txn").unlink(missing_ok=True)
+            if "clock-skew" in self.a.faults:
+                self.set_clock(b, 0)
         if not self.cluster.controller_alive():
             self.cluster.start(timeout=90)
 
@@ -566,6 +663,16 @@ class Chaos:
         self.disks = Disks(self.workdir, self.cluster.data_dir, self.net.tag, a.disk_mb)
         self.disks.setup()
         os.environ["CHAOS_STATE"] = str(self.state)
+        if "clock-skew" in a.faults:
+            if not FAKETIME_LIB.exists():
+                raise RuntimeError(f"clock-skew needs {FAKETIME_LIB} (apt-get install libfaketime; "
+                                   "e2e/setup.sh does)")
+            for b in BROKERS:
+                self.set_clock(b, 0)
+            os.environ["CHAOS_FAKETIME"] = str(FAKETIME_LIB)
+        if "end-txn" in a.faults:
+            os.environ["CHAOS_PROXY_LISTENERS"] = f"{EXTERNAL_PORT}:{PROXY_PORT}"
+            self.start_proxies()
         os.environ["CHAOS_NS"] = f"{self.net.tag}-{{id}}"
         os.environ["CHAOS_CGROUP"] = (str(CGROOT / f"{CHAOS_ROOT_MARK}{self.net.tag}-{{id}}")
                                       if self.disks.cgroups else "")
@@ -590,7 +697,14 @@ class Chaos:
                         "--stop", str(self.state / "stop-consumers"),
                         *(["--debug", a.consumer_debug] if a.consumer_debug else []))
         for i in range(1, a.producers + 1):
-            self.client(f"producer-{i}", "producer", *self.common(), "--id", str(i), "--rate", str(a.rate),
+            if a.producer_client == "java":
+                self.client(f"producer-{i}", "chaos-txn", "--bootstrap", self.producer_bootstrap(),
+                            "--topic", a.topic, "--partitions", str(a.partitions), "--dir", str(self.logs),
+                            "--id", str(i), "--rate", str(a.rate), "--abort-every", str(a.abort_every),
+                            "--stop", str(self.state / "stop-producers"), java=True)
+                continue
+            self.client(f"producer-{i}", "producer", "--bootstrap", self.producer_bootstrap(),
+                        *self.common()[2:], "--id", str(i), "--rate", str(a.rate),
                         "--mode", a.producer_mode, "--abort-every", str(a.abort_every),
                         "--stop", str(self.state / "stop-producers"),
                         *(["--debug", a.producer_debug] if a.producer_debug else []))
@@ -647,6 +761,10 @@ class Chaos:
         a = self.a
         log("nemesis done: healing everything")
         self.heal_all()
+        if "reassign" in a.faults:
+            r = self.reassign("--repair", timeout=a.recover_timeout + 30)
+            if not r.get("ok"):
+                self.harness_problems.append(f"partitions left with fewer replicas: {r.get('error')}")
         if not self.wait_whole(a.recover_timeout):
             self.harness_problems.append(
                 f"the cluster was not whole (every partition led, ISR of 3, 3 brokers) within "
@@ -696,7 +814,7 @@ class Chaos:
         self.meta.update(name=self.workdir.name, seed=a.seed, duration=a.duration, faults=a.faults,
                          topic=a.topic, partitions=a.partitions, producers=a.producers,
                          consumers=a.consumers, rate=a.rate, git=self.git_rev(),
-                         producer_mode=a.producer_mode, consume=a.consume, abort_every=a.abort_every,
+                         producer_mode=a.producer_mode, producer_client=a.producer_client, consume=a.consume, abort_every=a.abort_every,
                          broker_bin=str(self.cluster_bin()))
         self.setup()
         self.faults_f = open(self.logs / "faults.jsonl", "a")
@@ -787,6 +905,9 @@ def parse(argv=None):
     ap.add_argument("--producer-mode", choices=["plain", "txn"], default="plain",
                     help="plain: idempotent producers, a record at a time (default); txn: transactional "
                          "producers, 2-6 records to random partitions per transaction, 1 in --abort-every aborted")
+    ap.add_argument("--producer-client", choices=["librdkafka", "java"], default="librdkafka",
+                    help="with --producer-mode txn: confluent-kafka (librdkafka 2.16: transaction version 1) "
+                         "or the Java client (4.1: version 2, KIP-890)")
     ap.add_argument("--abort-every", type=int, default=5, help="with --producer-mode txn: abort 1 transaction in N")
     ap.add_argument("--consume", choices=["subscribe", "assign"], default="subscribe",
                     help="subscribe: the consumers are members of the group (default); assign: each assigns "
@@ -809,6 +930,13 @@ def parse(argv=None):
     bad = [f for f in a.faults if f not in ALL_FAULTS]
     if bad or not a.faults:
         ap.error(f"unknown fault kinds {bad}; known: {', '.join(ALL_FAULTS)}")
+    if a.producer_mode != "txn":
+        if a.producer_client != "librdkafka":
+            ap.error("--producer-client java needs --producer-mode txn")
+        if "end-txn" in a.faults and len(a.faults) > 1:
+            a.faults = [f for f in a.faults if f != "end-txn"]  # plain producers send no EndTxn
+        elif "end-txn" in a.faults:
+            ap.error("the end-txn fault needs --producer-mode txn")
     if a.seed is None:
         a.seed = random.randrange(1 << 31)
     a.topic = "chaos"

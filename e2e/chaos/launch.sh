@@ -5,6 +5,9 @@
 #   CHAOS_STATE   directory with the control files below
 #   CHAOS_NS      network namespace name with {id} (the broker's own namespace)
 #   CHAOS_CGROUP  blkio cgroup directory with {id} (slow-disk throttling), may be empty
+#   CHAOS_FAKETIME libfaketime's library, or empty: the broker runs under it (clock-skew)
+#   CHAOS_PROXY_LISTENERS EXT:PROXY, or empty: a second listener on port EXT advertised at port
+#                 PROXY, where txn_proxy.py listens (end-txn)
 #
 # - hold-ID present: wait (at most 600 s) before starting: the nemesis keeps a broker down while it
 #   wipes its disk.
@@ -44,4 +47,27 @@ if [[ -n "${CHAOS_CGROUP:-}" ]]; then
     echo $$ > "$cg/cgroup.procs" 2>/dev/null || echo "launch.sh: cannot join $cg" >&2
 fi
 echo $$ > "$pidf.tmp" && mv "$pidf.tmp" "$pidf"
+if [[ -n "${CHAOS_PROXY_LISTENERS:-}" ]]; then
+    # the end-txn fault: a second listener, EXTERNAL, advertised at the proxy in front of it (the
+    # producers' way in); the first, as --listen gives it, stays the inter-broker listener
+    ext=${CHAOS_PROXY_LISTENERS%%:*}
+    proxy=${CHAOS_PROXY_LISTENERS##*:}
+    listen=
+    prev=
+    for arg in "$@"; do
+        [[ "$prev" == "--listen" ]] && listen=$arg
+        prev=$arg
+    done
+    host=${listen%:*}
+    set -- "$@" --override "listeners=INTERNAL://$listen,EXTERNAL://$host:$ext" \
+        --override "advertised.listeners=INTERNAL://$listen,EXTERNAL://$host:$proxy" \
+        --override "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT" \
+        --override "inter.broker.listener.name=INTERNAL"
+fi
+if [[ -n "${CHAOS_FAKETIME:-}" ]]; then
+    # the clock-skew fault: the wall clock is offset by what $state/clock-ID says (re-read every
+    # second); the monotonic clock is not touched
+    exec ip netns exec "$ns" env LD_PRELOAD="$CHAOS_FAKETIME" FAKETIME_TIMESTAMP_FILE="$state/clock-$id" \
+        FAKETIME_CACHE_DURATION=1 FAKETIME_DONT_FAKE_MONOTONIC=1 "$@"
+fi
 exec ip netns exec "$ns" "$@"

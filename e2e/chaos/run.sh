@@ -18,7 +18,8 @@ fi
 for tool in ip losetup mkfs.ext4 mount umount; do
     command -v "$tool" >/dev/null || { echo "e2e/chaos: '$tool' not found (iproute2, util-linux, e2fsprogs)" >&2; exit 2; }
 done
-if [[ ! -x "$E2E/.venv/bin/python" ]]; then
+# the venv, and libfaketime for the clock-skew fault (both from e2e/setup.sh)
+if [[ ! -x "$E2E/.venv/bin/python" || ! -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]]; then
     "$E2E/setup.sh" || { echo "e2e/chaos: e2e/setup.sh failed" >&2; exit 2; }
 fi
 exec "$E2E/.venv/bin/python" "$DIR/chaos.py" "$@"

@@ -516,6 +516,87 @@ def dump(a) -> int:
     return 0
 
 
+def reassign(a) -> int:
+    """The nemesis' `reassign` of partition --partition (kafka-python's admin client, the
+    AlterPartitionReassignments / ListPartitionReassignments / ElectLeaders APIs): one replica
+    is removed (waited for) and the preferred leader elected, then the replica is added back at
+    a random place in the list, which copies the whole partition to it again; that is left
+    running, so the next faults hit the copy. A partition left short by an earlier try gets its
+    missing replica first. With --repair: every short partition is completed and waited for.
+    Prints what it did as one JSON line."""
+    import random
+    from kafka import KafkaAdminClient, TopicPartition as KTP
+    rnd = random.Random(a.id)
+    admin = KafkaAdminClient(bootstrap_servers=a.bootstrap, request_timeout_ms=8000,
+                             client_id="chaos-reassign")
+    deadline = time.monotonic() + a.max_seconds
+    out: dict = {"steps": []}
+
+    def retry(what, fn):
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                return fn()
+            except Exception as e:  # noqa: BLE001 (faults make any call fail for a while)
+                last = f"{type(e).__name__}: {e}"[:200]
+                time.sleep(0.5)
+        raise RuntimeError(f"{what}: {last}")
+
+    def replicas() -> dict[int, list[int]]:
+        d = retry("describe", lambda: admin.describe_topics([a.topic]))
+        return {p["partition_index"]: list(p["replica_nodes"]) for t in d for p in t["partitions"]}
+
+    def alter(p: int, target: list[int]) -> None:
+        def once():
+            r = admin.alter_partition_reassignments({KTP(a.topic, p): target})
+            err = r.get(KTP(a.topic, p))
+            if err is not None:
+                raise RuntimeError(f"refused: {err}")
+        retry(f"alter {p} -> {target}", once)
+        out["steps"].append({"partition": p, "replicas": target, "t": round(now(), 3)})
+
+    def done(p: int, target: list[int]) -> bool:
+        pending = retry("list", lambda: admin.list_partition_reassignments([KTP(a.topic, p)]))
+        return KTP(a.topic, p) not in pending and replicas().get(p) == target
+
+    def wait_done(p: int, target: list[int]) -> None:
+        while not done(p, target):
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"reassignment of {p} to {target} not done in time")
+            time.sleep(0.5)
+
+    everyone = [1, 2, 3]
+    try:
+        current = replicas()
+        short = {p: r for p, r in current.items() if len(r) < len(everyone)}
+        for p, r in short.items():
+            target = r + [b for b in everyone if b not in r]
+            alter(p, target)
+            if a.repair:
+                wait_done(p, target)
+        if not a.repair and a.partition not in short:
+            r = current[a.partition]
+            gone = rnd.choice(r)
+            smaller = [b for b in r if b != gone]
+            alter(a.partition, smaller)
+            wait_done(a.partition, smaller)
+            try:
+                admin.elect_leaders(0, {a.topic: [a.partition]}, raise_errors=False)
+                out["elected"] = True
+            except Exception as e:  # noqa: BLE001
+                out["elected"] = f"{type(e).__name__}"
+            back = list(smaller)
+            back.insert(rnd.randrange(len(back) + 1), gone)
+            alter(a.partition, back)
+        out["ok"] = True
+    except Exception as e:  # noqa: BLE001
+        out.update(ok=False, error=f"{e}"[:300])
+    finally:
+        admin.close()
+    print(json.dumps(out))
+    return 0 if out["ok"] else 1
+
+
 def main(argv=None) -> int:
     import faulthandler
     import signal
@@ -524,7 +605,7 @@ def main(argv=None) -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "create-topic":
         return create_topic(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:])
     ap = argparse.ArgumentParser()
-    ap.add_argument("role", choices=["producer", "consumer", "monitor", "dump"])
+    ap.add_argument("role", choices=["producer", "consumer", "monitor", "dump", "reassign"])
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", required=True)
     ap.add_argument("--partitions", type=int, required=True)
@@ -543,10 +624,13 @@ def main(argv=None) -> int:
     ap.add_argument("--consume", choices=["subscribe", "assign"], default="subscribe")
     ap.add_argument("--members", type=int, default=3, help="consumers in all (--consume assign splits the partitions)")
     ap.add_argument("--max-seconds", type=float, default=4 * 3600)
+    ap.add_argument("--partition", type=int, default=0, help="reassign: the partition")
+    ap.add_argument("--repair", action="store_true", help="reassign: complete every short replica list")
     a = ap.parse_args(argv)
     if a.role == "producer" and a.mode == "txn":
         return txn_producer(a)
-    return {"producer": producer, "consumer": consumer, "monitor": monitor, "dump": dump}[a.role](a)
+    return {"producer": producer, "consumer": consumer, "monitor": monitor, "dump": dump,
+            "reassign": reassign}[a.role](a)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ pub struct Log {
     /// KIP-890: the producers whose transaction verification is under way
     /// here, each with its guard (in memory, as Kafka keeps them).
     pub(crate) verification_guards:
-        std::collections::HashMap<i64, crate::verification_guard::VerificationGuard>,
+        std::collections::HashMap<i64, crate::verification_guard::Verification>,
     /// The last guard handed out.
     pub(crate) last_verification_guard: u64,
 }

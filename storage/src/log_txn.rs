@@ -13,7 +13,7 @@ use crate::batch::BatchHeader;
 use crate::error::StorageError;
 use crate::log::Log;
 use crate::txn_index::AbortedTxn;
-use crate::verification_guard::VerificationGuard;
+use crate::verification_guard::{Verification, VerificationGuard};
 
 /// Control record types (the key's second field).
 const ABORT: i16 = 0;
@@ -109,23 +109,32 @@ impl Log {
     /// `producer_epoch` here: the guard its transactional append must bring
     /// ([`VerificationGuard::ONGOING`] when that transaction is already open
     /// here at that epoch, and no coordinator needs asking). A verification
-    /// already under way keeps its guard.
+    /// already under way keeps its guard. `epoch_bump`: the producer uses
+    /// transaction version 2, whose markers carry the epoch of its next
+    /// transaction.
     pub fn start_verification(
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
+        epoch_bump: bool,
     ) -> VerificationGuard {
         if self.open_txn_epoch(producer_id) == Some(producer_epoch) {
             return VerificationGuard::ONGOING;
         }
         let last = &mut self.last_verification_guard;
-        *self
+        let v = self
             .verification_guards
             .entry(producer_id)
             .or_insert_with(|| {
                 *last += 1;
-                VerificationGuard(*last)
-            })
+                Verification {
+                    guard: VerificationGuard(*last),
+                    epoch: producer_epoch,
+                    epoch_bump,
+                }
+            });
+        v.epoch = v.epoch.max(producer_epoch);
+        v.guard
     }
 
     /// The epoch of producer `producer_id`'s transaction open here, if one
@@ -150,7 +159,10 @@ impl Log {
             return Ok(());
         }
         if guard != VerificationGuard::ONGOING
-            && self.verification_guards.get(&h.producer_id) == Some(&guard)
+            && self
+                .verification_guards
+                .get(&h.producer_id)
+                .is_some_and(|v| v.guard == guard)
         {
             return Ok(());
         }
@@ -177,7 +189,19 @@ impl Log {
         if h.is_transactional() {
             // Its transaction is open now (a data batch) or over (a marker):
             // a verification begun before is no longer the one in place.
-            self.verification_guards.remove(&h.producer_id);
+            // Except (as Kafka) a version 2 marker at the verification's
+            // epoch: it ends the previous transaction, and the epoch bump
+            // that came with it is the one the next transaction, the one
+            // being verified, began at. Removing the guard there refused
+            // the next transaction's first batch in every partition whose
+            // marker came late (INVALID_TXN_STATE).
+            let next_txn_started = self
+                .verification_guards
+                .get(&h.producer_id)
+                .is_some_and(|v| v.epoch_bump && h.is_control() && h.producer_epoch == v.epoch);
+            if !next_txn_started {
+                self.verification_guards.remove(&h.producer_id);
+            }
         }
         if !h.is_control() {
             self.producer_state.update(h, now_ms);

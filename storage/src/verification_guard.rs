@@ -16,3 +16,14 @@ impl VerificationGuard {
     /// began: the append needs it still open.
     pub const ONGOING: VerificationGuard = VerificationGuard(0);
 }
+
+/// A verification under way for one producer (Kafka's
+/// `VerificationStateEntry`): its guard, the highest epoch it was begun at,
+/// and whether the producer bumps its epoch on every transaction
+/// (transaction version 2).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Verification {
+    pub guard: VerificationGuard,
+    pub epoch: i16,
+    pub epoch_bump: bool,
+}

@@ -10,7 +10,6 @@ use kafka_protocol::error::ResponseError;
 use super::CoordinatorContext;
 use crate::error::ApiError;
 use crate::partition::Partition;
-use crate::system::now_ms;
 
 /// Partition `p` of `topic` when this broker leads it and its leadership is
 /// confirmed; `NOT_COORDINATOR` otherwise, or `COORDINATOR_LOAD_IN_PROGRESS`
@@ -46,7 +45,7 @@ pub fn led_partition(
     // its state may be older than the new coordinator's, and a client must
     // not read it. Kafka's coordinator answers from such a stale cache
     // until it hears of the change.
-    if !part.leadership_confirmed(now_ms(), ctx.replica_lag_time_max_ms) {
+    if !part.leadership_confirmed(crate::system::mono_ms(), ctx.replica_lag_time_max_ms) {
         return Err(ApiError::new(
             ResponseError::NotCoordinator,
             format!(

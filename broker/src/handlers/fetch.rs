@@ -113,7 +113,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
     // follower session's round counts as a fetch of the partitions it skips
     // as of the moment they were found unchanged (`planned_at`): just
     // before the session took what changed.
-    let mut planned_at = crate::system::now_ms();
+    let mut planned_at = crate::system::mono_ms();
     let mut plan = match broker.fetch_sessions.begin(&req, version, terms) {
         Ok(plan) => plan,
         Err(e) => {
@@ -192,7 +192,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
                 p.watch(&waker, tokens.map_or(0, |t| t[i]));
             }
         }
-        let now = crate::system::now_ms();
+        let now = crate::system::mono_ms();
         let pulse = plan.quiet.as_ref().map(|r| &r.pulse);
         let (results, total, errored) = read_pass(
             broker,
@@ -240,7 +240,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         let _ = tokio::time::timeout_at(deadline, waker.woken()).await;
         // A follower session's partitions that changed while it waited
         // join the round (the ones it holds are read again anyway).
-        planned_at = crate::system::now_ms();
+        planned_at = crate::system::mono_ms();
         let fired = broker.fetch_sessions.fired(&plan);
         if let Some(round) = plan.quiet.as_mut() {
             let held: HashSet<u32> = round.tokens.iter().copied().collect();

@@ -160,7 +160,9 @@ pub async fn verify(
     }
     let guard = match open_here == Some(b.producer_epoch) {
         true => VerificationGuard::ONGOING,
-        false => part.with_log_mut(|l| l.start_verification(b.producer_id, b.producer_epoch)),
+        false => part.with_log_mut(|l| {
+            l.start_verification(b.producer_id, b.producer_epoch, op == TxnOperation::Add)
+        }),
     };
     if guard == VerificationGuard::ONGOING {
         // Open here already: the append checks it still is.

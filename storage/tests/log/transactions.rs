@@ -283,24 +283,27 @@ fn a_marker_during_verification_keeps_the_verified_batch_out() {
     };
 
     // The plain case: verified, appended under the guard, the transaction open.
-    let g = log.start_verification(1, 0);
+    let g = log.start_verification(1, 0, false);
     assert_ne!(g, VerificationGuard::ONGOING);
     assert_eq!(
-        log.start_verification(1, 0),
+        log.start_verification(1, 0, false),
         g,
         "one verification at a time keeps its guard"
     );
     verified(&mut log, txn_batch(1, 0, 0, 2), g).unwrap();
     assert_eq!(log.first_unstable_offset(), Some(0));
     // Open here at that epoch: no coordinator to ask, and it goes in while open.
-    assert_eq!(log.start_verification(1, 0), VerificationGuard::ONGOING);
+    assert_eq!(
+        log.start_verification(1, 0, false),
+        VerificationGuard::ONGOING
+    );
     verified(&mut log, txn_batch(1, 0, 2, 1), VerificationGuard::ONGOING).unwrap();
     append(&mut log, marker(1, 0, true), 1_000);
     assert_eq!(log.first_unstable_offset(), None);
 
     // The race: verification of the next transaction begins, the producer's
     // transaction ends (a marker) before the append.
-    let g = log.start_verification(1, 0);
+    let g = log.start_verification(1, 0, false);
     append(&mut log, marker(1, 0, false), 1_000);
     let end = log.log_end_offset();
     let e = verified(&mut log, txn_batch(1, 0, 3, 1), g).unwrap_err();
@@ -313,17 +316,20 @@ fn a_marker_during_verification_keeps_the_verified_batch_out() {
     );
 
     // "Open here" seen at verification, closed by the time of the append.
-    let g2 = log.start_verification(1, 0);
+    let g2 = log.start_verification(1, 0, false);
     assert_ne!(g2, g, "a new verification gets a new guard");
     verified(&mut log, txn_batch(1, 0, 3, 1), g2).unwrap();
-    assert_eq!(log.start_verification(1, 0), VerificationGuard::ONGOING);
+    assert_eq!(
+        log.start_verification(1, 0, false),
+        VerificationGuard::ONGOING
+    );
     append(&mut log, marker(1, 0, true), 1_000);
     let e = verified(&mut log, txn_batch(1, 0, 4, 1), VerificationGuard::ONGOING).unwrap_err();
     assert!(matches!(e, StorageError::InvalidTxnState(_)), "{e:?}");
     assert_eq!(log.first_unstable_offset(), None);
 
     // Another producer's guard is not this one's.
-    let other = log.start_verification(2, 0);
+    let other = log.start_verification(2, 0, false);
     assert!(verified(&mut log, txn_batch(1, 0, 4, 1), other).is_err());
     // Non-transactional batches need no guard.
     verified(
@@ -332,4 +338,51 @@ fn a_marker_during_verification_keeps_the_verified_batch_out() {
         other,
     )
     .unwrap();
+}
+
+/// Transaction version 2: the coordinator bumps the epoch at EndTxn and the
+/// markers carry the bumped epoch, the one the producer's next transaction
+/// runs at. A marker of the previous transaction landing while the next
+/// one's first batch here is being verified leaves that verification in
+/// place (Kafka's `isV2NextTransactionStarted`); any other marker ends it.
+#[test]
+fn a_version_2_marker_at_the_verified_epoch_keeps_the_next_transaction_verified() {
+    use skein_storage::{AppendOrigin, StorageError};
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path().join("t-0"), LogConfig::default(), 1_000).unwrap();
+    let verified = |log: &mut Log, batch: Vec<u8>, guard| {
+        let mut batch = batch;
+        log.append_as_leader(&mut batch, 0, 1_000, AppendOrigin::VerifiedClient(guard))
+    };
+    // Transaction 1 at epoch 0 is open here; EndTxn bumped the epoch to 1.
+    let g = log.start_verification(7, 0, true);
+    verified(&mut log, txn_batch(7, 0, 0, 2), g).unwrap();
+    // The next transaction's first batch, at epoch 1, is verified before
+    // transaction 1's marker (epoch 1) arrives, and appended after it.
+    let g = log.start_verification(7, 1, true);
+    append(&mut log, marker(7, 1, true), 1_000);
+    assert_eq!(log.first_unstable_offset(), None, "transaction 1 is over");
+    verified(&mut log, txn_batch(7, 1, 0, 1), g).unwrap();
+    assert!(
+        log.first_unstable_offset().is_some(),
+        "transaction 2 is open"
+    );
+    append(&mut log, marker(7, 2, true), 1_000);
+
+    // A marker at another epoch (the coordinator fenced or timed out the
+    // transaction being verified) ends the verification.
+    let g = log.start_verification(7, 2, true);
+    append(&mut log, marker(7, 3, false), 1_000);
+    let end = log.log_end_offset();
+    let e = verified(&mut log, txn_batch(7, 2, 0, 1), g).unwrap_err();
+    assert!(matches!(e, StorageError::InvalidTxnState(_)), "{e:?}");
+    assert_eq!(log.log_end_offset(), end, "nothing written");
+
+    // Version 1 (no epoch bump): a marker at the same epoch ends it too.
+    let g = log.start_verification(8, 0, false);
+    verified(&mut log, txn_batch(8, 0, 0, 1), g).unwrap();
+    let g = log.start_verification(8, 1, false);
+    append(&mut log, marker(8, 1, true), 1_000);
+    let e = verified(&mut log, txn_batch(8, 1, 0, 1), g).unwrap_err();
+    assert!(matches!(e, StorageError::InvalidTxnState(_)), "{e:?}");
 }

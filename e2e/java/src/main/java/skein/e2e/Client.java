@@ -105,6 +105,7 @@ public final class Client {
             case "txn-produce" -> Txn.produce(bootstrap, opt);
             case "txn-copy" -> Txn.copy(bootstrap, opt);
             case "txn-hold" -> Txn.hold(bootstrap, opt);
+            case "chaos-txn" -> ChaosTxn.run(bootstrap, opt);
             case "streams-count" -> StreamsCount.run(bootstrap, opt);
             case "schema-store" -> SchemaStore.run(bootstrap, opt);
             default -> die("unknown subcommand " + cmd);
