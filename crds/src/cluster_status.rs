@@ -1,6 +1,6 @@
 //! What the operator reports about a `KafkaCluster` (`.status`).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +53,35 @@ pub struct KafkaClusterStatus {
     /// The balancer's plan while there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balance: Option<BalanceStatus>,
+    /// The last unclean recoveries (KIP-966, `unclean.recovery.strategy`),
+    /// oldest first, at most 10: partitions that had no in-sync or eligible
+    /// replica left and got the longest log of the live replicas as leader.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unclean_recoveries: Vec<UncleanRecoveryStatus>,
+}
+
+/// One unclean recovery (`status.uncleanRecoveries[]`): which replica was
+/// elected and which offsets may be missing.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UncleanRecoveryStatus {
+    /// When the operator saw it.
+    pub time: Time,
+    pub topic: String,
+    pub partition: i32,
+    /// The broker elected: the replica with the longest log in the latest
+    /// leader epoch among those that reported.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    /// Where the elected replica's log ends: records from here on that any
+    /// replica acknowledged before are missing.
+    pub log_end_offset: i64,
+    /// The highest log end offset a replica reported (above
+    /// `logEndOffset`: offsets that another, older, replica held).
+    pub highest_reported_offset: i64,
+    /// Replicas that did not report: what only they held is unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreported_brokers: Vec<i32>,
 }
 
 /// A listener's addresses (`status.listeners[]`).

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::cluster_status::{
     BrokerStatus, CertificateAuthorityStatus, KafkaClusterStatus, ListenerStatus,
-    ProducerIdBlockStatus,
+    ProducerIdBlockStatus, UncleanRecoveryStatus,
 };
 use crate::day2::{default_reassignment_throttle, BalancerSpec, SelfHealingSpec};
 use crate::immutable::immutable_optional;

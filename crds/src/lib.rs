@@ -22,7 +22,7 @@ pub use kafka_cluster::{
     BrokerStatus, CertificateAuthorityStatus, CertificatesSpec, ClientListener, ConfigMapKey,
     IngressListener, KafkaCluster, KafkaClusterSpec, KafkaClusterStatus, ListenerAuthentication,
     ListenerAuthenticationType, ListenerStatus, ListenerType, ListenersSpec, OAuthListener,
-    PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec,
+    PodTemplateSpec, ProducerIdBlockStatus, RackSpec, StorageSpec, UncleanRecoveryStatus,
 };
 pub use kafka_user::{
     AclOperationName, AclPatternType, AclResource, AclResourceType, AclRule, AclRuleType,

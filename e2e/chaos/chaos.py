@@ -33,13 +33,12 @@ E2E = HERE.parent
 sys.path.insert(0, str(E2E / "tests"))
 
 from brokers import LocalCluster  # noqa: E402
-from util import java_cmd  # noqa: E402
+from run_clients import PY, Clients  # noqa: E402
 from test_network_partition import Net, sh  # noqa: E402
 from test_replication import OVERRIDES  # noqa: E402
 
 import checker  # noqa: E402
 
-PY = str(E2E / ".venv" / "bin" / "python")
 ALL_FAULTS = ["kill", "pause", "partition", "partition-ctrl", "partition-asym", "partition-pair",
               "restart", "disk-full", "slow-disk", "controller", "clock-skew", "reassign", "end-txn",
               "disk-loss"]
@@ -354,7 +353,7 @@ class Chaos:
         self.workdir: Path = a.workdir
         self.state = self.workdir / "state"
         self.logs = self.workdir / "logs"
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.clients: Clients | None = None
         self.net: ChaosNet | None = None
         self.disks: Disks | None = None
         self.cluster: ChaosCluster | None = None
@@ -365,26 +364,14 @@ class Chaos:
         self.proxies = False
 
     # -- helpers ---------------------------------------------------------------------------
-    def client(self, name: str, *args: str, java: bool = False) -> subprocess.Popen:
-        prog = java_cmd(*args) if java else [PY, str(HERE / "workload.py"), *args]
-        cmd = ["ip", "netns", "exec", self.net.ns("c"), "nice", "-n", str(self.a.nice), *prog]
-        out = open(self.logs / f"{name}.out", "ab")
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
-        out.close()
-        self.procs[name] = p
-        return p
+    def client(self, name: str, *args: str) -> subprocess.Popen:
+        return self.clients.client(name, *args)
 
     def common(self) -> list[str]:
-        return ["--bootstrap", self.cluster.bootstrap, "--topic", self.a.topic,
-                "--partitions", str(self.a.partitions), "--dir", str(self.logs)]
+        return self.clients.common()
 
     def view(self) -> dict:
-        try:
-            st = json.loads((self.logs / "state.json").read_text())
-        except (OSError, ValueError):
-            return {}
-        return st if time.time() - st.get("t", 0) < 5 else {}
+        return self.clients.view()
 
     def wait_whole(self, timeout: float, settled: float = 1.0) -> bool:
         """Whether the monitor sees every partition whole in a sample taken after the last fault
@@ -593,7 +580,7 @@ class Chaos:
                    "--listen", f"{self.net.addr(b)}:{PROXY_PORT}", "--to", f"{self.net.addr(b)}:{EXTERNAL_PORT}",
                    "--control", str(self.state / "end-txn"), "--log", str(self.logs / f"end-txn-{b}.jsonl")]
             out = open(self.logs / f"proxy-{b}.out", "ab")
-            self.procs[f"proxy-{b}"] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+            self.clients.procs[f"proxy-{b}"] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                                          stdin=subprocess.DEVNULL, start_new_session=True)
             out.close()
         self.proxies = True
@@ -660,6 +647,8 @@ class Chaos:
         self.net = ChaosNet()
         (self.workdir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "tag": self.net.tag}))
         self.cluster = ChaosCluster(self.workdir / "cluster", self.net, self.state, a.nice)
+        self.clients = Clients(self.logs, self.state, self.cluster.bootstrap, a, log=log,
+                               wrap=["ip", "netns", "exec", self.net.ns("c"), "nice", "-n", str(a.nice)])
         self.disks = Disks(self.workdir, self.cluster.data_dir, self.net.tag, a.disk_mb)
         self.disks.setup()
         os.environ["CHAOS_STATE"] = str(self.state)
@@ -673,6 +662,7 @@ class Chaos:
         if "end-txn" in a.faults:
             os.environ["CHAOS_PROXY_LISTENERS"] = f"{EXTERNAL_PORT}:{PROXY_PORT}"
             self.start_proxies()
+            self.clients.producer_bootstrap = self.producer_bootstrap()
         os.environ["CHAOS_NS"] = f"{self.net.tag}-{{id}}"
         os.environ["CHAOS_CGROUP"] = (str(CGROOT / f"{CHAOS_ROOT_MARK}{self.net.tag}-{{id}}")
                                       if self.disks.cgroups else "")
@@ -688,44 +678,7 @@ class Chaos:
         log(r.stdout.strip())
 
     def start_clients(self) -> None:
-        a = self.a
-        self.client("monitor", "monitor", *self.common(), "--group", a.group,
-                    "--stop", str(self.state / "stop-monitor"))
-        for i in range(1, a.consumers + 1):
-            self.client(f"consumer-{i}", "consumer", *self.common(), "--id", str(i), "--group", a.group,
-                        "--consume", a.consume, "--members", str(a.consumers),
-                        "--stop", str(self.state / "stop-consumers"),
-                        *(["--debug", a.consumer_debug] if a.consumer_debug else []))
-        for i in range(1, a.producers + 1):
-            if a.producer_client == "java":
-                self.client(f"producer-{i}", "chaos-txn", "--bootstrap", self.producer_bootstrap(),
-                            "--topic", a.topic, "--partitions", str(a.partitions), "--dir", str(self.logs),
-                            "--id", str(i), "--rate", str(a.rate), "--abort-every", str(a.abort_every),
-                            "--stop", str(self.state / "stop-producers"), java=True)
-                continue
-            self.client(f"producer-{i}", "producer", "--bootstrap", self.producer_bootstrap(),
-                        *self.common()[2:], "--id", str(i), "--rate", str(a.rate),
-                        "--mode", a.producer_mode, "--abort-every", str(a.abort_every),
-                        "--stop", str(self.state / "stop-producers"),
-                        *(["--debug", a.producer_debug] if a.producer_debug else []))
-        self.meta["workload_start"] = time.time()
-
-    def wait_procs(self, prefix: str, timeout: float) -> list[str]:
-        """Waits for the client processes named prefix*; returns those that had to be killed."""
-        deadline = time.monotonic() + timeout
-        killed = []
-        for name, p in self.procs.items():
-            if not name.startswith(prefix):
-                continue
-            try:
-                p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGUSR1)  # Python stacks into its .out file
-                time.sleep(1)
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
-                killed.append(name)
-        return killed
+        self.meta["workload_start"] = self.clients.start()
 
     def nemesis(self) -> None:
         a = self.a
@@ -770,38 +723,7 @@ class Chaos:
                 f"the cluster was not whole (every partition led, ISR of 3, 3 brokers) within "
                 f"{a.recover_timeout:.0f} s after the faults stopped: {self.view()}")
             log(self.harness_problems[-1])
-        (self.state / "stop-producers").touch()
-        killed = self.wait_procs("producer", 150)
-        self.meta["producers_stopped"] = time.time()
-        if killed:
-            self.harness_problems.append(f"producers killed after not finishing: {killed}")
-        log("producers stopped; waiting for the group to consume and commit everything")
-        deadline = time.monotonic() + a.recover_timeout
-        drained = False
-        while time.monotonic() < deadline:
-            v = self.view()
-            hw, cm = v.get("hw", {}), v.get("committed", {})
-            if len(hw) == a.partitions and all(cm.get(p) == o for p, o in hw.items()):
-                drained = True
-                break
-            time.sleep(0.5)
-        if not drained:
-            log(f"the group did not reach the end offsets within {a.recover_timeout:.0f} s: {self.view()}")
-        (self.state / "stop-consumers").touch()
-        killed = self.wait_procs("consumer", 60)
-        if killed:
-            self.harness_problems.append(f"consumers killed after not finishing: {killed}")
-        time.sleep(2.5)  # a last poll of the committed offsets
-        (self.logs / "final-offsets.json").write_text(json.dumps(self.view().get("committed", {})))
-        (self.state / "stop-monitor").touch()
-        self.wait_procs("monitor", 20)
-        log("reading the topic back")
-        d = self.client("dump", "dump", *self.common(), "--max-seconds", "600")
-        try:
-            d.wait(660)
-        except subprocess.TimeoutExpired:
-            os.killpg(d.pid, signal.SIGKILL)
-            self.harness_problems.append("the final read of the topic did not finish")
+        self.clients.finish(a.recover_timeout, self.meta, self.harness_problems)
 
     def git_rev(self) -> str:
         r = subprocess.run(["git", "-C", str(E2E.parent), "rev-parse", "--short", "HEAD"],
@@ -819,9 +741,7 @@ class Chaos:
         self.setup()
         self.faults_f = open(self.logs / "faults.jsonl", "a")
         self.start_clients()
-        if not _wait(lambda: any((self.logs / f"producer-{i}.log").exists() and
-                                 (self.logs / f"producer-{i}.log").stat().st_size > 0
-                                 for i in range(1, a.producers + 1)), 60):
+        if not self.clients.wait_first_writes(60):
             raise RuntimeError("no acknowledged write within 60 s of starting the producers")
         time.sleep(2)
         log(f"workload running; nemesis for {a.duration:.0f} s with {', '.join(a.faults)} (seed {a.seed})")
@@ -847,12 +767,8 @@ class Chaos:
         return os.environ.get("SKEIN_BROKER_BIN", "")
 
     def teardown(self) -> None:
-        for name, p in self.procs.items():
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        if self.clients is not None:
+            self.clients.kill_all()
         if self.cluster is not None:
             for b in BROKERS:
                 self.cluster.signal(b, signal.SIGCONT)

@@ -324,6 +324,18 @@ def check(d: Path) -> dict:
                 for f in faults if f["end"] >= start - 10 and f["start"] <= start + length]
         stalls.append((length, start, [p], near))
     skipped = Counter(f["kind"] for f in faults if f.get("skipped"))
+    # the end-txn fault's proxies: what they did, and how the brokers answered the late copies
+    end_txn = {"held": 0, "copies": 0, "answers": Counter(), "versions": Counter()}
+    for f in sorted(d.glob("end-txn-*.jsonl")):
+        for ln in open(f):
+            e = json.loads(ln)
+            end_txn["versions"][f"v{e.get('version')}"] += 1
+            if e["action"] == "delay":
+                end_txn["held"] += 1
+            else:
+                end_txn["copies"] += 1
+                err = e.get("error")
+                end_txn["answers"][ERROR_NAMES.get(err, str(err))] += 1
 
     violations = {k: counts[k] for k in ("lost", "duplicated", "moved", "order", "foreign", "unconsumed",
                                          "dirty_reads", "commit_regressions", "member_commit_regressions",
@@ -347,7 +359,8 @@ def check(d: Path) -> dict:
     return {
         "run": run.meta,
         "faults": {"total": len(faults) - sum(skipped.values()), "by_kind": dict(sorted(by_kind.items())),
-                   "skipped": dict(skipped)},
+                   "skipped": dict(skipped),
+                   "end_txn": {k: dict(v) if isinstance(v, Counter) else v for k, v in end_txn.items()}},
         "counts": dict(counts),
         "delivery_errors": dict(errors),
         "fatal_producer_errors": dict(fatals),
@@ -362,6 +375,13 @@ def check(d: Path) -> dict:
         "examples": {k: v for k, v in problems.items() if v},
         "ok": not violations,
     }
+
+
+# Kafka's error codes an EndTxn may be answered with
+ERROR_NAMES = {0: "NONE", 15: "COORDINATOR_NOT_AVAILABLE", 14: "COORDINATOR_LOAD_IN_PROGRESS", 16: "NOT_COORDINATOR",
+               47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE", 49: "INVALID_PRODUCER_ID_MAPPING",
+               51: "CONCURRENT_TRANSACTIONS", 90: "PRODUCER_FENCED", 2: "CORRUPT_MESSAGE",
+               7: "REQUEST_TIMED_OUT", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}
 
 
 def markdown(r: dict) -> str:
@@ -405,6 +425,11 @@ def markdown(r: dict) -> str:
             continue
         out.append(f"| {cls} | {x['count']} | {'allowed' if x['allowed'] else ''}"
                    f"{'; ' if x['allowed'] and x['note'] else ''}{x['note']} |")
+    et = r["faults"].get("end_txn", {})
+    if et and (et.get("held") or et.get("copies")):
+        out += ["", f"EndTxn through the proxies ({', '.join(f'{k}: {n}' for k, n in sorted(et['versions'].items()))}): "
+                f"{et['held']} held, {et['copies']} sent again late, the copies answered "
+                + ", ".join(f"{k} {n}" for k, n in sorted(et["answers"].items()))]
     out += ["", "## Workload", "",
             f"sent {c.get('sent', 0)}, acknowledged {c.get('acked', 0)} ({c.get('acked_without_offset', 0)} without an offset), delivery errors "
             f"{c.get('delivery_errors', 0)} {r['delivery_errors'] or ''}, unresolved at exit {c.get('unresolved', 0)}, "

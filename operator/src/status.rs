@@ -45,6 +45,40 @@ pub struct ClusterStatusPatch {
     /// The finalized `skein.version` (from the cluster's controller).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feature_level: Option<i16>,
+    /// The last unclean recoveries (this patch owns the list: each write
+    /// carries the earlier ones on).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unclean_recoveries: Vec<skein_crds::UncleanRecoveryStatus>,
+}
+
+/// How many unclean recoveries the status keeps.
+pub const UNCLEAN_RECOVERIES_KEPT: usize = 10;
+
+/// The status's unclean recoveries: those it had, then `new` ones seen
+/// `now`, the last [`UNCLEAN_RECOVERIES_KEPT`].
+pub fn unclean_recoveries(
+    kc: &KafkaCluster,
+    new: &[skein_controller::unclean_recovery::RecoveryNote],
+    now: Time,
+) -> Vec<skein_crds::UncleanRecoveryStatus> {
+    let mut all: Vec<_> = kc
+        .status
+        .as_ref()
+        .map(|s| s.unclean_recoveries.clone())
+        .unwrap_or_default();
+    all.extend(new.iter().map(|r| skein_crds::UncleanRecoveryStatus {
+        time: now.clone(),
+        topic: r.topic.clone(),
+        partition: r.partition as i32,
+        leader: r.leader,
+        leader_epoch: r.leader_epoch,
+        log_end_offset: r.log_end_offset,
+        highest_reported_offset: r.highest_reported_offset,
+        unreported_brokers: r.unreported.clone(),
+    }));
+    let drop = all.len().saturating_sub(UNCLEAN_RECOVERIES_KEPT);
+    all.drain(..drop);
+    all
 }
 
 /// The balancer's condition (`Balanced`), when it said something.
@@ -443,6 +477,7 @@ pub fn cluster_applied(
         under_replicated_partitions: None,
         offline_partitions: None,
         balance: None,
+        unclean_recoveries: Vec::new(),
         feature_level: None,
     }
 }
@@ -489,6 +524,7 @@ pub fn cluster_invalid(kc: &KafkaCluster, invalid: &InvalidSpec, now: Time) -> C
         under_replicated_partitions: None,
         offline_partitions: None,
         balance: None,
+        unclean_recoveries: Vec::new(),
         feature_level: old.feature_level,
     }
 }

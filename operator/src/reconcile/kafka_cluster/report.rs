@@ -29,6 +29,11 @@ pub async fn observe(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
     });
+    found.recoveries = found
+        .controller
+        .as_ref()
+        .map(|c| c.controller.take_recoveries())
+        .unwrap_or_default();
     // Rolling restart progress: pods not yet on the newest revision.
     let sts = found.applied_sts.as_ref().and_then(|s| s.status.as_ref());
     let pending = sts.map_or(0, |s| {
@@ -101,6 +106,7 @@ pub fn cluster_status(
             now.clone(),
         );
     }
+    new_status.unclean_recoveries = status::unclean_recoveries(kc, &found.recoveries, now.clone());
     let balance = &found.balance;
     new_status.balance = balance.status.clone();
     if let Some((balanced, reason, message)) = &balance.condition {
@@ -165,12 +171,7 @@ pub async fn events(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
     // Unclean recoveries (KIP-966): a partition had no in-sync or eligible
     // replica left and the controller elected the longest log; the note
     // names the offsets that may be lost.
-    let recoveries = found
-        .controller
-        .as_ref()
-        .map(|c| c.controller.take_recoveries())
-        .unwrap_or_default();
-    for r in recoveries {
+    for r in std::mem::take(&mut found.recoveries) {
         cx.publish(
             EventType::Warning,
             "UncleanRecovery",

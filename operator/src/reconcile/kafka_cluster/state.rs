@@ -127,6 +127,9 @@ pub struct Found {
     pub balance: BalanceStep,
     /// What the controller knew when the status was built.
     pub observed: Option<Observed>,
+    /// Unclean recoveries the controller made since the last reconcile
+    /// (for the status and an Event each).
+    pub recoveries: Vec<skein_controller::unclean_recovery::RecoveryNote>,
     /// The status written.
     pub status: Option<ClusterStatusPatch>,
 }
