@@ -62,6 +62,26 @@ def test_java_producer_commits_and_aborts_with_transaction_version_2(broker, top
     assert d["state"] == "CompleteAbort" and d["epoch"] == 9, d
 
 
+def test_back_to_back_transactions_of_a_java_producer_all_commit(replicated_cluster, topic, tmp):
+    """Transactions one right after another, 2-6 records each over 6 partitions (the chaos
+    workload's Java producer, for 8 s, on three brokers): with version 2 the EndTxn returns before the markers are
+    written, so the next transaction's first batch in a partition often arrives before that
+    partition's marker, whose epoch is the one the new transaction runs at. It must wait for the
+    marker and go in; it was refused INVALID_TXN_STATE (a third of the commits failed)."""
+    c = replicated_cluster
+    create(c.bootstrap, topic, 6, rf=3)
+    (tmp / "logs").mkdir()
+    r = java("chaos-txn", c.bootstrap, topic=topic, partitions=6, id=1, dir=str(tmp / "logs"),
+             stop=str(tmp / "stop"), rate=400, abort_every=1000, max_seconds=8, timeout=120)
+    outcomes = [ln.split()[2] for ln in (tmp / "logs" / "producer-1.log").read_text().splitlines()
+                if ln.startswith("O ")]
+    failed = [ln for ln in (tmp / "logs" / "producer-1.log").read_text().splitlines()
+              if ln.startswith(("E ", "F ")) or (ln.startswith("O ") and ":" in ln.split()[-1])]
+    assert r["transactions"] == len(outcomes) >= 3, (r, len(outcomes))
+    assert not failed, failed[:5]
+    assert outcomes.count("committed") + outcomes.count("aborted") == len(outcomes)
+
+
 def test_a_late_end_txn_is_fenced_with_transaction_version_2(broker, topic, tmp):
     """KAFKA-17754: the Java producer commits transaction A, then begins B and sends to it. The
     EndTxn of A arrives now (sent here on the wire, as a retry that was delayed in the network):
