@@ -391,7 +391,9 @@ def markdown(r: dict) -> str:
            f"- Skein {m.get('git', '?')}, seed {m.get('seed')}, nemesis {m.get('nemesis_seconds', 0):.0f} s "
            f"(requested {m.get('duration')} s), whole run {m.get('total_seconds', 0):.0f} s",
            f"- topic `{m.get('topic')}`: {m.get('partitions')} partitions, RF 3, min.insync.replicas=2; "
-           f"{m.get('producers')} " + ("transactional producers (2-6 records a transaction, 1 in "
+           f"{m.get('producers')} " + ("transactional producers " +
+                                       ("(the Java client, transaction version 2; " if m.get("producer_client") == "java"
+                                        else "(librdkafka, transaction version 1; ") + "2-6 records a transaction, 1 in "
                                        f"{m.get('abort_every', 5)} aborted)" if r["modes"]["producers"] == "txn"
                                        else "idempotent acks=all producers") +
            f" at {m.get('rate')} records/s each, {m.get('consumers')} read_committed consumers "

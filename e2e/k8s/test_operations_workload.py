@@ -9,7 +9,8 @@ tier while the operator does, one after another and each to its end:
 - a scale up from 3 brokers to 4 (the balancer moves replicas onto the new one),
 - a scale down back to 3 (the leaving broker drained first),
 - a storage growth (every claim grown online),
-- a replacement of the cluster CA (its phases; every broker gets a new certificate),
+- a replacement of the cluster CA (its phases; every broker gets a new certificate), which the
+  brokers replicate with (`listeners.replicationTls`: mutual TLS between brokers),
 - an operator failover (the Lease holder deleted, the standby takes over).
 
 SKEIN_OPS_ROUNDS (default 1) repeats the sequence. Then the producers stop, the group drains to
@@ -58,6 +59,8 @@ spec:
   storage:
     size: {size}
     storageClassName: {storage_class}
+  listeners:
+    replicationTls: true
   config:
     min.insync.replicas: "2"
 ---
@@ -149,6 +152,7 @@ class Operations:
     def replace_ca(self) -> dict:
         def phases() -> set[str]:
             return {c["phase"] for c in self.kc().get("status", {}).get("certificateAuthorities", [])}
+        assert phases() == {"Steady"}, f"no steady cluster CA in the status: {phases()}"
         self.env.k("-n", NS, "annotate", "kafkacluster", CLUSTER, "--overwrite", "skein.dev/force-replace-ca=cluster")
         seen: set[str] = set()
 
