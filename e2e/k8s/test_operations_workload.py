@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -188,7 +189,8 @@ def test_operations_under_a_workload_lose_nothing(env, tmp_path):
                         producer_mode="plain", producer_client="librdkafka", abort_every=5, consume="subscribe",
                         producer_debug="", consumer_debug=os.environ.get("SKEIN_OPS_CONSUMER_DEBUG", ""))
     clients = Clients(logs, state, bootstrap(env), a, wrap=["nice", "-n", "5"])
-    meta = {"name": "k8s-operations", "seed": None, "topic": a.topic, "partitions": a.partitions,
+    git = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    meta = {"name": "k8s-operations", "seed": None, "git": git.stdout.strip() or "?", "topic": a.topic, "partitions": a.partitions,
             "producers": a.producers, "consumers": a.consumers, "rate": a.rate, "producer_mode": a.producer_mode,
             "consume": a.consume, "faults": ["rolling-restart", "scale-up", "scale-down", "grow-storage",
                                              "replace-ca", "operator-failover"]}
