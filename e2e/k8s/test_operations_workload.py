@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parent / "chaos"))
 import checker  # noqa: E402
 from run_clients import Clients  # noqa: E402
 from test_operator import (CLUSTER, NS, OP_NS, all_in_sync, bootstrap, cond, env,  # noqa: E402,F401
-                           expandable_class, scale, wait_until)
+                           expandable_class, scale, topic_yaml, wait_until)
 
 ROUNDS = int(os.environ.get("SKEIN_OPS_ROUNDS", "1"))
 
@@ -65,20 +65,7 @@ spec:
   config:
     min.insync.replicas: "2"
 ---
-apiVersion: skein.dev/v1alpha1
-kind: Topic
-metadata:
-  name: chaos
-  namespace: {NS}
-spec:
-  clusterRef:
-    name: {CLUSTER}
-  partitions: 6
-  replicationFactor: 3
-  config:
-    min.insync.replicas: "2"
-    segment.bytes: "262144"
-"""
+""" + topic_yaml("chaos", 6, 3)
 
 
 class Operations:

@@ -20,7 +20,6 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.TimeoutException;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * The chaos workload's transactional producer on the Java client (e2e/chaos, `--producer-client
@@ -231,19 +230,14 @@ final class ChaosTxn {
             throws InterruptedException {
         long deadline = System.nanoTime() + 120_000_000_000L;
         while (true) {
-            Properties c = new Properties();
-            c.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-            c.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            c.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            c.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, tid);
-            c.put(ProducerConfig.ACKS_CONFIG, "all");
-            c.put(ProducerConfig.LINGER_MS_CONFIG, "5");
             // as the librdkafka producer: a transaction left open is aborted after 30 s
+            Properties c = new Properties();
+            c.put(ProducerConfig.ACKS_CONFIG, "all");
             c.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "30000");
             c.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
             c.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
             c.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
-            KafkaProducer<String, String> p = new KafkaProducer<>(c);
+            KafkaProducer<String, String> p = Txn.producer(bootstrap, tid, c);
             try {
                 p.initTransactions();
                 return p;

@@ -43,6 +43,11 @@ final class Txn {
     private Txn() {}
 
     static KafkaProducer<String, String> producer(String bootstrap, String tid) {
+        return producer(bootstrap, tid, new Properties());
+    }
+
+    /** As above, with `overrides` put last. */
+    static KafkaProducer<String, String> producer(String bootstrap, String tid, Properties overrides) {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
@@ -53,6 +58,7 @@ final class Txn {
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000");
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
+        p.putAll(overrides);
         return new KafkaProducer<>(p);
     }
 
