@@ -14,9 +14,10 @@ pub fn now_ms() -> i64 {
 }
 
 /// Milliseconds on this process's monotonic clock, for the durations the
-/// leader measures in memory: how long ago a follower fetched or caught up
+/// broker measures in memory: how long ago a follower fetched or caught up
 /// (ISR shrinks, `replica.lag.time.max.ms`), the evidence that it still
-/// leads, a held ISR change. A step of the wall clock (NTP, someone's
+/// leads, a held ISR change; the group coordinator's session, rebalance
+/// and revocation deadlines (as Kafka's coordinator timers). A step of the wall clock (NTP, someone's
 /// `date -s`) must neither drop in-sync followers nor keep a stale leader
 /// believing it leads; Kafka measures replica lag on the wall clock and
 /// does both. Comparable only with itself; it starts far above 0, so 0
@@ -25,6 +26,17 @@ pub fn mono_ms() -> i64 {
     static START: OnceLock<Instant> = OnceLock::new();
     const LONG_AGO: i64 = 1 << 40;
     LONG_AGO + START.get_or_init(Instant::now).elapsed().as_millis() as i64
+}
+
+/// The wall-clock time of `m`, a [`mono_ms`] instant: for writing down an
+/// instant kept on the monotonic clock.
+pub fn mono_to_wall_ms(m: i64) -> i64 {
+    now_ms() - (mono_ms() - m)
+}
+
+/// The [`mono_ms`] instant of `w`, a wall-clock time read back.
+pub fn wall_to_mono_ms(w: i64) -> i64 {
+    mono_ms() - (now_ms() - w)
 }
 
 /// Runs `f`, which may block (a controller call, disk I/O), without starving

@@ -4,6 +4,7 @@ way, so its consumer side is tested here and nowhere else."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -63,3 +64,56 @@ def test_confluent_group_subscribe_commit(broker, topic, tmp):
     assert len(second) == 400, (f"after commit, second member read {len(second)} of 400 new records; "
                                 f"client errors: {errors[:5]}")
     verify(recs, sorted(first + second, key=lambda g: (g["p"], g["o"])), what="group resume")
+
+
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+
+def test_a_step_of_the_coordinators_wall_clock_expires_no_member(new_broker, tmp):
+    """The coordinator's wall clock jumps 120 s ahead (NTP, `date -s`), then back. Session
+    deadlines run on a monotonic clock, as Kafka's coordinator timers do: the member, which
+    heartbeats every 500 ms with a 6 s session, keeps its partitions (no revocation, no new
+    generation). The broker runs under libfaketime (e2e/setup.sh installs it), which moves only
+    its CLOCK_REALTIME; on the wall clock the jump expired the member at once."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    assert os.path.exists(FAKETIME), "libfaketime missing: run e2e/setup.sh"
+    clock = tmp / "clock"
+    clock.write_text("+0\n")
+
+    def under_faketime(b):
+        command = b.command
+        b.command = lambda: ["env", f"LD_PRELOAD={FAKETIME}", f"FAKETIME_TIMESTAMP_FILE={clock}",
+                             "FAKETIME_CACHE_DURATION=1", "FAKETIME_DONT_FAKE_MONOTONIC=1", *command()]
+
+    b = new_broker({"group.initial.rebalance.delay.ms": "0"}, before_start=under_faketime)
+    topic = f"clock-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        f.result(60)
+    events: list[str] = []
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{topic}", "session.timeout.ms": 6000,
+                  "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest", "log_level": 3})
+    c.subscribe([topic], on_assign=lambda _c, ps: events.append(f"assign {len(ps)}"),
+                on_revoke=lambda _c, ps: events.append(f"revoke {len(ps)}"),
+                on_lost=lambda _c, ps: events.append(f"lost {len(ps)}"))
+
+    def poll_for(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            c.poll(0.2)
+
+    try:
+        deadline = time.monotonic() + 60
+        while events != ["assign 2"] and time.monotonic() < deadline:
+            c.poll(0.2)
+        assert events == ["assign 2"], events
+        poll_for(3)
+        clock.write_text("+120\n")
+        poll_for(8)  # libfaketime reads the file again within a second
+        clock.write_text("+0\n")
+        poll_for(8)
+        assert events == ["assign 2"], f"the clock step made the group rebalance: {events}"
+    finally:
+        c.close()

@@ -39,7 +39,7 @@ use crate::append::RequiredAcks;
 use crate::coordinator_runtime::{self as runtime, CoordinatorContext, LoadedEpochs};
 use crate::error::ApiError;
 use crate::metadata::{ClusterView, CONSUMER_OFFSETS};
-use crate::system::now_ms;
+use crate::system::{mono_ms, mono_to_wall_ms, now_ms};
 
 /// A group as ListGroups shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -231,7 +231,10 @@ impl GroupCoordinator {
                     if let Some(g) = st.classic.get(group) {
                         let rec = (
                             log_format::group_key(group),
-                            Some(log_format::group_value(g)),
+                            Some(log_format::group_value(
+                                g,
+                                mono_to_wall_ms(g.state_since_ms),
+                            )),
                         );
                         match self.append(group, &[rec]) {
                             Ok(p) => replicating = p,
@@ -310,7 +313,7 @@ impl GroupCoordinator {
     pub async fn join(&self, group: &str, req: JoinRequest) -> JoinResponse {
         let member = req.member_id.clone();
         let rx = {
-            let now = now_ms();
+            let now = mono_ms();
             let mut st = self.shard_of(group);
             if let Some(cg) = st.consumer.get(group).filter(|g| g.is_empty()) {
                 let tombstones = consumer_group_records::consumer_group_tombstones(cg);
@@ -377,7 +380,7 @@ impl GroupCoordinator {
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResponse {
         let rx = {
-            let now = now_ms();
+            let now = mono_ms();
             let mut st = self.shard_of(group);
             let Some(g) = st.classic.get_mut(group) else {
                 return SyncResponse {
@@ -425,7 +428,7 @@ impl GroupCoordinator {
     ) -> Option<ResponseError> {
         let mut st = self.shard_of(group);
         match st.classic.get_mut(group) {
-            Some(g) => g.heartbeat(member, instance, generation, now_ms()),
+            Some(g) => g.heartbeat(member, instance, generation, mono_ms()),
             None => Some(ResponseError::UnknownMemberId),
         }
     }
@@ -440,7 +443,7 @@ impl GroupCoordinator {
             return Err(ResponseError::UnknownMemberId);
         };
         let mut effects = Vec::new();
-        let r = g.leave(who, now_ms(), &mut effects);
+        let r = g.leave(who, mono_ms(), &mut effects);
         self.apply(&mut st, group, effects);
         Ok(r)
     }
@@ -526,7 +529,7 @@ impl GroupCoordinator {
         st.offsets.remove_group(group);
         if let Some(mut g) = st.classic.remove(group) {
             let mut effects = Vec::new();
-            g.mark_dead(now_ms(), &mut effects);
+            g.mark_dead(mono_ms(), &mut effects);
         }
         st.consumer.remove(group);
         info!(group, "group deleted");

@@ -32,7 +32,7 @@ impl GroupCoordinator {
             hb.compiled_regex = Some(subscription_regex::compile(&pattern));
             st = self.shard_of(group);
         }
-        let now = now_ms();
+        let now = crate::system::mono_ms();
         if let Some(g) = st.classic.get(group) {
             if !g.is_empty() {
                 return Err(HeartbeatError {

@@ -14,7 +14,7 @@ use super::log_format::{self, OffsetsRecord};
 use super::partition_for;
 use crate::coordinator_runtime::{self as runtime, CoordinatorShard, LoadedEpochs, Replayed};
 use crate::metadata::CONSUMER_OFFSETS;
-use crate::system::now_ms;
+use crate::system::{mono_ms, wall_to_mono_ms};
 
 impl GroupCoordinator {
     /// Reads the groups of partition `p` from its log again when this
@@ -31,7 +31,7 @@ impl GroupCoordinator {
         let mut st = self.shard_at(p);
         let mut load = Load {
             st: &mut st,
-            now: now_ms(),
+            now: mono_ms(),
             records: 0,
         };
         let (epoch, read) = runtime::ensure_loaded(&mut load, &part, p, n);
@@ -68,7 +68,7 @@ impl GroupCoordinator {
             return;
         };
         self.saw_offsets_partitions(topic.partitions.len());
-        let now = now_ms();
+        let now = mono_ms();
         let (mut records, mut groups, mut consumer_groups) = (0usize, 0usize, 0usize);
         for p in 0..topic.partitions.len() as i32 {
             let Some(part) = self.ctx.replicas.get(CONSUMER_OFFSETS, p) else {
@@ -150,8 +150,12 @@ fn apply_record(st: &mut State, rec: OffsetsRecord, now: i64) {
         }
         OffsetsRecord::Group {
             group,
-            value: Some(g),
+            value: Some(mut g),
         } => {
+            // Written on the wall clock; kept on the monotonic one.
+            if g.state_since_ms > 0 {
+                g.state_since_ms = wall_to_mono_ms(g.state_since_ms);
+            }
             st.classic.insert(group, g.restore(now));
         }
         OffsetsRecord::Group { group, value: None } => {

@@ -80,15 +80,16 @@ pub fn group_key(group: &str) -> Bytes {
     b.freeze()
 }
 
-/// `GroupMetadataValue` v3 of a classic group.
-pub fn group_value(g: &ClassicGroup) -> Bytes {
+/// `GroupMetadataValue` v3 of a classic group; `state_since_ms`, when it
+/// entered its state, on the wall clock.
+pub fn group_value(g: &ClassicGroup, state_since_ms: i64) -> Bytes {
     let mut b = BytesMut::new();
     b.put_i16(3);
     put_str(&mut b, g.protocol_type.as_deref().unwrap_or(""));
     b.put_i32(g.generation);
     put_nullable_str(&mut b, g.protocol.as_deref());
     put_nullable_str(&mut b, g.leader.as_deref());
-    b.put_i64(g.state_since_ms);
+    b.put_i64(state_since_ms);
     b.put_i32(g.members.len() as i32);
     let protocol = g.protocol.clone().unwrap_or_default();
     for m in g.members.values() {
@@ -286,7 +287,7 @@ mod tests {
                 last_heartbeat_ms: 0,
             },
         );
-        let v = group_value(&g);
+        let v = group_value(&g, g.state_since_ms);
         let Some(OffsetsRecord::Group {
             group,
             value: Some(back),

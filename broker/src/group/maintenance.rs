@@ -17,7 +17,7 @@ use super::coordinator::{GroupCoordinator, State};
 use super::log_format;
 use super::offsets::{expired_offsets, Retention};
 use crate::coordinator_runtime as runtime;
-use crate::system::now_ms;
+use crate::system::{mono_to_wall_ms, now_ms};
 
 impl GroupCoordinator {
     /// Loads groups and offsets from `__consumer_offsets` and starts the timers.
@@ -29,7 +29,7 @@ impl GroupCoordinator {
             Duration::from_millis(100),
             self,
             move |groups: &Arc<Self>| {
-                let now = now_ms();
+                let now = crate::system::mono_ms();
                 groups.tick(now);
                 if now - last_metrics >= 5000 {
                     last_metrics = now;
@@ -81,25 +81,28 @@ impl GroupCoordinator {
         }
         if now - st.last_retention_ms >= self.cfg.offsets_retention_check_interval_ms {
             st.last_retention_ms = now;
-            self.expire_offsets(st, now);
+            self.expire_offsets(st, now_ms());
         }
     }
 
     /// Drops expired offsets (tombstones) and then groups left with neither
-    /// members nor offsets.
+    /// members nor offsets. `now` is the wall clock (commit times are); the
+    /// groups keep their times on the monotonic one.
     fn expire_offsets(&self, st: &mut State, now: i64) {
         let groups: Vec<String> = st.offsets.group_ids().cloned().collect();
         for group in groups {
             let basis = if let Some(cg) = st.consumer.get(&group) {
                 if cg.is_empty() {
-                    Retention::EmptySince(cg.state_since_ms)
+                    Retention::EmptySince(mono_to_wall_ms(cg.state_since_ms))
                 } else {
                     Retention::Active
                 }
             } else if let Some(g) = st.classic.get(&group) {
                 match (g.state, &g.protocol_type) {
                     (GroupState::Empty, None) => Retention::Standalone,
-                    (GroupState::Empty, Some(_)) => Retention::EmptySince(g.state_since_ms),
+                    (GroupState::Empty, Some(_)) => {
+                        Retention::EmptySince(mono_to_wall_ms(g.state_since_ms))
+                    }
                     _ => Retention::Active,
                 }
             } else {

@@ -12,7 +12,6 @@ use super::coordinator::{GroupCoordinator, Pending};
 use super::log_format;
 use super::offsets::{CommittedOffset, TopicPartition};
 use crate::error::ApiError;
-use crate::system::now_ms;
 
 /// Offsets appended to `__consumer_offsets`, not yet visible.
 pub struct PendingCommit {
@@ -36,7 +35,7 @@ impl GroupCoordinator {
         generation: i32,
         offsets: Vec<(TopicPartition, CommittedOffset)>,
     ) -> Result<Option<PendingCommit>, ApiError> {
-        let now = now_ms();
+        let now = crate::system::mono_ms();
         let mut st = self.shard_of(group);
         let check = if let Some(cg) = st.consumer.get(group) {
             if generation < 0 && member.is_empty() {
