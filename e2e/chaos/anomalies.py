@@ -419,15 +419,24 @@ def cycles(h: History, edges: dict, F: Found) -> None:
 
     for cls, ks, via in (("G0", ("ww",), None), ("G1c", ("ww", "wr"), "wr"), ("G2", ("ww", "wr", "rw"), "rw")):
         adj = adjacency(ks)
-        for comp in scc(edges["nodes"], adj):
+        comps = scc(edges["nodes"], adj)
+        # the first `via` edge inside each component, in one pass over the edges (a pass per
+        # component took hours on a two-hour run's hundreds of thousands of components)
+        comp_of = {v: i for i, comp in enumerate(comps) for v in comp}
+        first_inner: dict[int, tuple[int, int]] = {}
+        if via is not None:
+            for a, b in edges[via]:
+                i = comp_of.get(a)
+                if i is not None and i == comp_of.get(b) and i not in first_inner:
+                    first_inner[i] = (a, b)
+        for i, comp in enumerate(comps):
             members = set(comp)
             if via is None:
                 a = comp[0]
                 b = next(w for w in adj[a] if w in members)
             else:
-                inner = [(a, b) for a, b in edges[via] if a in members and b in members]
-                if not inner:
+                if i not in first_inner:
                     continue
-                a, b = inner[0]
+                a, b = first_inner[i]
             back = _path(adj, b, a, members)
             F.add(cls, lambda a=a, back=back: show([a] + back))
