@@ -364,21 +364,12 @@ class Chaos:
         self.proxies = False
 
     # -- helpers ---------------------------------------------------------------------------
-    def client(self, name: str, *args: str) -> subprocess.Popen:
-        return self.clients.client(name, *args)
-
-    def common(self) -> list[str]:
-        return self.clients.common()
-
-    def view(self) -> dict:
-        return self.clients.view()
-
     def wait_whole(self, timeout: float, settled: float = 1.0) -> bool:
         """Whether the monitor sees every partition whole in a sample taken after the last fault
         ended (an older sample may show the cluster as it was before that fault took effect)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            v = self.view()
+            v = self.clients.view()
             if v.get("whole") and v.get("t", 0) > getattr(self, "last_fault_end", 0.0) + settled:
                 return True
             time.sleep(0.25)
@@ -395,7 +386,7 @@ class Chaos:
 
     def pick_broker(self) -> int:
         """Half the time the leader of a random partition, else any broker."""
-        leaders = [v for v in self.view().get("leaders", {}).values() if v in BROKERS]
+        leaders = [v for v in self.clients.view().get("leaders", {}).values() if v in BROKERS]
         if leaders and self.rnd.random() < 0.5:
             return self.rnd.choice(leaders)
         return self.rnd.choice(BROKERS)
@@ -543,8 +534,8 @@ class Chaos:
         self.record("clock-skew", b, t, skew_seconds=round(skew, 3), seconds=round(d, 2))
 
     def reassign(self, *args: str, timeout: float = 150) -> dict:
-        p = self.client(f"reassign-{self.nfaults}", "reassign", *self.common(), *args,
-                        "--max-seconds", str(timeout - 30))
+        p = self.clients.client(f"reassign-{self.nfaults}", "reassign", *self.clients.common(), *args,
+                                "--max-seconds", str(timeout - 30))
         try:
             p.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -721,7 +712,7 @@ class Chaos:
         if not self.wait_whole(a.recover_timeout):
             self.harness_problems.append(
                 f"the cluster was not whole (every partition led, ISR of 3, 3 brokers) within "
-                f"{a.recover_timeout:.0f} s after the faults stopped: {self.view()}")
+                f"{a.recover_timeout:.0f} s after the faults stopped: {self.clients.view()}")
             log(self.harness_problems[-1])
         self.clients.finish(a.recover_timeout, self.meta, self.harness_problems)
 

@@ -43,29 +43,10 @@ sys.path.insert(0, str(HERE.parent / "chaos"))
 
 import checker  # noqa: E402
 from run_clients import Clients  # noqa: E402
-from test_operator import (CLUSTER, NS, OP_NS, all_in_sync, bootstrap, cond, env,  # noqa: E402,F401
-                           expandable_class, scale, topic_yaml, wait_until)
+from test_operator import (CLUSTER, NS, OP_NS, all_in_sync, bootstrap, cluster_yaml, cond,  # noqa: E402
+                           env, expandable_class, scale, topic_yaml, wait_until)  # noqa: F401 (env: the fixture)
 
 ROUNDS = int(os.environ.get("SKEIN_OPS_ROUNDS", "1"))
-
-
-def cluster_yaml(replicas: int, size: str, storage_class: str) -> str:
-    return f"""apiVersion: skein.dev/v1alpha1
-kind: KafkaCluster
-metadata:
-  name: {CLUSTER}
-  namespace: {NS}
-spec:
-  replicas: {replicas}
-  storage:
-    size: {size}
-    storageClassName: {storage_class}
-  listeners:
-    replicationTls: true
-  config:
-    min.insync.replicas: "2"
----
-""" + topic_yaml("chaos", 6, 3)
 
 
 class Operations:
@@ -167,7 +148,8 @@ class Operations:
 def test_operations_under_a_workload_lose_nothing(env, tmp_path):
     cls = expandable_class(env)
     assert cls, "the test tier's kwok-expandable StorageClass is missing (e2e/k8s/kwok/storage-class.yaml)"
-    env.k("apply", "-f", "-", stdin=cluster_yaml(3, "1Gi", cls))
+    env.k("apply", "-f", "-", stdin=cluster_yaml(3, "1Gi", cls, replication_tls=True) + "---\n"
+          + topic_yaml("chaos", 6, 3))
     ops = None
     logs, state = tmp_path / "logs", tmp_path / "state"
     logs.mkdir()

@@ -253,7 +253,10 @@ def env(tmp_path_factory, request):
     yield from running((LocalCluster if MODE == "local" else ExistingCluster)(tmp_path_factory.mktemp("op")), request)
 
 
-def cluster_yaml(replicas: int) -> str:
+def cluster_yaml(replicas: int, size: str = "1Gi", storage_class: str | None = None,
+                 replication_tls: bool = False) -> str:
+    storage_class = f"\n    storageClassName: {storage_class}" if storage_class else ""
+    listeners = "\n  listeners:\n    replicationTls: true" if replication_tls else ""
     return f"""apiVersion: skein.dev/v1alpha1
 kind: KafkaCluster
 metadata:
@@ -262,7 +265,7 @@ metadata:
 spec:
   replicas: {replicas}
   storage:
-    size: 1Gi
+    size: {size}{storage_class}{listeners}
   config:
     min.insync.replicas: "2"
 """

@@ -17,7 +17,7 @@ use super::coordinator::{GroupCoordinator, State};
 use super::log_format;
 use super::offsets::{expired_offsets, Retention};
 use crate::coordinator_runtime as runtime;
-use crate::system::{mono_to_wall_ms, now_ms};
+use crate::system::{mono_ms, mono_to_wall_ms, now_ms};
 
 impl GroupCoordinator {
     /// Loads groups and offsets from `__consumer_offsets` and starts the timers.
@@ -29,7 +29,7 @@ impl GroupCoordinator {
             Duration::from_millis(100),
             self,
             move |groups: &Arc<Self>| {
-                let now = crate::system::mono_ms();
+                let now = mono_ms();
                 groups.tick(now);
                 if now - last_metrics >= 5000 {
                     last_metrics = now;

@@ -268,19 +268,29 @@ fn retention_never_deletes_an_open_transaction_until_it_ends() {
     assert!(log.log_start_offset() > 0);
 }
 
+/// Appends `batch` as leader under the verification guard `guard`.
+fn verified(
+    log: &mut Log,
+    mut batch: Vec<u8>,
+    guard: skein_storage::VerificationGuard,
+) -> Result<skein_storage::AppendInfo, skein_storage::StorageError> {
+    log.append_as_leader(
+        &mut batch,
+        0,
+        1_000,
+        skein_storage::AppendOrigin::VerifiedClient(guard),
+    )
+}
+
 /// KIP-890's verification guard: a transactional batch verified with the
 /// coordinator goes in only if no marker of its producer landed while the
 /// coordinator was asked; otherwise it would open a transaction that no
 /// coordinator knows, and the last stable offset would stop there for good.
 #[test]
 fn a_marker_during_verification_keeps_the_verified_batch_out() {
-    use skein_storage::{AppendOrigin, StorageError, VerificationGuard};
+    use skein_storage::{StorageError, VerificationGuard};
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path().join("t-0"), LogConfig::default(), 1_000).unwrap();
-    let verified = |log: &mut Log, batch: Vec<u8>, guard| {
-        let mut batch = batch;
-        log.append_as_leader(&mut batch, 0, 1_000, AppendOrigin::VerifiedClient(guard))
-    };
 
     // The plain case: verified, appended under the guard, the transaction open.
     let g = log.start_verification(1, 0, false);
@@ -347,13 +357,9 @@ fn a_marker_during_verification_keeps_the_verified_batch_out() {
 /// place (Kafka's `isV2NextTransactionStarted`); any other marker ends it.
 #[test]
 fn a_version_2_marker_at_the_verified_epoch_keeps_the_next_transaction_verified() {
-    use skein_storage::{AppendOrigin, StorageError};
+    use skein_storage::StorageError;
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path().join("t-0"), LogConfig::default(), 1_000).unwrap();
-    let verified = |log: &mut Log, batch: Vec<u8>, guard| {
-        let mut batch = batch;
-        log.append_as_leader(&mut batch, 0, 1_000, AppendOrigin::VerifiedClient(guard))
-    };
     // Transaction 1 at epoch 0 is open here; EndTxn bumped the epoch to 1.
     let g = log.start_verification(7, 0, true);
     verified(&mut log, txn_batch(7, 0, 0, 2), g).unwrap();
