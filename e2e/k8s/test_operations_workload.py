@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parent / "chaos"))
 import checker  # noqa: E402
 from run_clients import Clients  # noqa: E402
 from test_operator import (CLUSTER, NS, OP_NS, all_in_sync, bootstrap, cluster_yaml, cond,  # noqa: E402
-                           env, expandable_class, scale, topic_yaml, wait_until)  # noqa: F401 (env: the fixture)
+                           env, expandable_class, rolled_since, scale, topic_yaml, wait_until)  # noqa: F401
 
 ROUNDS = int(os.environ.get("SKEIN_OPS_ROUNDS", "1"))
 
@@ -76,17 +76,9 @@ class Operations:
         self.count += 1
 
     def rolling_restart(self, n: int) -> dict:
-        env = self.env
-        first = env.get("-n", NS, "get", "statefulset", CLUSTER)["status"].get("updateRevision")
+        first = self.env.get("-n", NS, "get", "statefulset", CLUSTER)["status"].get("updateRevision")
         self.patch({"config": {"min.insync.replicas": "2", "log.retention.ms": str(3_600_000 + n)}})
-
-        def rolled():
-            sts = env.get("-n", NS, "get", "statefulset", CLUSTER)
-            rev = sts["status"].get("updateRevision")
-            pods = env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]
-            return rev != first and len(pods) == 3 and all(
-                p["metadata"]["labels"].get("controller-revision-hash") == rev for p in pods)
-        wait_until(rolled, 600, "every broker pod on the new revision")
+        wait_until(lambda: rolled_since(self.env, first), 600, "every broker pod on the new revision")
         self.settled(3, "the rolling restart")
         return {}
 

@@ -702,6 +702,15 @@ def test_scale_down_is_refused_while_a_topic_needs_the_brokers_then_drains(env):
                "KafkaCluster Ready=True at 3 brokers")
 
 
+def rolled_since(env, first_rev: str | None, pods: int = 3) -> bool:
+    """Whether the StatefulSet has a new update revision (not `first_rev`) and all `pods` broker
+    pods run on it."""
+    rev = env.get("-n", NS, "get", "statefulset", CLUSTER)["status"].get("updateRevision")
+    items = env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]
+    return rev != first_rev and len(items) == pods and all(
+        p["metadata"]["labels"].get("controller-revision-hash") == rev for p in items)
+
+
 def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
     from confluent_kafka import Producer
     errors, acked = [], [0]
@@ -736,13 +745,7 @@ def test_config_change_rolls_brokers_one_at_a_time_without_failed_writes(env):
     env.k("-n", NS, "patch", "kafkacluster", CLUSTER, "--type=merge", "-p",
           json.dumps({"spec": {"config": {"min.insync.replicas": "2", "log.retention.ms": "3600000"}}}))
 
-    def rolled():
-        sts = env.get("-n", NS, "get", "statefulset", CLUSTER)
-        rev = sts["status"].get("updateRevision")
-        pods = env.get("-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=skein")["items"]
-        return rev != first_rev and len(pods) == 3 and all(
-            p["metadata"]["labels"].get("controller-revision-hash") == rev for p in pods)
-    wait_until(rolled, 300, "every pod on the new revision")
+    wait_until(lambda: rolled_since(env, first_rev), 300, "every pod on the new revision")
     # Ready again only once the last restarted broker registered again.
     wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
                "KafkaCluster Ready=True after the roll")
