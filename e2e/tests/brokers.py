@@ -50,6 +50,11 @@ def kafka_cluster_id() -> str:
 
 
 def kafka_version() -> str:
+    """The Apache Kafka the reference broker runs: kafka-dist/pom.xml's, or E2E_KAFKA_VERSION (its
+    jars fetched into e2e/.cache/kafka-<version>/libs beforehand) to compare with another
+    release."""
+    if v := os.environ.get("E2E_KAFKA_VERSION"):
+        return v
     pom = (E2E_DIR / "kafka-dist" / "pom.xml").read_text()
     return pom.split("<kafka.version>")[1].split("</kafka.version>")[0].strip()
 

@@ -120,6 +120,43 @@ def test_a_late_end_txn_is_fenced_with_transaction_version_2(broker, topic, tmp)
     assert sorted(values(broker.bootstrap, topic, 1, "read_committed")) == sorted(a | b)
 
 
+@pytest.mark.parametrize("end,answer", [("commit", "ProducerFencedException"), ("abort", "aborted")])
+def test_a_producer_whose_transaction_its_coordinator_aborted_is_fenced_at_its_commit(
+        broker, topic, tmp, end, answer):
+    """A Java producer (version 2) has a transaction open when a second instance initialises the
+    same transactional id: the coordinator aborts the open transaction at the next epoch and
+    answers the new instance "retry" (which it is slow to do here). The first producer's EndTxn
+    now carries the epoch just before the abort's, the epoch of a retry:
+    - its abort is taken as the retry of an abort that went through (as Kafka);
+    - its commit is refused PRODUCER_FENCED (KAFKA-20785). Kafka 4.4 answers INVALID_TXN_STATE,
+      which the Java client takes as fatal with another error than "fenced" (a Kafka Streams
+      thread dies of it instead of rejoining); so did Skein, one run in a few of the zombie test
+      in test_transactions_java.py."""
+    create(broker.bootstrap, topic, 1)
+    tid = f"fence-{topic}"
+    proc = subprocess.Popen(java_cmd("txn-hold", "--bootstrap", broker.bootstrap, "--topic", topic,
+                                     "--tid", tid, "--per-txn", "10"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=open(tmp / "txn-hold.err", "wb"), text=True)
+    try:
+        line = proc.stdout.readline()
+        assert json.loads(line) == {"held": True}, (line, (tmp / "txn-hold.err").read_text()[-3000:])
+        with coordinator_connection(broker.bootstrap, tid) as c:
+            err, _, _ = c.init_producer_id(tid)
+            assert err == rk.CONCURRENT_TRANSACTIONS, err
+            d = settled(c, tid)
+            assert d["state"] == "CompleteAbort", d
+        proc.stdin.write(f"{end}\n")
+        proc.stdin.flush()
+        out, _ = proc.communicate(timeout=120)
+        assert json.loads(out.strip().splitlines()[-1]) == {"second": answer}, \
+            (out, (tmp / "txn-hold.err").read_text()[-3000:])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert sorted(values(broker.bootstrap, topic, 1, "read_committed")) == sorted(f"a-r{i}" for i in range(10))
+
+
 def test_a_late_end_txn_ends_the_next_transaction_with_transaction_version_1(broker, topic):
     """The same late EndTxn from a version 1 producer (AddPartitionsToTxn, Produce v8, EndTxn v1;
     Skein answers each by its request version, like Kafka): the epoch stays the same between

@@ -160,6 +160,22 @@ fn end_txn_v2(
         (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) if is_retry => {
             Ok(Change::None)
         }
+        // A commit one epoch behind an abort: no retry of the producer's own
+        // EndTxn (that carries what it asked for), but its transaction
+        // aborted by the coordinator (timeout, or a new instance) while
+        // the commit was on its way. Fenced, as Kafka answers since
+        // KAFKA-20785; Kafka 4.4 still answers INVALID_TXN_STATE, which
+        // clients take as fatal (a Kafka Streams thread dies of it).
+        (TxnState::CompleteAbort, true) if is_retry => Err(api(
+            ResponseError::ProducerFenced,
+            format!(
+                "the transaction of {tid} at epoch {epoch} was aborted by its coordinator: \
+                 a newer producer or its timeout fenced it"
+            ),
+        )),
+        // Markers are being written: the client retries until they are
+        // (Kafka answers every EndTxn so while a transition is pending).
+        (TxnState::PrepareCommit | TxnState::PrepareAbort, _) => Err(concurrent(tid)),
         // Aborting with nothing open is allowed: the client aborts after an
         // error without knowing whether its transaction began.
         (TxnState::CompleteCommit | TxnState::CompleteAbort | TxnState::Empty, false)
@@ -167,7 +183,6 @@ fn end_txn_v2(
         {
             bump(true)
         }
-        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => Err(concurrent(tid)),
         (state, _) => Err(req.invalid(tid, state)),
     }
 }

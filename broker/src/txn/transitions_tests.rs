@@ -104,15 +104,13 @@ fn version_2_retries_of_the_ended_transaction() {
         None,
         9,
     ));
-    // While the markers are written: retry later.
-    assert_eq!(
-        code(end_txn(Some(&prepared), TID, &end(5, true, TV2), None, 9)),
-        ResponseError::ConcurrentTransactions
-    );
-    assert_eq!(
-        code(end_txn(Some(&prepared), TID, &end(5, false, TV2), None, 9)),
-        ResponseError::InvalidTxnState
-    );
+    // While the markers are written: retry later, whatever is asked.
+    for commit in [true, false] {
+        assert_eq!(
+            code(end_txn(Some(&prepared), TID, &end(5, commit, TV2), None, 9)),
+            ResponseError::ConcurrentTransactions
+        );
+    }
     let done = complete(&prepared, 10);
     // The retry at the old epoch succeeds without a write ...
     assert_eq!(
@@ -159,9 +157,11 @@ fn version_2_aborts_of_completed_aborts_and_empty() {
         end_txn(Some(&aborted), TID, &end(5, false, TV2), None, 11).unwrap(),
         Change::None
     );
+    // A commit at the epoch before an abort: the abort was not this
+    // producer's (KAFKA-20785).
     assert_eq!(
         code(end_txn(Some(&aborted), TID, &end(5, true, TV2), None, 11)),
-        ResponseError::InvalidTxnState
+        ResponseError::ProducerFenced
     );
     let empty = txn(TxnState::Empty, 3);
     assert_eq!(
@@ -334,7 +334,15 @@ fn a_timed_out_transaction_is_aborted_at_the_next_epoch() {
     );
     assert!(abort_open(&txn(TxnState::CompleteCommit, 5), 2, 30).is_none());
     // Its producer (version 2) learns of it at its next EndTxn: an abort
-    // is answered as a retry, a commit is invalid.
+    // is answered as a retry (as Kafka), a commit is fenced (KAFKA-20785;
+    // Kafka 4.4 answers INVALID_TXN_STATE, fatal to the client), and both
+    // are told to retry while the markers are written.
+    for commit in [false, true] {
+        assert_eq!(
+            code(end_txn(Some(&a), TID, &end(5, commit, TV2), None, 32)),
+            ResponseError::ConcurrentTransactions
+        );
+    }
     let done = complete(&a, 31);
     assert_eq!(
         end_txn(Some(&done), TID, &end(5, false, TV2), None, 32).unwrap(),
@@ -342,6 +350,6 @@ fn a_timed_out_transaction_is_aborted_at_the_next_epoch() {
     );
     assert_eq!(
         code(end_txn(Some(&done), TID, &end(5, true, TV2), None, 32)),
-        ResponseError::InvalidTxnState
+        ResponseError::ProducerFenced
     );
 }
