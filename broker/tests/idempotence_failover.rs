@@ -202,3 +202,55 @@ async fn batches_pipelined_behind_a_refused_batch_are_refused_too() {
     let want: Vec<String> = (0..15).chain(0..10).map(|i| format!("rec-{i}")).collect();
     assert_eq!(got, want);
 }
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+
+/// The producer's batch N went to the old leader, which refused it (its
+/// leadership was gone), while batch N+1 already reached the new leader:
+/// the new leader finds a gap where N should be. It answers N+1
+/// NOT_LEADER_OR_FOLLOWER (retriable, nothing written) instead of Kafka's
+/// OUT_OF_ORDER_SEQUENCE_NUMBER, after which librdkafka renumbers, and so
+/// duplicates, every message it has not had acknowledged (issue #4953);
+/// the producer resends N, then N+1, and each lands once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_behind_one_sent_to_the_old_leader_waits_for_it() {
+    let mut cluster = TestCluster::start(3, &[]).await;
+    let mut c = cluster.client(1).await;
+    let r = create_replicated_topic(&mut c, "gap", 1, 3, &[("min.insync.replicas", "2")]).await;
+    assert_eq!(r.topics[0].error_code, 0);
+    wait_isr(&cluster, "gap", 3).await;
+    let (pid, epoch) = init_producer_id(&mut c).await;
+    let (old_leader, code, offset) =
+        produce_to_leader(&cluster, "gap", idem_batch(pid, epoch, 0, 5)).await;
+    assert_eq!((code, offset), (0, 0));
+
+    cluster.stop(old_leader, Stop::Crash).await;
+    let (new_leader, _, _) = cluster
+        .wait_for("a new leader", "gap", 0, |l, _, _| l > 0 && l != old_leader)
+        .await;
+    let mut nc = cluster.client(new_leader).await;
+    let ahead = async |nc: &mut Client| loop {
+        let r = produce_acks(nc, "gap", 0, idem_batch(pid, epoch, 10, 5), -1).await;
+        // Not ready to take writes yet (the ISR shrinking to the live pair).
+        if ![19, 7].contains(&r.error_code) {
+            return r.error_code;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        ahead(&mut nc).await,
+        NOT_LEADER_OR_FOLLOWER,
+        "not OUT_OF_ORDER_SEQUENCE_NUMBER (45)"
+    );
+    let (_, code, offset) = produce_to_leader(&cluster, "gap", idem_batch(pid, epoch, 5, 5)).await;
+    assert_eq!((code, offset), (0, 5));
+    let (_, code, offset) = produce_to_leader(&cluster, "gap", idem_batch(pid, epoch, 10, 5)).await;
+    assert_eq!((code, offset), (0, 10));
+    let got: Vec<String> = read_all(&mut nc, "gap", 0)
+        .await
+        .into_iter()
+        .map(|(o, _, v)| format!("{o}:{}", String::from_utf8_lossy(&v)))
+        .collect();
+    let want: Vec<String> = (0..15).map(|i| format!("{i}:rec-{i}")).collect();
+    assert_eq!(got, want);
+}

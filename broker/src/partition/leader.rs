@@ -3,10 +3,65 @@
 //! replicas, the low watermark, bytes still to copy); DeleteRecords.
 
 use kafka_protocol::error::ResponseError;
-use skein_storage::{AppendInfo, AppendOrigin};
+use skein_storage::batch::BatchHeader;
+use skein_storage::{AppendInfo, AppendOrigin, Log, StorageError};
 
 use super::{not_leader, Partition, Role, State};
 use crate::error::ApiError;
+use crate::system::mono_ms;
+
+/// How long after becoming leader a gap in an idempotent producer's
+/// sequence may be batches still on their way from the previous leader
+/// (see [`gap_left_by_previous_leader`]): a producer's requests to the old
+/// leader end within its request timeout (30 s by default), and its retry
+/// of them follows.
+pub(crate) const PREVIOUS_LEADER_GAP_MS: i64 = 60_000;
+
+/// Whether an idempotent producer's batch `records`, which the log refused
+/// for a gap in its sequence, may be behind batches the producer sent to
+/// the previous leader and will resend here: this replica leads since less
+/// than [`PREVIOUS_LEADER_GAP_MS`], and the producer has written nothing
+/// through it yet (its last batch here is older than this leader's epoch).
+///
+/// Kafka answers such a batch OUT_OF_ORDER_SEQUENCE_NUMBER. The Java
+/// client retries then, but librdkafka (through 2.16, issue #4953) bumps
+/// the producer epoch and renumbers every unacknowledged message of every
+/// partition, so a batch that the old leader of another partition wrote
+/// but answered NOT_LEADER_OR_FOLLOWER (a leader change while acks=all
+/// waited) is written a second time. Answering NOT_LEADER_OR_FOLLOWER
+/// (retriable, nothing written) here instead makes the producer resend its
+/// pipeline in order once the earlier batches are refused elsewhere. A real
+/// gap (records lost by an unclean election) gets Kafka's answer once the
+/// window has passed.
+pub(super) fn gap_left_by_previous_leader(
+    st: &State,
+    log: &Log,
+    records: &[u8],
+    now_mono_ms: i64,
+) -> bool {
+    if st.role != Role::Leader || now_mono_ms - st.leader_since_mono_ms >= PREVIOUS_LEADER_GAP_MS {
+        return false;
+    }
+    let Ok(h) = BatchHeader::parse(records) else {
+        return false;
+    };
+    let Some(entry) = log.producer_state().producers().get(&h.producer_id) else {
+        return false;
+    };
+    let Some(last) = entry.batches.back() else {
+        return false;
+    };
+    if last.last_offset >= st.epoch_start_offset || h.producer_epoch < entry.epoch {
+        return false;
+    }
+    if h.producer_epoch > entry.epoch {
+        // A new epoch starts at 0: its first batch went elsewhere.
+        return h.base_sequence > 0;
+    }
+    // A gap ahead of the last batch, not an old batch behind it.
+    let ahead = (h.base_sequence as i64 - last.last_seq as i64).rem_euclid(1 << 31);
+    ahead > 1 && ahead < 1 << 30
+}
 
 impl Partition {
     /// Whether this leader has evidence that it still leads: it is the only
@@ -59,7 +114,21 @@ impl Partition {
             let (info, leo) = {
                 let mut log = self.log.write().expect("log lock");
                 // The log applies the flush policy (flush.messages / flush.ms) itself.
-                let info = log.append_as_leader(records, st.leader_epoch, now_ms, origin)?;
+                let info = match log.append_as_leader(records, st.leader_epoch, now_ms, origin) {
+                    Err(StorageError::OutOfOrderSequence(why))
+                        if gap_left_by_previous_leader(&st, &log, records, mono_ms()) =>
+                    {
+                        return Err(ApiError::new(
+                            ResponseError::NotLeaderOrFollower,
+                            format!(
+                                "{}-{} just changed leader and the producer's batches before \
+                                 this one have not reached it yet ({why}): resend them first",
+                                self.topic, self.index
+                            ),
+                        ));
+                    }
+                    r => r?,
+                };
                 (info, log.log_end_offset())
             };
             self.maybe_advance_hw(&mut st, leo);

@@ -76,6 +76,8 @@ struct State {
     /// Offset where the current leader epoch starts (a follower must reach
     /// it before it may join the ISR).
     epoch_start_offset: i64,
+    /// When (monotonic ms) this replica last became leader.
+    leader_since_mono_ms: i64,
     /// As follower: the high watermark the leader sent last, not capped by
     /// this replica's log end (-1 before the first fetch in this epoch).
     leader_high_watermark: i64,
@@ -127,6 +129,7 @@ impl Partition {
                 high_watermark: lso,
                 min_isr: 1,
                 epoch_start_offset: 0,
+                leader_since_mono_ms: 0,
                 leader_high_watermark: -1,
             }),
             log: RwLock::new(log),

@@ -45,6 +45,7 @@ impl Partition {
                 // never in our cache here: epochs only grow.
                 log.assign_leader_epoch(leader_epoch, leo)?;
                 st.epoch_start_offset = leo;
+                st.leader_since_mono_ms = crate::system::mono_ms();
                 st.followers.clear();
             }
             let leo = log.log_end_offset();

@@ -418,3 +418,77 @@ fn a_refused_fetch_stops_following_the_pulse() {
         .expect("refused since 4 s");
     assert_eq!(shrink.new_isr, vec![1]);
 }
+
+/// A new leader refuses an idempotent producer's batch that finds a gap
+/// before it, while the producer has written nothing through this leader
+/// and the leadership is fresh, with the retriable NOT_LEADER_OR_FOLLOWER
+/// (the batches before it are on their way from the old leader) instead
+/// of OUT_OF_ORDER_SEQUENCE_NUMBER, which makes librdkafka renumber, and so
+/// duplicate, everything unacknowledged. Once the producer wrote through
+/// this leader, or after the window, a gap gets Kafka's answer.
+#[test]
+fn a_fresh_leader_takes_a_sequence_gap_for_batches_still_at_the_old_leader() {
+    use crate::partition::leader::{gap_left_by_previous_leader, PREVIOUS_LEADER_GAP_MS};
+    use kafka_protocol::error::ResponseError;
+    let batch = |pid: i64, epoch: i16, seq: i32| {
+        skein_storage::testing::producer_batch(pid, epoch, seq, 5, 1_000, |i| format!("v{i}"))
+    };
+    let append = |p: &Partition, mut b: Vec<u8>| {
+        p.append_as_leader(&mut b, false, 1_000, AppendOrigin::Client)
+            .map(|i| i.first_offset)
+            .map_err(|e| e.code)
+    };
+    let (_d, p) = partition(1);
+    p.make_leader(1, 1, vec![1], vec![1], 0).unwrap();
+    assert_eq!(append(&p, batch(7, 0, 0)), Ok(0));
+    assert_eq!(append(&p, batch(8, 0, 0)), Ok(5));
+    // The same leader: a gap is a gap.
+    assert_eq!(
+        append(&p, batch(7, 0, 10)),
+        Err(ResponseError::OutOfOrderSequenceNumber)
+    );
+
+    p.make_leader(2, 2, vec![1], vec![1], 0).unwrap();
+    assert_eq!(
+        append(&p, batch(7, 0, 10)),
+        Err(ResponseError::NotLeaderOrFollower),
+        "batch 5-9 may still be on its way"
+    );
+    // A new epoch's first batch (at 0) went to the old leader too.
+    assert_eq!(
+        append(&p, batch(8, 1, 5)),
+        Err(ResponseError::NotLeaderOrFollower)
+    );
+    // An old batch (behind, not ahead) is no such gap.
+    assert!(!gap_left_by_previous_leader(
+        &p.state(),
+        &p.log.read().unwrap(),
+        &batch(7, 0, 0)[..],
+        crate::system::mono_ms()
+    ));
+    // The producer resends in order and goes on at this leader.
+    assert_eq!(append(&p, batch(7, 0, 5)), Ok(10));
+    assert_eq!(append(&p, batch(7, 0, 10)), Ok(15));
+    assert_eq!(
+        append(&p, batch(7, 0, 20)),
+        Err(ResponseError::OutOfOrderSequenceNumber),
+        "a producer that wrote through this leader has no batch at the old one"
+    );
+    // After the window, Kafka's answer.
+    let since = p.state().leader_since_mono_ms;
+    let gap = batch(8, 0, 10);
+    let st = p.state();
+    let log = p.log.read().unwrap();
+    assert!(gap_left_by_previous_leader(
+        &st,
+        &log,
+        &gap,
+        since + PREVIOUS_LEADER_GAP_MS - 1
+    ));
+    assert!(!gap_left_by_previous_leader(
+        &st,
+        &log,
+        &gap,
+        since + PREVIOUS_LEADER_GAP_MS
+    ));
+}
