@@ -57,6 +57,9 @@ ensure_tool() { # COMMAND PACKAGE
 }
 ensure_tool ip iproute2
 ensure_tool openssl openssl
+# gdb: a chaos client that does not finish has its native threads' stacks taken before it is
+# killed (librdkafka's own deadlocks, e2e/chaos/README.md)
+ensure_tool gdb gdb
 # libfaketime: the chaos run's clock-skew fault runs each broker under it (e2e/chaos/README.md)
 if [[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]]; then
     say "libfaketime already installed"
