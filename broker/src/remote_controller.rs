@@ -78,6 +78,11 @@ pub struct RemoteController {
     /// session (an old session's last instructions go before a new one's);
     /// started with the first session.
     applier: Mutex<Option<mpsc::UnboundedSender<Inbound>>>,
+    /// Set when the broker stops (`detach`): no new session is taken, so a
+    /// controller that dials the stopping process (its address still
+    /// resolves while it shuts down) cannot have it register again, with a
+    /// new broker epoch, as if it were the broker that replaces it.
+    leaving: std::sync::atomic::AtomicBool,
 }
 
 /// A request waiting for its reply.
@@ -123,6 +128,7 @@ impl RemoteController {
             registration: Mutex::new(None),
             cluster_id: Mutex::new(None),
             applier: Mutex::new(None),
+            leaving: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -480,6 +486,8 @@ impl ControlPlane for RemoteController {
     }
 
     fn detach(&self, _broker: i32) {
+        self.leaving.store(true, Ordering::SeqCst);
+        *self.registration.lock().expect("registration lock") = None;
         *self.link.lock().expect("link lock") = None;
     }
 
@@ -516,6 +524,9 @@ impl BrokerControl for ControlService {
         request: tonic::Request<tonic::Streaming<ControllerMessage>>,
     ) -> Result<tonic::Response<Self::SessionStream>, tonic::Status> {
         let me = self.0.clone();
+        if me.leaving.load(Ordering::SeqCst) {
+            return Err(tonic::Status::unavailable("this broker is shutting down"));
+        }
         let mut inbound = request.into_inner();
         let (tx, rx) = mpsc::unbounded_channel();
         let generation = me.open_session(tx);
