@@ -163,6 +163,18 @@ pub async fn rolling_restart_step(
     let Some(update) = sts.status.as_ref().and_then(|s| s.update_revision.clone()) else {
         return Ok(None);
     };
+    // Until the StatefulSet controller has seen the latest template, its
+    // update revision is the one before: a pod deleted now comes back on
+    // the old template, its broker registers again, and the roll would
+    // take that for the restart it asked for and go on to the next pod
+    // (with an image that cannot start, two brokers down).
+    let observed = sts.status.as_ref().and_then(|s| s.observed_generation);
+    if observed < sts.metadata.generation {
+        return Ok(Some(Progress {
+            reason: "RollingRestart",
+            message: "waiting for the StatefulSet controller to take the new pod template".into(),
+        }));
+    }
     let names = ClusterNames::of(kc);
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &names.namespace);
     let pods = pods_api
@@ -204,11 +216,15 @@ pub async fn rolling_restart_step(
         let new_pod = pods
             .iter()
             .find(|p| p.name_any() == r.pod && p.uid().as_deref() != Some(r.uid.as_str()));
-        let pod_back = new_pod.is_some_and(is_ready);
+        // Back on the template the roll is for: a pod recreated on an older
+        // one is no restart done (it is restarted again below, as any pod
+        // on an old revision).
+        let pod_back = new_pod.is_some_and(|p| is_ready(p) && !is_outdated(p));
         let broker_back = brokers.get(&r.broker).is_some_and(|b| {
             b.broker_epoch > r.broker_epoch && !b.fenced && !b.in_controlled_shutdown
         });
-        let left_behind = !broker_back && new_pod.is_some_and(serves_nothing);
+        let left_behind =
+            new_pod.is_some_and(is_outdated) || !broker_back && new_pod.is_some_and(serves_nothing);
         if !(left_behind || pod_back && broker_back) {
             // A broker whose release cannot run at the finalized feature
             // level is refused at registration: say so, not just "waiting".
