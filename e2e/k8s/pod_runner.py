@@ -34,6 +34,12 @@ mounts at /var/run/secrets/kubernetes.io/serviceaccount in its private mount
 namespace, and KUBERNETES_SERVICE_HOST/PORT pointing at the API server: the
 in-cluster configuration a real pod has.
 
+A pod the runner runs carries its finalizer (`skein.dev/pod-runner`) until
+its process has exited, as a kubelet keeps a deleted pod Terminating until its
+containers stopped: kwok deletes a pod at once otherwise, and the StatefulSet
+controller would create the next pod of that name while the old process still
+runs (and registers with the controller).
+
 It also keeps /etc/hosts (the private copy netns.sh mounts) mapping every pod's
 stable DNS name (`<pod>.<subdomain>.<ns>.svc`) to its IP, standing in for
 cluster DNS. A pod that is deleted gets SIGTERM, then SIGKILL after its grace
@@ -70,6 +76,8 @@ import time
 from pathlib import Path
 
 
+# Held on every pod whose process runs, until the process has exited.
+FINALIZER = "skein.dev/pod-runner"
 # Claims of this StorageClass (allowVolumeExpansion) are tmpfs the runner grows.
 EXPANDABLE_CLASS = "kwok-expandable"
 # Grows only offline: the filesystem waits for the pod to start again.
@@ -118,6 +126,7 @@ class PodRunner:
         self._last_secrets = 0.0
         self._last_volumes = 0.0
         self.tmpfs: dict[str, Path] = {}  # claim uid -> its mounted tmpfs
+        self.stopping_threads: list[threading.Thread] = []
 
     # -- lifecycle
     def start(self):
@@ -138,6 +147,9 @@ class PodRunner:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        # Their threads release the pods' finalizers once the processes are gone.
+        for t in self.stopping_threads:
+            t.join(30)
         for d in self.tmpfs.values():
             subprocess.run(["umount", "-l", str(d)], capture_output=True)
         self.tmpfs.clear()
@@ -149,6 +161,16 @@ class PodRunner:
             except Exception as e:  # keep running: the API server may be briefly busy
                 print(f"pod runner: {e}", flush=True)
             self._stop.wait(0.3)
+
+    def _set_finalizer(self, pod: dict, held: bool) -> bool:
+        """Adds (or removes) the runner's finalizer on `pod`; False when the pod is gone."""
+        meta = pod["metadata"]
+        rest = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+        want = rest + [FINALIZER] if held else rest
+        patch = json.dumps({"metadata": {"finalizers": want or None, "uid": meta["uid"]}})
+        r = subprocess.run([*self.kubectl, "-n", meta["namespace"], "patch", "pod", meta["name"],
+                            "--type=merge", "-p", patch], capture_output=True, text=True, timeout=30)
+        return r.returncode == 0
 
     def _kubectl_json(self, *args: str):
         r = subprocess.run([*self.kubectl, *args, "-o", "json"], capture_output=True, text=True, timeout=30)
@@ -183,7 +205,9 @@ class PodRunner:
                 # Off the loop: other pods keep being served while one stops.
                 entry = self.procs.pop(uid)
                 self.terminating[entry["proc"].pid] = entry["ip"]
-                threading.Thread(target=self._terminate, args=(entry, 30), daemon=True).start()
+                t = threading.Thread(target=self._terminate, args=(entry, 30), daemon=True)
+                self.stopping_threads.append(t)
+                t.start()
         busy_ips = set(self.terminating.values())
         # A name resolves to a pod's IP only once its old holder is gone (a
         # real pod IP is not reused while the old sandbox still exists).
@@ -478,6 +502,8 @@ class PodRunner:
                 env[e["name"]] = {"metadata.name": name, "metadata.namespace": meta["namespace"],
                                   "status.podIP": ip, "spec.nodeName": spec.get("nodeName", ""),
                                   "status.hostIP": pod["status"].get("hostIP", "")}.get(path, "")
+        if FINALIZER not in (meta.get("finalizers") or []) and not self._set_finalizer(pod, True):
+            return  # deleted meanwhile: nothing to run
         log = self.workdir / "logs" / f"{name}-{uid[:8]}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         fh = open(log, "ab")
@@ -485,7 +511,9 @@ class PodRunner:
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         fh.close()
         self.procs[uid] = {"name": name, "proc": proc, "log": log, "ip": ip, "secrets": secrets,
-                           "grace": spec.get("terminationGracePeriodSeconds", 30)}
+                           "grace": spec.get("terminationGracePeriodSeconds", 30),
+                           "pod": {"metadata": {"name": name, "namespace": meta["namespace"], "uid": uid,
+                                                "finalizers": [FINALIZER]}}}
         self.started.append((name, uid))
         print(f"pod runner: started pod {name} ({ip}) pid {proc.pid}, {binary}: {' '.join(argv)[-300:]}", flush=True)
 
@@ -496,6 +524,8 @@ class PodRunner:
             self._stop_proc(entry, proc, grace)
         finally:
             self.terminating.pop(proc.pid, None)
+            # The process is gone: the pod object may go too.
+            self._set_finalizer(entry["pod"], False)
 
     def _stop_proc(self, entry: dict, proc, grace: float):
         if proc.poll() is None:
