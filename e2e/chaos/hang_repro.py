@@ -12,8 +12,10 @@ then take the partition's lock and the handle's lock in opposite orders (librdka
 resumes and rejoins; next cycle. A producer writes all along.
 
 The consumer runs in a process of its own and notes the time after every consume() (0.2 s). A
-consume() that has not returned for --stuck seconds is the hang: every native thread's stack of
-the consumer (gdb) goes to WORKDIR/consumer.stacks, and the exit code is 1. Exit code 0: no hang
+consume() that has not returned for --stuck seconds is the hang, and --stall-cycles cycles with
+nothing consumed while the producer's writes are acknowledged a stall (the client's main thread
+stuck while the application's consume() still returns): every native thread's stack of the
+consumer (gdb) goes to WORKDIR/consumer.stacks, and the exit code is 1. Exit code 0: no hang
 in the cycles. Needs the e2e venv and gdb (e2e/setup.sh); Skein binaries as e2e/run.sh finds
 them."""
 
@@ -88,6 +90,8 @@ def main(argv=None) -> int:
     ap.add_argument("--partitions", type=int, default=24)
     ap.add_argument("--per-broker", type=int, default=5, help="cycles in a row on one broker")
     ap.add_argument("--stuck", type=float, default=30.0, help="seconds without a consume() return")
+    ap.add_argument("--stall-cycles", type=int, default=3,
+                    help="cycles with nothing consumed while writes are acknowledged: a stall")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--debug", default="", help="librdkafka debug contexts of the consumer "
                     "(into WORKDIR/consumer.out), e.g. fetch,topic,broker")
@@ -116,13 +120,19 @@ def main(argv=None) -> int:
         creator.create_topics([NewTopic(TOPIC, a.partitions, 3)])[TOPIC].result(60)
         time.sleep(3)
 
+        delivered = [0]
+
+        def acked(err, _msg):
+            if err is None:
+                delivered[0] += 1
+
         def produce():
             p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "log_level": 0,
                           "message.timeout.ms": 10000})
             i = 0
             while not stop.is_set():
                 try:
-                    p.produce(TOPIC, value=str(i).encode(), partition=i % a.partitions)
+                    p.produce(TOPIC, value=str(i).encode(), partition=i % a.partitions, on_delivery=acked)
                 except BufferError:
                     p.poll(0.1)
                 i += 1
@@ -158,6 +168,19 @@ def main(argv=None) -> int:
             except (OSError, AssertionError):
                 return None
 
+        def stacks(why: str) -> int:
+            say(why)
+            with open(work / "consumer.stacks", "w") as f:
+                subprocess.run(["gdb", "-p", str(consumer.pid), "-batch", "-nx", "-ex",
+                                "set pagination off", "-ex", "thread apply all bt"],
+                               stdout=f, stderr=subprocess.STDOUT, timeout=120)
+            say(f"stacks in {work / 'consumer.stacks'}")
+            return 1
+
+        # (consumed, delivered) at the end of recent cycles: a consumer that returns from
+        # consume() but reads nothing while the producer's writes are acknowledged has stopped
+        # fetching (its main thread stuck, e.g. on a lock) without its application thread noticing.
+        progress: list[tuple[int, int]] = []
         time.sleep(5)
         for cycle in range(1, a.cycles + 1):
             # The same broker for --per-broker cycles: the one paused last is the one the
@@ -182,7 +205,13 @@ def main(argv=None) -> int:
                 time.sleep(0.5)
             b = json.loads(beat.read_text()) if beat.exists() else {}
             say(f"cycle {cycle}: broker {x} paused, out of metadata after {gone:.1f} s, back after "
-                f"{time.monotonic() - back:.1f} s; consumed {b.get('consumed')}")
+                f"{time.monotonic() - back:.1f} s; consumed {b.get('consumed')}, produced {delivered[0]}")
+            progress.append((b.get("consumed", 0), delivered[0]))
+            if len(progress) > a.stall_cycles:
+                (c0, d0), (c1, d1) = progress[-1 - a.stall_cycles], progress[-1]
+                if c1 == c0 and d1 - d0 > 1000:
+                    return stacks(f"STALL: nothing consumed in {a.stall_cycles} cycles while {d1 - d0} "
+                                  f"writes were acknowledged (cycle {cycle})")
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
                 if hung():
@@ -192,13 +221,8 @@ def main(argv=None) -> int:
                 say(f"the consumer exited ({consumer.returncode}): {work / 'consumer.out'}")
                 return 2
             if hung():
-                say(f"HANG: the consumer's consume() has not returned for {a.stuck} s (cycle {cycle})")
-                with open(work / "consumer.stacks", "w") as f:
-                    subprocess.run(["gdb", "-p", str(consumer.pid), "-batch", "-nx", "-ex",
-                                    "set pagination off", "-ex", "thread apply all bt"],
-                                   stdout=f, stderr=subprocess.STDOUT, timeout=120)
-                say(f"stacks in {work / 'consumer.stacks'}")
-                return 1
+                return stacks(f"HANG: the consumer's consume() has not returned for {a.stuck} s "
+                              f"(cycle {cycle})")
         say(f"no hang in {a.cycles} cycles")
         return 0
     finally:
