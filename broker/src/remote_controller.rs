@@ -487,7 +487,6 @@ impl ControlPlane for RemoteController {
 
     fn detach(&self, _broker: i32) {
         self.leaving.store(true, Ordering::SeqCst);
-        *self.registration.lock().expect("registration lock") = None;
         *self.link.lock().expect("link lock") = None;
     }
 

@@ -1,8 +1,13 @@
-//! Mutual TLS on the control plane: a broker's control port takes a
-//! session only from a client with a certificate of the controller's CA and
-//! the controller's subject; the controller takes only a broker whose
+//! Who a broker's control port takes a session from. Mutual TLS on the
+//! control plane: only a client with a certificate of the controller's CA
+//! and the controller's subject; the controller takes only a broker whose
 //! certificate its CA signed for the host it dialled. Renewed certificate
-//! files are taken by the next session, without a restart.
+//! files are taken by the next session, without a restart. And nobody once
+//! the broker has begun to stop: a controller that dials it then (its name
+//! still resolves while the process shuts down) must not have it register
+//! again with a new broker epoch and pass for the broker that replaces it
+//! (a rolling restart would go on to the next pod while the restarted one
+//! never came back).
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,6 +15,7 @@ use std::time::Duration;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use skein_broker::config::ControlTls;
 use skein_broker::remote_controller::RemoteController;
+use skein_controller::plane::ControlPlane;
 use skein_controller::rpc::tls::{client_config, ControlTlsFiles};
 use skein_controller::rpc::{drive_session, SessionEnd};
 use skein_controller::{ControllerConfig, ControllerService};
@@ -271,4 +277,24 @@ fn control_plane_tls_is_mutual_or_nothing() {
     assert!(ok
         .control_tls
         .is_some_and(|t| t.controller_subject.is_none()));
+}
+
+#[tokio::test]
+async fn a_stopping_broker_takes_no_new_controller_session() {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let rc = RemoteController::new(1);
+    let task = rc.clone().serve(addr, None).await.unwrap();
+    assert!(
+        session_holds(addr, None).await,
+        "a running broker takes a session"
+    );
+    // What `Broker::stop` does after its controlled shutdown.
+    rc.detach(1);
+    assert!(
+        !session_holds(addr, None).await,
+        "a stopping broker must not take a session (and register again)"
+    );
+    task.abort();
 }

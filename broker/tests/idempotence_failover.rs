@@ -35,6 +35,15 @@ fn idem_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
     ))
 }
 
+/// Every record of `topic`-0 as `<offset>:<value>`, in log order.
+async fn offsets_and_values(c: &mut Client, topic: &str) -> Vec<String> {
+    read_all(c, topic, 0)
+        .await
+        .into_iter()
+        .map(|(o, _, v)| format!("{o}:{}", String::from_utf8_lossy(&v)))
+        .collect()
+}
+
 /// Produces with acks=all until the partition's leader takes it (a new
 /// leader may still be taking over); returns `(error, base offset)`.
 async fn produce_to_leader(cluster: &TestCluster, topic: &str, records: Bytes) -> (i32, i16, i64) {
@@ -116,11 +125,7 @@ async fn retried_batches_keep_their_offsets_across_leader_changes() {
 
     let (leader, _, _) = cluster.partition_state("idem", 0);
     let mut lc = cluster.client(leader).await;
-    let got: Vec<String> = read_all(&mut lc, "idem", 0)
-        .await
-        .into_iter()
-        .map(|(o, _, v)| format!("{o}:{}", String::from_utf8_lossy(&v)))
-        .collect();
+    let got = offsets_and_values(&mut lc, "idem").await;
     let want: Vec<String> = (0..32).map(|i| format!("{i}:rec-{i}")).collect();
     assert_eq!(got, want, "every record once, at its first offset");
 }
@@ -246,11 +251,7 @@ async fn a_batch_behind_one_sent_to_the_old_leader_waits_for_it() {
     assert_eq!((code, offset), (0, 5));
     let (_, code, offset) = produce_to_leader(&cluster, "gap", idem_batch(pid, epoch, 10, 5)).await;
     assert_eq!((code, offset), (0, 10));
-    let got: Vec<String> = read_all(&mut nc, "gap", 0)
-        .await
-        .into_iter()
-        .map(|(o, _, v)| format!("{o}:{}", String::from_utf8_lossy(&v)))
-        .collect();
+    let got = offsets_and_values(&mut nc, "gap").await;
     let want: Vec<String> = (0..15).map(|i| format!("{i}:rec-{i}")).collect();
     assert_eq!(got, want);
 }

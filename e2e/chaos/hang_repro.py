@@ -105,6 +105,7 @@ def main(argv=None) -> int:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     from kafka import KafkaAdminClient
+    from run_clients import native_stacks
 
     work = a.workdir or Path(tempfile.mkdtemp(prefix="hang-repro-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -170,10 +171,7 @@ def main(argv=None) -> int:
 
         def stacks(why: str) -> int:
             say(why)
-            with open(work / "consumer.stacks", "w") as f:
-                subprocess.run(["gdb", "-p", str(consumer.pid), "-batch", "-nx", "-ex",
-                                "set pagination off", "-ex", "thread apply all bt"],
-                               stdout=f, stderr=subprocess.STDOUT, timeout=120)
+            native_stacks(consumer.pid, work / "consumer.stacks")
             say(f"stacks in {work / 'consumer.stacks'}")
             return 1
 

@@ -26,6 +26,24 @@ from util import java_cmd  # noqa: E402
 PY = str(E2E / ".venv" / "bin" / "python")
 
 
+def native_stacks(pgid: int, out: Path) -> None:
+    """Every thread's native stack (gdb) of each process in process group `pgid` into `out`: a
+    client hung inside librdkafka shows which of its threads wait on which lock (librdkafka has
+    open lock-order inversions around broker failures: #5476, #5490, PR #5304)."""
+    pids = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
+    with out.open("w") as f:
+        for pid in pids:
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(bytes(1), b" ").decode()
+                f.write(f"=== pid {pid}: {cmd}\n")
+                f.flush()
+                subprocess.run(["gdb", "-p", pid, "-batch", "-nx", "-ex", "set pagination off",
+                                "-ex", "thread apply all bt"],
+                               stdout=f, stderr=subprocess.STDOUT, timeout=120)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                f.write(f"gdb failed: {e}\n")
+
+
 class Clients:
     """`wrap` prefixes every client's command line (e.g. `ip netns exec NS nice -n 5`)."""
 
@@ -109,23 +127,9 @@ class Clients:
         return killed
 
     def native_stacks(self, name: str, pgid: int) -> None:
-        """Every thread's native stack (gdb) of each process in the stuck client's group into
-        logs/NAME.stacks: a client hung inside librdkafka shows which of its threads wait on
-        which lock (librdkafka has open lock-order inversions around broker failures: #5476,
-        #5490, PR #5304)."""
-        out = self.logs / f"{name}.stacks"
-        pids = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
-        with out.open("w") as f:
-            for pid in pids:
-                try:
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(bytes(1), b" ").decode()
-                    f.write(f"=== pid {pid}: {cmd}\n")
-                    f.flush()
-                    subprocess.run(["gdb", "-p", pid, "-batch", "-nx", "-ex", "set pagination off",
-                                    "-ex", "thread apply all bt"],
-                                   stdout=f, stderr=subprocess.STDOUT, timeout=120)
-                except (OSError, subprocess.TimeoutExpired) as e:
-                    f.write(f"gdb failed: {e}\n")
+        """Every native thread's stack of the stuck client into logs/NAME.stacks (see
+        `native_stacks`)."""
+        native_stacks(pgid, self.logs / f"{name}.stacks")
 
     def finish(self, recover_timeout: float, meta: dict, problems: list[str]) -> None:
         """Stops the producers, lets the group consume and commit everything, stops the members

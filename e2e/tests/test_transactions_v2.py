@@ -9,6 +9,7 @@ finalizes `transaction.version` at 2 (a new cluster starts there, as a new Kafka
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -46,6 +47,33 @@ def settled(c: rk.Connection, tid: str) -> dict:
             return d
         assert time.monotonic() < deadline, f"{tid} stays {d}"
         time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def held_second_transaction(bootstrap: str, topic: str, tid: str, tmp):
+    """The Java driver's txn-hold: transaction A ("a-r0".."a-r9") committed, B ("b-r*") begun,
+    sent and flushed. Yields `end(how)`: ends B by "commit" or "abort" and returns the driver's
+    last line ({"second": "committed" | "aborted" | "<error class>"})."""
+    err = tmp / "txn-hold.err"
+    proc = subprocess.Popen(java_cmd("txn-hold", "--bootstrap", bootstrap, "--topic", topic,
+                                     "--tid", tid, "--per-txn", "10"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=open(err, "wb"), text=True)
+
+    def end(how: str) -> dict:
+        proc.stdin.write(f"{how}\n")
+        proc.stdin.flush()
+        out, _ = proc.communicate(timeout=120)
+        assert out.strip(), err.read_text()[-3000:]
+        return json.loads(out.strip().splitlines()[-1])
+
+    try:
+        line = proc.stdout.readline()
+        assert json.loads(line) == {"held": True}, (line, err.read_text()[-3000:])
+        yield end
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def test_java_producer_commits_and_aborts_with_transaction_version_2(broker, topic):
@@ -89,15 +117,9 @@ def test_a_late_end_txn_is_fenced_with_transaction_version_2(broker, topic, tmp)
     still open, its records invisible to read_committed until the producer commits it."""
     create(broker.bootstrap, topic, 1)
     tid = f"late-{topic}"
-    proc = subprocess.Popen(java_cmd("txn-hold", "--bootstrap", broker.bootstrap, "--topic", topic,
-                                     "--tid", tid, "--per-txn", "10"),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=open(tmp / "txn-hold.err", "wb"), text=True)
-    try:
-        line = proc.stdout.readline()
-        assert json.loads(line) == {"held": True}, (line, (tmp / "txn-hold.err").read_text()[-3000:])
-        a = {f"a-r{i}" for i in range(10)}
-        b = {f"b-r{i}" for i in range(10)}
+    a = {f"a-r{i}" for i in range(10)}
+    b = {f"b-r{i}" for i in range(10)}
+    with held_second_transaction(broker.bootstrap, topic, tid, tmp) as end:
         with coordinator_connection(broker.bootstrap, tid) as c:
             before = c.describe_transaction(tid)
             assert before["state"] == "Ongoing" and before["epoch"] == 1, before
@@ -110,19 +132,13 @@ def test_a_late_end_txn_is_fenced_with_transaction_version_2(broker, topic, tmp)
             assert (after["state"], after["epoch"], after["partitions"]) == \
                 ("Ongoing", epoch_b, before["partitions"]), after
         assert sorted(values(broker.bootstrap, topic, 1, "read_committed")) == sorted(a)
-        proc.stdin.write("commit\n")
-        proc.stdin.flush()
-        out, _ = proc.communicate(timeout=120)
-        assert json.loads(out.strip().splitlines()[-1]) == {"second": "committed"}, out
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        assert end("commit") == {"second": "committed"}
     assert sorted(values(broker.bootstrap, topic, 1, "read_committed")) == sorted(a | b)
 
 
-@pytest.mark.parametrize("end,answer", [("commit", "ProducerFencedException"), ("abort", "aborted")])
+@pytest.mark.parametrize("how,answer", [("commit", "ProducerFencedException"), ("abort", "aborted")])
 def test_a_producer_whose_transaction_its_coordinator_aborted_is_fenced_at_its_commit(
-        broker, topic, tmp, end, answer):
+        broker, topic, tmp, how, answer):
     """A Java producer (version 2) has a transaction open when a second instance initialises the
     same transactional id: the coordinator aborts the open transaction at the next epoch and
     answers the new instance "retry" (which it is slow to do here). The first producer's EndTxn
@@ -134,26 +150,13 @@ def test_a_producer_whose_transaction_its_coordinator_aborted_is_fenced_at_its_c
       in test_transactions_java.py."""
     create(broker.bootstrap, topic, 1)
     tid = f"fence-{topic}"
-    proc = subprocess.Popen(java_cmd("txn-hold", "--bootstrap", broker.bootstrap, "--topic", topic,
-                                     "--tid", tid, "--per-txn", "10"),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=open(tmp / "txn-hold.err", "wb"), text=True)
-    try:
-        line = proc.stdout.readline()
-        assert json.loads(line) == {"held": True}, (line, (tmp / "txn-hold.err").read_text()[-3000:])
+    with held_second_transaction(broker.bootstrap, topic, tid, tmp) as end:
         with coordinator_connection(broker.bootstrap, tid) as c:
             err, _, _ = c.init_producer_id(tid)
             assert err == rk.CONCURRENT_TRANSACTIONS, err
             d = settled(c, tid)
             assert d["state"] == "CompleteAbort", d
-        proc.stdin.write(f"{end}\n")
-        proc.stdin.flush()
-        out, _ = proc.communicate(timeout=120)
-        assert json.loads(out.strip().splitlines()[-1]) == {"second": answer}, \
-            (out, (tmp / "txn-hold.err").read_text()[-3000:])
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        assert end(how) == {"second": answer}
     assert sorted(values(broker.bootstrap, topic, 1, "read_committed")) == sorted(f"a-r{i}" for i in range(10))
 
 
