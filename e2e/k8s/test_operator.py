@@ -36,12 +36,55 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "e2e" / "tests"))
-from util import kafka_tool, wait_until  # noqa: E402
+import util  # noqa: E402
+from util import kafka_tool  # noqa: E402
 
 NS = os.environ.get("SKEIN_E2E_NAMESPACE", "skein-e2e")
 OP_NS = os.environ.get("SKEIN_E2E_OPERATOR_NAMESPACE", "skein-system")
 CLUSTER = "demo"
 MODE = os.environ.get("SKEIN_E2E_CLUSTER", "local")
+
+
+# The platform of the running module, for the state a failed wait reports.
+CURRENT: Env | None = None
+
+
+def wait_until(pred, timeout: float, what: str, interval: float = 0.5):
+    """util.wait_until; when it times out, the message also holds what the
+    operator saw: the KafkaCluster's conditions and balance plan, the
+    brokers it has in session, the Topics' replicas, and its log's tail (CI
+    shows a failure's message, not the fixture's teardown output)."""
+    try:
+        return util.wait_until(pred, timeout, what, interval)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{cluster_state(CURRENT)}") from None
+
+
+def cluster_state(env: Env | None) -> str:
+    if env is None:
+        return "(no platform)"
+    out = []
+    try:
+        kc = env.get("-n", NS, "get", "kafkacluster", CLUSTER).get("status", {})
+        for c in kc.get("conditions", []):
+            out.append(f"KafkaCluster {c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')}")
+        brokers = [(b["id"], b["ready"]) for b in kc.get("brokers", [])]
+        out.append(f"KafkaCluster brokers (id, ready): {brokers}")
+        if kc.get("balance"):
+            b = kc["balance"]
+            out.append(f"KafkaCluster balance: plan {b.get('planId')} {b.get('state')} "
+                       f"proposed at {b.get('proposedAt')}, {b.get('moveCount')} move(s)")
+        for t in env.get("-n", NS, "get", "topics")["items"]:
+            parts = [(p["partition"], p["replicas"], p["isr"], p["leader"])
+                     for p in t.get("status", {}).get("partitions", [])]
+            out.append(f"Topic {t['metadata']['name']} (partition, replicas, isr, leader): {parts}")
+    except Exception as err:  # noqa: BLE001
+        out.append(f"(cluster state unavailable: {err})")
+    try:
+        out.append(env.operator_logs())
+    except Exception as err:  # noqa: BLE001
+        out.append(f"(no operator logs: {err})")
+    return "\n".join(out)
 
 
 class Env:
@@ -109,7 +152,7 @@ class Env:
         out = []
         for p in self.get("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=skein-operator")["items"]:
             name = p["metadata"]["name"]
-            r = self.k_run("-n", OP_NS, "logs", name, "--tail=40")
+            r = self.k_run("-n", OP_NS, "logs", name, "--tail=60")
             out.append(f"--- operator log tail {name}\n{r.stdout or r.stderr}")
         return "\n".join(out)
 
@@ -183,7 +226,7 @@ class LocalCluster(Env):
         out = []
         for log in sorted((self.workdir / "op-runner" / "logs").glob("*.log")):
             out.append(f"--- operator log tail {log.name}")
-            out.extend(log.read_text(errors="replace").splitlines()[-40:])
+            out.extend(log.read_text(errors="replace").splitlines()[-60:])
         return "\n".join(out)
 
     def teardown(self):
@@ -233,11 +276,14 @@ class ExistingCluster(Env):
 def running(e: Env, request):
     """The platform `e` set up with an operator holding the Lease, for a module's
     tests; torn down after them (the operator's logs printed if a test failed)."""
+    global CURRENT
     try:
         e.setup()
+        CURRENT = e
         wait_until(e.leader_pod, 120, "an operator replica holding the Lease")
         yield e
     finally:
+        CURRENT = None
         if request.session.testsfailed:
             try:
                 print(e.operator_logs())

@@ -354,6 +354,9 @@ pub struct ClusterControllers {
     /// one controller, never two that both dial the brokers and write the
     /// image for a moment.
     starting: tokio::sync::Mutex<()>,
+    /// Bumped when a cluster's view changes in a way its reconcile acts on
+    /// ([`crate::view_changes`]).
+    view_changes: watch::Sender<u64>,
 }
 
 impl ClusterControllers {
@@ -372,7 +375,14 @@ impl ClusterControllers {
             control_certs,
             clusters: Mutex::new(HashMap::new()),
             starting: tokio::sync::Mutex::new(()),
+            view_changes: watch::Sender::new(0),
         }
+    }
+
+    /// One item whenever a cluster's view changed in a way its KafkaCluster
+    /// reconcile acts on (a broker came or went, moves ended, ...).
+    pub fn view_changes(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        crate::view_changes::stream(self.view_changes.subscribe())
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ClusterController>> {
@@ -519,6 +529,10 @@ impl ClusterControllers {
                 names.clone(),
                 controller.clone(),
                 self.metrics.clone(),
+            )));
+            tasks.push(tokio::spawn(crate::view_changes::report(
+                controller.clone(),
+                self.view_changes.clone(),
             )));
         }
         rt.set_brokers(kc.spec.replicas);

@@ -57,12 +57,19 @@ fn cluster_controller(
 ) -> BoxFuture<'static, ()> {
     let owned =
         watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::OPERATOR));
-    Controller::new(api::<KafkaCluster>(client, ns), watcher::Config::default())
+    let controller = Controller::new(api::<KafkaCluster>(client, ns), watcher::Config::default())
         .owns(api::<ConfigMap>(client, ns), owned.clone())
         .owns(api::<Service>(client, ns), owned.clone())
         .owns(api::<ServiceAccount>(client, ns), owned.clone())
         .owns(api::<PodDisruptionBudget>(client, ns), owned.clone())
-        .owns(api::<StatefulSet>(client, ns), owned)
+        .owns(api::<StatefulSet>(client, ns), owned);
+    // A broker's session coming up (or going) changes what the reconcile
+    // decides without changing any object it watches.
+    let controller = match &ctx.controllers {
+        Some(c) => controller.reconcile_all_on(c.view_changes()),
+        None => controller,
+    };
+    controller
         .shutdown_on_signal()
         .run(
             kafka_cluster::reconcile,

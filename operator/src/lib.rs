@@ -30,6 +30,7 @@ pub mod status;
 pub mod topic_mirror;
 pub mod users;
 pub mod validate;
+pub mod view_changes;
 
 pub use context::Context;
 pub use error::{Error, Result};

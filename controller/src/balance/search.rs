@@ -16,16 +16,30 @@ use crate::scaling::Assignment;
 pub(super) struct Partitions {
     keys: Vec<(String, i32)>,
     size: Vec<u64>,
+    /// Each partition's topic, numbered in key order.
+    topic: Vec<usize>,
 }
 
 impl Partitions {
     pub fn new(current: &Assignment, sizes: &BTreeMap<(String, i32), u64>) -> Self {
+        let mut topic = Vec::with_capacity(current.len());
+        let mut last: Option<&str> = None;
+        for (name, _) in current.keys() {
+            let n = topic.last().copied().unwrap_or(0);
+            topic.push(if last.is_none_or(|l| l == name) {
+                n
+            } else {
+                n + 1
+            });
+            last = Some(name);
+        }
         Partitions {
             size: current
                 .keys()
                 .map(|k| sizes.get(k).copied().unwrap_or(0))
                 .collect(),
             keys: current.keys().cloned().collect(),
+            topic,
         }
     }
 }
@@ -44,6 +58,8 @@ pub(super) struct Search<'a> {
     racked: bool,
     pub bytes: BTreeMap<i32, u64>,
     pub counts: BTreeMap<i32, usize>,
+    /// Replicas of each topic on each host: (topic, host) -> count.
+    topic_counts: BTreeMap<(usize, i32), usize>,
     pub moves: Vec<Move>,
 }
 
@@ -53,6 +69,10 @@ pub(super) struct Search<'a> {
 struct Step {
     /// Pairs by the largest replica-count gap first (0 when not asked).
     gap: usize,
+    /// What the move does to its topic's spread over the pair (0 when not
+    /// asked): 0 evens it (the source holds at least two more of the
+    /// topic's replicas), 1 leaves it as even, 2 makes it less even.
+    topic: u8,
     cost: f64,
     exchange: bool,
     leader: bool,
@@ -67,6 +87,7 @@ impl Step {
         other
             .gap
             .cmp(&self.gap)
+            .then(self.topic.cmp(&other.topic))
             .then(self.cost.total_cmp(&other.cost))
             .then(self.exchange.cmp(&other.exchange))
             .then(self.leader.cmp(&other.leader))
@@ -119,6 +140,12 @@ impl<'a> Search<'a> {
         for v in movable.values_mut() {
             v.sort_unstable();
         }
+        let mut topic_counts: BTreeMap<(usize, i32), usize> = BTreeMap::new();
+        for (i, r) in replicas.iter().enumerate() {
+            for b in r.iter().filter(|b| hosts.contains_key(b)) {
+                *topic_counts.entry((parts.topic[i], *b)).or_default() += 1;
+            }
+        }
         Search {
             parts,
             hosts,
@@ -128,7 +155,19 @@ impl<'a> Search<'a> {
             racked: hosts.values().any(Option::is_some),
             bytes,
             counts,
+            topic_counts,
             moves: Vec::new(),
+        }
+    }
+
+    /// [`Step::topic`] of moving partition `i`'s replica from `from` to `to`.
+    fn topic_effect(&self, i: usize, from: i32, to: i32) -> u8 {
+        let t = self.parts.topic[i];
+        let on = |b: i32| self.topic_counts.get(&(t, b)).copied().unwrap_or(0);
+        match on(from).cmp(&(on(to) + 1)) {
+            Ordering::Greater => 0,
+            Ordering::Equal => 1,
+            Ordering::Less => 2,
         }
     }
 
@@ -175,6 +214,11 @@ impl<'a> Search<'a> {
         *self.bytes.get_mut(&to).expect("host") += s;
         *self.counts.get_mut(&from).expect("host") -= 1;
         *self.counts.get_mut(&to).expect("host") += 1;
+        let t = self.parts.topic[i];
+        if let Some(n) = self.topic_counts.get_mut(&(t, from)) {
+            *n = n.saturating_sub(1);
+        }
+        *self.topic_counts.entry((t, to)).or_default() += 1;
         let (topic, partition) = self.parts.keys[i].clone();
         self.moves.push(Move {
             topic,
@@ -203,7 +247,11 @@ impl<'a> Search<'a> {
     /// each broker is headed for closest to the mean: a broker is headed
     /// for its bytes plus (mean count - its count) replicas of the mean
     /// size. So new brokers get replicas of every size rather than a few
-    /// large ones, and bytes end close to even as well.
+    /// large ones, and bytes end close to even as well. Before bytes, it
+    /// prefers a replica of a topic the source holds more of (at least two
+    /// more than the target), so each topic spreads over the brokers too:
+    /// a scale-up gives the new brokers replicas of every topic, not only
+    /// of the one whose partitions sort first.
     pub fn even_counts(&mut self, max_moves: usize) {
         let replicas: usize = self.counts.values().sum();
         if replicas == 0 {
@@ -244,6 +292,7 @@ impl<'a> Search<'a> {
                     let w = size as f64 - mean_size;
                     let step = Step {
                         gap,
+                        topic: self.topic_effect(i, from, to),
                         cost: pair_cost(w, headed[&from] - headed[&to]),
                         exchange: false,
                         leader: self.is_leader(i, from),
@@ -332,6 +381,7 @@ impl<'a> Search<'a> {
                         best,
                         Step {
                             gap: 0,
+                            topic: 0,
                             cost,
                             exchange: false,
                             leader: self.is_leader(i, hi),
@@ -376,6 +426,7 @@ impl<'a> Search<'a> {
                         best,
                         Step {
                             gap: 0,
+                            topic: 0,
                             cost,
                             exchange: true,
                             leader: self.is_leader(i, hi),

@@ -86,6 +86,36 @@ fn without_data_replica_counts_are_evened_out() {
 }
 
 #[test]
+fn a_scale_up_spreads_every_topic_not_only_the_one_that_sorts_first() {
+    // The shape of a cluster with consumer groups: __consumer_offsets (50
+    // partitions, sorting first) and a small topic, on brokers 0-2, all
+    // nearly empty; brokers 3 and 4 are new. Evening out counts alone
+    // filled the new brokers with __consumer_offsets and left `orders` on
+    // 0-2 (all sizes tie).
+    let rotation = |p: i32| vec![p % 3, (p + 1) % 3, (p + 2) % 3];
+    let asg: Assignment = (0..50)
+        .map(|p| (("__consumer_offsets".to_string(), p), rotation(p)))
+        .chain((0..3).map(|p| (("orders".to_string(), p), rotation(p))))
+        .collect();
+    let sizes = asg.keys().map(|k| (k.clone(), 100)).collect();
+    let all = hosts(&[0, 1, 2, 3, 4]);
+    let p = plan(&asg, &sizes, &all, T10, 200);
+    let after = apply(&asg, &p);
+    for topic in ["__consumer_offsets", "orders"] {
+        let mut per: BTreeMap<i32, usize> = all.keys().map(|b| (*b, 0)).collect();
+        for b in after
+            .iter()
+            .filter(|(k, _)| k.0 == topic)
+            .flat_map(|(_, r)| r)
+        {
+            *per.get_mut(b).unwrap() += 1;
+        }
+        assert!(spread(&per) <= 1, "{topic}: {per:?}");
+    }
+    assert!(spread(&p.replicas_after) <= 1, "{:?}", p.replicas_after);
+}
+
+#[test]
 fn a_balanced_cluster_gets_no_plan_and_a_broker_outside_hosts_is_left_alone() {
     let (asg, sizes) = three_brokers(12, |_| 1000);
     assert!(plan(&asg, &sizes, &hosts(&[0, 1, 2]), T10, 1000)
