@@ -62,8 +62,9 @@ pub struct TopicConfigDef {
 ///   `skein_storage::LogConfig` (whose defaults are the broker config's);
 ///   `broker("default")`, read by name from the topic's configs where it
 ///   applies, its default the broker config's value, else `default`
-///   (`broker` alone: no broker config); `stored`, accepted and described
-///   but not acted on.
+///   (`broker` alone: no broker config); `stored("default")`, accepted and
+///   described (with the broker config's value, else `default`) but not
+///   acted on.
 ///
 /// It is a macro so that the broker, which knows `LogConfig` (this crate
 /// does not), binds each line to its field from the same line:
@@ -88,6 +89,12 @@ macro_rules! topic_config_table {
             FOLLOWER_REPLICATION_THROTTLED_REPLICAS = "follower.replication.throttled.replicas" => "", ReplicaList, broker;
             INDEX_INTERVAL_BYTES = "index.interval.bytes" => "log.index.interval.bytes", Int { min: 0 }, log(index_interval_bytes);
             LEADER_REPLICATION_THROTTLED_REPLICAS = "leader.replication.throttled.replicas" => "", ReplicaList, broker;
+            // Tiered storage (docs/tiered-storage.md): accepted with Kafka's
+            // types and defaults (-2: follow retention.*); switching a topic's
+            // remote storage on is refused, as Kafka refuses it on a broker
+            // without `remote.log.storage.system.enable`.
+            LOCAL_RETENTION_BYTES = "local.retention.bytes" => "log.local.retention.bytes", Long { min: -2 }, stored("-2");
+            LOCAL_RETENTION_MS = "local.retention.ms" => "log.local.retention.ms", Long { min: -2 }, stored("-2");
             MAX_COMPACTION_LAG_MS = "max.compaction.lag.ms" => "log.cleaner.max.compaction.lag.ms", Long { min: 1 }, log(max_compaction_lag_ms);
             MAX_MESSAGE_BYTES = "max.message.bytes" => "message.max.bytes", Int { min: 1 }, log(max_message_bytes);
             MESSAGE_TIMESTAMP_AFTER_MAX_MS = "message.timestamp.after.max.ms" => "log.message.timestamp.after.max.ms", Long { min: 0 },
@@ -101,6 +108,9 @@ macro_rules! topic_config_table {
             // The partition's ISR rule and the controller's elections read it.
             MIN_INSYNC_REPLICAS = "min.insync.replicas" => "min.insync.replicas", Int { min: 1 }, broker("1");
             PREALLOCATE = "preallocate" => "log.preallocate", Boolean, log(preallocate);
+            REMOTE_LOG_COPY_DISABLE = "remote.log.copy.disable" => "", Boolean, stored("false");
+            REMOTE_LOG_DELETE_ON_DISABLE = "remote.log.delete.on.disable" => "", Boolean, stored("false");
+            REMOTE_STORAGE_ENABLE = "remote.storage.enable" => "", Boolean, stored("false");
             RETENTION_BYTES = "retention.bytes" => "log.retention.bytes", Long { min: i64::MIN }, log(retention_bytes);
             RETENTION_MS = "retention.ms" => "log.retention.ms" | "log.retention.minutes" * 60_000 | "log.retention.hours" * 3_600_000,
                 Long { min: -1 }, log(retention_ms);
@@ -179,6 +189,12 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicConfigEr
     let v = value.trim();
     match def.kind {
         Boolean => match crate::broker_config::parse_bool(v) {
+            // Kafka's LogConfig.validateRemoteStorageOnlyIfSystemEnabled, on
+            // a broker without remote.log.storage.system.enable.
+            Some(true) if key == keys::REMOTE_STORAGE_ENABLE => Err(invalid(
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+                    .into(),
+            )),
             Some(_) => Ok(()),
             None => Err(invalid("must be true or false".into())),
         },
@@ -263,6 +279,11 @@ mod tests {
             ("leader.replication.throttled.replicas", "0:1,1:2"),
             ("follower.replication.throttled.replicas", "*"),
             ("follower.replication.throttled.replicas", ""),
+            ("local.retention.ms", "-2"),
+            ("local.retention.bytes", "1073741824"),
+            ("remote.storage.enable", "false"),
+            ("remote.log.copy.disable", "true"),
+            ("remote.log.delete.on.disable", "false"),
         ];
         for (k, v) in ok {
             assert_eq!(validate_topic_config(k, v), Ok(()), "{k}={v}");
@@ -280,6 +301,8 @@ mod tests {
             ("message.timestamp.type", "Now"),
             ("leader.replication.throttled.replicas", "0-1"),
             ("follower.replication.throttled.replicas", "a:1"),
+            ("local.retention.ms", "-3"),
+            ("remote.storage.enable", "true"),
         ];
         for (k, v) in bad {
             assert!(

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 import util
 
@@ -119,6 +119,29 @@ def test_delete_records_answers_the_low_watermark(broker, topic):
         assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (6, 10)
     finally:
         c.close()
+
+
+def test_tiered_storage_topic_configs_are_kept_and_remote_storage_is_refused_without_the_system(broker, topic):
+    """On a broker without remote.log.storage.system.enable (Skein has no tiered storage yet;
+    Kafka's default), the tiered-storage topic configs are valid topic configs: a topic is created
+    with them and describes them, with their defaults where unset; only remote.storage.enable=true
+    is refused, with INVALID_CONFIG."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    kept = {"local.retention.ms": "3600000", "remote.log.copy.disable": "true", "remote.storage.enable": "false"}
+    create(broker.bootstrap, topic, kept)
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    got = admin.describe_configs([res])[res].result(30)
+    for k, v in kept.items():
+        assert got[k].value == v, (k, got[k].value)
+        assert ConfigSource(got[k].source) == ConfigSource.DYNAMIC_TOPIC_CONFIG, (k, got[k].source)
+    assert got["local.retention.bytes"].value == "-2"
+    assert got["remote.log.delete.on.disable"].value == "false"
+
+    refused = admin.create_topics([NewTopic(f"{topic}-remote", 1, 1, config={"remote.storage.enable": "true"})])
+    with pytest.raises(Exception) as e:
+        refused[f"{topic}-remote"].result(30)
+    assert e.value.args[0].code() == KafkaError.INVALID_CONFIG, e.value
+    assert "Tiered Storage functionality is disabled" in e.value.args[0].str(), e.value
 
 
 @pytest.mark.parametrize("topic_codec,stored", [("lz4", "lz4"), ("uncompressed", "none"), ("producer", "gzip")])

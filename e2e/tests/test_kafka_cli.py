@@ -127,6 +127,8 @@ def test_config_command_lists_every_broker_config_with_its_source_and_synonyms(b
         "log.cleaner.threads=1 sensitive=false synonyms={DEFAULT_CONFIG:log.cleaner.threads=1}",
         "log.message.timestamp.after.max.ms=3600000 sensitive=false "
         "synonyms={DEFAULT_CONFIG:log.message.timestamp.after.max.ms=3600000}",
+        "log.local.retention.ms=-2 sensitive=false synonyms={DEFAULT_CONFIG:log.local.retention.ms=-2}",
+        "log.local.retention.bytes=-2 sensitive=false synonyms={DEFAULT_CONFIG:log.local.retention.bytes=-2}",
     ]:
         assert line in out, f"{line!r} missing from:\n{out}"
     # Without --all only dynamic configs are listed: none are set.

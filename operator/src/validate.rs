@@ -547,6 +547,12 @@ mod tests {
             (json!({"min.insync.replicas": "4"}), "InvalidTopicConfig"),
             (json!({"compression.type": "brotli"}), "InvalidTopicConfig"),
             (json!({"log.retention.ms": "1000"}), "UnknownTopicConfig"),
+            // Until the brokers tier (docs/tiered-storage.md), as Kafka
+            // without remote.log.storage.system.enable.
+            (
+                json!({"remote.storage.enable": "true"}),
+                "InvalidTopicConfig",
+            ),
         ];
         for (config, reason) in cases {
             let e = validate_topic(&topic(3, config.clone()), &kc).unwrap_err();

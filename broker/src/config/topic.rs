@@ -36,8 +36,7 @@ pub fn kafka_log_defaults() -> LogConfig {
 pub fn broker_default_value(def: &TopicConfigDef) -> Option<String> {
     match binding(def.name)? {
         Binding::Log { get, .. } => Some(get(&kafka_log_defaults())),
-        Binding::Broker { default } => default.map(str::to_string),
-        Binding::Stored => None,
+        Binding::Broker { default } | Binding::Stored { default } => default.map(str::to_string),
     }
 }
 
@@ -70,9 +69,8 @@ enum Binding {
     /// Read by name from the topic's configs where it applies; its default
     /// is the broker config's value, else `default`.
     Broker { default: Option<&'static str> },
-    /// Accepted and described only.
-    #[allow(dead_code)] // No line is `stored` today.
-    Stored,
+    /// Accepted and described only; described like [`Binding::Broker`].
+    Stored { default: Option<&'static str> },
 }
 
 macro_rules! binding {
@@ -93,8 +91,10 @@ macro_rules! binding {
     (broker) => {
         Binding::Broker { default: None }
     };
-    (stored) => {
-        Binding::Stored
+    (stored($default:literal)) => {
+        Binding::Stored {
+            default: Some($default),
+        }
     };
 }
 
@@ -278,7 +278,7 @@ pub(super) fn effective_value(
     }
     let v = match (topic_config(key), binding(key)) {
         (_, Some(Binding::Log { get, .. })) => get(log_defaults),
-        (Some(def), Some(Binding::Broker { default })) => raw
+        (Some(def), Some(Binding::Broker { default } | Binding::Stored { default })) => raw
             .get(def.broker_default)
             .map(|v| v.trim())
             .or(default)
@@ -299,7 +299,7 @@ mod tests {
         for def in TOPIC_CONFIGS {
             let b = binding(def.name);
             assert!(b.is_some(), "{}", def.name);
-            assert_eq!(def.honoured, !matches!(b, Some(Binding::Stored)));
+            assert_eq!(def.honoured, !matches!(b, Some(Binding::Stored { .. })));
             if !def.broker_synonyms.is_empty() {
                 assert!(matches!(b, Some(Binding::Log { .. })), "{}", def.name);
             }
