@@ -334,6 +334,89 @@ async fn a_returning_leader_truncates_its_divergent_tail() {
     assert_eq!(got, expected(&[("committed", 4), ("new", 5)]));
 }
 
+/// ListOffsets of partition 0 of `topic` at `version`: (error, offset, leader epoch).
+async fn list_offset_v(
+    c: &mut Client,
+    topic: &str,
+    timestamp: i64,
+    version: i16,
+) -> (i16, i64, i32) {
+    let mut p = list_offsets_request::ListOffsetsPartition::default();
+    p.partition_index = 0;
+    p.timestamp = timestamp;
+    p.current_leader_epoch = -1;
+    let mut t = list_offsets_request::ListOffsetsTopic::default();
+    t.name = topic_name(topic);
+    t.partitions = vec![p];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    let resp = c.call(&req, version).await.unwrap();
+    let pr = &resp.topics[0].partitions[0];
+    (pr.error_code, pr.offset, pr.leader_epoch)
+}
+
+/// As Kafka 4.1: the leader epoch answered is the one that wrote the offset
+/// (the current one for the latest offset); the special timestamps exist
+/// from the version that introduced them; without tiered storage -4 is the
+/// log start and -5 no offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn list_offsets_answers_the_epoch_that_wrote_the_offset_and_special_timestamps_by_version() {
+    let mut cluster = TestCluster::start(2, &[]).await;
+    let mut c = cluster.client(1).await;
+    let r = create_replicated_topic(&mut c, "lo-epochs", 1, 2, &[]).await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let (first, first_epoch, _) = cluster
+        .wait_for("full ISR", "lo-epochs", 0, |l, _, isr| {
+            l > 0 && isr.len() == 2
+        })
+        .await;
+    let mut fc = cluster.client(first).await;
+    let r = produce_acks(&mut fc, "lo-epochs", 0, named_batch("a", 10), -1).await;
+    assert_eq!(r.error_code, 0);
+    cluster.stop(first, Stop::Crash).await;
+    let (second, second_epoch, _) = cluster
+        .wait_for("a new leader", "lo-epochs", 0, |l, _, _| {
+            l > 0 && l != first
+        })
+        .await;
+    assert!(second_epoch > first_epoch);
+    let mut sc = cluster.client(second).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while produce_acks(&mut sc, "lo-epochs", 0, named_batch("b", 10), 1)
+        .await
+        .error_code
+        != 0
+    {
+        assert!(Instant::now() < deadline, "no write on the new leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    macro_rules! ask {
+        ($ts:expr, $v:expr) => {
+            list_offset_v(&mut sc, "lo-epochs", $ts, $v)
+        };
+    }
+    assert_eq!(ask!(-1, 9).await, (0, 20, second_epoch));
+    assert_eq!(ask!(-2, 9).await, (0, 0, first_epoch));
+    assert_eq!(ask!(-4, 9).await, (0, 0, first_epoch));
+    assert_eq!(ask!(-5, 9).await, (0, -1, -1));
+    // Both batches' timestamps start at 1_700_000_000_000: the first is offset 0.
+    assert_eq!(ask!(1_700_000_000_000, 9).await, (0, 0, first_epoch));
+    let (e, off, epoch) = ask!(-3, 9).await;
+    assert_eq!(e, 0);
+    assert_eq!(
+        epoch,
+        if off < 10 { first_epoch } else { second_epoch },
+        "offset {off}"
+    );
+    let unsupported = ResponseError::UnsupportedVersion.code();
+    for (ts, v) in [(-3, 6), (-4, 7), (-5, 8), (-6, 10), (-100, 10)] {
+        assert_eq!(ask!(ts, v).await.0, unsupported, "timestamp {ts} at v{v}");
+    }
+    // Before v4 there is no leader epoch field.
+    assert_eq!(ask!(-2, 3).await, (0, 0, -1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn offset_for_leader_epoch_answers_from_the_leader() {
     let cluster = TestCluster::start(2, &[]).await;

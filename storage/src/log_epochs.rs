@@ -31,6 +31,28 @@ impl Log {
         Ok(())
     }
 
+    /// The epoch that wrote `offset`: the one of the last entry starting at
+    /// or before it (Kafka's `epochForOffset`; `None` before the first).
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.epochs
+            .entries()
+            .iter()
+            .take_while(|e| e.start_offset <= offset)
+            .last()
+            .map(|e| e.epoch)
+    }
+
+    /// The epoch of the log start offset, when the first cached epoch starts
+    /// at or before it (Kafka's answer to ListOffsets EARLIEST: a log from
+    /// before epochs were recorded has none).
+    pub fn epoch_at_log_start(&self) -> Option<i32> {
+        self.epochs
+            .entries()
+            .first()
+            .filter(|e| e.start_offset <= self.log_start_offset())
+            .map(|e| e.epoch)
+    }
+
     /// `(epoch, start offset)` pairs, ascending (for diagnostics and tests).
     pub fn leader_epoch_entries(&self) -> Vec<(i32, i64)> {
         self.epochs

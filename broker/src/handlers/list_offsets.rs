@@ -1,5 +1,10 @@
 //! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest
-//! local (-4) and by timestamp.
+//! local (-4), latest tiered (-5) and by timestamp, each special timestamp
+//! from the version Kafka introduced it in (older versions, and unknown
+//! negative timestamps, get `UNSUPPORTED_VERSION`). Without tiered storage
+//! -4 answers as -2 and -5 answers offset -1, as Kafka without
+//! `remote.log.storage.system.enable`. The leader epoch answered is the one
+//! that wrote the offset (the current one for -1), as Kafka's.
 
 use std::sync::Arc;
 
@@ -55,6 +60,7 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                     -1
                 };
                 part.check_leader(epoch)?;
+                supported(p.timestamp, version)?;
                 lookup(
                     &part,
                     p.timestamp,
@@ -62,18 +68,17 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                     version,
                     req.isolation_level == 1,
                 )
-                .map(|r| (r, part.leader_epoch()))
             });
             match result {
-                Ok((Some((offset, ts)), epoch)) => {
-                    pr.offset = offset;
-                    pr.timestamp = ts;
+                Ok(Some(found)) => {
+                    pr.offset = found.offset;
+                    pr.timestamp = found.timestamp;
                     // The leader epoch field exists from v4; older versions must leave it at -1.
                     if version >= 4 {
-                        pr.leader_epoch = epoch;
+                        pr.leader_epoch = found.epoch.unwrap_or(-1);
                     }
                 }
-                Ok((None, _)) => {}
+                Ok(None) => {}
                 Err(e) => pr.error_code = e.code(),
             }
             tr.partitions.push(pr);
@@ -83,8 +88,39 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
     resp
 }
 
-/// `(offset, timestamp)` answering `timestamp`, or `None` when no record
-/// has a timestamp at or after it. A client is only ever shown committed
+/// What a partition answers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Found {
+    offset: i64,
+    timestamp: i64,
+    /// The epoch that wrote `offset` (`None`: unknown, -1 on the wire).
+    epoch: Option<i32>,
+}
+
+/// Whether `version` knows special timestamp `timestamp` (Kafka's
+/// `ReplicaManager.isListOffsetsTimestampUnsupported`): -3 from v7, -4
+/// from v8, -5 from v9; any other negative one never.
+fn supported(timestamp: i64, version: i16) -> Result<(), ApiError> {
+    let since = match timestamp {
+        t if t >= 0 => return Ok(()),
+        LATEST | EARLIEST => 0,
+        MAX_TIMESTAMP => 7,
+        EARLIEST_LOCAL => 8,
+        LATEST_TIERED => 9,
+        _ => i16::MAX,
+    };
+    if version >= since {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ResponseError::UnsupportedVersion,
+            format!("ListOffsets v{version} does not support timestamp {timestamp}"),
+        ))
+    }
+}
+
+/// The answer to `timestamp`, or `None` when no record has a timestamp at
+/// or after it. A client is only ever shown committed
 /// offsets (below the high watermark); while a new leader's high watermark
 /// lags the start of its epoch it is told `OFFSET_NOT_AVAILABLE` (from v5;
 /// `LEADER_NOT_AVAILABLE` before, both retriable) for the latest offset and
@@ -95,7 +131,7 @@ fn lookup(
     client: bool,
     version: i16,
     read_committed: bool,
-) -> Result<Option<(i64, i64)>, ApiError> {
+) -> Result<Option<Found>, ApiError> {
     // A read_committed client sees up to the last stable offset.
     let hw = if read_committed {
         part.last_stable_offset()
@@ -118,15 +154,52 @@ fn lookup(
         }
     };
     let found = match timestamp {
-        LATEST | LATEST_TIERED => return lagging().map(|_| Some((hw, -1))),
-        EARLIEST | EARLIEST_LOCAL => return Ok(Some((part.log_start_offset(), -1))),
-        MAX_TIMESTAMP => part
-            .with_log(|l| l.max_timestamp_and_offset())?
-            .map(|(ts, off)| (off, ts)),
-        ts => part.with_log(|l| l.offset_for_timestamp(ts))?,
+        LATEST => {
+            return lagging().map(|_| {
+                Some(Found {
+                    offset: hw,
+                    timestamp: -1,
+                    epoch: Some(part.leader_epoch()),
+                })
+            })
+        }
+        // Nothing is tiered: no offset, as Kafka without tiered storage.
+        LATEST_TIERED => {
+            return Ok(Some(Found {
+                offset: -1,
+                timestamp: -1,
+                epoch: None,
+            }))
+        }
+        // The earliest local offset is the earliest one.
+        EARLIEST | EARLIEST_LOCAL => {
+            return Ok(part.with_log(|l| {
+                Some(Found {
+                    offset: l.log_start_offset(),
+                    timestamp: -1,
+                    epoch: l.epoch_at_log_start(),
+                })
+            }));
+        }
+        MAX_TIMESTAMP => part.with_log(|l| {
+            let found = l.max_timestamp_and_offset()?;
+            Ok::<_, skein_storage::StorageError>(found.map(|(ts, offset)| Found {
+                offset,
+                timestamp: ts,
+                epoch: l.epoch_for_offset(offset),
+            }))
+        })?,
+        ts => part.with_log(|l| {
+            let found = l.offset_for_timestamp(ts)?;
+            Ok::<_, skein_storage::StorageError>(found.map(|(offset, ts)| Found {
+                offset,
+                timestamp: ts,
+                epoch: l.epoch_for_offset(offset),
+            }))
+        })?,
     };
     match found {
-        Some((offset, ts)) if !client || offset < hw => Ok(Some((offset, ts))),
+        Some(f) if !client || f.offset < hw => Ok(Some(f)),
         _ => lagging(),
     }
 }
