@@ -144,6 +144,21 @@ def test_tiered_storage_topic_configs_are_kept_and_remote_storage_is_refused_wit
     assert "Tiered Storage functionality is disabled" in e.value.args[0].str(), e.value
 
 
+def test_earliest_local_and_latest_tiered_offsets_without_tiered_storage(broker, topic):
+    """The Java Admin client's OffsetSpec.earliestLocal() (ListOffsets -4, v8) and latestTiered()
+    (-5, v9) on a topic that tiers nothing: the earliest local offset is the log start, and no
+    offset is tiered (-1)."""
+    create(broker.bootstrap, topic, {})
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(5):
+        p.produce(topic, value=f"v{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    got = util.java("offsets", broker.bootstrap, topic=topic, partition=0, ts="")
+    assert (got["earliest"], got["latest"]) == (0, 5), got
+    assert got["earliest_local"] == 0, got
+    assert got["latest_tiered"] == -1, got
+
+
 @pytest.mark.parametrize("topic_codec,stored", [("lz4", "lz4"), ("uncompressed", "none"), ("producer", "gzip")])
 def test_topic_compression_type_is_how_batches_are_stored(broker, topic, topic_codec, stored):
     """A topic's compression.type other than `producer` makes the broker store every batch with

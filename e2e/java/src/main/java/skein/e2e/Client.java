@@ -24,6 +24,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -380,8 +381,17 @@ public final class Client {
                 first = false;
                 sb.append(q(t)).append(':').append(oat == null ? "null" : Long.toString(oat.offset()));
             }
-            sb.append("}}");
+            sb.append('}');
         }
+        // The Admin client's special specs: ListOffsets -4 (v8) and -5 (v9).
+        try (Admin a = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
+            long local = a.listOffsets(Map.of(tp, OffsetSpec.earliestLocal())).partitionResult(tp)
+                    .get(30, TimeUnit.SECONDS).offset();
+            long tiered = a.listOffsets(Map.of(tp, OffsetSpec.latestTiered())).partitionResult(tp)
+                    .get(30, TimeUnit.SECONDS).offset();
+            sb.append(",\"earliest_local\":").append(local).append(",\"latest_tiered\":").append(tiered);
+        }
+        sb.append('}');
         System.out.println(sb);
     }
 
