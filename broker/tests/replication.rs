@@ -32,6 +32,18 @@ async fn list_latest(c: &mut Client, topic: &str, partition: i32) -> (i16, i64) 
 }
 
 async fn list_offset(c: &mut Client, topic: &str, partition: i32, timestamp: i64) -> (i16, i64) {
+    let (error, offset, _) = list_offset_v(c, topic, partition, timestamp, 7).await;
+    (error, offset)
+}
+
+/// ListOffsets at `version`: (error, offset, leader epoch).
+async fn list_offset_v(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    version: i16,
+) -> (i16, i64, i32) {
     let mut p = list_offsets_request::ListOffsetsPartition::default();
     p.partition_index = partition;
     p.timestamp = timestamp;
@@ -42,9 +54,9 @@ async fn list_offset(c: &mut Client, topic: &str, partition: i32, timestamp: i64
     let mut req = ListOffsetsRequest::default();
     req.replica_id = BrokerId(-1);
     req.topics = vec![t];
-    let resp = c.call(&req, 7).await.unwrap();
+    let resp = c.call(&req, version).await.unwrap();
     let pr = &resp.topics[0].partitions[0];
-    (pr.error_code, pr.offset)
+    (pr.error_code, pr.offset, pr.leader_epoch)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -334,28 +346,6 @@ async fn a_returning_leader_truncates_its_divergent_tail() {
     assert_eq!(got, expected(&[("committed", 4), ("new", 5)]));
 }
 
-/// ListOffsets of partition 0 of `topic` at `version`: (error, offset, leader epoch).
-async fn list_offset_v(
-    c: &mut Client,
-    topic: &str,
-    timestamp: i64,
-    version: i16,
-) -> (i16, i64, i32) {
-    let mut p = list_offsets_request::ListOffsetsPartition::default();
-    p.partition_index = 0;
-    p.timestamp = timestamp;
-    p.current_leader_epoch = -1;
-    let mut t = list_offsets_request::ListOffsetsTopic::default();
-    t.name = topic_name(topic);
-    t.partitions = vec![p];
-    let mut req = ListOffsetsRequest::default();
-    req.replica_id = BrokerId(-1);
-    req.topics = vec![t];
-    let resp = c.call(&req, version).await.unwrap();
-    let pr = &resp.topics[0].partitions[0];
-    (pr.error_code, pr.offset, pr.leader_epoch)
-}
-
 /// As Kafka 4.1: the leader epoch answered is the one that wrote the offset
 /// (the current one for the latest offset); the special timestamps exist
 /// from the version that introduced them; without tiered storage -4 is the
@@ -393,7 +383,7 @@ async fn list_offsets_answers_the_epoch_that_wrote_the_offset_and_special_timest
     }
     macro_rules! ask {
         ($ts:expr, $v:expr) => {
-            list_offset_v(&mut sc, "lo-epochs", $ts, $v)
+            list_offset_v(&mut sc, "lo-epochs", 0, $ts, $v)
         };
     }
     assert_eq!(ask!(-1, 9).await, (0, 20, second_epoch));

@@ -181,19 +181,16 @@ fn lookup(
                 })
             }));
         }
-        MAX_TIMESTAMP => part.with_log(|l| {
-            let found = l.max_timestamp_and_offset()?;
-            Ok::<_, skein_storage::StorageError>(found.map(|(ts, offset)| Found {
-                offset,
-                timestamp: ts,
-                epoch: l.epoch_for_offset(offset),
-            }))
-        })?,
         ts => part.with_log(|l| {
-            let found = l.offset_for_timestamp(ts)?;
-            Ok::<_, skein_storage::StorageError>(found.map(|(offset, ts)| Found {
+            let hit = if ts == MAX_TIMESTAMP {
+                l.max_timestamp_and_offset()?
+                    .map(|(ts, offset)| (offset, ts))
+            } else {
+                l.offset_for_timestamp(ts)?
+            };
+            Ok::<_, skein_storage::StorageError>(hit.map(|(offset, timestamp)| Found {
                 offset,
-                timestamp: ts,
+                timestamp,
                 epoch: l.epoch_for_offset(offset),
             }))
         })?,

@@ -22,23 +22,22 @@ pub(super) struct Partitions {
 
 impl Partitions {
     pub fn new(current: &Assignment, sizes: &BTreeMap<(String, i32), u64>) -> Self {
-        let mut topic = Vec::with_capacity(current.len());
-        let mut last: Option<&str> = None;
-        for (name, _) in current.keys() {
-            let n = topic.last().copied().unwrap_or(0);
-            topic.push(if last.is_none_or(|l| l == name) {
-                n
-            } else {
-                n + 1
-            });
-            last = Some(name);
-        }
+        let keys: Vec<(String, i32)> = current.keys().cloned().collect();
+        // Keys sort by topic: a new number wherever the name changes.
+        let topic = keys
+            .iter()
+            .enumerate()
+            .scan(0, |n, (i, (name, _))| {
+                *n += usize::from(i > 0 && keys[i - 1].0 != *name);
+                Some(*n)
+            })
+            .collect();
         Partitions {
-            size: current
-                .keys()
+            size: keys
+                .iter()
                 .map(|k| sizes.get(k).copied().unwrap_or(0))
                 .collect(),
-            keys: current.keys().cloned().collect(),
+            keys,
             topic,
         }
     }
