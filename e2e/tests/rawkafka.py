@@ -420,13 +420,14 @@ class Connection:
         r.array(lambda r: (r.string(), r.array(part)))
         return out
 
-    def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int, int]:
-        """ListOffsets v7 for one partition: (error, timestamp, offset)."""
+    def list_offset(self, topic: str, partition: int, timestamp: int, version: int = 7) -> tuple[int, int, int]:
+        """ListOffsets (v6-v9, v7 unless told) for one partition: (error, timestamp, offset)."""
+        assert 6 <= version <= 9, version
         body = (i32(-1) + i8(0)
                 + compact_array([topic], lambda t: compact_string(t) + compact_array(
                     [partition], lambda p: i32(p) + i32(-1) + i64(timestamp) + NO_TAGS) + NO_TAGS)
                 + NO_TAGS)
-        r = self.request(API_LIST_OFFSETS, 7, body, flexible=True)
+        r = self.request(API_LIST_OFFSETS, version, body, flexible=True)
         r.i32()  # throttle
         got = []
 

@@ -342,6 +342,20 @@ def test_batch_header_max_timestamp_is_recomputed_from_the_records(broker, topic
     assert_serving(broker.bootstrap, topic)
 
 
+@pytest.mark.parametrize("timestamp,version", [(-3, 6), (-4, 7), (-5, 8), (-6, 9), (-100, 9)])
+def test_list_offsets_special_timestamps_before_their_version_are_unsupported(broker, topic, timestamp, version):
+    """ListOffsets' special timestamps exist from the version that introduced them (-3 v7,
+    -4 v8, -5 v9), and no other negative timestamp exists: asked before, or unknown, the
+    partition answers UNSUPPORTED_VERSION (35), never a lookup of a negative time."""
+    create_topic(broker.bootstrap, topic)
+    with rk.Connection.to(broker.bootstrap) as c:
+        c.produce({(topic, 0): plain_batch(3)})
+        assert c.list_offset(topic, 0, timestamp, version)[0] == 35
+        # The version that knows it (or any, for a time) answers.
+        assert c.list_offset(topic, 0, rk.EARLIEST, version) == (rk.NONE, -1, 0)
+    assert_serving(broker.bootstrap, topic)
+
+
 def test_record_outside_the_timestamp_window_under_an_honest_looking_header(broker, topic):
     """`message.timestamp.after.max.ms=3600000` on the topic; a batch whose header says "now"
     (base and max timestamp) holds a record two days in the future (its timestamp delta). Kafka
