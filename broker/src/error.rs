@@ -69,6 +69,9 @@ impl From<StorageError> for ApiError {
             StorageError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
             StorageError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
             StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            StorageError::OffsetMovedToTieredStorage { .. } => {
+                ResponseError::OffsetMovedToTieredStorage
+            }
             StorageError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
             StorageError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
             StorageError::InvalidTxnState(_) => ResponseError::InvalidTxnState,

@@ -53,6 +53,45 @@ pub struct LogConfig {
     pub compression_type: Option<kafka_protocol::records::Compression>,
     /// `preallocate`: new segment files start at `segment.bytes` long.
     pub preallocate: bool,
+    /// KIP-405: this log is tiered (the broker's
+    /// `remote.log.storage.system.enable` and the topic's
+    /// `remote.storage.enable`, on a `delete`-only, non-internal topic).
+    /// Its log start offset may then lie below its first local segment.
+    pub remote_storage_enable: bool,
+    /// `remote.log.copy.disable`: a tiered log copies no more segments; what
+    /// was copied stays readable.
+    pub remote_copy_disable: bool,
+    /// `local.retention.ms` (-2: `retention.ms`).
+    pub local_retention_ms: i64,
+    /// `local.retention.bytes` (-2: `retention.bytes`).
+    pub local_retention_bytes: i64,
+}
+
+impl LogConfig {
+    /// Segments are being copied to remote storage: local retention
+    /// applies, and a local segment goes only once it was copied (Kafka's
+    /// `remoteLogEnabledAndRemoteCopyEnabled`).
+    pub fn tiering_copies(&self) -> bool {
+        self.remote_storage_enable && !self.remote_copy_disable
+    }
+
+    /// The `retention.ms` local segments are held to.
+    pub fn effective_local_retention_ms(&self) -> i64 {
+        if self.tiering_copies() && self.local_retention_ms != -2 {
+            self.local_retention_ms
+        } else {
+            self.retention_ms
+        }
+    }
+
+    /// The `retention.bytes` local segments are held to.
+    pub fn effective_local_retention_bytes(&self) -> i64 {
+        if self.tiering_copies() && self.local_retention_bytes != -2 {
+            self.local_retention_bytes
+        } else {
+            self.retention_bytes
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -81,6 +120,10 @@ impl Default for LogConfig {
             compression_type: None,
             file_delete_delay_ms: 60_000,
             preallocate: false,
+            remote_storage_enable: false,
+            remote_copy_disable: false,
+            local_retention_ms: -2,
+            local_retention_bytes: -2,
         }
     }
 }

@@ -46,6 +46,16 @@ pub enum StorageError {
         /// Next offset to be written.
         log_end_offset: i64,
     },
+    /// KIP-405: the offset is in the log but below its first local segment:
+    /// it is in remote storage (a consumer reads it from there, a follower
+    /// gets `OFFSET_MOVED_TO_TIERED_STORAGE`).
+    #[error("offset {offset} is in remote storage (local log starts at {local_log_start_offset})")]
+    OffsetMovedToTieredStorage {
+        /// The requested offset.
+        offset: i64,
+        /// First offset of the local segments.
+        local_log_start_offset: i64,
+    },
     /// A follower append whose offsets go backwards (`UNKNOWN_SERVER_ERROR` in Kafka's
     /// `UnexpectedAppendOffsetException`): the replica fetcher must truncate first.
     #[error("unexpected append offset {first_offset}, log end offset is {log_end_offset}")]

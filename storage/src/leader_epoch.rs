@@ -181,6 +181,13 @@ impl LeaderEpochCache {
     }
 }
 
+/// `(epoch, start offset)` entries of a checkpoint's bytes (a remote
+/// segment's copy); `None` when malformed.
+pub(crate) fn parse_checkpoint(bytes: &[u8]) -> Option<Vec<(i32, i64)>> {
+    let entries = parse(std::str::from_utf8(bytes).ok()?)?;
+    Some(entries.iter().map(|e| (e.epoch, e.start_offset)).collect())
+}
+
 fn parse(text: &str) -> Option<Vec<EpochEntry>> {
     let mut lines = text.lines();
     if lines.next()? != "0" {

@@ -34,6 +34,7 @@ mod segment;
 /// in product builds.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod tiering;
 mod time_index;
 mod txn_index;
 mod verification_guard;
@@ -49,6 +50,7 @@ pub use file_slice::{FileSlice, Records, MIN_FILE_SLICE};
 pub use log::{AppendInfo, CleanStats, Log, LogRead, ReadResult, RecordsRead};
 pub use log_txn::{control_batch, ControlMarker};
 pub use log_validator::AppendOrigin;
+pub use tiering::{aborted_txns_in, RemoteSegmentReader, SegmentCopy};
 pub use txn_index::AbortedTxn;
 pub use verification_guard::VerificationGuard;
 

@@ -16,24 +16,11 @@ impl Log {
     /// by decoding that one batch.
     pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
         for segment in &self.segments {
-            if segment.max_timestamp() < ts || segment.next_offset() <= self.log_start_offset {
+            if segment.next_offset() <= self.log_start_offset {
                 continue;
             }
-            let from = segment.time_index_lookup(ts).max(self.log_start_offset);
-            let mut found = None;
-            segment.for_each_header_from(from, |pos, h| {
-                if h.last_offset() >= from && h.max_timestamp >= ts {
-                    found = Some((pos, *h));
-                    return false;
-                }
-                true
-            })?;
-            if let Some((pos, header)) = found {
-                let bytes = segment.read_batch(pos, &header)?;
-                let min_offset = self.log_start_offset;
-                return Ok(Some(first_record_at_or_after(
-                    &header, &bytes, ts, min_offset,
-                )));
+            if let Some(found) = segment_offset_for_timestamp(segment, ts, self.log_start_offset)? {
+                return Ok(Some(found));
             }
         }
         Ok(None)
@@ -65,6 +52,33 @@ impl Log {
         let (offset, ts) = first_record_at_or_after(&header, &bytes, ts, i64::MIN);
         Ok(Some((ts, offset)))
     }
+}
+
+/// [`Log::offset_for_timestamp`] in one segment, from `min_offset` on.
+pub(crate) fn segment_offset_for_timestamp(
+    segment: &LogSegment,
+    ts: i64,
+    min_offset: i64,
+) -> Result<Option<(i64, i64)>, StorageError> {
+    if segment.max_timestamp() < ts {
+        return Ok(None);
+    }
+    let from = segment.time_index_lookup(ts).max(min_offset);
+    let mut found = None;
+    segment.for_each_header_from(from, |pos, h| {
+        if h.last_offset() >= from && h.max_timestamp >= ts {
+            found = Some((pos, *h));
+            return false;
+        }
+        true
+    })?;
+    let Some((pos, header)) = found else {
+        return Ok(None);
+    };
+    let bytes = segment.read_batch(pos, &header)?;
+    Ok(Some(first_record_at_or_after(
+        &header, &bytes, ts, min_offset,
+    )))
 }
 
 /// The first record in `bytes` (one batch) with a timestamp of at least `ts`

@@ -120,6 +120,9 @@ pub struct Log {
         std::collections::HashMap<i64, crate::verification_guard::Verification>,
     /// The last guard handed out.
     pub(crate) last_verification_guard: u64,
+    /// KIP-405: the last offset copied to remote storage (-1: none known).
+    /// A tiered log deletes a local segment only at or below it.
+    pub(crate) highest_offset_in_remote: i64,
 }
 
 impl Log {
@@ -246,8 +249,11 @@ impl Log {
         self.segments
             .push(new_segment(&self.dir, base_offset, &self.config)?);
         // A snapshot at every segment boundary bounds the scan on restart.
-        self.producer_state
-            .write_snapshot(&self.dir, self.log_end_offset)?;
+        self.producer_state.write_snapshot_keeping(
+            &self.dir,
+            self.log_end_offset,
+            self.snapshots_kept_from(),
+        )?;
         sync_dir(&self.dir)?;
         if self.recovery_point < self.log_end_offset {
             // Epochs of the data the recovery point passes must be durable:
@@ -345,6 +351,13 @@ impl Log {
     ) -> Result<T, StorageError> {
         if offset < self.log_start_offset || offset > self.log_end_offset {
             return Err(self.out_of_range(offset));
+        }
+        let local_start = self.local_log_start_offset();
+        if offset < local_start {
+            return Err(StorageError::OffsetMovedToTieredStorage {
+                offset,
+                local_log_start_offset: local_start,
+            });
         }
         if offset < self.log_end_offset {
             for segment in &self.segments[self.segment_index_for(offset)..] {
@@ -478,8 +491,11 @@ impl Log {
             self.log_end_offset,
             self.log_start_offset,
         )? {
-            self.producer_state
-                .write_snapshot(&self.dir, self.log_end_offset)?;
+            self.producer_state.write_snapshot_keeping(
+                &self.dir,
+                self.log_end_offset,
+                self.snapshots_kept_from(),
+            )?;
         }
         self.flush()?;
         // The cleaner checkpoint is written whenever it changes (and at
@@ -504,12 +520,12 @@ impl Log {
         let (state, from) =
             match ProducerStateManager::load_snapshot(&self.dir, self.log_end_offset)? {
                 Some((s, at)) => (s, at),
-                None => (ProducerStateManager::new(), self.log_start_offset),
+                None => (ProducerStateManager::new(), self.local_log_start_offset()),
             };
         self.producer_state = state;
         // Aborted transactions from `from` on are re-derived by the replay.
         self.reset_aborted_txns_from(from)?;
-        let mut offset = from.max(self.log_start_offset);
+        let mut offset = from.max(self.local_log_start_offset());
         while offset < self.log_end_offset {
             let r = self.read(offset, 1 << 20, self.log_end_offset, true)?;
             if r.records.is_empty() {

@@ -296,9 +296,9 @@ impl ProducerStateManager {
         });
     }
 
-    /// Writes the state as of `offset` to `<dir>/<offset>.snapshot`
-    /// (write to a temp file, fsync, rename) and keeps only the newest two.
-    pub fn write_snapshot(&self, dir: &Path, offset: i64) -> io::Result<()> {
+    /// The state in the snapshot format (`<offset>.snapshot`), for remote
+    /// storage (KIP-405 copies it with each segment).
+    pub fn to_snapshot_bytes(&self) -> Vec<u8> {
         let mut body = Vec::with_capacity(16 + self.producers.len() * 64);
         body.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
         let mut ids: Vec<&i64> = self.producers.keys().collect();
@@ -322,6 +322,30 @@ impl ProducerStateManager {
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
         out.extend_from_slice(&body);
+        out
+    }
+
+    /// A state from the bytes of a snapshot; `None` if they are corrupt.
+    pub fn from_snapshot_bytes(bytes: &[u8]) -> Option<Self> {
+        parse_snapshot(bytes)
+    }
+
+    /// Writes the state as of `offset` to `<dir>/<offset>.snapshot`
+    /// (write to a temp file, fsync, rename) and keeps only the newest two.
+    pub fn write_snapshot(&self, dir: &Path, offset: i64) -> io::Result<()> {
+        self.write_snapshot_keeping(dir, offset, i64::MAX)
+    }
+
+    /// [`Self::write_snapshot`], also keeping every snapshot at or above
+    /// `keep_from` (a tiered log's segments not yet copied each need the
+    /// snapshot at their end).
+    pub fn write_snapshot_keeping(
+        &self,
+        dir: &Path,
+        offset: i64,
+        keep_from: i64,
+    ) -> io::Result<()> {
+        let out = self.to_snapshot_bytes();
         let path = snapshot_path(dir, offset);
         let tmp = path.with_extension("snapshot.tmp");
         {
@@ -335,6 +359,9 @@ impl ProducerStateManager {
         offsets.sort_unstable();
         if offsets.len() > 2 {
             for old in &offsets[..offsets.len() - 2] {
+                if *old >= keep_from {
+                    continue;
+                }
                 let _ = fs::remove_file(snapshot_path(dir, *old));
             }
         }
@@ -393,7 +420,8 @@ impl ProducerStateManager {
     }
 }
 
-fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
+/// The file of the snapshot at `offset`.
+pub fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
     dir.join(format!("{offset:020}{SNAPSHOT_SUFFIX}"))
 }
 

@@ -211,10 +211,14 @@ impl Log {
         let last = segments.last().expect("at least one segment");
         let log_end_offset = last.next_offset().max(last.base_offset());
         let first_base = segments[0].base_offset();
-        let log_start_offset = start_checkpoint
-            .unwrap_or(first_base)
-            .max(first_base)
-            .min(log_end_offset);
+        // A tiered log's start may lie below its first local segment (the
+        // rest is in remote storage); otherwise a start below it is the
+        // trace of a crash between deleting segments and checkpointing.
+        let log_start_offset = match start_checkpoint {
+            Some(start) if config.remote_storage_enable => start.max(0),
+            other => other.unwrap_or(first_base).max(first_base),
+        }
+        .min(log_end_offset);
 
         let mut epochs = LeaderEpochCache::load(dir.join(LEADER_EPOCH_FILE))?;
         epochs.truncate_from_end(log_end_offset)?;
@@ -244,6 +248,7 @@ impl Log {
             generation: 0,
             verification_guards: Default::default(),
             last_verification_guard: 0,
+            highest_offset_in_remote: -1,
         };
         log.rebuild_producer_state(now_ms)?;
         if is_new {

@@ -61,16 +61,30 @@ impl Log {
         let high_watermark = self
             .first_unstable_offset()
             .map_or(high_watermark, |o| o.min(high_watermark));
-        let retention_ms = self.config.retention_ms;
+        // KIP-405: a tiered log holds its local segments to
+        // `local.retention.*`, deletes only those already copied, and keeps
+        // its log start (the remote segments are still readable).
+        let tiered = self.config.tiering_copies();
+        let copied = if tiered {
+            self.copied_prefix()
+        } else {
+            usize::MAX
+        };
+        let retention_ms = self.config.effective_local_retention_ms();
         if retention_ms >= 0 {
             let count =
                 deletable_prefix(&self.segments, self.log_end_offset, high_watermark, |s| {
                     now_ms - s.largest_timestamp() > retention_ms
                 });
-            deleted += self.delete_oldest_segments(count)?;
+            deleted += self.delete_oldest(count.min(copied), !tiered)?;
         }
-        let retention_bytes = self.config.retention_bytes;
+        let retention_bytes = self.config.effective_local_retention_bytes();
         if retention_bytes >= 0 {
+            let copied = if tiered {
+                self.copied_prefix()
+            } else {
+                usize::MAX
+            };
             let mut excess = self.size_bytes() as i64 - retention_bytes;
             let count =
                 deletable_prefix(&self.segments, self.log_end_offset, high_watermark, |s| {
@@ -81,7 +95,7 @@ impl Log {
                         false
                     }
                 });
-            deleted += self.delete_oldest_segments(count)?;
+            deleted += self.delete_oldest(count.min(copied), !tiered)?;
         }
         Ok(deleted)
     }
@@ -127,6 +141,23 @@ impl Log {
     /// Removes the first `count` segments (rolling first if that would take
     /// the active one) and moves the log start offset past them.
     pub(crate) fn delete_oldest_segments(&mut self, count: usize) -> Result<usize, StorageError> {
+        self.delete_oldest(count, true)
+    }
+
+    /// Leading segments whose every record was copied to remote storage
+    /// (never the active one).
+    pub(crate) fn copied_prefix(&self) -> usize {
+        let remote_end = self.highest_offset_in_remote;
+        self.segments
+            .windows(2)
+            .take_while(|pair| pair[1].base_offset() - 1 <= remote_end)
+            .count()
+    }
+
+    /// Removes the first `count` segments; `move_start`: the log start
+    /// offset follows (not when they were deleted because they are in
+    /// remote storage: only the local log start moves).
+    fn delete_oldest(&mut self, count: usize, move_start: bool) -> Result<usize, StorageError> {
         if count == 0 {
             return Ok(0);
         }
@@ -149,8 +180,15 @@ impl Log {
         }
         sync_dir(&self.dir)?;
         let first_base = self.segments[0].base_offset();
-        if first_base > self.log_start_offset {
+        if move_start && first_base > self.log_start_offset {
             self.set_log_start_offset(first_base)?;
+        } else if !move_start {
+            // The start now lies below the first local segment: it can no
+            // longer be derived from the segments at the next open.
+            let path = self.dir.join(LOG_START_OFFSET_FILE);
+            if checkpoint::read(&path)? != Some(self.log_start_offset) {
+                checkpoint::write(&path, self.log_start_offset)?;
+            }
         }
         Ok(count)
     }

@@ -54,6 +54,14 @@ pub(crate) struct TxnIndex {
     file: IndexFile<AbortedTxn>,
 }
 
+/// The complete entries of a `.txnindex` file's bytes.
+pub(crate) fn parse_entries(bytes: &[u8]) -> Vec<AbortedTxn> {
+    bytes
+        .chunks_exact(AbortedTxn::SIZE)
+        .map(AbortedTxn::decode)
+        .collect()
+}
+
 impl TxnIndex {
     pub(crate) fn empty(path: PathBuf) -> Self {
         TxnIndex {
@@ -69,11 +77,7 @@ impl TxnIndex {
         if !matches!(status, LoadStatus::Malformed(_)) {
             return Ok(TxnIndex { file });
         }
-        let bytes = std::fs::read(&path)?;
-        let entries: Vec<AbortedTxn> = bytes
-            .chunks_exact(AbortedTxn::SIZE)
-            .map(AbortedTxn::decode)
-            .collect();
+        let entries = parse_entries(&std::fs::read(&path)?);
         tracing::warn!(path = %path.display(), kept = entries.len(), "torn transaction index, cutting its tail");
         let mut file = IndexFile::empty(path);
         file.rewrite(entries)?;

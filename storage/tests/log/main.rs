@@ -10,4 +10,5 @@ mod idempotence;
 mod producer_state;
 mod recovery;
 mod retention;
+mod tiering;
 mod transactions;
