@@ -21,6 +21,21 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 START=$SECONDS
 step() { printf '\n=== [%dm%02ds] %s\n' $(((SECONDS - START) / 60)) $(((SECONDS - START) % 60)) "$*"; }
 
+# SeaweedFS, the S3 server of the tiered-storage e2e tests, is built from the Go module proxy
+# (e2e/tools/seaweedfs-build.sh: 8-10 minutes on two cold cores, then cached). It builds in the
+# background, at low priority, while the Rust steps run; the e2e step waits for it. setup.sh
+# leaves it to this build meanwhile (SKEIN_SEAWEEDFS_SKIP); a failure stops the run with its log.
+WEED_PID=
+if [[ "${1:-}" != "--rust" ]]; then
+    WEED_DIR=$(mktemp -d "${TMPDIR:-/tmp}/skein-seaweedfs-build.XXXXXX")
+    # its own process group (setsid), so that an early exit stops go build too
+    setsid nice -n 10 bash e2e/tools/seaweedfs-build.sh >"$WEED_DIR/path" 2>"$WEED_DIR/build.log" &
+    WEED_PID=$!
+    # (the group, or the process itself if it has not called setsid yet)
+    trap '[[ -n $WEED_PID ]] && { kill -- -"$WEED_PID" || kill "$WEED_PID"; } 2>/dev/null; rm -rf "$WEED_DIR"' EXIT
+    export SKEIN_SEAWEEDFS_SKIP=1
+fi
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -60,6 +75,18 @@ bash e2e/k8s/build-previous.sh >/dev/null
 
 step "cargo build --release -p skein-broker -p skein-operator"
 cargo build --release -p skein-broker -p skein-operator
+
+step "SeaweedFS for the tiered-storage tests: waiting for the background build (e2e/tools/seaweedfs-build.sh)"
+if ! wait "$WEED_PID"; then
+    WEED_PID=
+    echo "SeaweedFS build (e2e/tools/seaweedfs-build.sh) failed:" >&2
+    cat "$WEED_DIR/build.log" >&2
+    exit 1
+fi
+WEED_PID=
+export SKEIN_WEED_BIN
+SKEIN_WEED_BIN=$(cat "$WEED_DIR/path")
+grep -E '^(SeaweedFS .* cached|built in)' "$WEED_DIR/build.log" || true
 
 step "e2e: real Kafka clients against skein-broker and a 3-broker local cluster (skein-operator local)"
 # Most tests wait on clients and brokers more than they use the CPU: they

@@ -9,8 +9,12 @@
 #   - Java kafka-clients driver (Maven)             -> e2e/java/target (+ target/classpath.txt)
 #   - Apache Kafka server + CLI tools + Connect (runtime, JSON converter, file connectors) jars (Maven)
 #                                                   -> e2e/.cache/kafka-$KAFKA_VERSION/libs
+#   - SeaweedFS `weed` (S3 server of the tiered-storage tests), built from the Go module proxy
+#     by tools/seaweedfs-build.sh (8-10 min cold) -> ${SKEIN_CACHE:-~/.cache/skein}/seaweedfs/<ver>/weed
+#     Skipped when SKEIN_WEED_BIN names a binary, or with SKEIN_SEAWEEDFS_SKIP=1 (test.sh builds it
+#     in the background meanwhile).
 #
-# Needs: apt-get, python3 (+venv), node/npm, java 17+, mvn. Each step is skipped when its
+# Needs: apt-get, python3 (+venv), node/npm, java 17+, mvn, go. Each step is skipped when its
 # inputs did not change since the last successful run (stamp files hold a hash of the inputs).
 set -euo pipefail
 
@@ -134,6 +138,17 @@ else
     "${MVN[@]}" -f "$E2E_DIR/kafka-dist/pom.xml" dependency:copy-dependencies \
         -DoutputDirectory="$KLIBS" -DincludeScope=runtime
     echo "$h" > "$CACHE/kafka-$KAFKA_VERSION/.stamp"
+fi
+
+# 6. SeaweedFS (tiered-storage tests) --------------------------------------------------------
+if [[ -n "${SKEIN_WEED_BIN:-}" ]]; then
+    [[ -x "$SKEIN_WEED_BIN" ]] || { echo "e2e setup: SKEIN_WEED_BIN=$SKEIN_WEED_BIN is not executable" >&2; exit 1; }
+    say "SeaweedFS: SKEIN_WEED_BIN=$SKEIN_WEED_BIN"
+elif [[ "${SKEIN_SEAWEEDFS_SKIP:-0}" == 1 ]]; then
+    say "SeaweedFS: not built here (SKEIN_SEAWEEDFS_SKIP=1: the caller builds it)"
+else
+    weed=$(bash "$E2E_DIR/tools/seaweedfs-build.sh") || { echo "e2e setup: SeaweedFS build failed" >&2; exit 1; }
+    say "SeaweedFS: $weed"
 fi
 
 say "ready: $(kcat -V 2>&1 | grep -i 'version' | head -1); $("$VENV/bin/python" -c 'import confluent_kafka,kafka;print("confluent-kafka",confluent_kafka.__version__,"(librdkafka",confluent_kafka.libversion()[0]+"), kafka-python",kafka.__version__)'); kafkajs $(node -p 'require(process.argv[1]).version' "$E2E_DIR/js/node_modules/kafkajs/package.json"); Apache Kafka $KAFKA_VERSION ($(ls "$KLIBS" | wc -l) jars)"

@@ -14,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from brokers import Broker, KafkaCluster, LocalCluster, make_broker  # noqa: E402
+from seaweedfs import SeaweedS3  # noqa: E402
 
 TARGET = os.environ.get("E2E_TARGET", "skein")
 _active: list[Broker] = []
@@ -114,6 +115,23 @@ def _running(c):
     c.stop()
     if c in _active:
         _active.remove(c)
+
+
+@pytest.fixture
+def seaweedfs(tmp_path) -> SeaweedS3:
+    """A SeaweedFS S3 server of the test's own (free ports, bucket `tiered`, data in tmp_path),
+    stopped at the end of the test: e2e/tests/seaweedfs.py. Fails (never skips) when the binary
+    is missing or the server does not come up."""
+    s3 = SeaweedS3()
+    _active.append(s3)
+    try:
+        s3.start(tmp_path / "seaweedfs")
+    except Exception as e:  # noqa: BLE001
+        _active.remove(s3)
+        pytest.fail(f"could not start SeaweedFS: {e}", pytrace=False)
+    yield s3
+    s3.stop()
+    _active.remove(s3)
 
 
 @pytest.fixture
