@@ -7,6 +7,7 @@
 #   - Python venv with pinned requirements.txt      -> e2e/.venv
 #   - kafkajs + snappy/lz4 codecs (package-lock.json) -> e2e/js/node_modules
 #   - Java kafka-clients driver (Maven)             -> e2e/java/target (+ target/classpath.txt)
+#   - franz-go client driver (Go module proxy)      -> e2e/go/bin/franz
 #   - Apache Kafka server + CLI tools + Connect (runtime, JSON converter, file connectors) jars (Maven)
 #                                                   -> e2e/.cache/kafka-$KAFKA_VERSION/libs
 #   - SeaweedFS `weed` (S3 server of the tiered-storage tests), built from the Go module proxy
@@ -28,7 +29,7 @@ say() { printf '\n==> [e2e setup] %s\n' "$*"; }
 hash_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
 fresh() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
 
-for tool in python3 node npm java mvn; do
+for tool in python3 node npm java mvn go; do
     command -v "$tool" >/dev/null || { echo "e2e setup: required tool '$tool' not found on PATH" >&2; exit 1; }
 done
 
@@ -125,6 +126,16 @@ else
     "${MVN[@]}" -f "$E2E_DIR/java/pom.xml" package dependency:build-classpath \
         -Dmdep.outputFile="$E2E_DIR/java/target/classpath.txt"
     echo "$h" > "$E2E_DIR/java/target/.e2e-stamp"
+fi
+
+# 4b. franz-go client driver (Go module proxy) -------------------------------------------------
+h=$(hash_of "$E2E_DIR/go/go.mod" "$E2E_DIR/go/go.sum" "$E2E_DIR/go/main.go")
+if fresh "$E2E_DIR/go/bin/.e2e-stamp" "$h" && [[ -x "$E2E_DIR/go/bin/franz" ]]; then
+    say "franz-go client driver up to date"
+else
+    say "building the franz-go client driver (e2e/go) with go build"
+    (cd "$E2E_DIR/go" && go build -trimpath -o bin/franz .)
+    echo "$h" > "$E2E_DIR/go/bin/.e2e-stamp"
 fi
 
 # 5. Apache Kafka server + tools + Connect jars --------------------------------------------

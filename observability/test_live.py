@@ -58,6 +58,7 @@ NOT_MERGED_YET: frozenset[str] = frozenset()
 RATE_INTERVAL = "1m"
 TOPIC = "obs-orders"
 LIMITED_TOPIC = "obs-limited"  # max.message.bytes=1024: produce errors
+TIERED_TOPIC = "obs-tiered"  # tiered storage: copies, remote bytes, a remote read
 GROUP = "obs-group"
 # Labels the plain-Prometheus setup in docs/observability.md puts on broker
 # targets; the chart's PodMonitor sets the same ones.
@@ -312,7 +313,9 @@ spec: {clusterRef: {name: demo}, partitions: 1, replicationFactor: 1}
         require_binary("SKEIN_OPERATOR_BIN")
         self.cluster = LocalCluster(self.workdir / "cluster", 3, {
             "group.initial.rebalance.delay.ms": "0", "replica.lag.time.max.ms": "2000",
-            "broker.heartbeat.interval.ms": "500"})
+            "broker.heartbeat.interval.ms": "500",
+            "remote.log.manager.task.interval.ms": "500", "log.retention.check.interval.ms": "500"})
+        self.cluster.extra_args = ["--tiered-storage", str(self.workdir / "store")]
         self.cluster.start()
         self.bootstrap = self.cluster.bootstrap
         ports = [self.cluster.metrics_port + i for i in range(3)]
@@ -380,6 +383,34 @@ spec: {clusterRef: {name: demo}, partitions: 1, replicationFactor: 1}
         ])
         for f in futures.values():
             f.result(30)
+
+    def tier_and_read_back(self):
+        """A tiered topic whose first segments go to the store and leave the brokers' disks, then
+        read back from offset 0: the Tiered storage row's copies, remote bytes and remote reads."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(TIERED_TOPIC, num_partitions=1, replication_factor=3, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384",
+            "local.retention.ms": "1000"})])[TIERED_TOPIC].result(30)
+        p = Producer({"bootstrap.servers": self.bootstrap, "batch.size": 4096, "linger.ms": 1})
+        for i in range(1000):
+            p.produce(TIERED_TOPIC, value=b"t" * 200)
+            p.poll(0)
+        assert p.flush(30) == 0
+        from confluent_kafka import TopicPartition
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "obs-tiered-reader", "log_level": 3})
+        # offset 0 leaves the leader's disk once copied: then a read from 0 is a remote read
+        seg0 = lambda: all(not (self.cluster.data_dir / f"broker-{b}" / f"{TIERED_TOPIC}-0" /
+                                "00000000000000000000.log").exists() for b in (1, 2, 3))
+        wait_until(seg0, 60, "the tiered topic's first segment to leave the brokers' disks")
+        c.assign([TopicPartition(TIERED_TOPIC, 0, 0)])
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 1000 and time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is not None and not m.error():
+                got += 1
+        c.close()
+        assert got == 1000, f"read {got} of 1000 tiered records back"
 
     def start_producer(self, rate: int = 400):
         self.stop_producer.clear()
@@ -469,6 +500,7 @@ def stack(request):
         broker_ports, controller_port = s.start_brokers()
         s.start_prometheus(broker_ports, [op_port, controller_port])
         s.setup_topics()
+        s.tier_and_read_back()
         s.start_producer()
         s.start_consumer()
         s.produce_too_large()

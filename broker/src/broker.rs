@@ -46,6 +46,8 @@ pub struct Broker {
     pub warn_throttle: crate::warn_throttle::WarnThrottle,
     /// Incremental fetch sessions (KIP-227).
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
+    /// KIP-405: the object store, with `remote.log.storage.system.enable`.
+    pub remote: Option<Arc<crate::remote_log::RemoteLog>>,
     /// Runs its own controller (a single-node cluster, Kafka's combined
     /// mode) rather than sharing one with other brokers.
     pub(crate) combined: bool,
@@ -164,6 +166,7 @@ impl Broker {
         metadata.set_clean_shutdown_epoch(crate::clean_shutdown::take(&config.data_dir)?);
         let epoch_of = metadata.clone();
         let metrics = Arc::new(Metrics::new());
+        let remote = crate::remote_log::RemoteLog::open_for(&config, &metrics.registry)?;
         let replication_quotas =
             crate::replication_throttle::ReplicationQuotas::new(&metrics.registry);
         replication_quotas.set(config.replication_throttle);
@@ -194,6 +197,7 @@ impl Broker {
                 response_max_bytes: config.replica_fetch_response_max_bytes,
                 backoff_ms: config.replica_fetch_backoff_ms,
                 security: config.inter_broker_security.clone(),
+                remote: remote.clone(),
             },
             follower_throttle,
             addresses,
@@ -251,6 +255,7 @@ impl Broker {
                 request_memory,
                 warn_throttle: crate::warn_throttle::WarnThrottle::new(Duration::from_secs(10)),
                 fetch_sessions,
+                remote,
                 combined,
                 tasks,
                 stopped: watch::channel(false).0,
@@ -510,6 +515,9 @@ impl Broker {
                 return;
             }
         };
+        if let Some(remote) = &self.remote {
+            remote.on_topic_config(&self.replicas, topic, &meta.configs, &lc);
+        }
         self.replicas.update_topic_config(topic, &lc);
         let min_isr = self.min_insync_replicas(&meta);
         for p in self.replicas.all().into_iter().filter(|p| p.topic == topic) {

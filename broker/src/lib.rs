@@ -31,6 +31,7 @@ pub mod partition;
 pub mod principal;
 pub mod quotas;
 pub mod remote_controller;
+pub mod remote_log;
 pub mod replica_log_report;
 pub mod replica_manager;
 pub mod replica_selector;
@@ -125,7 +126,12 @@ async fn serve_until(
         drop(l); // bound once to report a clear error now rather than in the task
         let b = broker.clone();
         // `GET /metrics` (and a liveness `GET /healthz`).
-        let render = Arc::new(move || b.metrics.render(&b.replicas, &b.quotas));
+        let render = Arc::new(move || {
+            if let Some(remote) = &b.remote {
+                remote.refresh_metrics();
+            }
+            b.metrics.render(&b.replicas, &b.quotas)
+        });
         tokio::spawn(async move {
             if let Err(e) = skein_controller::metrics_endpoint::serve_text(addr, render).await {
                 tracing::error!(%addr, error = %e, "metrics endpoint failed");
@@ -133,6 +139,9 @@ async fn serve_until(
         });
     }
     broker.spawn_maintenance();
+    if let Some(remote) = &broker.remote {
+        remote.spawn(&broker);
+    }
     log_cleaner::spawn(&broker);
     broker.groups.start();
     broker.txns.start();

@@ -106,6 +106,13 @@ impl Broker {
     pub fn delete_topic(&self, name: &str) -> Result<Arc<TopicView>, ApiError> {
         let t = self.metadata.delete_topic(name)?;
         self.replicas.delete_topic(name);
+        let tiered = t
+            .configs
+            .get(skein_controller::topic_config::keys::REMOTE_STORAGE_ENABLE)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        if let (true, Some(remote)) = (tiered, &self.remote) {
+            remote.delete_topic(name, t.id, t.partitions.len() as i32);
+        }
         info!(topic = name, "topic deleted");
         Ok(t)
     }

@@ -295,7 +295,7 @@ broker_config_table! {
     /// may take (request_memory.rs).
     QUEUED_MAX_REQUEST_BYTES = "queued.max.request.bytes", Long, "536870912", static;
     /// How long a fetch of tiered data waits.
-    REMOTE_FETCH_MAX_WAIT_MS = "remote.fetch.max.wait.ms", Int, "500", inert(TIERED_STORAGE), min 1;
+    REMOTE_FETCH_MAX_WAIT_MS = "remote.fetch.max.wait.ms", Int, "500", static, min 1;
     /// How long a ListOffsets of tiered data waits.
     REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS = "remote.list.offsets.request.timeout.ms", Long, "30000",
         inert(TIERED_STORAGE), min 1;
@@ -314,8 +314,14 @@ broker_config_table! {
     /// Bytes/s read from tiered storage.
     REMOTE_LOG_MANAGER_FETCH_MAX_BYTES_PER_SECOND = "remote.log.manager.fetch.max.bytes.per.second", Long,
         LONG_MAX, inert(TIERED_STORAGE), min 1;
+    /// How often the leader copies closed segments to remote storage and
+    /// applies remote retention (and followers learn what was copied).
+    REMOTE_LOG_MANAGER_TASK_INTERVAL_MS = "remote.log.manager.task.interval.ms", Long, "30000", static, min 1;
     /// Threads that read tiered data.
     REMOTE_LOG_READER_THREADS = "remote.log.reader.threads", Int, "10", inert(TIERED_STORAGE), min 1;
+    /// KIP-405: whether this broker tiers the topics with `remote.storage.enable`
+    /// (Skein's built-in store: `rsm.config.storage.url`).
+    REMOTE_LOG_STORAGE_SYSTEM_ENABLE = "remote.log.storage.system.enable", Boolean, "false", static;
     /// How long a follower waits after a failed fetch.
     REPLICA_FETCH_BACKOFF_MS = "replica.fetch.backoff.ms", Int, "1000", static;
     /// The most bytes a follower fetches per partition.
@@ -328,6 +334,21 @@ broker_config_table! {
     REPLICA_LAG_TIME_MAX_MS = "replica.lag.time.max.ms", Long, "30000", static;
     /// Kafka's `RackAwareReplicaSelector` (KIP-392), or unset.
     REPLICA_SELECTOR_CLASS = "replica.selector.class", Class, null, static;
+    /// Skein's own: the bytes of remote segments kept on local disk for
+    /// reads below the local log start.
+    RSM_CONFIG_CACHE_SIZE_BYTES = "rsm.config.cache.size.bytes", Long, "1073741824", static, min 1;
+    /// Skein's own: the S3 access key id (the store's credentials are never
+    /// read from the environment or instance metadata).
+    RSM_CONFIG_S3_ACCESS_KEY_ID = "rsm.config.s3.access.key.id", Password, null, static;
+    /// Skein's own: the S3 endpoint (`http://host:port`; unset: AWS).
+    RSM_CONFIG_S3_ENDPOINT = "rsm.config.s3.endpoint", Str, null, static;
+    /// Skein's own: the S3 region.
+    RSM_CONFIG_S3_REGION = "rsm.config.s3.region", Str, "us-east-1", static;
+    /// Skein's own: the S3 secret access key.
+    RSM_CONFIG_S3_SECRET_ACCESS_KEY = "rsm.config.s3.secret.access.key", Password, null, static;
+    /// Skein's own: where tiered segments go: a directory (`file:///dir`
+    /// or a path) or `s3://bucket/prefix`.
+    RSM_CONFIG_STORAGE_URL = "rsm.config.storage.url", Str, null, static;
     /// The SASL mechanisms the broker's listeners accept.
     SASL_ENABLED_MECHANISMS = "sasl.enabled.mechanisms", List, "GSSAPI", inert(LISTENER_SETUP),
         scope per_broker;

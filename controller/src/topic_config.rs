@@ -89,12 +89,11 @@ macro_rules! topic_config_table {
             FOLLOWER_REPLICATION_THROTTLED_REPLICAS = "follower.replication.throttled.replicas" => "", ReplicaList, broker;
             INDEX_INTERVAL_BYTES = "index.interval.bytes" => "log.index.interval.bytes", Int { min: 0 }, log(index_interval_bytes);
             LEADER_REPLICATION_THROTTLED_REPLICAS = "leader.replication.throttled.replicas" => "", ReplicaList, broker;
-            // Tiered storage (docs/tiered-storage.md): accepted with Kafka's
-            // types and defaults (-2: follow retention.*); switching a topic's
-            // remote storage on is refused, as Kafka refuses it on a broker
-            // without `remote.log.storage.system.enable`.
-            LOCAL_RETENTION_BYTES = "local.retention.bytes" => "log.local.retention.bytes", Long { min: -2 }, stored("-2");
-            LOCAL_RETENTION_MS = "local.retention.ms" => "log.local.retention.ms", Long { min: -2 }, stored("-2");
+            // Tiered storage (KIP-405, docs/tiered-storage.md), with Kafka's
+            // types and defaults (-2: follow retention.*); the rules that
+            // tie them together are `validate_remote_storage`'s.
+            LOCAL_RETENTION_BYTES = "local.retention.bytes" => "log.local.retention.bytes", Long { min: -2 }, log(local_retention_bytes);
+            LOCAL_RETENTION_MS = "local.retention.ms" => "log.local.retention.ms", Long { min: -2 }, log(local_retention_ms);
             MAX_COMPACTION_LAG_MS = "max.compaction.lag.ms" => "log.cleaner.max.compaction.lag.ms", Long { min: 1 }, log(max_compaction_lag_ms);
             MAX_MESSAGE_BYTES = "max.message.bytes" => "message.max.bytes", Int { min: 1 }, log(max_message_bytes);
             MESSAGE_TIMESTAMP_AFTER_MAX_MS = "message.timestamp.after.max.ms" => "log.message.timestamp.after.max.ms", Long { min: 0 },
@@ -108,9 +107,9 @@ macro_rules! topic_config_table {
             // The partition's ISR rule and the controller's elections read it.
             MIN_INSYNC_REPLICAS = "min.insync.replicas" => "min.insync.replicas", Int { min: 1 }, broker("1");
             PREALLOCATE = "preallocate" => "log.preallocate", Boolean, log(preallocate);
-            REMOTE_LOG_COPY_DISABLE = "remote.log.copy.disable" => "", Boolean, stored("false");
+            REMOTE_LOG_COPY_DISABLE = "remote.log.copy.disable" => "", Boolean, log(remote_copy_disable);
             REMOTE_LOG_DELETE_ON_DISABLE = "remote.log.delete.on.disable" => "", Boolean, stored("false");
-            REMOTE_STORAGE_ENABLE = "remote.storage.enable" => "", Boolean, stored("false");
+            REMOTE_STORAGE_ENABLE = "remote.storage.enable" => "", Boolean, log(remote_storage_enable);
             RETENTION_BYTES = "retention.bytes" => "log.retention.bytes", Long { min: i64::MIN }, log(retention_bytes);
             RETENTION_MS = "retention.ms" => "log.retention.ms" | "log.retention.minutes" * 60_000 | "log.retention.hours" * 3_600_000,
                 Long { min: -1 }, log(retention_ms);
@@ -156,6 +155,8 @@ macro_rules! honoured {
     };
 }
 
+use std::collections::BTreeMap;
+
 use ConfigKind::*;
 
 topic_config_table!(topic_config_defs);
@@ -171,6 +172,98 @@ pub enum TopicConfigError {
         value: String,
         why: String,
     },
+    /// A combination of configs refused, with Kafka's message.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Kafka's `LogConfig.validate` rules for tiered storage, over a topic's
+/// configs as they would be (`new`: stored plus changes) and as they are
+/// (`old`, `None` at creation). `retention_ms`/`retention_bytes`: the
+/// topic's in force (its own or the broker's default). The messages are
+/// Kafka's.
+pub fn validate_remote_storage(
+    old: Option<&BTreeMap<String, String>>,
+    new: &BTreeMap<String, String>,
+    system_enabled: bool,
+    retention_ms: i64,
+    retention_bytes: i64,
+) -> Result<(), TopicConfigError> {
+    let flag = |m: &BTreeMap<String, String>, k: &str| {
+        m.get(k)
+            .and_then(|v| crate::broker_config::parse_bool(v.trim()))
+            .unwrap_or(false)
+    };
+    let long = |k: &str| {
+        new.get(k)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(-2)
+    };
+    let refused = |m: &str| Err(TopicConfigError::Refused(m.to_string()));
+    if !flag(new, keys::REMOTE_STORAGE_ENABLE) {
+        if old.is_some_and(|o| flag(o, keys::REMOTE_STORAGE_ENABLE))
+            && !flag(new, keys::REMOTE_LOG_DELETE_ON_DISABLE)
+        {
+            return refused(
+                "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.",
+            );
+        }
+        return Ok(());
+    }
+    if !system_enabled {
+        return refused(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.",
+        );
+    }
+    let policy: std::collections::BTreeSet<String> = new
+        .get(keys::CLEANUP_POLICY)
+        .map_or("delete", String::as_str)
+        .split(',')
+        .map(|p| p.trim().to_lowercase())
+        .collect();
+    if policy.len() != 1 || !policy.contains("delete") {
+        return refused("Remote log storage only supports topics with cleanup.policy=delete");
+    }
+    // Each local.retention.* with its retention.* in force.
+    let pairs = [
+        (
+            keys::LOCAL_RETENTION_BYTES,
+            long(keys::LOCAL_RETENTION_BYTES),
+            "retention.bytes",
+            retention_bytes,
+        ),
+        (
+            keys::LOCAL_RETENTION_MS,
+            long(keys::LOCAL_RETENTION_MS),
+            "retention.ms",
+            retention_ms,
+        ),
+    ];
+    for (local_key, local, retention_key, retention) in pairs {
+        if retention <= -1 || local == -2 {
+            continue;
+        }
+        let why = if local == -1 {
+            format!("Value must not be -1 as {retention_key} value is set as {retention}.")
+        } else if local > retention {
+            format!("Value must not be more than {retention_key} property value: {retention}")
+        } else {
+            continue;
+        };
+        return Err(TopicConfigError::Refused(format!(
+            "Invalid value {local} for configuration {local_key}: {why}"
+        )));
+    }
+    if flag(new, keys::REMOTE_LOG_COPY_DISABLE) {
+        for (local_key, local, retention_key, retention) in pairs {
+            if local != -2 && local != retention {
+                return Err(TopicConfigError::Refused(format!(
+                    "When `remote.log.copy.disable` is set to true, the `{local_key}` and `{retention_key}` must be set to the identical value because there will be no more logs copied to the remote storage."
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The definition of topic config `name`.
@@ -189,12 +282,6 @@ pub fn validate_topic_config(key: &str, value: &str) -> Result<(), TopicConfigEr
     let v = value.trim();
     match def.kind {
         Boolean => match crate::broker_config::parse_bool(v) {
-            // Kafka's LogConfig.validateRemoteStorageOnlyIfSystemEnabled, on
-            // a broker without remote.log.storage.system.enable.
-            Some(true) if key == keys::REMOTE_STORAGE_ENABLE => Err(invalid(
-                "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
-                    .into(),
-            )),
             Some(_) => Ok(()),
             None => Err(invalid("must be true or false".into())),
         },
@@ -302,7 +389,7 @@ mod tests {
             ("leader.replication.throttled.replicas", "0-1"),
             ("follower.replication.throttled.replicas", "a:1"),
             ("local.retention.ms", "-3"),
-            ("remote.storage.enable", "true"),
+            ("remote.storage.enable", "maybe"),
         ];
         for (k, v) in bad {
             assert!(
@@ -317,5 +404,76 @@ mod tests {
             validate_topic_config("retention.hours", "1"),
             Err(TopicConfigError::Unknown("retention.hours".into()))
         );
+    }
+
+    fn m(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Kafka 4.1's `LogConfig.validate` rules and messages.
+    #[test]
+    fn remote_storage_rules_follow_kafka() {
+        let on = m(&[("remote.storage.enable", "true")]);
+        let refused = |r: Result<(), TopicConfigError>| match r {
+            Err(TopicConfigError::Refused(m)) => m,
+            other => panic!("not refused: {other:?}"),
+        };
+        assert!(refused(validate_remote_storage(None, &on, false, -1, -1))
+            .starts_with("Tiered Storage functionality is disabled in the broker."));
+        assert_eq!(
+            validate_remote_storage(None, &on, true, 604800000, -1),
+            Ok(())
+        );
+        let compact = m(&[
+            ("remote.storage.enable", "true"),
+            ("cleanup.policy", "compact,delete"),
+        ]);
+        assert_eq!(
+            refused(validate_remote_storage(None, &compact, true, -1, -1)),
+            "Remote log storage only supports topics with cleanup.policy=delete"
+        );
+        let unbounded = m(&[
+            ("remote.storage.enable", "true"),
+            ("local.retention.bytes", "-1"),
+        ]);
+        assert_eq!(
+            refused(validate_remote_storage(None, &unbounded, true, -1, 1000)),
+            "Invalid value -1 for configuration local.retention.bytes: Value must not be -1 as retention.bytes value is set as 1000."
+        );
+        let more = m(&[
+            ("remote.storage.enable", "true"),
+            ("local.retention.ms", "2000"),
+        ]);
+        assert_eq!(
+            refused(validate_remote_storage(None, &more, true, 1000, -1)),
+            "Invalid value 2000 for configuration local.retention.ms: Value must not be more than retention.ms property value: 1000"
+        );
+        assert_eq!(validate_remote_storage(None, &more, true, -1, -1), Ok(()));
+        let copy_off = m(&[
+            ("remote.storage.enable", "true"),
+            ("remote.log.copy.disable", "true"),
+            ("local.retention.ms", "500"),
+        ]);
+        assert!(refused(validate_remote_storage(None, &copy_off, true, 1000, -1))
+            .starts_with("When `remote.log.copy.disable` is set to true, the `local.retention.ms` and `retention.ms`"));
+        // Off again only with remote.log.delete.on.disable.
+        let off = m(&[("remote.storage.enable", "false")]);
+        assert!(
+            refused(validate_remote_storage(Some(&on), &off, true, -1, -1)).starts_with(
+                "It is invalid to disable remote storage without deleting remote data."
+            )
+        );
+        let off_delete = m(&[
+            ("remote.storage.enable", "false"),
+            ("remote.log.delete.on.disable", "true"),
+        ]);
+        assert_eq!(
+            validate_remote_storage(Some(&on), &off_delete, true, -1, -1),
+            Ok(())
+        );
+        assert_eq!(validate_remote_storage(None, &off, false, -1, -1), Ok(()));
     }
 }

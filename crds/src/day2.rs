@@ -163,3 +163,50 @@ pub struct BrokerBalance {
     pub bytes_after: i64,
     pub replicas_after: i32,
 }
+
+/// An S3-compatible object store for tiered storage (docs/tiered-storage.md).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TieredStorageSpec {
+    /// The bucket (it must exist).
+    #[schemars(length(min = 3, max = 63))]
+    pub bucket: String,
+    /// A prefix for every object of this cluster inside the bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// The S3 endpoint, e.g. `https://s3.eu-west-1.amazonaws.com` or an
+    /// S3-compatible server's `http://seaweedfs.storage:8333`; unset: AWS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The region (`us-east-1` when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// The Secret (in the cluster's namespace) with the access key id and
+    /// secret access key, by default under the keys `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY`. Credentials are never read from the node's
+    /// instance metadata.
+    pub credentials_secret: CredentialsSecret,
+}
+
+/// Where the object store's credentials are.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsSecret {
+    /// The Secret's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The key holding the access key id.
+    #[serde(default = "default_access_key_id_key")]
+    pub access_key_id_key: String,
+    /// The key holding the secret access key.
+    #[serde(default = "default_secret_access_key_key")]
+    pub secret_access_key_key: String,
+}
+
+fn default_access_key_id_key() -> String {
+    "AWS_ACCESS_KEY_ID".into()
+}
+
+fn default_secret_access_key_key() -> String {
+    "AWS_SECRET_ACCESS_KEY".into()
+}

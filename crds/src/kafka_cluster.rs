@@ -121,15 +121,20 @@ pub struct KafkaClusterSpec {
     /// grace period are re-created on the other brokers.
     #[serde(default)]
     pub self_healing: SelfHealingSpec,
+    /// The automatic balancer.
+    #[serde(default)]
+    pub balancer: BalancerSpec,
+    /// Tiered storage (KIP-405): the object store closed segments of
+    /// topics with `remote.storage.enable=true` are copied to. Unset: no
+    /// tiering (`remote.log.storage.system.enable=false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiered_storage: Option<crate::day2::TieredStorageSpec>,
     /// Bytes per second each broker may spend copying replicas that a move
     /// adds (self-healing's, or any named in a topic's
     /// `*.replication.throttled.replicas`): the cluster-wide
     /// `leader.replication.throttled.rate` and
     /// `follower.replication.throttled.rate`. In-sync replicas are never
     /// held back. 0 leaves copies unthrottled.
-    /// The automatic balancer.
-    #[serde(default)]
-    pub balancer: BalancerSpec,
     #[serde(default = "default_reassignment_throttle")]
     #[schemars(range(min = 0))]
     pub reassignment_throttle_bytes_per_second: i64,

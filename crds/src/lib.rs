@@ -16,7 +16,8 @@ pub mod topic;
 
 pub use condition::{ConditionStatus, ConditionType};
 pub use day2::{
-    BalanceApproval, BalanceMove, BalanceStatus, BalancerSpec, BrokerBalance, SelfHealingSpec,
+    BalanceApproval, BalanceMove, BalanceStatus, BalancerSpec, BrokerBalance, CredentialsSecret,
+    SelfHealingSpec, TieredStorageSpec,
 };
 pub use kafka_cluster::{
     BrokerStatus, CertificateAuthorityStatus, CertificatesSpec, ClientListener, ConfigMapKey,

@@ -41,10 +41,12 @@ import checker  # noqa: E402
 
 ALL_FAULTS = ["kill", "pause", "partition", "partition-ctrl", "partition-asym", "partition-pair",
               "restart", "disk-full", "slow-disk", "controller", "clock-skew", "reassign", "end-txn",
-              "disk-loss"]
+              "disk-loss", "store-outage"]
+# Only with --tiered (an object store to take away).
+TIERED_FAULTS = ["store-outage"]
 # Disk loss re-copies every replica of the wiped broker and waits for a full ISR before each
 # wipe: left out of the short default run, in every long run (`--faults all`).
-DEFAULT_FAULTS = [f for f in ALL_FAULTS if f != "disk-loss"]
+DEFAULT_FAULTS = [f for f in ALL_FAULTS if f != "disk-loss" and f not in TIERED_FAULTS]
 # The end-txn fault's proxies (txn_proxy.py, in each broker's namespace): the brokers get a second
 # listener, EXTERNAL, advertised at the proxy; the producers bootstrap there (everyone else on the
 # first listener, which also carries replication).
@@ -357,6 +359,7 @@ class Chaos:
         self.net: ChaosNet | None = None
         self.disks: Disks | None = None
         self.cluster: ChaosCluster | None = None
+        self.store = None  # the SeaweedFS of --tiered
         self.faults_f = None
         self.meta: dict = {}
         self.harness_problems: list[str] = []
@@ -595,6 +598,17 @@ class Chaos:
             ctl.unlink(missing_ok=True)
         self.record("end-txn", "proxies", t, action=kind, request_seconds=round(secs, 2), seconds=round(d, 2))
 
+    def f_store_outage(self):
+        """The object store (SeaweedFS) is unreachable for 3-15 s: paused (requests hang until
+        the client's timeout) or stopped (connections refused), then back on the same data.
+        Copies, remote reads and follower restores fail meanwhile and are retried."""
+        kind = self.rnd.choice(["pause", "stop"])
+        d = self.rnd.uniform(3.0, 15.0)
+        t = time.time()
+        with self.store.outage(kind):
+            self.sleep(d)
+        self.record("store-outage", "store", t, action=kind, seconds=round(d, 2))
+
     def f_disk_loss(self):
         b = self.pick_broker()
         t = time.time()
@@ -629,6 +643,10 @@ class Chaos:
                 self.set_clock(b, 0)
         if not self.cluster.controller_alive():
             self.cluster.start(timeout=90)
+        if self.store is not None and not self.store.running():
+            self.store.start()
+        if self.store is not None:
+            self.store.resume()
 
     # -- phases ------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -657,12 +675,26 @@ class Chaos:
         os.environ["CHAOS_NS"] = f"{self.net.tag}-{{id}}"
         os.environ["CHAOS_CGROUP"] = (str(CGROOT / f"{CHAOS_ROOT_MARK}{self.net.tag}-{{id}}")
                                       if self.disks.cgroups else "")
+        if a.tiered:
+            # Tiered storage on a real S3 server, on the bridge's root-namespace address so every
+            # broker's namespace reaches it; a topic whose closed segments are copied at once and
+            # leave the brokers' disks two seconds later.
+            from seaweedfs import SeaweedS3
+            self.store = SeaweedS3(host=f"{self.net.prefix}.254")
+            self.store.start(self.workdir / "seaweedfs")
+            self.cluster.overrides.update({
+                "remote.log.manager.task.interval.ms": "1000", "log.retention.check.interval.ms": "1000",
+                "rsm.config.s3.access.key.id": self.store.access_key,
+                "rsm.config.s3.secret.access.key": self.store.secret_key})
+            self.cluster.extra_args = ["--tiered-storage", self.store.url,
+                                       "--tiered-storage-endpoint", self.store.endpoint]
         log(f"starting the cluster: {self.cluster.bootstrap} (namespaces {self.net.tag}-*, data on "
             f"{', '.join(self.disks.loops.values())})")
         self.cluster.start(timeout=90)
         r = subprocess.run(["ip", "netns", "exec", self.net.ns("c"), PY, str(HERE / "workload.py"),
                             "create-topic", self.cluster.bootstrap, a.topic, str(a.partitions),
-                            "min.insync.replicas=2", f"segment.bytes={a.segment_bytes}"],
+                            "min.insync.replicas=2", f"segment.bytes={a.segment_bytes}",
+                            *(["remote.storage.enable=true", "local.retention.ms=2000"] if a.tiered else [])],
                            capture_output=True, text=True, timeout=150)
         if r.returncode != 0:
             raise RuntimeError(f"create topic failed: {r.stdout}{r.stderr}")
@@ -728,6 +760,7 @@ class Chaos:
                          topic=a.topic, partitions=a.partitions, producers=a.producers,
                          consumers=a.consumers, rate=a.rate, git=self.git_rev(),
                          producer_mode=a.producer_mode, producer_client=a.producer_client, consume=a.consume, abort_every=a.abort_every,
+                         tiered=a.tiered,
                          broker_bin=str(self.cluster_bin()))
         self.setup()
         self.faults_f = open(self.logs / "faults.jsonl", "a")
@@ -776,6 +809,8 @@ class Chaos:
         time.sleep(0.5)
         if self.disks is not None:
             self.disks.teardown()
+        if self.store is not None:
+            self.store.stop()
         if self.net is not None:
             self.net.remove()
         owner = self.workdir / "owner.json"
@@ -832,6 +867,9 @@ def parse(argv=None):
                     help="librdkafka debug contexts for the group members, logged to logs/consumer-N.out "
                          "(e.g. cgrp,topic,fetch)")
     ap.add_argument("--keep", action="store_true", help="keep the run directory (default: kept on failure)")
+    ap.add_argument("--tiered", action="store_true",
+                    help="tiered storage on SeaweedFS (an S3 server): the topic tiers, its local segments go "
+                         "after 2 s, reads from the start come from the store; adds the store-outage fault")
     a = ap.parse_args(argv)
     named = a.faults != "all" and a.faults != ",".join(DEFAULT_FAULTS)
     a.faults = ALL_FAULTS if a.faults == "all" else [f.strip() for f in a.faults.split(",") if f.strip()]
@@ -839,6 +877,12 @@ def parse(argv=None):
         # librdkafka's producers use transaction version 1, where a late EndTxn may end the next
         # transaction (KAFKA-17754): only when asked for by name
         a.faults = [f for f in a.faults if f != "end-txn"]
+    if a.tiered and not named:
+        a.faults = a.faults + [f for f in TIERED_FAULTS if f not in a.faults]
+    if not a.tiered and any(f in TIERED_FAULTS for f in a.faults):
+        if named:
+            ap.error(f"{', '.join(TIERED_FAULTS)} needs --tiered")
+        a.faults = [f for f in a.faults if f not in TIERED_FAULTS]
     bad = [f for f in a.faults if f not in ALL_FAULTS]
     if bad or not a.faults:
         ap.error(f"unknown fault kinds {bad}; known: {', '.join(ALL_FAULTS)}")

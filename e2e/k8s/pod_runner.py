@@ -14,7 +14,8 @@ for every Running pod it starts the pod's own container command (`/bin/sh -c
 - each persistentVolumeClaim volume backed by a directory named after the
   claim object (name and uid), so a recreated pod finds its data again (what a
   PVC gives) and a replaced claim starts empty (what a new volume gives),
-- `HOSTNAME`, and the downward-API env vars (`fieldRef`) of the pod spec.
+- `HOSTNAME`, and the downward-API (`fieldRef`) and Secret (`secretKeyRef`) env vars of the
+  pod spec.
 
 For claims of an expandable StorageClass (`kwok-expandable`, which has
 `allowVolumeExpansion`), the directory is a tmpfs of the claim's size, and
@@ -502,6 +503,15 @@ class PodRunner:
                 env[e["name"]] = {"metadata.name": name, "metadata.namespace": meta["namespace"],
                                   "status.podIP": ip, "spec.nodeName": spec.get("nodeName", ""),
                                   "status.hostIP": pod["status"].get("hostIP", "")}.get(path, "")
+            elif "secretKeyRef" in e.get("valueFrom", {}):
+                # As the kubelet: a missing Secret or key keeps the container from starting
+                # (CreateContainerConfigError); the next pass tries again.
+                ref = e["valueFrom"]["secretKeyRef"]
+                sec = self._kubectl_json("-n", meta["namespace"], "get", "secret", ref["name"])
+                value = (sec.get("data") or {}).get(ref["key"])
+                if value is None:
+                    raise RuntimeError(f"pod {name}: secret {ref['name']} has no key {ref['key']}")
+                env[e["name"]] = base64.b64decode(value).decode()
         if FINALIZER not in (meta.get("finalizers") or []) and not self._set_finalizer(pod, True):
             return  # deleted meanwhile: nothing to run
         log = self.workdir / "logs" / f"{name}-{uid[:8]}.log"

@@ -2282,6 +2282,112 @@ spec:
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
 
 
+def test_tiered_storage_on_a_real_s3_server(env, tmp_path):
+    """spec.tieredStorage with a credentials Secret: the brokers copy closed segments of a Topic
+    with remote.storage.enable=true to SeaweedFS (an S3 server, reached by the brokers with the
+    Secret's keys from their environment), delete them locally by local.retention.ms, and a
+    librdkafka consumer reads every record from offset 0 with no change on its side."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from seaweedfs import SeaweedS3
+
+    s3 = SeaweedS3()
+    s3.start(tmp_path / "seaweedfs")
+    name = "tier"
+    try:
+        env.k("apply", "-f", "-", stdin=f"""apiVersion: v1
+kind: Secret
+metadata:
+  name: tier-s3
+  namespace: {NS}
+stringData:
+  AWS_ACCESS_KEY_ID: {s3.access_key}
+  AWS_SECRET_ACCESS_KEY: {s3.secret_key}
+---
+apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 2
+  storage:
+    size: 1Gi
+  tieredStorage:
+    bucket: {s3.bucket}
+    prefix: k8s
+    endpoint: {s3.endpoint}
+    credentialsSecret:
+      name: tier-s3
+  config:
+    remote.log.manager.task.interval.ms: "500"
+    log.retention.check.interval.ms: "500"
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: tiered-t
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 1
+  replicationFactor: 2
+  config:
+    remote.storage.enable: "true"
+    segment.bytes: "65536"
+    local.retention.ms: "1000"
+""")
+        ready(env, "kafkacluster", name, 180, "KafkaCluster tier Ready")
+        props = env.get("-n", NS, "get", "configmap", f"{name}-config")["data"]["server.properties"]
+        assert "remote.log.storage.system.enable=true\n" in props, props
+        assert f"rsm.config.storage.url=s3://{s3.bucket}/k8s\n" in props, props
+        assert s3.secret_key not in props, "the secret key must not be in the ConfigMap"
+        ready(env, "topic", "tiered-t", 120, "Topic tiered-t Ready")
+        boot = f"{name}-0.{name}-brokers.{NS}.svc:9092,{name}-1.{name}-brokers.{NS}.svc:9092"
+        errors: list[str] = []
+        p = Producer({"bootstrap.servers": boot, "acks": "all", "batch.size": 16384, "linger.ms": 5,
+                      "log_level": 2})
+        n = 3000
+        for i in range(n):
+            p.produce("tiered-t", f"v{i:08d}".encode() + b"x" * 180,
+                      on_delivery=lambda err, _m: errors.append(err.name()) if err else None)
+            p.poll(0)
+        p.flush(60)
+        assert errors == [], errors[:5]
+        client = s3.client()
+
+        def remote_logs() -> int:
+            listed = client.list_objects_v2(Bucket=s3.bucket, Prefix="k8s/")
+            return sum(1 for o in listed.get("Contents", []) if o["Key"].endswith(".log"))
+        wait_until(lambda: remote_logs() >= 3, 90, "segments copied to the S3 server")
+        # Offset 0 is no longer on the leader's disk: ListOffsets EARLIEST_LOCAL (-4, v8) moved
+        # on while EARLIEST (-2) is still 0.
+        import rawkafka
+
+        def leader_offsets() -> tuple[int, int]:
+            from confluent_kafka.admin import AdminClient
+            md = AdminClient({"bootstrap.servers": boot}).list_topics("tiered-t", timeout=10)
+            leader = md.topics["tiered-t"].partitions[0].leader
+            conn = rawkafka.Connection(f"{name}-{leader}.{name}-brokers.{NS}.svc", 9092)
+            try:
+                return (conn.list_offset("tiered-t", 0, -2, version=8)[2],
+                        conn.list_offset("tiered-t", 0, -4, version=8)[2])
+            finally:
+                conn.close()
+        wait_until(lambda: leader_offsets()[1] > 0, 90, "local segments deleted after tiering")
+        assert leader_offsets()[0] == 0
+        cons = Consumer({"bootstrap.servers": boot, "group.id": "tiered-reader", "enable.auto.commit": False,
+                         "log_level": 2})
+        cons.assign([TopicPartition("tiered-t", 0, 0)])
+        got = poll_values(cons, n, 120)
+        assert [int(v[1:9]) for v in got] == list(range(n)), "records lost, duplicated or out of order"
+    finally:
+        env.k("-n", NS, "delete", "topic", "tiered-t", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+        env.k("-n", NS, "delete", "secret", "tier-s3", "--ignore-not-found", check=False)
+        s3.stop()
+
+
 def expandable_class(env) -> str | None:
     """The StorageClass for the growth test: $SKEIN_E2E_EXPANDABLE_STORAGE_CLASS, else the test
     tier's kwok-expandable, else any class with allowVolumeExpansion."""

@@ -331,6 +331,8 @@ class LocalCluster:
         self.binary = Path(os.environ.get("SKEIN_OPERATOR_BIN", REPO_DIR / "target" / "release" / "skein-operator"))
         self.broker_bin = Path(os.environ.get("SKEIN_BROKER_BIN", self.binary.parent / "skein-broker"))
         self.proc: subprocess.Popen | None = None
+        # More `skein-operator local` arguments (e.g. --tiered-storage DIR).
+        self.extra_args: list[str] = []
 
     @property
     def ports(self) -> list[int]:
@@ -360,7 +362,7 @@ class LocalCluster:
             cmd += ["--tls"]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
-        return cmd
+        return cmd + self.extra_args
 
     def start(self, timeout: float = 60.0) -> None:
         for b in (self.binary, self.broker_bin):

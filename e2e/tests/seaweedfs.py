@@ -58,7 +58,10 @@ class SeaweedS3:
     region = "us-east-1"
     start_timeout = 60.0
 
-    def __init__(self):
+    def __init__(self, host: str = "127.0.0.1"):
+        """`host`: the address it binds and is reached at (loopback unless a test's brokers live
+        in network namespaces, e.g. the chaos harness' bridge address)."""
+        self.host = host
         # S3's port; the HTTP and gRPC ports of master, volume, filer and admin; S3's gRPC port.
         ports: list[int] = []
         while len(ports) < 10:
@@ -72,7 +75,7 @@ class SeaweedS3:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def url(self) -> str:
@@ -88,7 +91,7 @@ class SeaweedS3:
         return [
             # glog to stderr (our log) only: its files would go to /tmp
             weed_bin(), "-logtostderr", "mini", f"-dir={self.workdir / 'data'}",
-            "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
+            f"-ip={self.host}", f"-ip.bind={self.host}", "-master.telemetry=false",
             f"-s3.port={self.port}", f"-s3.port.grpc={s3_grpc}",
             f"-s3.config={self.workdir / 's3.json'}", f"-bucket={self.bucket}",
             f"-master.port={master}", f"-master.port.grpc={master_grpc}",

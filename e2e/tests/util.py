@@ -235,6 +235,17 @@ def java(cmd: str, bootstrap: str, timeout: float = 180, **opts) -> dict:
 
 
 # ------------------------------------------------------------------------------------------
+# franz-go driver (e2e/go, built by e2e/setup.sh)
+
+
+def franz(cmd: str, bootstrap: str, timeout: float = 180, **opts) -> dict:
+    args = [str(E2E_DIR / "go" / "bin" / "franz"), cmd, "--bootstrap", bootstrap]
+    for k, v in opts.items():
+        args += [f"--{k.replace('_', '-')}", str(v)]
+    return last_json(run(args, timeout=timeout, what=f"franz-go {cmd}"))
+
+
+# ------------------------------------------------------------------------------------------
 # kafkajs driver (e2e/js)
 
 

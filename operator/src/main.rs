@@ -92,6 +92,40 @@ struct LocalArgs {
     /// platform restarts dead broker processes itself).
     #[arg(long, value_name = "SECONDS")]
     broker_loss_grace_seconds: Option<u64>,
+    /// Tiered storage (KIP-405) on every broker: closed segments of topics
+    /// with `remote.storage.enable=true` are copied to this store, a
+    /// directory or `s3://bucket[/prefix]` (then give
+    /// `--tiered-storage-endpoint` for a non-AWS server and the credentials
+    /// as `--override rsm.config.s3.access.key.id=…` and
+    /// `rsm.config.s3.secret.access.key=…`).
+    #[arg(long, value_name = "DIR|s3://BUCKET[/PREFIX]")]
+    tiered_storage: Option<String>,
+    /// The S3 endpoint of `--tiered-storage s3://…` (e.g. `http://127.0.0.1:8333`).
+    #[arg(long, value_name = "URL", requires = "tiered_storage")]
+    tiered_storage_endpoint: Option<String>,
+}
+
+/// The broker configs `--tiered-storage` stands for (a relative directory
+/// is made absolute: brokers may run elsewhere).
+fn tiered_storage_overrides(store: Option<&str>, endpoint: Option<&str>) -> Vec<String> {
+    let Some(store) = store else {
+        return Vec::new();
+    };
+    let url = if store.contains("://") || std::path::Path::new(store).is_absolute() {
+        store.to_string()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(store).display().to_string())
+            .unwrap_or_else(|_| store.to_string())
+    };
+    let mut o = vec![
+        "remote.log.storage.system.enable=true".to_string(),
+        format!("rsm.config.storage.url={url}"),
+    ];
+    if let Some(e) = endpoint {
+        o.push(format!("rsm.config.s3.endpoint={e}"));
+    }
+    o
 }
 
 #[derive(clap::Args)]
@@ -212,7 +246,14 @@ fn main() -> ExitCode {
                 broker_bin: args
                     .broker_bin
                     .unwrap_or_else(skein_operator::local::default_broker_bin),
-                overrides: args.overrides,
+                // The user's own overrides come last: they win.
+                overrides: tiered_storage_overrides(
+                    args.tiered_storage.as_deref(),
+                    args.tiered_storage_endpoint.as_deref(),
+                )
+                .into_iter()
+                .chain(args.overrides)
+                .collect(),
                 session_timeout_ms: args.session_timeout_ms,
                 broker_host_template: args.broker_host_template,
                 launcher: args.launcher,

@@ -396,6 +396,13 @@ pub fn validate_topic(topic: &Topic, cluster: &KafkaCluster) -> Result<(), Inval
                     why,
                 })
             }
+            Err(TopicConfigError::Refused(why)) => {
+                return Err(InvalidSpec::InvalidTopicConfig {
+                    key: key.clone(),
+                    value: value.clone(),
+                    why,
+                })
+            }
             Ok(()) => {}
         }
         if key == skein_controller::election::MIN_INSYNC_REPLICAS {
@@ -408,6 +415,41 @@ pub fn validate_topic(topic: &Topic, cluster: &KafkaCluster) -> Result<(), Inval
                 });
             }
         }
+    }
+    // Kafka's tiered-storage rules over the whole set, against the
+    // cluster's retention (its own, else Kafka's defaults).
+    let retention = |topic_key: &str, broker_key: &str, default: i64| {
+        topic
+            .spec
+            .config
+            .get(topic_key)
+            .or_else(|| cluster.spec.config.get(broker_key))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(default)
+    };
+    let system = cluster.spec.tiered_storage.is_some()
+        || cluster
+            .spec
+            .config
+            .get("remote.log.storage.system.enable")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if let Err(e) = skein_controller::topic_config::validate_remote_storage(
+        None,
+        &topic.spec.config,
+        system,
+        retention("retention.ms", "log.retention.ms", 604_800_000),
+        retention("retention.bytes", "log.retention.bytes", -1),
+    ) {
+        return Err(InvalidSpec::InvalidTopicConfig {
+            key: "remote.storage.enable".into(),
+            value: topic
+                .spec
+                .config
+                .get("remote.storage.enable")
+                .cloned()
+                .unwrap_or_default(),
+            why: e.to_string(),
+        });
     }
     Ok(())
 }
@@ -547,8 +589,8 @@ mod tests {
             (json!({"min.insync.replicas": "4"}), "InvalidTopicConfig"),
             (json!({"compression.type": "brotli"}), "InvalidTopicConfig"),
             (json!({"log.retention.ms": "1000"}), "UnknownTopicConfig"),
-            // Until the brokers tier (docs/tiered-storage.md), as Kafka
-            // without remote.log.storage.system.enable.
+            // On a cluster without spec.tieredStorage, as Kafka without
+            // remote.log.storage.system.enable.
             (
                 json!({"remote.storage.enable": "true"}),
                 "InvalidTopicConfig",
@@ -558,6 +600,24 @@ mod tests {
             let e = validate_topic(&topic(3, config.clone()), &kc).unwrap_err();
             assert_eq!(e.reason(), reason, "{config}");
         }
+        let tiered = cluster(json!({"replicas": 3, "tieredStorage": {
+            "bucket": "tiered", "credentialsSecret": {"name": "s3"}}}));
+        assert!(
+            validate_topic(&topic(3, json!({"remote.storage.enable": "true"})), &tiered).is_ok()
+        );
+        let e = validate_topic(
+            &topic(
+                3,
+                json!({"remote.storage.enable": "true", "cleanup.policy": "compact"}),
+            ),
+            &tiered,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("only supports topics with cleanup.policy=delete"),
+            "{e}"
+        );
         assert_eq!(
             validate_topic(&topic(4, json!({})), &kc)
                 .unwrap_err()

@@ -70,6 +70,15 @@ impl Log {
         self.highest_offset_in_remote = offset;
     }
 
+    /// Closed segments not copied yet: `(bytes, segments)` (the copy lag).
+    pub fn copy_lag(&self) -> (u64, usize) {
+        let remote_end = self.highest_offset_in_remote;
+        self.segments
+            .windows(2)
+            .filter(|pair| pair[1].base_offset() - 1 > remote_end)
+            .fold((0, 0), |(b, n), pair| (b + pair[0].size(), n + 1))
+    }
+
     /// Producer snapshots from this offset on are kept (the end of every
     /// segment not copied yet), besides the newest two.
     pub(crate) fn snapshots_kept_from(&self) -> i64 {
@@ -127,7 +136,7 @@ impl Log {
     fn epochs_in_range(&self, from: i64, to: i64) -> Vec<(i32, i64)> {
         let entries = self.epochs.entries();
         let mut out: Vec<(i32, i64)> = Vec::new();
-        if let Some(floor) = entries.iter().filter(|e| e.start_offset <= from).last() {
+        if let Some(floor) = entries.iter().rfind(|e| e.start_offset <= from) {
             out.push((floor.epoch, from));
         }
         out.extend(

@@ -144,6 +144,8 @@ pub struct BrokerConfig {
     pub replication_throttle: (Option<f64>, Option<f64>),
     /// `max.connections`, `max.connections.per.ip(.overrides)`.
     pub connection_limits: crate::connection_quotas::ConnectionLimits,
+    /// KIP-405: `remote.log.storage.system.enable`, the store and its tasks.
+    pub tiered: TieredConfig,
     pub log_retention_check_interval_ms: u64,
     /// `log.cleaner.*`.
     pub cleaner: CleanerConfig,
@@ -298,6 +300,7 @@ impl BrokerConfig {
             fetch_session_cache_slots: keys::MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS
                 .value(&raw)?,
             connection_limits: crate::connection_quotas::ConnectionLimits::from_config(&raw)?,
+            tiered: TieredConfig::from_config(&raw)?,
             log_retention_check_interval_ms: keys::LOG_RETENTION_CHECK_INTERVAL_MS.value(&raw)?,
             cleaner: CleanerConfig {
                 enable: keys::LOG_CLEANER_ENABLE.value(&raw)?,
@@ -353,7 +356,97 @@ impl BrokerConfig {
         &self,
         topic_configs: &BTreeMap<String, String>,
     ) -> Result<LogConfig, ConfigError> {
-        log_config_from(topic_configs, &self.log_defaults, false)
+        let mut c = log_config_from(topic_configs, &self.log_defaults, false)?;
+        // Kafka's `isRemoteLogEnabled`: the broker's system on, the topic's
+        // flag, and a delete-only policy (internal topics never set it).
+        c.remote_storage_enable = c.remote_storage_enable
+            && self.tiered.system_enable
+            && c.cleanup_policy == skein_storage::CleanupPolicy::DELETE;
+        Ok(c)
+    }
+}
+
+impl BrokerConfig {
+    /// Kafka's tiered-storage rules over a topic's configs as they would be
+    /// (`new`) and as they are (`old`; `None` at creation), with Kafka's
+    /// messages (`INVALID_CONFIG`).
+    pub fn check_remote_storage(
+        &self,
+        old: Option<&BTreeMap<String, String>>,
+        new: &BTreeMap<String, String>,
+    ) -> Result<(), String> {
+        let lc = log_config_from(new, &self.log_defaults, false).map_err(|e| e.to_string())?;
+        skein_controller::topic_config::validate_remote_storage(
+            old,
+            new,
+            self.tiered.system_enable,
+            lc.retention_ms,
+            lc.retention_bytes,
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// The environment variable the store's access key id may come from.
+pub const S3_ACCESS_KEY_ID_ENV: &str = "SKEIN_S3_ACCESS_KEY_ID";
+/// The environment variable the store's secret access key may come from.
+pub const S3_SECRET_ACCESS_KEY_ENV: &str = "SKEIN_S3_SECRET_ACCESS_KEY";
+
+/// KIP-405 on this broker: whether it tiers, where to, and how often.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TieredConfig {
+    /// `remote.log.storage.system.enable`.
+    pub system_enable: bool,
+    /// `rsm.config.storage.url`: a directory or `s3://bucket/prefix`.
+    pub store_url: Option<String>,
+    /// `rsm.config.s3.endpoint`.
+    pub s3_endpoint: Option<String>,
+    /// `rsm.config.s3.region`.
+    pub s3_region: String,
+    /// `rsm.config.s3.access.key.id`.
+    pub s3_access_key_id: Option<String>,
+    /// `rsm.config.s3.secret.access.key`.
+    pub s3_secret_access_key: Option<String>,
+    /// `remote.log.manager.task.interval.ms`.
+    pub task_interval_ms: u64,
+    /// `remote.fetch.max.wait.ms`.
+    pub fetch_max_wait_ms: u64,
+    /// `rsm.config.cache.size.bytes`.
+    pub cache_size_bytes: u64,
+}
+
+impl TieredConfig {
+    fn from_config(raw: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let c = TieredConfig {
+            system_enable: keys::REMOTE_LOG_STORAGE_SYSTEM_ENABLE.value(raw)?,
+            store_url: keys::RSM_CONFIG_STORAGE_URL
+                .get(raw)?
+                .filter(|u: &String| !u.is_empty()),
+            s3_endpoint: keys::RSM_CONFIG_S3_ENDPOINT.get(raw)?,
+            s3_region: keys::RSM_CONFIG_S3_REGION.value(raw)?,
+            // Else from the environment the operator gives the pod (its
+            // Secret): explicit names, never AWS_* or instance metadata.
+            s3_access_key_id: keys::RSM_CONFIG_S3_ACCESS_KEY_ID
+                .get(raw)?
+                .or_else(|| std::env::var(S3_ACCESS_KEY_ID_ENV).ok()),
+            s3_secret_access_key: keys::RSM_CONFIG_S3_SECRET_ACCESS_KEY
+                .get(raw)?
+                .or_else(|| std::env::var(S3_SECRET_ACCESS_KEY_ENV).ok()),
+            task_interval_ms: keys::REMOTE_LOG_MANAGER_TASK_INTERVAL_MS.value(raw)?,
+            fetch_max_wait_ms: keys::REMOTE_FETCH_MAX_WAIT_MS.value(raw)?,
+            cache_size_bytes: keys::RSM_CONFIG_CACHE_SIZE_BYTES.value(raw)?,
+        };
+        if c.system_enable && c.store_url.is_none() {
+            return Err(ConfigError::Value {
+                key: keys::REMOTE_LOG_STORAGE_SYSTEM_ENABLE.name.into(),
+                value: "true".into(),
+                reason: format!(
+                    "tiered storage needs a store: set {} (a directory or s3://bucket/prefix)",
+                    keys::RSM_CONFIG_STORAGE_URL.name
+                ),
+            });
+        }
+        Ok(c)
     }
 }
 

@@ -170,6 +170,10 @@ fn create_one(
             .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
         configs.insert(key, value);
     }
+    broker
+        .effective_config()
+        .check_remote_storage(None, &configs)
+        .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
     let assignment = if t.assignments.is_empty() {
         None
     } else {

@@ -155,16 +155,20 @@ fn apply_topic_configs(
     configs: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<(), ApiError> {
-    if broker.metadata.topic(topic).is_none() {
+    let Some(meta) = broker.metadata.topic(topic) else {
         return Err(ApiError::new(
             ResponseError::UnknownTopicOrPartition,
             format!("topic '{topic}' does not exist"),
         ));
-    }
+    };
     for (k, v) in &configs {
         validate_topic_config(k, v)
             .map_err(|e| ApiError::new(ResponseError::InvalidConfig, e.to_string()))?;
     }
+    broker
+        .effective_config()
+        .check_remote_storage(Some(&meta.configs), &configs)
+        .map_err(|m| ApiError::new(ResponseError::InvalidConfig, m))?;
     // Checks the combination (e.g. segment sizes) before anything changes.
     broker
         .effective_config()

@@ -11,6 +11,8 @@
 //! fetch offset is their progress (it moves the high watermark and the ISR),
 //! and a divergent log is answered with the epoch to truncate to.
 
+mod remote;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
@@ -194,7 +196,7 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
         }
         let now = crate::system::mono_ms();
         let pulse = plan.quiet.as_ref().map(|r| &r.pulse);
-        let (results, total, errored) = read_pass(
+        let (mut results, mut total, errored) = read_pass(
             broker,
             &wanted,
             max_bytes,
@@ -203,6 +205,9 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             now,
             pulse,
         );
+        if replica_id < 0 {
+            total += remote::remote_reads(broker, &wanted, &mut results, read_committed).await;
+        }
         FetchSessionCache::pulse(&plan, planned_at);
         let expired = Instant::now() >= deadline;
         let idle = wanted.iter().all(|w| w.part.is_err()) && plan.quiet.is_none();

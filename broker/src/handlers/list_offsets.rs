@@ -29,7 +29,11 @@ pub const LATEST_TIERED: i64 = -5;
 /// `replica_id` of a consumer's (any client's) request.
 pub const CONSUMER_REPLICA_ID: i32 = -1;
 
-pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    req: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
     let authz = Authz::current(broker);
     // A consumer's request (a follower or a debugging tool sees the leader's
@@ -46,7 +50,7 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
             pr.timestamp = -1;
             pr.offset = -1;
             pr.leader_epoch = -1;
-            let result = if denied {
+            let part = if denied {
                 Err(topic_denied())
             } else {
                 broker.replicas.get_or_err(&t.name.0, p.partition_index)
@@ -61,13 +65,31 @@ pub fn handle(broker: &Arc<Broker>, req: ListOffsetsRequest, version: i16) -> Li
                 };
                 part.check_leader(epoch)?;
                 supported(p.timestamp, version)?;
-                lookup(
+                Ok(part)
+            });
+            // A timestamp lookup of a tiered log searches remote storage
+            // first (Kafka's `RemoteLogOffsetReader`), then the local log.
+            let remote_hit = match (&part, &broker.remote) {
+                (Ok(part), Some(remote))
+                    if p.timestamp >= 0 && part.with_log(|l| l.config().remote_storage_enable) =>
+                {
+                    remote.offset_for_timestamp(part, p.timestamp).await
+                }
+                _ => Ok(None),
+            };
+            let result = part.and_then(|part| match remote_hit? {
+                Some((offset, timestamp)) => Ok(Some(Found {
+                    offset,
+                    timestamp,
+                    epoch: part.with_log(|l| l.epoch_for_offset(offset)),
+                })),
+                None => lookup(
                     &part,
                     p.timestamp,
                     client,
                     version,
                     req.isolation_level == 1,
-                )
+                ),
             });
             match result {
                 Ok(Some(found)) => {
@@ -163,15 +185,33 @@ fn lookup(
                 })
             })
         }
-        // Nothing is tiered: no offset, as Kafka without tiered storage.
+        // The last offset copied to remote storage; without tiering -1,
+        // as Kafka answers.
         LATEST_TIERED => {
-            return Ok(Some(Found {
-                offset: -1,
-                timestamp: -1,
-                epoch: None,
-            }))
+            return Ok(Some(part.with_log(|l| {
+                let offset = match l.config().remote_storage_enable {
+                    true => l.highest_offset_in_remote(),
+                    false => -1,
+                };
+                Found {
+                    offset,
+                    timestamp: -1,
+                    epoch: (offset >= 0).then(|| l.epoch_for_offset(offset)).flatten(),
+                }
+            })))
         }
-        // The earliest local offset is the earliest one.
+        // A tiered log's first local offset.
+        EARLIEST_LOCAL if part.with_log(|l| l.config().remote_storage_enable) => {
+            return Ok(part.with_log(|l| {
+                let offset = l.local_log_start_offset();
+                Some(Found {
+                    offset,
+                    timestamp: -1,
+                    epoch: l.epoch_for_offset(offset),
+                })
+            }));
+        }
+        // Otherwise the earliest local offset is the earliest one.
         EARLIEST | EARLIEST_LOCAL => {
             return Ok(part.with_log(|l| {
                 Some(Found {

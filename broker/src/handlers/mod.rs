@@ -149,7 +149,7 @@ async fn dispatch(
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(broker, r, v).await),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
         RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(list_offsets::handle(broker, r, v))
+            ResponseKind::ListOffsets(list_offsets::handle(broker, r, v).await)
         }
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(admin::create_topics(broker, r, v))

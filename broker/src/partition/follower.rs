@@ -69,6 +69,32 @@ impl Partition {
         Ok(true)
     }
 
+    /// KIP-405: a follower behind its leader's local log start starts over
+    /// at `next_offset` from remote state (see
+    /// `skein_storage::Log::restore_from_remote`).
+    pub fn restore_from_remote_as_follower(
+        &self,
+        leader_epoch: i32,
+        next_offset: i64,
+        leader_log_start: i64,
+        leader_epochs: &[u8],
+        producer_snapshot: &[u8],
+    ) -> Result<bool, ApiError> {
+        let mut st = self.state();
+        if st.leader_epoch != leader_epoch || !matches!(st.role, Role::Follower { .. }) {
+            return Ok(false);
+        }
+        let mut log = self.log.write().expect("log lock");
+        log.restore_from_remote(
+            next_offset,
+            leader_log_start,
+            leader_epochs,
+            producer_snapshot,
+        )?;
+        st.high_watermark = st.high_watermark.min(log.log_end_offset());
+        Ok(true)
+    }
+
     /// Where a follower should truncate given the leader's diverging epoch
     /// answer `(epoch, end_offset)` (Kafka's `getOffsetTruncationState`).
     pub fn truncation_offset(&self, leader_epoch: i32, leader_end_offset: i64) -> i64 {

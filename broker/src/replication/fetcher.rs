@@ -61,6 +61,9 @@ pub struct FetcherConfig {
     pub backoff_ms: u64,
     /// The inter-broker listener's protocol, client side.
     pub security: crate::inter_broker::InterBrokerSecurity,
+    /// KIP-405: where a follower behind its leader's local log start finds
+    /// the remote state to start from.
+    pub remote: Option<Arc<crate::remote_log::RemoteLog>>,
 }
 
 /// The partitions one fetcher task fetches, with the leader epoch each was
@@ -368,7 +371,7 @@ async fn run(
                 {
                     throttle.quota.record(bytes);
                 }
-                if let Err(e) = apply(part, *epoch, pd).await {
+                if let Err(e) = apply(part, *epoch, pd, config.remote.as_ref()).await {
                     match &e {
                         // A full disk or an I/O error: this replica falls
                         // out of the ISR, and the operator must hear why.
@@ -444,11 +447,23 @@ async fn apply(
     part: &Arc<Partition>,
     epoch: i32,
     pd: kafka_protocol::messages::fetch_response::PartitionData,
+    remote: Option<&Arc<crate::remote_log::RemoteLog>>,
 ) -> Result<(), ApplyError> {
     let now = crate::system::now_ms();
     if pd.error_code != 0 {
         let code = ResponseError::try_from_code(pd.error_code)
             .unwrap_or(ResponseError::UnknownServerError);
+        if code == ResponseError::OffsetMovedToTieredStorage {
+            // The leader's local log starts past ours ends (or we have an
+            // empty disk): start from remote state, copy no remote data.
+            let Some(remote) = remote else {
+                return Err(ApplyError::Leader(code));
+            };
+            remote
+                .restore_follower(part, epoch, pd.log_start_offset)
+                .await?;
+            return Ok(());
+        }
         if code == ResponseError::OffsetOutOfRange {
             let (leo, _) = part.fetch_position();
             // Behind the leader's log start: start over where it starts.

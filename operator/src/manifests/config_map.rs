@@ -34,7 +34,35 @@ pub fn effective_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
     config.extend(kc.spec.config.clone());
     config.extend(super::control_tls::broker_config());
     config.extend(super::listeners::broker_config(kc));
+    config.extend(tiered_storage_config(kc));
     config
+}
+
+/// The broker configs of `spec.tieredStorage` (the credentials come from
+/// its Secret through the pod's environment, never in this ConfigMap).
+pub fn tiered_storage_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
+    let Some(t) = &kc.spec.tiered_storage else {
+        return BTreeMap::new();
+    };
+    let prefix = t.prefix.as_deref().unwrap_or("").trim_matches('/');
+    let url = match prefix {
+        "" => format!("s3://{}", t.bucket),
+        p => format!("s3://{}/{p}", t.bucket),
+    };
+    let mut c = BTreeMap::from([
+        (
+            keys::REMOTE_LOG_STORAGE_SYSTEM_ENABLE.name.to_string(),
+            "true".to_string(),
+        ),
+        (keys::RSM_CONFIG_STORAGE_URL.name.to_string(), url),
+    ]);
+    if let Some(e) = &t.endpoint {
+        c.insert(keys::RSM_CONFIG_S3_ENDPOINT.name.to_string(), e.clone());
+    }
+    if let Some(r) = &t.region {
+        c.insert(keys::RSM_CONFIG_S3_REGION.name.to_string(), r.clone());
+    }
+    c
 }
 
 /// Renders `server.properties`, keys sorted so the text (and its hash) is stable.

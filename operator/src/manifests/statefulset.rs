@@ -79,6 +79,21 @@ fn field_env(name: &str, path: &str) -> EnvVar {
     }
 }
 
+fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(k8s_openapi::api::core::v1::SecretKeySelector {
+                name: secret.into(),
+                key: key.into(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
 fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Container {
     let l = &kc.spec.listeners;
     let mut env = vec![
@@ -92,6 +107,21 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
         env.push(field_env(
             "SKEIN_RACK",
             &format!("metadata.labels['{}']", rack.topology_key),
+        ));
+    }
+    if let Some(t) = &kc.spec.tiered_storage {
+        // The broker reads the store's credentials from these (never from
+        // AWS_* nor instance metadata): docs/tiered-storage.md.
+        let c = &t.credentials_secret;
+        env.push(secret_env(
+            "SKEIN_S3_ACCESS_KEY_ID",
+            &c.name,
+            &c.access_key_id_key,
+        ));
+        env.push(secret_env(
+            "SKEIN_S3_SECRET_ACCESS_KEY",
+            &c.name,
+            &c.secret_access_key_key,
         ));
     }
     let healthz = |port: &str| HTTPGetAction {
