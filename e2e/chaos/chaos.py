@@ -748,6 +748,32 @@ class Chaos:
             log(self.harness_problems[-1])
         self.clients.finish(a.recover_timeout, self.meta, self.harness_problems)
 
+    def tiering_summary(self) -> None:
+        """With --tiered: what the brokers copied to and read from the store (their /metrics,
+        after the final read of the whole log, which reads the tiered part from the store). A run
+        that tiered nothing proves nothing about tiering: a harness problem."""
+        import urllib.request
+        names = {"skein_remote_copy_segments_total": "copied_segments",
+                 "skein_remote_read_requests_total": "remote_reads",
+                 "skein_remote_follower_restores_total": "follower_restores",
+                 "skein_remote_errors_total": "store_errors"}
+        got = dict.fromkeys(names.values(), 0.0)
+        for b in BROKERS:
+            url = f"http://{self.net.addr(b)}:{self.cluster.metrics_port + b - 1}/metrics"
+            try:
+                text = urllib.request.urlopen(url, timeout=10).read().decode()
+            except OSError as e:
+                self.harness_problems.append(f"tiering summary: broker {b}'s metrics: {e}")
+                continue
+            for line in text.splitlines():
+                name = line.split("{", 1)[0].split(" ", 1)[0]
+                if name in names:
+                    got[names[name]] += float(line.rsplit(" ", 1)[1])
+        self.meta["tiering"] = {k: int(v) for k, v in got.items()}
+        log(f"tiering: {self.meta['tiering']}")
+        if got["copied_segments"] == 0:
+            self.harness_problems.append("--tiered, but no segment was copied to the store")
+
     def git_rev(self) -> str:
         r = subprocess.run(["git", "-C", str(E2E.parent), "rev-parse", "--short", "HEAD"],
                            capture_output=True, text=True)
@@ -771,6 +797,8 @@ class Chaos:
         log(f"workload running; nemesis for {a.duration:.0f} s with {', '.join(a.faults)} (seed {a.seed})")
         self.nemesis()
         self.finish()
+        if a.tiered:
+            self.tiering_summary()
         code = self.cluster.stop(180)
         if code not in (0, None):
             log(f"skein-operator local exited with {code}")
@@ -854,7 +882,8 @@ def parse(argv=None):
     ap.add_argument("--consume", choices=["subscribe", "assign"], default="subscribe",
                     help="subscribe: the consumers are members of the group (default); assign: each assigns "
                          "itself a fixed share of the partitions and commits to the group's offsets")
-    ap.add_argument("--segment-bytes", type=int, default=262144)
+    ap.add_argument("--segment-bytes", type=int, default=None,
+                    help="the topic's segment.bytes (default 262144; 65536 with --tiered, so segments tier often)")
     ap.add_argument("--settle-timeout", type=float, default=10,
                     help="before each fault, wait at most this long for every partition to be whole")
     ap.add_argument("--quiet", type=float, default=1.5, help="up to this many seconds between faults")
@@ -893,6 +922,8 @@ def parse(argv=None):
             a.faults = [f for f in a.faults if f != "end-txn"]  # plain producers send no EndTxn
         elif "end-txn" in a.faults:
             ap.error("the end-txn fault needs --producer-mode txn")
+    if a.segment_bytes is None:
+        a.segment_bytes = 65536 if a.tiered else 262144
     if a.seed is None:
         a.seed = random.randrange(1 << 31)
     a.topic = "chaos"

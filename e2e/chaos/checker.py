@@ -399,7 +399,10 @@ def markdown(r: dict) -> str:
            f" at {m.get('rate')} records/s each, {m.get('consumers')} read_committed consumers "
            + ("assigned a fixed share of the partitions each, committing to the group"
               if r["modes"]["consume"] == "assign" else "in a group (subscribe)"),
-           f"- fault kinds enabled: {', '.join(m.get('faults', []))}", "",
+           f"- fault kinds enabled: {', '.join(m.get('faults', []))}",
+           *([f"- tiered storage on SeaweedFS (S3): " + ", ".join(f"{k.replace('_', ' ')} {v}"
+                                                               for k, v in m["tiering"].items())]
+             if m.get("tiering") else []), "",
            f"**Result: {'PASS' if r['ok'] else 'FAIL'}**" +
            ("" if r["ok"] else " — " + ", ".join(f"{k}={v}" for k, v in r["violations"].items())), "",
            "## Faults", "", "| kind | count |", "| --- | ---: |"]

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -42,7 +43,8 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*timeoutMs)*time.Millisecond)
 	defer cancel()
 
-	admin, err := kgo.NewClient(kgo.SeedBrokers(*bootstrap))
+	seeds := strings.Split(*bootstrap, ",")
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		fail("client: %v", err)
 	}
@@ -61,7 +63,7 @@ func main() {
 		offsets[*topic][o.Partition] = kgo.NewOffset().AtStart()
 	})
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(*bootstrap), kgo.ConsumePartitions(offsets))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(offsets))
 	if err != nil {
 		fail("client: %v", err)
 	}

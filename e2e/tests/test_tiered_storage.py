@@ -215,12 +215,14 @@ def test_a_broker_back_with_an_empty_disk_serves_tiered_data_without_copying_it(
     bases = local_bases(c, topic, 0)[wiped]
     assert bases and bases[0] > 0, f"the wiped broker copied tiered data to its disk: {bases}"
     assert "follower built its state from remote storage" in c.broker_log(wiped).read_text()
-    # It leads: stop the others' processes until it does.
+    # It leads: kill the leader's process (the local platform starts it again) until it does.
     for _ in range(6):
-        if describe(c, topic)[0]["leader"] == wiped:
+        util.wait_until(lambda: len(describe(c, topic)[0]["isr"]) == 3, 90, "every replica in sync")
+        leader = describe(c, topic)[0]["leader"]
+        if leader == wiped:
             break
-        c.signal_broker(describe(c, topic)[0]["leader"], signal.SIGKILL)
-        util.wait_until(lambda: describe(c, topic)[0]["leader"] >= 0, 60, "a leader")
+        c.signal_broker(leader, signal.SIGKILL)
+        util.wait_until(lambda: describe(c, topic)[0]["leader"] not in (leader, -1), 60, "a new leader")
     assert describe(c, topic)[0]["leader"] == wiped
     check_all_read(c, topic, 1, RECORDS, tmp_path)
     assert local_bases(c, topic, 0)[wiped][0] > 0, "the tiered records were copied to its disk"
