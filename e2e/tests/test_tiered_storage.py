@@ -228,6 +228,114 @@ def test_a_broker_back_with_an_empty_disk_serves_tiered_data_without_copying_it(
     assert local_bases(c, topic, 0)[wiped][0] > 0, "the tiered records were copied to its disk"
 
 
+def test_read_committed_skips_aborted_transactions_in_tiered_segments(tmp_path, stop_cluster):
+    """Transactions, a third of them aborted, tiered; a read_committed consumer (librdkafka) from
+    offset 0 reads exactly the committed records: the aborted ones come back with the remote
+    segments' transaction indexes, as from local segments."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    c = start(tmp_path, str(tmp_path / "store"))
+    stop_cluster.append(c)
+    topic = "txn-tiered"
+    create(c, topic, 1, {**TOPIC_CONFIGS, "remote.storage.enable": "true"})
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "tiered-txn",
+                  "batch.size": 16384, "linger.ms": 5, "log_level": 3})
+    p.init_transactions(30)
+    committed: list[int] = []
+    i = 0
+    for t in range(30):
+        p.begin_transaction()
+        values = list(range(i, i + 100))
+        i += 100
+        for v in values:
+            p.produce(topic, value=f"v{v:08d}".encode() + b"x" * 180)
+        if t % 3 == 2:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed += values
+    wait_tiered(c, topic, 1)
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "rc", "isolation.level": "read_committed",
+                     "enable.auto.commit": False, "log_level": 3})
+    try:
+        cons.assign([TopicPartition(topic, 0, 0)])
+        got: list[int] = []
+        deadline = time.monotonic() + 120
+        while len(got) < len(committed) and time.monotonic() < deadline:
+            m = cons.poll(1)
+            if m is not None and not m.error():
+                got.append(int(m.value()[1:9]))
+        # nothing more after the committed ones
+        extra = [m for m in [cons.poll(2)] if m is not None and not m.error()]
+    finally:
+        cons.close()
+    assert got == committed, f"read {len(got)} records, {len(committed)} committed"
+    assert not extra, "records beyond the committed ones"
+
+
+def earliest(c: LocalCluster, topic: str, partition: int = 0) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "earliest", "log_level": 3})
+    try:
+        return cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
+    finally:
+        cons.close()
+
+
+def test_remote_data_goes_by_retention_delete_records_disabling_and_topic_deletion(tmp_path, stop_cluster):
+    """Remote segments are deleted by retention.bytes (the log start moves past them), by
+    DeleteRecords, when remote.storage.enable is turned off with remote.log.delete.on.disable
+    (the log start moves to the local log start), and with their topic."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    store = tmp_path / "store"
+    c = start(tmp_path, str(store))
+    stop_cluster.append(c)
+    admin = admin_client(c)
+
+    def remote_logs(topic: str) -> int:
+        return sum(1 for f in remote_objects(store, topic) if f.name.endswith(".log"))
+
+    # retention.bytes: ~600 KB of records, 300 KB kept in all (remote + local-only).
+    create(c, "kept", 1, {**TOPIC_CONFIGS, "remote.storage.enable": "true", "retention.bytes": "300000",
+                          "local.retention.bytes": "100000"})
+    produce(c, "kept", RECORDS)
+    util.wait_until(lambda: earliest(c, "kept") > 0, 60, "retention.bytes moved the log start past remote data")
+    start_offset = earliest(c, "kept")
+    util.wait_until(lambda: remote_logs("kept") <= 300000 // 65536 + 1, 60, "remote segments deleted")
+    got = consume_all(c, "kept", 1)[0]
+    assert got[0][0] == start_offset and [o for o, _ in got] == list(range(start_offset, RECORDS))
+
+    # DeleteRecords below the local log start: remote segments below it go.
+    create(c, "trimmed", 1, {**TOPIC_CONFIGS, "remote.storage.enable": "true"})
+    produce(c, "trimmed", RECORDS)
+    wait_tiered(c, "trimmed", 1)
+    before = remote_logs("trimmed")
+    fut = admin.delete_records([TopicPartition("trimmed", 0, 1000)])
+    list(fut.values())[0].result(timeout=30)
+    assert earliest(c, "trimmed") == 1000
+    util.wait_until(lambda: remote_logs("trimmed") < before, 60, "remote segments below the new log start deleted")
+    got = consume_all(c, "trimmed", 1)[0]
+    assert [o for o, _ in got] == list(range(1000, RECORDS))
+
+    # Turning tiering off needs remote.log.delete.on.disable=true (Kafka's rule) and deletes it all.
+    res = ConfigResource("topic", "trimmed", incremental_configs=[
+        ConfigEntry("remote.storage.enable", "false", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="invalid to disable remote storage without deleting remote data"):
+        admin.incremental_alter_configs([res])[res].result(timeout=30)
+    res = ConfigResource("topic", "trimmed", incremental_configs=[
+        ConfigEntry("remote.storage.enable", "false", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("remote.log.delete.on.disable", "true", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(timeout=30)
+    util.wait_until(lambda: remote_logs("trimmed") == 0, 60, "remote data deleted when tiering was turned off")
+    local_start = min(bases[0] for bases in local_bases(c, "trimmed", 0).values())
+    util.wait_until(lambda: earliest(c, "trimmed") >= local_start, 30, "the log start at the local log start")
+
+    # Deleting a topic deletes its remote data.
+    assert remote_logs("kept") > 0
+    admin.delete_topics(["kept"], operation_timeout=30)["kept"].result(timeout=60)
+    util.wait_until(lambda: remote_logs("kept") == 0, 60, "a deleted topic's remote data deleted")
+
+
 def test_tiering_to_a_real_s3_server(tmp_path, stop_cluster, seaweedfs):
     c = start(tmp_path, seaweedfs.url, ["--tiered-storage-endpoint", seaweedfs.endpoint,
                                          "--override", f"rsm.config.s3.access.key.id={seaweedfs.access_key}",

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
+
 use skein_tiered::{Manifest, SegmentUpload};
 use tracing::{debug, info, warn};
 
@@ -11,6 +13,9 @@ use super::RemoteLog;
 use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::partition::{Partition, Role};
+
+/// Partitions whose copies, retention and manifests are worked on at once.
+const PARTITIONS_AT_ONCE: usize = 4;
 
 /// Orphans (objects of copies no manifest lists: a copy cut short, a
 /// deposed leader's last one) older than this are deleted when a leader
@@ -48,22 +53,32 @@ impl RemoteLog {
                 ] {
                     g.reset();
                 }
-                for p in b.replicas.all() {
-                    if !p.with_log(|l| l.config().remote_storage_enable) {
-                        continue;
-                    }
-                    let result = match p.role() {
-                        Role::Leader => remote.lead(&p).await,
-                        Role::Follower { .. } => remote.follow(&p).await,
-                        Role::Stopped => Ok(()),
-                    };
-                    if let Err(e) = result {
-                        let key = format!("remote {} {}", p.topic, p.index);
-                        if let Some(left_out) = b.warn_throttle.allow(&key) {
-                            warn!(topic = %p.topic, partition = p.index, error = %e, left_out, "tiered storage work failed; retried next round");
+                let tiered: Vec<Arc<Partition>> = b
+                    .replicas
+                    .all()
+                    .into_iter()
+                    .filter(|p| p.with_log(|l| l.config().remote_storage_enable))
+                    .collect();
+                // A few partitions at a time (Kafka's copier pool): one
+                // partition's large upload does not hold up the others.
+                futures::stream::iter(tiered)
+                    .for_each_concurrent(PARTITIONS_AT_ONCE, |p| {
+                        let (remote, b) = (&remote, &b);
+                        async move {
+                            let result = match p.role() {
+                                Role::Leader => remote.lead(&p).await,
+                                Role::Follower { .. } => remote.follow(&p).await,
+                                Role::Stopped => Ok(()),
+                            };
+                            if let Err(e) = result {
+                                let key = format!("remote {} {}", p.topic, p.index);
+                                if let Some(left_out) = b.warn_throttle.allow(&key) {
+                                    warn!(topic = %p.topic, partition = p.index, error = %e, left_out, "tiered storage work failed; retried next round");
+                                }
+                            }
                         }
-                    }
-                }
+                    })
+                    .await;
             }
         }));
     }
