@@ -5,7 +5,7 @@
 #   ./test.sh            everything: format, layout (import circles, long files), lint, unit + integration tests,
 #                        Helm chart checks,
 #                        real-client e2e suite (single broker and a 3-broker cluster),
-#                        the chaos checker's unit tests and a short fault-injection run (e2e/chaos),
+#                        the chaos checker's unit tests and short fault-injection runs (e2e/chaos; one tiering),
 #                        the operator against a real Kubernetes API server (e2e/k8s), with a
 #                        rolling upgrade from the previous release and back (e2e/k8s/test_upgrade.py),
 #                        observability (promtool, real Prometheus), benchmark smoke
@@ -100,6 +100,10 @@ SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_
 step "chaos: ~2 minutes of random faults (kill -9, pauses, network partitions, disk full, slow disk, controller restarts, clock skew, partition reassignments) under idempotent acks=all producers and a consumer group, then a Jepsen-style check (e2e/chaos)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
     e2e/chaos/run.sh --duration 75 --report "${TMPDIR:-/tmp}/skein-chaos-smoke-$$/report.md"
+
+step "chaos with tiered storage: ~1 minute of the same faults plus object-store outages, the topic tiering to SeaweedFS (e2e/chaos --tiered)"
+SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
+    e2e/chaos/run.sh --duration 50 --tiered --report "${TMPDIR:-/tmp}/skein-chaos-tiered-$$/report.md"
 
 step "operator on a real Kubernetes API server (e2e/k8s: built from the Go module proxy, cached; kwok nodes; a skein-broker process behind every broker pod)"
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \

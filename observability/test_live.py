@@ -402,6 +402,10 @@ spec: {clusterRef: {name: demo}, partitions: 1, replicationFactor: 1}
         seg0 = lambda: all(not (self.cluster.data_dir / f"broker-{b}" / f"{TIERED_TOPIC}-0" /
                                 "00000000000000000000.log").exists() for b in (1, 2, 3))
         wait_until(seg0, 60, "the tiered topic's first segment to leave the brokers' disks")
+        # A sample before the reads, so that the rates over them (read latency) have an increase.
+        wait_until(lambda: self.has_data("skein_remote_read_seconds_count"), 30,
+                   "Prometheus to scrape the brokers' remote-read histogram")
+        time.sleep(2)
         c.assign([TopicPartition(TIERED_TOPIC, 0, 0)])
         got = 0
         deadline = time.monotonic() + 60

@@ -34,6 +34,10 @@ pub struct RemoteLog {
     fetch_max_wait: Duration,
     /// By partition: the manifest as this broker last read or wrote it.
     manifests: Mutex<HashMap<(String, i32), Arc<Manifest>>>,
+    /// Remote segments open for reading.
+    open_readers: Mutex<read::OpenReaders>,
+    /// Remote transaction indexes read (read_committed).
+    txn_indexes: Mutex<HashMap<uuid::Uuid, bytes::Bytes>>,
     pub metrics: RemoteMetrics,
 }
 
@@ -79,6 +83,8 @@ impl RemoteLog {
             task_interval: Duration::from_millis(cfg.task_interval_ms.max(10)),
             fetch_max_wait: Duration::from_millis(cfg.fetch_max_wait_ms.max(1)),
             manifests: Mutex::new(HashMap::new()),
+            open_readers: Mutex::new(read::OpenReaders::default()),
+            txn_indexes: Mutex::new(HashMap::new()),
             metrics: RemoteMetrics::new(registry),
         }))
     }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use skein_storage::{aborted_txns_in, batch, AbortedTxn, RemoteSegmentReader};
-use skein_tiered::{ObjectKind, RemoteSegment};
+use skein_tiered::{CachedSegment, ObjectKind, RemoteSegment};
 
 use super::RemoteLog;
 use crate::error::ApiError;
@@ -17,6 +17,49 @@ use crate::partition::Partition;
 /// What a consumer's remote read gives: records and, for `read_committed`,
 /// the aborted transactions among them.
 pub type RemoteRead = (Bytes, Option<Vec<AbortedTxn>>);
+
+/// Remote transaction indexes kept in memory (a few dozen bytes each).
+const KEPT_TXN_INDEXES: usize = 4096;
+/// Remote segments kept open for reading (each held in the read cache).
+const OPEN_READERS: usize = 8;
+
+/// The remote segments last opened for reading, each with its place in the
+/// read cache: a catch-up reader's fetches of one segment open it once.
+#[derive(Default)]
+pub(super) struct OpenReaders {
+    clock: u64,
+    open: std::collections::HashMap<uuid::Uuid, (u64, Arc<RemoteSegmentReader>, CachedSegment)>,
+}
+
+impl OpenReaders {
+    fn get(&mut self, id: uuid::Uuid) -> Option<Arc<RemoteSegmentReader>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.open.get_mut(&id).map(|(used, r, _)| {
+            *used = clock;
+            r.clone()
+        })
+    }
+
+    fn keep(&mut self, id: uuid::Uuid, reader: Arc<RemoteSegmentReader>, cached: CachedSegment) {
+        self.clock += 1;
+        self.open.insert(id, (self.clock, reader, cached));
+        while self.open.len() > OPEN_READERS {
+            let oldest = self
+                .open
+                .iter()
+                .min_by_key(|(_, (used, _, _))| *used)
+                .map(|(id, _)| *id)
+                .expect("not empty");
+            self.open.remove(&oldest);
+        }
+    }
+
+    /// Forgets the segments not in `keep` (deleted by retention).
+    pub(super) fn retain(&mut self, keep: impl Fn(&uuid::Uuid) -> bool) {
+        self.open.retain(|id, _| keep(id));
+    }
+}
 
 fn store_error(e: impl std::fmt::Display) -> ApiError {
     // Kafka maps a RemoteStorageException to UNKNOWN_SERVER_ERROR.
@@ -59,22 +102,13 @@ impl RemoteLog {
         } else {
             p.high_watermark()
         };
-        let (cache, k, s) = (self.cache.clone(), key.clone(), seg.clone());
-        let download = tokio::spawn(async move { cache.get(&k, &s).await });
-        let cached = match tokio::time::timeout(self.fetch_max_wait, download).await {
-            Err(_) => return Ok(None),
-            Ok(joined) => joined.map_err(store_error)?.map_err(|e| {
-                self.metrics.error("read");
-                store_error(e)
-            })?,
+        let Some(reader) = self.reader(&key, &seg, Some(self.fetch_max_wait)).await? else {
+            return Ok(None);
         };
         if let Some(next) = m.next_after(&seg) {
             self.cache.prefetch(&key, next);
         }
-        let dir = cached.dir().to_path_buf();
-        let base = seg.base_offset;
         let (records, mut aborted, read_end) = tokio::task::spawn_blocking(move || {
-            let reader = RemoteSegmentReader::open(&dir, base, crate::system::now_ms())?;
             let records = reader.read(offset, max_bytes, upper, true)?;
             let read_end = batch::iter_batches(&records)
                 .filter_map(Result::ok)
@@ -86,7 +120,6 @@ impl RemoteLog {
         })
         .await
         .map_err(store_error)??;
-        drop(cached);
         let aborted = if read_committed {
             // An abort's index entry is in the segment holding its marker:
             // later remote segments, then the local ones.
@@ -115,12 +148,64 @@ impl RemoteLog {
         Ok(Some((records, aborted)))
     }
 
-    /// A remote segment's transaction index.
+    /// A remote segment's transaction index (kept: read_committed readers
+    /// ask for the same ones on every fetch).
     async fn txn_index(&self, p: &Partition, seg: &RemoteSegment) -> Result<Bytes, ApiError> {
-        self.store
+        if let Some(b) = self.txn_indexes.lock().expect("txn indexes").get(&seg.id) {
+            return Ok(b.clone());
+        }
+        let bytes = self
+            .store
             .get(&Self::key(p), seg, ObjectKind::TxnIndex)
             .await
-            .map_err(store_error)
+            .map_err(store_error)?;
+        let mut kept = self.txn_indexes.lock().expect("txn indexes");
+        if kept.len() >= KEPT_TXN_INDEXES {
+            kept.clear();
+        }
+        kept.insert(seg.id, bytes.clone());
+        Ok(bytes)
+    }
+
+    /// `seg` open for reading: one of the last few opened, else downloaded
+    /// into the cache (waiting at most `wait`: `None` when it is not there
+    /// by then; the download goes on) and opened. An open segment stays in
+    /// the cache until it is among the oldest of those kept open.
+    async fn reader(
+        &self,
+        key: &skein_tiered::PartitionKey,
+        seg: &RemoteSegment,
+        wait: Option<std::time::Duration>,
+    ) -> Result<Option<Arc<RemoteSegmentReader>>, ApiError> {
+        if let Some(r) = self.open_readers.lock().expect("readers").get(seg.id) {
+            return Ok(Some(r));
+        }
+        let (cache, k, s) = (self.cache.clone(), key.clone(), seg.clone());
+        let download = tokio::spawn(async move { cache.get(&k, &s).await });
+        let joined = match wait {
+            Some(wait) => match tokio::time::timeout(wait, download).await {
+                Err(_) => return Ok(None),
+                Ok(joined) => joined,
+            },
+            None => download.await,
+        };
+        let cached = joined.map_err(store_error)?.map_err(|e| {
+            self.metrics.error("read");
+            store_error(e)
+        })?;
+        let dir = cached.dir().to_path_buf();
+        let base = seg.base_offset;
+        let reader = tokio::task::spawn_blocking(move || {
+            RemoteSegmentReader::open(&dir, base, crate::system::now_ms())
+        })
+        .await
+        .map_err(store_error)??;
+        let reader = Arc::new(reader);
+        self.open_readers
+            .lock()
+            .expect("readers")
+            .keep(seg.id, reader.clone(), cached);
+        Ok(Some(reader))
     }
 
     /// A follower whose leader answered `OFFSET_MOVED_TO_TIERED_STORAGE`:
@@ -202,19 +287,12 @@ impl RemoteLog {
         else {
             return Ok(None);
         };
-        let cached = self
-            .cache
-            .get(&Self::key(p), &seg)
+        let Some(reader) = self.reader(&Self::key(p), &seg, None).await? else {
+            return Ok(None);
+        };
+        let found = tokio::task::spawn_blocking(move || reader.offset_for_timestamp(ts, log_start))
             .await
-            .map_err(store_error)?;
-        let dir = cached.dir().to_path_buf();
-        let found = tokio::task::spawn_blocking(move || {
-            RemoteSegmentReader::open(&dir, seg.base_offset, crate::system::now_ms())?
-                .offset_for_timestamp(ts, log_start)
-        })
-        .await
-        .map_err(store_error)??;
-        drop(cached);
+            .map_err(store_error)??;
         Ok(found)
     }
 }

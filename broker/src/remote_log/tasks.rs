@@ -238,6 +238,10 @@ impl RemoteLog {
         for s in &doomed {
             m.remove(s.id);
         }
+        self.open_readers
+            .lock()
+            .expect("readers")
+            .retain(|id| !doomed.iter().any(|s| s.id == *id));
         m.log_start_offset = m.log_start_offset.max(new_start);
         self.store.write_manifest(&Self::key(p), &m).await?;
         self.remember(p, m);
