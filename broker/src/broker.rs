@@ -516,7 +516,7 @@ impl Broker {
             }
         };
         if let Some(remote) = &self.remote {
-            remote.on_topic_config(&self.replicas, topic, &meta.configs, &lc);
+            remote.on_topic_config(self.replicas.all(), topic, &meta.configs, &lc);
         }
         self.replicas.update_topic_config(topic, &lc);
         let min_isr = self.min_insync_replicas(&meta);

@@ -107,7 +107,7 @@ impl RemoteLog {
     /// [`RemoteLog::disable`]).
     pub fn on_topic_config(
         self: &Arc<Self>,
-        replicas: &crate::replica_manager::ReplicaManager,
+        hosted: Vec<Arc<Partition>>,
         topic: &str,
         configs: &std::collections::BTreeMap<String, String>,
         new: &skein_storage::LogConfig,
@@ -118,7 +118,7 @@ impl RemoteLog {
         if new.remote_storage_enable || !delete_remote {
             return;
         }
-        for p in replicas.all().into_iter().filter(|p| p.topic == topic) {
+        for p in hosted.into_iter().filter(|p| p.topic == topic) {
             if p.with_log(|l| l.config().remote_storage_enable) && p.is_leader() {
                 self.disable(p);
             }
