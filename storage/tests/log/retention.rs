@@ -4,23 +4,6 @@ use skein_storage::{CleanupPolicy, Log, LogConfig, StorageError};
 
 use crate::common::*;
 
-const DAY: i64 = 86_400_000;
-
-/// Five segments of four 2-record batches; segment i holds timestamps i * DAY.
-fn log_with_aged_segments(dir: &std::path::Path, cfg: LogConfig) -> Log {
-    let size = batch(2, 0, 30).len() as u64;
-    let cfg = LogConfig {
-        segment_bytes: size * 4,
-        ..cfg
-    };
-    let mut log = Log::open(dir, cfg, 0).unwrap();
-    for i in 0..20 {
-        append(&mut log, batch(2, (i / 4) * DAY, 30), 0);
-    }
-    assert_eq!(log.segment_base_offsets(), vec![0, 8, 16, 24, 32]);
-    log
-}
-
 #[test]
 fn retention_by_time_deletes_expired_segments_but_keeps_the_active_one() {
     let dir = tempfile::tempdir().unwrap();

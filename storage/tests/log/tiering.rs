@@ -6,28 +6,11 @@ use skein_storage::{Log, LogConfig, RemoteSegmentReader, StorageError};
 
 use crate::common::*;
 
-const DAY: i64 = 86_400_000;
-
 fn tiered(cfg: LogConfig) -> LogConfig {
     LogConfig {
         remote_storage_enable: true,
         ..cfg
     }
-}
-
-/// Five segments of four 2-record batches; segment i holds timestamps i * DAY.
-fn log_with_segments(dir: &std::path::Path, cfg: LogConfig) -> Log {
-    let size = batch(2, 0, 30).len() as u64;
-    let cfg = LogConfig {
-        segment_bytes: size * 4,
-        ..cfg
-    };
-    let mut log = Log::open(dir, cfg, 0).unwrap();
-    for i in 0..20 {
-        append(&mut log, batch(2, (i / 4) * DAY, 30), 0);
-    }
-    assert_eq!(log.segment_base_offsets(), vec![0, 8, 16, 24, 32]);
-    log
 }
 
 #[test]
@@ -38,7 +21,7 @@ fn local_retention_deletes_only_copied_segments_and_keeps_the_log_start() {
         local_retention_ms: DAY,
         ..config()
     });
-    let mut log = log_with_segments(dir.path(), cfg.clone());
+    let mut log = log_with_aged_segments(dir.path(), cfg.clone());
     // Nothing copied yet: nothing goes, however old.
     assert_eq!(log.enforce_retention(30 * DAY).unwrap(), 0);
     // The first two segments copied (offsets 0..=15).
@@ -77,7 +60,7 @@ fn without_tiering_local_retention_is_ordinary_retention() {
         local_retention_ms: DAY,
         ..config()
     };
-    let mut log = log_with_segments(dir.path(), cfg);
+    let mut log = log_with_aged_segments(dir.path(), cfg);
     assert_eq!(log.enforce_retention(30 * DAY).unwrap(), 0);
     // remote.log.copy.disable: local deletion follows retention.* and
     // moves the log start (nothing more is copied).
@@ -88,7 +71,7 @@ fn without_tiering_local_retention_is_ordinary_retention() {
         remote_copy_disable: true,
         ..config()
     });
-    let mut log = log_with_segments(dir.path(), cfg);
+    let mut log = log_with_aged_segments(dir.path(), cfg);
     // Now = day 6.5: segments with newest record older than day 3.5 go.
     assert_eq!(log.enforce_retention(6 * DAY + DAY / 2).unwrap(), 4);
     assert_eq!(log.log_start_offset(), 32);
@@ -97,7 +80,7 @@ fn without_tiering_local_retention_is_ordinary_retention() {
 #[test]
 fn a_segment_copy_holds_the_segment_its_indexes_epochs_and_producer_state() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = log_with_segments(dir.path(), tiered(config()));
+    let mut log = log_with_aged_segments(dir.path(), tiered(config()));
     log.assign_leader_epoch(3, 10).unwrap();
     let upper = log.log_end_offset();
     let first = log.next_segment_to_copy(0, upper, 0).unwrap().unwrap();
@@ -120,7 +103,7 @@ fn a_segment_copy_holds_the_segment_its_indexes_epochs_and_producer_state() {
 #[test]
 fn a_replica_restored_from_remote_state_starts_at_the_remote_end_with_no_remote_data() {
     let dir = tempfile::tempdir().unwrap();
-    let leader = log_with_segments(dir.path(), tiered(config()));
+    let leader = log_with_aged_segments(dir.path(), tiered(config()));
     let copy = leader
         .next_segment_to_copy(8, leader.log_end_offset(), 0)
         .unwrap()
@@ -155,7 +138,7 @@ fn a_replica_restored_from_remote_state_starts_at_the_remote_end_with_no_remote_
 #[test]
 fn a_downloaded_segment_reads_as_a_local_one() {
     let dir = tempfile::tempdir().unwrap();
-    let log = log_with_segments(dir.path(), tiered(config()));
+    let log = log_with_aged_segments(dir.path(), tiered(config()));
     let copy = log
         .next_segment_to_copy(8, log.log_end_offset(), 0)
         .unwrap()
