@@ -93,6 +93,19 @@ class Broker:
         """confluent-kafka settings for this broker (plaintext)."""
         return {"bootstrap.servers": self.bootstrap}
 
+    def listener_ports(self) -> list[int]:
+        """The bootstrap port and every port of a `listeners` override on loopback: a broker
+        binds them one after the other, so accepting on the first does not mean the others are
+        bound yet (a test that connects to the second listener at once was refused in CI)."""
+        ports = [self.port]
+        for l in self.overrides.get("listeners", "").split(","):
+            host_port = l.split("://", 1)[-1]
+            if host_port.startswith("127.0.0.1:"):
+                p = int(host_port.rsplit(":", 1)[1])
+                if p not in ports:
+                    ports.append(p)
+        return ports
+
     # -- to implement -------------------------------------------------------------------------
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -122,7 +135,7 @@ class Broker:
         )
         logf.close()
         deadline = time.monotonic() + self.start_timeout
-        while not port_accepts(self.port):
+        while not all(port_accepts(p) for p in self.listener_ports()):
             if self.proc.poll() is not None:
                 raise RuntimeError(
                     f"{self.name} exited with code {self.proc.returncode} during startup; log tail:\n"
