@@ -550,6 +550,9 @@ impl Broker {
             Ok(true) => {
                 self.replication_quotas
                     .set(self.effective_config().replication_throttle);
+                if let Some(remote) = &self.remote {
+                    remote.set_quotas(&self.effective_config().tiered);
+                }
                 let (default, own) = crate::dynamic_config::layers(&layers, self.config.node_id);
                 info!(
                     cluster_default = ?default,

@@ -371,6 +371,8 @@ mod tests {
                 "log.cleaner.threads",
                 "log.flush.interval.ms",
                 "producer.id.expiration.ms",
+                "remote.log.manager.copy.max.bytes.per.second",
+                "remote.log.manager.fetch.max.bytes.per.second",
             ]
         );
     }

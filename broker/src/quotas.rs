@@ -142,6 +142,21 @@ impl Sampler {
         elapsed.max(SAMPLE * (SAMPLES as u32 - 1))
     }
 
+    /// Kafka's `SimpleRate` over the same samples, which its remote-log
+    /// quotas use: the window runs from the oldest sample and is at least
+    /// one sample long (a burst counts at once, not over the whole window).
+    pub(crate) fn simple_rate(&mut self, now: Instant) -> (f64, Duration) {
+        self.prune(now);
+        let total: f64 = self.samples.iter().map(|(_, v)| v).sum();
+        let window = self
+            .samples
+            .first()
+            .map(|(start, _)| now.duration_since(*start))
+            .unwrap_or_default()
+            .max(SAMPLE);
+        (total / window.as_secs_f64(), window)
+    }
+
     pub(crate) fn rate(&self, now: Instant) -> f64 {
         let total: f64 = self.samples.iter().map(|(_, v)| v).sum();
         total / self.window(now).as_secs_f64()

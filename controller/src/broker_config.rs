@@ -94,7 +94,14 @@ const LISTENER_SETUP: &str = "Skein sets up its listeners at start-up only";
 const KERBEROS: &str = "Skein has no Kerberos (GSSAPI)";
 const LOGIN_REFRESH: &str = "Skein's brokers refresh no SASL login credential";
 const THREAD_POOLS: &str = "Skein runs on one async runtime, not on thread pools of set sizes";
-const TIERED_STORAGE: &str = "Skein has no tiered storage yet";
+const REMOTE_INDEX_CACHE: &str =
+    "Skein keeps remote segments' indexes with the segments in its read cache (rsm.config.cache.size.bytes)";
+const REMOTE_TASKS: &str =
+    "Skein copies and expires four partitions at a time on its async runtime, not on a thread pool";
+const REMOTE_READS: &str =
+    "Skein reads remote segments on its async runtime, bounded by remote.fetch.max.wait.ms and the read cache";
+const QUOTA_WINDOW: &str =
+    "Skein measures the remote copy and fetch quotas over Kafka's default window, 11 samples of 1 s";
 
 /// The table's lines as [`BrokerKey`] constants and [`BROKER_KEYS`]. A line:
 ///
@@ -298,27 +305,39 @@ broker_config_table! {
     REMOTE_FETCH_MAX_WAIT_MS = "remote.fetch.max.wait.ms", Int, "500", static, min 1;
     /// How long a ListOffsets of tiered data waits.
     REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS = "remote.list.offsets.request.timeout.ms", Long, "30000",
-        inert(TIERED_STORAGE), min 1;
+        static, min 1;
     /// The cache of tiered segments' indexes.
     REMOTE_LOG_INDEX_FILE_CACHE_TOTAL_SIZE_BYTES = "remote.log.index.file.cache.total.size.bytes", Long,
-        "1073741824", inert(TIERED_STORAGE), min 1;
+        "1073741824", inert(REMOTE_INDEX_CACHE), min 1;
     /// Threads that copy segments to tiered storage.
     REMOTE_LOG_MANAGER_COPIER_THREAD_POOL_SIZE = "remote.log.manager.copier.thread.pool.size", Int, "10",
-        inert(TIERED_STORAGE), min 1;
+        inert(REMOTE_TASKS), min 1;
     /// Bytes/s copied to tiered storage.
     REMOTE_LOG_MANAGER_COPY_MAX_BYTES_PER_SECOND = "remote.log.manager.copy.max.bytes.per.second", Long,
-        LONG_MAX, inert(TIERED_STORAGE), min 1;
+        LONG_MAX, dynamic, min 1;
+    /// Samples of the remote copy quota's rate.
+    REMOTE_LOG_MANAGER_COPY_QUOTA_WINDOW_NUM = "remote.log.manager.copy.quota.window.num", Int, "11",
+        inert(QUOTA_WINDOW), min 1;
+    /// Seconds of one sample of the remote copy quota's rate.
+    REMOTE_LOG_MANAGER_COPY_QUOTA_WINDOW_SIZE_SECONDS = "remote.log.manager.copy.quota.window.size.seconds", Int,
+        "1", inert(QUOTA_WINDOW), min 1;
     /// Threads that delete expired tiered segments.
     REMOTE_LOG_MANAGER_EXPIRATION_THREAD_POOL_SIZE = "remote.log.manager.expiration.thread.pool.size", Int,
-        "10", inert(TIERED_STORAGE), min 1;
+        "10", inert(REMOTE_TASKS), min 1;
     /// Bytes/s read from tiered storage.
     REMOTE_LOG_MANAGER_FETCH_MAX_BYTES_PER_SECOND = "remote.log.manager.fetch.max.bytes.per.second", Long,
-        LONG_MAX, inert(TIERED_STORAGE), min 1;
+        LONG_MAX, dynamic, min 1;
+    /// Samples of the remote fetch quota's rate.
+    REMOTE_LOG_MANAGER_FETCH_QUOTA_WINDOW_NUM = "remote.log.manager.fetch.quota.window.num", Int, "11",
+        inert(QUOTA_WINDOW), min 1;
+    /// Seconds of one sample of the remote fetch quota's rate.
+    REMOTE_LOG_MANAGER_FETCH_QUOTA_WINDOW_SIZE_SECONDS = "remote.log.manager.fetch.quota.window.size.seconds", Int,
+        "1", inert(QUOTA_WINDOW), min 1;
     /// How often the leader copies closed segments to remote storage and
     /// applies remote retention (and followers learn what was copied).
     REMOTE_LOG_MANAGER_TASK_INTERVAL_MS = "remote.log.manager.task.interval.ms", Long, "30000", static, min 1;
     /// Threads that read tiered data.
-    REMOTE_LOG_READER_THREADS = "remote.log.reader.threads", Int, "10", inert(TIERED_STORAGE), min 1;
+    REMOTE_LOG_READER_THREADS = "remote.log.reader.threads", Int, "10", inert(REMOTE_READS), min 1;
     /// KIP-405: whether this broker tiers the topics with `remote.storage.enable`
     /// (Skein's built-in store: `rsm.config.storage.url`).
     REMOTE_LOG_STORAGE_SYSTEM_ENABLE = "remote.log.storage.system.enable", Boolean, "false", static;

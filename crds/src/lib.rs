@@ -30,7 +30,7 @@ pub use kafka_user::{
     AuthenticationType, KafkaUser, KafkaUserSpec, KafkaUserStatus, ManagedAcl, PasswordSource,
     UserAuthentication, UserAuthorization, UserQuotas,
 };
-pub use topic::{ClusterRef, PartitionStatus, Topic, TopicSpec, TopicStatus};
+pub use topic::{ClusterRef, PartitionStatus, Topic, TopicSpec, TopicStatus, TopicStorageStatus};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

@@ -47,6 +47,13 @@ use crate::immutable::{immutable, immutable_optional};
         description = "Partitions whose ISR is smaller than their replica set"
     ),
     printcolumn(
+        name = "Remote Bytes",
+        type_ = "integer",
+        json_path = ".status.storage.remoteBytes",
+        description = "Bytes in remote (tiered) storage",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -108,6 +115,25 @@ pub struct TopicStatus {
     /// Partitions whose ISR is smaller than their replica set.
     #[serde(default)]
     pub under_replicated_partitions: i32,
+    /// Bytes the topic holds on the brokers' disks and in remote (tiered)
+    /// storage, read from the brokers' metrics about every 30 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<TopicStorageStatus>,
+}
+
+/// What a topic holds, summed over its partitions.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TopicStorageStatus {
+    /// Bytes on the brokers' disks: each partition's largest replica
+    /// (`skein_log_size_bytes`), as DescribeLogDirs reports them.
+    pub local_bytes: i64,
+    /// Bytes in remote storage (`remote.storage.enable`), as each
+    /// partition's leader last counted them (`skein_remote_log_size_bytes`);
+    /// 0 for a topic that does not tier.
+    pub remote_bytes: i64,
+    /// Segments in remote storage.
+    pub remote_segments: i64,
 }
 
 /// One partition's placement and leadership.

@@ -111,6 +111,7 @@ fn printer_columns() {
             "Replication Factor",
             "Ready",
             "Under Replicated",
+            "Remote Bytes",
             "Age"
         ]
     );

@@ -2283,16 +2283,22 @@ spec:
 
 
 def test_tiered_storage_on_a_real_s3_server(env, tmp_path):
-    """spec.tieredStorage with a credentials Secret: the brokers copy closed segments of a Topic
-    with remote.storage.enable=true to SeaweedFS (an S3 server, reached by the brokers with the
-    Secret's keys from their environment), delete them locally by local.retention.ms, and a
-    librdkafka consumer reads every record from offset 0 with no change on its side."""
+    """spec.tieredStorage with a credentials Secret, on SeaweedFS (an S3 server the brokers reach
+    with the Secret's keys from their environment). A topic written without tiering has
+    remote.storage.enable switched on through its Topic resource while it runs: its closed
+    segments go to the store and local.retention.ms deletes them locally; the Topic status shows
+    the remote bytes. A librdkafka consumer then reads every record from offset 0, with no change
+    on its side: after the leader moved (its pod deleted), and from a broker that came back on a
+    new, empty volume and leads, which serves the old records from the store without copying
+    them to its disk (its EARLIEST_LOCAL offset stays above 0)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     from seaweedfs import SeaweedS3
+    import rawkafka
 
     s3 = SeaweedS3()
     s3.start(tmp_path / "seaweedfs")
-    name = "tier"
+    name, topic = "tier", "tiered-t"
+    boot = f"{name}-0.{name}-brokers.{NS}.svc:9092,{name}-1.{name}-brokers.{NS}.svc:9092"
     try:
         env.k("apply", "-f", "-", stdin=f"""apiVersion: v1
 kind: Secret
@@ -2325,7 +2331,7 @@ spec:
 apiVersion: skein.dev/v1alpha1
 kind: Topic
 metadata:
-  name: tiered-t
+  name: {topic}
   namespace: {NS}
 spec:
   clusterRef:
@@ -2333,56 +2339,105 @@ spec:
   partitions: 1
   replicationFactor: 2
   config:
-    remote.storage.enable: "true"
     segment.bytes: "65536"
-    local.retention.ms: "1000"
 """)
         ready(env, "kafkacluster", name, 180, "KafkaCluster tier Ready")
         props = env.get("-n", NS, "get", "configmap", f"{name}-config")["data"]["server.properties"]
         assert "remote.log.storage.system.enable=true\n" in props, props
         assert f"rsm.config.storage.url=s3://{s3.bucket}/k8s\n" in props, props
         assert s3.secret_key not in props, "the secret key must not be in the ConfigMap"
-        ready(env, "topic", "tiered-t", 120, "Topic tiered-t Ready")
-        boot = f"{name}-0.{name}-brokers.{NS}.svc:9092,{name}-1.{name}-brokers.{NS}.svc:9092"
+        ready(env, "topic", topic, 120, f"Topic {topic} Ready")
         errors: list[str] = []
         p = Producer({"bootstrap.servers": boot, "acks": "all", "batch.size": 16384, "linger.ms": 5,
                       "log_level": 2})
-        n = 3000
-        for i in range(n):
-            p.produce("tiered-t", f"v{i:08d}".encode() + b"x" * 180,
-                      on_delivery=lambda err, _m: errors.append(err.name()) if err else None)
-            p.poll(0)
-        p.flush(60)
-        assert errors == [], errors[:5]
+
+        def produce(first: int, n: int):
+            for i in range(first, first + n):
+                p.produce(topic, f"v{i:08d}".encode() + b"x" * 180,
+                          on_delivery=lambda err, _m: errors.append(err.name()) if err else None)
+                p.poll(0)
+            p.flush(60)
+            assert errors == [], errors[:5]
+        produce(0, 1500)
         client = s3.client()
 
         def remote_logs() -> int:
             listed = client.list_objects_v2(Bucket=s3.bucket, Prefix="k8s/")
             return sum(1 for o in listed.get("Contents", []) if o["Key"].endswith(".log"))
-        wait_until(lambda: remote_logs() >= 3, 90, "segments copied to the S3 server")
-        # Offset 0 is no longer on the leader's disk: ListOffsets EARLIEST_LOCAL (-4, v8) moved
-        # on while EARLIEST (-2) is still 0.
-        import rawkafka
+        time.sleep(2)  # several copy rounds (500 ms): none may copy while the topic does not tier
+        assert remote_logs() == 0, "segments copied before remote.storage.enable"
 
-        def leader_offsets() -> tuple[int, int]:
-            from confluent_kafka.admin import AdminClient
-            md = AdminClient({"bootstrap.servers": boot}).list_topics("tiered-t", timeout=10)
-            leader = md.topics["tiered-t"].partitions[0].leader
-            conn = rawkafka.Connection(f"{name}-{leader}.{name}-brokers.{NS}.svc", 9092)
+        # Switched on while it runs, through the Topic resource.
+        env.k("-n", NS, "patch", "topic", topic, "--type=merge", "-p", json.dumps(
+            {"spec": {"config": {"segment.bytes": "65536", "remote.storage.enable": "true",
+                                 "local.retention.ms": "1000"}}}))
+        produce(1500, 1500)
+        n = 3000
+        wait_until(lambda: remote_logs() >= 3, 90, "segments copied to the S3 server")
+
+        def leader() -> int:
+            return wait_until(lambda: (lambda ps: ps[0]["leader"] if ps and ps[0]["leader"] >= 0 else None)(
+                topic_partitions(env, topic)), 90, f"{topic} led")
+
+        def offsets(broker: int) -> tuple[int, int]:
+            """ListOffsets EARLIEST (-2) and EARLIEST_LOCAL (-4, v8) from `broker`."""
+            conn = rawkafka.Connection(f"{name}-{broker}.{name}-brokers.{NS}.svc", 9092)
             try:
-                return (conn.list_offset("tiered-t", 0, -2, version=8)[2],
-                        conn.list_offset("tiered-t", 0, -4, version=8)[2])
+                return (conn.list_offset(topic, 0, -2, version=8)[2],
+                        conn.list_offset(topic, 0, -4, version=8)[2])
             finally:
                 conn.close()
-        wait_until(lambda: leader_offsets()[1] > 0, 90, "local segments deleted after tiering")
-        assert leader_offsets()[0] == 0
-        cons = Consumer({"bootstrap.servers": boot, "group.id": "tiered-reader", "enable.auto.commit": False,
-                         "log_level": 2})
-        cons.assign([TopicPartition("tiered-t", 0, 0)])
-        got = poll_values(cons, n, 120)
-        assert [int(v[1:9]) for v in got] == list(range(n)), "records lost, duplicated or out of order"
+        # Offset 0 is no longer on the leader's disk: -4 moved on while -2 is still 0.
+        wait_until(lambda: offsets(leader())[1] > 0, 90, "local segments deleted after tiering")
+        assert offsets(leader())[0] == 0
+
+        def storage() -> dict:
+            return env.get("-n", NS, "get", "topic", topic).get("status", {}).get("storage") or {}
+        shown = wait_until(lambda: (lambda s: s if s.get("remoteBytes", 0) > 0 and s.get("remoteSegments", 0) >= 3
+                                    else None)(storage()), 120, "remote bytes in the Topic status")
+        print(f"Topic status storage: {shown}")
+
+        def read_all(what: str):
+            cons = Consumer({"bootstrap.servers": boot, "group.id": f"tier-{uuid.uuid4().hex[:6]}",
+                             "enable.auto.commit": False, "log_level": 2})
+            cons.assign([TopicPartition(topic, 0, 0)])
+            got = poll_values(cons, n, 120)
+            assert [int(v[1:9]) for v in got] == list(range(n)), f"{what}: records lost, duplicated or out of order"
+        read_all("first read")
+
+        def full_isr() -> bool:
+            ps = topic_partitions(env, topic)
+            return bool(ps) and len(ps[0]["isr"]) == 2
+
+        def move_leadership_off(broker: int) -> int:
+            """Deletes `broker`'s pod; the other broker leads. Waits until both are in sync again."""
+            pod = f"{name}-{broker}"
+            uid = env.get("-n", NS, "get", "pod", pod)["metadata"]["uid"]
+            env.k("-n", NS, "delete", "pod", pod, "--wait=false")
+            new = wait_until(lambda: (lambda ps: ps[0]["leader"] if ps and ps[0]["leader"] not in (-1, broker)
+                                      else None)(topic_partitions(env, topic)), 90, f"{topic} led by another broker")
+            wait_until(lambda: env.get("-n", NS, "get", "pod", pod)["metadata"]["uid"] != uid, 90, "the pod recreated")
+            wait_until(full_isr, 120, f"{topic} back to a full ISR")
+            return new
+
+        # The leader moved: the other replica, which deleted its copied segments too, serves it all.
+        wait_until(full_isr, 90, f"{topic} with a full ISR")
+        first = leader()
+        second = move_leadership_off(first)
+        read_all(f"after the leader moved {first} -> {second}")
+
+        # The old leader comes back on a new, empty volume, catches up from the store's metadata and
+        # the leader's tail, then leads: the old records come from the store, not its disk.
+        lose_volume(env, f"{name}-{first}")
+        wait_until(full_isr, 180, f"{topic} back to a full ISR after broker {first}'s lost volume")
+        assert move_leadership_off(second) == first
+        earliest, local = offsets(first)
+        assert earliest == 0 and local > 0, f"broker {first} on a new volume: EARLIEST {earliest}, EARLIEST_LOCAL {local}"
+        read_all(f"from broker {first}, back on an empty volume")
+        print(f"{topic}: read 3,000 records from 0 three times; broker {first} on its new volume holds "
+              f"offsets from {local} locally")
     finally:
-        env.k("-n", NS, "delete", "topic", "tiered-t", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "topic", topic, "--ignore-not-found", "--timeout=60s", check=False)
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
         env.k("-n", NS, "delete", "secret", "tier-s3", "--ignore-not-found", check=False)
         s3.stop()

@@ -336,6 +336,74 @@ def test_remote_data_goes_by_retention_delete_records_disabling_and_topic_deleti
     util.wait_until(lambda: remote_logs("kept") == 0, 60, "a deleted topic's remote data deleted")
 
 
+def broker_default(c: LocalCluster, op: str, config: str) -> None:
+    """`kafka-configs --entity-type brokers --entity-default --add-config` (or
+    `--delete-config`), Kafka's own tool."""
+    flag = "--add-config" if op == "add" else "--delete-config"
+    util.kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", c.bootstrap, "--alter",
+                    "--entity-type", "brokers", "--entity-default", flag, config)
+
+
+def test_copy_and_fetch_quotas_hold_the_store_to_their_rates(tmp_path, stop_cluster):
+    """Kafka's remote-log quotas, set at run time with kafka-configs on the cluster default:
+    `remote.log.manager.fetch.max.bytes.per.second` holds a catch-up read from the store to the
+    rate (throttled partitions answered empty, nothing lost), and
+    `remote.log.manager.copy.max.bytes.per.second` the leader's copies; removed, both stop holding
+    anything back. Asserted are lower bounds on the time taken (a slow machine only takes
+    longer) and the throttle counters."""
+    store = tmp_path / "store"
+    c = start(tmp_path, str(store))
+    stop_cluster.append(c)
+    topic = "quota"
+    create(c, topic, 1, {**TOPIC_CONFIGS, "remote.storage.enable": "true"})
+    produce(c, topic, RECORDS)
+    wait_tiered(c, topic, 1)
+    remote_bytes = metric_sum(c, "skein_remote_log_size_bytes")
+    assert remote_bytes > 400_000, remote_bytes
+
+    # Fetch quota: ~0.5 MB from the store at 100 kB/s takes seconds, not the ~0.1 s it takes
+    # unthrottled; every record is read all the same.
+    limit = 100_000
+    broker_default(c, "add", f"remote.log.manager.fetch.max.bytes.per.second={limit}")
+    time.sleep(2)  # the brokers take the dynamic config from their metadata
+    throttled = metric_sum(c, "skein_remote_fetch_throttled_total")
+    t0 = time.monotonic()
+    got = consume_all(c, topic, 1)[0]
+    took = time.monotonic() - t0
+    assert [o for o, _ in got] == list(range(RECORDS))
+    # One segment (64 KiB) may go at once; the rest at most at the limit.
+    floor = (remote_bytes - 2 * 65536) / limit * 0.8
+    assert took >= floor, f"{remote_bytes:.0f} remote bytes read in {took:.1f} s under a {limit} B/s quota"
+    assert metric_sum(c, "skein_remote_fetch_throttled_total") > throttled
+    print(f"fetch quota {limit} B/s: {remote_bytes:.0f} remote bytes read in {took:.1f} s (floor {floor:.1f} s)")
+    broker_default(c, "delete", "remote.log.manager.fetch.max.bytes.per.second")
+    time.sleep(2)
+    throttled = metric_sum(c, "skein_remote_fetch_throttled_total")
+    assert [o for o, _ in consume_all(c, topic, 1)[0]] == list(range(RECORDS))
+    assert metric_sum(c, "skein_remote_fetch_throttled_total") == throttled, "throttled after the quota went"
+
+    # Copy quota: another ~0.6 MB to copy at 50 kB/s.
+    limit = 50_000
+    broker_default(c, "add", f"remote.log.manager.copy.max.bytes.per.second={limit}")
+    time.sleep(2)
+    copied = metric_sum(c, "skein_remote_copy_bytes_total")
+    t0 = time.monotonic()
+    produce(c, topic, RECORDS, start_at=RECORDS)
+    want = 400_000
+    util.wait_until(lambda: metric_sum(c, "skein_remote_copy_bytes_total") - copied >= want, 120,
+                    f"{want} more bytes copied under the copy quota")
+    took = time.monotonic() - t0
+    floor = (want - 2 * 65536) / limit * 0.8
+    assert took >= floor, f"{want} bytes copied in {took:.1f} s under a {limit} B/s quota"
+    assert metric_sum(c, "skein_remote_copy_throttle_seconds_total") > 0
+    print(f"copy quota {limit} B/s: {want} bytes copied in {took:.1f} s (floor {floor:.1f} s)")
+    broker_default(c, "delete", "remote.log.manager.copy.max.bytes.per.second")
+    util.wait_until(lambda: metric_sum(c, "skein_remote_copy_lag_segments") == 0, 60,
+                    "every closed segment copied once the copy quota went")
+    got = consume_all(c, topic, 1)[0]
+    assert [o for o, _ in got] == list(range(2 * RECORDS))
+
+
 def test_tiering_to_a_real_s3_server(tmp_path, stop_cluster, seaweedfs):
     c = start(tmp_path, seaweedfs.url, ["--tiered-storage-endpoint", seaweedfs.endpoint,
                                          "--override", f"rsm.config.s3.access.key.id={seaweedfs.access_key}",

@@ -119,12 +119,7 @@ impl ClusterController {
 
     /// `<pod>.<headless service>.<namespace>.svc:<port>` of broker `id`.
     pub fn broker_host_port(&self, id: i32, port: i32) -> String {
-        format!(
-            "{}-{id}.{}.{}.svc:{port}",
-            self.names.statefulset(),
-            self.names.headless_service(),
-            self.names.namespace,
-        )
+        self.names.broker_host_port(id, port)
     }
 
     /// Keeps a session with brokers `0..replicas` and ends those with the

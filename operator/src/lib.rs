@@ -9,6 +9,7 @@
 //!   N `skein-broker` processes on this machine, connected by the gRPC
 //!   control plane.
 
+pub mod broker_metrics;
 pub mod ca;
 pub mod cluster_controllers;
 pub mod context;
@@ -28,6 +29,7 @@ pub mod quantity;
 pub mod reconcile;
 pub mod status;
 pub mod topic_mirror;
+pub mod topic_storage;
 pub mod users;
 pub mod validate;
 pub mod view_changes;

@@ -1,7 +1,8 @@
 //! The controller's view mirrored into the cluster's Topic resources: every
 //! published change is written into `.status` of each Topic (topic id,
 //! leader, replicas, ISR, leader epoch and running reassignment per
-//! partition, under-replicated count) under the field manager
+//! partition, under-replicated count, and the bytes on disk and in remote
+//! storage from [`crate::topic_storage`]) under the field manager
 //! [`STATUS_MANAGER`], so it never fights the Topic reconciler over the
 //! conditions; a topic created through the Kafka API (`CreateTopics`,
 //! auto-creation) gets a Topic resource. Also sets the per-cluster gauges.
@@ -97,10 +98,11 @@ pub(crate) async fn mirror_topics(
     controller: Arc<ControllerService>,
     metrics: crate::metrics::Metrics,
 ) {
-    let topics: Api<Topic> = Api::namespaced(client, &names.namespace);
+    let topics: Api<Topic> = Api::namespaced(client.clone(), &names.namespace);
     let mut changes = controller.subscribe();
     let mut written: HashMap<String, serde_json::Value> = HashMap::new();
     let mut elections_seen: HashMap<&'static str, u64> = HashMap::new();
+    let mut storage = crate::topic_storage::TopicStorage::default();
     loop {
         tokio::select! {
             r = changes.changed() => if r.is_err() { return },
@@ -110,6 +112,7 @@ pub(crate) async fn mirror_topics(
         tokio::time::sleep(Duration::from_millis(100)).await;
         let view = controller.view();
         observe(&metrics, &names, &view);
+        storage.refresh(&client, &names, &view).await;
         let labels = [names.namespace.as_str(), names.cluster.as_str()];
         for kind in skein_controller::service::ELECTION_KINDS {
             let now = controller.elections.with_label_values(&[kind]).get();
@@ -145,11 +148,14 @@ pub(crate) async fn mirror_topics(
                 .iter()
                 .filter(|p| p.isr.len() < p.replicas.len())
                 .count() as i32;
-            let status = json!({
+            let mut status = json!({
                 "topicId": skein_controller::kafka_base64(meta.id.into_bytes()),
                 "partitions": partitions,
                 "underReplicatedPartitions": under,
             });
+            if let Some(s) = storage.get(t.kafka_name()) {
+                status["storage"] = json!(s);
+            }
             let name = t.name_any();
             if written.get(&name) == Some(&status) {
                 continue;

@@ -411,8 +411,14 @@ pub struct TieredConfig {
     pub task_interval_ms: u64,
     /// `remote.fetch.max.wait.ms`.
     pub fetch_max_wait_ms: u64,
+    /// `remote.list.offsets.request.timeout.ms`.
+    pub list_offsets_timeout_ms: u64,
     /// `rsm.config.cache.size.bytes`.
     pub cache_size_bytes: u64,
+    /// `remote.log.manager.copy.max.bytes.per.second` (`None`: no limit).
+    pub copy_max_bytes_per_second: Option<f64>,
+    /// `remote.log.manager.fetch.max.bytes.per.second` (`None`: no limit).
+    pub fetch_max_bytes_per_second: Option<f64>,
 }
 
 impl TieredConfig {
@@ -434,7 +440,16 @@ impl TieredConfig {
                 .or_else(|| std::env::var(S3_SECRET_ACCESS_KEY_ENV).ok()),
             task_interval_ms: keys::REMOTE_LOG_MANAGER_TASK_INTERVAL_MS.value(raw)?,
             fetch_max_wait_ms: keys::REMOTE_FETCH_MAX_WAIT_MS.value(raw)?,
+            list_offsets_timeout_ms: keys::REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS.value(raw)?,
             cache_size_bytes: keys::RSM_CONFIG_CACHE_SIZE_BYTES.value(raw)?,
+            copy_max_bytes_per_second: rate(
+                raw,
+                keys::REMOTE_LOG_MANAGER_COPY_MAX_BYTES_PER_SECOND.name,
+            )?,
+            fetch_max_bytes_per_second: rate(
+                raw,
+                keys::REMOTE_LOG_MANAGER_FETCH_MAX_BYTES_PER_SECOND.name,
+            )?,
         };
         if c.system_enable && c.store_url.is_none() {
             return Err(ConfigError::Value {

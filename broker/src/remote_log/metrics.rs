@@ -4,7 +4,8 @@
 //! the read cache.
 
 use prometheus::{
-    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Counter, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
 };
 
 /// The operations `skein_remote_errors_total` counts failures of.
@@ -33,6 +34,10 @@ pub struct RemoteMetrics {
     pub cache_bytes: IntGauge,
     pub cache_hits: IntCounter,
     pub cache_misses: IntCounter,
+    /// Time copies waited for `remote.log.manager.copy.max.bytes.per.second`.
+    pub copy_throttle_seconds: Counter,
+    /// Partition reads answered empty by `remote.log.manager.fetch.max.bytes.per.second`.
+    pub fetch_throttled: IntCounter,
 }
 
 impl RemoteMetrics {
@@ -86,6 +91,14 @@ impl RemoteMetrics {
         registry
             .register(Box::new(cache_bytes.clone()))
             .expect("register");
+        let copy_throttle_seconds = Counter::new(
+            "skein_remote_copy_throttle_seconds_total",
+            "Time copies to remote storage waited for remote.log.manager.copy.max.bytes.per.second.",
+        )
+        .expect("metric");
+        registry
+            .register(Box::new(copy_throttle_seconds.clone()))
+            .expect("register");
         RemoteMetrics {
             copied_segments: counter(
                 "skein_remote_copy_segments_total",
@@ -138,11 +151,31 @@ impl RemoteMetrics {
                 "skein_remote_cache_misses_total",
                 "Remote segment reads that had to download the segment.",
             ),
+            copy_throttle_seconds,
+            fetch_throttled: counter(
+                "skein_remote_fetch_throttled_total",
+                "Consumer reads of remote data answered without records because remote.log.manager.fetch.max.bytes.per.second was exceeded.",
+            ),
         }
     }
 
     /// Counts a failed operation.
     pub fn error(&self, operation: &str) {
         self.errors.with_label_values(&[operation]).inc();
+    }
+
+    /// Drops a partition's gauges (this broker no longer leads it; its new
+    /// leader reports it).
+    pub fn forget_partition(&self, topic: &str, index: i32) {
+        let idx = index.to_string();
+        for g in [
+            &self.copy_lag_bytes,
+            &self.copy_lag_segments,
+            &self.remote_bytes,
+            &self.remote_segments,
+        ] {
+            // Absent when the round that led it failed before setting it.
+            let _ = g.remove_label_values(&[topic, &idx]);
+        }
     }
 }

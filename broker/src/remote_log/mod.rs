@@ -12,6 +12,7 @@
 //! reads and the follower's restore.
 
 mod metrics;
+mod quota;
 mod read;
 mod tasks;
 
@@ -32,16 +33,23 @@ pub struct RemoteLog {
     broker_id: i32,
     task_interval: Duration,
     fetch_max_wait: Duration,
+    /// `remote.list.offsets.request.timeout.ms`.
+    list_offsets_timeout: Duration,
     /// By partition: the manifest as this broker last read or wrote it.
     manifests: Mutex<HashMap<(String, i32), Arc<Manifest>>>,
     /// Remote segments open for reading.
     open_readers: Mutex<read::OpenReaders>,
     /// Remote transaction indexes read (read_committed).
     txn_indexes: Mutex<HashMap<uuid::Uuid, bytes::Bytes>>,
+    /// `remote.log.manager.copy.max.bytes.per.second`.
+    copy_quota: RemoteQuota,
+    /// `remote.log.manager.fetch.max.bytes.per.second`.
+    fetch_quota: RemoteQuota,
     pub metrics: RemoteMetrics,
 }
 
 pub use metrics::RemoteMetrics;
+pub use quota::RemoteQuota;
 
 impl std::fmt::Debug for RemoteLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -76,17 +84,29 @@ impl RemoteLog {
             cfg.cache_size_bytes,
         )?;
         tracing::info!(store = %store.describe(), cache_bytes = cfg.cache_size_bytes, "tiered storage on");
-        Ok(Arc::new(RemoteLog {
+        let remote = Arc::new(RemoteLog {
             store,
             cache,
             broker_id,
             task_interval: Duration::from_millis(cfg.task_interval_ms.max(10)),
             fetch_max_wait: Duration::from_millis(cfg.fetch_max_wait_ms.max(1)),
+            list_offsets_timeout: Duration::from_millis(cfg.list_offsets_timeout_ms.max(1)),
             manifests: Mutex::new(HashMap::new()),
             open_readers: Mutex::new(read::OpenReaders::default()),
             txn_indexes: Mutex::new(HashMap::new()),
+            copy_quota: RemoteQuota::default(),
+            fetch_quota: RemoteQuota::default(),
             metrics: RemoteMetrics::new(registry),
-        }))
+        });
+        remote.set_quotas(cfg);
+        Ok(remote)
+    }
+
+    /// Takes the copy and fetch byte-rate limits of `cfg` (at start and at
+    /// every change of the dynamic broker configs).
+    pub fn set_quotas(&self, cfg: &TieredConfig) {
+        self.copy_quota.set_limit(cfg.copy_max_bytes_per_second);
+        self.fetch_quota.set_limit(cfg.fetch_max_bytes_per_second);
     }
 
     /// The remote log of a broker configured with

@@ -102,6 +102,12 @@ impl RemoteLog {
         } else {
             p.high_watermark()
         };
+        if !self.fetch_quota.throttle().is_zero() {
+            // Kafka answers such a partition without records and without an
+            // error; the other partitions of the fetch are served.
+            self.metrics.fetch_throttled.inc();
+            return Ok(None);
+        }
         let Some(reader) = self.reader(&key, &seg, Some(self.fetch_max_wait)).await? else {
             return Ok(None);
         };
@@ -142,6 +148,7 @@ impl RemoteLog {
         };
         self.metrics.read_requests.inc();
         self.metrics.read_bytes.inc_by(records.len() as u64);
+        self.fetch_quota.record(records.len());
         self.metrics
             .read_seconds
             .observe(started.elapsed().as_secs_f64());
@@ -272,7 +279,31 @@ impl RemoteLog {
     /// after the log start with a timestamp >= `ts`, as `(offset,
     /// timestamp)`; `None` when no remote segment has one (the local log
     /// is searched next).
+    /// Bounded by `remote.list.offsets.request.timeout.ms`: past it the
+    /// partition gets REQUEST_TIMED_OUT, as Kafka's
+    /// `DelayedRemoteListOffsets` answers.
     pub async fn offset_for_timestamp(
+        &self,
+        p: &Arc<Partition>,
+        ts: i64,
+    ) -> Result<Option<(i64, i64)>, ApiError> {
+        let timeout = self.list_offsets_timeout;
+        tokio::time::timeout(timeout, self.search_timestamp(p, ts))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::new(
+                    ResponseError::RequestTimedOut,
+                    format!(
+                        "Timed out in remote list offsets for partition {}-{} after {} ms",
+                        p.topic,
+                        p.index,
+                        timeout.as_millis()
+                    ),
+                ))
+            })
+    }
+
+    async fn search_timestamp(
         &self,
         p: &Arc<Partition>,
         ts: i64,

@@ -2,7 +2,9 @@
 //! `RLMExpirationTask` and `RLMFollowerTask`), every
 //! `remote.log.manager.task.interval.ms`, for every tiered partition here.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 
@@ -40,18 +42,15 @@ impl RemoteLog {
         let b = broker.clone();
         broker.spawn(tokio::spawn(async move {
             let mut stopped = b.stopped();
+            // The partitions whose per-partition gauges the last round set:
+            // they stay until a round no longer leads them, so a scrape
+            // during a round (the operator's Topic status, Prometheus)
+            // never sees them missing.
+            let mut gauged: HashSet<(String, i32)> = HashSet::new();
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(remote.task_interval) => {}
                     _ = stopped.changed() => return,
-                }
-                for g in [
-                    &remote.metrics.copy_lag_bytes,
-                    &remote.metrics.copy_lag_segments,
-                    &remote.metrics.remote_bytes,
-                    &remote.metrics.remote_segments,
-                ] {
-                    g.reset();
                 }
                 let tiered: Vec<Arc<Partition>> = b
                     .replicas
@@ -59,6 +58,15 @@ impl RemoteLog {
                     .into_iter()
                     .filter(|p| p.with_log(|l| l.config().remote_storage_enable))
                     .collect();
+                let led: HashSet<(String, i32)> = tiered
+                    .iter()
+                    .filter(|p| p.role() == Role::Leader)
+                    .map(|p| (p.topic.clone(), p.index))
+                    .collect();
+                for (topic, index) in gauged.difference(&led) {
+                    remote.metrics.forget_partition(topic, *index);
+                }
+                gauged = led;
                 // A few partitions at a time (Kafka's copier pool): one
                 // partition's large upload does not hold up the others.
                 futures::stream::iter(tiered)
@@ -81,6 +89,26 @@ impl RemoteLog {
                     .await;
             }
         }));
+    }
+
+    /// Waits until `remote.log.manager.copy.max.bytes.per.second` lets a
+    /// segment of `size` bytes go (Kafka's copy quota: checked at most
+    /// every second, the whole segment counted before it is uploaded).
+    /// False when `p` stopped being led at `epoch` meanwhile.
+    async fn wait_for_copy_quota(&self, p: &Partition, epoch: i32, size: u64) -> bool {
+        loop {
+            let wait = match self.copy_quota.try_take(size as usize) {
+                Ok(()) => return true,
+                Err(wait) => wait.min(Duration::from_secs(1)),
+            };
+            tokio::time::sleep(wait).await;
+            self.metrics
+                .copy_throttle_seconds
+                .inc_by(wait.as_secs_f64());
+            if p.role() != Role::Leader || p.leader_epoch() != epoch {
+                return false;
+            }
+        }
     }
 
     /// The leader's round: take the manifest over at a new epoch, copy the
@@ -134,6 +162,9 @@ impl RemoteLog {
                 .expect("segment copy task")?;
                 let Some(copy) = next else { break };
                 let size = copy.log_len;
+                if !self.wait_for_copy_quota(p, epoch, size).await {
+                    return Ok(());
+                }
                 let upload = SegmentUpload {
                     base_offset: copy.base_offset,
                     end_offset: copy.end_offset,

@@ -94,6 +94,15 @@ impl ClusterNames {
     pub fn headless_service(&self) -> String {
         format!("{}-brokers", self.cluster)
     }
+    /// Broker `id`'s stable DNS name (its pod in the headless Service) with `port`.
+    pub fn broker_host_port(&self, id: i32, port: i32) -> String {
+        format!(
+            "{}-{id}.{}.{}.svc:{port}",
+            self.statefulset(),
+            self.headless_service(),
+            self.namespace,
+        )
+    }
     /// Service clients bootstrap from.
     pub fn bootstrap_service(&self) -> String {
         format!("{}-bootstrap", self.cluster)

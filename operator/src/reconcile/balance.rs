@@ -16,11 +16,11 @@ use kube::ResourceExt;
 use skein_controller::balance::{self, Plan};
 use skein_controller::scaling::{assignment, Assignment};
 use skein_crds::{BalanceApproval, BalanceMove, BalanceStatus, BrokerBalance, KafkaCluster};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::{info, warn};
 
 use super::brokers::Progress;
 use super::desired_cluster::DesiredCluster;
+use crate::broker_metrics;
 use crate::cluster_controllers::ClusterController;
 
 /// The annotation that approves a `Manual` plan.
@@ -394,72 +394,16 @@ async fn log_sizes(
     brokers: i32,
     port: i32,
 ) -> Result<BTreeMap<(String, i32), u64>, String> {
-    let mut sizes: BTreeMap<(String, i32), u64> = BTreeMap::new();
+    let mut sizes = BTreeMap::new();
     for id in 0..brokers {
         let addr = rt.broker_host_port(id, port);
-        let text = tokio::time::timeout(Duration::from_secs(5), get_metrics(&addr))
-            .await
-            .map_err(|_| format!("{addr}: no answer within 5 s"))??;
-        for (k, v) in parse_log_sizes(&text) {
-            let e = sizes.entry(k).or_default();
-            *e = (*e).max(v);
-        }
+        let text = broker_metrics::get_metrics(&addr, Duration::from_secs(5)).await?;
+        broker_metrics::merge_max(
+            &mut sizes,
+            broker_metrics::partition_gauge(&text, broker_metrics::LOG_SIZE),
+        );
     }
     Ok(sizes)
-}
-
-async fn get_metrics(addr: &str) -> Result<String, String> {
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("{addr}: {e}"))?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: broker\r\n\r\n")
-        .await
-        .map_err(|e| format!("{addr}: {e}"))?;
-    let mut buf = Vec::new();
-    s.take(256 << 20)
-        .read_to_end(&mut buf)
-        .await
-        .map_err(|e| format!("{addr}: {e}"))?;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("{addr}: not an HTTP response"))?;
-    let ok = head.starts_with("HTTP/1.") && head.split_whitespace().nth(1) == Some("200");
-    if !ok {
-        return Err(format!("{addr}: {}", head.lines().next().unwrap_or("")));
-    }
-    Ok(body.to_string())
-}
-
-/// `(topic, partition) -> bytes` from Prometheus text.
-pub fn parse_log_sizes(text: &str) -> BTreeMap<(String, i32), u64> {
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("skein_log_size_bytes{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let label = |name: &str| {
-            labels.split(',').find_map(|l| {
-                l.strip_prefix(name)
-                    .and_then(|v| v.strip_prefix("=\""))
-                    .and_then(|v| v.strip_suffix('"'))
-            })
-        };
-        let (Some(topic), Some(partition), Ok(bytes)) = (
-            label("topic"),
-            label("partition"),
-            value.trim().parse::<f64>(),
-        ) else {
-            continue;
-        };
-        if let Ok(p) = partition.parse::<i32>() {
-            out.insert((topic.to_string(), p), bytes as u64);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -547,17 +491,6 @@ mod tests {
             decide(&kc, Some(&s), "abc", true, t0.as_second()),
             Decision::Run
         );
-    }
-
-    #[test]
-    fn log_sizes_are_read_from_prometheus_text() {
-        let text = "# HELP skein_log_size_bytes Bytes\n\
-            skein_log_size_bytes{partition=\"3\",topic=\"orders\"} 1048576\n\
-            skein_log_size_bytes{partition=\"0\",topic=\"a.b_c-d\"} 5\n\
-            skein_log_segments{partition=\"3\",topic=\"orders\"} 2\n";
-        let s = parse_log_sizes(text);
-        assert_eq!(s.get(&("orders".to_string(), 3)), Some(&1_048_576));
-        assert_eq!(s.len(), 2, "{s:?}");
     }
 
     #[test]
