@@ -106,6 +106,12 @@ else
         export DEBIAN_FRONTEND=noninteractive
         apt-get install -y -q make g++ || { apt-get update -q && apt-get install -y -q make g++; }
     fi
+    # node-gyp builds against the Debian nodejs package's headers (/usr/include/node) rather than
+    # downloading them from nodejs.org, which is not reachable here; the machine's ~/.npmrc says
+    # so too, but a fresh home must not depend on it.
+    if [[ -z "$(npm config get nodedir 2>/dev/null | grep -v '^undefined$')" && -f /usr/include/node/node.h ]]; then
+        export npm_config_nodedir=/usr
+    fi
     say "npm ci in e2e/js (kafkajs, kafkajs-snappy, kafkajs-lz4 + native lz4 build)"
     (cd "$E2E_DIR/js" && npm ci --no-audit --no-fund --foreground-scripts)
     (cd "$E2E_DIR/js" && node -e '

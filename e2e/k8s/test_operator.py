@@ -2376,8 +2376,9 @@ spec:
         wait_until(lambda: remote_logs() >= 3, 90, "segments copied to the S3 server")
 
         def leader() -> int:
-            return wait_until(lambda: (lambda ps: ps[0]["leader"] if ps and ps[0]["leader"] >= 0 else None)(
-                topic_partitions(env, topic)), 90, f"{topic} led")
+            # (a tuple: broker 0 is a leader too, and 0 would read as "not yet")
+            return wait_until(lambda: (lambda ps: (ps[0]["leader"],) if ps and ps[0]["leader"] >= 0 else None)(
+                topic_partitions(env, topic)), 90, f"{topic} led")[0]
 
         def offsets(broker: int) -> tuple[int, int]:
             """ListOffsets EARLIEST (-2) and EARLIEST_LOCAL (-4, v8) from `broker`."""
@@ -2414,8 +2415,8 @@ spec:
             pod = f"{name}-{broker}"
             uid = env.get("-n", NS, "get", "pod", pod)["metadata"]["uid"]
             env.k("-n", NS, "delete", "pod", pod, "--wait=false")
-            new = wait_until(lambda: (lambda ps: ps[0]["leader"] if ps and ps[0]["leader"] not in (-1, broker)
-                                      else None)(topic_partitions(env, topic)), 90, f"{topic} led by another broker")
+            new = wait_until(lambda: (lambda ps: (ps[0]["leader"],) if ps and ps[0]["leader"] not in (-1, broker)
+                                      else None)(topic_partitions(env, topic)), 90, f"{topic} led by another broker")[0]
             wait_until(lambda: env.get("-n", NS, "get", "pod", pod)["metadata"]["uid"] != uid, 90, "the pod recreated")
             wait_until(full_isr, 120, f"{topic} back to a full ISR")
             return new

@@ -52,6 +52,7 @@ impl TopicStorage {
         let (mut local, mut remote, mut segments) = Default::default();
         for b in view.brokers.values().filter(|b| b.alive) {
             let addr = names.broker_host_port(b.id, port);
+            debug!(broker = b.id, %addr, "topic storage: reading a broker's metrics");
             let text = match broker_metrics::get_metrics(&addr, Duration::from_secs(5)).await {
                 Ok(t) => t,
                 Err(e) => {
@@ -65,6 +66,7 @@ impl TopicStorage {
             broker_metrics::merge_max(&mut segments, gauge(broker_metrics::REMOTE_SEGMENTS));
         }
         let sampled = per_topic(&local, &remote, &segments);
+        debug!(cluster = %names.cluster, topics = sampled.len(), "topic storage sampled");
         self.shown.retain(|t, _| view.topics.contains_key(t));
         for (topic, now) in sampled {
             match self.shown.get(&topic) {

@@ -16,6 +16,7 @@ use bytes::Bytes;
 
 use crate::batch::{self, BatchHeader};
 use crate::error::StorageError;
+use crate::file_slice::Records;
 use crate::log::Log;
 use crate::log_txn::ControlMarker;
 use crate::producer_state::{snapshot_path, ProducerStateManager};
@@ -275,6 +276,22 @@ impl RemoteSegmentReader {
         Ok(self
             .segment
             .read(offset, max_bytes, max_offset, min_one_batch)?
+            .unwrap_or_default())
+    }
+
+    /// `read` for a fetch response, as a local segment answers one: large
+    /// reads stay in the cached file (sent with sendfile; the open file
+    /// outlives its eviction from the cache), small ones are copied.
+    pub fn read_records(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<Records, StorageError> {
+        Ok(self
+            .segment
+            .read_records(offset, max_bytes, max_offset, min_one_batch)?
             .unwrap_or_default())
     }
 

@@ -7,16 +7,17 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use skein_storage::{aborted_txns_in, batch, AbortedTxn, RemoteSegmentReader};
+use skein_storage::{aborted_txns_in, AbortedTxn, Records, RemoteSegmentReader};
 use skein_tiered::{CachedSegment, ObjectKind, RemoteSegment};
 
 use super::RemoteLog;
 use crate::error::ApiError;
 use crate::partition::Partition;
 
-/// What a consumer's remote read gives: records and, for `read_committed`,
-/// the aborted transactions among them.
-pub type RemoteRead = (Bytes, Option<Vec<AbortedTxn>>);
+/// What a consumer's remote read gives: records (a large read left in the
+/// cached file, sent with sendfile as local reads are) and, for
+/// `read_committed`, the aborted transactions among them.
+pub type RemoteRead = (Records, Option<Vec<AbortedTxn>>);
 
 /// Remote transaction indexes kept in memory (a few dozen bytes each).
 const KEPT_TXN_INDEXES: usize = 4096;
@@ -115,12 +116,8 @@ impl RemoteLog {
             self.cache.prefetch(&key, next);
         }
         let (records, mut aborted, read_end) = tokio::task::spawn_blocking(move || {
-            let records = reader.read(offset, max_bytes, upper, true)?;
-            let read_end = batch::iter_batches(&records)
-                .filter_map(Result::ok)
-                .map(|(h, _)| h.next_offset())
-                .last()
-                .unwrap_or(offset);
+            let records = reader.read_records(offset, max_bytes, upper, true)?;
+            let read_end = records.next_offset().unwrap_or(offset);
             let aborted = reader.aborted_txns(offset, read_end);
             Ok::<_, skein_storage::StorageError>((records, aborted, read_end))
         })

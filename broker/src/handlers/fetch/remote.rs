@@ -2,7 +2,6 @@
 //! below the local log start are read from remote storage.
 
 use kafka_protocol::error::ResponseError;
-use skein_storage::Records;
 
 use super::{PartResult, Wanted};
 use crate::broker::Broker;
@@ -40,7 +39,7 @@ pub(super) async fn remote_reads(
             Ok(Some((records, aborted))) => {
                 total += records.len();
                 r.error = None;
-                r.records = Records::Memory(records);
+                r.records = records;
                 r.aborted = aborted;
             }
             Ok(None) => {
