@@ -98,8 +98,6 @@ const REMOTE_INDEX_CACHE: &str =
     "Skein keeps remote segments' indexes with the segments in its read cache (rsm.config.cache.size.bytes)";
 const REMOTE_TASKS: &str =
     "Skein copies and expires four partitions at a time on its async runtime, not on a thread pool";
-const REMOTE_READS: &str =
-    "Skein reads remote segments on its async runtime, bounded by remote.fetch.max.wait.ms and the read cache";
 const QUOTA_WINDOW: &str =
     "Skein measures the remote copy and fetch quotas over Kafka's default window, 11 samples of 1 s";
 
@@ -337,7 +335,7 @@ broker_config_table! {
     /// applies remote retention (and followers learn what was copied).
     REMOTE_LOG_MANAGER_TASK_INTERVAL_MS = "remote.log.manager.task.interval.ms", Long, "30000", static, min 1;
     /// Threads that read tiered data.
-    REMOTE_LOG_READER_THREADS = "remote.log.reader.threads", Int, "10", inert(REMOTE_READS), min 1;
+    REMOTE_LOG_READER_THREADS = "remote.log.reader.threads", Int, "10", static, min 1;
     /// KIP-405: whether this broker tiers the topics with `remote.storage.enable`
     /// (Skein's built-in store: `rsm.config.storage.url`).
     REMOTE_LOG_STORAGE_SYSTEM_ENABLE = "remote.log.storage.system.enable", Boolean, "false", static;

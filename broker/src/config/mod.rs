@@ -413,6 +413,8 @@ pub struct TieredConfig {
     pub fetch_max_wait_ms: u64,
     /// `remote.list.offsets.request.timeout.ms`.
     pub list_offsets_timeout_ms: u64,
+    /// `remote.log.reader.threads`: remote reads at once.
+    pub reader_threads: usize,
     /// `rsm.config.cache.size.bytes`.
     pub cache_size_bytes: u64,
     /// `remote.log.manager.copy.max.bytes.per.second` (`None`: no limit).
@@ -441,6 +443,7 @@ impl TieredConfig {
             task_interval_ms: keys::REMOTE_LOG_MANAGER_TASK_INTERVAL_MS.value(raw)?,
             fetch_max_wait_ms: keys::REMOTE_FETCH_MAX_WAIT_MS.value(raw)?,
             list_offsets_timeout_ms: keys::REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS.value(raw)?,
+            reader_threads: keys::REMOTE_LOG_READER_THREADS.value(raw)?,
             cache_size_bytes: keys::RSM_CONFIG_CACHE_SIZE_BYTES.value(raw)?,
             copy_max_bytes_per_second: rate(
                 raw,

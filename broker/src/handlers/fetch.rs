@@ -206,7 +206,16 @@ pub async fn handle(broker: &Arc<Broker>, req: FetchRequest, version: i16) -> Fe
             pulse,
         );
         if replica_id < 0 {
-            total += remote::remote_reads(broker, &wanted, &mut results, read_committed).await;
+            let budget = max_bytes.saturating_sub(total);
+            total += remote::remote_reads(
+                broker,
+                &wanted,
+                &mut results,
+                read_committed,
+                budget,
+                total == 0,
+            )
+            .await;
         }
         FetchSessionCache::pulse(&plan, planned_at);
         let expired = Instant::now() >= deadline;

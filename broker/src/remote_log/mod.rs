@@ -35,6 +35,9 @@ pub struct RemoteLog {
     fetch_max_wait: Duration,
     /// `remote.list.offsets.request.timeout.ms`.
     list_offsets_timeout: Duration,
+    /// `remote.log.reader.threads`: the remote reads of all fetches that
+    /// may run at once (Kafka's reader thread pool).
+    reader_slots: tokio::sync::Semaphore,
     /// By partition: the manifest as this broker last read or wrote it.
     manifests: Mutex<HashMap<(String, i32), Arc<Manifest>>>,
     /// Remote segments open for reading.
@@ -91,6 +94,7 @@ impl RemoteLog {
             task_interval: Duration::from_millis(cfg.task_interval_ms.max(10)),
             fetch_max_wait: Duration::from_millis(cfg.fetch_max_wait_ms.max(1)),
             list_offsets_timeout: Duration::from_millis(cfg.list_offsets_timeout_ms.max(1)),
+            reader_slots: tokio::sync::Semaphore::new(cfg.reader_threads.max(1)),
             manifests: Mutex::new(HashMap::new()),
             open_readers: Mutex::new(read::OpenReaders::default()),
             txn_indexes: Mutex::new(HashMap::new()),
@@ -100,6 +104,11 @@ impl RemoteLog {
         });
         remote.set_quotas(cfg);
         Ok(remote)
+    }
+
+    /// `remote.fetch.max.wait.ms`: how long a fetch waits for its remote reads.
+    pub fn fetch_max_wait(&self) -> Duration {
+        self.fetch_max_wait
     }
 
     /// Takes the copy and fetch byte-rate limits of `cfg` (at start and at

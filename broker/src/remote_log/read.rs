@@ -84,6 +84,11 @@ impl RemoteLog {
         read_committed: bool,
     ) -> Result<Option<RemoteRead>, ApiError> {
         let started = Instant::now();
+        let _slot = self
+            .reader_slots
+            .acquire()
+            .await
+            .expect("the reader slots are never closed");
         let key = Self::key(p);
         let mut m = self.manifest(p, false).await.map_err(store_error)?;
         if m.segment_for(offset).is_none() {
