@@ -122,8 +122,8 @@ def test_delete_records_answers_the_low_watermark(broker, topic):
 
 
 def test_tiered_storage_topic_configs_are_kept_and_remote_storage_is_refused_without_the_system(broker, topic):
-    """On a broker without remote.log.storage.system.enable (Skein has no tiered storage yet;
-    Kafka's default), the tiered-storage topic configs are valid topic configs: a topic is created
+    """On a broker without remote.log.storage.system.enable (Kafka's default; tiered storage
+    itself is tested in test_tiered_storage.py), the tiered-storage topic configs are valid topic configs: a topic is created
     with them and describes them, with their defaults where unset; only remote.storage.enable=true
     is refused, with INVALID_CONFIG."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
