@@ -25,14 +25,27 @@ step() { printf '\n=== [%dm%02ds] %s\n' $(((SECONDS - START) / 60)) $(((SECONDS 
 # (e2e/tools/seaweedfs-build.sh: 8-10 minutes on two cold cores, then cached). It builds in the
 # background, at low priority, while the Rust steps run; the e2e step waits for it. setup.sh
 # leaves it to this build meanwhile (SKEIN_SEAWEEDFS_SKIP); a failure stops the run with its log.
-WEED_PID=
+#
+# The Kubernetes control plane of the operator tests (e2e/k8s/build.sh: about 10 minutes on two
+# cold cores, then cached) builds in the background too, at the lowest priority, from the start:
+# it takes the CPU the steps before it leave idle (test runs, links, clients waiting on brokers).
+# The serial timing tests wait for it first, so that it never runs beside them; the operator step
+# finds it built (build.sh is idempotent and locked).
+WEED_PID= K8S_PID=
+stop_builds() {
+    # each build is its own process group (setsid), so that an early exit stops go build too
+    # (the group, or the process itself if it has not called setsid yet)
+    for pid in $WEED_PID $K8S_PID; do { kill -- -"$pid" || kill "$pid"; } 2>/dev/null; done
+    rm -rf "${WEED_DIR:-}" "${K8S_DIR:-}"
+}
 if [[ "${1:-}" != "--rust" ]]; then
     WEED_DIR=$(mktemp -d "${TMPDIR:-/tmp}/skein-seaweedfs-build.XXXXXX")
-    # its own process group (setsid), so that an early exit stops go build too
     setsid nice -n 10 bash e2e/tools/seaweedfs-build.sh >"$WEED_DIR/path" 2>"$WEED_DIR/build.log" &
     WEED_PID=$!
-    # (the group, or the process itself if it has not called setsid yet)
-    trap '[[ -n $WEED_PID ]] && { kill -- -"$WEED_PID" || kill "$WEED_PID"; } 2>/dev/null; rm -rf "$WEED_DIR"' EXIT
+    K8S_DIR=$(mktemp -d "${TMPDIR:-/tmp}/skein-k8s-build.XXXXXX")
+    setsid nice -n 19 bash e2e/k8s/build.sh >/dev/null 2>"$K8S_DIR/build.log" &
+    K8S_PID=$!
+    trap stop_builds EXIT
     export SKEIN_SEAWEEDFS_SKIP=1
 fi
 
@@ -94,6 +107,16 @@ step "e2e: real Kafka clients against skein-broker and a 3-broker local cluster 
 # measure rates or timings (marked `serial`) run alone after them.
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
     e2e/run.sh -n 2 --dist loadfile -m "not serial"
+step "the Kubernetes control plane for the operator tests: waiting for its background build (e2e/k8s/build.sh), so that it never runs beside the timing tests"
+if ! wait "$K8S_PID"; then
+    K8S_PID=
+    echo "Kubernetes build (e2e/k8s/build.sh) failed:" >&2
+    cat "$K8S_DIR/build.log" >&2
+    exit 1
+fi
+K8S_PID=
+grep -E '^(k8s .* cached|built in|building)' "$K8S_DIR/build.log" || true
+
 SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
     e2e/run.sh -m serial
 
