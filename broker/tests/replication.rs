@@ -36,29 +36,6 @@ async fn list_offset(c: &mut Client, topic: &str, partition: i32, timestamp: i64
     (error, offset)
 }
 
-/// ListOffsets at `version`: (error, offset, leader epoch).
-async fn list_offset_v(
-    c: &mut Client,
-    topic: &str,
-    partition: i32,
-    timestamp: i64,
-    version: i16,
-) -> (i16, i64, i32) {
-    let mut p = list_offsets_request::ListOffsetsPartition::default();
-    p.partition_index = partition;
-    p.timestamp = timestamp;
-    p.current_leader_epoch = -1;
-    let mut t = list_offsets_request::ListOffsetsTopic::default();
-    t.name = topic_name(topic);
-    t.partitions = vec![p];
-    let mut req = ListOffsetsRequest::default();
-    req.replica_id = BrokerId(-1);
-    req.topics = vec![t];
-    let resp = c.call(&req, version).await.unwrap();
-    let pr = &resp.topics[0].partitions[0];
-    (pr.error_code, pr.offset, pr.leader_epoch)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acks_all_is_replicated_and_survives_leader_loss() {
     let mut cluster = TestCluster::start(3, &[]).await;

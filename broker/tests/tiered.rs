@@ -15,20 +15,9 @@ const PARTITIONS: i32 = 3;
 
 /// ListOffsets v8 `EARLIEST_LOCAL_TIMESTAMP` (-4): the local log start.
 async fn earliest_local(c: &mut Client, partition: i32) -> i64 {
-    let mut p = list_offsets_request::ListOffsetsPartition::default();
-    p.partition_index = partition;
-    p.timestamp = -4;
-    p.current_leader_epoch = -1;
-    let mut t = list_offsets_request::ListOffsetsTopic::default();
-    t.name = topic_name(TOPIC);
-    t.partitions = vec![p];
-    let mut req = ListOffsetsRequest::default();
-    req.replica_id = BrokerId(-1);
-    req.topics = vec![t];
-    let resp = c.call(&req, 8).await.unwrap();
-    let pr = &resp.topics[0].partitions[0];
-    assert_eq!(pr.error_code, 0);
-    pr.offset
+    let (error, offset, _) = list_offset_v(c, TOPIC, partition, -4, 8).await;
+    assert_eq!(error, 0);
+    offset
 }
 
 /// A Fetch of every partition from offset 0, with a response of at most `max_bytes`.

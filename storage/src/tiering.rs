@@ -263,25 +263,12 @@ impl RemoteSegmentReader {
         self.segment.next_offset()
     }
 
-    /// Whole batches from the one holding `offset`, up to `max_bytes`,
-    /// none at or after `max_offset` (see [`Log::read`]); empty when the
-    /// segment holds nothing at or after `offset`.
-    pub fn read(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        max_offset: i64,
-        min_one_batch: bool,
-    ) -> Result<Bytes, StorageError> {
-        Ok(self
-            .segment
-            .read(offset, max_bytes, max_offset, min_one_batch)?
-            .unwrap_or_default())
-    }
-
-    /// `read` for a fetch response, as a local segment answers one: large
-    /// reads stay in the cached file (sent with sendfile; the open file
-    /// outlives its eviction from the cache), small ones are copied.
+    /// Whole batches from the one holding `offset`, up to `max_bytes`, none
+    /// at or after `max_offset` (see [`Log::read`]); empty when the segment
+    /// holds nothing at or after `offset`. As a local segment answers a
+    /// fetch: large reads stay in the cached file (sent with sendfile; the
+    /// open file outlives its eviction from the cache), small ones are
+    /// copied.
     pub fn read_records(
         &self,
         offset: i64,

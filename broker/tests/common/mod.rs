@@ -512,6 +512,29 @@ pub async fn create_replicated_topic(
     c.call(&req, 7).await.unwrap()
 }
 
+/// ListOffsets at `version`: (error, offset, leader epoch).
+pub async fn list_offset_v(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    version: i16,
+) -> (i16, i64, i32) {
+    let mut p = list_offsets_request::ListOffsetsPartition::default();
+    p.partition_index = partition;
+    p.timestamp = timestamp;
+    p.current_leader_epoch = -1;
+    let mut t = list_offsets_request::ListOffsetsTopic::default();
+    t.name = topic_name(topic);
+    t.partitions = vec![p];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    let resp = c.call(&req, version).await.unwrap();
+    let pr = &resp.topics[0].partitions[0];
+    (pr.error_code, pr.offset, pr.leader_epoch)
+}
+
 /// Every record of a partition, read from offset 0 up to the high watermark.
 pub async fn read_all(c: &mut Client, topic: &str, partition: i32) -> Vec<(i64, Bytes, Bytes)> {
     read_from(c, topic, partition, 0).await

@@ -47,26 +47,21 @@ pub(super) async fn remote_reads(
         }
         return 0;
     };
-    if budget == 0 && !first_in_response {
-        // The local reads filled the response.
-        for i in remote_at {
-            results[i].error = None;
-            if read_committed {
-                results[i].aborted = Some(Vec::new());
-            }
-        }
-        return 0;
-    }
+    // Nothing is read when the local reads filled the response.
+    let room = budget > 0 || first_in_response;
     let deadline = tokio::time::Instant::from_std(Instant::now() + remote.fetch_max_wait());
     let mut reads = Vec::with_capacity(remote_at.len());
     for &i in &remote_at {
         let w = &wanted[i];
         let Ok(p) = &w.part else { continue };
         let max_bytes = (w.max_bytes.max(0) as usize).min(budget);
-        let read = remote.read(p, w.fetch_offset, max_bytes, read_committed);
+        let read = room.then(|| remote.read(p, w.fetch_offset, max_bytes, read_committed));
         // Past the fetch's wait: answered empty, as Kafka's expired
         // DelayedRemoteFetch.
         reads.push(async move {
+            let Some(read) = read else {
+                return (i, Ok(None));
+            };
             (
                 i,
                 tokio::time::timeout_at(deadline, read)
@@ -88,7 +83,7 @@ pub(super) async fn remote_reads(
                 r.records = records;
                 r.aborted = aborted;
             }
-            // Not ready within the wait, or over the response's bytes.
+            // Not ready within the wait, or no room in the response.
             Ok(_) => {
                 if read_committed {
                     r.aborted = Some(Vec::new());
