@@ -47,8 +47,32 @@ pub fn api_name(api: ApiKey) -> &'static str {
         ApiKey::CreateAcls => "CreateAcls",
         ApiKey::DescribeAcls => "DescribeAcls",
         ApiKey::DeleteAcls => "DeleteAcls",
+        ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
+        ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
+        ApiKey::EndTxn => "EndTxn",
+        ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
+        ApiKey::WriteTxnMarkers => "WriteTxnMarkers",
+        ApiKey::DescribeTransactions => "DescribeTransactions",
+        ApiKey::ListTransactions => "ListTransactions",
+        ApiKey::DescribeProducers => "DescribeProducers",
+        ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
+        ApiKey::UpdateFeatures => "UpdateFeatures",
+        ApiKey::CreateDelegationToken => "CreateDelegationToken",
+        ApiKey::RenewDelegationToken => "RenewDelegationToken",
+        ApiKey::ExpireDelegationToken => "ExpireDelegationToken",
+        ApiKey::DescribeDelegationToken => "DescribeDelegationToken",
         // Not served (the connection is closed): one bounded label.
         _ => "Other",
     };
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_served_api_has_its_own_label() {
+        for (api, _, _) in crate::handlers::SUPPORTED {
+            assert_ne!(super::api_name(*api), "Other", "{api:?}");
+        }
+    }
 }

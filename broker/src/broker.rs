@@ -46,6 +46,8 @@ pub struct Broker {
     pub warn_throttle: crate::warn_throttle::WarnThrottle,
     /// Incremental fetch sessions (KIP-227).
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
+    /// Delegation tokens: settings, credentials derived.
+    pub delegation_tokens: crate::delegation_tokens::TokenManager,
     /// KIP-405: the object store, with `remote.log.storage.system.enable`.
     pub remote: Option<Arc<crate::remote_log::RemoteLog>>,
     /// Runs its own controller (a single-node cluster, Kafka's combined
@@ -242,6 +244,9 @@ impl Broker {
                 groups.clone(),
             );
             Self {
+                delegation_tokens: crate::delegation_tokens::TokenManager::new(
+                    config.delegation_tokens.clone(),
+                ),
                 metadata,
                 dynamic: crate::dynamic_config::DynamicConfig::new(&config),
                 replication_quotas,
@@ -304,6 +309,7 @@ impl Broker {
         );
         broker.spawn_isr_sender(isr_rx);
         broker.spawn_isr_shrinker();
+        broker.spawn_token_sweeper();
         Ok(broker)
     }
 
@@ -584,20 +590,6 @@ impl Broker {
 
     /// Sends the leaders' ISR proposals to the controller, one at a time,
     /// and hands each answer back to its partition.
-    /// Checks for lagging followers every half `replica.lag.time.max.ms`.
-    fn spawn_isr_shrinker(self: &Arc<Self>) {
-        let me = Arc::downgrade(self);
-        let lag = self.config.replica_lag_time_max_ms;
-        let every = Duration::from_millis((lag / 2).clamp(50, 5_000) as u64);
-        self.spawn(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let Some(b) = me.upgrade() else { return };
-                b.replicas.shrink_isrs(crate::system::mono_ms(), lag);
-            }
-        }));
-    }
-
     /// Heartbeats to the controller; re-registers when it no longer knows
     /// this broker's epoch (it was fenced while unreachable).
     fn spawn_heartbeats(self: &Arc<Self>) {

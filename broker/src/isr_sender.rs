@@ -1,4 +1,5 @@
-//! Sending a leader's ISR proposals to the controller, in batches.
+//! Sending a leader's ISR proposals to the controller, in batches, and
+//! shrinking the ISRs of lagging followers.
 
 use std::sync::Arc;
 
@@ -11,6 +12,20 @@ use crate::broker::Broker;
 use crate::partition::IsrProposal;
 
 impl Broker {
+    /// Checks for lagging followers every half `replica.lag.time.max.ms`.
+    pub(crate) fn spawn_isr_shrinker(self: &Arc<Self>) {
+        let me = Arc::downgrade(self);
+        let lag = self.config.replica_lag_time_max_ms;
+        let every = std::time::Duration::from_millis((lag / 2).clamp(50, 5_000) as u64);
+        self.spawn(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(b) = me.upgrade() else { return };
+                b.replicas.shrink_isrs(crate::system::mono_ms(), lag);
+            }
+        }));
+    }
+
     /// Sends ISR proposals to the controller: whatever is queued when the
     /// previous round trip ends goes in one batch (Kafka's
     /// AlterPartitionManager does the same), so a broker that comes back

@@ -438,6 +438,32 @@ impl MetadataCache {
         )
     }
 
+    /// Stores a new delegation token.
+    pub fn create_delegation_token(
+        &self,
+        token: skein_controller::delegation_tokens::DelegationToken,
+    ) -> Result<(), ApiError> {
+        call(
+            self.controller.as_ref(),
+            req::CreateDelegationToken { token },
+        )
+    }
+
+    /// Moves a delegation token's expiry, or removes the token (`None`).
+    pub fn set_delegation_token_expiry(
+        &self,
+        token_id: &str,
+        expiry_ms: Option<i64>,
+    ) -> Result<(), ApiError> {
+        call(
+            self.controller.as_ref(),
+            req::SetDelegationTokenExpiry {
+                token_id: token_id.to_string(),
+                expiry_ms,
+            },
+        )
+    }
+
     /// Moves a partition to `target` replicas (preferred leader first), or
     /// cancels its running reassignment (`None`).
     pub fn reassign_partition(

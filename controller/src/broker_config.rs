@@ -196,6 +196,15 @@ broker_config_table! {
     CONTROLLED_SHUTDOWN_TIMEOUT_MS = "controlled.shutdown.timeout.ms", Long, "30000", static;
     /// The replication factor of an auto-created topic.
     DEFAULT_REPLICATION_FACTOR = "default.replication.factor", Int, "1", static;
+    /// How often expired delegation tokens are removed.
+    DELEGATION_TOKEN_EXPIRY_CHECK_INTERVAL_MS = "delegation.token.expiry.check.interval.ms", Long, "3600000",
+        static, min 1;
+    /// How long a new or renewed delegation token lasts unless the client asks for less.
+    DELEGATION_TOKEN_EXPIRY_TIME_MS = "delegation.token.expiry.time.ms", Long, "86400000", static, min 1;
+    /// The longest a delegation token can be renewed to, from its creation.
+    DELEGATION_TOKEN_MAX_LIFETIME_MS = "delegation.token.max.lifetime.ms", Long, "604800000", static, min 1;
+    /// The secret delegation tokens' HMACs are made with; the same on every broker. Unset: no tokens.
+    DELEGATION_TOKEN_SECRET_KEY = "delegation.token.secret.key", Password, null, static;
     /// Bytes/s this broker's followers may fetch for throttled replicas.
     FOLLOWER_REPLICATION_THROTTLED_RATE = "follower.replication.throttled.rate", Long, LONG_MAX, dynamic;
     /// The heartbeat interval of consumer-protocol group members (KIP-848).

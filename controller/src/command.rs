@@ -43,6 +43,11 @@ pub enum Command {
         user: String,
         credentials: BTreeMap<ScramMechanism, ScramCredential>,
     },
+    /// Store one delegation token (`None`: remove it).
+    PersistDelegationToken {
+        token_id: String,
+        token: Option<crate::delegation_tokens::DelegationToken>,
+    },
     /// Tell `broker` it leads the partition at `leader_epoch`.
     BecomeLeader {
         broker: BrokerId,

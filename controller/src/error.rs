@@ -56,6 +56,9 @@ pub enum ControllerError {
     /// would be lowered).
     #[error("feature update failed: {0}")]
     FeatureUpdateFailed(String),
+    /// No delegation token has this id (Kafka's DELEGATION_TOKEN_NOT_FOUND).
+    #[error("delegation token {0} not found")]
+    DelegationTokenNotFound(String),
     /// An error the controller sent over the control plane, by Kafka code.
     #[error("{message}")]
     Remote { code: i16, message: String },
@@ -84,6 +87,7 @@ impl ControllerError {
             NoReassignmentInProgress => 85,
             InvalidUpdateVersion { .. } => 95,
             FeatureUpdateFailed(_) => 96,
+            DelegationTokenNotFound(_) => 62,
             UnknownTopicId => 100,
             BrokerIdNotRegistered(_) => 102,
             IneligibleReplica(_) => 107,

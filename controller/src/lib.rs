@@ -51,6 +51,7 @@ pub mod broker_configs;
 pub mod command;
 pub mod config;
 mod core;
+pub mod delegation_tokens;
 pub mod election;
 pub mod error;
 pub mod event;

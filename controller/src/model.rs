@@ -394,6 +394,9 @@ pub struct MetadataImage {
         skip_serializing_if = "crate::broker_configs::BrokerConfigs::is_empty"
     )]
     pub broker_configs: crate::broker_configs::BrokerConfigs,
+    /// Delegation tokens by id (no HMACs: brokers derive them).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub delegation_tokens: crate::delegation_tokens::DelegationTokens,
 }
 
 /// A running reassignment, as `ListPartitionReassignments` reports it.

@@ -394,6 +394,7 @@ impl ControllerService {
                 | Command::DeleteTopic { .. }
                 | Command::PersistCluster(_)
                 | Command::PersistScramCredentials { .. }
+                | Command::PersistDelegationToken { .. }
                 | Command::PersistClientQuotas(_)
                 | Command::PersistBrokerConfigs(_)
                 | Command::PersistAcls(_) => {

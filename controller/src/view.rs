@@ -122,6 +122,8 @@ pub struct ClusterView {
     pub acls: Arc<crate::acls::Acls>,
     /// Dynamic broker configs, for each broker to lay over its own.
     pub broker_configs: Arc<crate::broker_configs::BrokerConfigs>,
+    /// Delegation tokens by id (brokers derive their HMACs).
+    pub delegation_tokens: Arc<crate::delegation_tokens::DelegationTokens>,
     /// Feature levels: finalized, and what the controller supports.
     pub features: ViewFeatures,
 }

@@ -1388,6 +1388,7 @@ fn commands_come_out_persist_first_publish_last() {
         | Command::DeleteTopic { .. }
         | Command::PersistCluster(_)
         | Command::PersistScramCredentials { .. }
+        | Command::PersistDelegationToken { .. }
         | Command::PersistClientQuotas(_)
         | Command::PersistBrokerConfigs(_)
         | Command::PersistAcls(_) => 0,

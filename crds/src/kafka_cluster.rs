@@ -138,6 +138,33 @@ pub struct KafkaClusterSpec {
     #[serde(default = "default_reassignment_throttle")]
     #[schemars(range(min = 0))]
     pub reassignment_throttle_bytes_per_second: i64,
+    /// Delegation tokens (KIP-48): when enabled, the operator keeps a random
+    /// `delegation.token.secret.key` in the Secret
+    /// `<cluster>-delegation-token-key` and hands it to every broker, so
+    /// clients may create tokens (`kafka-delegation-tokens.sh`) and log in
+    /// with them over SCRAM. Token lifetimes are `spec.config`'s
+    /// `delegation.token.*.ms`. Turning it off makes every token unusable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_tokens: Option<DelegationTokensSpec>,
+}
+
+impl KafkaCluster {
+    /// `spec.delegationTokens.enabled`.
+    pub fn delegation_tokens_enabled(&self) -> bool {
+        self.spec
+            .delegation_tokens
+            .as_ref()
+            .is_some_and(|d| d.enabled)
+    }
+}
+
+/// Delegation tokens.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DelegationTokensSpec {
+    /// Whether brokers serve delegation tokens.
+    #[serde(default)]
+    pub enabled: bool,
 }
 
 fn default_replicas() -> i32 {

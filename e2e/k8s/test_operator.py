@@ -1256,6 +1256,99 @@ spec:
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
 
 
+def test_delegation_tokens_with_the_key_the_operator_keeps(env, tmp_path):
+    """spec.delegationTokens.enabled: the operator makes the Secret `<cluster>-delegation-token-key`
+    (owned by the cluster) and the broker reads the key from it through its environment (never the
+    ConfigMap). A KafkaUser's SCRAM login creates a token with Kafka's `kafka-delegation-tokens`
+    (a new cluster starts at skein.version 4, which tokens need); its HMAC is HMAC-SHA512 of the id
+    under the Secret's key, and Kafka's TopicCommand logs in with the token (tokenauth=true)."""
+    import hashlib
+    import hmac
+    import re
+
+    name = "tokens"
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 1
+  storage:
+    size: 1Gi
+  delegationTokens:
+    enabled: true
+  config:
+    listener.security.protocol.map: "PLAINTEXT:SASL_PLAINTEXT"
+    sasl.enabled.mechanisms: SCRAM-SHA-512
+    sasl.mechanism.inter.broker.protocol: SCRAM-SHA-512
+    listener.name.plaintext.scram-sha-512.sasl.jaas.config: >-
+      org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="unused";
+---
+apiVersion: skein.dev/v1alpha1
+kind: KafkaUser
+metadata:
+  name: tokenowner
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  authentication:
+    type: scram-sha-512
+""")
+    boot = f"{name}-0.{name}-brokers.{NS}.svc:9092"
+    jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required"
+
+    def props(file: str, user: str, password: str, token: bool = False) -> Path:
+        p = tmp_path / file
+        extension = ' tokenauth="true"' if token else ""
+        p.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                     f'sasl.jaas.config={jaas} username="{user}" password="{password}"{extension};\n')
+        return p
+
+    try:
+        wait_until(lambda: env.k("-n", NS, "get", "secret", f"{name}-delegation-token-key",
+                                 "--ignore-not-found").strip() != "", 120, "the delegation token key Secret")
+        secret = env.get("-n", NS, "get", "secret", f"{name}-delegation-token-key")
+        assert secret["metadata"]["ownerReferences"][0]["kind"] == "KafkaCluster", secret["metadata"]
+        key = base64.b64decode(secret["data"]["secret-key"]).decode()
+        assert re.fullmatch(r"[0-9a-f]{64}", key), "32 random bytes in hex"
+        config_map = json.dumps(env.get("-n", NS, "get", "configmap", f"{name}-config"))
+        assert key not in config_map and "delegation.token.secret.key" not in config_map
+        wait_until(lambda: any(b["ready"] for b in env.get("-n", NS, "get", "kafkacluster", name)
+                               .get("status", {}).get("brokers", [])), 180, "the broker registered")
+        ready(env, "kafkauser", "tokenowner", 90, "KafkaUser Ready=True")
+        password = base64.b64decode(env.get("-n", NS, "get", "secret", "tokenowner")["data"]["password"]).decode()
+        owner = props("owner.properties", "tokenowner", password)
+
+        def create():
+            return kafka_tool("org.apache.kafka.tools.DelegationTokenCommand", "--bootstrap-server", boot,
+                              "--command-config", str(owner), "--create", "--max-life-time-period", "-1",
+                              check=False)
+        wait_until(lambda: create().returncode == 0, 90, "a token created as the KafkaUser")
+        out = create().stdout.decode()
+        m = re.search(r"^Created delegation token with tokenId : (\S+)$", out, re.M)
+        assert m, out
+        token_id = m.group(1)
+        row = next(line.split() for line in out.splitlines() if line.startswith(token_id + " "))
+        token_hmac = row[1]
+        assert row[2] == "User:tokenowner", row
+        expected = base64.b64encode(hmac.new(key.encode(), token_id.encode(), hashlib.sha512).digest()).decode()
+        assert token_hmac == expected, "the HMAC is made with the Secret's key"
+        listed = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", boot, "--command-config",
+                            str(props("token.properties", token_id, token_hmac, token=True)), "--list",
+                            check=False)
+        assert listed.returncode == 0, listed.stderr.decode()[-2000:]
+        wrong = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", boot, "--command-config",
+                           str(props("wrong.properties", token_id, expected[:-4] + "AAA=", token=True)),
+                           "--list", check=False)
+        assert wrong.returncode != 0 and "SaslAuthenticationException" in wrong.stderr.decode(), \
+            wrong.stderr.decode()[-2000:]
+    finally:
+        env.k("-n", NS, "delete", "kafkauser", "tokenowner", "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
+
+
 def user_condition(env, name: str) -> dict | None:
     """The Ready condition of KafkaUser `name` once it has one."""
     for c in env.get("-n", NS, "get", "kafkauser", name).get("status", {}).get("conditions", []):

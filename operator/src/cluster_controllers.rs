@@ -555,12 +555,12 @@ pub fn initial_feature_level(spec: Option<i16>) -> i16 {
 
 /// The other features a new cluster starts at, by its `skein.version`:
 /// the newest levels (`transaction.version` 2, as Kafka 4.x formats a new
-/// cluster) at this release's highest level; at an earlier one, which
-/// `spec.featureLevel` names for a cluster older releases must still run,
-/// none (`transaction.version` 0, which they run at).
+/// cluster) from level 3 on, which only releases that know them run at; at
+/// an earlier level, which `spec.featureLevel` names for a cluster 0.1.0
+/// must still run, none (`transaction.version` 0, which it runs at).
 pub fn new_cluster_features(skein_level: i16) -> std::collections::BTreeMap<String, i16> {
-    use skein_controller::features::{new_cluster_levels, SKEIN_VERSION_MAX};
-    if skein_level >= SKEIN_VERSION_MAX {
+    use skein_controller::features::{new_cluster_levels, SEALED_CREDENTIALS_LEVEL};
+    if skein_level >= SEALED_CREDENTIALS_LEVEL {
         new_cluster_levels()
     } else {
         Default::default()
@@ -627,6 +627,7 @@ pub mod tests {
             new_cluster_features(SKEIN_VERSION_MAX).get(TRANSACTION_VERSION),
             Some(&2)
         );
+        assert_eq!(new_cluster_features(3).get(TRANSACTION_VERSION), Some(&2));
         assert!(new_cluster_features(1).is_empty());
     }
 

@@ -14,6 +14,7 @@ pub mod ca;
 pub mod cluster_controllers;
 pub mod context;
 pub mod control_tls;
+pub mod delegation_token_key;
 pub mod error;
 pub mod http;
 pub mod kubernetes;

@@ -40,6 +40,10 @@ const RESERVED_BROKER_KEYS: &[(&str, &str)] = &[
     (keys::LOG_DIR.name, "it is the broker's volume"),
     ("metrics.listen", "set from spec.listeners.metricsPort"),
     (keys::BROKER_RACK.name, "set from spec.rack"),
+    (
+        keys::DELEGATION_TOKEN_SECRET_KEY.name,
+        "set from the Secret <cluster>-delegation-token-key with spec.delegationTokens.enabled",
+    ),
 ];
 
 /// Broker config keys the operator sets when there are client listeners
@@ -531,6 +535,13 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.reason(), "ReservedConfigKey");
+        let e = validate_cluster(
+            &cluster(json!({"config": {"delegation.token.secret.key": "k"}})),
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.reason(), "ReservedConfigKey");
+        assert!(e.to_string().contains("delegation-token-key"), "{e}");
         let e = validate_cluster(&cluster(json!({"config": {"a b": "1"}})), &[]).unwrap_err();
         assert_eq!(e.reason(), "MalformedConfig");
         let e = validate_cluster(

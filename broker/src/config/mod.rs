@@ -19,6 +19,7 @@ use skein_storage::LogConfig;
 
 mod coordinators;
 mod error;
+mod tokens;
 mod topic;
 mod values;
 
@@ -175,6 +176,8 @@ pub struct BrokerConfig {
     pub authorizer: crate::authorizer_config::AuthorizerConfig,
     /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
     pub producer_id_expiration_ms: i64,
+    /// `delegation.token.*`.
+    pub delegation_tokens: crate::delegation_tokens::TokenConfig,
     pub log_format: String,
     /// Defaults applied to every topic's log (topic configs override them).
     pub log_defaults: LogConfig,
@@ -328,6 +331,7 @@ impl BrokerConfig {
             txns: txn_config(&raw)?,
             authorizer: crate::authorizer_config::AuthorizerConfig::from_raw(&raw)?,
             producer_id_expiration_ms: keys::PRODUCER_ID_EXPIRATION_MS.value(&raw)?,
+            delegation_tokens: tokens::token_config(&raw)?,
             log_format: "text".into(),
             log_defaults,
             raw,

@@ -14,6 +14,7 @@ pub mod api_versions;
 pub mod broker_configs;
 pub mod configs;
 pub mod consumer_group;
+pub mod delegation_tokens;
 pub mod delete_records;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
@@ -87,6 +88,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::UpdateFeatures, 0, 2),
+    (ApiKey::CreateDelegationToken, 1, 3),
+    (ApiKey::RenewDelegationToken, 1, 2),
+    (ApiKey::ExpireDelegationToken, 1, 2),
+    (ApiKey::DescribeDelegationToken, 1, 3),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -134,6 +139,18 @@ async fn dispatch(
         RequestKind::AlterUserScramCredentials(r) => {
             ResponseKind::AlterUserScramCredentials(scram::alter(broker, r))
         }
+        RequestKind::CreateDelegationToken(r) => {
+            ResponseKind::CreateDelegationToken(delegation_tokens::create(broker, session, r, v))
+        }
+        RequestKind::RenewDelegationToken(r) => {
+            ResponseKind::RenewDelegationToken(delegation_tokens::renew(broker, session, r))
+        }
+        RequestKind::ExpireDelegationToken(r) => {
+            ResponseKind::ExpireDelegationToken(delegation_tokens::expire(broker, session, r))
+        }
+        RequestKind::DescribeDelegationToken(r) => ResponseKind::DescribeDelegationToken(
+            delegation_tokens::describe(broker, session, r, v),
+        ),
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(broker, r)),
         RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(broker, r)),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(broker, r)),

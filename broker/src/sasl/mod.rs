@@ -56,6 +56,9 @@ pub struct Session {
     sasl: Option<Arc<SaslSettings>>,
     state: State,
     principal: Principal,
+    /// The principal logged in with a delegation token (SCRAM
+    /// `tokenauth=true`): it may not ask for tokens itself.
+    token_authenticated: bool,
     close: bool,
     /// Throttled by a quota: read nothing more for this long.
     mute: Duration,
@@ -104,6 +107,7 @@ impl Session {
             sasl,
             state,
             principal: Principal::anonymous(),
+            token_authenticated: false,
             close: false,
             mute: Duration::ZERO,
         }
@@ -121,6 +125,16 @@ impl Session {
 
     pub fn principal(&self) -> &Principal {
         &self.principal
+    }
+
+    /// Whether the principal logged in with a delegation token.
+    pub fn token_authenticated(&self) -> bool {
+        self.token_authenticated
+    }
+
+    /// The name of the listener the connection arrived on.
+    pub fn listener(&self) -> &str {
+        &self.listener
     }
 
     /// Mutes the connection for `d` after the current response (a quota's
@@ -285,10 +299,14 @@ impl Session {
             .sasl
             .clone()
             .expect("authenticating on a SASL listener");
-        // OAUTHBEARER: when the token expires (milliseconds since the epoch).
+        // OAUTHBEARER and delegation tokens: when the credential expires
+        // (milliseconds since the epoch).
         let mut token_expires_ms = None;
+        let mut token_authenticated = false;
         let outcome = match (mechanism, scram.as_mut()) {
-            (SaslMechanism::Plain, _) => plain(&sasl, token).map(|user| (user, Vec::new())),
+            (SaslMechanism::Plain, _) => {
+                plain(&sasl, token).map(|user| (Principal::user(user), Vec::new()))
+            }
             (SaslMechanism::OAuthBearer, _) => match oauth_error.take() {
                 // The client's %x01 after the error challenge.
                 Some(why) => Err(why),
@@ -300,7 +318,7 @@ impl Session {
                 {
                     Ok(v) => {
                         token_expires_ms = Some(v.expires_ms);
-                        Ok((v.principal, Vec::new()))
+                        Ok((Principal::user(v.principal), Vec::new()))
                     }
                     Err(oauthbearer::Refusal::Malformed(why)) => Err(why),
                     Err(oauthbearer::Refusal::InvalidToken(why)) => {
@@ -312,19 +330,54 @@ impl Session {
                 },
             },
             (SaslMechanism::Scram(m), Some(server)) => {
-                let creds = broker.metadata.image().scram_credentials.clone();
-                let lookup = |user: &str| creds.get(user)?.get(&m).cloned();
+                let image = broker.metadata.image();
+                let now = crate::system::now_ms();
+                let lookup = |user: &str, token: bool| match token {
+                    // A delegation token (KIP-48): its id is the user name.
+                    true => broker.delegation_tokens.scram_credential(
+                        &image.delegation_tokens,
+                        user,
+                        m,
+                        now,
+                    ),
+                    false => image.scram_credentials.get(user)?.get(&m).cloned(),
+                };
                 match server.step(token, lookup) {
                     Ok(Step::Challenge(challenge)) => return Ok(Outcome::Challenge(challenge)),
-                    Ok(Step::Done { user, response }) => Ok((user, response)),
+                    Ok(Step::Done {
+                        user,
+                        token: false,
+                        response,
+                    }) => Ok((Principal::user(user), response)),
+                    // The token's owner, as a user (Kafka keeps the name
+                    // only), until the token expires.
+                    Ok(Step::Done {
+                        user,
+                        token: true,
+                        response,
+                    }) => match image.delegation_tokens.get(&user) {
+                        Some(t) => {
+                            token_expires_ms = Some(t.expiry_ms.min(t.max_ms).max(0) as u64);
+                            token_authenticated = true;
+                            let owner = Principal::parse(&t.owner)
+                                .map_or_else(|| t.owner.clone(), |p| p.name);
+                            Ok((Principal::user(owner), response))
+                        }
+                        // Expired (or removed) during the exchange.
+                        None => Err(format!(
+                            "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+                            mechanism.name()
+                        )),
+                    },
                     Err(e) => Err(e.0),
                 }
             }
             (SaslMechanism::Scram(_), None) => unreachable!("a SCRAM exchange has its server"),
         };
-        let outcome = outcome.and_then(|(user, response)| {
-            let principal = Principal::user(user);
-            if reauth && principal != self.principal {
+        let outcome = outcome.and_then(|(principal, response)| {
+            if reauth
+                && (principal != self.principal || token_authenticated != self.token_authenticated)
+            {
                 return Err(format!(
                     "Cannot change principals during re-authentication from {}: {principal}",
                     self.principal
@@ -343,16 +396,20 @@ impl Session {
             Ok((principal, response)) => {
                 metric("success");
                 // KIP-368: a session lasts connections.max.reauth.ms, and
-                // no longer than its OAUTHBEARER token.
+                // no longer than its credential (an OAUTHBEARER token, a
+                // delegation token), which bounds it even without
+                // connections.max.reauth.ms, as in Kafka.
+                let remaining = |exp: u64| {
+                    exp.saturating_sub(crate::system::now_ms().max(0) as u64)
+                        .max(1)
+                };
                 let lifetime_ms = match (sasl.max_reauth_ms, token_expires_ms) {
-                    (0, _) => 0,
                     (max, None) => max,
-                    (max, Some(exp)) => max.min(
-                        exp.saturating_sub(crate::system::now_ms().max(0) as u64)
-                            .max(1),
-                    ),
+                    (0, Some(exp)) => remaining(exp),
+                    (max, Some(exp)) => max.min(remaining(exp)),
                 };
                 self.principal = principal;
+                self.token_authenticated = token_authenticated;
                 self.state = State::Ready {
                     mechanism: Some(mechanism),
                     expires: (lifetime_ms > 0)

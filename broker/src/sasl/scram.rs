@@ -35,10 +35,14 @@ pub struct ScramServer {
     state: State,
 }
 
+// One exchange lives a moment, boxed whole in its session
+// (`sasl::Session`): the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 enum State {
     First,
     Final {
         user: String,
+        token: bool,
         gs2_header: String,
         client_first_bare: String,
         server_first: String,
@@ -53,8 +57,13 @@ enum State {
 pub enum Step {
     /// Send this challenge and wait for the client's next message.
     Challenge(Vec<u8>),
-    /// Authenticated as `user`; send the server-final message.
-    Done { user: String, response: Vec<u8> },
+    /// Authenticated as `user` (a delegation token's id when `token`);
+    /// send the server-final message.
+    Done {
+        user: String,
+        token: bool,
+        response: Vec<u8>,
+    },
 }
 
 /// `saslname` decoding: `=2C` is `,` and `=3D` is `=`; any other `=` is
@@ -88,11 +97,13 @@ impl ScramServer {
     }
 
     /// Feeds the client's next message. `lookup` finds a user's
-    /// credential for this mechanism.
+    /// credential for this mechanism, or a delegation token's (its id as
+    /// the user name) when the second argument is true: the client sent
+    /// Kafka's `tokenauth=true` extension.
     pub fn step(
         &mut self,
         message: &[u8],
-        lookup: impl FnOnce(&str) -> Option<ScramCredential>,
+        lookup: impl FnOnce(&str, bool) -> Option<ScramCredential>,
     ) -> Result<Step, ScramError> {
         let Ok(text) = std::str::from_utf8(message) else {
             return fail("SCRAM message is not UTF-8");
@@ -101,6 +112,7 @@ impl ScramServer {
             State::First => self.client_first(text, lookup),
             State::Final {
                 user,
+                token,
                 gs2_header,
                 client_first_bare,
                 server_first,
@@ -116,7 +128,11 @@ impl ScramServer {
                     credential: &credential,
                 };
                 let response = auth.check(text)?;
-                Ok(Step::Done { user, response })
+                Ok(Step::Done {
+                    user,
+                    token,
+                    response,
+                })
             }
             State::Done => fail("SCRAM exchange already finished"),
         }
@@ -125,7 +141,7 @@ impl ScramServer {
     fn client_first(
         &mut self,
         text: &str,
-        lookup: impl FnOnce(&str) -> Option<ScramCredential>,
+        lookup: impl FnOnce(&str, bool) -> Option<ScramCredential>,
     ) -> Result<Step, ScramError> {
         // gs2-header: "n," or "y," (no channel binding), then an optional
         // "a=authzid", then ",".
@@ -150,16 +166,16 @@ impl ScramServer {
         };
         let mut user = None;
         let mut client_nonce = None;
+        let mut token = false;
         for attr in bare.split(',') {
             match attr.split_once('=') {
                 Some(("n", v)) if user.is_none() => user = decode_saslname(v),
                 Some(("r", v)) if client_nonce.is_none() => client_nonce = Some(v.to_string()),
                 Some(("m", _)) => return fail("SCRAM mandatory extensions are not supported"),
-                // Kafka's token authentication extension: delegation tokens
-                // are not issued by Skein.
-                Some(("tokenauth", v)) if v.eq_ignore_ascii_case("true") => {
-                    return fail("delegation token authentication is not supported")
-                }
+                // Kafka's token authentication extension (read as Java's
+                // `Boolean.parseBoolean`): the user name is a delegation
+                // token's id.
+                Some(("tokenauth", v)) => token = v.eq_ignore_ascii_case("true"),
                 Some(_) => {}
                 None => return fail("invalid SCRAM client-first message"),
             }
@@ -173,7 +189,9 @@ impl ScramServer {
         if authzid.as_ref().is_some_and(|a| *a != user) {
             return fail("Authentication failed: Client requested an authorization id that is different from username");
         }
-        let Some(credential) = lookup(&user) else {
+        // An unknown token gets the message of a wrong password, as in
+        // Kafka: a client learns nothing of which token ids exist.
+        let Some(credential) = lookup(&user, token) else {
             return fail(format!(
                 "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
                 self.mechanism
@@ -193,6 +211,7 @@ impl ScramServer {
         let challenge = server_first.clone().into_bytes();
         self.state = State::Final {
             user,
+            token,
             gs2_header,
             client_first_bare: bare.to_string(),
             server_first,
@@ -279,8 +298,9 @@ mod tests {
         let mut server = ScramServer::new(m);
         let first_bare = "n=al=3Dice,r=fyko+d2lbbFgONRv9qkxdawL";
         let Step::Challenge(server_first) = server
-            .step(format!("n,,{first_bare}").as_bytes(), |u| {
+            .step(format!("n,,{first_bare}").as_bytes(), |u, token| {
                 assert_eq!(u, "al=ice");
+                assert!(!token);
                 Some(credential(m, stored_for))
             })
             .unwrap()
@@ -296,7 +316,7 @@ mod tests {
         );
         assert_eq!(client.first(), format!("n,,{first_bare}").into_bytes());
         let final_msg = client.respond(&server_first).unwrap();
-        let out = server.step(&final_msg, |_| unreachable!());
+        let out = server.step(&final_msg, |_, _| unreachable!());
         if let Ok(Step::Done { response, .. }) = &out {
             client.verify(response).expect("server signature");
         }
@@ -332,19 +352,43 @@ mod tests {
             ("p=tls-unique,,n=a,r=x", "channel binding"),
             ("n,,r=x", "lacks the user name"),
             ("n,a=bob,n=alice,r=x", "authorization id"),
-            ("n,,n=a,r=x,tokenauth=true", "delegation token"),
             ("n,,n=a=ZZ,r=x", "lacks the user name"),
             ("garbage", "invalid"),
         ] {
             let e = ScramServer::new(m)
-                .step(msg.as_bytes(), |_| Some(credential(m, "p")))
+                .step(msg.as_bytes(), |_, _| Some(credential(m, "p")))
                 .unwrap_err();
             assert!(e.0.contains(why), "{msg}: {e}");
         }
         let e = ScramServer::new(m)
-            .step(b"n,,n=nobody,r=x", |_| None)
+            .step(b"n,,n=nobody,r=x", |_, _| None)
             .unwrap_err();
         assert!(e.0.contains("invalid credentials"), "{e}");
+    }
+
+    #[test]
+    fn the_tokenauth_extension_asks_for_a_token_credential() {
+        let m = ScramMechanism::Sha512;
+        let mut asked = None;
+        ScramServer::new(m)
+            .step(b"n,,n=tokenid,r=x,tokenauth=true", |u, token| {
+                asked = Some((u.to_string(), token));
+                Some(credential(m, "p"))
+            })
+            .unwrap();
+        assert_eq!(asked, Some(("tokenid".to_string(), true)));
+        let e = ScramServer::new(m)
+            .step(b"n,,n=tokenid,r=x,tokenauth=true", |_, _| None)
+            .unwrap_err();
+        assert!(e.0.contains("invalid credentials"), "{e}");
+        let mut plain = None;
+        ScramServer::new(m)
+            .step(b"n,,n=u,r=x,tokenauth=false", |_, token| {
+                plain = Some(token);
+                Some(credential(m, "p"))
+            })
+            .unwrap();
+        assert_eq!(plain, Some(false));
     }
 
     #[test]
@@ -352,10 +396,10 @@ mod tests {
         let m = ScramMechanism::Sha512;
         let mut server = ScramServer::new(m);
         server
-            .step(b"n,,n=u,r=abc", |_| Some(credential(m, "p")))
+            .step(b"n,,n=u,r=abc", |_, _| Some(credential(m, "p")))
             .unwrap();
         let e = server
-            .step(b"c=biws,r=abcWRONG,p=AAAA", |_| None)
+            .step(b"c=biws,r=abcWRONG,p=AAAA", |_, _| None)
             .unwrap_err();
         assert!(e.0.contains("nonce"), "{e}");
     }

@@ -135,7 +135,7 @@ mod tests {
             credential_from_salted_password(m, &salt_password(m, stored, salt, 4096), salt, 4096);
         let mut server = ScramServer::new(m);
         let mut client = ScramClient::new(m, "bro,ker=1", tried)?;
-        let Step::Challenge(first) = server.step(&client.first(), |u| {
+        let Step::Challenge(first) = server.step(&client.first(), |u, _| {
             assert_eq!(u, "bro,ker=1");
             Some(cred.clone())
         })?
@@ -143,8 +143,8 @@ mod tests {
             panic!("a challenge first")
         };
         let last = client.respond(&first)?;
-        match server.step(&last, |_| unreachable!())? {
-            Step::Done { user, response } => {
+        match server.step(&last, |_, _| unreachable!())? {
+            Step::Done { user, response, .. } => {
                 client.verify(&response)?;
                 assert!(
                     client.verify(b"v=AAAA").is_err(),

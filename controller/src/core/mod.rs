@@ -4,6 +4,7 @@
 mod acls;
 mod broker_configs;
 mod brokers;
+mod delegation_tokens;
 mod features;
 mod partitions;
 mod quotas;

@@ -225,6 +225,28 @@ macro_rules! with_requests {
                 wire [AlterScramCredentials by_hand]
                 reply AlterScramCredentials {} -> ();
 
+            /// `CreateDelegationToken`: store a token a broker made (its id,
+            /// owner, renewers and times). Refused when the id exists, or
+            /// below `skein.version` 4.
+            CreateDelegationToken => CreateDelegationToken {
+                token: crate::delegation_tokens::DelegationToken,
+            }
+                handler on_create_delegation_token
+                wire [CreateDelegationToken derived]
+                reply CreateDelegationToken {} -> ();
+
+            /// `RenewDelegationToken` and `ExpireDelegationToken` (and the
+            /// brokers' sweep of expired tokens): the token's expiry becomes
+            /// `expiry_ms`, capped at its maximum, or the token is removed
+            /// (`None`). A token that is gone is `DELEGATION_TOKEN_NOT_FOUND`.
+            SetDelegationTokenExpiry => SetDelegationTokenExpiry {
+                token_id: String,
+                expiry_ms: Option<i64>,
+            }
+                handler on_set_delegation_token_expiry
+                wire [SetDelegationTokenExpiry derived]
+                reply SetDelegationTokenExpiry { token_id: String } -> ();
+
             /// `AlterClientQuotas`: set or remove quota values, applied whole.
             AlterClientQuotas => AlterClientQuotas {
                 changes: Vec<crate::quotas::QuotaChange>,

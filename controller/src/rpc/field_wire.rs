@@ -42,7 +42,8 @@ same_on_the_wire!(
     i64,
     String,
     Option<String>,
-    Option<u64>
+    Option<u64>,
+    Option<i64>
 );
 
 /// Narrower integers travel widened; a value out of range is clamped. The

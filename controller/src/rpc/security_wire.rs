@@ -1,8 +1,10 @@
-//! The control-plane messages of SCRAM credentials and client quotas:
-//! in the published view and in the two requests that change them.
+//! The control-plane messages of SCRAM credentials, client quotas and
+//! delegation tokens: in the published view and in the requests that
+//! change them.
 
 use super::field_wire::Wire;
 use super::pb::{self, request};
+use crate::delegation_tokens::{DelegationToken, DelegationTokens};
 use crate::event::Event;
 use crate::quotas::{ClientQuotas, QuotaChange, QuotaEntity, QuotaEntityType, QuotaValue};
 use crate::scram::{ScramCredential, ScramCredentials, ScramMechanism, ScramUpsertion};
@@ -64,6 +66,52 @@ pub fn scram_credentials_to_pb(all: &ScramCredentials) -> Vec<pb::ScramCredentia
     all.iter()
         .flat_map(|(user, creds)| creds.iter().map(move |(m, c)| scram_to_pb(user, *m, c)))
         .collect()
+}
+
+pub fn delegation_token_to_pb(t: &DelegationToken) -> pb::DelegationToken {
+    pb::DelegationToken {
+        token_id: t.token_id.clone(),
+        owner: t.owner.clone(),
+        requester: t.requester.clone(),
+        renewers: t.renewers.clone(),
+        issue_ms: t.issue_ms,
+        max_ms: t.max_ms,
+        expiry_ms: t.expiry_ms,
+    }
+}
+
+pub fn delegation_token_from_pb(t: pb::DelegationToken) -> DelegationToken {
+    DelegationToken {
+        token_id: t.token_id,
+        owner: t.owner,
+        requester: t.requester,
+        renewers: t.renewers,
+        issue_ms: t.issue_ms,
+        max_ms: t.max_ms,
+        expiry_ms: t.expiry_ms,
+    }
+}
+
+pub fn delegation_tokens_to_pb(all: &DelegationTokens) -> Vec<pb::DelegationToken> {
+    all.values().map(delegation_token_to_pb).collect()
+}
+
+pub fn delegation_tokens_from_pb(all: Vec<pb::DelegationToken>) -> DelegationTokens {
+    all.into_iter()
+        .map(|t| (t.token_id.clone(), delegation_token_from_pb(t)))
+        .collect()
+}
+
+/// The token of `CreateDelegationToken`, a message field (absent: a token
+/// with no id, which the controller refuses).
+impl Wire for DelegationToken {
+    type Pb = Option<pb::DelegationToken>;
+    fn to_pb(&self) -> Option<pb::DelegationToken> {
+        Some(delegation_token_to_pb(self))
+    }
+    fn from_pb(pb: Option<pb::DelegationToken>) -> Self {
+        pb.map(delegation_token_from_pb).unwrap_or_default()
+    }
 }
 
 pub fn client_quotas_to_pb(quotas: &ClientQuotas) -> Vec<pb::ClientQuota> {

@@ -62,6 +62,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
         client_quotas: sw::client_quotas_to_pb(&v.client_quotas),
         acls: v.acls.iter().map(aw::binding_to_pb).collect(),
         broker_configs: cw::broker_configs_to_pb(&v.broker_configs),
+        delegation_tokens: sw::delegation_tokens_to_pb(&v.delegation_tokens),
         version: v.version,
         base_version: 0,
         deleted_topics: Vec::new(),
@@ -203,6 +204,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
         client_quotas: std::sync::Arc::new(sw::client_quotas_from_pb(v.client_quotas)),
         acls: std::sync::Arc::new(aw::bindings_from_pb(v.acls).into_iter().collect()),
         broker_configs: std::sync::Arc::new(cw::broker_configs_from_pb(v.broker_configs)),
+        delegation_tokens: std::sync::Arc::new(sw::delegation_tokens_from_pb(v.delegation_tokens)),
         features: super::feature_wire::view_features_from_pb(
             v.finalized_features,
             v.controller_features,

@@ -118,6 +118,7 @@ fn full_view_without_topics(core: &ControllerCore, cluster_id: &str) -> ClusterV
         client_quotas: Arc::new(core.client_quotas().clone()),
         acls: Arc::new(core.acls().clone()),
         broker_configs: Arc::new(core.broker_configs().clone()),
+        delegation_tokens: Arc::new(core.delegation_tokens().clone()),
         features: {
             let supported = crate::features::supported();
             let cluster = &core.image().cluster;

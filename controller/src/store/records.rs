@@ -64,6 +64,12 @@ pub enum MetadataRecord {
         key: String,
         sealed: String,
     },
+    /// One delegation token (`None`: it is gone). Written only at
+    /// `skein.version` 4 and later.
+    DelegationToken {
+        token_id: String,
+        token: Option<crate::delegation_tokens::DelegationToken>,
+    },
 }
 
 impl MetadataRecord {
@@ -103,6 +109,12 @@ impl MetadataRecord {
                 user: user.clone(),
                 credentials: credentials.clone(),
             },
+            Command::PersistDelegationToken { token_id, token } => {
+                MetadataRecord::DelegationToken {
+                    token_id: token_id.clone(),
+                    token: token.clone(),
+                }
+            }
             _ => return None,
         })
     }
@@ -138,6 +150,12 @@ impl MetadataRecord {
             MetadataRecord::ScramUser {
                 user: user.clone(),
                 credentials: credentials.clone(),
+            }
+        }));
+        out.extend(image.delegation_tokens.iter().map(|(token_id, token)| {
+            MetadataRecord::DelegationToken {
+                token_id: token_id.clone(),
+                token: Some(token.clone()),
             }
         }));
         for (name, t) in &image.topics {
@@ -215,6 +233,14 @@ impl MetadataRecord {
                         .insert(user.clone(), credentials.clone());
                 }
             }
+            MetadataRecord::DelegationToken { token_id, token } => match token {
+                Some(t) => {
+                    image.delegation_tokens.insert(token_id.clone(), t.clone());
+                }
+                None => {
+                    image.delegation_tokens.remove(token_id);
+                }
+            },
             MetadataRecord::SealedScramUser { user, .. } => {
                 return Err(format!(
                     "the sealed SCRAM credentials of user {user:?} must be opened before they are applied"

@@ -151,10 +151,15 @@ impl ClusterNames {
     pub fn controller_key_secret(&self) -> String {
         format!("{}-controller-key", self.cluster)
     }
+    /// The brokers' `delegation.token.secret.key`, with
+    /// `spec.delegationTokens.enabled` ([`crate::delegation_token_key`]).
+    pub fn delegation_token_secret(&self) -> String {
+        format!("{}-delegation-token-key", self.cluster)
+    }
     /// Every Secret the operator writes for the cluster. A KafkaUser may not
     /// take a name that is one of these for any cluster
     /// ([`crate::validate::validate_user`]).
-    pub fn secret_names(&self) -> [String; 7] {
+    pub fn secret_names(&self) -> [String; 8] {
         [
             self.cluster_ca_secret(),
             self.cluster_ca_cert(),
@@ -163,6 +168,7 @@ impl ClusterNames {
             self.control_ca_secret(),
             self.control_tls_secret(),
             self.controller_key_secret(),
+            self.delegation_token_secret(),
         ]
     }
     /// The brokers' NetworkPolicy.

@@ -124,6 +124,15 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
             &c.secret_access_key_key,
         ));
     }
+    if kc.delegation_tokens_enabled() {
+        // The broker reads `delegation.token.secret.key` from it: the
+        // secret stays out of the ConfigMap and the spec.
+        env.push(secret_env(
+            crate::delegation_token_key::ENV,
+            &names.delegation_token_secret(),
+            crate::delegation_token_key::KEY,
+        ));
+    }
     let healthz = |port: &str| HTTPGetAction {
         path: Some("/healthz".into()),
         port: IntOrString::String(port.into()),
@@ -501,6 +510,39 @@ mod tests {
             ),
             "{args}"
         );
+    }
+
+    /// With delegation tokens on, the broker gets their key from the
+    /// cluster's Secret through the environment; off, no such variable.
+    #[test]
+    fn delegation_tokens_give_the_broker_the_key_from_the_secret() {
+        let env_of = |spec| {
+            let kc = cluster(spec);
+            let names = ClusterNames::of(&kc);
+            let sts = build(&kc, &names, &BuildOptions::default(), "h");
+            let pod = sts.spec.unwrap().template.spec.unwrap();
+            pod.containers[0].env.clone().unwrap_or_default()
+        };
+        let env = env_of(json!({"delegationTokens": {"enabled": true}}));
+        let var = env
+            .iter()
+            .find(|e| e.name == crate::delegation_token_key::ENV)
+            .expect("the key's variable");
+        let from = var
+            .value_from
+            .as_ref()
+            .and_then(|v| v.secret_key_ref.as_ref())
+            .expect("from a Secret");
+        assert_eq!(
+            (from.name.as_str(), from.key.as_str()),
+            ("my-cluster-delegation-token-key", "secret-key")
+        );
+        assert!(var.value.is_none(), "never the key itself");
+        for spec in [json!({}), json!({"delegationTokens": {"enabled": false}})] {
+            assert!(!env_of(spec)
+                .iter()
+                .any(|e| e.name == crate::delegation_token_key::ENV));
+        }
     }
 
     /// Every broker pod mounts the control plane's certificate, whatever

@@ -51,6 +51,26 @@ pub async fn certificates(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
     Ok(Outcome::Continue)
 }
 
+/// The Secret holding the brokers' `delegation.token.secret.key`, before
+/// the StatefulSet that reads it (`spec.delegationTokens.enabled`).
+pub async fn delegation_token_key(cx: &Cx<'_>, _found: &mut Found) -> Result<Outcome> {
+    let written = crate::delegation_token_key::ensure(&cx.ctx.client, cx.kc)
+        .await
+        .map_err(|source| crate::error::Error::Dereference {
+            what: "the delegation token key Secret",
+            source,
+        })?;
+    if let Err(foreign) = written {
+        refuse(
+            cx,
+            &crate::validate::InvalidSpec::SecretOwnedByAnother(foreign),
+        )
+        .await?;
+        return Ok(Outcome::Done(Action::requeue(REQUEUE_REFUSED)));
+    }
+    Ok(Outcome::Continue)
+}
+
 /// The addresses of the nodes the cluster's broker pods run on
 /// (`status.hostIP`), sorted, without repeats.
 async fn broker_node_addresses(

@@ -21,6 +21,8 @@ pub enum Step {
     ListenerServices,
     /// Makes or renews the listener certificates.
     Certificates,
+    /// Makes the delegation token key Secret (spec.delegationTokens).
+    DelegationTokenKey,
     /// Builds every object; reads the current StatefulSet.
     Build,
     /// Self-healing and the replication throttle.
@@ -52,6 +54,7 @@ pub const STEPS: &[Step] = &[
     Step::StartController,
     Step::ListenerServices,
     Step::Certificates,
+    Step::DelegationTokenKey,
     Step::Build,
     Step::ControllerSettings,
     Step::Scale,
@@ -74,6 +77,7 @@ impl Step {
             Step::StartController => "StartController",
             Step::ListenerServices => "ListenerServices",
             Step::Certificates => "Certificates",
+            Step::DelegationTokenKey => "DelegationTokenKey",
             Step::Build => "Build",
             Step::ControllerSettings => "ControllerSettings",
             Step::Scale => "Scale",
@@ -96,6 +100,7 @@ impl Step {
             Step::StartController => admit::start_controller(cx, found).await,
             Step::ListenerServices => listeners::listener_services(cx, found).await,
             Step::Certificates => listeners::certificates(cx, found).await,
+            Step::DelegationTokenKey => listeners::delegation_token_key(cx, found).await,
             Step::Build => apply::build(cx, found).await,
             Step::ControllerSettings => apply::controller_settings(cx, found).await,
             Step::Scale => apply::scale(cx, found).await,
