@@ -665,3 +665,45 @@ async fn explicit_replica_assignments_are_honoured_and_validate_only_answers_lik
     );
     assert_eq!(replicas("placed")[3], vec![2, 1]);
 }
+
+/// DescribeCluster v2 (KIP-1073): a fenced broker is listed, marked, only
+/// when asked; a request for the controllers' endpoints is refused
+/// (MISMATCHED_ENDPOINT_TYPE, KIP-919), as a Kafka broker answers.
+#[tokio::test]
+async fn describe_cluster_lists_fenced_brokers_when_asked() {
+    let mut cluster = TestCluster::start(2, &[]).await;
+    cluster.stop(2, Stop::Crash).await;
+    let mut c = cluster.client(1).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let listed = |r: &DescribeClusterResponse| -> Vec<(i32, bool)> {
+        r.brokers
+            .iter()
+            .map(|b| (b.broker_id.0, b.is_fenced))
+            .collect()
+    };
+    loop {
+        let r = c.call(&DescribeClusterRequest::default(), 2).await.unwrap();
+        if listed(&r) == vec![(1, false)] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "broker 2 still listed: {:?}",
+            listed(&r)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut all = DescribeClusterRequest::default();
+    all.include_fenced_brokers = true;
+    let r = c.call(&all, 2).await.unwrap();
+    assert_eq!(listed(&r), vec![(1, false), (2, true)]);
+    let mut controllers = DescribeClusterRequest::default();
+    controllers.endpoint_type = 2;
+    let r = c.call(&controllers, 1).await.unwrap();
+    assert_eq!(
+        r.error_code,
+        ResponseError::MismatchedEndpointType.code(),
+        "{r:?}"
+    );
+    assert!(r.brokers.is_empty());
+}

@@ -110,10 +110,6 @@ PRE_AUTH = {
 # row (docs/compatibility.md lists them as not served). Kafka's answers to them are not part of this matrix.
 KAFKA_ONLY = {
     34: "AlterReplicaLogDirs: served by Kafka 4.1.1 only (moving replicas between a broker's log dirs)",
-    38: "CreateDelegationToken: served by Kafka 4.1.1 only (Skein has no delegation tokens)",
-    39: "RenewDelegationToken: served by Kafka 4.1.1 only (Skein has no delegation tokens)",
-    40: "ExpireDelegationToken: served by Kafka 4.1.1 only (Skein has no delegation tokens)",
-    41: "DescribeDelegationToken: served by Kafka 4.1.1 only (Skein has no delegation tokens)",
     55: "DescribeQuorum: served by Kafka 4.1.1 only (the KRaft quorum; Skein has no KRaft controller)",
     64: "UnregisterBroker: served by Kafka 4.1.1 only (KRaft broker registrations)",
     74: "ListConfigResources: served by Kafka 4.1.1 only (KIP-1142, new in 4.1)",
@@ -714,6 +710,40 @@ ROWS: list[Row] = [
         send(build(DeleteTopicsRequest, 6, topics=[{"name": TOPIC}], timeout_ms=30000), DeleteTopicsResponse),
         {"responses[0].error_code": TOPIC_AUTH},
         "Delete on the topic"),
+]
+
+# The delegation token APIs, which kafka-python has no classes for: raw flexible bodies.
+NO_TOKEN_KEY = 61  # DELEGATION_TOKEN_AUTH_DISABLED: neither broker has delegation.token.secret.key
+NULL, EMPTY_ARRAY, NO_TAGS_ = b"\x00", b"\x01", b"\x00"
+HMAC = b"\x05" + b"abcd"  # compact bytes: length + 1, then 4 bytes
+MINUS_ONE = (-1).to_bytes(8, "big", signed=True)
+
+
+def first_error_code(r) -> dict:
+    return {"error_code": r.i16()}
+
+
+def raw(api: int, version: int, body: bytes):
+    return lambda c, s: first_error_code(c.request(api, version, body, flexible=True))
+
+
+ROWS[0:0] = [  # not destructive: before the rows that are
+    Row("CreateDelegationToken", 38, 3,
+        raw(38, 3, NULL + NULL + EMPTY_ARRAY + MINUS_ONE + NO_TAGS_),
+        {"error_code": NO_TOKEN_KEY},
+        "a token for oneself needs no ACL; tokens are off on this broker"),
+    Row("RenewDelegationToken", 39, 2,
+        raw(39, 2, HMAC + MINUS_ONE + NO_TAGS_),
+        {"error_code": NO_TOKEN_KEY},
+        "tokens are off on this broker"),
+    Row("ExpireDelegationToken", 40, 2,
+        raw(40, 2, HMAC + MINUS_ONE + NO_TAGS_),
+        {"error_code": NO_TOKEN_KEY},
+        "tokens are off on this broker"),
+    Row("DescribeDelegationToken", 41, 3,
+        raw(41, 3, NULL + NO_TAGS_),
+        {"error_code": NO_TOKEN_KEY},
+        "tokens are off on this broker"),
 ]
 
 MATRIX_APIS = {r.api for r in ROWS}

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use skein_controller::acls::{AclOperation, ResourceType, CLUSTER_NAME};
 
-use super::strb;
+use super::{str_opt, strb};
 use crate::authorizer::{cluster_denied, may_create, Authz};
 use crate::broker::Broker;
 use crate::config::{effective_topic_config, validate_topic_config, TOPIC_CONFIGS};
@@ -416,8 +416,27 @@ pub fn describe_cluster(
     } else {
         i32::MIN
     };
+    // KIP-919: a broker answers as a BROKER endpoint; a client that wanted
+    // the controllers' (kafka-metadata-quorum, --bootstrap-controller) is
+    // told so, as Kafka does.
+    if req.endpoint_type != 1 {
+        resp.error_code = ResponseError::MismatchedEndpointType.code();
+        resp.error_message = str_opt(format!(
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type {}",
+            match req.endpoint_type {
+                2 => "CONTROLLER",
+                _ => "UNKNOWN",
+            }
+        ));
+        return resp;
+    }
     let listener = super::listener_name();
-    for m in image.live_brokers() {
+    // KIP-1073 (v2): fenced brokers too when asked, marked.
+    for m in image
+        .brokers
+        .values()
+        .filter(|m| m.alive || req.include_fenced_brokers)
+    {
         let Some((host, port)) = m.endpoint(listener.as_deref()) else {
             continue;
         };
@@ -426,6 +445,7 @@ pub fn describe_cluster(
         b.host = strb(host.to_string());
         b.port = port as i32;
         b.rack = m.rack.clone().map(strb);
+        b.is_fenced = !m.alive;
         resp.brokers.push(b);
     }
     resp

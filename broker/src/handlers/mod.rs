@@ -44,7 +44,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DeleteRecords, 0, 2),
