@@ -145,6 +145,38 @@ pub fn update_elr(
     state.elr = candidates;
 }
 
+/// Recomputes the last known ELR after a change from `old` to `state`
+/// (Kafka's `PartitionChangeBuilder`): while the ISR is smaller than
+/// `min_isr`, the replicas that were in the ISR or the ELR (or already in
+/// the last known ELR) and are in neither now; empty once the ISR is large
+/// enough, after an unclean election, and for `lost` brokers (an empty
+/// disk holds nothing to know).
+pub fn update_last_known_elr(
+    old: &PartitionState,
+    state: &mut PartitionState,
+    min_isr: usize,
+    unclean: bool,
+    lost: &[BrokerId],
+) {
+    if unclean || state.isr.len() >= effective_min_isr(state, min_isr) {
+        state.last_known_elr.clear();
+        return;
+    }
+    let known = state
+        .replicas
+        .iter()
+        .copied()
+        .filter(|b| {
+            old.isr.contains(b)
+                || old.elr.contains(b)
+                || old.last_known_elr.contains(b)
+                || state.last_known_elr.contains(b)
+        })
+        .filter(|b| !state.isr.contains(b) && !state.elr.contains(b) && !lost.contains(b))
+        .collect();
+    state.last_known_elr = known;
+}
+
 /// Reads `unclean.leader.election.enable` from topic configs, falling back
 /// to the cluster default when unset.
 pub fn unclean_enabled(
@@ -284,6 +316,57 @@ mod tests {
             ElectionOutcome::Clean(2)
         );
         assert_eq!(s.elr, vec![1]);
+    }
+
+    /// Kafka's rule: members of the ISR or ELR since the ISR fell below
+    /// min.insync.replicas that are in neither now (an unclean shutdown took
+    /// one out of the ELR) are the last known ELR; cleared when the ISR is
+    /// large enough again, by an unclean election, and for an empty disk.
+    #[test]
+    fn the_last_known_elr_keeps_members_the_elr_lost() {
+        let min = 2;
+        // ISR [1, 2, 3] -> [1]: 2 and 3 join the ELR, none is lost yet.
+        let old = state(&[1, 2, 3], &[1, 2, 3], 1);
+        let mut s = old.clone();
+        s.isr = vec![1];
+        update_elr(&mut s, &old.isr, min, &[]);
+        update_last_known_elr(&old, &mut s, min, false, &[]);
+        assert_eq!(
+            (s.elr.clone(), s.last_known_elr.clone()),
+            (vec![2, 3], vec![])
+        );
+        // 3 shut down uncleanly: out of the ELR, into the last known ELR.
+        let old = s.clone();
+        s.elr.retain(|b| *b != 3);
+        update_last_known_elr(&old, &mut s, min, false, &[]);
+        assert_eq!(
+            (s.elr.clone(), s.last_known_elr.clone()),
+            (vec![2], vec![3])
+        );
+        // The leader 1 leaves too: it joins the ELR; 3 stays known.
+        let old = s.clone();
+        s.isr = vec![];
+        s.leader = NO_LEADER;
+        update_elr(&mut s, &old.isr, min, &[]);
+        update_last_known_elr(&old, &mut s, min, false, &[]);
+        assert_eq!(
+            (s.elr.clone(), s.last_known_elr.clone()),
+            (vec![1, 2], vec![3])
+        );
+        // 3 comes back with an empty disk: it knows nothing.
+        let mut lost = s.clone();
+        update_last_known_elr(&s, &mut lost, min, false, &[3]);
+        assert!(lost.last_known_elr.is_empty());
+        // An unclean election, or an ISR back at min.insync.replicas, clears it.
+        let mut unclean = s.clone();
+        update_last_known_elr(&s, &mut unclean, min, true, &[]);
+        assert!(unclean.last_known_elr.is_empty());
+        let old = s.clone();
+        s.isr = vec![1, 2];
+        s.leader = 1;
+        update_elr(&mut s, &old.isr, min, &[]);
+        update_last_known_elr(&old, &mut s, min, false, &[]);
+        assert!(s.elr.is_empty() && s.last_known_elr.is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! | 1     | 0.1.0   | the 0.1.0 control plane, metadata log and disk formats |
 //! | 2     | 0.2.0   | the finalized level is recorded in the metadata log, whose head becomes format 2 |
 //! | 3     | 0.2.0   | SCRAM credentials in the metadata log are sealed with the cluster's key Secret (Kubernetes); the log's head becomes format 3 |
-//! | 4     | 0.2.0   | delegation tokens (KIP-48): the metadata log holds token records |
+//! | 4     | 0.2.0   | delegation tokens (KIP-48): the metadata log holds token records; partition records hold the last known ELR (KIP-966) |
 //!
 //! Kafka's `transaction.version` is finalizable too, as in Kafka 4.x: 0
 //! (transactions as before), 1 (`__transaction_state` values in the
@@ -44,8 +44,9 @@ pub const SKEIN_VERSION_MAX: i16 = 4;
 /// From this level on, SCRAM credentials are sealed in a metadata store
 /// that has a key (`store::seal`; the Kubernetes platform's ConfigMaps).
 pub const SEALED_CREDENTIALS_LEVEL: i16 = 3;
-/// From this level on, delegation tokens may be created: the metadata log
-/// holds their records, which a controller of an older release cannot read.
+/// From this level on, delegation tokens may be created and partitions keep
+/// their last known ELR: the metadata log holds token records and 9-element
+/// partition records, which a controller of an older release cannot read.
 pub const DELEGATION_TOKENS_LEVEL: i16 = 4;
 
 /// Kafka's transaction protocol version (KIP-890 part 2).

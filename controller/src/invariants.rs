@@ -67,6 +67,14 @@ pub fn check_partition(s: &PartitionState) -> Result<(), String> {
     if s.elr.iter().any(|b| s.isr.contains(b)) {
         return Err("ELR overlaps the ISR".into());
     }
+    if !distinct(&s.last_known_elr)
+        || !s.last_known_elr.iter().all(|b| s.replicas.contains(b))
+        || s.last_known_elr
+            .iter()
+            .any(|b| s.isr.contains(b) || s.elr.contains(b))
+    {
+        return Err("last known ELR has duplicates, non-replicas or ISR/ELR members".into());
+    }
     if !distinct(&s.isr) {
         return Err("ISR has duplicates".into());
     }

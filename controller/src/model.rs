@@ -220,6 +220,14 @@ pub struct PartitionState {
     /// and when its broker comes back with an empty disk.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub elr: Vec<BrokerId>,
+    /// The last known ELR (KIP-966): replicas that were in the ISR or the
+    /// ELR since the ISR fell below `min.insync.replicas` but are in neither
+    /// now (an unclean shutdown took them out of the ELR). Kept from
+    /// `skein.version` 4 on, for unclean recovery and for operators
+    /// (`kafka-topics --describe`); empty once the ISR is large enough
+    /// again or after an unclean election.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_known_elr: Vec<BrokerId>,
     /// The leader, or [`NO_LEADER`] when the partition is offline.
     pub leader: BrokerId,
     /// Grows whenever the leader changes (and when replicas are removed).
@@ -241,6 +249,7 @@ impl PartitionState {
             replicas,
             isr,
             elr: Vec::new(),
+            last_known_elr: Vec::new(),
             leader,
             leader_epoch: 0,
             partition_epoch: 0,
@@ -284,6 +293,7 @@ impl PartitionState {
         self.replicas == other.replicas
             && self.isr == other.isr
             && self.elr == other.elr
+            && self.last_known_elr == other.last_known_elr
             && self.leader == other.leader
             && self.adding_replicas == other.adding_replicas
             && self.removing_replicas == other.removing_replicas

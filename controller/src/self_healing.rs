@@ -153,6 +153,7 @@ mod tests {
             replicas: replicas.to_vec(),
             isr: isr.to_vec(),
             elr: vec![],
+            last_known_elr: vec![],
             leader: isr.first().copied().unwrap_or(-1),
             leader_epoch: 1,
             partition_epoch: 1,

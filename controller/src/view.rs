@@ -30,6 +30,9 @@ pub struct PartitionView {
     /// Eligible leader replicas (KIP-966), for DescribeTopicPartitions.
     #[serde(default)]
     pub elr: Vec<i32>,
+    /// The last known ELR (KIP-966), for DescribeTopicPartitions.
+    #[serde(default)]
+    pub last_known_elr: Vec<i32>,
 }
 
 /// One topic.

@@ -972,3 +972,59 @@ fn an_unclean_stop_leaves_the_elr_and_a_clean_one_does_not() {
         );
     }
 }
+
+/// KIP-966's last known ELR: at `skein.version` 4 a member an unclean stop
+/// takes out of the ELR is remembered there while the ISR stays below
+/// min.insync.replicas; at an older level (whose metadata log older
+/// releases read) it is never kept.
+#[test]
+fn an_elr_member_lost_to_an_unclean_stop_is_the_last_known_elr_from_level_4() {
+    let reg = |id: BrokerId| Event::BrokerRegistered {
+        broker: id,
+        host: format!("b{id}"),
+        port: 9092,
+        rack: None,
+        directory_id: Some(DirectoryId(id as u128)),
+        previous_broker_epoch: None,
+        endpoints: vec![],
+        software: skein_controller::BrokerSoftware {
+            version: Some("0.2.0".into()),
+            features: skein_controller::features::supported(),
+        },
+    };
+    for (level, expect) in [(4, vec![2]), (1, vec![])] {
+        let mut core = ControllerCore::new(test_config());
+        core.handle(
+            Event::UpdateFeature {
+                feature: "skein.version".into(),
+                level,
+                validate_only: false,
+            },
+            0,
+        );
+        for id in 1..=3 {
+            core.handle(reg(id), 0);
+        }
+        core.handle(
+            Event::CreateTopic(
+                NewTopic::new(TOPIC, TOPIC_ID, 1, 3).with_config("min.insync.replicas", "2"),
+            ),
+            0,
+        );
+        core.handle(Event::BrokerLost { broker: 3 }, 1);
+        core.handle(Event::BrokerLost { broker: 2 }, 2);
+        assert!(core.partition(TOPIC, 0).unwrap().last_known_elr.is_empty());
+        // 2 was killed: it comes back without a clean stop's epoch.
+        core.handle(reg(2), 3);
+        let s = core.partition(TOPIC, 0).unwrap().clone();
+        assert_eq!(s.isr, vec![1], "{s:?}");
+        assert!(s.elr.is_empty(), "{s:?}");
+        assert_eq!(s.last_known_elr, expect, "level {level}: {s:?}");
+        // Round trip through the persisted records.
+        let mut rebuilt = skein_controller::MetadataImage::default();
+        for r in skein_controller::MetadataRecord::snapshot(core.image()) {
+            r.apply(&mut rebuilt).unwrap();
+        }
+        assert_eq!(rebuilt.topics[TOPIC].partitions[0].last_known_elr, expect);
+    }
+}

@@ -60,6 +60,7 @@ fn state() -> PartitionState {
         replicas: vec![3, 1, 2],
         isr: vec![3, 1],
         elr: vec![2],
+        last_known_elr: vec![],
         leader: 3,
         leader_epoch: 4,
         partition_epoch: 9,

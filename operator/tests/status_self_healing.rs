@@ -38,6 +38,7 @@ fn view(partitions: &[(&[i32], &[i32])]) -> ClusterView {
                     adding_replicas: vec![],
                     removing_replicas: removing.to_vec(),
                     elr: vec![],
+                    last_known_elr: vec![],
                 })
                 .collect(),
         }),

@@ -133,9 +133,7 @@ fn partition_entry(
     out.replica_nodes = ids(&p.replicas);
     out.isr_nodes = ids(&p.isr);
     out.eligible_leader_replicas = Some(ids(&p.elr));
-    // Skein keeps no last known ELR (Kafka's record of the ELR members when
-    // the ELR emptied); the field is present and empty.
-    out.last_known_elr = Some(Vec::new());
+    out.last_known_elr = Some(ids(&p.last_known_elr));
     out.offline_replicas = super::metadata::offline_replicas(image, &p.replicas);
     if image.is_alive(p.leader) {
         out.leader_id = BrokerId(p.leader);

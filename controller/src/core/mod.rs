@@ -449,6 +449,18 @@ impl ControllerCore {
             // An ELR member elected rejoined the ISR; the ELR may be moot.
             election::update_elr(&mut next, &isr_before_election, min_isr, &self.lost_storage);
         }
+        // A format of skein.version 4: an older level's log never holds it.
+        if self
+            .image
+            .cluster
+            .feature_level(crate::features::SKEIN_VERSION)
+            >= crate::features::DELEGATION_TOKENS_LEVEL
+        {
+            let unclean = matches!(outcome, ElectionOutcome::Unclean(_));
+            election::update_last_known_elr(&old, &mut next, min_isr, unclean, &self.lost_storage);
+        } else {
+            next.last_known_elr.clear();
+        }
         self.note_in_sync(topic_id, partition, &next.isr);
         if next.same_assignment_and_leadership(&old) {
             return old;

@@ -114,6 +114,7 @@ impl Wire for PartitionState {
             adding_replicas: self.adding_replicas.clone(),
             removing_replicas: self.removing_replicas.clone(),
             elr: self.elr.clone(),
+            last_known_elr: self.last_known_elr.clone(),
         }
     }
     fn from_pb(p: pb::PartitionView) -> Self {
@@ -121,6 +122,7 @@ impl Wire for PartitionState {
             replicas: p.replicas,
             isr: p.isr,
             elr: p.elr,
+            last_known_elr: p.last_known_elr,
             leader: p.leader,
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,

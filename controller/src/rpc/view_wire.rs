@@ -92,6 +92,7 @@ fn topic_to_pb(t: &TopicView) -> pb::TopicView {
                 adding_replicas: p.adding_replicas.clone(),
                 removing_replicas: p.removing_replicas.clone(),
                 elr: p.elr.clone(),
+                last_known_elr: p.last_known_elr.clone(),
                 ..Default::default()
             })
             .collect(),
@@ -193,6 +194,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
                             adding_replicas: p.adding_replicas,
                             removing_replicas: p.removing_replicas,
                             elr: p.elr,
+                            last_known_elr: p.last_known_elr,
                         })
                         .collect(),
                 };

@@ -24,6 +24,7 @@ fn topic_view(name: &str, t: &crate::TopicImage) -> Arc<TopicView> {
                 adding_replicas: p.adding_replicas.clone(),
                 removing_replicas: p.removing_replicas.clone(),
                 elr: p.elr.clone(),
+                last_known_elr: p.last_known_elr.clone(),
             })
             .collect(),
         configs: t.spec.configs.clone(),

@@ -27,7 +27,9 @@ pub enum MetadataRecord {
     /// in order, so a number one past the last adds a partition. The most
     /// frequent record by far, so it is written compactly:
     /// `{"type":"p","t":topic,"p":partition,"s":[leader, leader epoch,
-    /// partition epoch, replicas, isr, elr, adding, removing]}`.
+    /// partition epoch, replicas, isr, elr, adding, removing]}`, and a last
+    /// known ELR after them only when there is one (`skein.version` 4: a
+    /// log of an older level never holds it, so older releases read it).
     #[serde(rename = "p")]
     Partition {
         #[serde(rename = "t")]
@@ -253,48 +255,79 @@ impl MetadataRecord {
 
 /// A partition state as one JSON array (see [`MetadataRecord::Partition`]).
 mod compact_state {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde::de::{Error, SeqAccess, Visitor};
+    use serde::ser::SerializeSeq;
+    use serde::{Deserializer, Serializer};
 
     use crate::model::{BrokerId, PartitionState};
 
-    type Wire = (
-        BrokerId,
-        i32,
-        i32,
-        Vec<BrokerId>,
-        Vec<BrokerId>,
-        Vec<BrokerId>,
-        Vec<BrokerId>,
-        Vec<BrokerId>,
-    );
-
     pub fn serialize<S: Serializer>(s: &PartitionState, serializer: S) -> Result<S::Ok, S::Error> {
-        (
-            s.leader,
-            s.leader_epoch,
-            s.partition_epoch,
-            &s.replicas,
-            &s.isr,
-            &s.elr,
-            &s.adding_replicas,
-            &s.removing_replicas,
-        )
-            .serialize(serializer)
+        let n = if s.last_known_elr.is_empty() { 8 } else { 9 };
+        let mut seq = serializer.serialize_seq(Some(n))?;
+        seq.serialize_element(&s.leader)?;
+        seq.serialize_element(&s.leader_epoch)?;
+        seq.serialize_element(&s.partition_epoch)?;
+        seq.serialize_element(&s.replicas)?;
+        seq.serialize_element(&s.isr)?;
+        seq.serialize_element(&s.elr)?;
+        seq.serialize_element(&s.adding_replicas)?;
+        seq.serialize_element(&s.removing_replicas)?;
+        if !s.last_known_elr.is_empty() {
+            seq.serialize_element(&s.last_known_elr)?;
+        }
+        seq.end()
+    }
+
+    struct State;
+
+    impl<'de> Visitor<'de> for State {
+        type Value = PartitionState;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a partition state of 8 or 9 elements")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PartitionState, A::Error> {
+            let mut at = 0;
+            let mut next = |seq: &mut A| {
+                at += 1;
+                seq.next_element::<Vec<BrokerId>>()?
+                    .ok_or_else(|| A::Error::invalid_length(at + 2, &"8 or 9 elements"))
+            };
+            let leader = seq
+                .next_element()?
+                .ok_or_else(|| A::Error::invalid_length(0, &"8 or 9 elements"))?;
+            let leader_epoch = seq
+                .next_element()?
+                .ok_or_else(|| A::Error::invalid_length(1, &"8 or 9 elements"))?;
+            let partition_epoch = seq
+                .next_element()?
+                .ok_or_else(|| A::Error::invalid_length(2, &"8 or 9 elements"))?;
+            let replicas = next(&mut seq)?;
+            let isr = next(&mut seq)?;
+            let elr = next(&mut seq)?;
+            let adding_replicas = next(&mut seq)?;
+            let removing_replicas = next(&mut seq)?;
+            let last_known_elr = seq.next_element()?.unwrap_or_default();
+            if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                return Err(A::Error::invalid_length(10, &"8 or 9 elements"));
+            }
+            Ok(PartitionState {
+                replicas,
+                isr,
+                elr,
+                last_known_elr,
+                leader,
+                leader_epoch,
+                partition_epoch,
+                adding_replicas,
+                removing_replicas,
+            })
+        }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PartitionState, D::Error> {
-        let (leader, leader_epoch, partition_epoch, replicas, isr, elr, adding, removing) =
-            Wire::deserialize(d)?;
-        Ok(PartitionState {
-            replicas,
-            isr,
-            elr,
-            leader,
-            leader_epoch,
-            partition_epoch,
-            adding_replicas: adding,
-            removing_replicas: removing,
-        })
+        d.deserialize_seq(State)
     }
 }
 
@@ -311,6 +344,7 @@ mod tests {
                 replicas: vec![1, 2, 3],
                 isr: vec![2, 3],
                 elr: vec![1],
+                last_known_elr: vec![],
                 leader: 2,
                 leader_epoch: 4,
                 partition_epoch: 9,
@@ -324,5 +358,34 @@ mod tests {
             r#"{"type":"p","t":"orders","p":7,"s":[2,4,9,[1,2,3],[2,3],[1],[],[5]]}"#
         );
         assert_eq!(serde_json::from_str::<MetadataRecord>(&text).unwrap(), r);
+    }
+
+    /// A last known ELR is a 9th element, written only when there is one:
+    /// what older releases wrote (and read) stays 8 elements.
+    #[test]
+    fn a_last_known_elr_is_a_ninth_element_only_when_there_is_one() {
+        let mut state = PartitionState::new(vec![1, 2, 3], vec![], crate::NO_LEADER);
+        state.elr = vec![2];
+        state.last_known_elr = vec![1, 3];
+        let r = MetadataRecord::Partition {
+            topic: "t".into(),
+            partition: 0,
+            state,
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"p","t":"t","p":0,"s":[-1,0,0,[1,2,3],[],[2],[],[],[1,3]]}"#
+        );
+        assert_eq!(serde_json::from_str::<MetadataRecord>(&text).unwrap(), r);
+        for bad in [
+            r#"{"type":"p","t":"t","p":0,"s":[-1,0,0,[1],[],[2],[]]}"#,
+            r#"{"type":"p","t":"t","p":0,"s":[-1,0,0,[1],[],[2],[],[],[1],[2]]}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<MetadataRecord>(bad).is_err(),
+                "{bad}"
+            );
+        }
     }
 }
