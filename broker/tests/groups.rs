@@ -990,7 +990,7 @@ async fn txn_offset_commit_to_partitions_that_do_not_exist_is_refused_and_not_st
     r.group_id = gid("tg");
     r.producer_id = pid.producer_id;
     r.producer_epoch = pid.producer_epoch;
-    r.generation_id = -1;
+    r.generation_id_or_member_epoch = -1;
     r.topics = vec![
         topic("one", &[0, 999]),
         topic("no-such-topic", &[0]),

@@ -274,7 +274,7 @@ async fn transaction_version_2_through_the_wire() {
     r.group_id = GroupId(s("g-v2"));
     r.producer_id = ProducerId(pid);
     r.producer_epoch = after_abort.1;
-    r.generation_id = -1;
+    r.generation_id_or_member_epoch = -1;
     let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
     t.name = topic_name(TOPIC);
     let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();

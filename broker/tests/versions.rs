@@ -214,6 +214,22 @@ async fn every_advertised_version_of_every_api_answers() {
         );
         checked += 1;
     }
+    // A group that does not exist: GROUP_ID_NOT_FOUND, and from v3 (Kafka
+    // 4.4) the reason beside it.
+    for v in range(ApiKey::DeleteGroups) {
+        let mut req = DeleteGroupsRequest::default();
+        req.groups_names = vec![GroupId(s("no-such-group"))];
+        let r = ok(&mut c, &req, v).await;
+        let g = &r.results[0];
+        assert_eq!(g.error_code, 69, "DeleteGroups v{v}");
+        assert_eq!(
+            g.error_message.is_some(),
+            v >= 3,
+            "DeleteGroups v{v}: {:?}",
+            g.error_message
+        );
+        checked += 1;
+    }
     for v in range(ApiKey::InitProducerId) {
         let mut req = InitProducerIdRequest::default();
         req.transactional_id = None;

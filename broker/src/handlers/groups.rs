@@ -420,9 +420,19 @@ pub fn delete_groups(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGr
     for gid in req.groups_names {
         let mut r = delete_groups_response::DeletableGroupResult::default();
         r.group_id = gid.clone();
-        let e = refused(broker, &gid, AclOperation::Delete)
-            .or_else(|| broker.groups.delete_group(&gid).err().map(|e| e.code));
-        r.error_code = code(e);
+        // v3 (Kafka 4.4) says why; older versions drop the message.
+        let e = match refused(broker, &gid, AclOperation::Delete) {
+            Some(denied) => Some((denied, None)),
+            None => broker
+                .groups
+                .delete_group(&gid)
+                .err()
+                .map(|e| (e.code, Some(e.message))),
+        };
+        r.error_code = code(e.as_ref().map(|(c, _)| *c));
+        r.error_message = e.map(|(c, m)| {
+            StrBytes::from_string(m.unwrap_or_else(|| c.to_string()))
+        });
         resp.results.push(r);
     }
     resp

@@ -45,7 +45,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
-    (ApiKey::DescribeLogDirs, 1, 4),
+    // v5 (KIP-1066): `is_cordoned`, always false (no cordoned log dirs).
+    (ApiKey::DescribeLogDirs, 1, 5),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
@@ -58,7 +59,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ListGroups, 0, 5),
-    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::DeleteGroups, 0, 3),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),

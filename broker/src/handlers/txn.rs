@@ -411,7 +411,7 @@ pub async fn txn_offset_commit(
             (req.producer_id.0, req.producer_epoch),
             &req.member_id,
             req.group_instance_id.as_deref(),
-            req.generation_id,
+            req.generation_id_or_member_epoch,
             offsets,
         ) {
             Ok(None) => None,
