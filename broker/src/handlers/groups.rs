@@ -430,9 +430,7 @@ pub fn delete_groups(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGr
                 .map(|e| (e.code, Some(e.message))),
         };
         r.error_code = code(e.as_ref().map(|(c, _)| *c));
-        r.error_message = e.map(|(c, m)| {
-            StrBytes::from_string(m.unwrap_or_else(|| c.to_string()))
-        });
+        r.error_message = e.map(|(c, m)| StrBytes::from_string(m.unwrap_or_else(|| c.to_string())));
         resp.results.push(r);
     }
     resp
