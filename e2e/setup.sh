@@ -150,11 +150,25 @@ h=$(hash_of "$E2E_DIR/kafka-dist/pom.xml")
 if fresh "$CACHE/kafka-$KAFKA_VERSION/.stamp" "$h" && [[ -d "$KLIBS" ]]; then
     say "Apache Kafka $KAFKA_VERSION jars up to date: $KLIBS"
 else
-    say "fetching Apache Kafka $KAFKA_VERSION server + tools + Connect jars into $KLIBS"
+    say "fetching Apache Kafka $KAFKA_VERSION server + tools jars into $KLIBS"
     rm -rf "$KLIBS"
     "${MVN[@]}" -f "$E2E_DIR/kafka-dist/pom.xml" dependency:copy-dependencies \
         -DoutputDirectory="$KLIBS" -DincludeScope=runtime
     echo "$h" > "$CACHE/kafka-$KAFKA_VERSION/.stamp"
+fi
+
+# 5b. Kafka Connect (its own release: e2e/connect-dist/pom.xml says why) -----------------------
+CONNECT_VERSION="$(sed -n 's:.*<connect.version>\(.*\)</connect.version>.*:\1:p' "$E2E_DIR/connect-dist/pom.xml")"
+CLIBS="$CACHE/connect-$CONNECT_VERSION/libs"
+h=$(hash_of "$E2E_DIR/connect-dist/pom.xml")
+if fresh "$CACHE/connect-$CONNECT_VERSION/.stamp" "$h" && [[ -d "$CLIBS" ]]; then
+    say "Kafka Connect $CONNECT_VERSION jars up to date: $CLIBS"
+else
+    say "fetching Kafka Connect $CONNECT_VERSION (runtime, JSON converter, file connectors) into $CLIBS"
+    rm -rf "$CLIBS"
+    "${MVN[@]}" -f "$E2E_DIR/connect-dist/pom.xml" dependency:copy-dependencies \
+        -DoutputDirectory="$CLIBS" -DincludeScope=runtime
+    echo "$h" > "$CACHE/connect-$CONNECT_VERSION/.stamp"
 fi
 
 # 6. SeaweedFS (tiered-storage tests) --------------------------------------------------------

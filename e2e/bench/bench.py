@@ -428,10 +428,10 @@ PP_FINAL = re.compile(
 
 def producer_perf(bootstrap, topic, n, size, acks, log, extra=(), config: Path | None = None,
                   tool_args=()):
-    conf = ["--producer.config", str(config)] if config else []
+    conf = ["--command-config", str(config)] if config else []
     out = java_tool("org.apache.kafka.tools.ProducerPerformance",
                     ["--topic", topic, "--num-records", str(n), "--record-size", str(size),
-                     "--throughput", "-1", *conf, *tool_args, "--producer-props", f"bootstrap.servers={bootstrap}",
+                     "--throughput", "-1", *conf, *tool_args, "--command-property", f"bootstrap.servers={bootstrap}",
                      f"acks={acks}", *extra], timeout=1800, log=log)
     m = None
     for m in PP_FINAL.finditer(out):
@@ -447,7 +447,7 @@ def producer_perf(bootstrap, topic, n, size, acks, log, extra=(), config: Path |
 
 
 def consumer_perf(bootstrap, topic, n, log, timeout_ms=30000, config: Path | None = None):
-    conf = ["--consumer.config", str(config)] if config else []
+    conf = ["--command-config", str(config)] if config else []
     out = java_tool("org.apache.kafka.tools.ConsumerPerformance",
                     ["--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(n),
                      "--timeout", str(timeout_ms), "--group", f"bench-{uuid.uuid4().hex[:8]}", *conf],
@@ -671,7 +671,7 @@ def run_secure(system: Single, sizes: Sizes, pki: Path, log: Path) -> dict:
     b = system.b
     pids = system.pids()
     # The SCRAM user, created as a Kafka operator would (AlterUserScramCredentials).
-    java_tool("kafka.admin.ConfigCommand",
+    java_tool("org.apache.kafka.tools.ConfigCommand",
               ["--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "users", "--entity-name",
                SCRAM_USER, "--add-config", f"SCRAM-SHA-512=[iterations=4096,password={SCRAM_PASSWORD}]"],
               timeout=180, log=log)

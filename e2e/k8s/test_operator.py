@@ -1599,9 +1599,9 @@ def java_console_tools(boot: str, props: Path, jaas: str, ca: Path):
                      f"sasl.jaas.config={jaas}\nssl.truststore.type=PEM\nssl.truststore.location={ca}\n")
     lines = "".join(f"java-{i}\n" for i in range(10)).encode()
     kafka_tool("org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", boot, "--topic", "edge-granted",
-               "--producer.config", str(props), "--producer-property", "acks=all", input=lines)
+               "--command-config", str(props), "--command-property", "acks=all", input=lines)
     r = kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", boot,
-                   "--topic", "edge-granted", "--consumer.config", str(props), "--group", "bob-java",
+                   "--topic", "edge-granted", "--command-config", str(props), "--group", "bob-java",
                    "--from-beginning", "--max-messages", "30", "--timeout-ms", "30000")
     read = r.stdout.decode().split()
     assert all(f"java-{i}" in read for i in range(10)), read

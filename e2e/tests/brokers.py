@@ -70,6 +70,16 @@ def kafka_classpath() -> str:
     return str(kafka_libs()) + "/*"
 
 
+def connect_classpath() -> str:
+    """Kafka Connect's jars (e2e/connect-dist/pom.xml's release, fetched by setup.sh)."""
+    pom = (E2E_DIR / "connect-dist" / "pom.xml").read_text()
+    version = pom.split("<connect.version>")[1].split("</connect.version>")[0].strip()
+    libs = E2E_DIR / ".cache" / f"connect-{version}" / "libs"
+    if not any(libs.glob("connect-runtime-*.jar")):
+        raise RuntimeError(f"Kafka Connect jars missing in {libs}: run e2e/setup.sh first")
+    return str(libs) + "/*"
+
+
 class Broker:
     name = "broker"
     start_timeout = 60.0

@@ -302,7 +302,7 @@ def test_topic_admin_operations(broker, tmp_path):
     # Cluster operations need cluster ACLs: Describe for SCRAM users, and the cluster's
     # authorized operations are empty without Describe.
     # (kafka-configs: confluent-kafka 2.16 aborts the process on this refusal.)
-    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", f"127.0.0.1:{broker.sasl_port}",
+    r = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", f"127.0.0.1:{broker.sasl_port}",
                    "--command-config", str(broker.command_config("alice", tmp_path)), "--describe",
                    "--entity-type", "users", "--entity-name", "alice", check=False)
     assert "ClusterAuthorizationException" in (r.stdout + r.stderr).decode(), (r.stdout + r.stderr).decode()

@@ -9,8 +9,8 @@ committed offset, a transactional id that has committed a transaction (its produ
 are used by mallory's transactional requests). Then mallory sends, over a raw socket
 (`rawkafka.py`; requests built with kafka-python's protocol classes, `kafka.protocol.*`), one
 minimal well-formed request per API at a version both brokers serve (the highest, unless the row
-says why not), and each answer must be Apache Kafka 4.1.1's, recorded by running this file with
-E2E_TARGET=kafka: the error codes of the answer, wherever they sit in it, and for the APIs that
+says why not), and each answer must be Apache Kafka 4.4.0's, recorded by running this file with
+E2E_TARGET=kafka (first with 4.1.1; every answer is the same on 4.4.0): the error codes of the answer, wherever they sit in it, and for the APIs that
 answer with a filtered list (Metadata, ListGroups, ListTransactions, DescribeCluster) the list.
 
 Inter-broker forms a client can send are rows too: Fetch from a follower (ReplicaId in v11, the
@@ -106,30 +106,34 @@ PRE_AUTH = {
     36: "SaslAuthenticate: pre-authentication (the SASL exchange itself)",
 }
 
-# Advertised by Apache Kafka 4.1.1 on its broker listener (ApiVersions) but not by Skein: no
+# Advertised by Apache Kafka 4.4.0 on its broker listener (ApiVersions) but not by Skein: no
 # row (docs/compatibility.md lists them as not served). Kafka's answers to them are not part of this matrix.
 KAFKA_ONLY = {
-    34: "AlterReplicaLogDirs: served by Kafka 4.1.1 only (moving replicas between a broker's log dirs)",
-    55: "DescribeQuorum: served by Kafka 4.1.1 only (the KRaft quorum; Skein has no KRaft controller)",
-    64: "UnregisterBroker: served by Kafka 4.1.1 only (KRaft broker registrations)",
-    74: "ListConfigResources: served by Kafka 4.1.1 only (KIP-1142, new in 4.1)",
-    76: "ShareGroupHeartbeat: served by Kafka 4.1.1 only (share groups, KIP-932)",
-    77: "ShareGroupDescribe: served by Kafka 4.1.1 only (share groups, KIP-932)",
-    78: "ShareFetch: served by Kafka 4.1.1 only (share groups, KIP-932)",
-    79: "ShareAcknowledge: served by Kafka 4.1.1 only (share groups, KIP-932)",
-    80: "AddRaftVoter: served by Kafka 4.1.1 only (KRaft quorum membership, KIP-853)",
-    81: "RemoveRaftVoter: served by Kafka 4.1.1 only (KRaft quorum membership, KIP-853)",
-    83: "InitializeShareGroupState: served by Kafka 4.1.1 only (share-group state, KIP-932)",
-    84: "ReadShareGroupState: served by Kafka 4.1.1 only (share-group state, KIP-932)",
-    85: "WriteShareGroupState: served by Kafka 4.1.1 only (share-group state, KIP-932)",
-    86: "DeleteShareGroupState: served by Kafka 4.1.1 only (share-group state, KIP-932)",
-    87: "ReadShareGroupStateSummary: served by Kafka 4.1.1 only (share-group state, KIP-932)",
-    90: "DescribeShareGroupOffsets: served by Kafka 4.1.1 only (share groups, KIP-932)",
-    91: "AlterShareGroupOffsets: served by Kafka 4.1.1 only (share groups, KIP-932)",
-    92: "DeleteShareGroupOffsets: served by Kafka 4.1.1 only (share groups, KIP-932)",
+    34: "AlterReplicaLogDirs: served by Kafka 4.4.0 only (moving replicas between a broker's log dirs)",
+    55: "DescribeQuorum: served by Kafka 4.4.0 only (the KRaft quorum; Skein has no KRaft controller)",
+    64: "UnregisterBroker: served by Kafka 4.4.0 only (KRaft broker registrations)",
+    74: "ListConfigResources: served by Kafka 4.4.0 only (KIP-1142, new in 4.1)",
+    76: "ShareGroupHeartbeat: served by Kafka 4.4.0 only (share groups, KIP-932)",
+    77: "ShareGroupDescribe: served by Kafka 4.4.0 only (share groups, KIP-932)",
+    78: "ShareFetch: served by Kafka 4.4.0 only (share groups, KIP-932)",
+    79: "ShareAcknowledge: served by Kafka 4.4.0 only (share groups, KIP-932)",
+    80: "AddRaftVoter: served by Kafka 4.4.0 only (KRaft quorum membership, KIP-853)",
+    81: "RemoveRaftVoter: served by Kafka 4.4.0 only (KRaft quorum membership, KIP-853)",
+    83: "InitializeShareGroupState: served by Kafka 4.4.0 only (share-group state, KIP-932)",
+    84: "ReadShareGroupState: served by Kafka 4.4.0 only (share-group state, KIP-932)",
+    85: "WriteShareGroupState: served by Kafka 4.4.0 only (share-group state, KIP-932)",
+    86: "DeleteShareGroupState: served by Kafka 4.4.0 only (share-group state, KIP-932)",
+    87: "ReadShareGroupStateSummary: served by Kafka 4.4.0 only (share-group state, KIP-932)",
+    90: "DescribeShareGroupOffsets: served by Kafka 4.4.0 only (share groups, KIP-932)",
+    91: "AlterShareGroupOffsets: served by Kafka 4.4.0 only (share groups, KIP-932)",
+    92: "DeleteShareGroupOffsets: served by Kafka 4.4.0 only (share groups, KIP-932)",
+    88: "StreamsGroupHeartbeat: served by Kafka 4.4.0 only (streams groups, KIP-1071)",
+    89: "StreamsGroupDescribe: served by Kafka 4.4.0 only (streams groups, KIP-1071)",
+    93: "StreamsGroupTopologyDescriptionUpdate: served by Kafka 4.4.0 only (streams groups, KIP-1071)",
+    94: "UnregisterController: served by Kafka 4.4.0 only (KRaft controller registrations)",
 }
 
-# Advertised by Skein but not by Kafka 4.1.1: none (every key Skein serves, Kafka serves).
+# Advertised by Skein but not by Kafka 4.4.0: none (every key Skein serves, Kafka serves).
 SKEIN_ONLY: dict[int, str] = {}
 
 # Advertised by neither on the client listener: the ZooKeeper-era inter-broker APIs (gone from
@@ -343,7 +347,7 @@ class Row:
     api: int
     version: int
     call: Callable  # (mallory's connection, Setup) -> the answer
-    kafka: object   # Kafka 4.1.1's answer
+    kafka: object   # Kafka 4.4.0's answer
     doc: str
 
 
@@ -584,7 +588,7 @@ ROWS: list[Row] = [
         send(build(DescribeUserScramCredentialsRequest, 0, users=[{"name": "admin"}]),
              DescribeUserScramCredentialsResponse),
         {"error_code": CLUSTER_AUTH, "results[0].error_code": CLUSTER_AUTH},
-        "Describe on the cluster. Asked for user admin: Kafka 4.1.1 never answers users=null (all "
+        "Describe on the cluster. Asked for user admin: Kafka 4.4.0 never answers users=null (all "
               "users) when refusing it (a NullPointerException building the error response)"),
     Row("DescribeCluster", 60, 1,
         send(build(DescribeClusterRequest, 1, include_cluster_authorized_operations=True, endpoint_type=1),
@@ -773,7 +777,7 @@ def test_served_apis_are_all_in_the_matrix(authz):
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_mallory_without_acls(authz, row):
-    """One request as mallory (authenticated, no ACL): the answer Kafka 4.1.1 gives."""
+    """One request as mallory (authenticated, no ACL): the answer Kafka 4.4.0 gives."""
     with authz.connect("mallory") as c:
         try:
             got = row.call(c, authz)
@@ -781,14 +785,14 @@ def test_mallory_without_acls(authz, row):
             got = CLOSED
     print(f"{row.id} (api {row.api} v{row.version}; {row.doc}): {TARGET} answered {got!r}")
     assert row.kafka is not None, f"{row.id}: no Kafka answer recorded; {TARGET} answered {got!r}"
-    assert got == row.kafka, (f"{row.id} (api {row.api} v{row.version}, {row.doc}): Kafka 4.1.1 answers "
+    assert got == row.kafka, (f"{row.id} (api {row.api} v{row.version}, {row.doc}): Kafka 4.4.0 answers "
                               f"{row.kafka!r}, {TARGET} answered {got!r}")
 
 
 @pytest.mark.parametrize("key", sorted(NOT_SERVED), ids=[f"{v[0]}-{k}" for k, v in sorted(NOT_SERVED.items())])
 def test_api_neither_serves_to_clients(authz, key):
     """A controller-only or removed inter-broker API sent by mallory to the client listener (v
-    as named, empty body): Kafka 4.1.1 closes the connection without answering."""
+    as named, empty body): Kafka 4.4.0 closes the connection without answering."""
     name, version = NOT_SERVED[key]
     with authz.connect("mallory") as c:
         try:
@@ -797,7 +801,7 @@ def test_api_neither_serves_to_clients(authz, key):
         except ConnectionError:
             got = CLOSED
     print(f"{name} ({key}) v{version}: {TARGET}: {got}")
-    assert got == CLOSED, f"{name} ({key}) v{version}: Kafka 4.1.1 closes the connection, {TARGET}: {got}"
+    assert got == CLOSED, f"{name} ({key}) v{version}: Kafka 4.4.0 closes the connection, {TARGET}: {got}"
 
 
 def test_nothing_changed_after_the_matrix(authz):

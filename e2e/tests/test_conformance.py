@@ -182,7 +182,7 @@ def test_topic_compression_type_is_how_batches_are_stored(broker, topic, topic_c
     c.close()
     assert got == [f"value-{i}-" + "x" * 100 for i in range(50)]
     segment = next((broker.data_dir / f"{topic}-0").glob("*.log"))
-    out = util.kafka_tool("kafka.tools.DumpLogSegments", "--files", str(segment)).stdout.decode()
+    out = util.kafka_tool("org.apache.kafka.tools.DumpLogSegments", "--files", str(segment)).stdout.decode()
     codecs = set(re.findall(r"compresscodec: (\w+)", out))
     assert codecs == {stored}, out[-2000:]
 

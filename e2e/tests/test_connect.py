@@ -1,5 +1,5 @@
 """The ecosystem on top of the broker, on a 3-broker cluster: Kafka Connect in distributed mode
-(Apache Kafka's own connect-runtime, JSON converters and file connectors) and the storage and
+(Apache Kafka's own connect-runtime, JSON converters and file connectors, 4.3.1: e2e/connect-dist) and the storage and
 leader-election pattern of Confluent's Schema Registry.
 
 Connect: two workers share a group; their config / offset / status topics are created by the
@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 import util
-from brokers import free_port, kafka_classpath
+from brokers import connect_classpath, free_port
 from conftest import _active
 
 pytestmark = [pytest.mark.replication, pytest.mark.group_coordinator]
@@ -131,7 +131,7 @@ class ConnectWorker:
             # The sink task's consumer group likewise (its consumer's default is 45 s).
             "consumer.session.timeout.ms": str(SESSION_TIMEOUT_MS),
             "consumer.heartbeat.interval.ms": "1000",
-            # connect-file is on the classpath (e2e/.cache/kafka-*/libs): no plugin.path. Its
+            # connect-file is on the classpath (e2e/.cache/connect-*/libs): no plugin.path. Its
             # connectors have ServiceLoader manifests, so no reflective scan of every jar.
             "plugin.discovery": "service_load",
         }
@@ -147,7 +147,7 @@ class ConnectWorker:
         cmd = ["java", "-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-Dorg.slf4j.simpleLogger.showDateTime=true",
                "-Dorg.slf4j.simpleLogger.log.org.reflections=warn",
-               "-cp", kafka_classpath(), "org.apache.kafka.connect.cli.ConnectDistributed", str(self.props_path)]
+               "-cp", connect_classpath(), "org.apache.kafka.connect.cli.ConnectDistributed", str(self.props_path)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True)

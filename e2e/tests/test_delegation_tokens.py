@@ -56,7 +56,7 @@ TOKENS = "org.apache.kafka.tools.DelegationTokenCommand"
 TOPIC_CMD = "org.apache.kafka.tools.TopicCommand"
 PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
-CONFIGS = "kafka.admin.ConfigCommand"
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 FEATURES = "org.apache.kafka.tools.FeatureCommand"
 
 SECRET = "e2e-delegation-token-secret"
@@ -351,9 +351,9 @@ def test_create_describe_renew_and_use_a_token(token_broker, tmp_path, topic):
     kafka_tool(TOPIC_CMD, "--bootstrap-server", sasl(b), "--command-config", str(props), "--create",
                "--topic", topic, "--partitions", "1", "--replication-factor", "1")
     lines = "".join(f"token-record-{i}\n" for i in range(50)).encode()
-    kafka_tool(PRODUCER, "--bootstrap-server", sasl(b), "--topic", topic, "--producer.config", str(props),
+    kafka_tool(PRODUCER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
                "--request-required-acks", "all", input=lines)
-    r = kafka_tool(CONSUMER, "--bootstrap-server", sasl(b), "--topic", topic, "--consumer.config", str(props),
+    r = kafka_tool(CONSUMER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
                    "--partition", "0", "--offset", "earliest", "--max-messages", "50", "--timeout-ms", "30000")
     assert r.stdout.decode().split() == [f"token-record-{i}" for i in range(50)], r.stdout.decode()
 
@@ -456,9 +456,9 @@ def test_tokens_survive_a_broker_restart(token_broker, tmp_path, topic):
     kafka_tool(TOPIC_CMD, "--bootstrap-server", sasl(b), "--command-config", str(props), "--create",
                "--topic", topic, "--partitions", "1", "--replication-factor", "1")
     lines = "".join(f"after-restart-{i}\n" for i in range(10)).encode()
-    kafka_tool(PRODUCER, "--bootstrap-server", sasl(b), "--topic", topic, "--producer.config", str(props),
+    kafka_tool(PRODUCER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
                "--request-required-acks", "all", input=lines)
-    r = kafka_tool(CONSUMER, "--bootstrap-server", sasl(b), "--topic", topic, "--consumer.config", str(props),
+    r = kafka_tool(CONSUMER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
                    "--partition", "0", "--offset", "earliest", "--max-messages", "10", "--timeout-ms", "30000")
     assert r.stdout.decode().split() == [f"after-restart-{i}" for i in range(10)], r.stdout.decode()
     # Still renewable by its renewer after the restart (-1: delegation.token.expiry.time.ms).

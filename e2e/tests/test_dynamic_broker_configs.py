@@ -28,7 +28,7 @@ def own_broker(tmp_path):
 
 
 def configs(bootstrap: str, *args: str, check: bool = True):
-    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args, check=check)
+    r = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, *args, check=check)
     return r if not check else r.stdout.decode()
 
 

@@ -75,8 +75,8 @@ def test_console_producer_consumer(broker, topic, tmp, codec):
     recs = dataset(2000, seed=11, ascii_only=True, headers=False)
     data = b"".join(r.key + b"\t" + r.value + b"\n" for r in recs)
     kafka_tool(PRODUCER, "--bootstrap-server", b, "--topic", topic, "--compression-codec", codec,
-               "--request-required-acks", "all", "--property", "parse.key=true",
-               "--property", "key.separator=\t", input=data, timeout=120)
+               "--request-required-acks", "all", "--reader-property", "parse.key=true",
+               "--reader-property", "key.separator=\t", input=data, timeout=120)
     ends = end_offsets(b, topic)
     assert sorted(ends) == [0, 1, 2] and sum(ends.values()) == len(recs), ends
     got = []
@@ -85,9 +85,9 @@ def test_console_producer_consumer(broker, topic, tmp, codec):
             continue
         r = kafka_tool(CONSUMER, "--bootstrap-server", b, "--topic", topic, "--partition", str(p),
                        "--offset", "earliest", "--max-messages", str(n), "--timeout-ms", "30000",
-                       "--consumer-property", "enable.auto.commit=false",
-                       "--property", "print.key=true", "--property", "print.offset=true",
-                       "--property", "key.separator=\t", timeout=120)
+                       "--command-property", "enable.auto.commit=false",
+                       "--formatter-property", "print.key=true", "--formatter-property", "print.offset=true",
+                       "--formatter-property", "key.separator=\t", timeout=120)
         lines = [ln for ln in r.stdout.split(b"\n") if ln]
         assert len(lines) == n, f"partition {p}: {len(lines)} lines, want {n}; stderr: {r.stderr[-2000:]!r}"
         for ln in lines:
@@ -116,7 +116,7 @@ def test_config_command_lists_every_broker_config_with_its_source_and_synonyms(b
     """kafka-configs --describe --entity-type brokers --all: every broker config with its value,
     where it comes from and its synonyms, as Kafka 4.1 lists them (log.retention.ms unset is
     null, its value coming from log.retention.hours); the others show Kafka's defaults."""
-    out = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--describe",
+    out = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--describe",
                      "--entity-type", "brokers", "--entity-name", "1", "--all").stdout.decode()
     for line in [
         "log.segment.bytes=1073741824 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}",
@@ -132,7 +132,7 @@ def test_config_command_lists_every_broker_config_with_its_source_and_synonyms(b
     ]:
         assert line in out, f"{line!r} missing from:\n{out}"
     # Without --all only dynamic configs are listed: none are set.
-    out = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--describe",
+    out = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--describe",
                      "--entity-type", "brokers", "--entity-name", "1").stdout.decode()
     assert "log.segment.bytes" not in out, out
 

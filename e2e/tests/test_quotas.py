@@ -40,7 +40,7 @@ def quota_broker(tmp_path_factory):
 
 
 def configs(b: SkeinBroker, *args: str) -> str:
-    return kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, *args).stdout.decode()
+    return kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", b.bootstrap, *args).stdout.decode()
 
 
 def test_kafka_configs_sets_describes_and_removes_quotas(quota_broker):
@@ -59,7 +59,7 @@ def test_kafka_configs_sets_describes_and_removes_quotas(quota_broker):
     assert "producer_byte_rate=1024.0" in out, out
 
     # A value Kafka refuses is refused.
-    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", quota_broker.bootstrap, "--alter",
+    r = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", quota_broker.bootstrap, "--alter",
                    "--entity-type", "users", "--entity-name", "alice", "--add-config", "producer_byte_rate=-5",
                    check=False)
     assert r.returncode != 0 and b"positive" in r.stdout + r.stderr, r

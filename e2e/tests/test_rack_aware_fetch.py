@@ -106,6 +106,6 @@ def test_consumers_read_from_a_follower_in_their_rack(racked, topic, tmp_path):
     before = bytes_out(racked, other, topic)
     r = util.kafka_tool(CONSOLE_CONSUMER, "--bootstrap-server", racked.bootstrap, "--topic", topic,
                         "--from-beginning", "--max-messages", str(len(values)), "--timeout-ms", "60000",
-                        "--consumer-property", f"client.rack=rack-{other}", timeout=120)
+                        "--command-property", f"client.rack=rack-{other}", timeout=120)
     assert r.stdout.decode().split() == [v.decode() for v in values]
     assert bytes_out(racked, other, topic) - before >= sum(len(v) for v in values)

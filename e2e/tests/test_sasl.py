@@ -82,7 +82,7 @@ def sasl_broker(pki, tmp_path_factory):
 
 def kafka_configs(bootstrap: str, *args: str, config: Path | None = None):
     extra = ["--command-config", str(config)] if config else []
-    return kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *extra, *args)
+    return kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, *extra, *args)
 
 
 @pytest.fixture(scope="module")
@@ -257,9 +257,9 @@ def test_java_console_tools_with_scram_over_sasl_ssl(sasl_broker, pki, scram_use
                "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1")
     lines = "".join(f"line-{i}\n" for i in range(40)).encode()
     kafka_tool("org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", b, "--topic", topic,
-               "--producer.config", str(props), input=lines)
+               "--command-config", str(props), input=lines)
     r = kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", b, "--topic", topic,
-                   "--consumer.config", str(props), "--from-beginning", "--max-messages", "40",
+                   "--command-config", str(props), "--from-beginning", "--max-messages", "40",
                    "--timeout-ms", "30000", "--group", f"g-{topic}")
     assert sorted(r.stdout.decode().split()) == sorted(f"line-{i}" for i in range(40))
     # kafka-configs itself over SASL_SSL, authenticated as a SCRAM user.

@@ -340,7 +340,7 @@ def broker_default(c: LocalCluster, op: str, config: str) -> None:
     """`kafka-configs --entity-type brokers --entity-default --add-config` (or
     `--delete-config`), Kafka's own tool."""
     flag = "--add-config" if op == "add" else "--delete-config"
-    util.kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", c.bootstrap, "--alter",
+    util.kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", c.bootstrap, "--alter",
                     "--entity-type", "brokers", "--entity-default", flag, config)
 
 

@@ -102,14 +102,14 @@ def test_large_fetches_over_ssl_arrive_whole_and_at_once(tls_broker, pki, topic,
     n = 200_000
     # Kafka's own producer tool, as the benchmark (16 KiB batches: responses of many batches).
     kafka_tool("org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(n),
-               "--record-size", "1024", "--throughput", "-1", "--producer-props",
+               "--record-size", "1024", "--throughput", "-1", "--command-property",
                f"bootstrap.servers={tls_broker.bootstrap}", "acks=1", timeout=120)
     conf = tmp_path / "ssl.properties"
     conf.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki / 'ca.pem'}\n")
     start = time.monotonic()
     out = kafka_tool("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
                      f"127.0.0.1:{tls_broker.ssl_port}", "--topic", topic, "--messages", str(n),
-                     "--timeout", "20000", "--group", f"g-{topic}", "--consumer.config", str(conf),
+                     "--timeout", "20000", "--group", f"g-{topic}", "--command-config", str(conf),
                      timeout=120).stdout.decode()
     lines = [ln for ln in out.splitlines() if ln.strip()]
     hi = next(i for i, ln in enumerate(lines) if ln.startswith("start.time"))
@@ -256,9 +256,9 @@ def test_java_console_tools_over_ssl_with_pem_stores(tls_broker, pki, topic, tmp
                "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1")
     lines = "".join(f"line-{i}\n" for i in range(40)).encode()
     kafka_tool("org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", b, "--topic", topic,
-               "--producer.config", str(props), input=lines)
+               "--command-config", str(props), input=lines)
     r = kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", b, "--topic", topic,
-                   "--consumer.config", str(props), "--from-beginning", "--max-messages", "40",
+                   "--command-config", str(props), "--from-beginning", "--max-messages", "40",
                    "--timeout-ms", "30000")
     assert sorted(r.stdout.decode().split()) == sorted(f"line-{i}" for i in range(40))
 
