@@ -108,7 +108,7 @@ impl TokenManager {
         now_ms: i64,
     ) -> Option<ScramCredential> {
         let token = tokens.get(token_id).filter(|t| !t.expired(now_ms))?;
-        let password = B64.encode(self.hmac(&token.token_id)?);
+        let secret = self.config.secret.as_deref()?;
         let mut cache = self.credentials.lock().expect("token credentials lock");
         // Tokens that are gone leave the cache.
         if cache.len() > tokens.len() {
@@ -120,6 +120,8 @@ impl TokenManager {
                 .or_default()
                 .entry(mechanism)
                 .or_insert_with(|| {
+                    // The password a client logs in with: the HMAC's base64.
+                    let password = B64.encode(hmac_of(secret, &token.token_id));
                     ScramCredential::from_password(mechanism, &password, TOKEN_ITERATIONS)
                 })
                 .clone(),

@@ -265,6 +265,19 @@ def renew(b, props: Path, token: Token, period_ms: int, check: bool = True):
     return date(m.group(1))
 
 
+def round_trip(b, props: Path, topic: str, prefix: str, n: int) -> None:
+    """With `props`' login: TopicCommand creates `topic`, ConsoleProducer writes n records
+    (acks=all), ConsoleConsumer reads them back, in order."""
+    kafka_tool(TOPIC_CMD, "--bootstrap-server", sasl(b), "--command-config", str(props), "--create",
+               "--topic", topic, "--partitions", "1", "--replication-factor", "1")
+    lines = "".join(f"{prefix}-{i}\n" for i in range(n)).encode()
+    kafka_tool(PRODUCER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
+               "--request-required-acks", "all", input=lines)
+    r = kafka_tool(CONSUMER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
+                   "--partition", "0", "--offset", "earliest", "--max-messages", str(n), "--timeout-ms", "30000")
+    assert r.stdout.decode().split() == [f"{prefix}-{i}" for i in range(n)], r.stdout.decode()
+
+
 def login(b, props: Path) -> str | None:
     """TopicCommand --list (Kafka's admin client) over SASL_PLAINTEXT with `props`: None when it
     lists the topics, the broker's message when authentication failed (SaslAuthenticationException);
@@ -347,15 +360,7 @@ def test_create_describe_renew_and_use_a_token(token_broker, tmp_path, topic):
     # The token authenticates Kafka's Java clients (both SCRAM mechanisms).
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         assert authenticates(b, token_props(tmp_path, t.id, t.hmac, mechanism)), mechanism
-    props = token_props(tmp_path, t.id, t.hmac)
-    kafka_tool(TOPIC_CMD, "--bootstrap-server", sasl(b), "--command-config", str(props), "--create",
-               "--topic", topic, "--partitions", "1", "--replication-factor", "1")
-    lines = "".join(f"token-record-{i}\n" for i in range(50)).encode()
-    kafka_tool(PRODUCER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
-               "--request-required-acks", "all", input=lines)
-    r = kafka_tool(CONSUMER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
-                   "--partition", "0", "--offset", "earliest", "--max-messages", "50", "--timeout-ms", "30000")
-    assert r.stdout.decode().split() == [f"token-record-{i}" for i in range(50)], r.stdout.decode()
+    round_trip(b, token_props(tmp_path, t.id, t.hmac), topic, "token-record", 50)
 
 
 def test_token_requests_refused_over_plaintext_and_with_a_token(token_broker, tmp_path):
@@ -456,14 +461,7 @@ def test_tokens_survive_a_broker_restart(token_broker, tmp_path, topic):
     props = token_props(tmp_path, t.id, t.hmac)
     assert authenticates(b, props)
     assert not authenticates(b, token_props(tmp_path, gone.id, gone.hmac))
-    kafka_tool(TOPIC_CMD, "--bootstrap-server", sasl(b), "--command-config", str(props), "--create",
-               "--topic", topic, "--partitions", "1", "--replication-factor", "1")
-    lines = "".join(f"after-restart-{i}\n" for i in range(10)).encode()
-    kafka_tool(PRODUCER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
-               "--request-required-acks", "all", input=lines)
-    r = kafka_tool(CONSUMER, "--bootstrap-server", sasl(b), "--topic", topic, "--command-config", str(props),
-                   "--partition", "0", "--offset", "earliest", "--max-messages", "10", "--timeout-ms", "30000")
-    assert r.stdout.decode().split() == [f"after-restart-{i}" for i in range(10)], r.stdout.decode()
+    round_trip(b, props, topic, "after-restart", 10)
     # Still renewable by its renewer after the restart (-1: delegation.token.expiry.time.ms).
     new_expiry = renew(b, user_props(tmp_path, "bob"), t, -1)
     assert abs(minutes(new_expiry - datetime.now(timezone.utc)) - EXPIRY_TIME_MS / 60_000) <= 2, new_expiry

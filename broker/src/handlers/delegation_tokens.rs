@@ -53,10 +53,6 @@ fn principal_parts(p: &str) -> (String, String) {
     }
 }
 
-fn saturating_add(a: i64, b: i64) -> i64 {
-    a.saturating_add(b)
-}
-
 pub fn create(
     broker: &Broker,
     session: &Session,
@@ -119,7 +115,7 @@ pub fn create(
         m if m > 0 => m.min(tokens.config.max_lifetime_ms),
         _ => tokens.config.max_lifetime_ms,
     };
-    let max_ms = saturating_add(now, max_life);
+    let max_ms = now.saturating_add(max_life);
     let token = DelegationToken {
         token_id: crate::delegation_tokens::new_token_id(),
         owner: owner.to_string(),
@@ -137,7 +133,7 @@ pub fn create(
             .collect(),
         issue_ms: now,
         max_ms,
-        expiry_ms: max_ms.min(saturating_add(now, tokens.config.expiry_time_ms)),
+        expiry_ms: max_ms.min(now.saturating_add(tokens.config.expiry_time_ms)),
     };
     match broker.metadata.create_delegation_token(token.clone()) {
         Ok(()) => {
@@ -224,7 +220,7 @@ pub fn renew(
             p if p > 0 => p.min(default),
             _ => default,
         };
-        let expiry = token.max_ms.min(saturating_add(now, period));
+        let expiry = token.max_ms.min(now.saturating_add(period));
         store_expiry(broker, &token, Some(expiry), expiry)
     });
     (resp.error_code, resp.expiry_timestamp_ms) = answer(result);
@@ -250,7 +246,7 @@ pub fn expire(
         } else {
             let expiry = token
                 .max_ms
-                .min(saturating_add(now, req.expiry_time_period_ms));
+                .min(now.saturating_add(req.expiry_time_period_ms));
             (expiry, Some(expiry))
         };
         store_expiry(broker, &token, stored, expiry)
