@@ -48,6 +48,8 @@ pub struct Broker {
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Delegation tokens: settings, credentials derived.
     pub delegation_tokens: crate::delegation_tokens::TokenManager,
+    /// Client telemetry (KIP-714): instances, and what they pushed.
+    pub client_metrics: crate::client_metrics::ClientMetrics,
     /// KIP-405: the object store, with `remote.log.storage.system.enable`.
     pub remote: Option<Arc<crate::remote_log::RemoteLog>>,
     /// Runs its own controller (a single-node cluster, Kafka's combined
@@ -246,6 +248,9 @@ impl Broker {
             Self {
                 delegation_tokens: crate::delegation_tokens::TokenManager::new(
                     config.delegation_tokens.clone(),
+                ),
+                client_metrics: crate::client_metrics::ClientMetrics::new(
+                    config.telemetry_max_bytes,
                 ),
                 metadata,
                 dynamic: crate::dynamic_config::DynamicConfig::new(&config),

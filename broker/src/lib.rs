@@ -10,6 +10,7 @@ pub mod broker;
 pub mod broker_channels;
 pub mod broker_config_defs;
 pub mod clean_shutdown;
+pub mod client_metrics;
 pub mod config;
 pub mod connection_quotas;
 pub mod coordinator_runtime;
@@ -132,7 +133,9 @@ async fn serve_until(
             if let Some(remote) = &b.remote {
                 remote.refresh_metrics();
             }
-            b.metrics.render(&b.replicas, &b.quotas)
+            let mut text = b.metrics.render(&b.replicas, &b.quotas);
+            text.push_str(&b.client_metrics.render());
+            text
         });
         tokio::spawn(async move {
             if let Err(e) = skein_controller::metrics_endpoint::serve_text(addr, render).await {

@@ -438,6 +438,24 @@ impl MetadataCache {
         )
     }
 
+    /// Replaces a client-metrics subscription's or a group's configs (an
+    /// empty set removes them).
+    pub fn alter_resource_configs(
+        &self,
+        kind: skein_controller::resource_configs::ConfigResourceKind,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ApiError> {
+        call(
+            self.controller.as_ref(),
+            req::AlterResourceConfigs {
+                kind,
+                name: name.to_string(),
+                configs,
+            },
+        )
+    }
+
     /// Stores a new delegation token.
     pub fn create_delegation_token(
         &self,

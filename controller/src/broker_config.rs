@@ -478,6 +478,8 @@ broker_config_table! {
     SSL_TRUSTSTORE_TYPE = "ssl.truststore.type", Str, "JKS", inert(LISTENER_SETUP), scope per_listener;
     /// Principals allowed everything (`User:a;User:b`).
     SUPER_USERS = "super.users", Str, null, static;
+    /// The largest client telemetry push (KIP-714) accepted, compressed and decompressed.
+    TELEMETRY_MAX_BYTES = "telemetry.max.bytes", Int, "1048576", static, min 1;
     /// How often transactions past their timeout are aborted.
     TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS =
         "transaction.abort.timed.out.transaction.cleanup.interval.ms", Int, "10000", static, min 1;

@@ -38,6 +38,12 @@ pub enum Command {
     PersistAcls(crate::acls::Acls),
     /// Store the dynamic broker configs (all of them: they are few).
     PersistBrokerConfigs(crate::broker_configs::BrokerConfigs),
+    /// Store one resource's whole config set (empty: remove it).
+    PersistResourceConfigs {
+        kind: crate::resource_configs::ConfigResourceKind,
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
     /// Store one user's SCRAM credentials (none left: remove the user).
     PersistScramCredentials {
         user: String,

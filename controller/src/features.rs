@@ -11,6 +11,7 @@
 //! | 2     | 0.2.0   | the finalized level is recorded in the metadata log, whose head becomes format 2 |
 //! | 3     | 0.2.0   | SCRAM credentials in the metadata log are sealed with the cluster's key Secret (Kubernetes); the log's head becomes format 3 |
 //! | 4     | 0.2.0   | delegation tokens (KIP-48): the metadata log holds token records; partition records hold the last known ELR (KIP-966) |
+//! | 5     | 0.2.0   | client-metrics subscriptions (KIP-714) and group configs: the metadata log holds resource-config records |
 //!
 //! Kafka's `transaction.version` is finalizable too, as in Kafka 4.x: 0
 //! (transactions as before), 1 (`__transaction_state` values in the
@@ -40,7 +41,7 @@ pub const SKEIN_VERSION: &str = "skein.version";
 /// The lowest `skein.version` this release runs at.
 pub const SKEIN_VERSION_MIN: i16 = 1;
 /// The highest `skein.version` this release runs at.
-pub const SKEIN_VERSION_MAX: i16 = 4;
+pub const SKEIN_VERSION_MAX: i16 = 5;
 /// From this level on, SCRAM credentials are sealed in a metadata store
 /// that has a key (`store::seal`; the Kubernetes platform's ConfigMaps).
 pub const SEALED_CREDENTIALS_LEVEL: i16 = 3;
@@ -48,6 +49,9 @@ pub const SEALED_CREDENTIALS_LEVEL: i16 = 3;
 /// their last known ELR: the metadata log holds token records and 9-element
 /// partition records, which a controller of an older release cannot read.
 pub const DELEGATION_TOKENS_LEVEL: i16 = 4;
+/// From this level on, CLIENT_METRICS and GROUP config resources may be
+/// set: the metadata log holds resource-config records.
+pub const CONFIG_RESOURCES_LEVEL: i16 = 5;
 
 /// Kafka's transaction protocol version (KIP-890 part 2).
 pub const TRANSACTION_VERSION: &str = "transaction.version";

@@ -67,6 +67,7 @@ pub mod reassignment;
 pub mod replication_factor;
 pub mod replication_throttle;
 pub mod requests;
+pub mod resource_configs;
 pub mod rpc;
 pub mod scaling;
 pub mod scram;

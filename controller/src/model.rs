@@ -407,6 +407,12 @@ pub struct MetadataImage {
     /// Delegation tokens by id (no HMACs: brokers derive them).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub delegation_tokens: crate::delegation_tokens::DelegationTokens,
+    /// Client-metrics subscriptions and group configs.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::resource_configs::ResourceConfigs::is_empty"
+    )]
+    pub resource_configs: crate::resource_configs::ResourceConfigs,
 }
 
 /// A running reassignment, as `ListPartitionReassignments` reports it.

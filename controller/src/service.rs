@@ -60,9 +60,8 @@ pub struct ControllerService {
     /// by version, so sessions can send brokers deltas.
     history: Mutex<std::collections::VecDeque<(u64, Option<BTreeSet<String>>)>>,
     published: tokio::sync::watch::Sender<u64>,
-    /// `skein_controller_leader_elections_total{kind}`: the
-    /// [`ELECTION_KINDS`] (registered by whoever exports the controller's
-    /// metrics).
+    /// `skein_controller_leader_elections_total{kind}`: the [`ELECTION_KINDS`]
+    /// (registered by whoever exports the controller's metrics).
     pub elections: prometheus::IntCounterVec,
     /// `skein_controller_broker_storage_lost_total`: brokers that came back
     /// with another log directory (registered like `elections`).
@@ -395,6 +394,7 @@ impl ControllerService {
                 | Command::PersistCluster(_)
                 | Command::PersistScramCredentials { .. }
                 | Command::PersistDelegationToken { .. }
+                | Command::PersistResourceConfigs { .. }
                 | Command::PersistClientQuotas(_)
                 | Command::PersistBrokerConfigs(_)
                 | Command::PersistAcls(_) => {

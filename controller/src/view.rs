@@ -127,6 +127,8 @@ pub struct ClusterView {
     pub broker_configs: Arc<crate::broker_configs::BrokerConfigs>,
     /// Delegation tokens by id (brokers derive their HMACs).
     pub delegation_tokens: Arc<crate::delegation_tokens::DelegationTokens>,
+    /// Client-metrics subscriptions and group configs.
+    pub resource_configs: Arc<crate::resource_configs::ResourceConfigs>,
     /// Feature levels: finalized, and what the controller supports.
     pub features: ViewFeatures,
 }

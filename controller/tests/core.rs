@@ -1389,6 +1389,7 @@ fn commands_come_out_persist_first_publish_last() {
         | Command::PersistCluster(_)
         | Command::PersistScramCredentials { .. }
         | Command::PersistDelegationToken { .. }
+        | Command::PersistResourceConfigs { .. }
         | Command::PersistClientQuotas(_)
         | Command::PersistBrokerConfigs(_)
         | Command::PersistAcls(_) => 0,

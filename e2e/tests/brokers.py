@@ -227,10 +227,14 @@ class KafkaBroker(Broker):
         return p
 
     def _java(self) -> list[str]:
+        cp = kafka_classpath()
+        if any(str(v).startswith("skein.e2e.") for v in self.overrides.values()):
+            # A plugin of the suite's own (e2e/java), e.g. the client telemetry exporter.
+            cp += f":{E2E_DIR / 'java' / 'target' / 'e2e-java-client-1.jar'}"
         return ["java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                 "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                "-cp", kafka_classpath()]
+                "-cp", cp]
 
     def prepare(self) -> None:
         self.props_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))

@@ -112,7 +112,6 @@ KAFKA_ONLY = {
     34: "AlterReplicaLogDirs: served by Kafka 4.4.0 only (moving replicas between a broker's log dirs)",
     55: "DescribeQuorum: served by Kafka 4.4.0 only (the KRaft quorum; Skein has no KRaft controller)",
     64: "UnregisterBroker: served by Kafka 4.4.0 only (KRaft broker registrations)",
-    74: "ListConfigResources: served by Kafka 4.4.0 only (KIP-1142, new in 4.1)",
     76: "ShareGroupHeartbeat: served by Kafka 4.4.0 only (share groups, KIP-932)",
     77: "ShareGroupDescribe: served by Kafka 4.4.0 only (share groups, KIP-932)",
     78: "ShareFetch: served by Kafka 4.4.0 only (share groups, KIP-932)",
@@ -212,6 +211,11 @@ def authz(tmp_path_factory):
             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
             "listener.name.controller.plain.sasl.jaas.config": jaas(client_user="admin"),
         })
+    if isinstance(b, KafkaBroker):
+        # Kafka serves GetTelemetrySubscriptions and PushTelemetry only with a client telemetry
+        # exporter (Skein's is built in): the suite's own (e2e/java).
+        overrides.update({"metric.reporters": "skein.e2e.TelemetryFileExporter",
+                          "skein.e2e.telemetry.file": str(b.workdir / "pushed.tsv")})
     b.overrides.update(overrides)
     b.start()
     try:
@@ -748,6 +752,31 @@ ROWS[0:0] = [  # not destructive: before the rows that are
         raw(41, 3, NULL + NO_TAGS_),
         {"error_code": NO_TOKEN_KEY},
         "tokens are off on this broker"),
+]
+
+
+def error_after_throttle(r) -> dict:
+    """The error code of an answer that starts with its throttle time."""
+    r.i32()
+    return {"error_code": r.i16()}
+
+
+ZERO_UUID = bytes(16)
+ROWS[0:0] = [  # client telemetry (KIP-714) and ListConfigResources: raw flexible bodies too
+    Row("GetTelemetrySubscriptions", 71, 0,
+        lambda c, s: error_after_throttle(c.request(71, 0, ZERO_UUID + NO_TAGS_, flexible=True)),
+        {"error_code": 0},
+        "no ACL: any authenticated client gets its subscription (and an instance id)"),
+    Row("PushTelemetry", 72, 0,
+        lambda c, s: error_after_throttle(c.request(
+            72, 0, ZERO_UUID + (0).to_bytes(4, "big") + b"\x00" + b"\x00" + EMPTY_ARRAY + NO_TAGS_,
+            flexible=True)),
+        {"error_code": 42},
+        "no ACL; the zero client instance id is INVALID_REQUEST"),
+    Row("ListConfigResources", 74, 1,
+        lambda c, s: error_after_throttle(c.request(74, 1, EMPTY_ARRAY + NO_TAGS_, flexible=True)),
+        {"error_code": CLUSTER_AUTH},
+        "DescribeConfigs on the cluster"),
 ]
 
 MATRIX_APIS = {r.api for r in ROWS}

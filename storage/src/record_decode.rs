@@ -86,7 +86,7 @@ fn too_large(records: i32, budget: usize) -> StorageError {
 }
 
 /// The records section of a batch, decompressed, at most `limit` bytes.
-pub(crate) fn decompress(body: &[u8], codec: u8, limit: usize) -> Result<Bytes, StorageError> {
+pub fn decompress(body: &[u8], codec: u8, limit: usize) -> Result<Bytes, StorageError> {
     let out = match codec {
         0 => {
             if body.len() > limit {

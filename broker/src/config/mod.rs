@@ -124,6 +124,8 @@ pub struct BrokerConfig {
     /// `socket.sendfile.enable` (Skein's own): plaintext fetches send large
     /// reads with `sendfile` instead of copying them (docs/performance.md).
     pub sendfile: bool,
+    /// `telemetry.max.bytes`: the largest client telemetry push (KIP-714).
+    pub telemetry_max_bytes: i32,
     /// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes`: SO_SNDBUF
     /// and SO_RCVBUF of accepted client connections; `None` (-1) leaves the
     /// kernel's auto-tuning. Sending defaults to Kafka's 100 KiB (cheaper per
@@ -289,6 +291,7 @@ impl BrokerConfig {
             sasl_server_max_receive_size: keys::SASL_SERVER_MAX_RECEIVE_SIZE.value(&raw)?,
             queued_max_request_bytes: queued_max_request_bytes(&raw)?,
             sendfile: keys::SOCKET_SENDFILE_ENABLE.value(&raw)?,
+            telemetry_max_bytes: keys::TELEMETRY_MAX_BYTES.value(&raw)?,
             socket_send_buffer: socket_buffer(&raw, &keys::SOCKET_SEND_BUFFER_BYTES)?,
             socket_receive_buffer: socket_buffer(&raw, &keys::SOCKET_RECEIVE_BUFFER_BYTES)?,
             connections_max_idle_ms: keys::CONNECTIONS_MAX_IDLE_MS.value(&raw)?,

@@ -1,5 +1,6 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: topic
-//! configs here, broker configs in `broker_configs`.
+//! configs here, broker configs in `broker_configs`, client-metrics
+//! subscriptions in `resource_configs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use crate::error::ApiError;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_CLIENT_METRICS: i8 = 16;
 
 /// The authorization error for `op` (DescribeConfigs or AlterConfigs) on
 /// a config resource: a topic's own ACLs, the cluster's for broker ones.
@@ -117,19 +119,27 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                     }
                 }
             },
-            RESOURCE_BROKER => match super::broker_configs::describe(
-                broker,
-                res.resource_name.as_str(),
-                &wanted,
-                req.include_synonyms,
-                req.include_documentation,
-            ) {
-                Ok(configs) => r.configs = configs,
-                Err(e) => {
-                    r.error_code = e.code();
-                    r.error_message = e.message();
+            RESOURCE_BROKER | RESOURCE_CLIENT_METRICS => {
+                let describe = if res.resource_type == RESOURCE_BROKER {
+                    super::broker_configs::describe
+                } else {
+                    super::resource_configs::describe
+                };
+                let name = res.resource_name.as_str();
+                match describe(
+                    broker,
+                    name,
+                    &wanted,
+                    req.include_synonyms,
+                    req.include_documentation,
+                ) {
+                    Ok(configs) => r.configs = configs,
+                    Err(e) => {
+                        r.error_code = e.code();
+                        r.error_message = e.message();
+                    }
                 }
-            },
+            }
             other => {
                 r.error_code = ResponseError::InvalidRequest.code();
                 r.error_message = Some(strb(format!("resource type {other} is not supported")));
@@ -190,6 +200,8 @@ enum Altered {
     Topic,
     /// A broker's (or the cluster-wide) dynamic values.
     Broker,
+    /// A client-metrics subscription.
+    ClientMetrics,
 }
 
 /// Alters one resource with `alter`, unless the principal may not or the
@@ -205,6 +217,7 @@ fn alter_resource(
         Some(e) => Err(e),
         None if resource_type == RESOURCE_TOPIC => alter(Altered::Topic),
         None if resource_type == RESOURCE_BROKER => alter(Altered::Broker),
+        None if resource_type == RESOURCE_CLIENT_METRICS => alter(Altered::ClientMetrics),
         None => Err(ApiError::new(
             ResponseError::InvalidRequest,
             format!("resource type {resource_type} cannot be altered"),
@@ -242,6 +255,9 @@ pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResp
                     Altered::Broker => {
                         super::broker_configs::alter(broker, name, values, req.validate_only)
                     }
+                    Altered::ClientMetrics => {
+                        super::resource_configs::set(broker, name, values, req.validate_only)
+                    }
                 }
             });
         resp.responses.push(r);
@@ -263,7 +279,7 @@ pub fn incremental_alter(
         (r.error_code, r.error_message) =
             alter_resource(&authz, res.resource_type, name, |altered| match altered {
                 Altered::Topic => incremental_topic(broker, name, &res.configs, req.validate_only),
-                Altered::Broker => {
+                Altered::Broker | Altered::ClientMetrics => {
                     let ops = res
                         .configs
                         .iter()
@@ -275,6 +291,14 @@ pub fn incremental_alter(
                             )
                         })
                         .collect();
+                    if matches!(altered, Altered::ClientMetrics) {
+                        return super::resource_configs::incremental(
+                            broker,
+                            name,
+                            ops,
+                            req.validate_only,
+                        );
+                    }
                     super::broker_configs::incremental_alter(broker, name, ops, req.validate_only)
                 }
             });

@@ -27,7 +27,9 @@ pub mod offset_for_leader_epoch;
 pub mod offsets;
 pub mod produce;
 pub mod quotas;
+pub mod resource_configs;
 pub mod scram;
+pub mod telemetry;
 pub mod txn;
 
 /// APIs and the version ranges we implement. Versions are capped where a
@@ -93,6 +95,11 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::RenewDelegationToken, 1, 2),
     (ApiKey::ExpireDelegationToken, 1, 2),
     (ApiKey::DescribeDelegationToken, 1, 3),
+    // KIP-714 client telemetry, exported on the broker's /metrics.
+    (ApiKey::GetTelemetrySubscriptions, 0, 0),
+    (ApiKey::PushTelemetry, 0, 0),
+    // v0 was ListClientMetricsResources; v1 lists every type (KIP-1142).
+    (ApiKey::ListConfigResources, 0, 1),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -152,10 +159,20 @@ async fn dispatch(
         RequestKind::DescribeDelegationToken(r) => ResponseKind::DescribeDelegationToken(
             delegation_tokens::describe(broker, session, r, v),
         ),
+        RequestKind::GetTelemetrySubscriptions(r) => ResponseKind::GetTelemetrySubscriptions(
+            telemetry::get_subscriptions(broker, header, session, r),
+        ),
+        RequestKind::PushTelemetry(r) => {
+            ResponseKind::PushTelemetry(telemetry::push(broker, header, session, r))
+        }
+        RequestKind::ListConfigResources(r) => {
+            ResponseKind::ListConfigResources(telemetry::list_config_resources(broker, r, v))
+        }
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(broker, r)),
         RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(broker, r)),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(broker, r)),
-        RequestKind::ApiVersions(_) => {
+        RequestKind::ApiVersions(r) => {
+            session.set_client_software(&r.client_software_name, &r.client_software_version);
             let mut r = api_versions::handle();
             features::add_to_api_versions(broker, &mut r);
             ResponseKind::ApiVersions(r)

@@ -62,6 +62,9 @@ pub struct Session {
     close: bool,
     /// Throttled by a quota: read nothing more for this long.
     mute: Duration,
+    /// The client software's name and version, from ApiVersions v3+
+    /// (KIP-511), for client telemetry.
+    client_software: Option<(String, String)>,
 }
 
 enum State {
@@ -110,6 +113,7 @@ impl Session {
             token_authenticated: false,
             close: false,
             mute: Duration::ZERO,
+            client_software: None,
         }
     }
 
@@ -130,6 +134,23 @@ impl Session {
     /// Whether the principal logged in with a delegation token.
     pub fn token_authenticated(&self) -> bool {
         self.token_authenticated
+    }
+
+    /// The client's address (`None` outside a connection).
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.peer
+    }
+
+    /// Records the software the client named in ApiVersions.
+    pub fn set_client_software(&mut self, name: &str, version: &str) {
+        if !name.is_empty() || !version.is_empty() {
+            self.client_software = Some((name.to_string(), version.to_string()));
+        }
+    }
+
+    /// The client software's name and version, if it said.
+    pub fn client_software(&self) -> Option<&(String, String)> {
+        self.client_software.as_ref()
     }
 
     /// The name of the listener the connection arrived on.

@@ -8,6 +8,7 @@ mod delegation_tokens;
 mod features;
 mod partitions;
 mod quotas;
+mod resource_configs;
 mod scram;
 mod self_healing;
 mod topics;

@@ -264,6 +264,18 @@ macro_rules! with_requests {
                 wire [AlterBrokerConfigs derived]
                 reply AlterBrokerConfigs {} -> ();
 
+            /// `IncrementalAlterConfigs`/`AlterConfigs` on CLIENT_METRICS and
+            /// GROUP resources: the resource's whole new set of values (empty:
+            /// removed), checked by the broker. Refused below `skein.version` 5.
+            AlterResourceConfigs => AlterResourceConfigs {
+                kind: crate::resource_configs::ConfigResourceKind,
+                name: String,
+                configs: std::collections::BTreeMap<String, String>,
+            }
+                handler on_alter_resource_configs
+                wire [AlterResourceConfigs derived]
+                reply AlterResourceConfigs {} -> ();
+
             /// `CreateAcls`: add bindings, applied whole.
             CreateAcls => CreateAcls {
                 bindings: Vec<crate::acls::AclBinding>,

@@ -63,6 +63,7 @@ pub fn view_to_pb(v: &ClusterView) -> pb::MetadataView {
         acls: v.acls.iter().map(aw::binding_to_pb).collect(),
         broker_configs: cw::broker_configs_to_pb(&v.broker_configs),
         delegation_tokens: sw::delegation_tokens_to_pb(&v.delegation_tokens),
+        resource_configs: cw::resource_configs_to_pb(&v.resource_configs),
         version: v.version,
         base_version: 0,
         deleted_topics: Vec::new(),
@@ -207,6 +208,7 @@ pub fn view_from_pb(v: pb::MetadataView) -> ClusterView {
         acls: std::sync::Arc::new(aw::bindings_from_pb(v.acls).into_iter().collect()),
         broker_configs: std::sync::Arc::new(cw::broker_configs_from_pb(v.broker_configs)),
         delegation_tokens: std::sync::Arc::new(sw::delegation_tokens_from_pb(v.delegation_tokens)),
+        resource_configs: std::sync::Arc::new(cw::resource_configs_from_pb(v.resource_configs)),
         features: super::feature_wire::view_features_from_pb(
             v.finalized_features,
             v.controller_features,

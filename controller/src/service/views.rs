@@ -120,6 +120,7 @@ fn full_view_without_topics(core: &ControllerCore, cluster_id: &str) -> ClusterV
         acls: Arc::new(core.acls().clone()),
         broker_configs: Arc::new(core.broker_configs().clone()),
         delegation_tokens: Arc::new(core.delegation_tokens().clone()),
+        resource_configs: Arc::new(core.resource_configs().clone()),
         features: {
             let supported = crate::features::supported();
             let cluster = &core.image().cluster;

@@ -72,6 +72,13 @@ pub enum MetadataRecord {
         token_id: String,
         token: Option<crate::delegation_tokens::DelegationToken>,
     },
+    /// One client-metrics subscription's or group's whole config set
+    /// (empty: it is gone). Written only at `skein.version` 5 and later.
+    ResourceConfigs {
+        kind: crate::resource_configs::ConfigResourceKind,
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 impl MetadataRecord {
@@ -117,6 +124,15 @@ impl MetadataRecord {
                     token: token.clone(),
                 }
             }
+            Command::PersistResourceConfigs {
+                kind,
+                name,
+                configs,
+            } => MetadataRecord::ResourceConfigs {
+                kind: *kind,
+                name: name.clone(),
+                configs: configs.clone(),
+            },
             _ => return None,
         })
     }
@@ -158,6 +174,13 @@ impl MetadataRecord {
             MetadataRecord::DelegationToken {
                 token_id: token_id.clone(),
                 token: Some(token.clone()),
+            }
+        }));
+        out.extend(image.resource_configs.iter().map(|(kind, name, configs)| {
+            MetadataRecord::ResourceConfigs {
+                kind,
+                name: name.clone(),
+                configs: configs.clone(),
             }
         }));
         for (name, t) in &image.topics {
@@ -243,6 +266,11 @@ impl MetadataRecord {
                     image.delegation_tokens.remove(token_id);
                 }
             },
+            MetadataRecord::ResourceConfigs {
+                kind,
+                name,
+                configs,
+            } => image.resource_configs.set(*kind, name, configs.clone()),
             MetadataRecord::SealedScramUser { user, .. } => {
                 return Err(format!(
                     "the sealed SCRAM credentials of user {user:?} must be opened before they are applied"

@@ -109,6 +109,7 @@ public final class Client {
             case "chaos-txn" -> ChaosTxn.run(bootstrap, opt);
             case "streams-count" -> StreamsCount.run(bootstrap, opt);
             case "schema-store" -> SchemaStore.run(bootstrap, opt);
+            case "telemetry-produce" -> Telemetry.produce(bootstrap, opt);
             default -> die("unknown subcommand " + cmd);
         }
         System.out.flush();
