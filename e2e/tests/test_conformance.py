@@ -145,9 +145,9 @@ def test_tiered_storage_topic_configs_are_kept_and_remote_storage_is_refused_wit
 
 
 def test_earliest_local_and_latest_tiered_offsets_without_tiered_storage(broker, topic):
-    """The Java Admin client's OffsetSpec.earliestLocal() (ListOffsets -4, v8) and latestTiered()
-    (-5, v9) on a topic that tiers nothing: the earliest local offset is the log start, and no
-    offset is tiered (-1)."""
+    """The Java Admin client's OffsetSpec.earliestLocal() (ListOffsets -4, v8), latestTiered()
+    (-5, v9) and earliestPendingUpload() (-6, v11) on a topic that tiers nothing: the earliest
+    local offset is the log start, no offset is tiered (-1), none is pending upload (-1)."""
     create(broker.bootstrap, topic, {})
     p = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(5):
@@ -157,6 +157,7 @@ def test_earliest_local_and_latest_tiered_offsets_without_tiered_storage(broker,
     assert (got["earliest"], got["latest"]) == (0, 5), got
     assert got["earliest_local"] == 0, got
     assert got["latest_tiered"] == -1, got
+    assert got["earliest_pending_upload"] == -1, got
 
 
 @pytest.mark.parametrize("topic_codec,stored", [("lz4", "lz4"), ("uncompressed", "none"), ("producer", "gzip")])

@@ -136,7 +136,8 @@ def metric_sum(c: LocalCluster, name: str) -> float:
 
 
 def java_offsets(c: LocalCluster, topic: str, partition: int) -> dict:
-    """The Java client's earliest, latest, earliest local (-4) and latest tiered (-5) offsets."""
+    """The Java client's earliest, latest, earliest local (-4), latest tiered (-5) and earliest
+    pending upload (-6) offsets."""
     return util.java("offsets", c.bootstrap, topic=topic, partition=partition)
 
 
@@ -154,6 +155,7 @@ def test_a_tiered_topic_reads_from_offset_0_after_its_local_segments_are_gone(tm
         o = java_offsets(c, topic, partition)
         assert o["earliest"] == 0 and o["earliest_local"] > 0, o
         assert o["earliest_local"] - 1 <= o["latest_tiered"] < o["latest"], o
+        assert o["earliest_pending_upload"] == o["latest_tiered"] + 1, o
     reads_before = metric_sum(c, "skein_remote_read_requests_total")
     check_all_read(c, topic, 2, RECORDS, tmp_path)
     # The old records came from the store, the copies are counted.

@@ -1,8 +1,9 @@
 //! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest
-//! local (-4), latest tiered (-5) and by timestamp, each special timestamp
+//! local (-4), latest tiered (-5), earliest pending upload (-6, KIP-1023)
+//! and by timestamp, each special timestamp
 //! from the version Kafka introduced it in (older versions, and unknown
 //! negative timestamps, get `UNSUPPORTED_VERSION`). Without tiered storage
-//! -4 answers as -2 and -5 answers offset -1, as Kafka without
+//! -4 answers as -2 and -5 and -6 answer offset -1, as Kafka without
 //! `remote.log.storage.system.enable`. The leader epoch answered is the one
 //! that wrote the offset (the current one for -1), as Kafka's.
 
@@ -26,6 +27,7 @@ pub const EARLIEST: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
+pub const EARLIEST_PENDING_UPLOAD: i64 = -6;
 /// `replica_id` of a consumer's (any client's) request.
 pub const CONSUMER_REPLICA_ID: i32 = -1;
 
@@ -121,7 +123,7 @@ struct Found {
 
 /// Whether `version` knows special timestamp `timestamp` (Kafka's
 /// `ReplicaManager.isListOffsetsTimestampUnsupported`): -3 from v7, -4
-/// from v8, -5 from v9; any other negative one never.
+/// from v8, -5 from v9, -6 from v11; any other negative one never.
 fn supported(timestamp: i64, version: i16) -> Result<(), ApiError> {
     let since = match timestamp {
         t if t >= 0 => return Ok(()),
@@ -129,6 +131,7 @@ fn supported(timestamp: i64, version: i16) -> Result<(), ApiError> {
         MAX_TIMESTAMP => 7,
         EARLIEST_LOCAL => 8,
         LATEST_TIERED => 9,
+        EARLIEST_PENDING_UPLOAD => 11,
         _ => i16::MAX,
     };
     if version >= since {
@@ -199,6 +202,35 @@ fn lookup(
                     epoch: (offset >= 0).then(|| l.epoch_for_offset(offset)).flatten(),
                 }
             })))
+        }
+        // The first offset not yet copied to remote storage, as Kafka's
+        // `UnifiedLog.fetchEarliestPendingUploadOffset`: past the last
+        // copied one (never below the log start); with nothing copied, the
+        // log start while the local log still begins there, else unknown
+        // (-1). Without tiering -1.
+        EARLIEST_PENDING_UPLOAD => {
+            return Ok(part.with_log(|l| {
+                let (start, local_start) = (l.log_start_offset(), l.local_log_start_offset());
+                let offset = match (
+                    l.config().remote_storage_enable,
+                    l.highest_offset_in_remote(),
+                ) {
+                    (false, _) => -1,
+                    (true, -1) if local_start == start => start,
+                    (true, -1) => -1,
+                    (true, highest) => (highest + 1).max(start),
+                };
+                let epoch = match offset {
+                    -1 => None,
+                    o if o == start => l.epoch_at_log_start(),
+                    o => l.epoch_for_offset(o),
+                };
+                Some(Found {
+                    offset,
+                    timestamp: -1,
+                    epoch,
+                })
+            }));
         }
         // A tiered log's first local offset.
         EARLIEST_LOCAL if part.with_log(|l| l.config().remote_storage_enable) => {

@@ -36,10 +36,12 @@ pub mod txn;
 /// newer version would change semantics we do not implement yet.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 13),
-    (ApiKey::Fetch, 4, 17),
-    (ApiKey::ListOffsets, 1, 10),
+    // v18 (KIP-1166) adds a follower's high watermark, which Skein's followers
+    // (its own replication) never send: for a consumer it is v17.
+    (ApiKey::Fetch, 4, 18),
+    (ApiKey::ListOffsets, 1, 11),
     (ApiKey::Metadata, 0, 13),
-    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::ApiVersions, 0, 5),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),
@@ -57,8 +59,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetCommit, 2, 10),
+    (ApiKey::OffsetFetch, 1, 10),
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 3),
@@ -73,7 +75,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
-    (ApiKey::TxnOffsetCommit, 0, 5),
+    (ApiKey::TxnOffsetCommit, 0, 6),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
@@ -173,8 +175,11 @@ async fn dispatch(
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(broker, r)),
         RequestKind::ApiVersions(r) => {
             session.set_client_software(&r.client_software_name, &r.client_software_version);
-            let mut r = api_versions::handle();
-            features::add_to_api_versions(broker, &mut r);
+            let cluster_id = broker.metadata.image().cluster_id.clone();
+            let mut r = api_versions::answer(&r, v, &cluster_id, broker.config.node_id);
+            if r.error_code == 0 {
+                features::add_to_api_versions(broker, &mut r);
+            }
             ResponseKind::ApiVersions(r)
         }
         RequestKind::UpdateFeatures(r) => {

@@ -23,6 +23,9 @@ use crate::system::now_ms;
 /// A partition that does not exist gets UNKNOWN_TOPIC_OR_PARTITION and no
 /// offset is stored for it (the request's other partitions still commit).
 pub(super) enum CommitTarget {
+    /// Named by an id no topic has (OffsetCommit v10, TxnOffsetCommit v6):
+    /// checked before authorization, as Kafka.
+    UnknownId,
     Denied,
     Unknown,
     /// The topic exists with this many partitions.
@@ -30,7 +33,11 @@ pub(super) enum CommitTarget {
 }
 
 impl CommitTarget {
-    pub(super) fn of(image: &ClusterView, authz: &Authz, topic: &str) -> Self {
+    /// `topic`: the name, `None` for an unknown topic id (`topic_name`).
+    pub(super) fn of(image: &ClusterView, authz: &Authz, topic: Option<&str>) -> Self {
+        let Some(topic) = topic else {
+            return CommitTarget::UnknownId;
+        };
         if !authz.topic(AclOperation::Read, topic) {
             return CommitTarget::Denied;
         }
@@ -43,12 +50,29 @@ impl CommitTarget {
     /// The error of committing to `partition`, if any.
     pub(super) fn error(&self, partition: i32) -> Option<ResponseError> {
         match self {
+            CommitTarget::UnknownId => Some(ResponseError::UnknownTopicId),
             CommitTarget::Denied => Some(ResponseError::TopicAuthorizationFailed),
             CommitTarget::Partitions(n) if (0..*n).contains(&partition) => None,
             CommitTarget::Unknown | CommitTarget::Partitions(_) => {
                 Some(ResponseError::UnknownTopicOrPartition)
             }
         }
+    }
+}
+
+/// The topic a request names: from v10 of OffsetCommit and OffsetFetch
+/// and v6 of TxnOffsetCommit (`by_id`) by its id, `None` when no topic has
+/// it (the partitions get UNKNOWN_TOPIC_ID); before, by its name.
+pub(super) fn topic_name(
+    image: &ClusterView,
+    name: &TopicName,
+    id: uuid::Uuid,
+    by_id: bool,
+) -> Option<String> {
+    if by_id {
+        image.topic_names_by_id.get(&id).cloned()
+    } else {
+        Some(name.0.to_string())
     }
 }
 
@@ -70,13 +94,21 @@ pub async fn offset_commit(
     // Checked by the coordinator after the group (Kafka's
     // OffsetMetadataManager): a group error wins over it.
     let mut too_large = HashSet::new();
+    let image = broker.metadata.image();
+    let by_id = version >= 10;
+    let names: Vec<Option<String>> = req
+        .topics
+        .iter()
+        .map(|t| topic_name(&image, &t.name, t.topic_id, by_id))
+        .collect();
     if group_denied.is_none() {
         let authz = Authz::current(broker);
-        let image = broker.metadata.image();
-        for t in &req.topics {
-            let target = CommitTarget::of(&image, &authz, &t.name.0);
+        for (t, name) in req.topics.iter().zip(&names) {
+            let target = CommitTarget::of(&image, &authz, name.as_deref());
             for p in &t.partitions {
-                let tp = (t.name.0.to_string(), p.partition_index);
+                // Unknown ids share the name "": their partitions all get
+                // UNKNOWN_TOPIC_ID.
+                let tp = (name.clone().unwrap_or_default(), p.partition_index);
                 if let Some(e) = target.error(p.partition_index) {
                     errors.insert(tp, e);
                     continue;
@@ -148,13 +180,15 @@ pub async fn offset_commit(
         e => e,
     };
     let mut resp = OffsetCommitResponse::default();
-    for t in req.topics {
+    for (t, name) in req.topics.into_iter().zip(names) {
         let mut rt = offset_commit_response::OffsetCommitResponseTopic::default();
         rt.name = t.name.clone();
+        rt.topic_id = t.topic_id;
+        let name = name.unwrap_or_default();
         for p in t.partitions {
             let mut rp = offset_commit_response::OffsetCommitResponsePartition::default();
             rp.partition_index = p.partition_index;
-            let tp = (t.name.0.to_string(), p.partition_index);
+            let tp = (name.clone(), p.partition_index);
             let too_large = too_large
                 .contains(&tp)
                 .then_some(ResponseError::OffsetMetadataTooLarge);
@@ -239,10 +273,20 @@ pub fn offset_fetch(
 ) -> OffsetFetchResponse {
     let mut resp = OffsetFetchResponse::default();
     if version >= 8 {
+        let image = broker.metadata.image();
+        let by_id = version >= 10;
         for g in req.groups {
+            // Topics named by an id no topic has: UNKNOWN_TOPIC_ID rows.
+            let mut unknown = Vec::new();
             let topics = g.topics.map(|ts| {
                 ts.into_iter()
-                    .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                    .filter_map(|t| match topic_name(&image, &t.name, t.topic_id, by_id) {
+                        Some(name) => Some((name, t.partition_indexes)),
+                        None => {
+                            unknown.push((t.topic_id, t.partition_indexes));
+                            None
+                        }
+                    })
                     .collect()
             });
             let member = g.member_id.as_deref().map(|m| (m, g.member_epoch));
@@ -253,6 +297,11 @@ pub fn offset_fetch(
                 Ok(topics) => {
                     for (t, rows) in topics {
                         let mut rt = offset_fetch_response::OffsetFetchResponseTopics::default();
+                        let id = image.topics.get(&t).map(|v| v.id);
+                        if by_id && id.is_none() {
+                            continue; // a deleted topic's offsets: no id to name it by
+                        }
+                        rt.topic_id = id.unwrap_or_default();
                         rt.name = TopicName(strb(t));
                         for (p, off, epoch, meta, err) in rows {
                             let mut rp =
@@ -262,6 +311,21 @@ pub fn offset_fetch(
                             rp.committed_leader_epoch = epoch;
                             rp.metadata = Some(strb(meta));
                             rp.error_code = err;
+                            rt.partitions.push(rp);
+                        }
+                        rg.topics.push(rt);
+                    }
+                    for (id, partitions) in unknown {
+                        let mut rt = offset_fetch_response::OffsetFetchResponseTopics::default();
+                        rt.topic_id = id;
+                        for p in partitions {
+                            let mut rp =
+                                offset_fetch_response::OffsetFetchResponsePartitions::default();
+                            rp.partition_index = p;
+                            rp.committed_offset = -1;
+                            rp.committed_leader_epoch = -1;
+                            rp.metadata = Some(strb(""));
+                            rp.error_code = ResponseError::UnknownTopicId.code();
                             rt.partitions.push(rp);
                         }
                         rg.topics.push(rt);

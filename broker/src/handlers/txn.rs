@@ -370,13 +370,18 @@ pub async fn txn_offset_commit(
     // Checked by the coordinator after the group: a group error wins.
     let mut too_large = BTreeSet::new();
     let mut offsets = Vec::new();
+    let image = broker.metadata.image();
+    let names: Vec<Option<String>> = req
+        .topics
+        .iter()
+        .map(|t| super::offsets::topic_name(&image, &t.name, t.topic_id, version >= 6))
+        .collect();
     if refused.is_none() {
         let authz = Authz::current(broker);
-        let image = broker.metadata.image();
-        for t in &req.topics {
-            let target = CommitTarget::of(&image, &authz, &t.name.0);
+        for (t, name) in req.topics.iter().zip(&names) {
+            let target = CommitTarget::of(&image, &authz, name.as_deref());
             for p in &t.partitions {
-                let tp = (t.name.0.to_string(), p.partition_index);
+                let tp = (name.clone().unwrap_or_default(), p.partition_index);
                 let metadata = p.committed_metadata.as_deref().unwrap_or("").to_string();
                 if let Some(e) = target.error(p.partition_index) {
                     errors.insert(tp, e);
@@ -426,11 +431,13 @@ pub async fn txn_offset_commit(
         }
     };
     let mut resp = TxnOffsetCommitResponse::default();
-    for t in req.topics {
+    for (t, name) in req.topics.into_iter().zip(names) {
         let mut rt = txn_offset_commit_response::TxnOffsetCommitResponseTopic::default();
         rt.name = t.name.clone();
+        rt.topic_id = t.topic_id;
+        let name = name.unwrap_or_default();
         for p in t.partitions {
-            let tp = (t.name.0.to_string(), p.partition_index);
+            let tp = (name.clone(), p.partition_index);
             let mut rp = txn_offset_commit_response::TxnOffsetCommitResponsePartition::default();
             rp.partition_index = p.partition_index;
             let too_large = too_large

@@ -384,13 +384,16 @@ public final class Client {
             }
             sb.append('}');
         }
-        // The Admin client's special specs: ListOffsets -4 (v8) and -5 (v9).
+        // The Admin client's special specs: ListOffsets -4 (v8), -5 (v9) and -6 (v11).
         try (Admin a = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
             long local = a.listOffsets(Map.of(tp, OffsetSpec.earliestLocal())).partitionResult(tp)
                     .get(30, TimeUnit.SECONDS).offset();
             long tiered = a.listOffsets(Map.of(tp, OffsetSpec.latestTiered())).partitionResult(tp)
                     .get(30, TimeUnit.SECONDS).offset();
-            sb.append(",\"earliest_local\":").append(local).append(",\"latest_tiered\":").append(tiered);
+            long pending = a.listOffsets(Map.of(tp, OffsetSpec.earliestPendingUpload())).partitionResult(tp)
+                    .get(30, TimeUnit.SECONDS).offset();
+            sb.append(",\"earliest_local\":").append(local).append(",\"latest_tiered\":").append(tiered)
+                    .append(",\"earliest_pending_upload\":").append(pending);
         }
         sb.append('}');
         System.out.println(sb);
