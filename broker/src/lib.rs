@@ -19,6 +19,7 @@ pub mod dynamic_config;
 pub mod error;
 pub mod fetch_session;
 pub mod group;
+pub mod group_configs;
 pub mod handlers;
 pub mod inter_broker;
 pub mod internal_topics;

@@ -146,7 +146,7 @@ async fn a_replica_id_is_honoured_only_on_the_inter_broker_listener() {
 
 /// Whether `c` gets an ApiVersions answer within `ms`.
 async fn answered_within(c: &mut Client, ms: u64) -> bool {
-    c.send(&ApiVersionsRequest::default(), 0).await.unwrap();
+    c.send(&api_versions_request(), 0).await.unwrap();
     tokio::time::timeout(std::time::Duration::from_millis(ms), c.recv())
         .await
         .is_ok_and(|r| r.is_ok())

@@ -248,7 +248,7 @@ async fn malformed_frames_close_only_that_connection() {
 
     // Everyone else is still served.
     let mut c = b.client().await;
-    let r = c.call(&ApiVersionsRequest::default(), 3).await.unwrap();
+    let r = c.call(&api_versions_request(), 3).await.unwrap();
     assert_eq!(r.error_code, 0);
     assert!(r.api_keys.iter().any(|k| k.api_key == ApiKey::Fetch as i16));
     b.stop().await;
@@ -478,7 +478,7 @@ async fn idle_connections_are_closed_after_connections_max_idle_ms() {
     let b = TestBroker::start(&["connections.max.idle.ms=600"]).await;
     let mut idle = b.client().await;
     let mut busy = b.client().await;
-    let req = ApiVersionsRequest::default();
+    let req = api_versions_request();
     idle.call(&req, 3).await.unwrap();
     let started = Instant::now();
     while started.elapsed() < Duration::from_millis(1_500) {

@@ -180,7 +180,7 @@ async fn transaction_version_2_through_the_wire() {
     let mut c = b.client().await;
 
     // A new cluster is at transaction.version 2, and says so.
-    let v = c.call(&ApiVersionsRequest::default(), 3).await.unwrap();
+    let v = c.call(&api_versions_request(), 3).await.unwrap();
     let finalized: Vec<_> = v
         .finalized_features
         .iter()

@@ -52,7 +52,7 @@ async fn expect_closed(b: &TestBroker, frame: &[u8], what: &str) {
 /// A new connection is answered: ApiVersions and Metadata.
 async fn still_serving(b: &TestBroker) {
     let mut c = b.client().await;
-    let r = c.call(&ApiVersionsRequest::default(), 3).await.unwrap();
+    let r = c.call(&api_versions_request(), 3).await.unwrap();
     assert_eq!(r.error_code, 0);
     let m = c.call(&MetadataRequest::default(), 12).await.unwrap();
     assert_eq!(m.brokers.len(), 1);

@@ -25,7 +25,7 @@ async fn ok<R: Request>(c: &mut Client, req: &R, v: i16) -> R::Response {
 async fn every_advertised_version_of_every_api_answers() {
     let b = TestBroker::start(&[]).await;
     let mut c = b.client().await;
-    let versions = ok(&mut c, &ApiVersionsRequest::default(), 3).await;
+    let versions = ok(&mut c, &api_versions_request(), 3).await;
     let range = |k: ApiKey| {
         let a = versions
             .api_keys
@@ -47,7 +47,7 @@ async fn every_advertised_version_of_every_api_answers() {
     let mut checked = 0;
 
     for v in range(ApiKey::ApiVersions) {
-        let r = ok(&mut c, &ApiVersionsRequest::default(), v).await;
+        let r = ok(&mut c, &api_versions_request(), v).await;
         assert_eq!(r.error_code, 0, "ApiVersions v{v}");
         checked += 1;
     }

@@ -207,8 +207,29 @@ broker_config_table! {
     DELEGATION_TOKEN_SECRET_KEY = "delegation.token.secret.key", Password, null, static;
     /// Bytes/s this broker's followers may fetch for throttled replicas.
     FOLLOWER_REPLICATION_THROTTLED_RATE = "follower.replication.throttled.rate", Long, LONG_MAX, dynamic;
+    /// The least time between two target assignments of a consumer group (KIP-848); the bound of the group config `consumer.assignment.interval.ms`.
+    GROUP_CONSUMER_ASSIGNMENT_INTERVAL_MS =
+        "group.consumer.assignment.interval.ms", Int, "1000", static;
     /// The heartbeat interval of consumer-protocol group members (KIP-848).
     GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS = "group.consumer.heartbeat.interval.ms", Int, "5000", static;
+    /// The largest `consumer.assignment.interval.ms` a group config may set.
+    GROUP_CONSUMER_MAX_ASSIGNMENT_INTERVAL_MS =
+        "group.consumer.max.assignment.interval.ms", Int, "15000", static;
+    /// The largest `consumer.heartbeat.interval.ms` a group config may set.
+    GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS =
+        "group.consumer.max.heartbeat.interval.ms", Int, "15000", static;
+    /// The largest `consumer.session.timeout.ms` a group config may set.
+    GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS =
+        "group.consumer.max.session.timeout.ms", Int, "60000", static;
+    /// The smallest `consumer.assignment.interval.ms` a group config may set.
+    GROUP_CONSUMER_MIN_ASSIGNMENT_INTERVAL_MS =
+        "group.consumer.min.assignment.interval.ms", Int, "0", static;
+    /// The smallest `consumer.heartbeat.interval.ms` a group config may set.
+    GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS =
+        "group.consumer.min.heartbeat.interval.ms", Int, "5000", static;
+    /// The smallest `consumer.session.timeout.ms` a group config may set.
+    GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS =
+        "group.consumer.min.session.timeout.ms", Int, "45000", static;
     /// The session timeout of consumer-protocol group members (KIP-848).
     GROUP_CONSUMER_SESSION_TIMEOUT_MS = "group.consumer.session.timeout.ms", Int, "45000", static;
     /// How long a new classic group waits for more members before its first rebalance.
@@ -219,6 +240,86 @@ broker_config_table! {
     GROUP_MAX_SIZE = "group.max.size", Int, INT_MAX, static;
     /// The shortest session timeout a member may ask for.
     GROUP_MIN_SESSION_TIMEOUT_MS = "group.min.session.timeout.ms", Int, "6000", static;
+    /// Share groups (KIP-932): the least time between two target assignments.
+    GROUP_SHARE_ASSIGNMENT_INTERVAL_MS = "group.share.assignment.interval.ms", Int, "1000", static;
+    /// Share groups: the most deliveries of a record before it is archived.
+    GROUP_SHARE_DELIVERY_COUNT_LIMIT = "group.share.delivery.count.limit", Int, "5", static;
+    /// Share groups: the heartbeat interval of members.
+    GROUP_SHARE_HEARTBEAT_INTERVAL_MS = "group.share.heartbeat.interval.ms", Int, "5000", static;
+    /// The largest `share.assignment.interval.ms` a group config may set.
+    GROUP_SHARE_MAX_ASSIGNMENT_INTERVAL_MS =
+        "group.share.max.assignment.interval.ms", Int, "15000", static;
+    /// The largest `share.delivery.count.limit` a group config may set.
+    GROUP_SHARE_MAX_DELIVERY_COUNT_LIMIT =
+        "group.share.max.delivery.count.limit", Int, "10", static;
+    /// The largest `share.heartbeat.interval.ms` a group config may set.
+    GROUP_SHARE_MAX_HEARTBEAT_INTERVAL_MS =
+        "group.share.max.heartbeat.interval.ms", Int, "15000", static;
+    /// The largest `share.partition.max.record.locks` a group config may set.
+    GROUP_SHARE_MAX_PARTITION_MAX_RECORD_LOCKS =
+        "group.share.max.partition.max.record.locks", Int, "4000", static;
+    /// The largest `share.record.lock.duration.ms` a group config may set.
+    GROUP_SHARE_MAX_RECORD_LOCK_DURATION_MS =
+        "group.share.max.record.lock.duration.ms", Int, "60000", static;
+    /// The largest `share.session.timeout.ms` a group config may set.
+    GROUP_SHARE_MAX_SESSION_TIMEOUT_MS = "group.share.max.session.timeout.ms", Int, "60000", static;
+    /// The smallest `share.assignment.interval.ms` a group config may set.
+    GROUP_SHARE_MIN_ASSIGNMENT_INTERVAL_MS =
+        "group.share.min.assignment.interval.ms", Int, "0", static;
+    /// The smallest `share.delivery.count.limit` a group config may set.
+    GROUP_SHARE_MIN_DELIVERY_COUNT_LIMIT = "group.share.min.delivery.count.limit", Int, "2", static;
+    /// The smallest `share.heartbeat.interval.ms` a group config may set.
+    GROUP_SHARE_MIN_HEARTBEAT_INTERVAL_MS =
+        "group.share.min.heartbeat.interval.ms", Int, "5000", static;
+    /// The smallest `share.partition.max.record.locks` a group config may set.
+    GROUP_SHARE_MIN_PARTITION_MAX_RECORD_LOCKS =
+        "group.share.min.partition.max.record.locks", Int, "100", static;
+    /// The smallest `share.record.lock.duration.ms` a group config may set.
+    GROUP_SHARE_MIN_RECORD_LOCK_DURATION_MS =
+        "group.share.min.record.lock.duration.ms", Int, "15000", static;
+    /// The smallest `share.session.timeout.ms` a group config may set.
+    GROUP_SHARE_MIN_SESSION_TIMEOUT_MS = "group.share.min.session.timeout.ms", Int, "45000", static;
+    /// Share groups: the most records of a share-partition in flight.
+    GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS =
+        "group.share.partition.max.record.locks", Int, "2000", static;
+    /// Share groups: how long a delivered record stays locked to its consumer.
+    GROUP_SHARE_RECORD_LOCK_DURATION_MS =
+        "group.share.record.lock.duration.ms", Int, "30000", static;
+    /// Share groups: the session timeout of members.
+    GROUP_SHARE_SESSION_TIMEOUT_MS = "group.share.session.timeout.ms", Int, "45000", static;
+    /// Streams groups (KIP-1071): the least time between two target assignments.
+    GROUP_STREAMS_ASSIGNMENT_INTERVAL_MS =
+        "group.streams.assignment.interval.ms", Int, "1000", static;
+    /// Streams groups: the heartbeat interval of members.
+    GROUP_STREAMS_HEARTBEAT_INTERVAL_MS =
+        "group.streams.heartbeat.interval.ms", Int, "5000", static;
+    /// Streams groups: how long a new group waits for more members.
+    GROUP_STREAMS_INITIAL_REBALANCE_DELAY_MS =
+        "group.streams.initial.rebalance.delay.ms", Int, "3000", static;
+    /// The largest `streams.assignment.interval.ms` a group config may set.
+    GROUP_STREAMS_MAX_ASSIGNMENT_INTERVAL_MS =
+        "group.streams.max.assignment.interval.ms", Int, "15000", static;
+    /// The largest `streams.heartbeat.interval.ms` a group config may set.
+    GROUP_STREAMS_MAX_HEARTBEAT_INTERVAL_MS =
+        "group.streams.max.heartbeat.interval.ms", Int, "15000", static;
+    /// The largest `streams.session.timeout.ms` a group config may set.
+    GROUP_STREAMS_MAX_SESSION_TIMEOUT_MS =
+        "group.streams.max.session.timeout.ms", Int, "60000", static;
+    /// The largest `streams.num.standby.replicas` a group config may set.
+    GROUP_STREAMS_MAX_STANDBY_REPLICAS = "group.streams.max.standby.replicas", Int, "2", static;
+    /// The smallest `streams.assignment.interval.ms` a group config may set.
+    GROUP_STREAMS_MIN_ASSIGNMENT_INTERVAL_MS =
+        "group.streams.min.assignment.interval.ms", Int, "0", static;
+    /// The smallest `streams.heartbeat.interval.ms` a group config may set.
+    GROUP_STREAMS_MIN_HEARTBEAT_INTERVAL_MS =
+        "group.streams.min.heartbeat.interval.ms", Int, "5000", static;
+    /// The smallest `streams.session.timeout.ms` a group config may set.
+    GROUP_STREAMS_MIN_SESSION_TIMEOUT_MS =
+        "group.streams.min.session.timeout.ms", Int, "45000", static;
+    /// Streams groups: standby replicas of each task.
+    GROUP_STREAMS_NUM_STANDBY_REPLICAS = "group.streams.num.standby.replicas", Int, "0", static;
+    /// Streams groups: the session timeout of members.
+    GROUP_STREAMS_SESSION_TIMEOUT_MS = "group.streams.session.timeout.ms", Int, "45000", static;
     /// The listener brokers replicate over.
     INTER_BROKER_LISTENER_NAME = "inter.broker.listener.name", Str, null, static;
     /// How often the controller checks for imbalanced leadership.

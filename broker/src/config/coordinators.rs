@@ -45,6 +45,14 @@ pub(super) fn group_config(
         max_size: keys::GROUP_MAX_SIZE.value(raw)?,
         consumer_heartbeat_interval_ms: keys::GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS.value(raw)?,
         consumer_session_timeout_ms: keys::GROUP_CONSUMER_SESSION_TIMEOUT_MS.value(raw)?,
+        consumer_heartbeat_interval_bounds: (
+            keys::GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS.value(raw)?,
+            keys::GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS.value(raw)?,
+        ),
+        consumer_session_timeout_bounds: (
+            keys::GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS.value(raw)?,
+            keys::GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS.value(raw)?,
+        ),
     })
 }
 

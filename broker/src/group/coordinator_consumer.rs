@@ -33,6 +33,13 @@ impl GroupCoordinator {
             st = self.shard_of(group);
         }
         let now = crate::system::mono_ms();
+        // The group's own session timeout and heartbeat interval (GROUP
+        // configs), as of this heartbeat.
+        let image = self.ctx.metadata.image();
+        let cfg = self.cfg.for_group(image.resource_configs.get(
+            skein_controller::resource_configs::ConfigResourceKind::Group,
+            group,
+        ));
         if let Some(g) = st.classic.get(group) {
             if !g.is_empty() {
                 return Err(HeartbeatError {
@@ -54,7 +61,7 @@ impl GroupCoordinator {
         if let Some(g) = st.consumer.get_mut(group).filter(|g| g.is_regular(&hb)) {
             #[cfg(debug_assertions)]
             let whole_before = consumer_group_records::consumer_group_records(g);
-            let (reply, changes) = g.regular_heartbeat(hb, &topics, &self.cfg, now);
+            let (reply, changes) = g.regular_heartbeat(hb, &topics, &cfg, now);
             let records = consumer_group_records::heartbeat_records(g, &changes);
             #[cfg(debug_assertions)]
             debug_assert_eq!(
@@ -80,7 +87,7 @@ impl GroupCoordinator {
             .consumer
             .entry(group.to_string())
             .or_insert_with(|| ConsumerGroup::new(group, now));
-        let reply = g.heartbeat(hb, &topics, &self.cfg, now, &mut || {
+        let reply = g.heartbeat(hb, &topics, &cfg, now, &mut || {
             uuid::Uuid::new_v4().to_string()
         });
         // Persist what changed; answer only once it is in the log.

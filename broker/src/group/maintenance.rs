@@ -59,10 +59,18 @@ impl GroupCoordinator {
                 self.apply(st, &id, effects);
             }
         }
+        // Each group's own session timeout (GROUP configs) applies.
+        let image = self.ctx.metadata.image();
+        let cfg_of = |id: &str| {
+            self.cfg.for_group(image.resource_configs.get(
+                skein_controller::resource_configs::ConfigResourceKind::Group,
+                id,
+            ))
+        };
         let expiring: Vec<String> = st
             .consumer
             .values()
-            .filter(|g| !g.expired_members(&self.cfg, now).is_empty())
+            .filter(|g| !g.expired_members(&cfg_of(&g.id), now).is_empty())
             .map(|g| g.id.clone())
             .collect();
         for id in expiring {
@@ -70,7 +78,7 @@ impl GroupCoordinator {
                 continue;
             };
             let old = consumer_group_records::consumer_group_records(g);
-            g.tick(&self.cfg, now);
+            g.tick(&cfg_of(&id), now);
             let records = consumer_group_records::diff_records(
                 &old,
                 &consumer_group_records::consumer_group_records(g),

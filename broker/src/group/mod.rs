@@ -58,6 +58,42 @@ pub struct GroupConfig {
     pub consumer_heartbeat_interval_ms: i32,
     /// `group.consumer.session.timeout.ms`
     pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.min.heartbeat.interval.ms` and `...max...`: the
+    /// bounds of a group's own `consumer.heartbeat.interval.ms`.
+    pub consumer_heartbeat_interval_bounds: (i32, i32),
+    /// `group.consumer.min.session.timeout.ms` and `...max...`.
+    pub consumer_session_timeout_bounds: (i32, i32),
+}
+
+impl GroupConfig {
+    /// This config with a group's own values (its GROUP configs,
+    /// `crate::group_configs`) laid over it, clamped to the broker's
+    /// bounds as Kafka's `GroupConfig.evaluate` does.
+    pub fn for_group(
+        &self,
+        values: Option<&std::collections::BTreeMap<String, String>>,
+    ) -> std::borrow::Cow<'_, GroupConfig> {
+        let own = |name: &str| {
+            values
+                .and_then(|v| v.get(name))
+                .and_then(|v| v.trim().parse::<i32>().ok())
+        };
+        let heartbeat = own("consumer.heartbeat.interval.ms");
+        let session = own("consumer.session.timeout.ms");
+        if heartbeat.is_none() && session.is_none() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut cfg = self.clone();
+        if let Some(h) = heartbeat {
+            let (lo, hi) = self.consumer_heartbeat_interval_bounds;
+            cfg.consumer_heartbeat_interval_ms = h.clamp(lo, hi.max(lo));
+        }
+        if let Some(t) = session {
+            let (lo, hi) = self.consumer_session_timeout_bounds;
+            cfg.consumer_session_timeout_ms = t.clamp(lo, hi.max(lo));
+        }
+        std::borrow::Cow::Owned(cfg)
+    }
 }
 
 impl Default for GroupConfig {
@@ -73,6 +109,8 @@ impl Default for GroupConfig {
             max_size: i32::MAX as usize,
             consumer_heartbeat_interval_ms: 5000,
             consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_bounds: (5000, 15_000),
+            consumer_session_timeout_bounds: (45_000, 60_000),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: topic
 //! configs here, broker configs in `broker_configs`, client-metrics
-//! subscriptions in `resource_configs`.
+//! subscriptions and group configs in `resource_configs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::*;
 
 use skein_controller::acls::AclOperation;
+use skein_controller::resource_configs::ConfigResourceKind;
 
 use super::admin::{SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER};
 use super::strb;
@@ -26,6 +27,7 @@ use crate::error::ApiError;
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const RESOURCE_CLIENT_METRICS: i8 = 16;
+const RESOURCE_GROUP: i8 = 32;
 
 /// The authorization error for `op` (DescribeConfigs or AlterConfigs) on
 /// a config resource: a topic's own ACLs, the cluster's for broker ones.
@@ -38,6 +40,11 @@ fn config_denied(
     match resource_type {
         RESOURCE_TOPIC if !authz.topic(op, name) => Some(topic_denied()),
         RESOURCE_TOPIC => None,
+        RESOURCE_GROUP if !authz.group(op, name) => Some(ApiError::new(
+            ResponseError::GroupAuthorizationFailed,
+            format!("not authorized to {op:?} on group {name}"),
+        )),
+        RESOURCE_GROUP => None,
         _ if !authz.cluster(op) => Some(cluster_denied()),
         _ => None,
     }
@@ -119,11 +126,11 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                     }
                 }
             },
-            RESOURCE_BROKER | RESOURCE_CLIENT_METRICS => {
-                let describe = if res.resource_type == RESOURCE_BROKER {
-                    super::broker_configs::describe
-                } else {
-                    super::resource_configs::describe
+            RESOURCE_BROKER | RESOURCE_CLIENT_METRICS | RESOURCE_GROUP => {
+                let describe = match res.resource_type {
+                    RESOURCE_BROKER => super::broker_configs::describe,
+                    RESOURCE_GROUP => super::resource_configs::describe_group,
+                    _ => super::resource_configs::describe,
                 };
                 let name = res.resource_name.as_str();
                 match describe(
@@ -200,8 +207,8 @@ enum Altered {
     Topic,
     /// A broker's (or the cluster-wide) dynamic values.
     Broker,
-    /// A client-metrics subscription.
-    ClientMetrics,
+    /// A client-metrics subscription or a group.
+    Resource(ConfigResourceKind),
 }
 
 /// Alters one resource with `alter`, unless the principal may not or the
@@ -217,7 +224,12 @@ fn alter_resource(
         Some(e) => Err(e),
         None if resource_type == RESOURCE_TOPIC => alter(Altered::Topic),
         None if resource_type == RESOURCE_BROKER => alter(Altered::Broker),
-        None if resource_type == RESOURCE_CLIENT_METRICS => alter(Altered::ClientMetrics),
+        None if resource_type == RESOURCE_CLIENT_METRICS => {
+            alter(Altered::Resource(ConfigResourceKind::ClientMetrics))
+        }
+        None if resource_type == RESOURCE_GROUP => {
+            alter(Altered::Resource(ConfigResourceKind::Group))
+        }
         None => Err(ApiError::new(
             ResponseError::InvalidRequest,
             format!("resource type {resource_type} cannot be altered"),
@@ -255,8 +267,8 @@ pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResp
                     Altered::Broker => {
                         super::broker_configs::alter(broker, name, values, req.validate_only)
                     }
-                    Altered::ClientMetrics => {
-                        super::resource_configs::set(broker, name, values, req.validate_only)
+                    Altered::Resource(kind) => {
+                        super::resource_configs::set(broker, kind, name, values, req.validate_only)
                     }
                 }
             });
@@ -279,7 +291,7 @@ pub fn incremental_alter(
         (r.error_code, r.error_message) =
             alter_resource(&authz, res.resource_type, name, |altered| match altered {
                 Altered::Topic => incremental_topic(broker, name, &res.configs, req.validate_only),
-                Altered::Broker | Altered::ClientMetrics => {
+                Altered::Broker | Altered::Resource(_) => {
                     let ops = res
                         .configs
                         .iter()
@@ -291,9 +303,10 @@ pub fn incremental_alter(
                             )
                         })
                         .collect();
-                    if matches!(altered, Altered::ClientMetrics) {
+                    if let Altered::Resource(kind) = altered {
                         return super::resource_configs::incremental(
                             broker,
+                            kind,
                             name,
                             ops,
                             req.validate_only,

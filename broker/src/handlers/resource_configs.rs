@@ -1,7 +1,8 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on
-//! CLIENT_METRICS resources (KIP-714 subscriptions), as Kafka 4.4 answers
-//! them: every key with its value or Kafka's default, a set checked whole
-//! by Kafka's rules before the controller stores it.
+//! CLIENT_METRICS resources (KIP-714 subscriptions) and GROUP resources
+//! (`crate::group_configs`), as Kafka 4.4 answers them: every key with its
+//! value or its default, a set checked whole by Kafka's rules before the
+//! controller stores it.
 
 use std::collections::BTreeMap;
 
@@ -12,34 +13,96 @@ use kafka_protocol::messages::describe_configs_response::{
 use skein_controller::broker_config::Kind;
 use skein_controller::resource_configs::ConfigResourceKind;
 
-use super::admin::SOURCE_DEFAULT;
+use super::admin::{SOURCE_DEFAULT, SOURCE_STATIC_BROKER};
 use super::broker_configs::{edit_list, APPEND, DELETE, SET, SUBTRACT};
 use super::strb;
 use crate::broker::Broker;
 use crate::client_metrics::subscriptions::{self, KEYS};
 use crate::error::ApiError;
+use crate::group_configs::{self, GROUP_KEYS};
 
 /// Kafka's `ConfigSource.CLIENT_METRICS_CONFIG`.
 const SOURCE_CLIENT_METRICS: i8 = 7;
+/// Kafka's `ConfigSource.GROUP_CONFIG`.
+const SOURCE_GROUP: i8 = 8;
 const KIND: ConfigResourceKind = ConfigResourceKind::ClientMetrics;
 
-fn empty_name() -> ApiError {
+fn empty_name(kind: ConfigResourceKind) -> ApiError {
+    let what = match kind {
+        ConfigResourceKind::ClientMetrics => "Client metrics subscription name",
+        ConfigResourceKind::Group => "Group name",
+    };
     ApiError::new(
         ResponseError::InvalidRequest,
-        "Client metrics subscription name must not be empty",
+        format!("{what} must not be empty"),
     )
 }
 
-/// The subscription's values as stored (none: a subscription that does
-/// not exist, described with Kafka's defaults as Kafka does).
-fn stored(broker: &Broker, name: &str) -> BTreeMap<String, String> {
+/// A resource's values as stored (none: one that does not exist, described
+/// with the defaults as Kafka does).
+fn stored(broker: &Broker, kind: ConfigResourceKind, name: &str) -> BTreeMap<String, String> {
     broker
         .metadata
         .image()
         .resource_configs
-        .get(KIND, name)
+        .get(kind, name)
         .cloned()
         .unwrap_or_default()
+}
+
+fn synonym(name: &str, value: Option<&str>, source: i8) -> DescribeConfigsSynonym {
+    let mut s = DescribeConfigsSynonym::default();
+    s.name = strb(name);
+    s.value = value.map(strb);
+    s.source = source;
+    s
+}
+
+/// A group's configs: each with its own value (source GROUP_CONFIG) or the
+/// broker's (its synonym, static or Kafka's default).
+pub fn describe_group(
+    broker: &Broker,
+    name: &str,
+    wanted: &dyn Fn(&str) -> bool,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
+    if name.is_empty() {
+        return Err(empty_name(ConfigResourceKind::Group));
+    }
+    let values = stored(broker, ConfigResourceKind::Group, name);
+    let raw = &broker.config.raw;
+    let mut out = Vec::new();
+    for k in GROUP_KEYS.iter().filter(|k| wanted(k.name)) {
+        let own = values.get(k.name).map(|v| shown(k.kind, v));
+        let default = group_configs::default_of(k, raw).map(|v| shown(k.kind, &v));
+        let broker_source = match k.synonym {
+            Some(b) if raw.contains_key(b.name) => SOURCE_STATIC_BROKER,
+            _ => SOURCE_DEFAULT,
+        };
+        let mut c = DescribeConfigsResourceResult::default();
+        c.name = strb(k.name);
+        c.value = own.clone().or(default.clone()).map(strb);
+        c.config_source = if own.is_some() {
+            SOURCE_GROUP
+        } else {
+            broker_source
+        };
+        c.config_type = k.kind as i8;
+        if include_synonyms {
+            if let Some(v) = &own {
+                c.synonyms.push(synonym(k.name, Some(v), SOURCE_GROUP));
+            }
+            let broker_name = k.synonym.map_or(k.name, |b| b.name);
+            c.synonyms
+                .push(synonym(broker_name, default.as_deref(), broker_source));
+        }
+        if include_documentation {
+            c.documentation = Some(strb(k.doc));
+        }
+        out.push(c);
+    }
+    Ok(out)
 }
 
 /// A value as Kafka shows it: a list's items joined by `,`.
@@ -63,9 +126,9 @@ pub fn describe(
     include_documentation: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
     if name.is_empty() {
-        return Err(empty_name());
+        return Err(empty_name(KIND));
     }
-    let values = stored(broker, name);
+    let values = stored(broker, KIND, name);
     let mut out = Vec::new();
     for (key, default, kind, doc) in KEYS.iter().filter(|(k, ..)| wanted(k)) {
         let set = values.get(*key);
@@ -94,38 +157,55 @@ pub fn describe(
     Ok(out)
 }
 
-/// Checks a subscription's whole new set and stores it (an empty set
-/// removes the subscription).
+/// Checks a resource's whole new set and stores it (an empty set removes
+/// the subscription, or the group's configs).
 pub fn set(
     broker: &Broker,
+    kind: ConfigResourceKind,
     name: &str,
     values: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<(), ApiError> {
     if name.is_empty() {
-        return Err(empty_name());
+        return Err(empty_name(kind));
     }
-    subscriptions::parse(name, &values)?;
+    match kind {
+        ConfigResourceKind::ClientMetrics => {
+            subscriptions::parse(name, &values)?;
+        }
+        ConfigResourceKind::Group => group_configs::validate(&values, &broker.config.raw)?,
+    }
     if validate_only {
         return Ok(());
     }
-    broker.metadata.alter_resource_configs(KIND, name, values)?;
-    tracing::info!(subscription = name, "client-metrics subscription changed");
+    broker.metadata.alter_resource_configs(kind, name, values)?;
+    tracing::info!(?kind, name, "configs changed");
     Ok(())
 }
 
+/// Whether `key` of a `kind` resource is a LIST (APPEND and SUBTRACT apply).
+fn is_list(kind: ConfigResourceKind, key: &str) -> bool {
+    match kind {
+        ConfigResourceKind::ClientMetrics => KEYS
+            .iter()
+            .any(|(k, _, t, _)| *k == key && *t == Kind::List),
+        ConfigResourceKind::Group => group_configs::key(key).is_some_and(|k| k.kind == Kind::List),
+    }
+}
+
 /// IncrementalAlterConfigs: SET, DELETE, and APPEND or SUBTRACT on the
-/// list keys (`metrics`, `match`), then the whole set is checked.
+/// list keys, then the whole set is checked.
 pub fn incremental(
     broker: &Broker,
+    kind: ConfigResourceKind,
     name: &str,
     ops: Vec<(String, i8, Option<String>)>,
     validate_only: bool,
 ) -> Result<(), ApiError> {
     if name.is_empty() {
-        return Err(empty_name());
+        return Err(empty_name(kind));
     }
-    let mut values = stored(broker, name);
+    let mut values = stored(broker, kind, name);
     for (key, op, value) in ops {
         match op {
             SET => {
@@ -138,10 +218,7 @@ pub fn incremental(
                 values.remove(&key);
             }
             APPEND | SUBTRACT => {
-                let is_list = KEYS
-                    .iter()
-                    .any(|(k, _, kind, _)| *k == key && *kind == Kind::List);
-                if !is_list {
+                if !is_list(kind, &key) {
                     let verb = if op == APPEND {
                         "APPEND to"
                     } else {
@@ -164,5 +241,5 @@ pub fn incremental(
             }
         }
     }
-    set(broker, name, values, validate_only)
+    set(broker, kind, name, values, validate_only)
 }

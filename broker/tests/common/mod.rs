@@ -177,6 +177,15 @@ pub fn producer_batch(n: usize, compression: Compression, pid: i64, epoch: i16, 
     Bytes::from(skein_storage::testing::encode(&records, compression))
 }
 
+/// An ApiVersions request as a client sends it: from v3 the software name
+/// and version must match KIP-511's pattern (Kafka and Skein refuse others).
+pub fn api_versions_request() -> ApiVersionsRequest {
+    let mut r = ApiVersionsRequest::default();
+    r.client_software_name = "skein-tests".into();
+    r.client_software_version = "1.0".into();
+    r
+}
+
 pub fn topic_name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
