@@ -27,6 +27,7 @@ pub mod isr_sender;
 pub mod jaas;
 pub mod listeners;
 pub mod log_cleaner;
+pub mod log_levels;
 pub mod meta_properties;
 pub mod metadata;
 pub mod metrics;

@@ -6,21 +6,42 @@ use tracing_subscriber::EnvFilter;
 
 fn main() {
     let cli = Cli::parse();
-    let filter = EnvFilter::try_from_env("SKEIN_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let base = std::env::var("SKEIN_LOG")
+        .ok()
+        .filter(|d| EnvFilter::try_new(d).is_ok())
+        .unwrap_or_else(|| "info".into());
+    let filter = EnvFilter::new(&base);
     // Colour only on a terminal: a log file or a container log must not carry escape codes.
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    // The filter can be replaced at run time (BROKER_LOGGER configs, `log_levels`).
+    fn reloader<F: Into<EnvFilter>, S>(
+        handle: tracing_subscriber::reload::Handle<F, S>,
+    ) -> Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>
+    where
+        F: From<EnvFilter> + 'static + Send + Sync,
+        S: 'static + Send + Sync,
+    {
+        Box::new(move |d: &str| {
+            let f = EnvFilter::try_new(d).map_err(|e| e.to_string())?;
+            handle.reload(F::from(f)).map_err(|e| e.to_string())
+        })
+    }
     if cli.log_format == "json" {
-        tracing_subscriber::fmt()
+        let b = tracing_subscriber::fmt()
             .json()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
-            .init();
+            .with_filter_reloading();
+        skein_broker::log_levels::install(&base, reloader(b.reload_handle()));
+        b.init();
     } else {
-        tracing_subscriber::fmt()
+        let b = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_ansi(ansi)
             .with_writer(std::io::stderr)
-            .init();
+            .with_filter_reloading();
+        skein_broker::log_levels::install(&base, reloader(b.reload_handle()));
+        b.init();
     }
     let mut config = match BrokerConfig::from_cli(&cli) {
         Ok(c) => c,

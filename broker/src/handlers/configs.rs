@@ -26,6 +26,7 @@ use crate::error::ApiError;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_BROKER_LOGGER: i8 = 8;
 const RESOURCE_CLIENT_METRICS: i8 = 16;
 const RESOURCE_GROUP: i8 = 32;
 
@@ -126,9 +127,10 @@ pub fn describe(broker: &Arc<Broker>, req: DescribeConfigsRequest) -> DescribeCo
                     }
                 }
             },
-            RESOURCE_BROKER | RESOURCE_CLIENT_METRICS | RESOURCE_GROUP => {
+            RESOURCE_BROKER | RESOURCE_BROKER_LOGGER | RESOURCE_CLIENT_METRICS | RESOURCE_GROUP => {
                 let describe = match res.resource_type {
                     RESOURCE_BROKER => super::broker_configs::describe,
+                    RESOURCE_BROKER_LOGGER => super::broker_loggers::describe,
                     RESOURCE_GROUP => super::resource_configs::describe_group,
                     _ => super::resource_configs::describe,
                 };
@@ -209,6 +211,8 @@ enum Altered {
     Broker,
     /// A client-metrics subscription or a group.
     Resource(ConfigResourceKind),
+    /// This broker's log levels (IncrementalAlterConfigs only).
+    Loggers,
 }
 
 /// Alters one resource with `alter`, unless the principal may not or the
@@ -224,6 +228,7 @@ fn alter_resource(
         Some(e) => Err(e),
         None if resource_type == RESOURCE_TOPIC => alter(Altered::Topic),
         None if resource_type == RESOURCE_BROKER => alter(Altered::Broker),
+        None if resource_type == RESOURCE_BROKER_LOGGER => alter(Altered::Loggers),
         None if resource_type == RESOURCE_CLIENT_METRICS => {
             alter(Altered::Resource(ConfigResourceKind::ClientMetrics))
         }
@@ -270,6 +275,11 @@ pub fn alter(broker: &Arc<Broker>, req: AlterConfigsRequest) -> AlterConfigsResp
                     Altered::Resource(kind) => {
                         super::resource_configs::set(broker, kind, name, values, req.validate_only)
                     }
+                    // As Kafka 4.4: the legacy API does not know log levels.
+                    Altered::Loggers => Err(ApiError::new(
+                        ResponseError::InvalidRequest,
+                        format!("Unknown resource type {RESOURCE_BROKER_LOGGER}"),
+                    )),
                 }
             });
         resp.responses.push(r);
@@ -291,7 +301,7 @@ pub fn incremental_alter(
         (r.error_code, r.error_message) =
             alter_resource(&authz, res.resource_type, name, |altered| match altered {
                 Altered::Topic => incremental_topic(broker, name, &res.configs, req.validate_only),
-                Altered::Broker | Altered::Resource(_) => {
+                Altered::Broker | Altered::Resource(_) | Altered::Loggers => {
                     let ops = res
                         .configs
                         .iter()
@@ -303,16 +313,16 @@ pub fn incremental_alter(
                             )
                         })
                         .collect();
-                    if let Altered::Resource(kind) = altered {
-                        return super::resource_configs::incremental(
-                            broker,
-                            kind,
-                            name,
-                            ops,
-                            req.validate_only,
-                        );
+                    let only = req.validate_only;
+                    match altered {
+                        Altered::Resource(kind) => {
+                            super::resource_configs::incremental(broker, kind, name, ops, only)
+                        }
+                        Altered::Loggers => {
+                            super::broker_loggers::incremental_alter(broker, name, ops, only)
+                        }
+                        _ => super::broker_configs::incremental_alter(broker, name, ops, only),
                     }
-                    super::broker_configs::incremental_alter(broker, name, ops, req.validate_only)
                 }
             });
         resp.responses.push(r);

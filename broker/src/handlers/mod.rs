@@ -12,6 +12,7 @@ pub mod acls;
 pub mod admin;
 pub mod api_versions;
 pub mod broker_configs;
+pub mod broker_loggers;
 pub mod configs;
 pub mod consumer_group;
 pub mod delegation_tokens;
