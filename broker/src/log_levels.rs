@@ -22,7 +22,8 @@ pub const CRATES: [&str; 4] = [
     "skein_tiered",
 ];
 
-type Reload = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+/// Installs a new filter from directives (`info,skein_storage=debug`).
+pub type Reload = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
 pub struct LogLevels {
     /// `SKEIN_LOG` (or `info`), as directives.

@@ -14,9 +14,9 @@ fn main() {
     // Colour only on a terminal: a log file or a container log must not carry escape codes.
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     // The filter can be replaced at run time (BROKER_LOGGER configs, `log_levels`).
-    fn reloader<F: Into<EnvFilter>, S>(
+    fn reloader<F, S>(
         handle: tracing_subscriber::reload::Handle<F, S>,
-    ) -> Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>
+    ) -> skein_broker::log_levels::Reload
     where
         F: From<EnvFilter> + 'static + Send + Sync,
         S: 'static + Send + Sync,
