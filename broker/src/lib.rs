@@ -45,6 +45,7 @@ pub mod request_context;
 pub mod request_memory;
 pub mod sasl;
 pub mod server;
+pub mod share;
 pub mod ssl_principal;
 pub mod stopping;
 pub mod system;

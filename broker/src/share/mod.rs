@@ -1,0 +1,11 @@
+//! Share groups (KIP-932, queues on Kafka topics): the parts built so far.
+//! Not served yet: ShareGroupHeartbeat, ShareFetch and the other share APIs
+//! are listed as not served in docs/compatibility.md until the whole of
+//! KIP-932 (membership, share sessions, persisted state) is in place.
+//!
+//! - `partition`: a share-partition's delivery state (acquisition locks,
+//!   delivery counts, acknowledgements, the start offset);
+//! - `assignor`: Kafka's `simple` share assignor.
+
+pub mod assignor;
+pub mod partition;
