@@ -5,7 +5,9 @@
 //!
 //! - `partition`: a share-partition's delivery state (acquisition locks,
 //!   delivery counts, acknowledgements, the start offset);
-//! - `assignor`: Kafka's `simple` share assignor.
+//! - `assignor`: Kafka's `simple` share assignor;
+//! - `group`: a share group's membership (ShareGroupHeartbeat's rules).
 
 pub mod assignor;
+pub mod group;
 pub mod partition;
