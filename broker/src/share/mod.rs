@@ -6,8 +6,10 @@
 //! - `partition`: a share-partition's delivery state (acquisition locks,
 //!   delivery counts, acknowledgements, the start offset);
 //! - `assignor`: Kafka's `simple` share assignor;
-//! - `group`: a share group's membership (ShareGroupHeartbeat's rules).
+//! - `group`: a share group's membership (ShareGroupHeartbeat's rules);
+//! - `sessions`: share sessions (ShareFetch and ShareAcknowledge epochs).
 
 pub mod assignor;
 pub mod group;
 pub mod partition;
+pub mod sessions;
