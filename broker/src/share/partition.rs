@@ -4,8 +4,8 @@
 //! out are in flight, each AVAILABLE, ACQUIRED (by one member, under a lock
 //! that expires), ACKNOWLEDGED or ARCHIVED, with a delivery count.
 //!
-//! The rules are Kafka 4.4's (`SharePartition`, docs in
-//! docs/share-groups.md when the APIs are served):
+//! The rules are Kafka 4.4's (`SharePartition`; docs/design/share-groups-kafka-4.4.md,
+//! section 6):
 //! - acquiring a record counts a delivery; a release or an expired lock
 //!   makes it AVAILABLE again, or ARCHIVED once it was delivered
 //!   `delivery_count_limit` times;
