@@ -80,10 +80,18 @@ impl LogLevels {
     /// Whether `name` is a logger: `root`, a crate of Skein's or a module
     /// under one (Kafka's "Logger X does not exist!" otherwise).
     pub fn exists(&self, name: &str) -> bool {
+        // A module path: identifiers joined by `::`.
+        let path = name.split("::").all(|seg| {
+            seg.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
         name == "root"
-            || CRATES
-                .iter()
-                .any(|c| name == *c || name.strip_prefix(c).is_some_and(|r| r.starts_with("::")))
+            || (path
+                && CRATES.iter().any(|c| {
+                    name == *c || name.strip_prefix(c).is_some_and(|r| r.starts_with("::"))
+                }))
     }
 
     fn base_level(&self, name: &str) -> String {
@@ -190,6 +198,14 @@ mod tests {
         assert_eq!(all["skein_broker"], "WARN");
         assert!(l.exists("skein_broker::replication"));
         assert!(!l.exists("skein_brokerx") && !l.exists("kafka.server.ReplicaManager"));
+        for bad in [
+            "skein_broker::[",
+            "skein_broker::",
+            "skein_broker::a=b",
+            "skein_broker::1x",
+        ] {
+            assert!(!l.exists(bad), "{bad}");
+        }
         l.set("skein_broker::replication", "TRACE").unwrap();
         l.set("root", "FATAL").unwrap();
         assert_eq!(

@@ -1260,7 +1260,7 @@ def test_delegation_tokens_with_the_key_the_operator_keeps(env, tmp_path):
     """spec.delegationTokens.enabled: the operator makes the Secret `<cluster>-delegation-token-key`
     (owned by the cluster) and the broker reads the key from it through its environment (never the
     ConfigMap). A KafkaUser's SCRAM login creates a token with Kafka's `kafka-delegation-tokens`
-    (a new cluster starts at skein.version 4, which tokens need); its HMAC is HMAC-SHA512 of the id
+    (a new cluster starts at the highest skein.version, 5, past the 4 tokens need); its HMAC is HMAC-SHA512 of the id
     under the Secret's key, and Kafka's TopicCommand logs in with the token (tokenauth=true)."""
     import hashlib
     import hmac

@@ -109,6 +109,9 @@ struct Parsed {
 pub struct ClientMetrics {
     max_bytes: i32,
     instances: Mutex<HashMap<Uuid, Instance>>,
+    /// When expired instances were last looked for (at most once a second
+    /// on the request path: it walks every instance).
+    last_sweep: Mutex<Instant>,
     parsed: Mutex<Option<Parsed>>,
     pub export: export::Exported,
     /// Skein's own metrics of client telemetry.
@@ -187,6 +190,7 @@ impl ClientMetrics {
         ClientMetrics {
             max_bytes,
             instances: Mutex::new(HashMap::new()),
+            last_sweep: Mutex::new(Instant::now()),
             parsed: Mutex::new(None),
             export: export::Exported::default(),
             registry,
@@ -254,16 +258,22 @@ impl ClientMetrics {
     ) -> T {
         let subs = self.subscriptions(configs);
         let mut instances = self.instances.lock().unwrap();
-        self.expire(&mut instances, now);
+        {
+            let mut last = self.last_sweep.lock().unwrap();
+            if now.duration_since(*last) >= Duration::from_secs(1) {
+                *last = now;
+                self.expire(&mut instances, now);
+            }
+        }
         if !instances.contains_key(&id) && instances.len() >= MAX_INSTANCES {
-            // Full: the least recently heard-from instance goes.
-            if let Some(oldest) = instances
-                .iter()
-                .min_by_key(|(_, i)| i.last_seen)
-                .map(|(k, _)| *k)
-            {
-                instances.remove(&oldest);
-                self.export.forget(oldest);
+            // Full: the least recently heard-from sixteenth goes at once, so
+            // that a flood of new instances costs one sort per 1,024 of them.
+            let mut by_age: Vec<(Instant, Uuid)> =
+                instances.iter().map(|(k, i)| (i.last_seen, *k)).collect();
+            by_age.sort_unstable();
+            for (_, old) in by_age.into_iter().take(MAX_INSTANCES / 16) {
+                instances.remove(&old);
+                self.export.forget(old);
             }
         }
         let instance = instances.entry(id).or_insert_with(|| {
