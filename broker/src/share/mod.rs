@@ -8,9 +8,12 @@
 //!   delivery counts, acknowledgements, the start offset);
 //! - `assignor`: Kafka's `simple` share assignor;
 //! - `group`: a share group's membership (ShareGroupHeartbeat's rules);
-//! - `sessions`: share sessions (ShareFetch and ShareAcknowledge epochs).
+//! - `sessions`: share sessions (ShareFetch and ShareAcknowledge epochs);
+//! - `state`: the persisted state the share coordinator keeps, and its
+//!   epochs.
 
 pub mod assignor;
 pub mod group;
 pub mod partition;
 pub mod sessions;
+pub mod state;
