@@ -5,7 +5,7 @@
 //! session timeout above the heartbeat interval) and kept by the
 //! controller (`skein.version` 5). At use, a stored value outside the
 //! broker's current bounds is clamped to them, as Kafka's
-//! `GroupConfig.evaluate` does.
+//! `GroupConfig.evaluate` does (`crate::group::GroupConfig::for_group`).
 //!
 //! `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` act
 //! on KIP-848 consumer groups; the `share.*` and `streams.*` values are
@@ -175,11 +175,13 @@ pub fn default_of(k: &GroupKey, raw: &BTreeMap<String, String>) -> Option<String
 /// An ISO-8601 duration as Java's `Duration.parse` reads it (`PnDTnHnMn.nS`,
 /// no negative parts): whether it is one.
 fn iso_duration(s: &str) -> bool {
-    let re = regex::Regex::new(
-        r"^[Pp](?:\d+[Dd])?(?:[Tt](?:\d+[Hh])?(?:\d+[Mm])?(?:\d+(?:[.,]\d{0,9})?[Ss])?)?$",
-    )
-    .expect("valid regex");
-    re.is_match(s) && !s.eq_ignore_ascii_case("P") && !s.to_ascii_uppercase().ends_with('T')
+    static RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"^[Pp](?:\d+[Dd])?(?:[Tt](?:\d+[Hh])?(?:\d+[Mm])?(?:\d+(?:[.,]\d{0,9})?[Ss])?)?$",
+        )
+        .expect("valid regex")
+    });
+    RE.is_match(s) && !s.eq_ignore_ascii_case("P") && !s.to_ascii_uppercase().ends_with('T')
 }
 
 fn check_value(k: &GroupKey, value: &str, raw: &BTreeMap<String, String>) -> Result<(), ApiError> {
@@ -322,30 +324,6 @@ pub fn validate(
     Ok(())
 }
 
-/// The INT value of `name` for a group with `values`: its own, clamped to
-/// the broker's bounds, or the broker's.
-pub fn effective_int(
-    name: &str,
-    values: Option<&BTreeMap<String, String>>,
-    raw: &BTreeMap<String, String>,
-) -> i64 {
-    let Some(k) = key(name) else { return 0 };
-    let own = values
-        .and_then(|v| v.get(name))
-        .and_then(|v| v.trim().parse::<i64>().ok());
-    let default = || {
-        default_of(k, raw)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    match (own, k.check) {
-        (Some(n), Check::Range(_, min, max)) => n.clamp(broker_int(raw, min), broker_int(raw, max)),
-        (Some(n), Check::AtMost(_, max)) => n.min(broker_int(raw, max)),
-        (Some(n), _) => n,
-        (None, _) => default(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,36 +420,6 @@ mod tests {
         assert_eq!(
             message(validate(&equal, &raw_wide)),
             "share.session.timeout.ms must be greater than share.heartbeat.interval.ms"
-        );
-    }
-
-    #[test]
-    fn effective_values_are_clamped_to_the_brokers_bounds() {
-        let mut raw = BTreeMap::new();
-        let own = values(&[("consumer.session.timeout.ms", "59000")]);
-        assert_eq!(
-            effective_int("consumer.session.timeout.ms", Some(&own), &raw),
-            59_000
-        );
-        assert_eq!(
-            effective_int("consumer.session.timeout.ms", None, &raw),
-            45_000
-        );
-        raw.insert(
-            "group.consumer.max.session.timeout.ms".to_string(),
-            "50000".to_string(),
-        );
-        assert_eq!(
-            effective_int("consumer.session.timeout.ms", Some(&own), &raw),
-            50_000
-        );
-        raw.insert(
-            "group.consumer.heartbeat.interval.ms".to_string(),
-            "6000".to_string(),
-        );
-        assert_eq!(
-            effective_int("consumer.heartbeat.interval.ms", None, &raw),
-            6_000
         );
     }
 

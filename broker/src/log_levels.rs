@@ -120,7 +120,6 @@ impl LogLevels {
             .chain(CRATES.iter().map(|c| c.to_string()))
             .chain(overrides.keys().cloned())
             .collect();
-        names.dedup();
         names.sort_by_key(|n| (n != "root", n.clone()));
         names.dedup();
         names

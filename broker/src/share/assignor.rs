@@ -45,9 +45,7 @@ fn assign_pool(
                 && held.get(tp).copied().unwrap_or(0) < sharing
             {
                 kept.insert(tp.clone());
-                *held
-                    .entry(parts.iter().find(|x| *x == tp).expect("wanted"))
-                    .or_default() += 1;
+                *held.entry(tp).or_default() += 1;
             }
         }
         mine.push(kept);
