@@ -64,6 +64,18 @@ pub fn api_name(api: ApiKey) -> &'static str {
         ApiKey::RenewDelegationToken => "RenewDelegationToken",
         ApiKey::ExpireDelegationToken => "ExpireDelegationToken",
         ApiKey::DescribeDelegationToken => "DescribeDelegationToken",
+        ApiKey::ShareGroupHeartbeat => "ShareGroupHeartbeat",
+        ApiKey::ShareGroupDescribe => "ShareGroupDescribe",
+        ApiKey::ShareFetch => "ShareFetch",
+        ApiKey::ShareAcknowledge => "ShareAcknowledge",
+        ApiKey::InitializeShareGroupState => "InitializeShareGroupState",
+        ApiKey::ReadShareGroupState => "ReadShareGroupState",
+        ApiKey::WriteShareGroupState => "WriteShareGroupState",
+        ApiKey::DeleteShareGroupState => "DeleteShareGroupState",
+        ApiKey::ReadShareGroupStateSummary => "ReadShareGroupStateSummary",
+        ApiKey::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
+        ApiKey::AlterShareGroupOffsets => "AlterShareGroupOffsets",
+        ApiKey::DeleteShareGroupOffsets => "DeleteShareGroupOffsets",
         // Not served (the connection is closed): one bounded label.
         _ => "Other",
     };

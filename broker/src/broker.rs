@@ -35,6 +35,10 @@ pub struct Broker {
     pub groups: Arc<crate::group::GroupCoordinator>,
     /// The transaction coordinator.
     pub txns: Arc<crate::txn::TxnCoordinator>,
+    /// The share coordinator (`__share_group_state`; KIP-932).
+    pub share_coordinator: Arc<crate::share::coordinator::ShareCoordinator>,
+    /// The share-partitions this broker leads and their sessions.
+    pub share: Arc<crate::share::manager::ShareManager>,
     /// Client quota usage (produce and fetch byte rates).
     pub quotas: crate::quotas::QuotaManager,
     /// Open connections per address, `max.connections`, connection rates.
@@ -239,6 +243,28 @@ impl Broker {
                 &metrics.registry,
                 ctx.clone(),
             ));
+            let share_coordinator = Arc::new(crate::share::coordinator::ShareCoordinator::new(
+                config.share_coordinator.clone(),
+                ctx.clone(),
+            ));
+            let persister = Arc::new(crate::share::persister::Persister::new(
+                share_coordinator.clone(),
+                crate::broker_channels::BrokerChannels::new(
+                    "share-state",
+                    metadata.clone(),
+                    config.node_id,
+                    config.inter_broker_security.clone(),
+                ),
+                config.node_id,
+            ));
+            let share = Arc::new(crate::share::manager::ShareManager::new(
+                ctx.clone(),
+                persister.clone(),
+                config.share.clone(),
+            ));
+            groups.set_share_persister(persister);
+            let settings = share.clone();
+            groups.set_share_settings(Box::new(move |g| settings.settings(g)));
             let txns = crate::txn::TxnCoordinator::new(
                 config.txns.clone(),
                 &metrics.registry,
@@ -260,6 +286,8 @@ impl Broker {
                 metrics,
                 groups,
                 txns,
+                share_coordinator,
+                share,
                 quotas,
                 connection_quotas,
                 request_memory,

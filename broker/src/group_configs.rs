@@ -172,16 +172,44 @@ pub fn default_of(k: &GroupKey, raw: &BTreeMap<String, String>) -> Option<String
     }
 }
 
+/// Java's `Duration.parse` form (`PnDTnHnMn.nS`, no negative parts).
+static ISO_DURATION: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r"^[Pp](?:(\d+)[Dd])?(?:[Tt](?:(\d+)[Hh])?(?:(\d+)[Mm])?(?:(\d+)(?:[.,](\d{0,9}))?[Ss])?)?$",
+    )
+    .expect("valid regex")
+});
+
 /// An ISO-8601 duration as Java's `Duration.parse` reads it (`PnDTnHnMn.nS`,
 /// no negative parts): whether it is one.
 fn iso_duration(s: &str) -> bool {
-    static RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(
-            r"^[Pp](?:\d+[Dd])?(?:[Tt](?:\d+[Hh])?(?:\d+[Mm])?(?:\d+(?:[.,]\d{0,9})?[Ss])?)?$",
-        )
-        .expect("valid regex")
-    });
-    RE.is_match(s) && !s.eq_ignore_ascii_case("P") && !s.to_ascii_uppercase().ends_with('T')
+    ISO_DURATION.is_match(s)
+        && !s.eq_ignore_ascii_case("P")
+        && !s.to_ascii_uppercase().ends_with('T')
+}
+
+/// The milliseconds of an ISO-8601 duration ([`iso_duration`]).
+pub fn iso_duration_ms(s: &str) -> Option<i64> {
+    if !iso_duration(s) {
+        return None;
+    }
+    let c = ISO_DURATION.captures(s)?;
+    let n = |i: usize| -> i64 { c.get(i).and_then(|m| m.as_str().parse().ok()).unwrap_or(0) };
+    let millis = c
+        .get(5)
+        .map(|m| {
+            format!("{:0<3}", m.as_str())[..3]
+                .parse::<i64>()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0);
+    Some(
+        n(1).saturating_mul(86_400_000)
+            .saturating_add(n(2).saturating_mul(3_600_000))
+            .saturating_add(n(3).saturating_mul(60_000))
+            .saturating_add(n(4).saturating_mul(1000))
+            .saturating_add(millis),
+    )
 }
 
 fn check_value(k: &GroupKey, value: &str, raw: &BTreeMap<String, String>) -> Result<(), ApiError> {

@@ -153,6 +153,7 @@ async fn serve_until(
     log_cleaner::spawn(&broker);
     broker.groups.start();
     broker.txns.start();
+    broker.share.start();
     let servers: Vec<_> = listeners
         .into_iter()
         .map(|(spec, socket)| tokio::spawn(server::serve(broker.clone(), socket, spec)))

@@ -235,6 +235,17 @@ impl MetadataCache {
             .unwrap_or(0)
     }
 
+    /// The finalized `share.version`: share groups are served from 1.
+    pub fn share_version(&self) -> i16 {
+        use skein_controller::features::SHARE_VERSION;
+        self.image()
+            .features
+            .finalized
+            .get(SHARE_VERSION)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The topic named `name` (shared with the published view, not copied).
     pub fn topic(&self, name: &str) -> Option<Arc<TopicView>> {
         self.image().topics.get(name).cloned()

@@ -11,6 +11,21 @@ tokio::task_local! {
     pub static LISTENER: std::sync::Arc<str>;
     /// Who the request being handled comes from.
     pub static PRINCIPAL: Principal;
+    /// The connection's number, unique in this process (share sessions
+    /// end with the connection that opened them).
+    pub static CONNECTION_ID: u64;
+}
+
+/// The number of the connection whose request is being handled (0 outside
+/// a connection).
+pub fn connection_id() -> u64 {
+    CONNECTION_ID.try_with(|c| *c).unwrap_or(0)
+}
+
+/// A number for a new connection.
+pub fn next_connection_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The listener the request being handled arrived on (`None` outside a

@@ -99,11 +99,16 @@ pub async fn serve(
             let _held = (slot, admitted);
             broker.metrics.connections.inc();
             let name = spec.name.clone();
-            let served =
-                handlers::LISTENER.scope(name, serve_connection(&broker, stream, peer, &spec));
+            let id = crate::request_context::next_connection_id();
+            let served = crate::request_context::CONNECTION_ID.scope(
+                id,
+                handlers::LISTENER.scope(name, serve_connection(&broker, stream, peer, &spec)),
+            );
             if let Err(e) = served.await {
                 debug!(%peer, listener = %spec.name, error = %e, "connection closed with error");
             }
+            // Share sessions this connection opened end with it (KIP-932).
+            broker.share.on_disconnect(id);
             broker.metrics.connections.dec();
         });
     }

@@ -263,6 +263,10 @@ broker_config_table! {
         "group.share.max.record.lock.duration.ms", Int, "60000", static;
     /// The largest `share.session.timeout.ms` a group config may set.
     GROUP_SHARE_MAX_SESSION_TIMEOUT_MS = "group.share.max.session.timeout.ms", Int, "60000", static;
+    /// Share groups: the most share sessions this broker keeps.
+    GROUP_SHARE_MAX_SHARE_SESSIONS = "group.share.max.share.sessions", Int, "2000", static, min 1;
+    /// Share groups: the most members of one share group.
+    GROUP_SHARE_MAX_SIZE = "group.share.max.size", Short, "200", static, min 1;
     /// The smallest `share.assignment.interval.ms` a group config may set.
     GROUP_SHARE_MIN_ASSIGNMENT_INTERVAL_MS =
         "group.share.min.assignment.interval.ms", Int, "0", static;
@@ -517,6 +521,14 @@ broker_config_table! {
     SASL_SERVER_MAX_RECEIVE_SIZE = "sasl.server.max.receive.size", Int, "524288", static;
     /// The inter-broker listener's security protocol, when it is not named.
     SECURITY_INTER_BROKER_PROTOCOL = "security.inter.broker.protocol", Str, "PLAINTEXT", static;
+    /// The min.insync.replicas of `__share_group_state`.
+    SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR = "share.coordinator.state.topic.min.isr", Short, "2", static;
+    /// The partition count of `__share_group_state`.
+    SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS =
+        "share.coordinator.state.topic.num.partitions", Int, "50", static, min 1;
+    /// The replication factor of `__share_group_state` (unset: the cluster's size, at most 3).
+    SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR =
+        "share.coordinator.state.topic.replication.factor", Short, "3", static, min 1;
     /// SO_RCVBUF of client connections; -1: the kernel's auto-tuning.
     SOCKET_RECEIVE_BUFFER_BYTES = "socket.receive.buffer.bytes", Int, "-1", static;
     /// The largest request the broker reads.

@@ -13,7 +13,9 @@
 //! | 4     | 0.2.0   | delegation tokens (KIP-48): the metadata log holds token records; partition records hold the last known ELR (KIP-966) |
 //! | 5     | 0.2.0   | client-metrics subscriptions (KIP-714) and group configs: the metadata log holds resource-config records |
 //!
-//! Kafka's `transaction.version` is finalizable too, as in Kafka 4.x: 0
+//! Kafka's `share.version` (KIP-932 share groups; a new cluster starts at
+//! 1, an older one at 0 until finalized) and `transaction.version` are
+//! finalizable too, as in Kafka 4.x: 0
 //! (transactions as before), 1 (`__transaction_state` values in the
 //! flexible format v1), 2 (KIP-890 part 2: clients bump the producer epoch
 //! with every EndTxn and add partitions by producing). Clients read its
@@ -61,6 +63,12 @@ pub const TRANSACTION_VERSION_MAX: i16 = 2;
 /// new cluster at 2, and nothing older ever wrote to a new cluster.
 pub const TRANSACTION_VERSION_NEW_CLUSTER: i16 = 2;
 
+/// Kafka's share-group feature (KIP-932): share groups are served from
+/// level 1 (level 2, Kafka 4.4's dead-letter queues, is not supported).
+pub const SHARE_VERSION: &str = "share.version";
+/// The highest `share.version` this release runs at.
+pub const SHARE_VERSION_MAX: i16 = 1;
+
 /// The feature levels this release supports (what a broker registers).
 pub fn supported() -> Vec<FeatureRange> {
     vec![
@@ -74,6 +82,11 @@ pub fn supported() -> Vec<FeatureRange> {
             min: 0,
             max: TRANSACTION_VERSION_MAX,
         },
+        FeatureRange {
+            name: SHARE_VERSION.into(),
+            min: 0,
+            max: SHARE_VERSION_MAX,
+        },
     ]
 }
 
@@ -84,7 +97,7 @@ pub fn supported() -> Vec<FeatureRange> {
 /// bumped by InitProducerId only), so it stays there until finalized.
 pub fn level_when_unset(feature: &str) -> i16 {
     match feature {
-        TRANSACTION_VERSION => 0,
+        TRANSACTION_VERSION | SHARE_VERSION => 0,
         _ => 1,
     }
 }
@@ -100,9 +113,12 @@ pub fn supported_range(feature: &str) -> Option<(i16, i16)> {
 /// The levels a new cluster (an empty metadata log) starts finalized at,
 /// besides `skein.version` (the operator's `spec.featureLevel`).
 pub fn new_cluster_levels() -> std::collections::BTreeMap<String, i16> {
-    [(
-        TRANSACTION_VERSION.to_string(),
-        TRANSACTION_VERSION_NEW_CLUSTER,
-    )]
+    [
+        (
+            TRANSACTION_VERSION.to_string(),
+            TRANSACTION_VERSION_NEW_CLUSTER,
+        ),
+        (SHARE_VERSION.to_string(), SHARE_VERSION_MAX),
+    ]
     .into()
 }

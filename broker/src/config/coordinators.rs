@@ -27,6 +27,66 @@ pub(super) fn txn_config(
     })
 }
 
+/// Share-group settings (KIP-932), by their Kafka names.
+pub(super) fn share_config(
+    raw: &BTreeMap<String, String>,
+) -> Result<crate::share::settings::ShareConfig, ConfigError> {
+    use crate::share::settings::Bounded;
+    let b = |v: &keys::BrokerKey,
+             lo: &keys::BrokerKey,
+             hi: &keys::BrokerKey|
+     -> Result<Bounded, ConfigError> {
+        Ok(Bounded::new(
+            v.value::<i32>(raw)? as i64,
+            lo.value::<i32>(raw)? as i64,
+            hi.value::<i32>(raw)? as i64,
+        ))
+    };
+    Ok(crate::share::settings::ShareConfig {
+        session_timeout_ms: b(
+            &keys::GROUP_SHARE_SESSION_TIMEOUT_MS,
+            &keys::GROUP_SHARE_MIN_SESSION_TIMEOUT_MS,
+            &keys::GROUP_SHARE_MAX_SESSION_TIMEOUT_MS,
+        )?,
+        heartbeat_interval_ms: b(
+            &keys::GROUP_SHARE_HEARTBEAT_INTERVAL_MS,
+            &keys::GROUP_SHARE_MIN_HEARTBEAT_INTERVAL_MS,
+            &keys::GROUP_SHARE_MAX_HEARTBEAT_INTERVAL_MS,
+        )?,
+        record_lock_duration_ms: b(
+            &keys::GROUP_SHARE_RECORD_LOCK_DURATION_MS,
+            &keys::GROUP_SHARE_MIN_RECORD_LOCK_DURATION_MS,
+            &keys::GROUP_SHARE_MAX_RECORD_LOCK_DURATION_MS,
+        )?,
+        delivery_count_limit: b(
+            &keys::GROUP_SHARE_DELIVERY_COUNT_LIMIT,
+            &keys::GROUP_SHARE_MIN_DELIVERY_COUNT_LIMIT,
+            &keys::GROUP_SHARE_MAX_DELIVERY_COUNT_LIMIT,
+        )?,
+        partition_max_record_locks: b(
+            &keys::GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS,
+            &keys::GROUP_SHARE_MIN_PARTITION_MAX_RECORD_LOCKS,
+            &keys::GROUP_SHARE_MAX_PARTITION_MAX_RECORD_LOCKS,
+        )?,
+        max_size: keys::GROUP_SHARE_MAX_SIZE.value::<i16>(raw)?.max(1) as usize,
+        max_sessions: keys::GROUP_SHARE_MAX_SHARE_SESSIONS
+            .value::<i32>(raw)?
+            .max(1) as usize,
+        ..Default::default()
+    })
+}
+
+/// The share coordinator's topic settings.
+pub(super) fn share_coordinator_config(
+    raw: &BTreeMap<String, String>,
+) -> Result<crate::share::coordinator::ShareCoordinatorConfig, ConfigError> {
+    Ok(crate::share::coordinator::ShareCoordinatorConfig {
+        partitions: keys::SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS.value(raw)?,
+        replication_factor: keys::SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR.get(raw)?,
+        min_isr: keys::SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR.value(raw)?,
+    })
+}
+
 /// The group coordinator's settings, by their Kafka names.
 pub(super) fn group_config(
     raw: &BTreeMap<String, String>,

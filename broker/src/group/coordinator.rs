@@ -47,7 +47,7 @@ pub struct ListedGroup {
     pub id: String,
     pub protocol_type: String,
     pub state: String,
-    /// `classic` or `consumer`.
+    /// `classic`, `consumer` or `share`.
     pub kind: &'static str,
 }
 
@@ -57,6 +57,8 @@ pub struct ListedGroup {
 pub(super) struct State {
     pub(super) classic: HashMap<String, ClassicGroup>,
     pub(super) consumer: HashMap<String, ConsumerGroup>,
+    /// Share groups (KIP-932; `coordinator_share.rs`).
+    pub(super) share: HashMap<String, share::ShareEntry>,
     pub(super) offsets: OffsetStore,
     pub(super) join_waiters: HashMap<(String, String), oneshot::Sender<JoinResponse>>,
     pub(super) sync_waiters: HashMap<(String, String), oneshot::Sender<SyncResponse>>,
@@ -96,6 +98,10 @@ pub struct GroupCoordinator {
     /// groups see the same `Arc` and their resolved regexes stay current).
     topics: RwLock<Option<(Arc<ClusterView>, Arc<Topics>)>>,
     pub(super) metrics: GroupMetrics,
+    /// How share groups create and delete share state (set once the
+    /// share coordinator exists).
+    pub(super) share_persister: std::sync::OnceLock<Arc<crate::share::persister::Persister>>,
+    pub(super) share_settings: std::sync::OnceLock<share::ShareSettingsFn>,
 }
 
 fn new_member_id(prefix: &str) -> String {
@@ -121,6 +127,8 @@ impl GroupCoordinator {
             topics: RwLock::new(None),
             cfg,
             metrics: GroupMetrics::new(registry),
+            share_persister: std::sync::OnceLock::new(),
+            share_settings: std::sync::OnceLock::new(),
         }
     }
 
@@ -298,6 +306,9 @@ impl GroupCoordinator {
         group: &str,
         now: i64,
     ) -> Result<&'a mut ClassicGroup, ResponseError> {
+        if st.share.contains_key(group) {
+            return Err(ResponseError::InconsistentGroupProtocol);
+        }
         if let Some(cg) = st.consumer.get(group) {
             if !cg.is_empty() {
                 return Err(ResponseError::InconsistentGroupProtocol);
@@ -452,7 +463,7 @@ impl GroupCoordinator {
     /// consumer group is an error there.
     pub fn describe_classic(&self, group: &str) -> Result<Option<ClassicGroup>, ResponseError> {
         let st = self.shard_of(group);
-        if st.consumer.contains_key(group) {
+        if st.consumer.contains_key(group) || st.share.contains_key(group) {
             return Err(ResponseError::GroupIdNotFound);
         }
         Ok(st.classic.get(group).cloned())
@@ -487,6 +498,12 @@ impl GroupCoordinator {
                         protocol_type: "consumer".into(),
                         state: g.state_name().to_string(),
                         kind: "consumer",
+                    }))
+                    .chain(st.share.values().map(|e| ListedGroup {
+                        id: e.group.id.clone(),
+                        protocol_type: "share".into(),
+                        state: e.group.state().to_string(),
+                        kind: "share",
                     })),
             );
         }
@@ -539,6 +556,8 @@ impl GroupCoordinator {
 
 #[path = "coordinator_consumer.rs"]
 mod consumer;
+#[path = "coordinator_share.rs"]
+pub mod share;
 
 /// Sends a parked SyncGroup its answer.
 fn answer_sync(group: &str, member: &str, tx: oneshot::Sender<SyncResponse>, r: SyncResponse) {

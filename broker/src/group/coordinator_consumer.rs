@@ -40,6 +40,12 @@ impl GroupCoordinator {
             skein_controller::resource_configs::ConfigResourceKind::Group,
             group,
         ));
+        if st.share.contains_key(group) {
+            return Err(HeartbeatError {
+                code: ResponseError::GroupIdNotFound,
+                message: format!("Group {group} is not a consumer group."),
+            });
+        }
         if let Some(g) = st.classic.get(group) {
             if !g.is_empty() {
                 return Err(HeartbeatError {

@@ -164,6 +164,9 @@ fn apply_record(st: &mut State, rec: OffsetsRecord, now: i64) {
         OffsetsRecord::Consumer { group, rec } => {
             st.loading.entry(group).or_default().apply(rec);
         }
+        OffsetsRecord::Share { group, rec } => {
+            super::coordinator::share::apply_share_record(st, group, rec);
+        }
     }
 }
 
@@ -259,6 +262,7 @@ impl CoordinatorShard for Load<'_> {
         }
         st.classic.retain(|g, _| partition_for(g, n) != p);
         st.consumer.retain(|g, _| partition_for(g, n) != p);
+        st.share.retain(|g, _| partition_for(g, n) != p);
         let stale: Vec<String> = st
             .offsets
             .group_ids()

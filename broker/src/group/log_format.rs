@@ -49,6 +49,11 @@ pub enum OffsetsRecord {
     },
     /// A part of a KIP-848 consumer group, or its deletion.
     Consumer { group: String, rec: ConsumerRecord },
+    /// A part of a share group (KIP-932), or its deletion.
+    Share {
+        group: String,
+        rec: crate::share::records::ShareGroupRecord,
+    },
 }
 
 /// `OffsetCommitKey` v1.
@@ -140,6 +145,11 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Result<Option<OffsetsRecord
             };
             let rec = decode_consumer(version, member, value)?;
             Ok(Some(OffsetsRecord::Consumer { group, rec }))
+        }
+        crate::share::records::GROUP_METADATA_KEY | crate::share::records::STATE_PARTITIONS_KEY => {
+            let group = get_str(&mut k)?;
+            let rec = crate::share::records::decode_group(version, value)?;
+            Ok(Some(OffsetsRecord::Share { group, rec }))
         }
         _ => Ok(None),
     }

@@ -49,6 +49,7 @@ impl GroupCoordinator {
     }
 
     fn tick_shard(&self, st: &mut State, now: i64) {
+        self.expire_share_members(st, now);
         let ids: Vec<String> = st.classic.keys().cloned().collect();
         for id in ids {
             let mut effects = Vec::new();

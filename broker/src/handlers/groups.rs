@@ -27,6 +27,20 @@ fn opt_str(s: &Option<StrBytes>) -> Option<String> {
 /// Kafka's AuthorizedOperations "not requested" value.
 const OPS_OMITTED: i32 = i32::MIN;
 
+/// `group:topicId:partition`, the topic id in Kafka's base64 form.
+fn share_key_valid(key: &str) -> bool {
+    let mut parts = key.rsplitn(3, ':');
+    let (Some(p), Some(id), Some(group)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    use base64::Engine;
+    !group.is_empty()
+        && p.parse::<i32>().is_ok_and(|p| p >= 0)
+        && base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(id)
+            .is_ok_and(|b| b.len() == 16)
+}
+
 pub fn find_coordinator(
     broker: &Arc<Broker>,
     req: FindCoordinatorRequest,
@@ -53,11 +67,27 @@ pub fn find_coordinator(
                     "Transactional Id authorization failed.".into(),
                 ))
             }
-            0 | 1 => {
-                let id = if req.key_type == 0 {
-                    broker.groups.coordinator_of(key)
-                } else {
-                    broker.txns.coordinator_of(key)
+            // The share coordinator (KIP-932): brokers ask, from v6, with
+            // the key `group:topicId:partition`.
+            2 if version < 6 => Err((
+                ResponseError::InvalidRequest,
+                "share coordinator keys need FindCoordinator v6".into(),
+            )),
+            2 if !authz.cluster(AclOperation::ClusterAction) => Err((
+                ResponseError::ClusterAuthorizationFailed,
+                "Cluster authorization failed.".into(),
+            )),
+            0..=2 => {
+                if req.key_type == 2 && !share_key_valid(key) {
+                    return Err((
+                        ResponseError::InvalidRequest,
+                        format!("'{key}' is not a share coordinator key (group:topicId:partition)"),
+                    ));
+                }
+                let id = match req.key_type {
+                    0 => broker.groups.coordinator_of(key),
+                    1 => broker.txns.coordinator_of(key),
+                    _ => broker.share_coordinator.coordinator_of(key),
                 }
                 .map_err(|e| (e.code, e.message))?;
                 let image = broker.metadata.image();
@@ -415,7 +445,7 @@ pub fn list_groups(
     resp
 }
 
-pub fn delete_groups(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn delete_groups(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut resp = DeleteGroupsResponse::default();
     for gid in req.groups_names {
         let mut r = delete_groups_response::DeletableGroupResult::default();
@@ -423,6 +453,18 @@ pub fn delete_groups(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGr
         // v3 (Kafka 4.4) says why; older versions drop the message.
         let e = match refused(broker, &gid, AclOperation::Delete) {
             Some(denied) => Some((denied, None)),
+            // A share group's state goes first (KIP-932).
+            None if broker.groups.is_share(&gid) => {
+                match broker.groups.delete_share_group(&gid).await {
+                    Ok(topics) => {
+                        for t in topics {
+                            broker.share.forget(&gid, t).await;
+                        }
+                        None
+                    }
+                    Err(e) => Some((e.code, Some(e.message))),
+                }
+            }
             None => broker
                 .groups
                 .delete_group(&gid)

@@ -30,6 +30,10 @@ pub mod produce;
 pub mod quotas;
 pub mod resource_configs;
 pub mod scram;
+pub mod share_fetch;
+pub mod share_group;
+pub mod share_offsets;
+pub mod share_state;
 pub mod telemetry;
 pub mod txn;
 
@@ -103,6 +107,20 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::PushTelemetry, 0, 0),
     // v0 was ListClientMetricsResources; v1 lists every type (KIP-1142).
     (ApiKey::ListConfigResources, 0, 1),
+    // KIP-932 share groups (answered UNSUPPORTED_VERSION while
+    // `share.version` is 0, as Kafka does; advertised regardless).
+    (ApiKey::ShareGroupHeartbeat, 1, 1),
+    (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::ShareFetch, 1, 2),
+    (ApiKey::ShareAcknowledge, 1, 2),
+    (ApiKey::InitializeShareGroupState, 0, 0),
+    (ApiKey::ReadShareGroupState, 0, 0),
+    (ApiKey::WriteShareGroupState, 0, 1),
+    (ApiKey::DeleteShareGroupState, 0, 0),
+    (ApiKey::ReadShareGroupStateSummary, 0, 1),
+    (ApiKey::DescribeShareGroupOffsets, 0, 1),
+    (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -279,7 +297,7 @@ async fn dispatch(
         }
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(broker, r, v)),
         RequestKind::DeleteGroups(r) => {
-            ResponseKind::DeleteGroups(groups::delete_groups(broker, r))
+            ResponseKind::DeleteGroups(groups::delete_groups(broker, r).await)
         }
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(offsets::offset_delete(broker, r))
@@ -289,6 +307,42 @@ async fn dispatch(
         ),
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_group::describe(broker, r, v))
+        }
+        RequestKind::ShareGroupHeartbeat(r) => {
+            ResponseKind::ShareGroupHeartbeat(share_group::heartbeat(broker, r, &client_id(header)))
+        }
+        RequestKind::ShareGroupDescribe(r) => {
+            ResponseKind::ShareGroupDescribe(share_group::describe(broker, r))
+        }
+        RequestKind::ShareFetch(r) => {
+            ResponseKind::ShareFetch(share_fetch::fetch(broker, r, v).await)
+        }
+        RequestKind::ShareAcknowledge(r) => {
+            ResponseKind::ShareAcknowledge(share_fetch::acknowledge(broker, r, v).await)
+        }
+        RequestKind::InitializeShareGroupState(r) => {
+            ResponseKind::InitializeShareGroupState(share_state::initialize(broker, r).await)
+        }
+        RequestKind::ReadShareGroupState(r) => {
+            ResponseKind::ReadShareGroupState(share_state::read(broker, r).await)
+        }
+        RequestKind::WriteShareGroupState(r) => {
+            ResponseKind::WriteShareGroupState(share_state::write(broker, r).await)
+        }
+        RequestKind::DeleteShareGroupState(r) => {
+            ResponseKind::DeleteShareGroupState(share_state::delete(broker, r).await)
+        }
+        RequestKind::ReadShareGroupStateSummary(r) => {
+            ResponseKind::ReadShareGroupStateSummary(share_state::summary(broker, r))
+        }
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            ResponseKind::DescribeShareGroupOffsets(share_offsets::describe(broker, r, v).await)
+        }
+        RequestKind::AlterShareGroupOffsets(r) => {
+            ResponseKind::AlterShareGroupOffsets(share_offsets::alter(broker, r).await)
+        }
+        RequestKind::DeleteShareGroupOffsets(r) => {
+            ResponseKind::DeleteShareGroupOffsets(share_offsets::delete(broker, r).await)
         }
         // The version table keeps every other API from reaching here.
         _ => unreachable!("dispatch of an API missing from SUPPORTED"),

@@ -77,6 +77,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   streams-count: a Kafka Streams exactly-once application (see StreamsCount).
  *   schema-store: Schema Registry's storage and single-writer election pattern (see SchemaStore).
  *   consume also takes [--isolation read_committed|read_uncommitted].
+ *   share-consume, share-admin: KIP-932 share groups (KafkaShareConsumer, Admin; see Share).
  */
 public final class Client {
     private static final HexFormat HEX = HexFormat.of();
@@ -110,6 +111,8 @@ public final class Client {
             case "streams-count" -> StreamsCount.run(bootstrap, opt);
             case "schema-store" -> SchemaStore.run(bootstrap, opt);
             case "telemetry-produce" -> Telemetry.produce(bootstrap, opt);
+            case "share-consume" -> Share.consume(bootstrap, opt, args);
+            case "share-admin" -> Share.admin(bootstrap, opt);
             default -> die("unknown subcommand " + cmd);
         }
         System.out.flush();
