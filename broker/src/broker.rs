@@ -261,6 +261,7 @@ impl Broker {
                 ctx.clone(),
                 persister.clone(),
                 config.share.clone(),
+                &metrics.registry,
             ));
             groups.set_share_persister(persister);
             let settings = share.clone();

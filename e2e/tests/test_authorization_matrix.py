@@ -30,6 +30,7 @@ offset, the configs, the ACLs, the client quotas and the SCRAM users are as they
 
 from __future__ import annotations
 
+import base64
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from typing import Callable
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    ConfigResource, NewTopic, ResourcePatternType, ResourceType)
 from kafka.protocol.admin import (AlterClientQuotasRequest, AlterClientQuotasResponse, AlterConfigsRequest,
                                   AlterConfigsResponse, AlterPartitionReassignmentsRequest,
@@ -79,15 +80,18 @@ from brokers import KafkaBroker, free_port, make_broker
 pytestmark = pytest.mark.acls
 
 TARGET = os.environ.get("E2E_TARGET", "skein")
-USERS = {"admin": "admin-secret", "mallory": "mallory-secret"}
+USERS = {"admin": "admin-secret", "mallory": "mallory-secret", "member": "member-secret"}
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 TOPIC = "authz-topic"          # 1 partition, RECORDS records, made by admin
 GROUP = "authz-group"          # committed offset COMMITTED on TOPIC-0, made by admin
 TXN = "authz-txn"              # a transactional id that committed one transaction
+SHARE_GROUP = "authz-share"    # share groups whose start offset on TOPIC-0 admin set to SHARE_START;
+OTHER_SHARE_GROUP = "authz-share-other"  # member's ACLs differ on the two (MEMBER_ROWS)
+SHARE_GROUPS = (SHARE_GROUP, OTHER_SHARE_GROUP)
 NEW_TOPIC = "authz-new-topic"  # never created: mallory's CreateTopics
 MISSING = "authz-missing"      # never created: Metadata by name for a topic that does not exist
-RECORDS, COMMITTED = 5, 3
+RECORDS, COMMITTED, SHARE_START = 5, 3, 2
 
 # Errors (org.apache.kafka.common.protocol.Errors).
 TOPIC_AUTH = 29            # TOPIC_AUTHORIZATION_FAILED
@@ -112,20 +116,8 @@ KAFKA_ONLY = {
     34: "AlterReplicaLogDirs: served by Kafka 4.4.0 only (moving replicas between a broker's log dirs)",
     55: "DescribeQuorum: served by Kafka 4.4.0 only (the KRaft quorum; Skein has no KRaft controller)",
     64: "UnregisterBroker: served by Kafka 4.4.0 only (KRaft broker registrations)",
-    76: "ShareGroupHeartbeat: served by Kafka 4.4.0 only (share groups, KIP-932)",
-    77: "ShareGroupDescribe: served by Kafka 4.4.0 only (share groups, KIP-932)",
-    78: "ShareFetch: served by Kafka 4.4.0 only (share groups, KIP-932)",
-    79: "ShareAcknowledge: served by Kafka 4.4.0 only (share groups, KIP-932)",
     80: "AddRaftVoter: served by Kafka 4.4.0 only (KRaft quorum membership, KIP-853)",
     81: "RemoveRaftVoter: served by Kafka 4.4.0 only (KRaft quorum membership, KIP-853)",
-    83: "InitializeShareGroupState: served by Kafka 4.4.0 only (share-group state, KIP-932)",
-    84: "ReadShareGroupState: served by Kafka 4.4.0 only (share-group state, KIP-932)",
-    85: "WriteShareGroupState: served by Kafka 4.4.0 only (share-group state, KIP-932)",
-    86: "DeleteShareGroupState: served by Kafka 4.4.0 only (share-group state, KIP-932)",
-    87: "ReadShareGroupStateSummary: served by Kafka 4.4.0 only (share-group state, KIP-932)",
-    90: "DescribeShareGroupOffsets: served by Kafka 4.4.0 only (share groups, KIP-932)",
-    91: "AlterShareGroupOffsets: served by Kafka 4.4.0 only (share groups, KIP-932)",
-    92: "DeleteShareGroupOffsets: served by Kafka 4.4.0 only (share groups, KIP-932)",
     88: "StreamsGroupHeartbeat: served by Kafka 4.4.0 only (streams groups, KIP-1071)",
     89: "StreamsGroupDescribe: served by Kafka 4.4.0 only (streams groups, KIP-1071)",
     93: "StreamsGroupTopologyDescriptionUpdate: served by Kafka 4.4.0 only (streams groups, KIP-1071)",
@@ -253,13 +245,26 @@ def make_resources(b, sasl_port: int) -> Setup:
         state = d.transaction_states[0]
         assert state.error_code == 0, d
         s.producer_id, s.producer_epoch = state.producer_id, state.producer_epoch
+        # The share groups, made by setting their start offset (AlterShareGroupOffsets makes a missing group).
+        for group in SHARE_GROUPS:
+            made = share_request(c, 91, 0, group_id=group, topics=[
+                {"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": SHARE_START}]}])
+            assert codes(made) == {"error_code": 0, "responses[0].partitions[0].error_code": 0}, made
+    # member's ACLs (MEMBER_ROWS): Read on SHARE_GROUP, Delete and Alter on OTHER_SHARE_GROUP.
+    bindings = [AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, "User:member", "*", op,
+                           AclPermissionType.ALLOW)
+                for group, op in ((SHARE_GROUP, AclOperation.READ), (OTHER_SHARE_GROUP, AclOperation.DELETE),
+                                  (OTHER_SHARE_GROUP, AclOperation.ALTER))]
+    for f in admin.create_acls(bindings, request_timeout=30).values():
+        assert f.result(30) is None
     s.before = snapshot(s)
     return s
 
 
 def snapshot(s: Setup) -> dict:
     """What mallory's requests must not change, read as admin: topics, partitions, watermarks, the
-    group's offset, a topic and a broker config, ACLs, client quotas and SCRAM users."""
+    group's offset, the share groups' start offsets, a topic and a broker config, ACLs, client quotas
+    and SCRAM users."""
     admin = AdminClient(s.conf("admin"))
     md = admin.list_topics(timeout=30)
     c = Consumer({**s.conf("admin"), "group.id": GROUP, "enable.auto.commit": False})
@@ -287,6 +292,7 @@ def snapshot(s: Setup) -> dict:
         "topics": sorted(t for t in md.topics if not t.startswith("__")),
         "partitions": len(md.topics[TOPIC].partitions) if TOPIC in md.topics else None,
         "committed": committed,
+        "share groups": share_offsets(s),
         "watermarks": (low, high),
         "configs": configs,
         "acls": sorted(str(a) for a in acls),
@@ -332,7 +338,7 @@ def codes(answer) -> dict[str, int]:
             for i, x in enumerate(v):
                 walk(x, f"{path}[{i}]")
 
-    walk(answer.to_dict(), "")
+    walk(answer if isinstance(answer, dict) else answer.to_dict(), "")
     return out
 
 
@@ -446,6 +452,12 @@ ROWS: list[Row] = [
         send(build(FindCoordinatorRequest, 6, key_type=1, coordinator_keys=[TXN]), FindCoordinatorResponse),
         {"coordinators[0].error_code": TXN_ID_AUTH},
         "Describe on the transactional id"),
+    Row("FindCoordinator-share", 10, 6,
+        send(lambda s: build(FindCoordinatorRequest, 6, key_type=2,
+                             coordinator_keys=[f"{SHARE_GROUP}:{kafka_uuid(s.topic_id)}:0"]), FindCoordinatorResponse),
+        {"coordinators[0].error_code": CLUSTER_AUTH},
+        "a share coordinator's key (group:topicId:partition; KIP-932), asked for by brokers: ClusterAction on "
+        "the cluster"),
     Row("JoinGroup", 11, 9,
         send(build(JoinGroupRequest, 9, group_id=GROUP, session_timeout_ms=10000, rebalance_timeout_ms=30000,
                    member_id="", group_instance_id=None, protocol_type="consumer",
@@ -779,6 +791,329 @@ ROWS[0:0] = [  # client telemetry (KIP-714) and ListConfigResources: raw flexibl
         "DescribeConfigs on the cluster"),
 ]
 
+
+# ------------------------------------------------------------------------------------------
+# share groups (KIP-932): kafka-python has no classes for them, so each request is written and
+# each answer read from its message schema below (Kafka 4.4's, at the version the row sends; all
+# flexible). A schema is a list of (field, type): "i8" ... "i64", "bool", "str" (compact, nullable),
+# "bytes", "uuid", "[t]" an array of t, a list an array of structs, ("struct", schema) and
+# ("struct?", schema) a struct (nullable). Every struct ends with its tagged fields (none sent).
+
+LEADER = [("leader_id", "i32"), ("leader_epoch", "i32")]
+ENDPOINTS = [("node_id", "i32"), ("host", "str"), ("port", "i32"), ("rack", "str")]
+ACK_BATCHES = [("first_offset", "i64"), ("last_offset", "i64"), ("acknowledge_types", "[i8]")]
+STATE_BATCHES = [("first_offset", "i64"), ("last_offset", "i64"), ("delivery_state", "i8"),
+                 ("delivery_count", "i16")]
+STATE_RESULTS = [("results", [("topic_id", "uuid"), ("partitions", [
+    ("partition", "i32"), ("error_code", "i16"), ("error_message", "str")])])]
+
+SHARE_SCHEMAS: dict[tuple[int, int], tuple[list, list]] = {  # (api, version): (request, answer)
+    (76, 1): ([("group_id", "str"), ("member_id", "str"), ("member_epoch", "i32"), ("rack_id", "str"),
+               ("subscribed_topic_names", "[str]")],
+              [("throttle_time_ms", "i32"), ("error_code", "i16"), ("error_message", "str"), ("member_id", "str"),
+               ("member_epoch", "i32"), ("heartbeat_interval_ms", "i32"), ("assignment", ("struct?", [
+                   ("topic_partitions", [("topic_id", "uuid"), ("partitions", "[i32]")])]))]),
+    (77, 1): ([("group_ids", "[str]"), ("include_authorized_operations", "bool")],
+              [("throttle_time_ms", "i32"), ("groups", [
+                  ("error_code", "i16"), ("error_message", "str"), ("group_id", "str"), ("group_state", "str"),
+                  ("group_epoch", "i32"), ("assignment_epoch", "i32"), ("assignor_name", "str"), ("members", [
+                      ("member_id", "str"), ("rack_id", "str"), ("member_epoch", "i32"), ("client_id", "str"),
+                      ("client_host", "str"), ("subscribed_topic_names", "[str]"), ("assignment", ("struct", [
+                          ("topic_partitions", [("topic_id", "uuid"), ("topic_name", "str"),
+                                                ("partitions", "[i32]")])]))]),
+                  ("authorized_operations", "i32")])]),
+    (78, 2): ([("group_id", "str"), ("member_id", "str"), ("share_session_epoch", "i32"), ("max_wait_ms", "i32"),
+               ("min_bytes", "i32"), ("max_bytes", "i32"), ("max_records", "i32"), ("batch_size", "i32"),
+               ("share_acquire_mode", "i8"), ("is_renew_ack", "bool"), ("topics", [
+                   ("topic_id", "uuid"), ("partitions", [("partition_index", "i32"),
+                                                         ("acknowledgement_batches", ACK_BATCHES)])]),
+               ("forgotten_topics_data", [("topic_id", "uuid"), ("partitions", "[i32]")])],
+              [("throttle_time_ms", "i32"), ("error_code", "i16"), ("error_message", "str"),
+               ("acquisition_lock_timeout_ms", "i32"), ("responses", [("topic_id", "uuid"), ("partitions", [
+                   ("partition_index", "i32"), ("error_code", "i16"), ("error_message", "str"),
+                   ("acknowledge_error_code", "i16"), ("acknowledge_error_message", "str"),
+                   ("current_leader", ("struct", LEADER)), ("records", "bytes"), ("acquired_records", [
+                       ("first_offset", "i64"), ("last_offset", "i64"), ("delivery_count", "i16")])])]),
+               ("node_endpoints", ENDPOINTS)]),
+    (79, 2): ([("group_id", "str"), ("member_id", "str"), ("share_session_epoch", "i32"), ("is_renew_ack", "bool"),
+               ("topics", [("topic_id", "uuid"), ("partitions", [("partition_index", "i32"),
+                                                                 ("acknowledgement_batches", ACK_BATCHES)])])],
+              [("throttle_time_ms", "i32"), ("error_code", "i16"), ("error_message", "str"),
+               ("acquisition_lock_timeout_ms", "i32"), ("responses", [("topic_id", "uuid"), ("partitions", [
+                   ("partition_index", "i32"), ("error_code", "i16"), ("error_message", "str"),
+                   ("current_leader", ("struct", LEADER))])]),
+               ("node_endpoints", ENDPOINTS)]),
+    (83, 0): ([("group_id", "str"), ("topics", [("topic_id", "uuid"), ("partitions", [
+                   ("partition", "i32"), ("state_epoch", "i32"), ("start_offset", "i64")])])],
+              STATE_RESULTS),
+    (84, 0): ([("group_id", "str"), ("topics", [("topic_id", "uuid"), ("partitions", [
+                   ("partition", "i32"), ("leader_epoch", "i32")])])],
+              [("results", [("topic_id", "uuid"), ("partitions", [
+                  ("partition", "i32"), ("error_code", "i16"), ("error_message", "str"), ("state_epoch", "i32"),
+                  ("start_offset", "i64"), ("state_batches", STATE_BATCHES)])])]),
+    (85, 1): ([("group_id", "str"), ("topics", [("topic_id", "uuid"), ("partitions", [
+                   ("partition", "i32"), ("state_epoch", "i32"), ("leader_epoch", "i32"), ("start_offset", "i64"),
+                   ("delivery_complete_count", "i32"), ("state_batches", STATE_BATCHES)])])],
+              STATE_RESULTS),
+    (86, 0): ([("group_id", "str"), ("topics", [("topic_id", "uuid"), ("partitions", [("partition", "i32")])])],
+              STATE_RESULTS),
+    (87, 1): ([("group_id", "str"), ("topics", [("topic_id", "uuid"), ("partitions", [
+                   ("partition", "i32"), ("leader_epoch", "i32")])])],
+              [("results", [("topic_id", "uuid"), ("partitions", [
+                  ("partition", "i32"), ("error_code", "i16"), ("error_message", "str"), ("state_epoch", "i32"),
+                  ("leader_epoch", "i32"), ("start_offset", "i64"), ("delivery_complete_count", "i32")])])]),
+    (90, 1): ([("groups", [("group_id", "str"), ("topics", [("topic_name", "str"), ("partitions", "[i32]")])])],
+              [("throttle_time_ms", "i32"), ("groups", [
+                  ("group_id", "str"), ("topics", [("topic_name", "str"), ("topic_id", "uuid"), ("partitions", [
+                      ("partition_index", "i32"), ("start_offset", "i64"), ("leader_epoch", "i32"), ("lag", "i64"),
+                      ("error_code", "i16"), ("error_message", "str")])]),
+                  ("error_code", "i16"), ("error_message", "str")])]),
+    (91, 0): ([("group_id", "str"), ("topics", [("topic_name", "str"), ("partitions", [
+                   ("partition_index", "i32"), ("start_offset", "i64")])])],
+              [("throttle_time_ms", "i32"), ("error_code", "i16"), ("error_message", "str"), ("responses", [
+                  ("topic_name", "str"), ("topic_id", "uuid"), ("partitions", [
+                      ("partition_index", "i32"), ("error_code", "i16"), ("error_message", "str")])])]),
+    (92, 0): ([("group_id", "str"), ("topics", [("topic_name", "str")])],
+              [("throttle_time_ms", "i32"), ("error_code", "i16"), ("error_message", "str"), ("responses", [
+                  ("topic_name", "str"), ("topic_id", "uuid"), ("error_code", "i16"), ("error_message", "str")])]),
+}
+
+_PUT = {"i8": rk.i8, "i16": rk.i16, "i32": rk.i32, "i64": rk.i64, "bool": lambda v: rk.i8(int(v)),
+        "str": rk.compact_string, "uuid": lambda v: v.bytes,
+        "bytes": lambda v: rk.uvarint(0) if v is None else rk.uvarint(len(v) + 1) + v}
+_GET = {"i8": rk.Reader.i8, "i16": rk.Reader.i16, "i32": rk.Reader.i32, "i64": rk.Reader.i64,
+        "bool": lambda r: bool(r.i8()), "str": rk.Reader.compact_string, "uuid": lambda r: uuid.UUID(bytes=r.raw(16)),
+        "bytes": lambda r: (lambda n: None if n == 0 else r.raw(n - 1))(r.uvarint())}
+
+
+def encode_struct(schema: list, values: dict) -> bytes:
+    assert set(values) == {name for name, _ in schema}, f"fields {sorted(values)}, schema {schema}"
+    return b"".join(_encode(t, values[name]) for name, t in schema) + rk.NO_TAGS
+
+
+def _encode(t, v) -> bytes:
+    if isinstance(t, list):
+        return rk.compact_array(v, lambda x: encode_struct(t, x))
+    if isinstance(t, tuple):
+        kind, schema = t
+        if kind == "struct?":
+            return rk.i8(-1) if v is None else rk.i8(1) + encode_struct(schema, v)
+        return encode_struct(schema, v)
+    if t.startswith("["):
+        return rk.compact_array(v, _PUT[t[1:-1]])
+    return _PUT[t](v)
+
+
+def decode_struct(r: rk.Reader, schema: list) -> dict:
+    out = {name: _decode(r, t) for name, t in schema}
+    r.tags()
+    return out
+
+
+def _decode(r: rk.Reader, t):
+    if isinstance(t, list):
+        return r.compact_array(lambda r: decode_struct(r, t))
+    if isinstance(t, tuple):
+        kind, schema = t
+        if kind == "struct?" and r.i8() < 0:
+            return None
+        return decode_struct(r, schema)
+    if t.startswith("["):
+        return r.compact_array(_GET[t[1:-1]])
+    return _GET[t](r)
+
+
+def share_request(c: rk.Connection, api: int, version: int, **values) -> dict:
+    """One share-group request (SHARE_SCHEMAS) on `c`; the whole answer, decoded."""
+    request, answer = SHARE_SCHEMAS[(api, version)]
+    r = c.request(api, version, encode_struct(request, values), flexible=True)
+    out = decode_struct(r, answer)
+    assert r.at == len(r.data), f"api {api} v{version}: {len(r.data) - r.at} bytes left over in {out}"
+    return out
+
+
+def share(api: int, version: int, values: Callable[[Setup], dict], extract: Callable = codes):
+    """A row's call: one share-group request, `values` built from the Setup."""
+    return lambda c, s: extract(share_request(c, api, version, **values(s)))
+
+
+def kafka_uuid(u: uuid.UUID) -> str:
+    """A UUID as org.apache.kafka.common.Uuid writes it: 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode()
+
+
+def share_member_id() -> str:
+    """A member id as KafkaShareConsumer makes one (a Kafka Uuid); ShareFetch and ShareAcknowledge
+    parse it."""
+    return kafka_uuid(uuid.uuid4())
+
+
+def heartbeat(group: str) -> Callable:
+    """ShareGroupHeartbeat: a new member (epoch 0) joining `group`, subscribed to TOPIC."""
+    return share(76, 1, lambda s: {"group_id": group, "member_id": share_member_id(), "member_epoch": 0,
+                                   "rack_id": None, "subscribed_topic_names": [TOPIC]})
+
+
+def share_describe(group: str) -> Callable:
+    return share(77, 1, lambda s: {"group_ids": [group], "include_authorized_operations": True})
+
+
+def share_fetch(group: str, member_id: str, epoch: int, topic_id: uuid.UUID | None) -> dict:
+    return {"group_id": group, "member_id": member_id, "share_session_epoch": epoch, "max_wait_ms": 0,
+            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500, "share_acquire_mode": 0,
+            "is_renew_ack": False, "forgotten_topics_data": [],
+            "topics": [] if topic_id is None else [
+                {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]}
+
+
+def fetch(group: str) -> Callable:
+    """ShareFetch opening a share session (epoch 0) on TOPIC-0."""
+    return share(78, 2, lambda s: share_fetch(group, share_member_id(), 0, s.topic_id))
+
+
+def share_acknowledge(group: str, member_id: str, epoch: int, topic_id: uuid.UUID) -> dict:
+    return {"group_id": group, "member_id": member_id, "share_session_epoch": epoch, "is_renew_ack": False,
+            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]}
+
+
+def acknowledge(group: str) -> Callable:
+    """ShareAcknowledge (ACCEPT of TOPIC-0's offset 0) at epoch 1 of a share session: the session
+    opened first on the same connection by a ShareFetch of no partition. Kafka looks at the group
+    first, so where that refuses, the session need not exist (and is not opened)."""
+    def call(c: rk.Connection, s: Setup):
+        member = share_member_id()
+        opened = share_request(c, 78, 2, **share_fetch(group, member, 0, None))
+        if opened["error_code"] not in (0, GROUP_AUTH):
+            return {"ShareFetch opening the session": codes(opened)}
+        return codes(share_request(c, 79, 2, **share_acknowledge(group, member, 1, s.topic_id)))
+    return call
+
+
+def describe_offsets(group: str) -> Callable:
+    return share(90, 1, lambda s: {"groups": [{"group_id": group, "topics": [
+        {"topic_name": TOPIC, "partitions": [0]}]}]})
+
+
+def alter_offsets(group: str) -> Callable:
+    return share(91, 0, lambda s: {"group_id": group, "topics": [
+        {"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+
+
+def delete_offsets(group: str) -> Callable:
+    return share(92, 0, lambda s: {"group_id": group, "topics": [{"topic_name": TOPIC}]})
+
+
+def state_request(s: Setup, **partition) -> dict:
+    """The body of a share-state request (83-87): SHARE_GROUP's state of TOPIC-0."""
+    return {"group_id": SHARE_GROUP, "topics": [{"topic_id": s.topic_id, "partitions": [
+        {"partition": 0, **partition}]}]}
+
+
+def share_offsets(s: Setup) -> list:
+    """As admin, DescribeShareGroupOffsets v1 of both share groups: per group its error and, per
+    partition, (topic, partition, error, start offset)."""
+    with s.connect("admin") as c:
+        answer = share_request(c, 90, 1, groups=[{"group_id": g, "topics": None} for g in SHARE_GROUPS])
+    return [(g["group_id"], g["error_code"], [(t["topic_name"], p["partition_index"], p["error_code"],
+                                               p["start_offset"]) for t in g["topics"] for p in t["partitions"]])
+            for g in answer["groups"]]
+
+
+ROWS[0:0] = [  # share groups (KIP-932), the requests that change nothing
+    Row("ShareGroupHeartbeat", 76, 1, heartbeat(SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Read on the group (then Describe on each subscribed topic: MEMBER_ROWS)"),
+    Row("ShareGroupDescribe", 77, 1, share_describe(SHARE_GROUP),
+        {"groups[0].error_code": GROUP_AUTH},
+        "Describe on the group"),
+    Row("ShareFetch", 78, 2, fetch(SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Read on the group (then Read on the topic: MEMBER_ROWS)"),
+    Row("ShareAcknowledge", 79, 2, acknowledge(SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Read on the group (then Read on the topic: MEMBER_ROWS)"),
+    Row("ReadShareGroupState", 84, 0,
+        share(84, 0, lambda s: state_request(s, leader_epoch=0)),
+        {"results[0].partitions[0].error_code": CLUSTER_AUTH},
+        "inter-broker (share-partition leader to share coordinator): ClusterAction on the cluster"),
+    Row("ReadShareGroupStateSummary", 87, 1,
+        share(87, 1, lambda s: state_request(s, leader_epoch=0)),
+        {"results[0].partitions[0].error_code": CLUSTER_AUTH},
+        "inter-broker (group coordinator to share coordinator): ClusterAction on the cluster"),
+    Row("DescribeShareGroupOffsets", 90, 1, describe_offsets(SHARE_GROUP),
+        {"groups[0].error_code": GROUP_AUTH},
+        "Describe on the group (then Describe on the topic: MEMBER_ROWS)"),
+]
+
+SHARE_WRITES = [  # share groups, the requests that would change something: with the other writes
+    Row("InitializeShareGroupState", 83, 0,
+        share(83, 0, lambda s: state_request(s, state_epoch=5, start_offset=0)),
+        {"results[0].partitions[0].error_code": CLUSTER_AUTH},
+        "inter-broker (group coordinator to share coordinator): ClusterAction on the cluster"),
+    Row("WriteShareGroupState", 85, 1,
+        share(85, 1, lambda s: state_request(s, state_epoch=5, leader_epoch=5, start_offset=0,
+                                             delivery_complete_count=0, state_batches=[])),
+        {"results[0].partitions[0].error_code": CLUSTER_AUTH},
+        "inter-broker (share-partition leader to share coordinator): ClusterAction on the cluster"),
+    Row("DeleteShareGroupState", 86, 0,
+        share(86, 0, lambda s: state_request(s)),
+        {"results[0].partitions[0].error_code": CLUSTER_AUTH},
+        "inter-broker (group coordinator to share coordinator): ClusterAction on the cluster"),
+    Row("AlterShareGroupOffsets", 91, 0, alter_offsets(SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Read on the group, not Alter (then Read on the topic: MEMBER_ROWS)"),
+    Row("DeleteShareGroupOffsets", 92, 0, delete_offsets(SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Delete on the group (then Read on the topic: MEMBER_ROWS)"),
+]
+_at = next(i for i, r in enumerate(ROWS) if r.id == "OffsetDelete")
+ROWS[_at:_at] = SHARE_WRITES
+
+# The share-group APIs past their group check, as member: Read on SHARE_GROUP; Delete and Alter
+# on OTHER_SHARE_GROUP (both imply Describe, neither is Read); nothing on any topic. Which
+# operation each API asks for on the group (a refusal on the group member holds the others on),
+# then its topic check.
+MEMBER_ROWS: list[Row] = [
+    Row("ShareGroupHeartbeat-topic", 76, 1, heartbeat(SHARE_GROUP),
+        {"error_code": TOPIC_AUTH},
+        "Read on the group passes; Describe on the subscribed topic is missing"),
+    Row("ShareGroupHeartbeat-not-read", 76, 1, heartbeat(OTHER_SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Delete, Alter and Describe on the group are not Read"),
+    Row("ShareGroupDescribe-describe", 77, 1, share_describe(OTHER_SHARE_GROUP),
+        {"groups[0].error_code": 0},
+        "Describe on the group (implied by Delete or Alter) is enough"),
+    Row("ShareFetch-topic", 78, 2, fetch(SHARE_GROUP),
+        {"error_code": 0, "responses[0].partitions[0].error_code": TOPIC_AUTH,
+         "responses[0].partitions[0].acknowledge_error_code": 0},
+        "Read on the group passes; Read on the topic is missing"),
+    Row("ShareFetch-not-read", 78, 2, fetch(OTHER_SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Delete, Alter and Describe on the group are not Read"),
+    Row("ShareAcknowledge-topic", 79, 2, acknowledge(SHARE_GROUP),
+        {"error_code": 0, "responses[0].partitions[0].error_code": TOPIC_AUTH},
+        "Read on the group passes; Read on the topic is missing"),
+    Row("ShareAcknowledge-not-read", 79, 2, acknowledge(OTHER_SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Delete, Alter and Describe on the group are not Read"),
+    Row("DescribeShareGroupOffsets-topic", 90, 1, describe_offsets(OTHER_SHARE_GROUP),
+        {"groups[0].error_code": 0, "groups[0].topics[0].partitions[0].error_code": TOPIC_AUTH},
+        "Describe on the group (implied by Delete or Alter) passes; Describe on the topic is missing"),
+    Row("AlterShareGroupOffsets-topic", 91, 0, alter_offsets(SHARE_GROUP),
+        {"error_code": 0, "responses[0].partitions[0].error_code": TOPIC_AUTH},
+        "Read on the group passes; Read on the topic is missing (so nothing is altered)"),
+    Row("AlterShareGroupOffsets-not-read", 91, 0, alter_offsets(OTHER_SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Alter (and Delete) on the group are not Read"),
+    Row("DeleteShareGroupOffsets-topic", 92, 0, delete_offsets(OTHER_SHARE_GROUP),
+        {"error_code": 0, "responses[0].error_code": TOPIC_AUTH},
+        "Delete on the group passes; Read on the topic is missing (so nothing is deleted)"),
+    Row("DeleteShareGroupOffsets-not-delete", 92, 0, delete_offsets(SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Read on the group is not Delete"),
+]
+
 MATRIX_APIS = {r.api for r in ROWS}
 
 
@@ -797,7 +1132,7 @@ def test_served_apis_are_all_in_the_matrix(authz):
     assert not missing, f"{TARGET} serves APIs the matrix does not name (add a row or a reason): {missing}"
     absent = sorted(expected - set(served))
     assert not absent, f"{TARGET} does not serve APIs the matrix names: {absent}"
-    for r in ROWS:
+    for r in ROWS + MEMBER_ROWS:
         lo, hi = served[r.api]
         assert lo <= r.version <= hi, f"{r.id}: v{r.version} outside {TARGET}'s {lo}..{hi}"
     for k in sorted(set(NOT_SERVED) & set(served)):
@@ -814,6 +1149,20 @@ def test_mallory_without_acls(authz, row):
             got = CLOSED
     print(f"{row.id} (api {row.api} v{row.version}; {row.doc}): {TARGET} answered {got!r}")
     assert row.kafka is not None, f"{row.id}: no Kafka answer recorded; {TARGET} answered {got!r}"
+    assert got == row.kafka, (f"{row.id} (api {row.api} v{row.version}, {row.doc}): Kafka 4.4.0 answers "
+                              f"{row.kafka!r}, {TARGET} answered {got!r}")
+
+
+@pytest.mark.parametrize("row", MEMBER_ROWS, ids=[r.id for r in MEMBER_ROWS])
+def test_share_group_acls_of_member(authz, row):
+    """One share-group request as member (Read on SHARE_GROUP, Delete and Alter on
+    OTHER_SHARE_GROUP, no topic ACL): the answer Kafka 4.4.0 gives."""
+    with authz.connect("member") as c:
+        try:
+            got = row.call(c, authz)
+        except ConnectionError:
+            got = CLOSED
+    print(f"{row.id} (api {row.api} v{row.version}; {row.doc}): {TARGET} answered {got!r}")
     assert got == row.kafka, (f"{row.id} (api {row.api} v{row.version}, {row.doc}): Kafka 4.4.0 answers "
                               f"{row.kafka!r}, {TARGET} answered {got!r}")
 

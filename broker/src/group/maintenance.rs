@@ -169,7 +169,14 @@ impl GroupCoordinator {
                         st.consumer
                             .values()
                             .map(|g| (g.id.clone(), g.state_name().to_string(), g.members.len())),
-                    ),
+                    )
+                    .chain(st.share.values().map(|e| {
+                        (
+                            e.group.id.clone(),
+                            e.group.state().to_string(),
+                            e.group.members.len(),
+                        )
+                    })),
             );
             for id in st.offsets.group_ids() {
                 let offsets = st.offsets.group(id).into_iter().flatten();

@@ -27,12 +27,12 @@ impl GroupMetrics {
             g
         };
         Self {
-            groups: gauge("skein_groups", "Consumer groups, per state.", &["state"]),
-            members: gauge(
-                "skein_group_members",
-                "Members of a consumer group.",
-                &["group"],
+            groups: gauge(
+                "skein_groups",
+                "Groups (classic, consumer and share), per state.",
+                &["state"],
             ),
+            members: gauge("skein_group_members", "Members of a group.", &["group"]),
             lag: gauge(
                 "skein_group_lag",
                 "Consumer lag: high watermark minus committed offset.",

@@ -232,6 +232,8 @@ pub async fn fetch(
         }
     };
     let renew = version >= 2 && req.is_renew_ack;
+    // ShareAcquireMode (v2): 1 is `record_limit`, exactly MaxRecords.
+    let exact = version >= 2 && req.share_acquire_mode == 1;
     if renew
         && (req.max_bytes != 0
             || req.min_bytes != 0
@@ -356,7 +358,15 @@ pub async fn fetch(
                 let k = (group.clone(), tip.0, tip.1);
                 let r = broker
                     .share
-                    .acquire(&k, part, &member, &settings, remaining, per_partition)
+                    .acquire(
+                        &k,
+                        part,
+                        &member,
+                        &settings,
+                        remaining,
+                        per_partition,
+                        exact,
+                    )
                     .await
                     .map_err(perr);
                 if let Ok(Some(f)) = &r {

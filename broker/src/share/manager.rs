@@ -58,6 +58,7 @@ pub struct ShareManager {
     /// Wakes fetches waiting for records when some become available again
     /// (released, lock expired).
     released: Notify,
+    metrics: super::metrics::ShareMetrics,
 }
 
 fn api(code: ResponseError, msg: impl Into<String>) -> ApiError {
@@ -81,8 +82,14 @@ fn load_error(e: ApiError) -> ApiError {
 }
 
 impl ShareManager {
-    pub fn new(ctx: Arc<CoordinatorContext>, persister: Arc<Persister>, cfg: ShareConfig) -> Self {
+    pub fn new(
+        ctx: Arc<CoordinatorContext>,
+        persister: Arc<Persister>,
+        cfg: ShareConfig,
+        registry: &prometheus::Registry,
+    ) -> Self {
         ShareManager {
+            metrics: super::metrics::ShareMetrics::new(registry),
             ctx,
             persister,
             sessions: Mutex::new(ShareSessions::new(cfg.max_sessions)),
@@ -100,6 +107,9 @@ impl ShareManager {
                 tokio::time::sleep(LOCK_SWEEP).await;
                 let Some(m) = me.upgrade() else { return };
                 m.expire_locks().await;
+                let (partitions, sessions) = m.counts();
+                m.metrics.partitions.set(partitions as i64);
+                m.metrics.sessions.set(sessions as i64);
             }
         });
     }
@@ -230,6 +240,8 @@ impl ShareManager {
                 &l.sp.state_batches(),
             )
             .await;
+        let result = if r.is_ok() { "ok" } else { "error" };
+        self.metrics.state_writes.with_label_values(&[result]).inc();
         if let Err(e) = &r {
             if matches!(
                 e.code,
@@ -284,6 +296,7 @@ impl ShareManager {
             }
             return Err(e);
         }
+        self.metrics.count_acks(batches);
         if releases {
             self.released.notify_waiters();
         }
@@ -339,6 +352,7 @@ impl ShareManager {
                 continue;
             }
             any = true;
+            self.metrics.lock_timeouts.inc_by(n as u64);
             debug!(group = %k.0, partition = k.2, records = n, "acquisition locks expired");
             if let Err(e) = self.persist(&k, &mut slot).await {
                 warn!(group = %k.0, partition = k.2, error = %e, "cannot persist expired locks");
@@ -355,8 +369,14 @@ impl ShareManager {
     }
 
     /// Acquires records of share-partition `k` (of `part`, led here) for
-    /// `member`: at most `max_records` beyond the log batch boundary rule,
-    /// read from at most `max_bytes`. `None`: nothing to hand out now.
+    /// `member`: at most `max_records`, past which only the log batch begun
+    /// is finished (`batch_optimized`; `exact`, Kafka's `record_limit`
+    /// mode, stops at `max_records`), read from at most `max_bytes`.
+    /// `None`: nothing to hand out now.
+    ///
+    /// With `share.isolation.level=read_committed` the records of aborted
+    /// transactions are archived as they are read, never handed out.
+    #[allow(clippy::too_many_arguments)]
     pub async fn acquire(
         &self,
         k: &StateKey,
@@ -365,6 +385,7 @@ impl ShareManager {
         settings: &GroupShareSettings,
         max_records: usize,
         max_bytes: usize,
+        exact: bool,
     ) -> Result<Option<Fetched>, ApiError> {
         let mut slot = self.load(k, part, settings).await?;
         let l = slot.loaded.as_mut().expect("loaded");
@@ -384,7 +405,7 @@ impl ShareManager {
         if from >= upper {
             return Ok(None);
         }
-        let (read, _aborted) = part.read(
+        let (read, aborted) = part.read(
             from,
             ReadLimit::in_memory(max_bytes.max(1)),
             -1,
@@ -401,6 +422,8 @@ impl ShareManager {
         let mut offsets = Vec::new();
         let mut ends = Vec::new();
         let mut spans = Vec::new();
+        let mut doomed: Vec<(i64, i64)> = Vec::new();
+        let aborted = aborted.unwrap_or_default();
         let mut pos = 0usize;
         for b in skein_storage::batch::iter_batches(&bytes) {
             let Ok((h, raw)) = b else { break };
@@ -411,6 +434,16 @@ impl ShareManager {
             spans.push((h.base_offset, last, pos, pos + raw.len()));
             pos += raw.len();
             ends.push(last);
+            if h.is_transactional()
+                && !h.is_control()
+                && aborted.iter().any(|a| {
+                    a.producer_id == h.producer_id
+                        && a.first_offset <= h.base_offset
+                        && h.base_offset < a.last_offset
+                })
+            {
+                doomed.push((h.base_offset, last));
+            }
             for o in h.base_offset.max(from)..=last.min(upper - 1) {
                 offsets.push(o);
             }
@@ -418,16 +451,20 @@ impl ShareManager {
                 break;
             }
         }
-        let acquired = l.sp.acquire(
-            member,
-            &offsets,
-            &ends,
-            max_records,
-            crate::system::mono_ms(),
-        );
+        if exact {
+            ends = offsets.clone();
+        }
+        let now = crate::system::mono_ms();
+        let mut acquired = l.sp.acquire(member, &offsets, &ends, max_records, now);
+        if !doomed.is_empty() {
+            acquired = archive_aborted(&mut l.sp, member, acquired, &doomed, now);
+        }
         if acquired.is_empty() {
             return Ok(None);
         }
+        self.metrics
+            .acquired
+            .inc_by(acquired.iter().map(|a| (a.last - a.first + 1) as u64).sum());
         let lo = acquired.first().map(|a| a.first).unwrap_or(from);
         let hi = acquired.last().map(|a| a.last).unwrap_or(from);
         let covering: Vec<&(i64, i64, usize, usize)> = spans
@@ -459,6 +496,50 @@ impl ShareManager {
     }
 }
 
+/// Archives the acquired offsets that belong to aborted transactions (as
+/// Kafka's `maybeFilterAbortedTransactionalAcquiredRecords`) and returns
+/// what is left to hand out.
+fn archive_aborted(
+    sp: &mut SharePartition,
+    member: &str,
+    acquired: Vec<Acquired>,
+    doomed: &[(i64, i64)],
+    now: i64,
+) -> Vec<Acquired> {
+    let aborted = |o: i64| doomed.iter().any(|(a, b)| *a <= o && o <= *b);
+    let mut kept: Vec<Acquired> = Vec::new();
+    let mut gone: Vec<AckBatch> = Vec::new();
+    for a in acquired {
+        for o in a.first..=a.last {
+            if aborted(o) {
+                match gone.last_mut() {
+                    Some(g) if g.last + 1 == o => g.last = o,
+                    _ => gone.push(AckBatch {
+                        first: o,
+                        last: o,
+                        types: vec![super::partition::GAP],
+                    }),
+                }
+            } else {
+                match kept.last_mut() {
+                    Some(k) if k.last + 1 == o && k.delivery_count == a.delivery_count => {
+                        k.last = o
+                    }
+                    _ => kept.push(Acquired {
+                        first: o,
+                        last: o,
+                        delivery_count: a.delivery_count,
+                    }),
+                }
+            }
+        }
+    }
+    if let Err((_, e)) = sp.acknowledge(member, &gone, now) {
+        warn!(error = %e, "cannot archive aborted records");
+    }
+    kept
+}
+
 /// Where a share-partition that never consumed starts
 /// (`share.auto.offset.reset`).
 fn reset_offset(part: &Partition, reset: AutoReset) -> Result<i64, ApiError> {
@@ -473,4 +554,29 @@ fn reset_offset(part: &Partition, reset: AutoReset) -> Result<i64, ApiError> {
             hit.map_or_else(|| part.high_watermark(), |(o, _)| o)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::share::partition::{Limits, RecordState};
+
+    #[test]
+    fn aborted_records_are_archived_and_not_handed_out() {
+        let limits = Limits {
+            lock_duration_ms: 30_000,
+            delivery_count_limit: 5,
+            max_in_flight: 2_000,
+        };
+        let mut sp = SharePartition::new(0, limits);
+        let acquired = sp.acquire("m", &[0, 1, 2, 3, 4], &[4], 10, 0);
+        assert_eq!(acquired.len(), 1);
+        let kept = archive_aborted(&mut sp, "m", acquired, &[(1, 2)], 0);
+        assert_eq!(
+            kept.iter().map(|a| (a.first, a.last)).collect::<Vec<_>>(),
+            [(0, 0), (3, 4)]
+        );
+        assert_eq!(sp.count(RecordState::Archived), 2);
+        assert_eq!(sp.count(RecordState::Acquired), 3);
+    }
 }

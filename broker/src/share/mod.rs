@@ -15,12 +15,14 @@
 //!   epochs; `coordinator`: the share coordinator on
 //!   `__share_group_state`; `records`: their record layouts;
 //!   `persister`: how the others reach it;
+//! - `metrics`: the share-group series of `/metrics`;
 //! - `settings`: `group.share.*` and a group's `share.*` configs.
 
 pub mod assignor;
 pub mod coordinator;
 pub mod group;
 pub mod manager;
+pub mod metrics;
 pub mod partition;
 pub mod persister;
 pub mod records;

@@ -34,7 +34,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * share-consume --bootstrap B --group G --topic T --max-records N --timeout-ms MS
  *               [--ack-mode implicit|explicit] [--release-every K] [--reject-every K]
  *               [--exit-without-ack-after N] [--client-id C] [--max-poll-records R]
- *               [--stop-file F] [--idle-ms D] [--drain-ms D] [--prop k=v ...]
+ *               [--stop-file F] [--idle-ms D] [--drain-ms D] [--wall-clock true] [--prop k=v ...]
  * </pre>
  *
  * Subscribes to T as a member of share group G and polls until N records were accepted (then, with
@@ -43,7 +43,9 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * Prints one JSON line per delivered record, flushed at once:
  * {@code {"p":partition,"o":offset,"k":key,"v":value,"dc":deliveryCount,"a":action,"t":ms}}, with action
  * {@code implicit} (implicit mode: accepted by the next poll / commitSync / close), {@code accept},
- * {@code release}, {@code reject} (explicit mode) or {@code none} (--exit-without-ack-after).
+ * {@code release}, {@code reject} (explicit mode) or {@code none} (--exit-without-ack-after). With
+ * {@code --wall-clock true} each record line also has {@code "w":epochMs} (the wall clock when it was
+ * delivered, comparable between processes; {@code t} is ms since this process started).
  *
  * Explicit mode acknowledges every record of a poll before the next one: RELEASE every K-th delivered
  * record of the process with {@code --release-every K}, REJECT every K-th with {@code --reject-every K}
@@ -90,6 +92,7 @@ final class Share {
         long idleMs = Long.parseLong(opt.getOrDefault("idle-ms", "0"));
         long drainMs = Long.parseLong(opt.getOrDefault("drain-ms", "0"));
         Path stopFile = opt.containsKey("stop-file") ? Path.of(opt.get("stop-file")) : null;
+        boolean wallClock = Boolean.parseBoolean(opt.getOrDefault("wall-clock", "false"));
         if ((releaseEvery > 0 || rejectEvery > 0) && !ackMode.equals("explicit")) {
             Client.die("--release-every / --reject-every need --ack-mode explicit");
         }
@@ -203,7 +206,11 @@ final class Share {
                         .append(",\"v\":").append(r.value() == null ? "null" : Client.q(r.value()))
                         .append(",\"dc\":").append(dc.map(String::valueOf).orElse("null"))
                         .append(",\"a\":\"").append(action).append("\",\"t\":")
-                        .append(System.currentTimeMillis() - start).append("}\n");
+                        .append(System.currentTimeMillis() - start);
+                if (wallClock) {
+                    sb.append(",\"w\":").append(System.currentTimeMillis());
+                }
+                sb.append("}\n");
                 if (exitAfter > 0 && delivered >= exitAfter) {
                     break;
                 }
