@@ -60,6 +60,7 @@ TOPIC = "obs-orders"
 LIMITED_TOPIC = "obs-limited"  # max.message.bytes=1024: produce errors
 TIERED_TOPIC = "obs-tiered"  # tiered storage: copies, remote bytes, a remote read
 GROUP = "obs-group"
+SHARE_GROUP = "obs-share"
 # Labels the plain-Prometheus setup in docs/observability.md puts on broker
 # targets; the chart's PodMonitor sets the same ones.
 BROKER_LABELS = {"namespace": "obs-test", "skein_cluster": "obs"}
@@ -470,7 +471,22 @@ spec: {clusterRef: {name: demo}, partitions: 1, replicationFactor: 1}
         self.threads.append(t)
         self.consumer_thread = t
 
+    def start_share_consumer(self):
+        """A KIP-932 share group (kafka-clients 4.4's KafkaShareConsumer, e2e/java) on the same
+        topic, acknowledging what it gets: the Share groups row."""
+        from util import java_cmd
+        log = self.workdir / "share-consumer.log"
+        with open(log, "wb") as out:
+            self.share_proc = subprocess.Popen(
+                java_cmd("share-consume", "--bootstrap", self.bootstrap, "--group", SHARE_GROUP,
+                         "--topic", TOPIC, "--max-records", "1000000000", "--timeout-ms", "3600000",
+                         "--ack-mode", "implicit"),
+                stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL)
+
     def close(self):
+        if getattr(self, "share_proc", None) is not None and self.share_proc.poll() is None:
+            self.share_proc.kill()
+            self.share_proc.wait(10)
         self.stop_producer.set()
         self.stop_consumer.set()
         for t in self.threads:
@@ -507,6 +523,7 @@ def stack(request):
         s.tier_and_read_back()
         s.start_producer()
         s.start_consumer()
+        s.start_share_consumer()
         s.produce_too_large()
         print(f"\nstack up in {time.monotonic() - t0:.1f}s: Prometheus {s.prom_url}, broker {s.bootstrap}, "
               f"workdir {workdir}")

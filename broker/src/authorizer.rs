@@ -140,7 +140,7 @@ pub fn supported_operations(resource_type: ResourceType) -> &'static [AclOperati
             DescribeConfigs,
             AlterConfigs,
         ],
-        ResourceType::Group => &[Read, Describe, Delete],
+        ResourceType::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
         ResourceType::Cluster => &[
             Create,
             ClusterAction,

@@ -1,23 +1,38 @@
 """An authorization matrix (issue #41): every API Skein serves to clients, called by an
 authenticated principal that has no ACL at all, on a broker with the authorizer on
 (`authorizer.class.name` = Kafka's StandardAuthorizer, `super.users=User:admin`,
-`allow.everyone.if.no.acl.found=false`) and a SASL_PLAINTEXT listener with PLAIN users admin and
-mallory.
+`allow.everyone.if.no.acl.found=false`) and a SASL_PLAINTEXT listener with PLAIN users admin,
+mallory and member.
 
 As admin the module first makes what the requests name: a topic with records, a group with a
 committed offset, a transactional id that has committed a transaction (its producer id and epoch
-are used by mallory's transactional requests). Then mallory sends, over a raw socket
-(`rawkafka.py`; requests built with kafka-python's protocol classes, `kafka.protocol.*`), one
-minimal well-formed request per API at a version both brokers serve (the highest, unless the row
-says why not), and each answer must be Apache Kafka 4.4.0's, recorded by running this file with
-E2E_TARGET=kafka (first with 4.1.1; every answer is the same on 4.4.0): the error codes of the answer, wherever they sit in it, and for the APIs that
+are used by mallory's transactional requests), and two share groups (KIP-932) whose start offset
+on the topic admin set with AlterShareGroupOffsets (which makes a missing share group). Then mallory
+sends, over a raw socket (`rawkafka.py`; requests built with kafka-python's protocol classes,
+`kafka.protocol.*`, or, for the APIs it has no classes for, written by hand: the delegation token
+and telemetry bodies, and the share-group APIs from their schemas in SHARE_SCHEMAS), one minimal
+well-formed request per API at a version both brokers serve (the highest, unless the row says why
+not), and each answer must be Apache Kafka 4.4.0's, recorded by running this file with
+E2E_TARGET=kafka (first with 4.1.1; every answer is the same on 4.4.0; the share-group rows were
+recorded with 4.4.0): the error codes of the answer, wherever they sit in it, and for the APIs that
 answer with a filtered list (Metadata, ListGroups, ListTransactions, DescribeCluster) the list.
 
+Share groups: Kafka 4.4.0 serves them from `share.version` 1 and a new cluster starts at 2 (Kafka's
+default, left as it is here); a new Skein cluster starts at 1. Either way the share APIs are on,
+so they are rows like the others: mallory is refused on the group (30) or, for the share
+coordinator's RPCs, on the cluster (31). What follows the group check is in MEMBER_ROWS, sent as
+member, who holds Read on one share group and Delete and Alter on the other and nothing on any
+topic: which operation each API asks for on the group (ShareGroupHeartbeat, ShareFetch,
+ShareAcknowledge and AlterShareGroupOffsets Read; DeleteShareGroupOffsets Delete; ShareGroupDescribe
+and DescribeShareGroupOffsets Describe), then its topic check (29 where it sits in the answer).
+
 Inter-broker forms a client can send are rows too: Fetch from a follower (ReplicaId in v11, the
-ReplicaState tagged field in v17), OffsetForLeaderEpoch from a follower, WriteTxnMarkers and
-AddPartitionsToTxn's batched v4 form: without ClusterAction mallory must be refused (a follower
-fetch moves the high watermark). The controller-only and removed ZooKeeper-era APIs, which
-neither broker advertises, are sent too: Kafka closes the connection without an answer.
+ReplicaState tagged field in v17), OffsetForLeaderEpoch from a follower, WriteTxnMarkers,
+AddPartitionsToTxn's batched v4 form, FindCoordinator for a share coordinator's key and the share
+coordinator's five state RPCs (Initialize/Read/Write/DeleteShareGroupState,
+ReadShareGroupStateSummary): without ClusterAction mallory must be refused (a follower fetch moves
+the high watermark). The controller-only and removed ZooKeeper-era APIs, which neither broker
+advertises, are sent too: Kafka closes the connection without an answer.
 
 APIs only one of the two brokers serves and the pre-authentication APIs are listed below with
 the reason (no test case, nothing skipped); `test_served_apis_are_all_in_the_matrix` fails
@@ -25,7 +40,8 @@ when the broker under test serves an API the matrix does not name.
 
 Destructive requests come last (DeleteTopics, DeleteRecords, ...), and
 `test_nothing_changed_after_the_matrix` checks, as admin, that the topics, the records, the group's
-offset, the configs, the ACLs, the client quotas and the SCRAM users are as they were.
+offset, the share groups' start offsets, the configs, the ACLs, the client quotas and the SCRAM
+users are as they were.
 """
 
 from __future__ import annotations

@@ -353,14 +353,22 @@ pub fn describe_groups(
             None => broker.groups.describe_classic(&gid),
         };
         match result {
-            Err(e) => {
-                d.error_code = e.code();
+            // A consumer or share group: Dead to a classic describe, and
+            // from v6 GROUP_ID_NOT_FOUND, as Kafka's `describeGroups`.
+            Err(ResponseError::GroupIdNotFound) => {
+                d.group_state = strb(GroupState::Dead.name());
                 if version >= 6 {
-                    d.error_message = str_opt(format!("group {} is not a classic group", &*gid));
+                    d.error_code = ResponseError::GroupIdNotFound.code();
+                    d.error_message = str_opt(format!("Group {} is not a classic group.", &*gid));
                 }
             }
+            Err(e) => d.error_code = e.code(),
             Ok(None) => {
                 d.group_state = strb(GroupState::Dead.name());
+                if version >= 6 {
+                    d.error_code = ResponseError::GroupIdNotFound.code();
+                    d.error_message = str_opt(format!("Group {} not found.", &*gid));
+                }
             }
             Ok(Some(g)) => {
                 if version >= 3 && req.include_authorized_operations {

@@ -298,7 +298,6 @@ pub async fn fetch(
                 tokio::time::sleep(Duration::from_millis(wait)).await;
             }
             resp.error_code = code.code();
-            resp.error_message = str_opt(code.to_string());
             return resp;
         }
     };
@@ -489,7 +488,6 @@ pub async fn acknowledge(
         Ok(c) => c,
         Err(code) => {
             resp.error_code = code.code();
-            resp.error_message = str_opt(code.to_string());
             return resp;
         }
     };

@@ -42,6 +42,14 @@ fn group_error(broker: &Broker, group: &str, op: AclOperation) -> Option<(Respon
         .map(|e| (e.code, e.message))
 }
 
+/// Kafka's messages for the per-topic refusals.
+fn message(c: ResponseError) -> &'static str {
+    match c {
+        ResponseError::TopicAuthorizationFailed => "Topic authorization failed.",
+        _ => "This server does not host this topic-partition.",
+    }
+}
+
 pub async fn describe(
     broker: &Arc<Broker>,
     req: DescribeShareGroupOffsetsRequest,
@@ -86,7 +94,8 @@ pub async fn describe(
             let mut t = describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseTopic::default();
             t.topic_name = TopicName(strb(name.clone()));
             let topic = image.topics.get(&name);
-            t.topic_id = topic.map(|t| t.id).unwrap_or_default();
+            // A topic the caller may not describe keeps its id to itself.
+            t.topic_id = topic.filter(|_| ok).map(|t| t.id).unwrap_or_default();
             for p in parts {
                 let mut pr =
                     describe_share_group_offsets_response::DescribeShareGroupOffsetsResponsePartition::default();
@@ -181,7 +190,7 @@ pub async fn alter(
             };
             if let Some(c) = err {
                 pr.error_code = c.code();
-                pr.error_message = str_opt(c.to_string());
+                pr.error_message = str_opt(message(c));
             }
             out.partitions.push(pr);
         }
@@ -237,6 +246,7 @@ pub async fn delete(
         let topic = image.topics.get(&name);
         out.topic_id = topic.map(|t| t.id).unwrap_or_default();
         let err = if !authz.topic(AclOperation::Read, &name) {
+            out.topic_id = uuid::Uuid::nil();
             Some(ResponseError::TopicAuthorizationFailed)
         } else if topic.is_none() {
             Some(ResponseError::UnknownTopicOrPartition)
@@ -246,7 +256,7 @@ pub async fn delete(
         };
         if let Some(c) = err {
             out.error_code = c.code();
-            out.error_message = str_opt(c.to_string());
+            out.error_message = str_opt(message(c));
         }
         topics.push(out);
     }

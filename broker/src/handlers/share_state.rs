@@ -213,8 +213,6 @@ pub fn summary(
         for p in t.partitions {
             let mut pr = read_share_group_state_summary_response::PartitionResult::default();
             pr.partition = p.partition;
-            pr.start_offset = -1;
-            pr.delivery_complete_count = -1;
             let r = auth.clone().and_then(|()| {
                 broker
                     .share_coordinator
@@ -227,7 +225,11 @@ pub fn summary(
                     pr.start_offset = s.start_offset;
                     pr.delivery_complete_count = s.delivery_complete_count;
                 }
-                Ok(None) => {}
+                // No state: as Kafka, start offset and count unknown.
+                Ok(None) => {
+                    pr.start_offset = -1;
+                    pr.delivery_complete_count = -1;
+                }
                 Err(e) => (pr.error_code, pr.error_message) = codes(Err(e)),
             }
             tr.partitions.push(pr);
