@@ -243,29 +243,8 @@ impl Broker {
                 &metrics.registry,
                 ctx.clone(),
             ));
-            let share_coordinator = Arc::new(crate::share::coordinator::ShareCoordinator::new(
-                config.share_coordinator.clone(),
-                ctx.clone(),
-            ));
-            let persister = Arc::new(crate::share::persister::Persister::new(
-                share_coordinator.clone(),
-                crate::broker_channels::BrokerChannels::new(
-                    "share-state",
-                    metadata.clone(),
-                    config.node_id,
-                    config.inter_broker_security.clone(),
-                ),
-                config.node_id,
-            ));
-            let share = Arc::new(crate::share::manager::ShareManager::new(
-                ctx.clone(),
-                persister.clone(),
-                config.share.clone(),
-                &metrics.registry,
-            ));
-            groups.set_share_persister(persister);
-            let settings = share.clone();
-            groups.set_share_settings(Box::new(move |g| settings.settings(g)));
+            let (share_coordinator, share) =
+                crate::share::build(&ctx, &config, &metrics.registry, &groups);
             let txns = crate::txn::TxnCoordinator::new(
                 config.txns.clone(),
                 &metrics.registry,
@@ -578,43 +557,6 @@ impl Broker {
     /// dynamic broker configs over it.
     pub fn effective_config(&self) -> Arc<BrokerConfig> {
         self.dynamic.get()
-    }
-
-    /// Takes up the dynamic broker configs of the metadata view if they
-    /// changed: the log defaults of every hosted topic follow at once, the
-    /// log cleaner at its next pass.
-    pub fn apply_dynamic_configs(&self) {
-        let layers = self.metadata.image().broker_configs.clone();
-        match self.dynamic.update(&self.config, &layers) {
-            Ok(false) => {}
-            Ok(true) => {
-                self.replication_quotas
-                    .set(self.effective_config().replication_throttle);
-                if let Some(remote) = &self.remote {
-                    remote.set_quotas(&self.effective_config().tiered);
-                }
-                let (default, own) = crate::dynamic_config::layers(&layers, self.config.node_id);
-                info!(
-                    cluster_default = ?default,
-                    broker = ?own,
-                    "dynamic broker configs applied"
-                );
-                let mut topics: Vec<String> = self
-                    .replicas
-                    .all()
-                    .iter()
-                    .map(|p| p.topic.clone())
-                    .collect();
-                topics.sort();
-                topics.dedup();
-                for t in topics {
-                    self.apply_topic_config(&t);
-                }
-            }
-            Err(e) => {
-                warn!(error = %e, "cannot apply the dynamic broker configs: the previous ones stay in force")
-            }
-        }
     }
 
     /// Keeps `task` to be stopped with the broker.

@@ -29,3 +29,45 @@ pub mod records;
 pub mod sessions;
 pub mod settings;
 pub mod state;
+
+/// The share coordinator and the share-partition manager of a broker,
+/// wired to its group coordinator (which creates and deletes share state
+/// through the same persister, and asks the manager for group settings).
+pub fn build(
+    ctx: &std::sync::Arc<crate::coordinator_runtime::CoordinatorContext>,
+    config: &crate::config::BrokerConfig,
+    registry: &prometheus::Registry,
+    groups: &crate::group::GroupCoordinator,
+) -> (
+    std::sync::Arc<coordinator::ShareCoordinator>,
+    std::sync::Arc<manager::ShareManager>,
+) {
+    use std::sync::Arc;
+    let share_coordinator = Arc::new(coordinator::ShareCoordinator::new(
+        config.share_coordinator.clone(),
+        ctx.clone(),
+    ));
+    let persister = Arc::new(persister::Persister::new(
+        share_coordinator.clone(),
+        crate::broker_channels::BrokerChannels::new(
+            "share-state",
+            ctx.metadata.clone(),
+            config.node_id,
+            config.inter_broker_security.clone(),
+        ),
+        config.node_id,
+    ));
+    let share = Arc::new(manager::ShareManager::new(
+        ctx.clone(),
+        persister.clone(),
+        config.share.clone(),
+        registry,
+    ));
+    groups.set_share_persister(persister);
+    let settings = share.clone();
+    groups.set_share_settings(Box::new(move |g| settings.settings(g)));
+    (share_coordinator, share)
+}
+
+#[cfg(test)]
+mod tests;
