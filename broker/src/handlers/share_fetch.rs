@@ -50,8 +50,8 @@ fn validate(batches: &[WireAck<'_>], version: i16, renew: bool) -> Result<Vec<Ac
         if prev_last.is_some_and(|p| b.first < p) {
             return Err("acknowledgement batches are not in ascending order".into());
         }
-        let n = (b.last - b.first + 1) as u128;
-        if b.types.is_empty() || (b.types.len() != 1 && b.types.len() as u128 != n) {
+        let n = b.last as i128 - b.first as i128 + 1;
+        if b.types.is_empty() || (b.types.len() != 1 && b.types.len() as i128 != n) {
             return Err("acknowledge types do not match the batch's offsets".into());
         }
         if let Some(t) = b.types.iter().find(|t| **t < 0 || **t > max_type) {

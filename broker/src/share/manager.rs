@@ -207,7 +207,15 @@ impl ShareManager {
             return Ok(slot);
         }
         slot.loaded = None;
-        let stored = self.persister.read(k, epoch).await.map_err(load_error)?;
+        let stored = match self.persister.read(k, epoch).await {
+            Ok(s) => s,
+            Err(e) => {
+                // Nothing to keep: a fetch naming share-partitions that do
+                // not exist must not leave entries behind.
+                self.slots.lock().expect("share slots lock").remove(k);
+                return Err(load_error(e));
+            }
+        };
         let start = match stored.start_offset {
             s if s >= 0 => s,
             _ => reset_offset(part, settings.auto_reset)?,

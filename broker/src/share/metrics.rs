@@ -80,7 +80,7 @@ impl ShareMetrics {
     /// Counts one partition's acknowledgements by type.
     pub fn count_acks(&self, batches: &[super::partition::AckBatch]) {
         for b in batches {
-            let n = (b.last - b.first + 1).max(0) as u64;
+            let n = (b.last as i128 - b.first as i128 + 1).clamp(0, u64::MAX as i128) as u64;
             if b.types.len() == 1 {
                 self.acknowledged
                     .with_label_values(&[type_name(b.types[0])])

@@ -278,22 +278,34 @@ impl SharePartition {
     ) -> Result<(), (ResponseError, String)> {
         let mut changes: Vec<(i64, InFlight)> = Vec::new();
         for b in batches {
-            let n = (b.last - b.first + 1) as usize;
-            if b.first > b.last || b.types.is_empty() || (b.types.len() != 1 && b.types.len() != n)
+            // i128: a hostile batch may span all of i64.
+            let n = b.last as i128 - b.first as i128 + 1;
+            if b.first > b.last
+                || b.types.is_empty()
+                || (b.types.len() != 1 && b.types.len() as i128 != n)
             {
                 return Err((
                     ResponseError::InvalidRequest,
                     format!("invalid acknowledgement batch {}..{}", b.first, b.last),
                 ));
             }
-            for (i, o) in (b.first..=b.last).enumerate() {
-                if o < self.start {
-                    continue;
-                }
+            // Offsets never handed out: Kafka's "past the acquired records".
+            // Checked first, so the walk below stays within what is in
+            // flight (at most `max_in_flight` offsets plus a log batch).
+            if b.last >= self.next_new {
+                return Err(invalid_state(format!(
+                    "acknowledgement batch {}..{} reaches past the last acquired offset {}",
+                    b.first,
+                    b.last,
+                    self.next_new - 1
+                )));
+            }
+            for o in b.first.max(self.start)..=b.last {
                 let ty = if b.types.len() == 1 {
                     b.types[0]
                 } else {
-                    b.types[i]
+                    // One type per offset: the batch is as short as its list.
+                    b.types[(o - b.first) as usize]
                 };
                 let Some(r) = self.records.get(&o) else {
                     return Err(invalid_state(format!("offset {o} is not in flight")));

@@ -203,3 +203,25 @@ fn retention_moves_the_start_and_compacted_gaps_are_archived() {
     assert_eq!(p.start_offset(), 5);
     assert_eq!(p.count(RecordState::Acquired), 1);
 }
+
+#[test]
+fn hostile_acknowledgement_ranges_are_refused_without_walking_them() {
+    let mut sp = SharePartition::new(0, LIMITS);
+    sp.acquire("m", &[0, 1, 2], &[2], 10, 0);
+    let all = AckBatch {
+        first: i64::MIN,
+        last: i64::MAX,
+        types: vec![ACCEPT],
+    };
+    let e = sp.acknowledge("m", &[all], 0).unwrap_err();
+    assert_eq!(e.0, ResponseError::InvalidRecordState);
+    // Far below the start offset up to what is acquired: the offsets below
+    // are skipped, not walked.
+    let below = AckBatch {
+        first: i64::MIN,
+        last: 2,
+        types: vec![ACCEPT],
+    };
+    sp.acknowledge("m", &[below], 0).unwrap();
+    assert_eq!(sp.start_offset(), 3);
+}

@@ -23,6 +23,13 @@ pub struct PersistedState {
     pub batches: Vec<StateBatch>,
 }
 
+/// The most offsets the batches of one write may span past the start
+/// offset. A leader writes at most its in-flight window (at most
+/// `group.share.max.partition.max.record.locks`, 10,000, plus the rest of a
+/// log batch); state is kept per offset, so a hostile writer's ranges must
+/// not make the coordinator walk billions of offsets.
+pub const MAX_STATE_OFFSETS: i128 = 1 << 20;
+
 /// `update` merged over `current`, both cut at `start`: where ranges
 /// overlap the batch with the higher delivery count wins, and on a tie the
 /// higher state; equal neighbours are joined.
@@ -111,7 +118,18 @@ impl PersistedState {
         if self.state_epoch > state_epoch {
             return Err(ResponseError::FencedStateEpoch);
         }
-        self.start_offset = self.start_offset.max(start_offset);
+        let start = self.start_offset.max(start_offset);
+        let mut span: i128 = 0;
+        for b in batches {
+            if b.first > b.last {
+                return Err(ResponseError::InvalidRequest);
+            }
+            span += (b.last as i128 - b.first.max(start) as i128 + 1).max(0);
+        }
+        if span > MAX_STATE_OFFSETS {
+            return Err(ResponseError::InvalidRequest);
+        }
+        self.start_offset = start;
         self.batches = merge(&self.batches, batches, self.start_offset);
         Ok(())
     }
@@ -121,6 +139,37 @@ impl PersistedState {
 mod tests {
     use super::*;
     use RecordState::*;
+
+    #[test]
+    fn a_write_spanning_too_many_offsets_is_refused_without_walking_them() {
+        let mut st = PersistedState {
+            state_epoch: 1,
+            leader_epoch: 1,
+            start_offset: 0,
+            batches: vec![],
+        };
+        let huge = StateBatch {
+            first: 0,
+            last: i64::MAX,
+            state: Archived,
+            delivery_count: 1,
+        };
+        assert_eq!(
+            st.write(1, 1, 0, &[huge]),
+            Err(ResponseError::InvalidRequest)
+        );
+        let backwards = StateBatch {
+            first: 5,
+            last: 4,
+            state: Archived,
+            delivery_count: 1,
+        };
+        assert_eq!(
+            st.write(1, 1, 0, &[backwards]),
+            Err(ResponseError::InvalidRequest)
+        );
+        assert!(st.batches.is_empty());
+    }
 
     fn b(first: i64, last: i64, state: RecordState, delivery_count: i16) -> StateBatch {
         StateBatch {
