@@ -24,7 +24,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import rawkafka as rk
@@ -409,6 +409,87 @@ def test_offset_commit_with_five_thousand_made_up_partitions(broker, topic):
         wrong = {tp: e for tp, e in got.items() if e != rk.UNKNOWN_TOPIC_OR_PARTITION}
         assert not wrong, f"{len(wrong)} partitions not answered UNKNOWN_TOPIC_OR_PARTITION, e.g. {list(wrong.items())[:5]}"
         assert all_committed(c, group) == {}
+    assert_serving(broker.bootstrap, topic)
+
+
+# ------------------------------------------------------------------------------------------
+# share groups (KIP-932)
+
+def share_fetch_open(c: rk.Connection, group: str, member: str, topic_id: uuid.UUID) -> int:
+    """ShareFetch v1 opening a share session (epoch 0) on partition 0, waiting for nothing: its
+    top-level error code."""
+    part = rk.i32(0) + rk.compact_array([], lambda x: x) + rk.NO_TAGS
+    topic = topic_id.bytes + rk.compact_array([part], lambda x: x) + rk.NO_TAGS
+    body = (rk.compact_string(group) + rk.compact_string(member) + rk.i32(0) + rk.i32(0) + rk.i32(1)
+            + rk.i32(1 << 20) + rk.i32(100) + rk.i32(100) + rk.compact_array([topic], lambda x: x)
+            + rk.compact_array([], lambda x: x) + rk.NO_TAGS)
+    r = c.request(78, 1, body, flexible=True)
+    r.i32()
+    return r.i16()
+
+
+def share_acknowledge(c: rk.Connection, group: str, member: str, epoch: int, topic_id: uuid.UUID,
+                      first: int, last: int, types: list[int]) -> tuple[int, list[int]]:
+    """ShareAcknowledge v1 of one batch on partition 0: (top-level error, partition errors)."""
+    batch = rk.i64(first) + rk.i64(last) + rk.compact_array(types, rk.i8) + rk.NO_TAGS
+    part = rk.i32(0) + rk.compact_array([batch], lambda x: x) + rk.NO_TAGS
+    topic = topic_id.bytes + rk.compact_array([part], lambda x: x) + rk.NO_TAGS
+    body = (rk.compact_string(group) + rk.compact_string(member) + rk.i32(epoch)
+            + rk.compact_array([topic], lambda x: x) + rk.NO_TAGS)
+    r = c.request(79, 1, body, flexible=True)
+    r.i32()
+    top = r.i16()
+    r.compact_string()
+
+    def partition(rd):
+        rd.i32()
+        code = rd.i16()
+        rd.compact_string()
+        rd.i32(), rd.i32(), rd.tags()  # CurrentLeader
+        rd.tags()
+        return code
+
+    def topic_(rd):
+        rd.raw(16)
+        codes = rd.compact_array(partition)
+        rd.tags()
+        return codes
+
+    topics = r.compact_array(topic_) or []
+    return top, [code for t in topics for code in (t or [])]
+
+
+@pytest.mark.parametrize("first,last,types", [
+    (-(1 << 63), (1 << 63) - 1, [1]),  # every offset there is, one type
+    (-(1 << 63), (1 << 63) - 1, [1, 1]),  # two types for 2^64 offsets
+    (0, (1 << 63) - 1, [2]),  # from the start to the end of time
+], ids=["all-of-i64", "all-of-i64-two-types", "to-i64-max"])
+def test_share_acknowledgement_of_every_offset_there_is(broker, topic, first, last, types):
+    """A share-group member acknowledges a batch spanning (nearly) all of i64: refused at once
+    (INVALID_REQUEST or INVALID_RECORD_STATE for the partition), never walked offset by offset, and
+    the broker keeps serving."""
+    create_topic(broker.bootstrap, topic)
+    group = f"hostile-share-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tid = admin.describe_topics(TopicCollection([topic]))[topic].result(30).topic_id
+    mask = (1 << 64) - 1
+    topic_id = uuid.UUID(int=((tid.get_most_significant_bits() & mask) << 64)
+                         | (tid.get_least_significant_bits() & mask))
+    # The group and its share state: --reset-offsets initializes them.
+    from util import kafka_tool
+    kafka_tool("org.apache.kafka.tools.consumer.group.ShareGroupCommand", "--bootstrap-server", broker.bootstrap,
+               "--reset-offsets", "--to-earliest", "--execute", "--group", group, "--topic", topic)
+    member = uuid.uuid4().hex[:22]
+    with rk.Connection.to(broker.bootstrap) as c:
+        deadline = time.monotonic() + 30
+        while (err := share_fetch_open(c, group, member, topic_id)) != rk.NONE:
+            assert time.monotonic() < deadline, f"ShareFetch: error {err}"
+            time.sleep(0.2)
+        started = time.monotonic()
+        top, parts = share_acknowledge(c, group, member, 1, topic_id, first, last, types)
+        assert time.monotonic() - started < 10
+        assert top == rk.NONE, top
+        assert len(parts) == 1 and parts[0] in (42, 121), parts  # INVALID_REQUEST, INVALID_RECORD_STATE
     assert_serving(broker.bootstrap, topic)
 
 

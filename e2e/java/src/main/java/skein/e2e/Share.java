@@ -34,7 +34,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * share-consume --bootstrap B --group G --topic T --max-records N --timeout-ms MS
  *               [--ack-mode implicit|explicit] [--release-every K] [--reject-every K]
  *               [--exit-without-ack-after N] [--client-id C] [--max-poll-records R]
- *               [--stop-file F] [--idle-ms D] [--drain-ms D] [--wall-clock true] [--prop k=v ...]
+ *               [--stop-file F] [--idle-ms D] [--drain-ms D] [--wall-clock true] [--hold-ms D]
+ *               [--prop k=v ...]
  * </pre>
  *
  * Subscribes to T as a member of share group G and polls until N records were accepted (then, with
@@ -45,7 +46,12 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * {@code implicit} (implicit mode: accepted by the next poll / commitSync / close), {@code accept},
  * {@code release}, {@code reject} (explicit mode) or {@code none} (--exit-without-ack-after). With
  * {@code --wall-clock true} each record line also has {@code "w":epochMs} (the wall clock when it was
- * delivered, comparable between processes; {@code t} is ms since this process started).
+ * delivered, comparable between processes; {@code t} is ms since this process started) and
+ * {@code "n":poll} (the number of the poll that delivered it, from 1), and a commitSync error line
+ * the {@code "n"} of the poll whose acknowledgements it reports (explicit mode: none for a partition
+ * means that poll's acknowledgements of it were committed). {@code --hold-ms D}: after each poll that
+ * delivered records (and printing them), waits D ms before acknowledging them (explicit: before
+ * commitSync; implicit: before the next poll), as an application that takes time over a batch.
  *
  * Explicit mode acknowledges every record of a poll before the next one: RELEASE every K-th delivered
  * record of the process with {@code --release-every K}, REJECT every K-th with {@code --reject-every K}
@@ -93,6 +99,7 @@ final class Share {
         long drainMs = Long.parseLong(opt.getOrDefault("drain-ms", "0"));
         Path stopFile = opt.containsKey("stop-file") ? Path.of(opt.get("stop-file")) : null;
         boolean wallClock = Boolean.parseBoolean(opt.getOrDefault("wall-clock", "false"));
+        long holdMs = Long.parseLong(opt.getOrDefault("hold-ms", "0"));
         if ((releaseEvery > 0 || rejectEvery > 0) && !ackMode.equals("explicit")) {
             Client.die("--release-every / --reject-every need --ack-mode explicit");
         }
@@ -131,6 +138,7 @@ final class Share {
         long firstRecordMs = -1;
         long lastDelivery = 0;
         long drainUntil = -1;
+        long polls = 0;
         String stoppedBy = "timeout";
         long deadline = start + timeoutMs;
 
@@ -175,6 +183,7 @@ final class Share {
                 continue;
             }
             lastDelivery = System.currentTimeMillis();
+            polls++;
             if (firstRecordMs < 0) {
                 firstRecordMs = lastDelivery - start;
             }
@@ -208,7 +217,7 @@ final class Share {
                         .append(",\"a\":\"").append(action).append("\",\"t\":")
                         .append(System.currentTimeMillis() - start);
                 if (wallClock) {
-                    sb.append(",\"w\":").append(System.currentTimeMillis());
+                    sb.append(",\"w\":").append(System.currentTimeMillis()).append(",\"n\":").append(polls);
                 }
                 sb.append("}\n");
                 if (exitAfter > 0 && delivered >= exitAfter) {
@@ -221,12 +230,15 @@ final class Share {
                 emit("{\"halted\":true,\"received\":" + delivered + "}");
                 Runtime.getRuntime().halt(0);
             }
+            if (holdMs > 0) {
+                Thread.sleep(holdMs);
+            }
             if (ackMode.equals("explicit")) {
-                commit(c, ackErrors);
+                commit(c, ackErrors, wallClock ? polls : -1);
             }
         }
         // Implicit mode: the last poll's records are accepted here; explicit: nothing is pending.
-        commit(c, ackErrors);
+        commit(c, ackErrors, wallClock ? polls : -1);
         long closeStart = System.currentTimeMillis();
         c.close(Duration.ofSeconds(30));
         long closeMs = System.currentTimeMillis() - closeStart;
@@ -283,11 +295,12 @@ final class Share {
         }
     }
 
-    private static void commit(KafkaShareConsumer<String, String> c, AtomicLong ackErrors) {
+    private static void commit(KafkaShareConsumer<String, String> c, AtomicLong ackErrors, long poll) {
         Map<TopicIdPartition, Optional<KafkaException>> res = c.commitSync(Duration.ofSeconds(30));
         List<String> errs = new ArrayList<>();
         res.forEach((tip, err) -> err.ifPresent(e -> errs.add("{\"ack_error\":" + Client.q(e.toString())
-                + ",\"via\":\"commitSync\",\"p\":" + tip.partition() + "}")));
+                + ",\"via\":\"commitSync\",\"p\":" + tip.partition() + (poll >= 0 ? ",\"n\":" + poll : "")
+                + "}")));
         for (String e : errs) {
             ackErrors.incrementAndGet();
             emit(e);
