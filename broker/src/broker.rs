@@ -561,7 +561,9 @@ impl Broker {
 
     /// Keeps `task` to be stopped with the broker.
     pub(crate) fn spawn(&self, task: tokio::task::JoinHandle<()>) {
-        self.tasks.lock().expect("tasks lock").push(task);
+        let mut tasks = self.tasks.lock().expect("tasks lock");
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
     }
 
     /// Sends the leaders' ISR proposals to the controller, one at a time,

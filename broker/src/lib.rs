@@ -15,6 +15,7 @@ pub mod config;
 pub mod connection_quotas;
 pub mod coordinator_runtime;
 pub mod delegation_tokens;
+pub mod dynamic_apply;
 pub mod dynamic_config;
 pub mod error;
 pub mod fetch_session;

@@ -79,8 +79,8 @@ pub(super) fn share_config(
 /// The share coordinator's topic settings.
 pub(super) fn share_coordinator_config(
     raw: &BTreeMap<String, String>,
-) -> Result<crate::share::coordinator::ShareCoordinatorConfig, ConfigError> {
-    Ok(crate::share::coordinator::ShareCoordinatorConfig {
+) -> Result<crate::share::settings::ShareCoordinatorConfig, ConfigError> {
+    Ok(crate::share::settings::ShareCoordinatorConfig {
         partitions: keys::SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS.value(raw)?,
         replication_factor: keys::SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR.get(raw)?,
         min_isr: keys::SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR.value(raw)?,

@@ -177,7 +177,7 @@ pub struct BrokerConfig {
     /// Share-group settings (`group.share.*`).
     pub share: crate::share::settings::ShareConfig,
     /// The share coordinator's topic (`share.coordinator.state.topic.*`).
-    pub share_coordinator: crate::share::coordinator::ShareCoordinatorConfig,
+    pub share_coordinator: crate::share::settings::ShareCoordinatorConfig,
     /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
     pub authorizer: crate::authorizer_config::AuthorizerConfig,
     /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.

@@ -89,7 +89,11 @@ impl CoordinatorContext {
     /// Runs `task` in the background until it ends or the broker stops.
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
         let handle = tokio::spawn(task);
-        self.tasks.lock().expect("tasks lock").push(handle);
+        let mut tasks = self.tasks.lock().expect("tasks lock");
+        // Finished ones go: a coordinator spawns one per parked answer or
+        // closed share session, and the list would only grow.
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle);
     }
 }
 

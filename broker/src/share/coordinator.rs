@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use super::partition::StateBatch;
 use super::records::{self, StateKey};
+pub use super::settings::ShareCoordinatorConfig;
 use super::state::PersistedState;
 use crate::append::RequiredAcks;
 use crate::coordinator_runtime::{self as runtime, CoordinatorContext, LoadedEpochs, Replayed};
@@ -31,25 +32,6 @@ pub const SHARE_GROUP_STATE: &str = "__share_group_state";
 
 /// How long a write waits for the ISR.
 const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// `share.coordinator.state.topic.*`.
-#[derive(Debug, Clone)]
-pub struct ShareCoordinatorConfig {
-    pub partitions: i32,
-    /// Unset: the cluster's size, at most 3.
-    pub replication_factor: Option<i16>,
-    pub min_isr: i16,
-}
-
-impl Default for ShareCoordinatorConfig {
-    fn default() -> Self {
-        ShareCoordinatorConfig {
-            partitions: 50,
-            replication_factor: None,
-            min_isr: 2,
-        }
-    }
-}
 
 #[derive(Default)]
 struct Shard {

@@ -57,6 +57,25 @@ impl Default for ShareConfig {
     }
 }
 
+/// `share.coordinator.state.topic.*`.
+#[derive(Debug, Clone)]
+pub struct ShareCoordinatorConfig {
+    pub partitions: i32,
+    /// Unset: the cluster's size, at most 3.
+    pub replication_factor: Option<i16>,
+    pub min_isr: i16,
+}
+
+impl Default for ShareCoordinatorConfig {
+    fn default() -> Self {
+        ShareCoordinatorConfig {
+            partitions: 50,
+            replication_factor: None,
+            min_isr: 2,
+        }
+    }
+}
+
 /// Where a share-partition starts when nothing was consumed yet
 /// (`share.auto.offset.reset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
