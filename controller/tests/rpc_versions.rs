@@ -52,12 +52,17 @@ impl BrokerControl for NewerBroker {
                         min_level: 1,
                         max_level: 7,
                     },
-                    // A new cluster starts at transaction.version 2: a
-                    // broker must run at it to register.
+                    // A new cluster starts at transaction.version 2 and
+                    // share.version 1: a broker must run at them to register.
                     pb::FeatureRange {
                         name: "transaction.version".into(),
                         min_level: 0,
                         max_level: 3,
+                    },
+                    pb::FeatureRange {
+                        name: "share.version".into(),
+                        min_level: 0,
+                        max_level: 2,
                     },
                 ],
                 ..Default::default()
