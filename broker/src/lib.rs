@@ -49,6 +49,7 @@ pub mod server;
 pub mod share;
 pub mod ssl_principal;
 pub mod stopping;
+pub mod streams;
 pub mod system;
 pub mod tls;
 pub mod token_sweeper;
