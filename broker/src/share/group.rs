@@ -94,9 +94,13 @@ pub fn check_request(group: &str, hb: &ShareHeartbeat) -> Result<(), ShareError>
 }
 
 impl ShareGroup {
+    /// A new group at epoch 1 with an (empty) assignment of epoch 1, as
+    /// Kafka 4.4's groups start: the first member gets epoch 2.
     pub fn new(id: &str) -> Self {
         ShareGroup {
             id: id.to_string(),
+            epoch: 1,
+            assignment_epoch: 1,
             ..Default::default()
         }
     }
@@ -341,6 +345,25 @@ mod tests {
         let left = g.heartbeat(hb("b", -1, None), &t, 200, 3).unwrap();
         assert_eq!(left.member_epoch, -1);
         assert!(!g.members.contains_key("b"));
+    }
+
+    #[test]
+    fn epochs_move_as_kafkas_a_new_group_at_1_its_first_member_at_2_its_partitions_at_3() {
+        let mut g = ShareGroup::new("g");
+        // Nothing initialized yet: joined, with no partitions.
+        let a = g
+            .heartbeat(hb("a", 0, Some(&["t"])), &topics(&[]), 200, 0)
+            .unwrap();
+        assert_eq!(
+            (a.member_epoch, a.assignment.clone()),
+            (2, Some(Default::default()))
+        );
+        // The share state exists now: a new epoch brings the partitions.
+        let a = g
+            .heartbeat(hb("a", 2, None), &topics(&[("t", 2)]), 200, 1)
+            .unwrap();
+        assert_eq!(a.member_epoch, 3);
+        assert_eq!(a.assignment.map(|s| s.len()), Some(2));
     }
 
     #[test]
