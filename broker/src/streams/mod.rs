@@ -4,6 +4,9 @@
 //! topics, reconciliation, records) is in place. The rules followed:
 //! docs/design/streams-groups-kafka-4.4.md.
 //!
-//! - `assignor`: Kafka's `sticky` task assignor.
+//! - `assignor`: Kafka's `sticky` task assignor;
+//! - `reconcile`: how a member moves to its target (revoke, then grant
+//!   what other members released).
 
 pub mod assignor;
+pub mod reconcile;
