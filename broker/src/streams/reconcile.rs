@@ -120,48 +120,35 @@ impl Holders {
         h
     }
 
-    fn others<'a>(
-        list: Option<&'a Vec<(String, String)>>,
-        me: &'a str,
-        process: &'a str,
-    ) -> impl Iterator<Item = &'a (String, String)> + 'a {
-        list.into_iter()
+    /// Whether another member of `process` holds `t` as standby or
+    /// warm-up.
+    fn beside(&self, t: &Task, me: &str, process: &str) -> bool {
+        [self.standby.get(t), self.warmup.get(t)]
+            .into_iter()
             .flatten()
-            .filter(move |(m, p)| m != me && p == process)
+            .flatten()
+            .any(|(m, p)| m != me && p == process)
     }
 
     /// Whether `me` (of `process`) must wait for another member to let go
-    /// of `t` before running it as active.
+    /// of `t` before running it as active: any member has it active, or
+    /// another member of the process holds it otherwise.
     fn active_unreleased(&self, t: &Task, me: &str, process: &str) -> bool {
-        self.active.get(t).is_some_and(|(m, _)| m != me)
-            || Self::others(self.standby.get(t), me, process)
-                .next()
-                .is_some()
-            || Self::others(self.warmup.get(t), me, process)
-                .next()
-                .is_some()
+        self.active.get(t).is_some_and(|(m, _)| m != me) || self.beside(t, me, process)
     }
 
+    /// ... as standby: another member of the process holds it in any role.
     fn standby_unreleased(&self, t: &Task, me: &str, process: &str) -> bool {
         self.active
             .get(t)
             .is_some_and(|(m, p)| m != me && p == process)
-            || Self::others(self.standby.get(t), me, process)
-                .next()
-                .is_some()
-            || Self::others(self.warmup.get(t), me, process)
-                .next()
-                .is_some()
+            || self.beside(t, me, process)
     }
 
+    /// ... as warm-up: the process runs it active, or another member of
+    /// the process holds it otherwise.
     fn warmup_unreleased(&self, t: &Task, me: &str, process: &str) -> bool {
-        self.active.get(t).is_some_and(|(_, p)| p == process)
-            || Self::others(self.standby.get(t), me, process)
-                .next()
-                .is_some()
-            || Self::others(self.warmup.get(t), me, process)
-                .next()
-                .is_some()
+        self.active.get(t).is_some_and(|(_, p)| p == process) || self.beside(t, me, process)
     }
 }
 
