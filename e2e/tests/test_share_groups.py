@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -44,13 +43,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import make_broker
 from conftest import _active, _start
+from sharecheck import out, parse_lines, produce, set_group_configs, share_tool, table, wait_running
 from util import java_cmd, kafka_tool, run, wait_until
 
 pytestmark = [pytest.mark.cli]
 
 TARGET = os.environ.get("E2E_TARGET", "skein")
-SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
-CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 FEATURES = "org.apache.kafka.tools.FeatureCommand"
 
 OVERRIDES = {
@@ -80,31 +78,6 @@ def broker(tmp_path_factory):
 # helpers
 
 
-def out(r) -> str:
-    return (r.stdout.decode() + r.stderr.decode()).strip()
-
-
-def share_tool(b, *args: str, check: bool = True):
-    return kafka_tool(SHARE_GROUPS, "--bootstrap-server", b.bootstrap, *args, check=check)
-
-
-def table(text: str) -> list[dict[str, str]]:
-    """The rows of the tool's table whose header starts with GROUP (columns split on blanks; a
-    missing last column, e.g. an empty ASSIGNMENT, is "")."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.split()[:1] == ["GROUP"]:
-            header = line.split()
-            rows = []
-            for row in lines[i + 1:]:
-                f = row.split()
-                if not f:
-                    break
-                rows.append(dict(zip(header, f + [""] * (len(header) - len(f)))))
-            return rows
-    return []
-
-
 def new_group(name: str) -> str:
     return f"share-{name}-{uuid.uuid4().hex[:6]}"
 
@@ -114,52 +87,8 @@ def create_topic(b, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
-def set_group_configs(b, group: str, configs: str) -> None:
-    kafka_tool(CONFIGS, "--bootstrap-server", b.bootstrap, "--entity-type", "groups", "--entity-name", group,
-               "--alter", "--add-config", configs)
-    wanted = configs.split(",")
-    wait_until(lambda: all(c in out(kafka_tool(CONFIGS, "--bootstrap-server", b.bootstrap, "--entity-type", "groups",
-                                                "--entity-name", group, "--describe")) for c in wanted),
-               timeout=15, what=f"group {group}'s configs {configs} described")
-
-
-def produce(b, topic: str, n: int, tag: str) -> dict[tuple[int, int], tuple[str, str]]:
-    """n keyed records k-<tag><i> / v-<tag><i> (idempotent, acks=all): {(partition, offset): (key, value)}."""
-    acked: dict[tuple[int, int], tuple[str, str]] = {}
-    errors: list[str] = []
-
-    def cb(err, msg):
-        if err:
-            errors.append(str(err))
-        else:
-            acked[(msg.partition(), msg.offset())] = (msg.key().decode(), msg.value().decode())
-
-    p = Producer({**b.client_conf(), "enable.idempotence": True, "acks": "all", "linger.ms": 5})
-    for i in range(n):
-        p.produce(topic, key=f"k-{tag}{i}", value=f"v-{tag}{i}", on_delivery=cb)
-        p.poll(0)
-    assert p.flush(30) == 0 and not errors and len(acked) == n, (errors, len(acked))
-    return acked
-
-
 def end_offsets(produced: dict[tuple[int, int], tuple[str, str]], partitions: int) -> dict[int, int]:
     return {p: max((o + 1 for (pp, o) in produced if pp == p), default=0) for p in range(partitions)}
-
-
-def parse_lines(text: str) -> tuple[list[dict], dict | None, list[dict]]:
-    """share-consume's output: (records, summary or halted line, ack errors)."""
-    recs, errs, last = [], [], None
-    for line in text.splitlines():
-        if not line.startswith("{"):
-            continue
-        d = json.loads(line)
-        if "o" in d:
-            recs.append(d)
-        elif "ack_error" in d:
-            errs.append(d)
-        else:
-            last = d
-    return recs, last, errs
 
 
 def consume_args(b, group: str, topic: str, max_records: int, timeout_ms: int, ack_mode: str = "explicit",
@@ -224,25 +153,6 @@ class Member:
 
     def log(self) -> str:
         return self.out_path.read_text(errors="replace")[-2000:] + "\n" + self.err_path.read_text(errors="replace")[-3000:]
-
-
-def wait_running(members: list[Member], pred, timeout: float, what: str):
-    """wait_until, failing at once (with its output) when a member's process is gone."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        for m in members:
-            m.check_running()
-        try:
-            v = pred()
-            if v:
-                return v
-        except Exception as e:  # noqa: BLE001
-            last = e
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
-                                 + (f" (last error: {last!r})" if last else ""))
-        time.sleep(0.5)
 
 
 def deliveries_by_offset(recs: list[dict]) -> dict[tuple[int, int], list[dict]]:

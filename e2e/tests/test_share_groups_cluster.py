@@ -45,7 +45,6 @@ On Skein group configs need `skein.version` 5 (a new local cluster is at 1)."""
 from __future__ import annotations
 
 import base64
-import json
 import os
 import signal
 import subprocess
@@ -61,13 +60,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import KafkaCluster, LocalCluster, port_accepts
 from conftest import CLUSTER3_OVERRIDES, _active, _start
+from sharecheck import out, parse_lines, produce, set_group_configs, share_tool, table, wait_running
 from util import java_cmd, kafka_tool, run, wait_until
 
 pytestmark = [pytest.mark.replication, pytest.mark.cli]
 
 TARGET = os.environ.get("E2E_TARGET", "skein")
-SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
-CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 FEATURES = "org.apache.kafka.tools.FeatureCommand"
 ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 # As test_share_groups.py: members get their partitions within a second or two, a dead one is gone
@@ -187,42 +185,6 @@ def cluster(tmp_path_factory):
 # helpers
 
 
-def out(r) -> str:
-    return (r.stdout.decode() + r.stderr.decode()).strip()
-
-
-def table(text: str) -> list[dict[str, str]]:
-    """The rows of the tool's table whose header starts with GROUP (columns split on blanks)."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.split()[:1] == ["GROUP"]:
-            header = line.split()
-            rows = []
-            for row in lines[i + 1:]:
-                f = row.split()
-                if not f:
-                    break
-                rows.append(dict(zip(header, f + [""] * (len(header) - len(f)))))
-            return rows
-    return []
-
-
-def parse_lines(text: str) -> tuple[list[dict], dict | None, list[dict]]:
-    """share-consume's output: (records, summary, acknowledgement errors)."""
-    recs, errs, last = [], [], None
-    for line in text.splitlines():
-        if not line.startswith("{"):
-            continue
-        d = json.loads(line)
-        if "o" in d:
-            recs.append(d)
-        elif "ack_error" in d:
-            errs.append(d)
-        else:
-            last = d
-    return recs, last, errs
-
-
 def java_partition(key: str, partitions: int) -> int:
     """Kafka's placement of a coordinator key: Utils.abs(key.hashCode()) % partitions."""
     h = 0
@@ -246,37 +208,6 @@ def create_topic(c: Cluster, topic: str) -> None:
     a = c.admin()  # kept until the future is done: a destroyed client fails its futures
     a.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
     c.wait_whole([topic])
-
-
-def share_tool(c: Cluster, *args: str, check: bool = True):
-    return kafka_tool(SHARE_GROUPS, "--bootstrap-server", c.bootstrap, *args, check=check)
-
-
-def set_group_configs(c: Cluster, group: str, configs: str) -> None:
-    kafka_tool(CONFIGS, "--bootstrap-server", c.bootstrap, "--entity-type", "groups", "--entity-name", group,
-               "--alter", "--add-config", configs)
-    wait_until(lambda: configs in out(kafka_tool(CONFIGS, "--bootstrap-server", c.bootstrap, "--entity-type",
-                                                 "groups", "--entity-name", group, "--describe")),
-               timeout=15, what=f"group {group}'s configs {configs} described")
-
-
-def produce(c: Cluster, topic: str, n: int, tag: str) -> dict[tuple[int, int], tuple[str, str]]:
-    """n keyed records k-<tag><i> / v-<tag><i> (idempotent, acks=all): {(partition, offset): (key, value)}."""
-    acked: dict[tuple[int, int], tuple[str, str]] = {}
-    errors: list[str] = []
-
-    def cb(err, msg):
-        if err:
-            errors.append(str(err))
-        else:
-            acked[(msg.partition(), msg.offset())] = (msg.key().decode(), msg.value().decode())
-
-    p = Producer({**c.client_conf(), "enable.idempotence": True, "acks": "all", "linger.ms": 5})
-    for i in range(n):
-        p.produce(topic, key=f"k-{tag}{i}", value=f"v-{tag}{i}", on_delivery=cb)
-        p.poll(0)
-    assert p.flush(60) == 0 and not errors and len(acked) == n, (errors, len(acked))
-    return acked
 
 
 class Feeder(threading.Thread):
@@ -359,25 +290,6 @@ class Member:
     def log(self) -> str:
         return (self.out_path.read_text(errors="replace")[-2000:] + "\n"
                 + self.err_path.read_text(errors="replace")[-4000:])
-
-
-def wait_running(members: list[Member], pred, timeout: float, what: str):
-    """wait_until, failing at once (with its output) when a member's process is gone."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        for m in members:
-            m.check_running()
-        try:
-            v = pred()
-            if v:
-                return v
-        except Exception as e:  # noqa: BLE001
-            last = e
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
-                                 + (f" (last error: {last!r})" if last else ""))
-        time.sleep(0.5)
 
 
 def offsets_view(c: Cluster, group: str) -> dict[int, tuple[int, int]]:
@@ -576,7 +488,7 @@ def test_accepted_records_stay_accepted_when_the_share_coordinator_moves(cluster
     set_group_configs(c, group, "share.auto.offset.reset=earliest")
 
     # Before: every record accepted, the coordinator keeps that.
-    first = produce(c, topic, 300, "a")
+    first = produce(c, topic, 300, "a", flush_s=60)
     recs, summary = share_consume(c, group, topic, len(first), drain_ms=1000)
     assert_exactly(recs, first, "the first member")
     ends = {p: max(o + 1 for (pp, o) in first if pp == p) for p in range(PARTITIONS)}
@@ -596,7 +508,7 @@ def test_accepted_records_stay_accepted_when_the_share_coordinator_moves(cluster
         # The new coordinator read the states back: nothing left to deliver.
         during = wait_lag_zero(c, group)
         assert {p: s for p, (s, _) in during.items()} == {p: s for p, (s, _) in before.items()}, (before, during)
-        second = produce(c, topic, 120, "b")
+        second = produce(c, topic, 120, "b", flush_s=60)
         recs, summary = share_consume(c, group, topic, len(second), drain_ms=2000)
         assert_exactly(recs, second, f"a member while broker {victim} is down")
     finally:
@@ -609,7 +521,7 @@ def test_accepted_records_stay_accepted_when_the_share_coordinator_moves(cluster
     wait_until(lambda: all(c.leaders("__share_group_state").get(slots[p]) == victim for p in kept)
                and all(c.leaders(topic).get(p) == victim for p in led), 30,
                f"broker {victim} leading __share_group_state {[slots[p] for p in kept]} and {topic} {led} again")
-    third = produce(c, topic, 120, "c")
+    third = produce(c, topic, 120, "c", flush_s=60)
     recs, summary = share_consume(c, group, topic, len(third), drain_ms=2000)
     assert_exactly(recs, third, f"a member after broker {victim} came back")
     after = wait_lag_zero(c, group)

@@ -101,7 +101,7 @@ pub struct GroupCoordinator {
     /// How share groups create and delete share state (set once the
     /// share coordinator exists).
     pub(super) share_persister: std::sync::OnceLock<Arc<crate::share::persister::Persister>>,
-    pub(super) share_settings: std::sync::OnceLock<share::ShareSettingsFn>,
+    pub(super) share_config: std::sync::OnceLock<crate::share::settings::ShareConfig>,
 }
 
 fn new_member_id(prefix: &str) -> String {
@@ -128,7 +128,7 @@ impl GroupCoordinator {
             cfg,
             metrics: GroupMetrics::new(registry),
             share_persister: std::sync::OnceLock::new(),
-            share_settings: std::sync::OnceLock::new(),
+            share_config: std::sync::OnceLock::new(),
         }
     }
 

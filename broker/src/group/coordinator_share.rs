@@ -22,7 +22,7 @@ use super::*;
 use crate::share::group::{check_request, ShareGroup, ShareHeartbeat, ShareReply};
 use crate::share::persister::Persister;
 use crate::share::records::{self, StateTopics};
-use crate::share::settings::GroupShareSettings;
+use crate::share::settings::ShareConfig;
 
 /// How long an initialization may be in flight before a heartbeat tries
 /// again (Kafka's `group.share.initialize.retry.interval.ms`).
@@ -49,6 +49,13 @@ fn not_share(group: &str) -> (ResponseError, String) {
 }
 
 impl ShareEntry {
+    fn new(id: &str) -> Self {
+        ShareEntry {
+            group: ShareGroup::new(id),
+            ..Default::default()
+        }
+    }
+
     /// Topic name → partitions that may be assigned (their state exists and
     /// the topic still has them).
     fn assignable(&self, image: &ClusterView) -> BTreeMap<String, i32> {
@@ -65,9 +72,11 @@ impl ShareEntry {
 }
 
 impl GroupCoordinator {
-    /// The persister share groups create and delete share state with.
-    pub fn set_share_persister(&self, persister: Arc<Persister>) {
+    /// The persister share groups create and delete share state with, and
+    /// the broker's share-group settings.
+    pub fn attach_share(&self, persister: Arc<Persister>, cfg: ShareConfig) {
         let _ = self.share_persister.set(persister);
+        let _ = self.share_config.set(cfg);
     }
 
     /// A ShareGroupHeartbeat: the reply, and the share state to create
@@ -95,10 +104,7 @@ impl GroupCoordinator {
         let entry = st
             .share
             .entry(group.to_string())
-            .or_insert_with(|| ShareEntry {
-                group: ShareGroup::new(group),
-                ..Default::default()
-            });
+            .or_insert_with(|| ShareEntry::new(group));
         let assignable = entry.assignable(&image);
         let reply = match entry.group.heartbeat(hb, &assignable, max_size, now) {
             Ok(r) => r,
@@ -190,40 +196,81 @@ impl GroupCoordinator {
                     }
                 }
             }
-            let mut st = self.shard_of(group);
-            let Some(entry) = st.share.get_mut(group) else {
-                return;
-            };
-            entry.initializing.remove(&id);
+            {
+                let mut st = self.shard_of(group);
+                let Some(entry) = st.share.get_mut(group) else {
+                    return;
+                };
+                entry.initializing.remove(&id);
+            }
             if done.is_empty() {
                 continue;
             }
-            let mut initialized = entry.initialized.clone();
-            initialized
-                .entry(id)
-                .or_insert_with(|| (name.clone(), BTreeSet::new()))
-                .1
-                .extend(done.iter().copied());
-            let rec = (
-                records::state_partitions_key(group),
-                Some(records::state_partitions_value(&initialized)),
-            );
-            match self.append(group, &[rec]) {
-                Ok(_) => {
-                    info!(group, topic = %name, partitions = done.len(), "share state initialized");
-                    entry.initialized = initialized;
+            let recorded = self.update_initialized(group, |t| {
+                t.entry(id)
+                    .or_insert_with(|| (name.clone(), BTreeSet::new()))
+                    .1
+                    .extend(done.iter().copied())
+            });
+            match recorded {
+                Ok(true) => {
+                    info!(group, topic = %name, partitions = done.len(), "share state initialized")
                 }
+                Ok(false) => return,
                 Err(e) => warn!(group, error = %e, "cannot record initialized share state"),
             }
         }
     }
 
+    /// Changes the partitions of `group` whose share state exists: the
+    /// new set is appended to `__consumer_offsets`, and kept once it is.
+    /// `Ok(false)`: the group is gone.
+    fn update_initialized(
+        &self,
+        group: &str,
+        change: impl FnOnce(&mut StateTopics),
+    ) -> Result<bool, ApiError> {
+        let mut st = self.shard_of(group);
+        let Some(e) = st.share.get_mut(group) else {
+            return Ok(false);
+        };
+        let mut next = e.initialized.clone();
+        change(&mut next);
+        let rec = (
+            records::state_partitions_key(group),
+            Some(records::state_partitions_value(&next)),
+        );
+        self.append(group, &[rec])?;
+        e.initialized = next;
+        Ok(true)
+    }
+
     /// Removes members whose `share.session.timeout.ms` ran out.
     pub(in crate::group) fn expire_share_members(&self, st: &mut State, now: i64) {
+        let default = ShareConfig::default();
+        let cfg = self.share_config.get().unwrap_or(&default);
+        // No group's own timeout is below the broker's bound: only groups
+        // with a member silent that long are looked at closer.
+        let floor = cfg.session_timeout_ms.min;
+        let due: Vec<String> = st
+            .share
+            .values()
+            .filter(|e| {
+                e.group
+                    .members
+                    .values()
+                    .any(|m| now >= m.last_heartbeat_ms + floor)
+            })
+            .map(|e| e.group.id.clone())
+            .collect();
+        if due.is_empty() {
+            return;
+        }
         let image = self.ctx.metadata.image();
-        let ids: Vec<String> = st.share.keys().cloned().collect();
-        for id in ids {
-            let timeout = self.share_session_timeout(&id);
+        for id in due {
+            let timeout = cfg
+                .of_group(&image.resource_configs, &id)
+                .session_timeout_ms;
             let Some(entry) = st.share.get_mut(&id) else {
                 continue;
             };
@@ -241,18 +288,6 @@ impl GroupCoordinator {
                 warn!(group = %id, error = %e, "cannot record a share group's epoch");
             }
         }
-    }
-
-    fn share_session_timeout(&self, group: &str) -> i64 {
-        match self.share_settings.get() {
-            Some(f) => f(group).session_timeout_ms,
-            None => 45_000,
-        }
-    }
-
-    /// How the share settings of a group are found (the share manager's).
-    pub fn set_share_settings(&self, f: ShareSettingsFn) {
-        let _ = self.share_settings.set(f);
     }
 
     /// A share group for ShareGroupDescribe.
@@ -347,18 +382,10 @@ impl GroupCoordinator {
             let one: StateTopics = [(*id, t.clone())].into();
             let r = self.delete_share_state(group, &one).await;
             if r.is_ok() {
-                let mut st = self.shard_of(group);
-                if let Some(e) = st.share.get_mut(group) {
-                    let mut left = e.initialized.clone();
-                    left.remove(id);
-                    let rec = (
-                        records::state_partitions_key(group),
-                        Some(records::state_partitions_value(&left)),
-                    );
-                    if self.append(group, &[rec]).is_ok() {
-                        e.initialized = left;
-                    }
-                }
+                // Unrecorded, the topic stays listed and is deleted again.
+                let _ = self.update_initialized(group, |t| {
+                    t.remove(id);
+                });
             }
             out.push((*id, r));
         }
@@ -391,10 +418,7 @@ impl GroupCoordinator {
             let e = st
                 .share
                 .entry(group.to_string())
-                .or_insert_with(|| ShareEntry {
-                    group: ShareGroup::new(group),
-                    ..Default::default()
-                });
+                .or_insert_with(|| ShareEntry::new(group));
             if !e.group.members.is_empty() {
                 return Err(api(ResponseError::NonEmptyGroup, "The group is not empty."));
             }
@@ -427,24 +451,15 @@ impl GroupCoordinator {
             }
             out.push(r);
         }
-        let mut st = self.shard_of(group);
-        if let Some(e) = st.share.get_mut(group) {
-            let mut initialized = e.initialized.clone();
+        // Unrecorded, the partitions are initialized again by a heartbeat.
+        let _ = self.update_initialized(group, |t| {
             for (id, (name, parts)) in done {
-                initialized
-                    .entry(id)
+                t.entry(id)
                     .or_insert_with(|| (name, BTreeSet::new()))
                     .1
                     .extend(parts);
             }
-            let rec = (
-                records::state_partitions_key(group),
-                Some(records::state_partitions_value(&initialized)),
-            );
-            if self.append(group, &[rec]).is_ok() {
-                e.initialized = initialized;
-            }
-        }
+        });
         Ok(out)
     }
 
@@ -456,9 +471,6 @@ impl GroupCoordinator {
             .map(|e| e.initialized.clone())
     }
 }
-
-/// Share settings by group (set by the broker: the share manager's view).
-pub type ShareSettingsFn = Box<dyn Fn(&str) -> GroupShareSettings + Send + Sync>;
 
 /// Applies a share-group record read from `__consumer_offsets`.
 pub(in crate::group) fn apply_share_record(
@@ -472,10 +484,10 @@ pub(in crate::group) fn apply_share_record(
             st.share.remove(&group);
         }
         Metadata(Some(epoch)) => {
-            let e = st.share.entry(group.clone()).or_insert_with(|| ShareEntry {
-                group: ShareGroup::new(&group),
-                ..Default::default()
-            });
+            let e = st
+                .share
+                .entry(group.clone())
+                .or_insert_with(|| ShareEntry::new(&group));
             e.group.epoch = epoch;
         }
         StatePartitions(None) => {
@@ -484,10 +496,10 @@ pub(in crate::group) fn apply_share_record(
             }
         }
         StatePartitions(Some(t)) => {
-            let e = st.share.entry(group.clone()).or_insert_with(|| ShareEntry {
-                group: ShareGroup::new(&group),
-                ..Default::default()
-            });
+            let e = st
+                .share
+                .entry(group.clone())
+                .or_insert_with(|| ShareEntry::new(&group));
             e.initialized = t;
         }
     }

@@ -22,9 +22,8 @@ use crate::broker::Broker;
 use crate::error::ApiError;
 use crate::partition::{FetchWaker, Partition};
 use crate::share::partition::AckBatch;
-use crate::share::sessions::{FetchSession, Tip};
-
-const MAX_MEMBER_ID: usize = 36;
+use crate::share::sessions::{FetchSession, SessionKey, Tip};
+use crate::share::settings::GroupShareSettings;
 
 /// An acknowledgement batch as both requests carry it.
 struct WireAck<'a> {
@@ -151,7 +150,7 @@ fn check_request(
             "Group authorization failed.".into(),
         ));
     }
-    let Some(member) = member.filter(|m| !m.is_empty() && m.len() <= MAX_MEMBER_ID) else {
+    let Some(member) = member.filter(|m| crate::share::group::member_id_valid(m)) else {
         return Err((
             ResponseError::InvalidRequest,
             "Invalid member id in the request.".into(),
@@ -160,17 +159,17 @@ fn check_request(
     Ok((group.to_string(), member.to_string()))
 }
 
-/// Applies the acknowledgements of each partition; their outcomes.
+/// Applies the acknowledgements of each partition by member `key.1` of
+/// group `key.0`; their outcomes.
 async fn acknowledge_all(
     broker: &Arc<Broker>,
     authz: &Authz,
-    group: &str,
-    member: &str,
+    (group, member): &SessionKey,
     version: i16,
     renew: bool,
+    settings: &GroupShareSettings,
     acks: Vec<(Tip, Vec<WireAck<'_>>)>,
 ) -> BTreeMap<Tip, Result<(), PartitionError>> {
-    let settings = broker.share.settings(group);
     let mut out = BTreeMap::new();
     for ((id, p), batches) in acks {
         let r = async {
@@ -183,7 +182,7 @@ async fn acknowledge_all(
             broker
                 .share
                 .acknowledge(
-                    &(group.to_string(), id, p),
+                    &(group.clone(), id, p),
                     member,
                     &batches,
                     settings.renew_enabled,
@@ -302,7 +301,7 @@ pub async fn fetch(
         }
     };
     let settings = broker.share.settings(&group);
-    let ack_results = acknowledge_all(broker, &authz, &group, &member, version, renew, acks).await;
+    let ack_results = acknowledge_all(broker, &authz, &key, version, renew, &settings, acks).await;
     let (partitions, new_session) = match session {
         FetchSession::Closed { partitions } => {
             broker.share.release(&group, &member, &partitions).await;
@@ -511,7 +510,8 @@ pub async fn acknowledge(
             })
         })
         .collect();
-    let results = acknowledge_all(broker, &authz, &group, &member, version, renew, acks).await;
+    let settings = broker.share.settings(&group);
+    let results = acknowledge_all(broker, &authz, &key, version, renew, &settings, acks).await;
     if let Some(parts) = closing {
         broker.share.release(&group, &member, &parts).await;
     }
@@ -555,8 +555,7 @@ pub async fn acknowledge(
         })
         .collect();
     if version >= 2 {
-        resp.acquisition_lock_timeout_ms =
-            broker.share.settings(&group).limits.lock_duration_ms as i32;
+        resp.acquisition_lock_timeout_ms = settings.limits.lock_duration_ms as i32;
     }
     resp
 }

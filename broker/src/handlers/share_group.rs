@@ -13,9 +13,6 @@ use crate::authorizer::Authz;
 use crate::broker::Broker;
 use crate::share::group::ShareHeartbeat;
 
-/// Kafka's longest member id.
-const MAX_MEMBER_ID: usize = 36;
-
 /// Share groups are served from `share.version` 1.
 pub fn share_enabled(broker: &Broker) -> bool {
     broker.metadata.share_version() >= 1
@@ -48,7 +45,7 @@ pub fn heartbeat(
             Some("Group authorization failed.".into()),
         );
     }
-    if req.member_id.is_empty() || req.member_id.len() > MAX_MEMBER_ID {
+    if !crate::share::group::member_id_valid(&req.member_id) {
         return fail(
             resp,
             ResponseError::InvalidRequest,

@@ -303,14 +303,6 @@ impl ShareCoordinator {
             },
         }))
     }
-
-    /// How many share-partitions' states this broker holds (metrics).
-    pub fn held(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().expect("share coordinator shard lock").states.len())
-            .sum()
-    }
 }
 
 fn check_key(k: &StateKey) -> Result<(), ApiError> {

@@ -16,6 +16,12 @@ use super::assignor::{self, Tp};
 /// Kafka's longest member id.
 const MAX_MEMBER_ID: usize = 36;
 
+/// A member id as Kafka's share APIs accept it (`KafkaApis.isMemberIdValid`):
+/// not empty, at most [`MAX_MEMBER_ID`] long.
+pub fn member_id_valid(id: &str) -> bool {
+    !id.is_empty() && id.len() <= MAX_MEMBER_ID
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareMember {
     pub id: String,

@@ -116,11 +116,8 @@ impl ShareManager {
 
     /// A group's effective share settings, as of now.
     pub fn settings(&self, group: &str) -> GroupShareSettings {
-        let image = self.ctx.metadata.image();
-        self.cfg.for_group(image.resource_configs.get(
-            skein_controller::resource_configs::ConfigResourceKind::Group,
-            group,
-        ))
+        self.cfg
+            .of_group(&self.ctx.metadata.image().resource_configs, group)
     }
 
     fn slot(&self, k: &StateKey) -> Arc<tokio::sync::Mutex<Slot>> {

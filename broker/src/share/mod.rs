@@ -63,9 +63,7 @@ pub fn build(
         config.share.clone(),
         registry,
     ));
-    groups.set_share_persister(persister);
-    let settings = share.clone();
-    groups.set_share_settings(Box::new(move |g| settings.settings(g)));
+    groups.attach_share(persister, config.share.clone());
     (share_coordinator, share)
 }
 

@@ -192,7 +192,11 @@ impl SharePartition {
         let mut last_taken: Option<i64> = None;
         let lock_until = now_ms + self.limits.lock_duration_ms;
         // The last offset of the log batch holding `o` (`batch_ends` ascend).
-        let end_of = |o: i64| batch_ends.iter().copied().find(|&e| e >= o);
+        let end_of = |o: i64| {
+            batch_ends
+                .get(batch_ends.partition_point(|&e| e < o))
+                .copied()
+        };
         for &o in offsets {
             if o < self.start {
                 continue;

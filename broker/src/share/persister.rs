@@ -116,12 +116,7 @@ impl Persister {
             req.group_id = strb(&k.0);
             req.topics = vec![topic];
             let resp = self.call(to, &req, 0).await?;
-            let p = resp
-                .results
-                .into_iter()
-                .flat_map(|t| t.partitions)
-                .next()
-                .ok_or_else(missing)?;
+            let p = only(resp.results.into_iter().flat_map(|t| t.partitions))?;
             err(p.error_code, p.error_message)
         })
         .await
@@ -142,12 +137,7 @@ impl Persister {
             req.group_id = strb(&k.0);
             req.topics = vec![topic];
             let resp = self.call(to, &req, 0).await?;
-            let p = resp
-                .results
-                .into_iter()
-                .flat_map(|t| t.partitions)
-                .next()
-                .ok_or_else(missing)?;
+            let p = only(resp.results.into_iter().flat_map(|t| t.partitions))?;
             err(p.error_code, p.error_message)?;
             let batches = p
                 .state_batches
@@ -210,12 +200,7 @@ impl Persister {
             req.group_id = strb(&k.0);
             req.topics = vec![topic];
             let resp = self.call(to, &req, 0).await?;
-            let p = resp
-                .results
-                .into_iter()
-                .flat_map(|t| t.partitions)
-                .next()
-                .ok_or_else(missing)?;
+            let p = only(resp.results.into_iter().flat_map(|t| t.partitions))?;
             err(p.error_code, p.error_message)
         })
         .await
@@ -235,12 +220,7 @@ impl Persister {
             req.group_id = strb(&k.0);
             req.topics = vec![topic];
             let resp = self.call(to, &req, 0).await?;
-            let p = resp
-                .results
-                .into_iter()
-                .flat_map(|t| t.partitions)
-                .next()
-                .ok_or_else(missing)?;
+            let p = only(resp.results.into_iter().flat_map(|t| t.partitions))?;
             err(p.error_code, p.error_message)
         })
         .await
@@ -261,12 +241,7 @@ impl Persister {
             req.group_id = strb(&k.0);
             req.topics = vec![topic];
             let resp = self.call(to, &req, 1).await?;
-            let p = resp
-                .results
-                .into_iter()
-                .flat_map(|t| t.partitions)
-                .next()
-                .ok_or_else(missing)?;
+            let p = only(resp.results.into_iter().flat_map(|t| t.partitions))?;
             err(p.error_code, p.error_message)?;
             Ok(
                 (p.start_offset >= 0 || p.state_epoch > 0).then_some(Summary {
@@ -293,9 +268,12 @@ impl Persister {
     }
 }
 
-fn missing() -> ApiError {
-    ApiError::new(
-        ResponseError::UnknownServerError,
-        "the share coordinator's answer has no partition",
-    )
+/// The one partition a request about one share-partition is answered for.
+fn only<P>(parts: impl IntoIterator<Item = P>) -> Result<P, ApiError> {
+    parts.into_iter().next().ok_or_else(|| {
+        ApiError::new(
+            ResponseError::UnknownServerError,
+            "the share coordinator's answer has no partition",
+        )
+    })
 }

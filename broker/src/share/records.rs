@@ -25,8 +25,6 @@ use crate::coordinator_runtime::record_codec::*;
 
 /// `ShareSnapshotKey`'s type.
 pub const SNAPSHOT_KEY: i16 = 0;
-/// `ShareUpdateKey`'s type (read as a snapshot's delta would be: skipped).
-pub const UPDATE_KEY: i16 = 1;
 /// `ShareGroupMetadataKey`'s type in `__consumer_offsets`.
 pub const GROUP_METADATA_KEY: i16 = 11;
 /// `ShareGroupStatePartitionMetadataKey`'s type.

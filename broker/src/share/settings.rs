@@ -98,6 +98,19 @@ pub struct GroupShareSettings {
 }
 
 impl ShareConfig {
+    /// Group `group`'s effective settings, from the GROUP configs the
+    /// cluster keeps.
+    pub fn of_group(
+        &self,
+        configs: &skein_controller::resource_configs::ResourceConfigs,
+        group: &str,
+    ) -> GroupShareSettings {
+        self.for_group(configs.get(
+            skein_controller::resource_configs::ConfigResourceKind::Group,
+            group,
+        ))
+    }
+
     /// `values`: the group's GROUP configs, if any.
     pub fn for_group(&self, values: Option<&BTreeMap<String, String>>) -> GroupShareSettings {
         let own = |name: &str| values.and_then(|v| v.get(name)).map(|v| v.trim());

@@ -167,14 +167,6 @@ pub fn reconcile(
     owned: Option<&Owned>,
     holders: &Holders,
 ) -> Result<Member, MustRejoin> {
-    let has_revoked = |pending: &Tasks| match owned {
-        None => false,
-        Some(o) => {
-            !pending.active.keys().any(|t| o.active.contains(t))
-                && !pending.standby.iter().any(|t| o.standby.contains(t))
-                && !pending.warmup.iter().any(|t| o.warmup.contains(t))
-        }
-    };
     match member.state {
         MemberState::Stable if member.epoch == target_epoch => Ok(member.clone()),
         MemberState::Stable => Ok(next(
@@ -186,7 +178,7 @@ pub fn reconcile(
             owned,
             holders,
         )),
-        MemberState::UnrevokedTasks if !has_revoked(&member.pending_revocation) => {
+        MemberState::UnrevokedTasks if !all_released(&member.pending_revocation, owned) => {
             Ok(member.clone())
         }
         MemberState::UnrevokedTasks => Ok(next(
@@ -222,6 +214,39 @@ pub fn reconcile(
             _ => Err(MustRejoin),
         },
     }
+}
+
+/// Grants the tasks of `wanted` the member neither has in that role nor
+/// runs active, unless `unreleased`; whether any was withheld.
+fn grant_role(
+    wanted: &BTreeSet<Task>,
+    have: &BTreeSet<Task>,
+    cur: &Tasks,
+    out: &mut BTreeSet<Task>,
+    unreleased: impl Fn(&Task) -> bool,
+) -> bool {
+    let mut withheld = false;
+    for t in wanted {
+        if have.contains(t) || cur.active.contains_key(t) {
+            continue;
+        }
+        if unreleased(t) {
+            withheld = true;
+        } else {
+            out.insert(t.clone());
+        }
+    }
+    withheld
+}
+
+/// Whether the member's heartbeat shows it no longer runs any of
+/// `pending` (not sent: it still runs everything).
+fn all_released(pending: &Tasks, owned: Option<&Owned>) -> bool {
+    owned.is_some_and(|o| {
+        !pending.active.keys().any(|t| o.active.contains(t))
+            && !pending.standby.iter().any(|t| o.standby.contains(t))
+            && !pending.warmup.iter().any(|t| o.warmup.contains(t))
+    })
 }
 
 /// `computeNextAssignment`: keep what the target keeps, revoke the rest,
@@ -283,32 +308,23 @@ fn next(
             granted.active.insert(t.clone(), target_epoch);
         }
     }
-    for t in &target.standby {
-        if kept.standby.contains(t) || cur.active.contains_key(t) {
-            continue;
-        }
-        if holders.standby_unreleased(t, id, p) {
-            withheld = true;
-        } else {
-            granted.standby.insert(t.clone());
-        }
-    }
-    for t in &target.warmup {
-        if kept.warmup.contains(t) || cur.active.contains_key(t) {
-            continue;
-        }
-        if holders.warmup_unreleased(t, id, p) {
-            withheld = true;
-        } else {
-            granted.warmup.insert(t.clone());
-        }
-    }
-    let released = owned.is_some_and(|o| {
-        !revoke.active.keys().any(|t| o.active.contains(t))
-            && !revoke.standby.iter().any(|t| o.standby.contains(t))
-            && !revoke.warmup.iter().any(|t| o.warmup.contains(t))
-    });
-    if !revoke.is_empty() && !released {
+    // Standby and warm-up grants: not for a task this member runs active
+    // (its role changed above).
+    withheld |= grant_role(
+        &target.standby,
+        &kept.standby,
+        cur,
+        &mut granted.standby,
+        |t| holders.standby_unreleased(t, id, p),
+    );
+    withheld |= grant_role(
+        &target.warmup,
+        &kept.warmup,
+        cur,
+        &mut granted.warmup,
+        |t| holders.warmup_unreleased(t, id, p),
+    );
+    if !revoke.is_empty() && !all_released(&revoke, owned) {
         // Promoted tasks stay in their old role while revoking.
         for (t, is_standby) in promoted {
             if is_standby {
