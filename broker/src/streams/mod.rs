@@ -1,12 +1,15 @@
-//! Streams groups (KIP-1071): the parts built so far. Not served yet:
-//! StreamsGroupHeartbeat and StreamsGroupDescribe are listed as not served
-//! in docs/compatibility.md until the whole protocol (topology, internal
-//! topics, reconciliation, records) is in place. The rules followed:
+//! Streams groups (KIP-1071). The rules followed:
 //! docs/design/streams-groups-kafka-4.4.md.
 //!
+//! - `model`: the group, its members and topology;
+//! - `topology`: the topology checked against the cluster;
 //! - `assignor`: Kafka's `sticky` task assignor;
 //! - `reconcile`: how a member moves to its target (revoke, then grant
-//!   what other members released).
+//!   what other members released);
+//! - `records`: the group as records of `__consumer_offsets`.
 
 pub mod assignor;
+pub mod model;
 pub mod reconcile;
+pub mod records;
+pub mod topology;

@@ -1,0 +1,1 @@
+//! Streams groups as records of `__consumer_offsets` (keys 17, 19–23).
