@@ -76,6 +76,9 @@ pub fn api_name(api: ApiKey) -> &'static str {
         ApiKey::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
         ApiKey::AlterShareGroupOffsets => "AlterShareGroupOffsets",
         ApiKey::DeleteShareGroupOffsets => "DeleteShareGroupOffsets",
+        ApiKey::StreamsGroupHeartbeat => "StreamsGroupHeartbeat",
+        ApiKey::StreamsGroupDescribe => "StreamsGroupDescribe",
+        ApiKey::StreamsGroupTopologyDescriptionUpdate => "StreamsGroupTopologyDescriptionUpdate",
         // Not served (the connection is closed): one bounded label.
         _ => "Other",
     };

@@ -245,6 +245,7 @@ impl Broker {
             ));
             let (share_coordinator, share) =
                 crate::share::build(&ctx, &config, &metrics.registry, &groups);
+            groups.attach_streams(config.streams.clone());
             let txns = crate::txn::TxnCoordinator::new(
                 config.txns.clone(),
                 &metrics.registry,

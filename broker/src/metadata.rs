@@ -246,6 +246,17 @@ impl MetadataCache {
             .unwrap_or(0)
     }
 
+    /// The finalized `streams.version`: streams groups are served from 1.
+    pub fn streams_version(&self) -> i16 {
+        use skein_controller::features::STREAMS_VERSION;
+        self.image()
+            .features
+            .finalized
+            .get(STREAMS_VERSION)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The topic named `name` (shared with the published view, not copied).
     pub fn topic(&self, name: &str) -> Option<Arc<TopicView>> {
         self.image().topics.get(name).cloned()

@@ -232,6 +232,10 @@ broker_config_table! {
         "group.consumer.min.session.timeout.ms", Int, "45000", static;
     /// The session timeout of consumer-protocol group members (KIP-848).
     GROUP_CONSUMER_SESSION_TIMEOUT_MS = "group.consumer.session.timeout.ms", Int, "45000", static;
+    /// The group protocols served (deprecated in Kafka 4.4; `streams`
+    /// gates streams groups together with the `streams.version` feature).
+    GROUP_COORDINATOR_REBALANCE_PROTOCOLS =
+        "group.coordinator.rebalance.protocols", List, "classic,consumer,streams", static;
     /// How long a new classic group waits for more members before its first rebalance.
     GROUP_INITIAL_REBALANCE_DELAY_MS = "group.initial.rebalance.delay.ms", Int, "3000", static;
     /// The longest session timeout a member may ask for.
@@ -291,6 +295,9 @@ broker_config_table! {
         "group.share.record.lock.duration.ms", Int, "30000", static;
     /// Share groups: the session timeout of members.
     GROUP_SHARE_SESSION_TIMEOUT_MS = "group.share.session.timeout.ms", Int, "45000", static;
+    /// Streams groups: how far a warm-up task may lag and count as caught up.
+    GROUP_STREAMS_ACCEPTABLE_RECOVERY_LAG =
+        "group.streams.acceptable.recovery.lag", Long, "10000", static, min 0;
     /// Streams groups (KIP-1071): the least time between two target assignments.
     GROUP_STREAMS_ASSIGNMENT_INTERVAL_MS =
         "group.streams.assignment.interval.ms", Int, "1000", static;
@@ -309,6 +316,8 @@ broker_config_table! {
     /// The largest `streams.session.timeout.ms` a group config may set.
     GROUP_STREAMS_MAX_SESSION_TIMEOUT_MS =
         "group.streams.max.session.timeout.ms", Int, "60000", static;
+    /// Streams groups: the most members of a group.
+    GROUP_STREAMS_MAX_SIZE = "group.streams.max.size", Int, "2147483647", static, min 1;
     /// The largest `streams.num.standby.replicas` a group config may set.
     GROUP_STREAMS_MAX_STANDBY_REPLICAS = "group.streams.max.standby.replicas", Int, "2", static;
     /// The smallest `streams.assignment.interval.ms` a group config may set.
@@ -322,6 +331,9 @@ broker_config_table! {
         "group.streams.min.session.timeout.ms", Int, "45000", static;
     /// Streams groups: standby replicas of each task.
     GROUP_STREAMS_NUM_STANDBY_REPLICAS = "group.streams.num.standby.replicas", Int, "0", static;
+    /// Streams groups: how often members report their tasks' offsets.
+    GROUP_STREAMS_TASK_OFFSET_INTERVAL_MS =
+        "group.streams.task.offset.interval.ms", Int, "60000", static, min 1;
     /// Streams groups: the session timeout of members.
     GROUP_STREAMS_SESSION_TIMEOUT_MS = "group.streams.session.timeout.ms", Int, "45000", static;
     /// The listener brokers replicate over.

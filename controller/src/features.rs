@@ -13,8 +13,9 @@
 //! | 4     | 0.2.0   | delegation tokens (KIP-48): the metadata log holds token records; partition records hold the last known ELR (KIP-966) |
 //! | 5     | 0.2.0   | client-metrics subscriptions (KIP-714) and group configs: the metadata log holds resource-config records |
 //!
-//! Kafka's `share.version` (KIP-932 share groups; a new cluster starts at
-//! 1, an older one at 0 until finalized) and `transaction.version` are
+//! Kafka's `share.version` (KIP-932 share groups) and `streams.version`
+//! (KIP-1071 streams groups; each: a new cluster starts at 1, an older one
+//! at 0 until finalized) and `transaction.version` are
 //! finalizable too, as in Kafka 4.x: 0
 //! (transactions as before), 1 (`__transaction_state` values in the
 //! flexible format v1), 2 (KIP-890 part 2: clients bump the producer epoch
@@ -69,6 +70,12 @@ pub const SHARE_VERSION: &str = "share.version";
 /// The highest `share.version` this release runs at.
 pub const SHARE_VERSION_MAX: i16 = 1;
 
+/// Kafka's streams-group feature (KIP-1071): streams groups are served
+/// from level 1 (with `streams` in `group.coordinator.rebalance.protocols`).
+pub const STREAMS_VERSION: &str = "streams.version";
+/// The highest `streams.version` this release runs at.
+pub const STREAMS_VERSION_MAX: i16 = 1;
+
 /// The feature levels this release supports (what a broker registers).
 pub fn supported() -> Vec<FeatureRange> {
     vec![
@@ -87,6 +94,11 @@ pub fn supported() -> Vec<FeatureRange> {
             min: 0,
             max: SHARE_VERSION_MAX,
         },
+        FeatureRange {
+            name: STREAMS_VERSION.into(),
+            min: 0,
+            max: STREAMS_VERSION_MAX,
+        },
     ]
 }
 
@@ -97,7 +109,7 @@ pub fn supported() -> Vec<FeatureRange> {
 /// bumped by InitProducerId only), so it stays there until finalized.
 pub fn level_when_unset(feature: &str) -> i16 {
     match feature {
-        TRANSACTION_VERSION | SHARE_VERSION => 0,
+        TRANSACTION_VERSION | SHARE_VERSION | STREAMS_VERSION => 0,
         _ => 1,
     }
 }
@@ -119,6 +131,7 @@ pub fn new_cluster_levels() -> std::collections::BTreeMap<String, i16> {
             TRANSACTION_VERSION_NEW_CLUSTER,
         ),
         (SHARE_VERSION.to_string(), SHARE_VERSION_MAX),
+        (STREAMS_VERSION.to_string(), STREAMS_VERSION_MAX),
     ]
     .into()
 }

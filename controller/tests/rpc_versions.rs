@@ -53,7 +53,8 @@ impl BrokerControl for NewerBroker {
                         max_level: 7,
                     },
                     // A new cluster starts at transaction.version 2 and
-                    // share.version 1: a broker must run at them to register.
+                    // share.version and streams.version 1: a broker must run
+                    // at them to register.
                     pb::FeatureRange {
                         name: "transaction.version".into(),
                         min_level: 0,
@@ -61,6 +62,11 @@ impl BrokerControl for NewerBroker {
                     },
                     pb::FeatureRange {
                         name: "share.version".into(),
+                        min_level: 0,
+                        max_level: 2,
+                    },
+                    pb::FeatureRange {
+                        name: "streams.version".into(),
                         min_level: 0,
                         max_level: 2,
                     },

@@ -84,7 +84,14 @@ def new_broker(tmp_path):
 
 # Short failure detection for the 3-broker local clusters.
 CLUSTER3_OVERRIDES = {"replica.lag.time.max.ms": "2000", "broker.heartbeat.interval.ms": "500",
-                      "group.initial.rebalance.delay.ms": "0"}
+                      "group.initial.rebalance.delay.ms": "0",
+                      # Streams groups (KIP-1071): a killed instance's tasks move after 10 s,
+                      # not Kafka's 45 s floor.
+                      "group.streams.initial.rebalance.delay.ms": "0",
+                      "group.streams.min.session.timeout.ms": "6000",
+                      "group.streams.session.timeout.ms": "10000",
+                      "group.streams.min.heartbeat.interval.ms": "1000",
+                      "group.streams.heartbeat.interval.ms": "1000"}
 
 
 @pytest.fixture

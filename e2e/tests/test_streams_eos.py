@@ -2,7 +2,9 @@
 counting records per key on a 3-broker local cluster, while brokers are SIGKILLed several times and
 the application instance is killed and started again: read read_committed, the output's last count
 of every key equals the number of input records with that key (nothing counted twice, nothing
-lost)."""
+lost). It runs on both group protocols: the classic one (JoinGroup/SyncGroup, the client's own
+assignor) and KIP-1071's streams protocol (StreamsGroupHeartbeat: the broker assigns the tasks and
+creates the changelog topic)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ pytestmark = [
 ]
 
 KEYS = 40
+STREAMS_GROUPS = "org.apache.kafka.tools.streams.StreamsGroupCommand"
 
 
 def last_counts(bootstrap: str, topic: str) -> dict[str, int]:
@@ -59,9 +62,10 @@ def last_counts(bootstrap: str, topic: str) -> dict[str, int]:
     return out
 
 
-def test_streams_exactly_once_count_survives_broker_and_instance_kills(cluster3, tmp):
+@pytest.mark.parametrize("protocol", ["classic", "streams"])
+def test_streams_exactly_once_count_survives_broker_and_instance_kills(cluster3, tmp, protocol):
     c = cluster3
-    src, dst, app = "eos-in", "eos-counts", "eos-count-app"
+    src, dst, app = "eos-in", "eos-counts", f"eos-count-{protocol}"
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     for f in admin.create_topics([NewTopic(src, num_partitions=3, replication_factor=3),
                                   NewTopic(dst, num_partitions=3, replication_factor=3)]).values():
@@ -71,7 +75,8 @@ def test_streams_exactly_once_count_survives_broker_and_instance_kills(cluster3,
     def start_app(n: int) -> subprocess.Popen:
         return subprocess.Popen(
             java_cmd("streams-count", "--bootstrap", c.bootstrap, "--in", src, "--out", dst, "--app-id", app,
-                     "--state-dir", str(tmp / f"state-{n}"), "--stop-file", str(stop), "--timeout-ms", "400000"),
+                     "--state-dir", str(tmp / f"state-{n}"), "--stop-file", str(stop), "--timeout-ms", "400000",
+                     "--group-protocol", protocol),
             stdout=subprocess.PIPE, stderr=open(tmp / f"app-{n}.err", "wb"))
 
     expected = {f"k{i}": 0 for i in range(KEYS)}
@@ -127,6 +132,20 @@ def test_streams_exactly_once_count_survives_broker_and_instance_kills(cluster3,
         return got == expected
 
     util.wait_until(settled, 180, "every key's count to reach its number of input records")
+    if protocol == "streams":
+        # The broker, not the client, ran the group: kafka-streams-groups.sh lists it as a
+        # streams group whose one member holds the three tasks, and the changelog topic exists
+        # at the partition count the broker decided.
+        listed = util.kafka_tool(STREAMS_GROUPS, "--bootstrap-server", c.bootstrap, "--list").stdout.decode()
+        assert app in listed.split(), listed
+        members = util.kafka_tool(STREAMS_GROUPS, "--bootstrap-server", c.bootstrap, "--describe",
+                                  "--members", "--group", app).stdout.decode()
+        assert "ACTIVE: 0:[0,1,2]" in members, members
+        md = admin.list_topics(timeout=10)
+        changelog = f"{app}-counts-changelog"
+        assert changelog in md.topics, f"{changelog} was not created: {sorted(md.topics)}"
+        assert len(md.topics[changelog].partitions) == 3
     stop.touch()
     out, _ = app_proc.communicate(timeout=60)
-    print(f"\n{total} input records over {KEYS} keys counted exactly once; app: {out.decode().strip()}")
+    print(f"\n[{protocol}] {total} input records over {KEYS} keys counted exactly once; "
+          f"app: {out.decode().strip()}")

@@ -559,13 +559,14 @@ pub fn initial_feature_level(spec: Option<i16>) -> i16 {
 /// an earlier level, which `spec.featureLevel` names for a cluster 0.1.0
 /// must still run, none (`transaction.version` 0, which it runs at).
 ///
-/// `share.version` 1 (share groups) comes from `skein.version` 5 on, the
+/// `share.version` 1 (share groups) and `streams.version` 1 come from `skein.version` 5 on, the
 /// level of this release: a cluster started lower is meant for brokers of
 /// an earlier release too, which do not know share groups (it is finalized
 /// later with `kafka-features upgrade --feature share.version=1`).
 pub fn new_cluster_features(skein_level: i16) -> std::collections::BTreeMap<String, i16> {
     use skein_controller::features::{
         new_cluster_levels, CONFIG_RESOURCES_LEVEL, SEALED_CREDENTIALS_LEVEL, SHARE_VERSION,
+        STREAMS_VERSION,
     };
     let mut levels = if skein_level >= SEALED_CREDENTIALS_LEVEL {
         new_cluster_levels()
@@ -574,6 +575,7 @@ pub fn new_cluster_features(skein_level: i16) -> std::collections::BTreeMap<Stri
     };
     if skein_level < CONFIG_RESOURCES_LEVEL {
         levels.remove(SHARE_VERSION);
+        levels.remove(STREAMS_VERSION);
     }
     levels
 }
@@ -641,6 +643,12 @@ pub mod tests {
         assert_eq!(new_cluster_features(3).get(TRANSACTION_VERSION), Some(&2));
         use skein_controller::features::SHARE_VERSION;
         assert_eq!(new_cluster_features(4).get(SHARE_VERSION), None);
+        use skein_controller::features::STREAMS_VERSION;
+        assert_eq!(new_cluster_features(4).get(STREAMS_VERSION), None);
+        assert_eq!(
+            new_cluster_features(SKEIN_VERSION_MAX).get(STREAMS_VERSION),
+            Some(&1)
+        );
         assert_eq!(
             new_cluster_features(SKEIN_VERSION_MAX).get(SHARE_VERSION),
             Some(&1)

@@ -76,6 +76,55 @@ pub(super) fn share_config(
     })
 }
 
+/// Streams-group settings (KIP-1071), by their Kafka names.
+pub(super) fn streams_config(
+    raw: &BTreeMap<String, String>,
+) -> Result<crate::streams::settings::StreamsConfig, ConfigError> {
+    use crate::share::settings::Bounded;
+    let b = |v: &keys::BrokerKey,
+             lo: &keys::BrokerKey,
+             hi: &keys::BrokerKey|
+     -> Result<Bounded, ConfigError> {
+        Ok(Bounded::new(
+            v.value::<i32>(raw)? as i64,
+            lo.value::<i32>(raw)? as i64,
+            hi.value::<i32>(raw)? as i64,
+        ))
+    };
+    let protocols: String = keys::GROUP_COORDINATOR_REBALANCE_PROTOCOLS.value(raw)?;
+    Ok(crate::streams::settings::StreamsConfig {
+        enabled: protocols
+            .split(',')
+            .any(|p| p.trim().eq_ignore_ascii_case("streams")),
+        session_timeout_ms: b(
+            &keys::GROUP_STREAMS_SESSION_TIMEOUT_MS,
+            &keys::GROUP_STREAMS_MIN_SESSION_TIMEOUT_MS,
+            &keys::GROUP_STREAMS_MAX_SESSION_TIMEOUT_MS,
+        )?,
+        heartbeat_interval_ms: b(
+            &keys::GROUP_STREAMS_HEARTBEAT_INTERVAL_MS,
+            &keys::GROUP_STREAMS_MIN_HEARTBEAT_INTERVAL_MS,
+            &keys::GROUP_STREAMS_MAX_HEARTBEAT_INTERVAL_MS,
+        )?,
+        assignment_interval_ms: b(
+            &keys::GROUP_STREAMS_ASSIGNMENT_INTERVAL_MS,
+            &keys::GROUP_STREAMS_MIN_ASSIGNMENT_INTERVAL_MS,
+            &keys::GROUP_STREAMS_MAX_ASSIGNMENT_INTERVAL_MS,
+        )?,
+        num_standby_replicas: Bounded::new(
+            keys::GROUP_STREAMS_NUM_STANDBY_REPLICAS.value::<i32>(raw)? as i64,
+            0,
+            keys::GROUP_STREAMS_MAX_STANDBY_REPLICAS.value::<i32>(raw)? as i64,
+        ),
+        initial_rebalance_delay_ms: keys::GROUP_STREAMS_INITIAL_REBALANCE_DELAY_MS
+            .value::<i32>(raw)? as i64,
+        task_offset_interval_ms: keys::GROUP_STREAMS_TASK_OFFSET_INTERVAL_MS.value::<i32>(raw)?
+            as i64,
+        acceptable_recovery_lag: keys::GROUP_STREAMS_ACCEPTABLE_RECOVERY_LAG.value(raw)?,
+        max_size: keys::GROUP_STREAMS_MAX_SIZE.value::<i32>(raw)?.max(1) as usize,
+    })
+}
+
 /// The share coordinator's topic settings.
 pub(super) fn share_coordinator_config(
     raw: &BTreeMap<String, String>,

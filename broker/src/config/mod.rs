@@ -29,7 +29,9 @@ pub use skein_controller::broker_config::{broker_key, BrokerKey, Kind, Update, B
 pub use values::ReadKey;
 use values::{parse_val, queued_max_request_bytes, rate, replica_selector, socket_buffer};
 
-use coordinators::{group_config, share_config, share_coordinator_config, txn_config};
+use coordinators::{
+    group_config, share_config, share_coordinator_config, streams_config, txn_config,
+};
 
 use topic::log_config_from;
 pub use topic::{
@@ -178,6 +180,8 @@ pub struct BrokerConfig {
     pub share: crate::share::settings::ShareConfig,
     /// The share coordinator's topic (`share.coordinator.state.topic.*`).
     pub share_coordinator: crate::share::settings::ShareCoordinatorConfig,
+    /// Streams-group settings (`group.streams.*`).
+    pub streams: crate::streams::settings::StreamsConfig,
     /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
     pub authorizer: crate::authorizer_config::AuthorizerConfig,
     /// `producer.id.expiration.ms`: idle idempotent producers are forgotten after this.
@@ -338,6 +342,7 @@ impl BrokerConfig {
             txns: txn_config(&raw)?,
             share: share_config(&raw)?,
             share_coordinator: share_coordinator_config(&raw)?,
+            streams: streams_config(&raw)?,
             authorizer: crate::authorizer_config::AuthorizerConfig::from_raw(&raw)?,
             producer_id_expiration_ms: keys::PRODUCER_ID_EXPIRATION_MS.value(&raw)?,
             delegation_tokens: tokens::token_config(&raw)?,

@@ -47,7 +47,7 @@ pub struct ListedGroup {
     pub id: String,
     pub protocol_type: String,
     pub state: String,
-    /// `classic`, `consumer` or `share`.
+    /// `classic`, `consumer`, `share` or `streams`.
     pub kind: &'static str,
 }
 
@@ -59,6 +59,11 @@ pub(super) struct State {
     pub(super) consumer: HashMap<String, ConsumerGroup>,
     /// Share groups (KIP-932; `coordinator_share.rs`).
     pub(super) share: HashMap<String, share::ShareEntry>,
+    /// Streams groups (KIP-1071; `coordinator_streams.rs`).
+    pub(super) streams: HashMap<String, crate::streams::model::StreamsGroup>,
+    /// Streams-group records read so far (only while loading).
+    pub(super) loading_streams:
+        std::collections::BTreeMap<String, crate::streams::records::StoredStreamsGroup>,
     pub(super) offsets: OffsetStore,
     pub(super) join_waiters: HashMap<(String, String), oneshot::Sender<JoinResponse>>,
     pub(super) sync_waiters: HashMap<(String, String), oneshot::Sender<SyncResponse>>,
@@ -102,6 +107,7 @@ pub struct GroupCoordinator {
     /// share coordinator exists).
     pub(super) share_persister: std::sync::OnceLock<Arc<crate::share::persister::Persister>>,
     pub(super) share_config: std::sync::OnceLock<crate::share::settings::ShareConfig>,
+    pub(super) streams_config: std::sync::OnceLock<crate::streams::settings::StreamsConfig>,
 }
 
 fn new_member_id(prefix: &str) -> String {
@@ -129,6 +135,7 @@ impl GroupCoordinator {
             metrics: GroupMetrics::new(registry),
             share_persister: std::sync::OnceLock::new(),
             share_config: std::sync::OnceLock::new(),
+            streams_config: std::sync::OnceLock::new(),
         }
     }
 
@@ -306,9 +313,12 @@ impl GroupCoordinator {
         group: &str,
         now: i64,
     ) -> Result<&'a mut ClassicGroup, ResponseError> {
-        if st.share.contains_key(group) {
+        if st.share.contains_key(group)
+            || st.streams.get(group).is_some_and(|g| !g.members.is_empty())
+        {
             return Err(ResponseError::InconsistentGroupProtocol);
         }
+        st.streams.remove(group);
         if let Some(cg) = st.consumer.get(group) {
             if !cg.is_empty() {
                 return Err(ResponseError::InconsistentGroupProtocol);
@@ -326,6 +336,21 @@ impl GroupCoordinator {
         let rx = {
             let now = mono_ms();
             let mut st = self.shard_of(group);
+            let empty_streams = st
+                .streams
+                .get(group)
+                .filter(|g| g.members.is_empty())
+                .map(crate::streams::records::group_tombstones);
+            if let Some(tombstones) = empty_streams {
+                if let Err(e) = self.append(group, &tombstones) {
+                    return JoinResponse {
+                        error: Some(e.code),
+                        generation: -1,
+                        member_id: member,
+                        ..Default::default()
+                    };
+                }
+            }
             if let Some(cg) = st.consumer.get(group).filter(|g| g.is_empty()) {
                 let tombstones = consumer_group_records::consumer_group_tombstones(cg);
                 if let Err(e) = self.append(group, &tombstones) {
@@ -463,7 +488,10 @@ impl GroupCoordinator {
     /// consumer group is an error there.
     pub fn describe_classic(&self, group: &str) -> Result<Option<ClassicGroup>, ResponseError> {
         let st = self.shard_of(group);
-        if st.consumer.contains_key(group) || st.share.contains_key(group) {
+        if st.consumer.contains_key(group)
+            || st.share.contains_key(group)
+            || st.streams.contains_key(group)
+        {
             return Err(ResponseError::GroupIdNotFound);
         }
         Ok(st.classic.get(group).cloned())
@@ -504,6 +532,12 @@ impl GroupCoordinator {
                         protocol_type: "share".into(),
                         state: e.group.state().to_string(),
                         kind: "share",
+                    }))
+                    .chain(st.streams.values().map(|g| ListedGroup {
+                        id: g.id.clone(),
+                        protocol_type: "streams".into(),
+                        state: g.state().to_string(),
+                        kind: "streams",
                     })),
             );
         }
@@ -516,12 +550,14 @@ impl GroupCoordinator {
         let mut st = self.shard_of(group);
         let exists = st.classic.contains_key(group)
             || st.consumer.contains_key(group)
+            || st.streams.contains_key(group)
             || st.offsets.group(group).is_some();
         if !exists {
             return Err(api(ResponseError::GroupIdNotFound, "no such group"));
         }
         let non_empty = st.classic.get(group).is_some_and(|g| !g.is_empty())
-            || st.consumer.get(group).is_some_and(|g| !g.is_empty());
+            || st.consumer.get(group).is_some_and(|g| !g.is_empty())
+            || st.streams.get(group).is_some_and(|g| !g.members.is_empty());
         if non_empty {
             return Err(api(ResponseError::NonEmptyGroup, "the group has members"));
         }
@@ -541,6 +577,9 @@ impl GroupCoordinator {
         if let Some(cg) = st.consumer.get(group) {
             records.extend(consumer_group_records::consumer_group_tombstones(cg));
         }
+        if let Some(g) = st.streams.get(group) {
+            records.extend(crate::streams::records::group_tombstones(g));
+        }
         records.push((log_format::group_key(group), None));
         self.append(group, &records)?;
         st.offsets.remove_group(group);
@@ -549,6 +588,7 @@ impl GroupCoordinator {
             g.mark_dead(mono_ms(), &mut effects);
         }
         st.consumer.remove(group);
+        st.streams.remove(group);
         info!(group, "group deleted");
         Ok(())
     }
@@ -558,6 +598,8 @@ impl GroupCoordinator {
 mod consumer;
 #[path = "coordinator_share.rs"]
 pub mod share;
+#[path = "coordinator_streams.rs"]
+pub mod streams;
 
 /// Sends a parked SyncGroup its answer.
 fn answer_sync(group: &str, member: &str, tx: oneshot::Sender<SyncResponse>, r: SyncResponse) {

@@ -40,7 +40,7 @@ impl GroupCoordinator {
             skein_controller::resource_configs::ConfigResourceKind::Group,
             group,
         ));
-        if st.share.contains_key(group) {
+        if st.share.contains_key(group) || st.streams.contains_key(group) {
             return Err(HeartbeatError {
                 code: ResponseError::GroupIdNotFound,
                 message: format!("Group {group} is not a consumer group."),

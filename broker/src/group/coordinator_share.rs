@@ -90,7 +90,10 @@ impl GroupCoordinator {
         check_request(group, &hb)?;
         let image = self.ctx.metadata.image();
         let mut st = self.shard_of(group);
-        if st.consumer.contains_key(group) || st.classic.get(group).is_some_and(|g| !g.is_empty()) {
+        if st.consumer.contains_key(group)
+            || st.streams.contains_key(group)
+            || st.classic.get(group).is_some_and(|g| !g.is_empty())
+        {
             return Err(not_share(group));
         }
         if hb.member_epoch != 0 && !st.share.contains_key(group) {
@@ -296,7 +299,10 @@ impl GroupCoordinator {
         if let Some(e) = st.share.get(group) {
             return Ok(e.clone());
         }
-        if st.consumer.contains_key(group) || st.classic.contains_key(group) {
+        if st.consumer.contains_key(group)
+            || st.streams.contains_key(group)
+            || st.classic.contains_key(group)
+        {
             return Err(not_share(group));
         }
         Err((

@@ -33,6 +33,7 @@ impl GroupCoordinator {
             st: &mut st,
             now: mono_ms(),
             records: 0,
+            session_ms: self.streams_config().session_timeout_ms.value,
         };
         let (epoch, read) = runtime::ensure_loaded(&mut load, &part, p, n);
         if read {
@@ -76,7 +77,7 @@ impl GroupCoordinator {
             };
             let mut st = self.shard_at(p);
             records += self.replay(&mut st, p, part.high_watermark(), now);
-            Self::finish_loading(&mut st, now);
+            Self::finish_loading(&mut st, now, self.streams_config().session_timeout_ms.value);
             let n = topic.partitions.len() as i32;
             groups += st
                 .classic
@@ -109,7 +110,7 @@ impl GroupCoordinator {
     }
 
     /// Turns what loading read into groups.
-    fn finish_loading(st: &mut State, now: i64) {
+    fn finish_loading(st: &mut State, now: i64, session_ms: i64) {
         // Transactions still open hold their offsets until their marker.
         for (pid, held) in std::mem::take(&mut st.loading_txn) {
             st.pending_txn.entry(pid).or_default().extend(held);
@@ -120,9 +121,11 @@ impl GroupCoordinator {
                 st.consumer.insert(id, g);
             }
         }
+        let streams = std::mem::take(&mut st.loading_streams);
+        super::coordinator::streams::finish_loading_streams(st, streams, now, session_ms);
         let offset_groups: Vec<String> = st.offsets.group_ids().cloned().collect();
         for g in offset_groups {
-            if !st.consumer.contains_key(&g) {
+            if !st.consumer.contains_key(&g) && !st.streams.contains_key(&g) {
                 st.classic
                     .entry(g.clone())
                     .or_insert_with(|| ClassicGroup::new(&g, now));
@@ -166,6 +169,9 @@ fn apply_record(st: &mut State, rec: OffsetsRecord, now: i64) {
         }
         OffsetsRecord::Share { group, rec } => {
             super::coordinator::share::apply_share_record(st, group, rec);
+        }
+        OffsetsRecord::Streams { group, rec } => {
+            st.loading_streams.entry(group).or_default().apply(rec);
         }
     }
 }
@@ -221,6 +227,8 @@ struct Load<'a> {
     st: &'a mut State,
     now: i64,
     records: usize,
+    /// The session timeout loaded streams-group members start with.
+    session_ms: i64,
 }
 
 impl CoordinatorShard for Load<'_> {
@@ -263,6 +271,7 @@ impl CoordinatorShard for Load<'_> {
         st.classic.retain(|g, _| partition_for(g, n) != p);
         st.consumer.retain(|g, _| partition_for(g, n) != p);
         st.share.retain(|g, _| partition_for(g, n) != p);
+        st.streams.retain(|g, _| partition_for(g, n) != p);
         let stale: Vec<String> = st
             .offsets
             .group_ids()
@@ -283,6 +292,6 @@ impl CoordinatorShard for Load<'_> {
     }
 
     fn loaded(&mut self, _p: i32, _n: i32, _epoch: i32) {
-        GroupCoordinator::finish_loading(self.st, self.now);
+        GroupCoordinator::finish_loading(self.st, self.now, self.session_ms);
     }
 }

@@ -54,6 +54,11 @@ pub enum OffsetsRecord {
         group: String,
         rec: crate::share::records::ShareGroupRecord,
     },
+    /// A part of a streams group (KIP-1071), or its deletion.
+    Streams {
+        group: String,
+        rec: crate::streams::records::StreamsRecord,
+    },
 }
 
 /// `OffsetCommitKey` v1.
@@ -150,6 +155,10 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Result<Option<OffsetsRecord
             let group = get_str(&mut k)?;
             let rec = crate::share::records::decode_group(version, value)?;
             Ok(Some(OffsetsRecord::Share { group, rec }))
+        }
+        v if crate::streams::records::is_streams_key(v) => {
+            let (group, rec) = crate::streams::records::decode(v, &mut k, value)?;
+            Ok(Some(OffsetsRecord::Streams { group, rec }))
         }
         _ => Ok(None),
     }

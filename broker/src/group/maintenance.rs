@@ -50,6 +50,7 @@ impl GroupCoordinator {
 
     fn tick_shard(&self, st: &mut State, now: i64) {
         self.expire_share_members(st, now);
+        self.expire_streams_members(st, now);
         let ids: Vec<String> = st.classic.keys().cloned().collect();
         for id in ids {
             let mut effects = Vec::new();
@@ -146,6 +147,12 @@ impl GroupCoordinator {
                     .filter(|g| g.is_empty())
                     .map(|g| g.id.clone()),
             )
+            .chain(
+                st.streams
+                    .values()
+                    .filter(|g| g.members.is_empty())
+                    .map(|g| g.id.clone()),
+            )
             .filter(|id| st.offsets.group(id).is_none())
             .collect();
         for id in empty {
@@ -169,6 +176,11 @@ impl GroupCoordinator {
                         st.consumer
                             .values()
                             .map(|g| (g.id.clone(), g.state_name().to_string(), g.members.len())),
+                    )
+                    .chain(
+                        st.streams
+                            .values()
+                            .map(|g| (g.id.clone(), g.state().to_string(), g.members.len())),
                     )
                     .chain(st.share.values().map(|e| {
                         (

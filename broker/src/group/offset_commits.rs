@@ -34,10 +34,18 @@ impl GroupCoordinator {
         instance: Option<&str>,
         generation: i32,
         offsets: Vec<(TopicPartition, CommittedOffset)>,
+        version: i16,
     ) -> Result<Option<PendingCommit>, ApiError> {
         let now = crate::system::mono_ms();
         let mut st = self.shard_of(group);
-        let check = if let Some(cg) = st.consumer.get(group) {
+        if let Some(g) = st.streams.get(group) {
+            let parts: Vec<TopicPartition> = offsets.iter().map(|(tp, _)| tp.clone()).collect();
+            g.validate_offset_commit(member, generation, false, version, &parts)
+                .map_err(|(code, msg)| ApiError::new(code, msg))?;
+        }
+        let check = if st.streams.contains_key(group) {
+            None
+        } else if let Some(cg) = st.consumer.get(group) {
             if generation < 0 && member.is_empty() {
                 (!cg.is_empty()).then_some(ResponseError::UnknownMemberId)
             } else {
@@ -58,7 +66,7 @@ impl GroupCoordinator {
         }
         let records = log_format::offset_records(group, &offsets);
         let pending = self.append(group, &records)?;
-        if !st.consumer.contains_key(group) {
+        if !st.consumer.contains_key(group) && !st.streams.contains_key(group) {
             st.classic
                 .entry(group.to_string())
                 .or_insert_with(|| ClassicGroup::new(group, now));
@@ -92,6 +100,13 @@ impl GroupCoordinator {
         member: Option<(&str, i32)>,
     ) -> Result<Vec<(String, i32, Option<CommittedOffset>)>, ResponseError> {
         let st = self.shard_of(group);
+        if let (Some((m, epoch)), Some(g)) = (member, st.streams.get(group)) {
+            if !m.is_empty() || epoch >= 0 {
+                if let Some(e) = g.validate_offset_fetch(m, epoch) {
+                    return Err(e);
+                }
+            }
+        }
         if let (Some((m, epoch)), Some(cg)) = (member, st.consumer.get(group)) {
             if !m.is_empty() {
                 if let Some(e) = cg.validate_member_epoch(m, epoch) {
@@ -130,7 +145,9 @@ impl GroupCoordinator {
     ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
         let topics = self.subscribable_topics();
         let mut st = self.shard_of(group);
-        let subscribed: BTreeSet<String> = if let Some(cg) = st.consumer.get(group) {
+        let subscribed: BTreeSet<String> = if let Some(g) = st.streams.get(group) {
+            g.subscribed_topics()
+        } else if let Some(cg) = st.consumer.get(group) {
             cg.subscribed_topic_names(&topics)
         } else if let Some(g) = st.classic.get(group) {
             if g.is_empty() {

@@ -41,7 +41,12 @@ impl GroupCoordinator {
         offsets: Vec<(TopicPartition, CommittedOffset)>,
     ) -> Result<Option<PendingTxnCommit>, ApiError> {
         let st = self.shard_of(group);
-        let check = if generation < 0 && member.is_empty() {
+        if let Some(g) = st.streams.get(group) {
+            let parts: Vec<TopicPartition> = offsets.iter().map(|(tp, _)| tp.clone()).collect();
+            g.validate_offset_commit(member, generation, true, 6, &parts)
+                .map_err(|(code, msg)| ApiError::new(code, msg))?;
+        }
+        let check = if generation < 0 && member.is_empty() || st.streams.contains_key(group) {
             None
         } else if let Some(cg) = st.consumer.get(group) {
             cg.validate_member_epoch(member, generation)

@@ -34,6 +34,7 @@ pub mod share_fetch;
 pub mod share_group;
 pub mod share_offsets;
 pub mod share_state;
+pub mod streams_group;
 pub mod telemetry;
 pub mod txn;
 
@@ -121,6 +122,11 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeShareGroupOffsets, 0, 1),
     (ApiKey::AlterShareGroupOffsets, 0, 0),
     (ApiKey::DeleteShareGroupOffsets, 0, 0),
+    // KIP-1071 streams groups (answered UNSUPPORTED_VERSION while
+    // `streams.version` is 0, as Kafka does; advertised regardless).
+    (ApiKey::StreamsGroupHeartbeat, 0, 1),
+    (ApiKey::StreamsGroupDescribe, 0, 1),
+    (ApiKey::StreamsGroupTopologyDescriptionUpdate, 0, 0),
 ];
 
 /// The version range of `api`, or `None` if the broker does not implement it.
@@ -307,6 +313,17 @@ async fn dispatch(
         ),
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_group::describe(broker, r, v))
+        }
+        RequestKind::StreamsGroupHeartbeat(r) => ResponseKind::StreamsGroupHeartbeat(
+            streams_group::heartbeat(broker, r, &client_id(header)),
+        ),
+        RequestKind::StreamsGroupDescribe(r) => {
+            ResponseKind::StreamsGroupDescribe(streams_group::describe(broker, r))
+        }
+        RequestKind::StreamsGroupTopologyDescriptionUpdate(r) => {
+            ResponseKind::StreamsGroupTopologyDescriptionUpdate(
+                streams_group::topology_description_update(broker, r),
+            )
         }
         RequestKind::ShareGroupHeartbeat(r) => {
             ResponseKind::ShareGroupHeartbeat(share_group::heartbeat(broker, r, &client_id(header)))

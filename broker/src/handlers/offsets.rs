@@ -149,6 +149,7 @@ pub async fn offset_commit(
             req.group_instance_id.as_deref(),
             req.generation_id_or_member_epoch,
             offsets,
+            version,
         ) {
             Ok(p) => {
                 pending = p;

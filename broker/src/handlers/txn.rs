@@ -427,6 +427,10 @@ pub async fn txn_offset_commit(
                 }
                 Err(_) => Some(ResponseError::CoordinatorNotAvailable),
             },
+            // Before v6 the client knows no STALE_MEMBER_EPOCH.
+            Err(e) if e.code == ResponseError::StaleMemberEpoch && version < 6 => {
+                Some(ResponseError::IllegalGeneration)
+            }
             Err(e) => Some(e.code),
         }
     };

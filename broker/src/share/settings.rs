@@ -21,7 +21,7 @@ impl Bounded {
         Bounded { value, min, max }
     }
 
-    fn with(self, own: Option<i64>) -> i64 {
+    pub fn with(self, own: Option<i64>) -> i64 {
         own.map_or(self.value, |v| v.clamp(self.min, self.max.max(self.min)))
     }
 }

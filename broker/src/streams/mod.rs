@@ -9,7 +9,9 @@
 //! - `records`: the group as records of `__consumer_offsets`.
 
 pub mod assignor;
+pub mod group;
 pub mod model;
 pub mod reconcile;
 pub mod records;
+pub mod settings;
 pub mod topology;

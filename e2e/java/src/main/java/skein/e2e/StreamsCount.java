@@ -17,13 +17,15 @@ import org.apache.kafka.streams.state.Stores;
 
 /**
  * streams-count --in T1 --out T2 --app-id ID --state-dir DIR --stop-file F [--timeout-ms 300000]
- *     [--replication 3] [--guarantee exactly_once_v2]
+ *     [--replication 3] [--guarantee exactly_once_v2] [--group-protocol classic|streams]
  *
  * A Kafka Streams application: counts the records of each key of T1 (a stateful count in an
  * in-memory store, backed by its changelog topic) and writes every new count to T2 (value: the
  * count as a big-endian long). Runs until the stop file exists or the timeout; prints
  * {"state":"...","error":...} when it stops. Killed with SIGKILL, a new instance with the same
- * application id takes over from the committed state.
+ * application id takes over from the committed state. With --group-protocol streams the
+ * application runs on the KIP-1071 streams rebalance protocol (StreamsGroupHeartbeat): the broker
+ * assigns its tasks and creates its changelog topic.
  */
 final class StreamsCount {
     private StreamsCount() {}
@@ -46,6 +48,7 @@ final class StreamsCount {
         p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), 1000);
         p.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), 10000);
         p.put(StreamsConfig.producerPrefix("delivery.timeout.ms"), 120000);
+        p.put("group.protocol", opt.getOrDefault("group-protocol", "classic"));
 
         StreamsBuilder b = new StreamsBuilder();
         b.stream(in, Consumed.with(Serdes.String(), Serdes.String()))
