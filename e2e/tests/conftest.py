@@ -42,7 +42,7 @@ def broker(tmp_path_factory) -> Broker:
     b.stop()
 
 
-# Broker settings for the consumer-group tests: no initial rebalance delay, short KIP-848 sessions
+# Broker settings for the consumer-group tests: no initial rebalance delay, short KIP-848 and streams sessions
 # (Kafka's floors for them are lowered too; Skein ignores broker keys it does not know).
 GROUP_OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",
@@ -50,6 +50,11 @@ GROUP_OVERRIDES = {
     "group.consumer.min.session.timeout.ms": "6000",
     "group.consumer.heartbeat.interval.ms": "1000",
     "group.consumer.min.heartbeat.interval.ms": "1000",
+    "group.streams.initial.rebalance.delay.ms": "0",
+    "group.streams.session.timeout.ms": "6000",
+    "group.streams.min.session.timeout.ms": "6000",
+    "group.streams.heartbeat.interval.ms": "1000",
+    "group.streams.min.heartbeat.interval.ms": "1000",
 }
 
 

@@ -134,9 +134,6 @@ KAFKA_ONLY = {
     64: "UnregisterBroker: served by Kafka 4.4.0 only (KRaft broker registrations)",
     80: "AddRaftVoter: served by Kafka 4.4.0 only (KRaft quorum membership, KIP-853)",
     81: "RemoveRaftVoter: served by Kafka 4.4.0 only (KRaft quorum membership, KIP-853)",
-    88: "StreamsGroupHeartbeat: served by Kafka 4.4.0 only (streams groups, KIP-1071)",
-    89: "StreamsGroupDescribe: served by Kafka 4.4.0 only (streams groups, KIP-1071)",
-    93: "StreamsGroupTopologyDescriptionUpdate: served by Kafka 4.4.0 only (streams groups, KIP-1071)",
     94: "UnregisterController: served by Kafka 4.4.0 only (KRaft controller registrations)",
 }
 
@@ -894,10 +891,67 @@ SHARE_SCHEMAS: dict[tuple[int, int], tuple[list, list]] = {  # (api, version): (
                   ("topic_name", "str"), ("topic_id", "uuid"), ("error_code", "i16"), ("error_message", "str")])]),
 }
 
+# Streams groups (KIP-1071), Kafka 4.4's schemas.
+KEY_VALUE = [("key", "str"), ("value", "str")]
+TOPIC_INFO = [("name", "str"), ("partitions", "i32"), ("replication_factor", "i16"), ("topic_configs", KEY_VALUE)]
+TASK_IDS = [("subtopology_id", "str"), ("partitions", "[i32]")]
+TASK_OFFSET = [("subtopology_id", "str"), ("partition", "i32"), ("offset", "i64")]
+ENDPOINT = [("host", "str"), ("port", "u16")]
+DESCRIBED_TOPIC_PARTITIONS = [("topic", "str"), ("partitions", "[i32]")]
+ASSIGNMENT = [("active_tasks", TASK_IDS), ("standby_tasks", TASK_IDS), ("warmup_tasks", TASK_IDS)]
+NODE = [("name", "str"), ("node_type", "i8"), ("source_topics", "[str]"), ("sink_topic", "str"),
+        ("stores", "[str]"), ("successors", "[str]")]
+SHARE_SCHEMAS.update({
+    (88, 1): ([("group_id", "str"), ("member_id", "str"), ("member_epoch", "i32"),
+               ("endpoint_information_epoch", "i32"), ("instance_id", "str"), ("rack_id", "str"),
+               ("rebalance_timeout_ms", "i32"), ("topology", ("struct?", [("epoch", "i32"), ("subtopologies", [
+                   ("subtopology_id", "str"), ("source_topics", "[str]"), ("source_topic_regex", "[str]"),
+                   ("state_changelog_topics", TOPIC_INFO), ("repartition_sink_topics", "[str]"),
+                   ("repartition_source_topics", TOPIC_INFO), ("copartition_groups", [
+                       ("source_topics", "[i16]"), ("source_topic_regex", "[i16]"),
+                       ("repartition_source_topics", "[i16]")])])])),
+               ("active_tasks", TASK_IDS), ("standby_tasks", TASK_IDS), ("warmup_tasks", TASK_IDS),
+               ("process_id", "str"), ("user_endpoint", ("struct?", ENDPOINT)), ("client_tags", KEY_VALUE),
+               ("task_offsets", TASK_OFFSET), ("task_end_offsets", TASK_OFFSET), ("shutdown_application", "bool")],
+              [("throttle_time_ms", "i32"), ("error_code", "i16"), ("error_message", "str"), ("member_id", "str"),
+               ("member_epoch", "i32"), ("heartbeat_interval_ms", "i32"), ("task_offset_interval_ms", "i32"),
+               ("acceptable_recovery_lag", "i64"), ("status", [("status_code", "i8"), ("status_detail", "str")]),
+               ("active_tasks", TASK_IDS), ("standby_tasks", TASK_IDS), ("warmup_tasks", TASK_IDS),
+               ("topology_description_required", "bool"), ("endpoint_information_epoch", "i32"),
+               ("partitions_by_user_endpoint", [("user_endpoint", ("struct", ENDPOINT)),
+                                                ("active_partitions", DESCRIBED_TOPIC_PARTITIONS),
+                                                ("standby_partitions", DESCRIBED_TOPIC_PARTITIONS)])]),
+    (89, 1): ([("group_ids", "[str]"), ("include_authorized_operations", "bool"),
+               ("include_topology_description", "bool")],
+              [("throttle_time_ms", "i32"), ("groups", [
+                  ("error_code", "i16"), ("error_message", "str"), ("group_id", "str"), ("group_state", "str"),
+                  ("group_epoch", "i32"), ("assignment_epoch", "i32"), ("topology", ("struct?", [
+                      ("epoch", "i32"), ("subtopologies", [
+                          ("subtopology_id", "str"), ("source_topics", "[str]"), ("repartition_sink_topics", "[str]"),
+                          ("state_changelog_topics", TOPIC_INFO), ("repartition_source_topics", TOPIC_INFO)])])),
+                  ("members", [("member_id", "str"), ("member_epoch", "i32"), ("instance_id", "str"),
+                               ("rack_id", "str"), ("client_id", "str"), ("client_host", "str"),
+                               ("topology_epoch", "i32"), ("process_id", "str"),
+                               ("user_endpoint", ("struct?", ENDPOINT)), ("client_tags", KEY_VALUE),
+                               ("task_offsets", TASK_OFFSET), ("task_end_offsets", TASK_OFFSET),
+                               ("assignment", ("struct", ASSIGNMENT)), ("target_assignment", ("struct", ASSIGNMENT)),
+                               ("is_classic", "bool")]),
+                  ("authorized_operations", "i32"), ("topology_description", ("struct?", [
+                      ("subtopologies", [("subtopology_id", "str"), ("nodes", NODE)]),
+                      ("global_stores", [("source", ("struct", NODE)), ("processor", ("struct", NODE))])])),
+                  ("topology_description_status", "i8"), ("assignor_name", "str")])]),
+    (93, 0): ([("group_id", "str"), ("member_id", "str"), ("topology_epoch", "i32"), ("topology_description", (
+                   "struct", [("subtopologies", [("subtopology_id", "str"), ("nodes", NODE)]),
+                              ("global_stores", [("source", ("struct", NODE)), ("processor", ("struct", NODE))])]))],
+              [("throttle_time_ms", "i32"), ("error_code", "i16"), ("error_message", "str")]),
+})
+
 _PUT = {"i8": rk.i8, "i16": rk.i16, "i32": rk.i32, "i64": rk.i64, "bool": lambda v: rk.i8(int(v)),
+        "u16": lambda v: v.to_bytes(2, "big"),
         "str": rk.compact_string, "uuid": lambda v: v.bytes,
         "bytes": lambda v: rk.uvarint(0) if v is None else rk.uvarint(len(v) + 1) + v}
 _GET = {"i8": rk.Reader.i8, "i16": rk.Reader.i16, "i32": rk.Reader.i32, "i64": rk.Reader.i64,
+        "u16": lambda r: int.from_bytes(r.raw(2), "big"),
         "bool": lambda r: bool(r.i8()), "str": rk.Reader.compact_string, "uuid": lambda r: uuid.UUID(bytes=r.raw(16)),
         "bytes": lambda r: (lambda n: None if n == 0 else r.raw(n - 1))(r.uvarint())}
 
@@ -968,6 +1022,30 @@ def heartbeat(group: str) -> Callable:
     """ShareGroupHeartbeat: a new member (epoch 0) joining `group`, subscribed to TOPIC."""
     return share(76, 1, lambda s: {"group_id": group, "member_id": share_member_id(), "member_epoch": 0,
                                    "rack_id": None, "subscribed_topic_names": [TOPIC]})
+
+
+def streams_heartbeat(group: str) -> Callable:
+    """StreamsGroupHeartbeat: a Kafka Streams instance joining `group` (epoch 0) with a one-node
+    topology reading TOPIC, as the 4.4 client sends it."""
+    topology = {"epoch": 0, "subtopologies": [{
+        "subtopology_id": "0", "source_topics": [TOPIC], "source_topic_regex": [], "state_changelog_topics": [],
+        "repartition_sink_topics": [], "repartition_source_topics": [], "copartition_groups": []}]}
+    return share(88, 1, lambda s: {
+        "group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0, "endpoint_information_epoch": -1,
+        "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 300000, "topology": topology,
+        "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": str(uuid.uuid4()),
+        "user_endpoint": None, "client_tags": [], "task_offsets": [], "task_end_offsets": [],
+        "shutdown_application": False})
+
+
+def streams_describe(group: str) -> Callable:
+    return share(89, 1, lambda s: {"group_ids": [group], "include_authorized_operations": True,
+                                   "include_topology_description": False})
+
+
+def topology_update(group: str) -> Callable:
+    return share(93, 0, lambda s: {"group_id": group, "member_id": str(uuid.uuid4()), "topology_epoch": 0,
+                                   "topology_description": {"subtopologies": [], "global_stores": []}})
 
 
 def share_describe(group: str) -> Callable:
@@ -1060,6 +1138,16 @@ ROWS[0:0] = [  # share groups (KIP-932), the requests that change nothing
     Row("DescribeShareGroupOffsets", 90, 1, describe_offsets(SHARE_GROUP),
         {"groups[0].error_code": GROUP_AUTH},
         "Describe on the group (then Describe on the topic: MEMBER_ROWS)"),
+    # Streams groups (KIP-1071): on in both (streams.version 1 on a new cluster).
+    Row("StreamsGroupHeartbeat", 88, 1, streams_heartbeat(SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Read on the group (then Describe on every topic of the topology: MEMBER_ROWS)"),
+    Row("StreamsGroupDescribe", 89, 1, streams_describe(SHARE_GROUP),
+        {"groups[0].error_code": GROUP_AUTH},
+        "Describe on the group"),
+    Row("StreamsGroupTopologyDescriptionUpdate", 93, 0, topology_update(SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Read on the group (then: no topology description plugin, MEMBER_ROWS)"),
 ]
 
 SHARE_WRITES = [  # share groups, the requests that would change something: with the other writes
@@ -1097,6 +1185,18 @@ MEMBER_ROWS: list[Row] = [
     Row("ShareGroupHeartbeat-not-read", 76, 1, heartbeat(OTHER_SHARE_GROUP),
         {"error_code": GROUP_AUTH},
         "Delete, Alter and Describe on the group are not Read"),
+    Row("StreamsGroupHeartbeat-topic", 88, 1, streams_heartbeat(SHARE_GROUP),
+        {"error_code": TOPIC_AUTH},
+        "Read on the group passes; Describe on the topology's source topic is missing"),
+    Row("StreamsGroupHeartbeat-not-read", 88, 1, streams_heartbeat(OTHER_SHARE_GROUP),
+        {"error_code": GROUP_AUTH},
+        "Delete, Alter and Describe on the group are not Read"),
+    Row("StreamsGroupDescribe-not-streams", 89, 1, streams_describe(OTHER_SHARE_GROUP),
+        {"groups[0].error_code": 69},
+        "Describe on the group passes; a share group is not a streams group (GROUP_ID_NOT_FOUND)"),
+    Row("StreamsGroupTopologyDescriptionUpdate-no-plugin", 93, 0, topology_update(SHARE_GROUP),
+        {"error_code": 35},
+        "Read on the group passes; no topology description plugin (UNSUPPORTED_VERSION)"),
     Row("ShareGroupDescribe-describe", 77, 1, share_describe(OTHER_SHARE_GROUP),
         {"groups[0].error_code": 0},
         "Describe on the group (implied by Delete or Alter) is enough"),

@@ -196,6 +196,34 @@ impl GroupCoordinator {
         Ok(topic)
     }
 
+    /// The partitions of `__consumer_offsets` this broker leads.
+    pub(super) fn partitions_led_here(&self) -> Vec<i32> {
+        let Some(topic) = self.ctx.metadata.topic(CONSUMER_OFFSETS) else {
+            return Vec::new();
+        };
+        (0..topic.partitions.len() as i32)
+            .filter(|p| {
+                self.ctx
+                    .replicas
+                    .get(CONSUMER_OFFSETS, *p)
+                    .is_some_and(|part| part.is_leader())
+            })
+            .collect()
+    }
+
+    /// Whether this broker coordinates `group` with its state read at the
+    /// partition's current leader epoch: timers act only then (state kept
+    /// from a load at start or an earlier leadership may be stale).
+    pub(super) fn serves(&self, st: &State, group: &str) -> bool {
+        let Ok(p) = self.led_partition(group) else {
+            return false;
+        };
+        self.ctx
+            .replicas
+            .get(CONSUMER_OFFSETS, p)
+            .is_some_and(|part| st.loaded_epochs.is_loaded(p, part.leader_epoch()))
+    }
+
     /// The partition of `group`, if this broker leads it.
     pub(super) fn led_partition(&self, group: &str) -> Result<i32, ApiError> {
         let topic = self.offsets_topic()?;

@@ -144,7 +144,7 @@ impl GroupCoordinator {
                     .collect::<Vec<_>>();
                 (g.id.clone(), gone)
             })
-            .filter(|(_, gone)| !gone.is_empty())
+            .filter(|(id, gone)| !gone.is_empty() && self.serves(st, id))
             .collect();
         for (id, gone) in due {
             let Some(g) = st.streams.get_mut(&id) else {

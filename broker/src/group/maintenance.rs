@@ -42,6 +42,12 @@ impl GroupCoordinator {
     /// Timers: barriers, sessions, and (every retention check interval)
     /// offset expiry, shard by shard.
     pub fn tick(&self, now: i64) {
+        // Partitions whose leadership came to this broker are read before
+        // their timers run: what is in memory for them may be older than
+        // their log (a load at start, or an earlier leadership).
+        for p in self.partitions_led_here() {
+            self.ensure_loaded(p);
+        }
         for shard in self.shards() {
             let mut st = shard.lock().expect("group coordinator shard lock");
             self.tick_shard(&mut st, now);
@@ -73,6 +79,7 @@ impl GroupCoordinator {
             .consumer
             .values()
             .filter(|g| !g.expired_members(&cfg_of(&g.id), now).is_empty())
+            .filter(|g| self.serves(st, &g.id))
             .map(|g| g.id.clone())
             .collect();
         for id in expiring {

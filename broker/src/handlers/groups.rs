@@ -415,11 +415,10 @@ pub fn list_groups(
     version: i16,
 ) -> ListGroupsResponse {
     let mut resp = ListGroupsResponse::default();
-    let states: Vec<String> = req
-        .states_filter
-        .iter()
-        .map(|s| s.to_ascii_lowercase())
-        .collect();
+    // Kafka compares lower-case names; a streams group's NotReady is
+    // `not_ready` there.
+    let state_key = |s: &str| s.to_ascii_lowercase().replace('_', "");
+    let states: Vec<String> = req.states_filter.iter().map(|s| state_key(s)).collect();
     let types: Vec<String> = req
         .types_filter
         .iter()
@@ -433,7 +432,7 @@ pub fn list_groups(
         if !all && !authz.group(AclOperation::Describe, &g.id) {
             continue;
         }
-        if !states.is_empty() && !states.contains(&g.state.to_ascii_lowercase()) {
+        if !states.is_empty() && !states.contains(&state_key(&g.state)) {
             continue;
         }
         if !types.is_empty() && !types.iter().any(|t| t == g.kind) {

@@ -15,8 +15,9 @@ use super::{client_host, str_opt, strb};
 use crate::authorizer::{may_create, Authz};
 use crate::broker::Broker;
 use crate::streams::group::{task_list, StreamsHeartbeat, TaskList};
+use crate::streams::model::CreatableTopic;
 use crate::streams::model::{self, Endpoint};
-use crate::streams::topology::{CreatableTopic, MISSING_INTERNAL_TOPICS};
+use crate::streams::topology::MISSING_INTERNAL_TOPICS;
 
 use streams_group_describe_response as dresp;
 use streams_group_heartbeat_request as hreq;

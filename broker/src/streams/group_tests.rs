@@ -4,7 +4,7 @@ use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
 use super::*;
-use crate::streams::model::{Subtopology, TopicInfo};
+use crate::streams::model::{Subtopology, TopicInfo, Topology};
 use crate::streams::settings::StreamsConfig;
 
 const CHANGELOG: &str = "app-counts-changelog";

@@ -2,6 +2,8 @@
 //! docs/design/streams-groups-kafka-4.4.md.
 //!
 //! - `model`: the group, its members and topology;
+//! - `heartbeat`: a StreamsGroupHeartbeat and the checks needing no group;
+//! - `group`: the heartbeat's state machine over one group;
 //! - `topology`: the topology checked against the cluster;
 //! - `assignor`: Kafka's `sticky` task assignor;
 //! - `reconcile`: how a member moves to its target (revoke, then grant
@@ -10,6 +12,7 @@
 
 pub mod assignor;
 pub mod group;
+pub mod heartbeat;
 pub mod model;
 pub mod reconcile;
 pub mod records;

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 
 use super::reconcile::{Member as Current, MemberState, Target, Tasks};
-use super::topology::Configured;
 
 /// `TopicInfo`: an internal topic as the client describes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -236,5 +235,55 @@ impl StreamsGroup {
         } else {
             "Stable"
         }
+    }
+}
+
+/// A subtopology with its decided partition counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfiguredSubtopology {
+    /// Tasks: the largest partition count of its source and repartition
+    /// source topics.
+    pub tasks: i32,
+    /// Sorted.
+    pub source_topics: Vec<String>,
+    /// Sorted.
+    pub repartition_sink_topics: Vec<String>,
+    /// With decided partition counts, sorted by name.
+    pub repartition_source_topics: Vec<TopicInfo>,
+    /// With decided partition counts, sorted by name.
+    pub state_changelog_topics: Vec<TopicInfo>,
+}
+
+impl ConfiguredSubtopology {
+    pub fn stateful(&self) -> bool {
+        !self.state_changelog_topics.is_empty()
+    }
+}
+
+/// An internal topic to create: name, partitions, replication factor (-1:
+/// the broker's default) and configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatableTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: Vec<(String, String)>,
+}
+
+/// The topology as the cluster allows it to run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Configured {
+    pub topology_epoch: i32,
+    /// By subtopology id; empty when source topics are missing.
+    pub subtopologies: BTreeMap<String, ConfiguredSubtopology>,
+    /// A topic problem: (status code, detail). None: ready.
+    pub problem: Option<(i8, String)>,
+    /// Internal topics to create (with MISSING_INTERNAL_TOPICS only).
+    pub to_create: Vec<CreatableTopic>,
+}
+
+impl Configured {
+    pub fn ready(&self) -> bool {
+        self.problem.is_none()
     }
 }
