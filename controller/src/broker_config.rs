@@ -331,11 +331,11 @@ broker_config_table! {
         "group.streams.min.session.timeout.ms", Int, "45000", static;
     /// Streams groups: standby replicas of each task.
     GROUP_STREAMS_NUM_STANDBY_REPLICAS = "group.streams.num.standby.replicas", Int, "0", static;
+    /// Streams groups: the session timeout of members.
+    GROUP_STREAMS_SESSION_TIMEOUT_MS = "group.streams.session.timeout.ms", Int, "45000", static;
     /// Streams groups: how often members report their tasks' offsets.
     GROUP_STREAMS_TASK_OFFSET_INTERVAL_MS =
         "group.streams.task.offset.interval.ms", Int, "60000", static, min 1;
-    /// Streams groups: the session timeout of members.
-    GROUP_STREAMS_SESSION_TIMEOUT_MS = "group.streams.session.timeout.ms", Int, "45000", static;
     /// The listener brokers replicate over.
     INTER_BROKER_LISTENER_NAME = "inter.broker.listener.name", Str, null, static;
     /// How often the controller checks for imbalanced leadership.
