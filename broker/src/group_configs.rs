@@ -8,9 +8,10 @@
 //! `GroupConfig.evaluate` does (`crate::group::GroupConfig::for_group`).
 //!
 //! `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` act
-//! on KIP-848 consumer groups; the `share.*` and `streams.*` values are
-//! stored and described for the share and streams groups to come, and
-//! `consumer.assignment.interval.ms` is stored only (Skein assigns at every
+//! on KIP-848 consumer groups, the `share.*` values on share groups and the
+//! `streams.*` values on streams groups (`streams.rack.aware.assignment.tags`
+//! is stored only); `consumer.assignment.interval.ms` and
+//! `share.assignment.interval.ms` are stored only (Skein assigns at every
 //! change): docs/compatibility.md.
 
 use std::collections::BTreeMap;

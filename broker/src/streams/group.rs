@@ -205,10 +205,14 @@ impl StreamsGroup {
                 Some(_) => return Err(invalid("Topology updates are not supported yet.")),
             }
         }
-        let topology = self
-            .topology
-            .clone()
-            .expect("a group has a topology once a member joined");
+        // A group gets its topology with its first join; one without is
+        // broken state, answered as Kafka answers what it cannot handle.
+        let Some(topology) = self.topology.clone() else {
+            return Err(HbError {
+                code: ResponseError::UnknownServerError,
+                message: None,
+            });
+        };
         if had_topology && member.meta.topology_epoch < topology.epoch {
             status.push((
                 topology::STALE_TOPOLOGY,
