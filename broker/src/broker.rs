@@ -119,10 +119,19 @@ impl Broker {
     /// `<data-dir>/cluster-metadata/`, opens and recovers its logs.
     pub async fn open(config: BrokerConfig) -> anyhow::Result<Arc<Self>> {
         let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
+        let mut controller_config = ControllerConfig::default()
+            .with_broker_settings(|k| config.raw.get(k).map(String::as_str));
+        // A new single-node cluster starts at the newest levels, as Kafka
+        // formats a new cluster at its latest metadata version: nothing of
+        // an earlier release runs in it (group configs, client-metrics
+        // subscriptions and delegation tokens need `skein.version` 4-5).
+        controller_config.new_cluster_features.insert(
+            skein_controller::features::SKEIN_VERSION.to_string(),
+            skein_controller::features::SKEIN_VERSION_MAX,
+        );
         let controller = ControllerService::open(
             Some(&config.data_dir.join("cluster-metadata")),
-            ControllerConfig::default()
-                .with_broker_settings(|k| config.raw.get(k).map(String::as_str)),
+            controller_config,
         )?;
         Self::start(config, controller, true, meta).await
     }
