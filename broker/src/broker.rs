@@ -121,13 +121,16 @@ impl Broker {
         let meta = MetaProperties::ensure(&config.data_dir, config.node_id)?;
         let mut controller_config = ControllerConfig::default()
             .with_broker_settings(|k| config.raw.get(k).map(String::as_str));
-        // A new single-node cluster starts at the newest levels, as Kafka
-        // formats a new cluster at its latest metadata version: nothing of
-        // an earlier release runs in it (group configs, client-metrics
-        // subscriptions and delegation tokens need `skein.version` 4-5).
+        // A new single-node cluster starts at `--feature-level` (the newest
+        // by default, as Kafka formats a new cluster at its latest metadata
+        // version): group configs, client-metrics subscriptions and
+        // delegation tokens need `skein.version` 4-5. The other features
+        // follow as the operator sets them for a cluster of that level.
+        controller_config.new_cluster_features =
+            skein_controller::features::new_cluster_features(config.feature_level);
         controller_config.new_cluster_features.insert(
             skein_controller::features::SKEIN_VERSION.to_string(),
-            skein_controller::features::SKEIN_VERSION_MAX,
+            config.feature_level,
         );
         let controller = ControllerService::open(
             Some(&config.data_dir.join("cluster-metadata")),

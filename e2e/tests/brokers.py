@@ -278,6 +278,8 @@ class SkeinBroker(Broker):
         super().__init__(workdir, overrides)
         self.metrics_port = free_port()
         self.binary = Path(os.environ.get("SKEIN_BROKER_BIN", REPO_DIR / "target" / "release" / "skein-broker"))
+        # The skein.version a new broker's cluster starts at (--feature-level); None: the newest.
+        self.feature_level: int | None = None
 
     def prepare(self) -> None:
         if not (self.binary.is_file() and os.access(self.binary, os.X_OK)):
@@ -290,6 +292,8 @@ class SkeinBroker(Broker):
         cmd = [str(self.binary), "--node-id", "1", "--data-dir", str(self.data_dir),
                "--listen", self.bootstrap, "--advertised", self.bootstrap,
                "--metrics-listen", f"127.0.0.1:{self.metrics_port}"]
+        if self.feature_level is not None:
+            cmd += ["--feature-level", str(self.feature_level)]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         return cmd

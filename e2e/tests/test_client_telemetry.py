@@ -17,9 +17,10 @@ Either way the test reads back the names the producer pushed under its instance 
 no subscription selects pushes nothing. Refusals are the tool's output for Kafka's errors: an
 interval out of range, an unknown match attribute, an unknown key.
 
-On Skein, subscriptions are kept by the controller from `skein.version` 5 (a single broker starts
-at 1: below 5 a subscription is refused with UNSUPPORTED_VERSION, as the test checks, then
-`kafka-features upgrade` raises the level). Runs against Apache Kafka 4.4 too (E2E_TARGET=kafka):
+On Skein, subscriptions are kept by the controller from `skein.version` 5 (a new single broker
+starts there; the first test starts one at 1 with `--feature-level 1`: below 5 a subscription is
+refused with UNSUPPORTED_VERSION, as the test checks, then `kafka-features upgrade` raises the
+level). Runs against Apache Kafka 4.4 too (E2E_TARGET=kafka):
 the expected outputs are Kafka's, observed."""
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ def otlp_as_prometheus(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_:]", "_", name)
 
 
-def test_subscriptions_are_made_listed_described_checked_and_deleted(broker):
+def test_subscriptions_are_made_listed_described_checked_and_deleted(new_broker):
+    def at_level_one(b):
+        b.feature_level = 1
+    broker = new_broker(before_start=at_level_one if TARGET == "skein" else None)
     if TARGET == "skein":
         r = client_metrics(broker, "--alter", "--name", "early", "--metrics", "*", check=False)
         assert r.returncode != 0 and "UnsupportedVersionException" in out(r), out(r)

@@ -127,6 +127,8 @@ def make_users(b) -> None:
 def token_broker(tmp_path_factory):
     """The broker under test with TOKEN_SETTINGS, its listeners and SCRAM users."""
     b = make_broker(TARGET, tmp_path_factory.mktemp(f"{TARGET}-tokens"))
+    if TARGET == "skein":
+        b.feature_level = 1  # the gate is part of the test (at_token_level)
     configure(b, TOKEN_SETTINGS)
     b.start()
     try:
@@ -140,7 +142,8 @@ def token_broker(tmp_path_factory):
 
 def at_token_level(b, dir: Path) -> None:
     """Skein keeps tokens in its metadata log from `skein.version` 4 on (as Kafka from
-    metadata.version 3.6-IV2); a single broker starts at level 1. Below it a token is refused with
+    metadata.version 3.6-IV2); this broker's cluster starts at level 1 (`--feature-level 1`; the
+    default is the newest). Below it a token is refused with
     UNSUPPORTED_VERSION; `kafka-features upgrade` raises the level, and then tokens are served."""
     r = tokens(sasl(b), user_props(dir, "alice"), "--create", "--max-life-time-period", "-1", check=False)
     refused(r, "UnsupportedVersionException")  # the response has no message: the broker logs why

@@ -553,31 +553,10 @@ pub fn initial_feature_level(spec: Option<i16>) -> i16 {
         .clamp(SKEIN_VERSION_MIN, SKEIN_VERSION_MAX)
 }
 
-/// The other features a new cluster starts at, by its `skein.version`:
-/// the newest levels (`transaction.version` 2, as Kafka 4.x formats a new
-/// cluster) from level 3 on, which only releases that know them run at; at
-/// an earlier level, which `spec.featureLevel` names for a cluster 0.1.0
-/// must still run, none (`transaction.version` 0, which it runs at).
-///
-/// `share.version` 1 (share groups) and `streams.version` 1 come from `skein.version` 5 on, the
-/// level of this release: a cluster started lower is meant for brokers of
-/// an earlier release too, which do not know share groups (it is finalized
-/// later with `kafka-features upgrade --feature share.version=1`).
+/// The other features a new cluster starts at, by its `skein.version`
+/// ([`skein_controller::features::new_cluster_features`]).
 pub fn new_cluster_features(skein_level: i16) -> std::collections::BTreeMap<String, i16> {
-    use skein_controller::features::{
-        new_cluster_levels, CONFIG_RESOURCES_LEVEL, SEALED_CREDENTIALS_LEVEL, SHARE_VERSION,
-        STREAMS_VERSION,
-    };
-    let mut levels = if skein_level >= SEALED_CREDENTIALS_LEVEL {
-        new_cluster_levels()
-    } else {
-        Default::default()
-    };
-    if skein_level < CONFIG_RESOURCES_LEVEL {
-        levels.remove(SHARE_VERSION);
-        levels.remove(STREAMS_VERSION);
-    }
-    levels
+    skein_controller::features::new_cluster_features(skein_level)
 }
 
 /// Finalizes `level` on a new cluster's controller, before any broker

@@ -86,6 +86,12 @@ pub struct Cli {
     /// Log format: `text` or `json`.
     #[arg(long, default_value = "text")]
     pub log_format: String,
+    /// The `skein.version` a new single-node cluster starts at (its metadata
+    /// log is made on first start), like `kafka-storage format
+    /// --release-version`; default: the newest this release runs at. An
+    /// existing cluster keeps its level (`kafka-features upgrade`).
+    #[arg(long, value_name = "LEVEL")]
+    pub feature_level: Option<i16>,
 }
 
 /// The resolved broker configuration.
@@ -189,6 +195,9 @@ pub struct BrokerConfig {
     /// `delegation.token.*`.
     pub delegation_tokens: crate::delegation_tokens::TokenConfig,
     pub log_format: String,
+    /// `--feature-level`: the `skein.version` a new single-node cluster
+    /// starts at.
+    pub feature_level: i16,
     /// Defaults applied to every topic's log (topic configs override them).
     pub log_defaults: LogConfig,
     /// Every key that was set, for DescribeConfigs on the broker resource.
@@ -239,6 +248,20 @@ impl BrokerConfig {
         }
         let mut cfg = Self::from_map(raw)?;
         cfg.log_format = cli.log_format.clone();
+        if let Some(level) = cli.feature_level {
+            let (lo, hi) = (
+                skein_controller::features::SKEIN_VERSION_MIN,
+                skein_controller::features::SKEIN_VERSION_MAX,
+            );
+            if !(lo..=hi).contains(&level) {
+                return Err(ConfigError::Value {
+                    key: "--feature-level".into(),
+                    value: level.to_string(),
+                    reason: format!("this release runs at skein.version {lo} to {hi}"),
+                });
+            }
+            cfg.feature_level = level;
+        }
         Ok(cfg)
     }
 
@@ -347,6 +370,7 @@ impl BrokerConfig {
             producer_id_expiration_ms: keys::PRODUCER_ID_EXPIRATION_MS.value(&raw)?,
             delegation_tokens: tokens::token_config(&raw)?,
             log_format: "text".into(),
+            feature_level: skein_controller::features::SKEIN_VERSION_MAX,
             log_defaults,
             raw,
         };
