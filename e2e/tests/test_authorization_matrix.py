@@ -20,9 +20,13 @@ answer with a filtered list (Metadata, ListGroups, ListTransactions, DescribeClu
 Share groups: Kafka 4.4.0 serves them from `share.version` 1 and a new cluster starts at 2 (Kafka's
 default, left as it is here); a new Skein cluster starts at 1. Either way the share APIs are on,
 so they are rows like the others: mallory is refused on the group (30) or, for the share
-coordinator's RPCs, on the cluster (31). What follows the group check is in MEMBER_ROWS, sent as
+coordinator's RPCs, on the cluster (31). Streams groups (KIP-1071) are on in both too
+(`streams.version` 1 on a new cluster): their three APIs are rows, written from their schemas like
+the share-group ones. What follows the group check is in MEMBER_ROWS, sent as
 member, who holds Read on one share group and Delete and Alter on the other and nothing on any
-topic: which operation each API asks for on the group (ShareGroupHeartbeat, ShareFetch,
+topic (and, as member too, the streams APIs past the group check: Describe on the topology's
+topics, a share group that is not a streams group, no topology description plugin): which operation
+each API asks for on the group (ShareGroupHeartbeat, ShareFetch,
 ShareAcknowledge and AlterShareGroupOffsets Read; DeleteShareGroupOffsets Delete; ShareGroupDescribe
 and DescribeShareGroupOffsets Describe), then its topic check (29 where it sits in the answer).
 
