@@ -27,21 +27,25 @@ pub(super) fn txn_config(
     })
 }
 
+/// A setting and the bounds of a group's own value for it (INT keys).
+fn bounded(
+    raw: &BTreeMap<String, String>,
+    v: &keys::BrokerKey,
+    lo: &keys::BrokerKey,
+    hi: &keys::BrokerKey,
+) -> Result<crate::share::settings::Bounded, ConfigError> {
+    Ok(crate::share::settings::Bounded::new(
+        v.value::<i32>(raw)? as i64,
+        lo.value::<i32>(raw)? as i64,
+        hi.value::<i32>(raw)? as i64,
+    ))
+}
+
 /// Share-group settings (KIP-932), by their Kafka names.
 pub(super) fn share_config(
     raw: &BTreeMap<String, String>,
 ) -> Result<crate::share::settings::ShareConfig, ConfigError> {
-    use crate::share::settings::Bounded;
-    let b = |v: &keys::BrokerKey,
-             lo: &keys::BrokerKey,
-             hi: &keys::BrokerKey|
-     -> Result<Bounded, ConfigError> {
-        Ok(Bounded::new(
-            v.value::<i32>(raw)? as i64,
-            lo.value::<i32>(raw)? as i64,
-            hi.value::<i32>(raw)? as i64,
-        ))
-    };
+    let b = |v, lo, hi| bounded(raw, v, lo, hi);
     Ok(crate::share::settings::ShareConfig {
         session_timeout_ms: b(
             &keys::GROUP_SHARE_SESSION_TIMEOUT_MS,
@@ -81,16 +85,7 @@ pub(super) fn streams_config(
     raw: &BTreeMap<String, String>,
 ) -> Result<crate::streams::settings::StreamsConfig, ConfigError> {
     use crate::share::settings::Bounded;
-    let b = |v: &keys::BrokerKey,
-             lo: &keys::BrokerKey,
-             hi: &keys::BrokerKey|
-     -> Result<Bounded, ConfigError> {
-        Ok(Bounded::new(
-            v.value::<i32>(raw)? as i64,
-            lo.value::<i32>(raw)? as i64,
-            hi.value::<i32>(raw)? as i64,
-        ))
-    };
+    let b = |v, lo, hi| bounded(raw, v, lo, hi);
     let protocols: String = keys::GROUP_COORDINATOR_REBALANCE_PROTOCOLS.value(raw)?;
     Ok(crate::streams::settings::StreamsConfig {
         enabled: protocols

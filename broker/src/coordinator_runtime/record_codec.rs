@@ -105,6 +105,19 @@ pub(crate) fn put_no_tags(b: &mut BytesMut) {
     put_uvarint(b, 0);
 }
 
+/// A group coordinator record's key: `int16` record type (the key
+/// version), `GroupId`, then `MemberId` where the record has one (classic,
+/// non-flexible encoding).
+pub(crate) fn group_record_key(version: i16, group: &str, member: Option<&str>) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i16(version);
+    put_str(&mut b, group);
+    if let Some(m) = member {
+        put_str(&mut b, m);
+    }
+    b.freeze()
+}
+
 pub(crate) fn flexible_value(f: impl FnOnce(&mut BytesMut)) -> Bytes {
     let mut b = BytesMut::new();
     b.put_i16(0);

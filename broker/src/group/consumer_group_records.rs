@@ -82,16 +82,6 @@ pub(super) const CG_TARGET_METADATA_KEY: i16 = 6;
 pub(super) const CG_TARGET_MEMBER_KEY: i16 = 7;
 pub(super) const CG_CURRENT_ASSIGNMENT_KEY: i16 = 8;
 
-fn consumer_key(version: i16, group: &str, member: Option<&str>) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_i16(version);
-    put_str(&mut b, group);
-    if let Some(m) = member {
-        put_str(&mut b, m);
-    }
-    b.freeze()
-}
-
 /// `[]TopicPartitions`: topic id, partitions.
 pub(super) fn put_assignment(b: &mut BytesMut, a: &Assignment) {
     put_uvarint(b, a.len() as u32 + 1);
@@ -216,7 +206,7 @@ pub fn heartbeat_records(
 /// Key 3.
 fn put_group_epoch(out: &mut BTreeMap<Bytes, Bytes>, group: &str, epoch: i32) {
     out.insert(
-        consumer_key(CG_METADATA_KEY, group, None),
+        group_record_key(CG_METADATA_KEY, group, None),
         flexible_value(|b| b.put_i32(epoch)),
     );
 }
@@ -224,7 +214,7 @@ fn put_group_epoch(out: &mut BTreeMap<Bytes, Bytes>, group: &str, epoch: i32) {
 /// Key 4.
 fn put_subscribed_topics(out: &mut BTreeMap<Bytes, Bytes>, group: &str, topics: &Topics) {
     out.insert(
-        consumer_key(CG_PARTITION_METADATA_KEY, group, None),
+        group_record_key(CG_PARTITION_METADATA_KEY, group, None),
         flexible_value(|b| {
             put_uvarint(b, topics.len() as u32 + 1);
             for (name, (tid, n)) in topics {
@@ -241,7 +231,7 @@ fn put_subscribed_topics(out: &mut BTreeMap<Bytes, Bytes>, group: &str, topics: 
 /// Key 6.
 fn put_assignment_epoch(out: &mut BTreeMap<Bytes, Bytes>, group: &str, epoch: i32) {
     out.insert(
-        consumer_key(CG_TARGET_METADATA_KEY, group, None),
+        group_record_key(CG_TARGET_METADATA_KEY, group, None),
         flexible_value(|b| b.put_i32(epoch)),
     );
 }
@@ -249,7 +239,7 @@ fn put_assignment_epoch(out: &mut BTreeMap<Bytes, Bytes>, group: &str, epoch: i3
 /// Key 7.
 fn put_target(out: &mut BTreeMap<Bytes, Bytes>, group: &str, member: &str, a: &Assignment) {
     out.insert(
-        consumer_key(CG_TARGET_MEMBER_KEY, group, Some(member)),
+        group_record_key(CG_TARGET_MEMBER_KEY, group, Some(member)),
         flexible_value(|b| put_assignment(b, a)),
     );
 }
@@ -293,7 +283,7 @@ fn put_member(out: &mut BTreeMap<Bytes, Bytes>, group: &str, m: &ConsumerMember)
         server_assignor: m.server_assignor.clone(),
     };
     out.insert(
-        consumer_key(CG_MEMBER_METADATA_KEY, group, Some(&m.id)),
+        group_record_key(CG_MEMBER_METADATA_KEY, group, Some(&m.id)),
         member_metadata_value(&meta),
     );
     let cur = CurrentAssignment {
@@ -304,7 +294,7 @@ fn put_member(out: &mut BTreeMap<Bytes, Bytes>, group: &str, m: &ConsumerMember)
         pending_revocation: m.pending_revocation.clone(),
     };
     out.insert(
-        consumer_key(CG_CURRENT_ASSIGNMENT_KEY, group, Some(&m.id)),
+        group_record_key(CG_CURRENT_ASSIGNMENT_KEY, group, Some(&m.id)),
         current_assignment_value(&cur),
     );
 }

@@ -364,23 +364,19 @@ impl GroupCoordinator {
         let rx = {
             let now = mono_ms();
             let mut st = self.shard_of(group);
-            let empty_streams = st
+            // An empty consumer or streams group gives its id up.
+            let tombstones = st
                 .streams
                 .get(group)
                 .filter(|g| g.members.is_empty())
-                .map(crate::streams::records::group_tombstones);
-            if let Some(tombstones) = empty_streams {
-                if let Err(e) = self.append(group, &tombstones) {
-                    return JoinResponse {
-                        error: Some(e.code),
-                        generation: -1,
-                        member_id: member,
-                        ..Default::default()
-                    };
-                }
-            }
-            if let Some(cg) = st.consumer.get(group).filter(|g| g.is_empty()) {
-                let tombstones = consumer_group_records::consumer_group_tombstones(cg);
+                .map(crate::streams::records::group_tombstones)
+                .or_else(|| {
+                    st.consumer
+                        .get(group)
+                        .filter(|g| g.is_empty())
+                        .map(consumer_group_records::consumer_group_tombstones)
+                });
+            if let Some(tombstones) = tombstones {
                 if let Err(e) = self.append(group, &tombstones) {
                     return JoinResponse {
                         error: Some(e.code),

@@ -61,16 +61,6 @@ pub enum StreamsRecord {
     Topology(Option<Topology>),
 }
 
-fn record_key(version: i16, group: &str, member: Option<&str>) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_i16(version);
-    put_str(&mut b, group);
-    if let Some(m) = member {
-        put_str(&mut b, m);
-    }
-    b.freeze()
-}
-
 /// The bytes `f` writes (a tagged field's content).
 fn encoded(f: impl FnOnce(&mut BytesMut)) -> Bytes {
     let mut b = BytesMut::new();
@@ -301,7 +291,7 @@ fn topology_value(t: &Topology) -> Bytes {
 /// written after each change (`consumer_group_records::diff_records`).
 pub fn group_records(g: &StreamsGroup) -> BTreeMap<Bytes, Bytes> {
     let id = g.id.as_str();
-    let key = |t, member: Option<&String>| record_key(t, id, member.map(String::as_str));
+    let key = |t, member: Option<&String>| group_record_key(t, id, member.map(String::as_str));
     let mut out = BTreeMap::new();
     out.insert(key(METADATA_KEY, None), metadata_value(&g.meta));
     for (mid, m) in &g.members {
@@ -333,16 +323,16 @@ pub fn group_tombstones(g: &StreamsGroup) -> Vec<(Bytes, Option<Bytes>)> {
         .chain(g.targets.keys().map(String::as_str))
         .collect();
     let mut out = Vec::new();
-    out.extend(members().map(|m| record_key(CURRENT_KEY, id, Some(m))));
+    out.extend(members().map(|m| group_record_key(CURRENT_KEY, id, Some(m))));
     out.extend(
         targeted
             .into_iter()
-            .map(|m| record_key(TARGET_MEMBER_KEY, id, Some(m))),
+            .map(|m| group_record_key(TARGET_MEMBER_KEY, id, Some(m))),
     );
-    out.push(record_key(TARGET_METADATA_KEY, id, None));
-    out.extend(members().map(|m| record_key(MEMBER_KEY, id, Some(m))));
-    out.push(record_key(METADATA_KEY, id, None));
-    out.push(record_key(TOPOLOGY_KEY, id, None));
+    out.push(group_record_key(TARGET_METADATA_KEY, id, None));
+    out.extend(members().map(|m| group_record_key(MEMBER_KEY, id, Some(m))));
+    out.push(group_record_key(METADATA_KEY, id, None));
+    out.push(group_record_key(TOPOLOGY_KEY, id, None));
     out.into_iter().map(|k| (k, None)).collect()
 }
 

@@ -171,7 +171,7 @@ fn full_topology() -> Topology {
 #[test]
 fn golden_metadata_bytes_match_kafka() {
     check_golden(
-        record_key(METADATA_KEY, "grp", None),
+        group_record_key(METADATA_KEY, "grp", None),
         metadata_value(&golden_metadata()),
         "00110003677270",
         "000000000007010203040506070802000400000003013a03156e756d2e7374616e6462792e72\
@@ -181,7 +181,7 @@ fn golden_metadata_bytes_match_kafka() {
     );
     // Defaults: no tagged field at all (Kafka's empty config list included).
     check_golden(
-        record_key(METADATA_KEY, "grp", None),
+        group_record_key(METADATA_KEY, "grp", None),
         metadata_value(&GroupMetadata::default()),
         "00110003677270",
         "000000000001000000000000000000",
@@ -192,7 +192,7 @@ fn golden_metadata_bytes_match_kafka() {
 #[test]
 fn golden_member_bytes_match_kafka() {
     check_golden(
-        record_key(MEMBER_KEY, "grp", Some("m1")),
+        group_record_key(MEMBER_KEY, "grp", Some("m1")),
         member_value(&golden_member()),
         "0013000367727000026d31",
         "0000036931037231046369640a2f31302e302e302e310000753000000002037031010268fde8\
@@ -200,7 +200,7 @@ fn golden_member_bytes_match_kafka() {
         StreamsRecord::Member("m1".into(), Some(golden_member())),
     );
     check_golden(
-        record_key(MEMBER_KEY, "grp", Some("m2")),
+        group_record_key(MEMBER_KEY, "grp", Some("m2")),
         member_value(&MemberMetadata::joining()),
         "0013000367727000026d32",
         "000000000101ffffffffffffffff01ff0100",
@@ -211,21 +211,21 @@ fn golden_member_bytes_match_kafka() {
 #[test]
 fn golden_target_bytes_match_kafka() {
     check_golden(
-        record_key(TARGET_METADATA_KEY, "grp", None),
+        group_record_key(TARGET_METADATA_KEY, "grp", None),
         target_metadata_value(6, 1_700_000_000_123),
         "00140003677270",
         "0000000000060100080000018bcfe5687b",
         StreamsRecord::TargetMetadata(Some((6, 1_700_000_000_123))),
     );
     check_golden(
-        record_key(TARGET_METADATA_KEY, "grp", None),
+        group_record_key(TARGET_METADATA_KEY, "grp", None),
         target_metadata_value(1, 0),
         "00140003677270",
         "00000000000100",
         StreamsRecord::TargetMetadata(Some((1, 0))),
     );
     check_golden(
-        record_key(TARGET_MEMBER_KEY, "grp", Some("m1")),
+        group_record_key(TARGET_MEMBER_KEY, "grp", Some("m1")),
         target_value(&golden_target()),
         "0015000367727000026d31",
         "00000302300200000001000231030000000000000002000202300200000003000203313002000000000000",
@@ -236,7 +236,7 @@ fn golden_target_bytes_match_kafka() {
 #[test]
 fn golden_current_assignment_bytes_match_kafka() {
     check_golden(
-        record_key(CURRENT_KEY, "grp", Some("m1")),
+        group_record_key(CURRENT_KEY, "grp", Some("m1")),
         current_value(&golden_current()),
         "0016000367727000026d31",
         "00000000000600000005020302300300000000000000010100090300000006000000040231020000\
@@ -246,7 +246,7 @@ fn golden_current_assignment_bytes_match_kafka() {
     );
     let fresh = StreamsMember::new().current;
     check_golden(
-        record_key(CURRENT_KEY, "grp", Some("m2")),
+        group_record_key(CURRENT_KEY, "grp", Some("m2")),
         current_value(&fresh),
         "0016000367727000026d32",
         "000000000000000000000101010101010100",
@@ -257,7 +257,7 @@ fn golden_current_assignment_bytes_match_kafka() {
 #[test]
 fn golden_topology_bytes_match_kafka() {
     check_golden(
-        record_key(TOPOLOGY_KEY, "grp", None),
+        group_record_key(TOPOLOGY_KEY, "grp", None),
         topology_value(&golden_topology()),
         "00170003677270",
         "0000000000020202300203696e0102146170702d73746f72652d6368616e67656c6f670000000000\
@@ -265,7 +265,7 @@ fn golden_topology_bytes_match_kafka() {
         StreamsRecord::Topology(Some(golden_topology())),
     );
     check_golden(
-        record_key(TOPOLOGY_KEY, "grp", None),
+        group_record_key(TOPOLOGY_KEY, "grp", None),
         topology_value(&full_topology()),
         "00170003677270",
         "00000000000303023103057a2d696e05612d696e020572652e2a0203633100000000000303027a02\
@@ -372,7 +372,7 @@ fn tombstones_remove_members_and_the_group() {
         .collect();
     // m2 leaves: tombstones of its 22, 21 and 19.
     let leave = [CURRENT_KEY, TARGET_MEMBER_KEY, MEMBER_KEY]
-        .map(|t| (record_key(t, "app", Some("m2")), None));
+        .map(|t| (group_record_key(t, "app", Some("m2")), None));
     let mut stored = load(recs.iter().cloned().chain(leave));
     let back = stored.clone().build("app", 0, 10).unwrap();
     assert_eq!(back.members.keys().collect::<Vec<_>>(), ["m1", "m3"]);
@@ -435,7 +435,7 @@ fn current_with_epochs(epochs: Option<Option<&[i32]>>) -> Bytes {
 
 #[test]
 fn active_tasks_without_assignment_epochs_get_the_member_epoch() {
-    let key = record_key(CURRENT_KEY, "grp", Some("m"));
+    let key = group_record_key(CURRENT_KEY, "grp", Some("m"));
     let active = |v: Bytes| {
         let Ok((_, StreamsRecord::Current(_, Some(m)))) = decode_record(&key, Some(&v)) else {
             panic!("not decoded")
@@ -487,7 +487,7 @@ fn malformed_records_are_errors_not_panics() {
     // Pseudo-random values for every type.
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     for t in [17, 19, 20, 21, 22, 23] {
-        let key = record_key(t, "g", Some("m"));
+        let key = group_record_key(t, "g", Some("m"));
         for len in 0..300 {
             let v: Vec<u8> = (0..len)
                 .map(|_| {
@@ -516,12 +516,12 @@ fn malformed_records_are_errors_not_panics() {
         ),
         (23, "000000000001ffffffff0f"),
     ] {
-        let key = record_key(t, "g", Some("m"));
+        let key = group_record_key(t, "g", Some("m"));
         assert!(decode_record(&key, Some(&unhex(v))).is_err(), "{t}");
     }
     // Not UTF-8, a negative value version, a type that is not ours.
-    let key = record_key(METADATA_KEY, "g", None);
-    let mut bad = record_key(METADATA_KEY, "g", None).to_vec();
+    let key = group_record_key(METADATA_KEY, "g", None);
+    let mut bad = group_record_key(METADATA_KEY, "g", None).to_vec();
     bad[4] = 0xff;
     assert!(decode_record(&Bytes::from(bad), None).is_err());
     assert!(decode_record(&key, Some(&unhex("ffff00000001"))).is_err());
@@ -538,16 +538,16 @@ fn later_value_versions_read_their_version_0_prefix() {
         b.extend_from_slice(b"\x07\x00\x01trailing");
         Bytes::from(b)
     };
-    let key = record_key(MEMBER_KEY, "grp", Some("m1"));
+    let key = group_record_key(MEMBER_KEY, "grp", Some("m1"));
     let (_, rec) = decode_record(&key, Some(&later(member_value(&golden_member())))).unwrap();
     assert_eq!(
         rec,
         StreamsRecord::Member("m1".into(), Some(golden_member()))
     );
-    let key = record_key(TARGET_METADATA_KEY, "grp", None);
+    let key = group_record_key(TARGET_METADATA_KEY, "grp", None);
     let (_, rec) = decode_record(&key, Some(&later(target_metadata_value(4, 0)))).unwrap();
     assert_eq!(rec, StreamsRecord::TargetMetadata(Some((4, 0))));
-    let key = record_key(TOPOLOGY_KEY, "grp", None);
+    let key = group_record_key(TOPOLOGY_KEY, "grp", None);
     let (_, rec) = decode_record(&key, Some(&later(topology_value(&full_topology())))).unwrap();
     assert_eq!(rec, StreamsRecord::Topology(Some(full_topology())));
 }
