@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod partition;
 pub mod principal;
 pub mod quotas;
+pub mod readiness;
 pub mod remote_controller;
 pub mod remote_log;
 pub mod replica_log_report;
@@ -133,7 +134,7 @@ async fn serve_until(
         let l = tokio::net::TcpListener::bind(addr).await?;
         drop(l); // bound once to report a clear error now rather than in the task
         let b = broker.clone();
-        // `GET /metrics` (and a liveness `GET /healthz`).
+        // `GET /metrics`, a liveness `GET /healthz` and `GET /readyz`.
         let render = Arc::new(move || {
             if let Some(remote) = &b.remote {
                 remote.refresh_metrics();
@@ -142,8 +143,18 @@ async fn serve_until(
             text.push_str(&b.client_metrics.render());
             text
         });
+        let b = broker.clone();
+        let ready: skein_controller::metrics_endpoint::ReadinessCheck = Arc::new(move || {
+            let r = readiness::check(&b);
+            match r.is_ready() {
+                true => Ok(r.body()),
+                false => Err(r.body()),
+            }
+        });
         tokio::spawn(async move {
-            if let Err(e) = skein_controller::metrics_endpoint::serve_text(addr, render).await {
+            if let Err(e) =
+                skein_controller::metrics_endpoint::serve(addr, render, Some(ready)).await
+            {
                 tracing::error!(%addr, error = %e, "metrics endpoint failed");
             }
         });

@@ -75,6 +75,9 @@ pub struct MetadataCache {
     previous_epoch: Mutex<Option<u64>>,
     /// Next producer id to hand out and the end (exclusive) of the block.
     producer_ids: Mutex<(i64, i64)>,
+    /// When the controller last answered a registration or heartbeat
+    /// (Unix ms; 0: never), for `/readyz`.
+    last_contact_ms: std::sync::atomic::AtomicI64,
 }
 
 impl MetadataCache {
@@ -85,6 +88,7 @@ impl MetadataCache {
             broker_epoch: AtomicU64::new(0),
             previous_epoch: Mutex::new(None),
             producer_ids: Mutex::new((0, 0)),
+            last_contact_ms: std::sync::atomic::AtomicI64::new(0),
         }
     }
 
@@ -125,6 +129,7 @@ impl MetadataCache {
             },
         )?;
         self.broker_epoch.store(epoch, Ordering::Release);
+        self.touch();
         // This process keeps what it wrote: registering again (after being
         // fenced, or with a new controller) is no unclean stop.
         *self.previous_epoch.lock().expect("previous epoch lock") = Some(epoch);
@@ -151,7 +156,20 @@ impl MetadataCache {
                 broker: self.node_id,
                 broker_epoch: self.broker_epoch(),
             },
-        )
+        )?;
+        self.touch();
+        Ok(())
+    }
+
+    fn touch(&self) {
+        self.last_contact_ms
+            .store(crate::system::now_ms(), Ordering::Release);
+    }
+
+    /// When the controller last accepted a registration or heartbeat of
+    /// this broker (Unix ms; 0: never).
+    pub fn last_contact_ms(&self) -> i64 {
+        self.last_contact_ms.load(Ordering::Acquire)
     }
 
     /// Asks the controller to move leadership off this broker; `Ok` once it

@@ -1,5 +1,6 @@
-//! The `/metrics` (Prometheus text) and `/healthz` HTTP endpoint, shared
-//! by the broker and the operator (which runs the controller).
+//! The `/metrics` (Prometheus text), `/healthz` and `/readyz` HTTP
+//! endpoint, shared by the broker and the operator (which runs the
+//! controller).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -22,12 +23,25 @@ pub fn render_registry(registry: &Registry) -> String {
     String::from_utf8(buf).unwrap_or_default()
 }
 
+/// Answers `GET /readyz`: `Ok(body)` is 200, `Err(body)` 503.
+pub type ReadinessCheck = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+
 /// The `/metrics` + `/healthz` endpoint for any exposition: `render` runs
 /// on a blocking thread for every scrape. Shared by the broker and the
 /// operator.
 pub async fn serve_text(
     addr: SocketAddr,
     render: Arc<dyn Fn() -> String + Send + Sync>,
+) -> std::io::Result<()> {
+    serve(addr, render, None).await
+}
+
+/// [`serve_text`] with a `/readyz` answered by `ready` (on a blocking
+/// thread); without one, `/readyz` is `/healthz`.
+pub async fn serve(
+    addr: SocketAddr,
+    render: Arc<dyn Fn() -> String + Send + Sync>,
+    ready: Option<ReadinessCheck>,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     info!(%addr, "metrics endpoint listening");
@@ -40,9 +54,11 @@ pub async fn serve_text(
             }
         };
         let render = render.clone();
+        let ready = ready.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
                 let render = render.clone();
+                let ready = ready.clone();
                 async move {
                     let resp = match req.uri().path() {
                         "/metrics" => {
@@ -54,6 +70,24 @@ pub async fn serve_text(
                                 .body(Full::new(Bytes::from(body)))
                         }
                         "/healthz" => Response::builder().body(Full::new(Bytes::from("ok\n"))),
+                        "/readyz" => {
+                            let answer = match ready {
+                                Some(check) => tokio::task::spawn_blocking(move || check())
+                                    .await
+                                    .unwrap_or_else(|e| {
+                                        Err(format!("readiness check failed: {e}\n"))
+                                    }),
+                                None => Ok("ok\n".to_string()),
+                            };
+                            let (status, body) = match answer {
+                                Ok(b) => (200, b),
+                                Err(b) => (503, b),
+                            };
+                            Response::builder()
+                                .status(status)
+                                .header("content-type", "text/plain")
+                                .body(Full::new(Bytes::from(body)))
+                        }
                         _ => Response::builder()
                             .status(404)
                             .body(Full::new(Bytes::from("not found\n"))),

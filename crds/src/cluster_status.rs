@@ -58,6 +58,17 @@ pub struct KafkaClusterStatus {
     /// replica left and got the longest log of the live replicas as leader.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unclean_recoveries: Vec<UncleanRecoveryStatus>,
+    /// The rolling restart in progress, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roll: Option<crate::roll::RollStatus>,
+    /// The image every broker ran, ready, when the last roll ended: what an
+    /// image roll that fails goes back to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_image: Option<String>,
+    /// The last image roll undone (`spec.rollPolicy.timeout`), while
+    /// `spec.image` still names its image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_rollback: Option<crate::roll::ImageRollbackStatus>,
 }
 
 /// One unclean recovery (`status.uncleanRecoveries[]`): which replica was

@@ -61,6 +61,12 @@ use crate::kafka_user::AuthenticationType;
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
     printcolumn(
+        name = "Roll",
+        type_ = "string",
+        json_path = ".status.roll.progress",
+        description = "Brokers restarted / brokers, while a rolling restart runs"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -146,6 +152,10 @@ pub struct KafkaClusterSpec {
     /// `delegation.token.*.ms`. Turning it off makes every token unusable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegation_tokens: Option<DelegationTokensSpec>,
+    /// What each broker restart waits for, and how long (rolls of a new
+    /// config, image, certificate or volume).
+    #[serde(default)]
+    pub roll_policy: crate::roll::RollPolicySpec,
 }
 
 impl KafkaCluster {

@@ -12,6 +12,7 @@ pub mod day2;
 mod immutable;
 pub mod kafka_cluster;
 pub mod kafka_user;
+pub mod roll;
 pub mod topic;
 
 pub use condition::{ConditionStatus, ConditionType};
@@ -30,6 +31,7 @@ pub use kafka_user::{
     AuthenticationType, KafkaUser, KafkaUserSpec, KafkaUserStatus, ManagedAcl, PasswordSource,
     UserAuthentication, UserAuthorization, UserQuotas,
 };
+pub use roll::{ImageRollbackStatus, RollPolicySpec, RollStatus};
 pub use topic::{ClusterRef, PartitionStatus, Topic, TopicSpec, TopicStatus, TopicStorageStatus};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

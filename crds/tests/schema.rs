@@ -101,7 +101,14 @@ fn printer_columns() {
     };
     assert_eq!(
         names(KafkaCluster::crd()),
-        ["Replicas", "Ready Brokers", "Bootstrap", "Ready", "Age"]
+        [
+            "Replicas",
+            "Ready Brokers",
+            "Bootstrap",
+            "Ready",
+            "Roll",
+            "Age"
+        ]
     );
     assert_eq!(
         names(Topic::crd()),

@@ -7,8 +7,9 @@
 # are local addresses there and /etc/hosts is private, standing in for
 # cluster DNS.
 #   e2e/k8s/operator-e2e.sh [pytest args]
-#     test_operator.py, then test_upgrade.py (a rolling upgrade from the
-#     previous release, built by build-previous.sh)
+#     test_operator.py, test_day2.py (day-2 safety: rolls paced by
+#     readiness, an image roll undone), then test_upgrade.py (a rolling
+#     upgrade from the previous release, built by build-previous.sh)
 #   e2e/k8s/operator-e2e.sh --cluster-script [-- pytest args]
 #     the same suite run by cluster-e2e.sh (the script for real clusters) in
 #     a runner pod on this control plane
@@ -44,7 +45,7 @@ else
   SKEIN_PREV_DIR=$(bash "$HERE/build-previous.sh")
   export SKEIN_PREV_DIR
   "$HERE/netns.sh" "$ROOT/e2e/.venv/bin/python" -m pytest -v -s -p no:cacheprovider \
-    "$HERE/test_operator.py" "$HERE/test_upgrade.py" "$@" || rc=$?
+    "$HERE/test_operator.py" "$HERE/test_day2.py" "$HERE/test_upgrade.py" "$@" || rc=$?
 fi
 if [[ $made_sa == 1 ]]; then
   rmdir "$SA" /var/run/secrets/kubernetes.io /var/run/secrets 2>/dev/null || true

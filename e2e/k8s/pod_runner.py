@@ -35,6 +35,19 @@ mounts at /var/run/secrets/kubernetes.io/serviceaccount in its private mount
 namespace, and KUBERNETES_SERVICE_HOST/PORT pointing at the API server: the
 in-cluster configuration a real pod has.
 
+It is the kubelet's prober too (probes.py): each process's `startupProbe` and
+`readinessProbe` run as the kubelet runs them, and the pod's `Ready` and
+`ContainersReady` conditions and `containerStatuses[].ready/started` follow
+them (kwok leaves the operator's broker pods not ready: kwok/stages.yaml); a
+process that is not running makes its pod not ready at once. Every change is a
+line of the runner's log (stdout and <workdir>/runner.log, timestamped) and an
+entry of `ready_transitions(pod)`.
+
+And a slow disk: each process with a claim is started with LD_PRELOAD of
+slowio.so (slowio.c, built once with gcc), which paces its writes to the
+claims' directories to the rate `slow_disk(pod, bytes_per_s)` wrote to the
+pod's file (read again every 0.2 s; kept across restarts and recreation).
+
 A pod the runner runs carries its finalizer (`skein.dev/pod-runner`) until
 its process has exited, as a kubelet keeps a deleted pod Terminating until its
 containers stopped: kwok deletes a pod at once otherwise, and the StatefulSet
@@ -72,9 +85,15 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.append(str(HERE))
+from probes import Prober  # noqa: E402
 
 
 # Held on every pod whose process runs, until the process has exited.
@@ -128,15 +147,69 @@ class PodRunner:
         self._last_volumes = 0.0
         self.tmpfs: dict[str, Path] = {}  # claim uid -> its mounted tmpfs
         self.stopping_threads: list[threading.Thread] = []
+        self.log_file = workdir / "runner.log"
+        self.prober = Prober(kubectl, self.log)
+        self.slowio_dir = workdir / "slowio"  # <pod name>: its data volume's write rate, bytes/s
+        self._slowio_so: Path | None | bool = False  # False: not compiled yet; None: failed
+        self._slowio_lock = threading.Lock()  # slow_disk() (a test's thread) and _start() may both build it
+
+    def log(self, msg: str):
+        """A line of the runner's log: stdout and <workdir>/runner.log, with a timestamp."""
+        now = time.time()
+        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(now))}.{int(now * 1000) % 1000:03d}Z {msg}"
+        print(f"pod runner: {line}", flush=True)
+        try:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_file, "a") as f:
+                f.write(line + "\n")
+        except OSError:
+            pass
+
+    # -- what tests use
+    def ready_transitions(self, pod_name: str) -> list[tuple[float, bool]]:
+        """Every change of pod `pod_name`'s readiness the runner's probes made, oldest first:
+        (time.time(), ready), across restarts of its process and pods recreated with the name."""
+        return self.prober.ready_transitions(pod_name)
+
+    def slow_disk(self, pod_name: str, write_bytes_per_s: int | None):
+        """Paces the writes of pod `pod_name`'s process to its data volume (the claim's directory)
+        to `write_bytes_per_s`; None or 0: full speed. Takes effect within 0.2 s, without a
+        restart, and holds for later processes of the pod and pods recreated with the name."""
+        if self._slowio() is None:
+            raise RuntimeError("the slow-disk shim (slowio.so) could not be built: see the runner's log")
+        self.slowio_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.slowio_dir / f".{pod_name}.tmp"
+        tmp.write_text(f"{int(write_bytes_per_s or 0)}\n")
+        os.replace(tmp, self.slowio_dir / pod_name)
+        self.log(f"pod {pod_name}: data volume writes " +
+                 (f"paced to {int(write_bytes_per_s)} B/s" if write_bytes_per_s else "at full speed"))
+
+    def _slowio(self) -> Path | None:
+        """slowio.so (e2e/k8s/slowio.c), built once per runner with gcc; None if that failed."""
+        with self._slowio_lock:
+            if self._slowio_so is False:
+                so = self.workdir / "slowio.so"
+                self.workdir.mkdir(parents=True, exist_ok=True)
+                try:
+                    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", f"{so}.tmp", str(HERE / "slowio.c"),
+                                    "-ldl", "-lpthread"], check=True, capture_output=True, text=True, timeout=120)
+                    os.replace(f"{so}.tmp", so)
+                    self._slowio_so = so
+                except (OSError, subprocess.SubprocessError) as e:
+                    self.log(f"slowio.c did not build, no slow disks: {getattr(e, 'stderr', '') or e}")
+                    self._slowio_so = None
+            return self._slowio_so
 
     # -- lifecycle
     def start(self):
+        self.prober.start()
         self._thread.start()
         return self
 
     def stop(self):
         self._stop.set()
         self._thread.join(10)
+        self.prober.stop()
         self.node_ports.close()
         for uid in list(self.procs):
             self._terminate(self.procs.pop(uid), grace=10)
@@ -160,7 +233,7 @@ class PodRunner:
             try:
                 self.sync()
             except Exception as e:  # keep running: the API server may be briefly busy
-                print(f"pod runner: {e}", flush=True)
+                self.log(f"{e}")
             self._stop.wait(0.3)
 
     def _set_finalizer(self, pod: dict, held: bool) -> bool:
@@ -191,6 +264,7 @@ class PodRunner:
             if p.get("status", {}).get("phase") != "Running" or not ip:
                 continue
             live[uid] = p
+        self.prober.observe(pods)
         now = time.monotonic()
         if now - self._last_services >= 2:
             self._last_services = now
@@ -205,6 +279,7 @@ class PodRunner:
             if uid not in live:
                 # Off the loop: other pods keep being served while one stops.
                 entry = self.procs.pop(uid)
+                self.prober.stopping(uid)  # not ready from now on
                 self.terminating[entry["proc"].pid] = entry["ip"]
                 t = threading.Thread(target=self._terminate, args=(entry, 30), daemon=True)
                 self.stopping_threads.append(t)
@@ -226,8 +301,8 @@ class PodRunner:
                 if "retry_at" not in entry:
                     entry["restarts"] = entry.get("restarts", 0) + 1
                     entry["retry_at"] = time.monotonic() + min(10, 2 ** (entry["restarts"] - 1))
-                    print(f"pod runner: broker of pod {entry['name']} exited with {entry['proc'].returncode}; "
-                          f"restart {entry['restarts']} in {entry['retry_at'] - time.monotonic():.0f}s", flush=True)
+                    self.log(f"broker of pod {entry['name']} exited with {entry['proc'].returncode}; "
+                             f"restart {entry['restarts']} in {entry['retry_at'] - time.monotonic():.0f}s")
                 elif time.monotonic() >= entry["retry_at"] and p["status"]["podIP"] not in busy_ips:
                     restarts = entry["restarts"]
                     del self.procs[uid]
@@ -258,7 +333,7 @@ class PodRunner:
                             "--type", "merge", "-p",
                             json.dumps({"status": {"capacity": {"storage": want}, "conditions": []}})],
                            check=True, capture_output=True, timeout=30)
-            print(f"pod runner: filesystem of claim {meta['name']} grown to {want} as its pod started", flush=True)
+            self.log(f"filesystem of claim {meta['name']} grown to {want} as its pod started")
         return d
 
     def _resize_volumes(self):
@@ -286,8 +361,7 @@ class PodRunner:
                 subprocess.run([*self.kubectl, "-n", self.ns, "patch", "pvc", meta["name"], "--subresource=status",
                                 "--type", "merge", "-p", json.dumps({"status": {"conditions": [pending]}})],
                                check=True, capture_output=True, timeout=30)
-                print(f"pod runner: volume of claim {meta['name']} grown to {want}; filesystem waits for a restart",
-                      flush=True)
+                self.log(f"volume of claim {meta['name']} grown to {want}; filesystem waits for a restart")
                 continue
             d = self.tmpfs.get(meta["uid"])
             if d is not None:
@@ -299,7 +373,7 @@ class PodRunner:
             subprocess.run([*self.kubectl, "-n", self.ns, "patch", "pvc", meta["name"], "--subresource=status",
                             "--type", "merge", "-p", json.dumps({"status": {"capacity": {"storage": want}}})],
                            check=True, capture_output=True, timeout=30)
-            print(f"pod runner: volume of claim {meta['name']} grown to {want}", flush=True)
+            self.log(f"volume of claim {meta['name']} grown to {want}")
 
     def _sync_node_ports(self):
         services = self._kubectl_json("-n", self.ns, "get", "services")["items"]
@@ -312,10 +386,12 @@ class PodRunner:
             if not spec.get("selector"):
                 continue
             sel = spec["selector"]
+            # As kube-proxy: ready pods only, unless the Service publishes not-ready ones too.
+            any_ready = spec.get("publishNotReadyAddresses", False)
             backends = [p for p in pods if all(p["metadata"].get("labels", {}).get(k) == v for k, v in sel.items())
                         and p.get("status", {}).get("podIP") and not p["metadata"].get("deletionTimestamp")
-                        and any(c["type"] == "Ready" and c["status"] == "True"
-                                for c in p["status"].get("conditions", []))]
+                        and (any_ready or any(c["type"] == "Ready" and c["status"] == "True"
+                                              for c in p["status"].get("conditions", [])))]
             lb = self._load_balancer(svc) if spec.get("type") == "LoadBalancer" else None
             for port in spec.get("ports", []):
                 targets = []
@@ -372,7 +448,7 @@ class PodRunner:
                 for f in d.iterdir():
                     if not f.name.startswith(".") and f.name not in data:
                         f.unlink()
-                        print(f"pod runner: secret {name} key {f.name} removed for pod {entry['name']}", flush=True)
+                        self.log(f"secret {name} key {f.name} removed for pod {entry['name']}")
                 for k, b64 in data.items():
                     value = base64.b64decode(b64)
                     f = d / k
@@ -382,7 +458,7 @@ class PodRunner:
                     tmp.write_bytes(value)
                     tmp.chmod(0o400)
                     os.replace(tmp, f)
-                    print(f"pod runner: secret {name} key {k} updated for pod {entry['name']}", flush=True)
+                    self.log(f"secret {name} key {k} updated for pod {entry['name']}")
 
     def _write_hosts(self, pods):
         """Maps this runner's pods (and Ingress hosts) in the hosts file. The
@@ -442,6 +518,7 @@ class PodRunner:
             volumes = {v["name"]: v for v in spec.get("volumes", [])}
             mounts = sorted(c.get("volumeMounts", []), key=lambda m: -len(m["mountPath"]))
             dirs: dict[str, Path] = {}
+            claim_dirs: list[Path] = []
             for m in mounts:
                 v = volumes.get(m["name"], {})
                 if "configMap" in v:
@@ -455,6 +532,7 @@ class PodRunner:
                     claim = v["persistentVolumeClaim"]["claimName"]
                     pvc = self._kubectl_json("-n", self.ns, "get", "pvc", claim)
                     dirs[m["mountPath"]] = self._claim_dir(pvc)
+                    claim_dirs.append(dirs[m["mountPath"]])
 
             def relocate(text: str) -> str:
                 # Longest mount path first, so a nested mount wins.
@@ -485,12 +563,18 @@ class PodRunner:
             line = re.sub(r"\bskein-(broker|operator)\b", binary, line, count=1)
             argv = ["/bin/sh", "-c", line.replace("0.0.0.0", ip)]
         elif not command:
-            secrets = []
+            secrets, claim_dirs = [], []
             argv = [binary, *[a.replace("0.0.0.0", ip) for a in c.get("args") or []]]
         else:
             raise RuntimeError(f"pod {name}: unexpected container command {command}")
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOSTNAME": name, "HOME": str(pod_dir),
                "RUST_LOG": os.environ.get("RUST_LOG", "info")}
+        if claim_dirs and self._slowio() is not None:
+            # The slow disk (slow_disk()): writes to the claims' directories paced to the rate in the
+            # pod's file, which the shim reads again every 0.2 s (missing or 0: full speed).
+            env["LD_PRELOAD"] = str(self._slowio())
+            env["SKEIN_SLOWIO_PREFIX"] = ":".join(os.path.realpath(d) for d in claim_dirs)
+            env["SKEIN_SLOWIO_RATE_FILE"] = str(self.slowio_dir.resolve() / name)
         if self.api is not None:
             env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"] = self.api[0], str(self.api[1])
         if spec.get("serviceAccountName") and spec.get("automountServiceAccountToken", True):
@@ -525,7 +609,8 @@ class PodRunner:
                            "pod": {"metadata": {"name": name, "namespace": meta["namespace"], "uid": uid,
                                                 "finalizers": [FINALIZER]}}}
         self.started.append((name, uid))
-        print(f"pod runner: started pod {name} ({ip}) pid {proc.pid}, {binary}: {' '.join(argv)[-300:]}", flush=True)
+        self.log(f"started pod {name} ({ip}) pid {proc.pid}, {binary}: {' '.join(argv)[-300:]}")
+        self.prober.process_started(pod, proc)
 
     def _terminate(self, entry: dict, grace: float):
         proc = entry["proc"]
@@ -534,6 +619,11 @@ class PodRunner:
             self._stop_proc(entry, proc, grace)
         finally:
             self.terminating.pop(proc.pid, None)
+            # As the kubelet: the stopped container's status (not ready) is written before the pod goes.
+            try:
+                self.prober.finish(entry["pod"]["metadata"]["uid"])
+            except Exception as e:
+                self.log(f"pod {entry['name']}: last status: {e}")
             # The process is gone: the pod object may go too.
             self._set_finalizer(entry["pod"], False)
 
@@ -545,7 +635,7 @@ class PodRunner:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
-        print(f"pod runner: pod {entry['name']} stopped ({proc.returncode})", flush=True)
+        self.log(f"pod {entry['name']} stopped ({proc.returncode})")
 
     def pid_of(self, pod: str) -> int | None:
         for e in self.procs.values():

@@ -161,14 +161,42 @@ metadata:
 spec:
   containers: [{name: broker, image: skein-broker:e2e}]
 EOF
-phase_ready() { k -n $NS get pod gated -o jsonpath='{.status.phase}/{.status.conditions[?(@.type=="Ready")].status}'; }
+phase_ready() { k -n $NS get pod "${1:-gated}" -o jsonpath='{.status.phase}/{.status.conditions[?(@.type=="Ready")].status}'; }
+cond_of() { k -n $NS get pod "$1" -o jsonpath="{.status.conditions[?(@.type==\"$2\")].status}"; }
 check "annotated pod: Running with pod IP, Ready=False" until_ok 60 eq phase_ready Running/False
 check "annotated pod: has a pod IP" eq "k -n $NS get pod gated -o jsonpath={.status.podIP} | grep -c ." 1
 k -n $NS patch pod gated --subresource=status --type=strategic \
   -p '{"status":{"conditions":[{"type":"Ready","status":"True"},{"type":"ContainersReady","status":"True"}]}}' >/dev/null
 sleep 2
 check "runner-set Ready=True sticks (kwok does not revert it)" eq phase_ready Running/True
+check "the strategic status patch keeps the other conditions" eq "cond_of gated Initialized" True
 k -n $NS delete pod gated --wait=false >/dev/null
+
+# The operator's broker pods (app.kubernetes.io/name=skein AND component=broker) start not
+# ready too: pod_runner.py's probes decide. Other pods are Ready at once (helm --wait needs it).
+k -n $NS apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: skein-broker-pod
+  labels: {app.kubernetes.io/name: skein, app.kubernetes.io/component: broker}
+spec:
+  containers: [{name: broker, image: skein-broker:e2e}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: skein-other-pod
+  labels: {app.kubernetes.io/name: skein, app.kubernetes.io/component: operator}
+spec:
+  containers: [{name: operator, image: skein-operator:e2e}]
+EOF
+check "broker pod (name=skein, component=broker): Running, Ready=False" \
+  until_ok 60 eq "phase_ready skein-broker-pod" Running/False
+check "broker pod: ContainersReady=False, container started=false" \
+  eq "cond_of skein-broker-pod ContainersReady; k -n $NS get pod skein-broker-pod -o jsonpath=/{.status.containerStatuses[0].started}" False/false
+check "other skein pod (component=operator): Ready at once" until_ok 60 eq "phase_ready skein-other-pod" Running/True
+k -n $NS delete pod skein-broker-pod skein-other-pod --wait=false >/dev/null
 
 recreated() { local u; u=$(k -n $NS get pod "$1" -o jsonpath='{.metadata.uid}') && [[ -n $u && $u != "$2" ]]; }
 old_uid=$(k -n $NS get pod broker-1 -o jsonpath='{.metadata.uid}')

@@ -103,6 +103,11 @@ pub struct Restart {
     pub uid: String,
     pub broker: i32,
     pub broker_epoch: u64,
+    /// When the pod was deleted (`spec.rollPolicy.timeout` runs from it).
+    pub since: std::time::Instant,
+    pub restarted_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    /// The image its successor is to run.
+    pub image: String,
 }
 
 impl ClusterController {

@@ -49,6 +49,16 @@ pub struct ClusterStatusPatch {
     /// carries the earlier ones on).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unclean_recoveries: Vec<skein_crds::UncleanRecoveryStatus>,
+    /// The rolling restart in progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roll: Option<skein_crds::RollStatus>,
+    /// The image every broker ran, ready, at the end of the last roll
+    /// (carried on by each write).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker_image: Option<String>,
+    /// An image roll undone, while spec.image still names its image.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_rollback: Option<skein_crds::ImageRollbackStatus>,
 }
 
 /// How many unclean recoveries the status keeps.
@@ -479,6 +489,9 @@ pub fn cluster_applied(
         balance: None,
         unclean_recoveries: Vec::new(),
         feature_level: None,
+        roll: None,
+        broker_image: None,
+        image_rollback: None,
     }
 }
 
@@ -526,6 +539,9 @@ pub fn cluster_invalid(kc: &KafkaCluster, invalid: &InvalidSpec, now: Time) -> C
         balance: None,
         unclean_recoveries: Vec::new(),
         feature_level: old.feature_level,
+        roll: None,
+        broker_image: old.broker_image,
+        image_rollback: old.image_rollback,
     }
 }
 

@@ -166,7 +166,7 @@ fn the_status_reports_a_steps_progress_and_the_requeue_follows_it() {
     };
 
     // Every broker ready and nothing in progress: Ready, back in 5 minutes.
-    let status = cluster_status(&kc, &names, &desired, &found, now_time());
+    let status = cluster_status(&kc, &names, &desired, &found, "img", now_time());
     assert_eq!(
         status.conditions,
         cluster_applied(
@@ -188,7 +188,7 @@ fn the_status_reports_a_steps_progress_and_the_requeue_follows_it() {
         reason: "DrainingBrokers",
         message: "moving replicas off broker(s) 3..4".into(),
     });
-    let status = cluster_status(&kc, &names, &desired, &found, now_time());
+    let status = cluster_status(&kc, &names, &desired, &found, "img", now_time());
     let ready = status
         .conditions
         .iter()

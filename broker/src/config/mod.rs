@@ -48,6 +48,9 @@ const METRICS_LISTEN: &str = "metrics.listen";
 const CONTROL_LISTEN: &str = "control.listen";
 /// The control port's key and certificate (mutual TLS).
 const CONTROL_SSL_KEYSTORE_LOCATION: &str = "control.ssl.keystore.location";
+/// `GET /readyz`: how many records a follower outside the ISR may be behind
+/// its leader's high watermark and still count as caught up.
+const READINESS_REPLICA_LAG_MAX_MESSAGES: &str = "readiness.replica.lag.max.messages";
 
 /// Command-line interface of `skein-broker`.
 #[derive(Debug, Parser, Clone)]
@@ -112,6 +115,9 @@ pub struct BrokerConfig {
     /// `inter.broker.listener.name`.
     pub inter_broker_listener: String,
     pub metrics_listen: Option<SocketAddr>,
+    /// `readiness.replica.lag.max.messages` (Skein's): `GET /readyz` counts a
+    /// follower outside the ISR as caught up within this many records.
+    pub readiness_replica_lag_max_messages: i64,
     /// `control.listen`: where the controller's session arrives (cluster
     /// mode); `None` runs a controller in this process (single node).
     pub control_listen: Option<SocketAddr>,
@@ -311,6 +317,10 @@ impl BrokerConfig {
             inter_broker_listener,
             inter_broker_security,
             metrics_listen,
+            readiness_replica_lag_max_messages: match get(READINESS_REPLICA_LAG_MAX_MESSAGES) {
+                None | Some("") => 1000,
+                Some(v) => parse_val::<u32>(READINESS_REPLICA_LAG_MAX_MESSAGES, v)? as i64,
+            },
             control_listen,
             control_tls,
             rack: raw.get(keys::BROKER_RACK.name).cloned(),

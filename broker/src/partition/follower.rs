@@ -143,4 +143,16 @@ impl Partition {
         };
         (hw - leo).max(0)
     }
+
+    /// How many records this follower is behind the high watermark its
+    /// leader last sent; `None` while it follows no one or has had no answer
+    /// from the leader of its current epoch (`GET /readyz`).
+    pub fn follower_lag(&self) -> Option<i64> {
+        let st = self.state();
+        if !matches!(st.role, Role::Follower { .. }) || st.leader_high_watermark < 0 {
+            return None;
+        }
+        let leo = self.log.read().expect("log lock").log_end_offset();
+        Some((st.leader_high_watermark - leo).max(0))
+    }
 }

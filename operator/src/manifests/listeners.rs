@@ -415,6 +415,12 @@ pub fn services(kc: &KafkaCluster, names: &ClusterNames) -> Vec<Service> {
                     // Clients outside see the broker they asked for; no
                     // hop to another node and no source rewrite.
                     external_traffic_policy: (type_ != "ClusterIP").then(|| "Local".into()),
+                    // A broker's own Service reaches it while it is not
+                    // ready (catching up on the partitions it follows): it
+                    // may lead others meanwhile, and clients are sent to it
+                    // by metadata, not by readiness. The bootstrap Service
+                    // routes to ready brokers only.
+                    publish_not_ready_addresses: id.map(|_| true),
                     ..ServiceSpec::default()
                 }),
                 ..Service::default()

@@ -133,6 +133,7 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
             crate::delegation_token_key::KEY,
         ));
     }
+    let image = broker_image(kc, opts);
     let healthz = |port: &str| HTTPGetAction {
         path: Some("/healthz".into()),
         port: IntOrString::String(port.into()),
@@ -140,7 +141,7 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
     };
     Container {
         name: CONTAINER.into(),
-        image: Some(kc.image_or(&opts.default_broker_image).to_string()),
+        image: Some(image.clone()),
         image_pull_policy: kc.spec.image_pull_policy.clone(),
         command: Some(vec!["/bin/sh".into(), "-c".into()]),
         args: Some(vec![broker_command(kc, names)]),
@@ -184,15 +185,7 @@ fn container(kc: &KafkaCluster, names: &ClusterNames, opts: &BuildOptions) -> Co
             failure_threshold: Some(3),
             ..Probe::default()
         }),
-        readiness_probe: Some(Probe {
-            tcp_socket: Some(TCPSocketAction {
-                port: IntOrString::String("kafka".into()),
-                ..TCPSocketAction::default()
-            }),
-            period_seconds: Some(5),
-            failure_threshold: Some(3),
-            ..Probe::default()
-        }),
+        readiness_probe: Some(readiness_probe(&image)),
         resources: kc.spec.resources.clone(),
         volume_mounts: Some(
             vec![
@@ -378,6 +371,65 @@ fn data_claim(kc: &KafkaCluster, names: &ClusterNames) -> PersistentVolumeClaim 
             ..PersistentVolumeClaimSpec::default()
         }),
         ..PersistentVolumeClaim::default()
+    }
+}
+
+/// The image the brokers run: the spec's (or the operator's default),
+/// except while a roll to it has been undone (`status.imageRollback`): then
+/// the image they ran before.
+pub fn broker_image(kc: &KafkaCluster, opts: &BuildOptions) -> String {
+    let want = kc.image_or(&opts.default_broker_image);
+    match kc.status.as_ref().and_then(|s| s.image_rollback.as_ref()) {
+        Some(r) if r.failed_image == want => r.restored_image.clone(),
+        _ => want.to_string(),
+    }
+}
+
+/// Whether the broker of `image` answers `GET /readyz` (0.2.0 and later).
+/// An image tagged with an older release gets the probe those releases
+/// had (the Kafka port accepts connections); any other tag, a digest or no
+/// tag is taken to be a current one.
+pub fn serves_readyz(image: &str) -> bool {
+    let name = image.rsplit('/').next().unwrap_or(image);
+    if name.contains('@') {
+        return true;
+    }
+    let Some((_, tag)) = name.rsplit_once(':') else {
+        return true;
+    };
+    let mut parts = tag.trim_start_matches('v').split(['.', '-', '+']);
+    let mut num = || parts.next().and_then(|p| p.parse::<u64>().ok());
+    match (num(), num(), num()) {
+        (Some(major), Some(minor), Some(_)) => (major, minor) >= (0, 2),
+        _ => true,
+    }
+}
+
+/// Ready when `/readyz` says so: in session with the controller, not
+/// shutting down, and in the ISR of every partition it follows (or within
+/// `readiness.replica.lag.max.messages`). Rolls wait for it.
+fn readiness_probe(image: &str) -> Probe {
+    match serves_readyz(image) {
+        true => Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/readyz".into()),
+                port: IntOrString::String("metrics".into()),
+                ..HTTPGetAction::default()
+            }),
+            period_seconds: Some(5),
+            timeout_seconds: Some(3),
+            failure_threshold: Some(3),
+            ..Probe::default()
+        },
+        false => Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: IntOrString::String("kafka".into()),
+                ..TCPSocketAction::default()
+            }),
+            period_seconds: Some(5),
+            failure_threshold: Some(3),
+            ..Probe::default()
+        },
     }
 }
 
@@ -586,5 +638,66 @@ mod tests {
         assert!(expand(&kc, "my-cluster-0", Some("eu-west-1a"))
             .ends_with("--override broker.rack=eu-west-1a"));
         assert!(expand(&kc, "my-cluster-0", None).ends_with("server.properties"));
+    }
+
+    #[test]
+    fn readiness_is_the_brokers_readyz_except_for_releases_before_it() {
+        for image in [
+            "ghcr.io/skein-dev/skein-broker:0.2.0",
+            "skein-broker:v1.0.0-rc1",
+            "registry:5000/skein-broker:latest",
+            "skein-broker",
+            "skein-broker@sha256:0123",
+        ] {
+            assert!(serves_readyz(image), "{image}");
+        }
+        for image in [
+            "ghcr.io/skein-dev/skein-broker:0.1.0",
+            "registry:5000/skein:v0.1.7",
+        ] {
+            assert!(!serves_readyz(image), "{image}");
+        }
+        let opts = BuildOptions::default();
+        let kc = cluster(json!({"image": "skein-broker:0.3.0"}));
+        let sts = build(&kc, &ClusterNames::of(&kc), &opts, "h");
+        let c = &sts.spec.unwrap().template.spec.unwrap().containers[0];
+        let probe = c
+            .readiness_probe
+            .as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap();
+        assert_eq!(probe.path.as_deref(), Some("/readyz"));
+        assert_eq!(probe.port, IntOrString::String("metrics".into()));
+        let old = cluster(json!({"image": "skein-broker:0.1.0"}));
+        let sts = build(&old, &ClusterNames::of(&old), &opts, "h");
+        let c = &sts.spec.unwrap().template.spec.unwrap().containers[0];
+        assert!(c.readiness_probe.as_ref().unwrap().tcp_socket.is_some());
+    }
+
+    #[test]
+    fn an_undone_image_roll_keeps_the_image_before_it_until_the_spec_names_another() {
+        let opts = BuildOptions::default();
+        let mut kc = cluster(json!({"image": "skein-broker:bad"}));
+        assert_eq!(broker_image(&kc, &opts), "skein-broker:bad");
+        kc.status = Some(skein_crds::KafkaClusterStatus {
+            image_rollback: Some(skein_crds::ImageRollbackStatus {
+                failed_image: "skein-broker:bad".into(),
+                restored_image: "skein-broker:good".into(),
+                pod: "my-cluster-2".into(),
+                time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+                message: String::new(),
+            }),
+            ..Default::default()
+        });
+        assert_eq!(broker_image(&kc, &opts), "skein-broker:good");
+        let sts = build(&kc, &ClusterNames::of(&kc), &opts, "h");
+        let c = &sts.spec.unwrap().template.spec.unwrap().containers[0];
+        assert_eq!(c.image.as_deref(), Some("skein-broker:good"));
+        kc.spec.image = Some("skein-broker:fixed".into());
+        assert_eq!(broker_image(&kc, &opts), "skein-broker:fixed");
     }
 }

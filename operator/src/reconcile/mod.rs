@@ -8,6 +8,7 @@ pub mod features;
 pub mod kafka_cluster;
 pub mod kafka_user;
 pub mod replication_throttle;
+pub mod roll;
 pub mod storage;
 pub mod topic;
 

@@ -7,7 +7,7 @@ use kube::runtime::events::EventType;
 
 use super::state::{Cx, Found, Outcome};
 use crate::error::Result;
-use crate::reconcile::{balance, brokers, features, storage};
+use crate::reconcile::{balance, features, roll, storage};
 
 /// Restarts one outdated broker pod, when nothing else is in progress.
 pub async fn rolling_restart(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
@@ -24,10 +24,17 @@ pub async fn rolling_restart(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> 
         Some(storage::VolumeReport::Resizing { restart, .. }) => restart.clone(),
         _ => Vec::new(),
     };
-    found.progress =
-        brokers::rolling_restart_step(&cx.ctx.client, rt, cx.kc, &cx.desired, sts, &filesystem)
-            .await?;
-    if let Some(p) = found
+    let step = roll::rolling_restart_step(
+        &cx.ctx.client,
+        rt,
+        cx.kc,
+        &cx.desired,
+        sts,
+        &filesystem,
+        cx.now.clone(),
+    )
+    .await?;
+    if let Some(p) = step
         .progress
         .as_ref()
         .filter(|p| p.message.starts_with("restarting"))
@@ -40,6 +47,17 @@ pub async fn rolling_restart(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> 
         )
         .await;
     }
+    if let Some(r) = &step.rollback {
+        cx.publish(
+            EventType::Warning,
+            "ImageRolledBack",
+            "RollingRestart",
+            r.message.clone(),
+        )
+        .await;
+    }
+    found.progress = step.progress.clone();
+    found.roll = step;
     Ok(Outcome::Continue)
 }
 

@@ -16,6 +16,7 @@ use super::state::{
 use crate::error::Result;
 use crate::manifests::ClusterNames;
 use crate::reconcile::desired_cluster::DesiredCluster;
+use crate::reconcile::roll::RollStep;
 use crate::reconcile::{patch_status, storage};
 use crate::status::{self, ClusterStatusPatch};
 
@@ -53,7 +54,14 @@ pub async fn observe(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
 
 /// Writes the status built from what the steps found.
 pub async fn write_status(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
-    let patch = cluster_status(cx.kc, &cx.names, &cx.desired, found, cx.now.clone());
+    let patch = cluster_status(
+        cx.kc,
+        &cx.names,
+        &cx.desired,
+        found,
+        &cx.ctx.options.default_broker_image,
+        cx.now.clone(),
+    );
     patch_status(&cx.clusters, &cx.name, &patch).await?;
     found.status = Some(patch);
     Ok(Outcome::Continue)
@@ -66,6 +74,7 @@ pub fn cluster_status(
     names: &ClusterNames,
     desired: &DesiredCluster,
     found: &Found,
+    default_image: &str,
     now: Time,
 ) -> ClusterStatusPatch {
     let sts = found.applied_sts.as_ref().and_then(|s| s.status.as_ref());
@@ -107,6 +116,7 @@ pub fn cluster_status(
         );
     }
     new_status.unclean_recoveries = status::unclean_recoveries(kc, &found.recoveries, now.clone());
+    set_roll(&mut new_status, kc, &found.roll, default_image);
     let balance = &found.balance;
     new_status.balance = balance.status.clone();
     if let Some((balanced, reason, message)) = &balance.condition {
@@ -122,6 +132,29 @@ pub fn cluster_status(
         new_status.conditions.push(c.clone());
     }
     new_status
+}
+
+/// The roll's part of the status: its progress; the image every broker
+/// runs (kept from the last write until a roll settles on another); an
+/// image roll undone, kept while `spec.image` names the failed image.
+fn set_roll(
+    new_status: &mut ClusterStatusPatch,
+    kc: &KafkaCluster,
+    roll: &RollStep,
+    default_image: &str,
+) {
+    let before = kc.status.as_ref();
+    new_status.roll = roll.status.clone();
+    new_status.broker_image = roll
+        .settled_image
+        .clone()
+        .or_else(|| before.and_then(|s| s.broker_image.clone()));
+    let want = kc.image_or(default_image);
+    new_status.image_rollback = roll.rollback.clone().or_else(|| {
+        before
+            .and_then(|s| s.image_rollback.clone())
+            .filter(|r| r.failed_image == want)
+    });
 }
 
 /// Events for brokers that came back on an empty disk (counted by the

@@ -119,6 +119,9 @@ pub struct Found {
     pub applied_sts: Option<StatefulSet>,
     /// A drain, replica move, roll or feature level in progress.
     pub progress: Option<Progress>,
+    /// The rolling restart: its status, an image roll undone, the image
+    /// every broker runs once none is left.
+    pub roll: crate::reconcile::roll::RollStep,
     /// The volumes' growth.
     pub volumes: Option<VolumeReport>,
     /// The feature level step (when a controller runs).

@@ -1,0 +1,305 @@
+"""Day-2 operations that prove themselves safe, on the real API server tier.
+
+Readiness is real here: the pod runner runs the StatefulSet's readinessProbe
+(the broker's `/readyz`) as the kubelet does and sets the pods' Ready from
+it. On that:
+
+- **A roll paced by recovery.** One broker has a slow disk (the runner
+  throttles its writes); while it restarts, a burst is written that it must
+  copy back through that disk. The roll holds: the next broker restarts only
+  once the slow one is back in the ISR of every partition it follows,
+  measured from the cluster's metadata, and its pod was not Ready before
+  that. `kubectl get kafkacluster` shows the roll's progress meanwhile.
+- **An image roll undone.** An image whose broker never becomes ready: after
+  `spec.rollPolicy.timeout` the operator puts the brokers back on the image
+  they ran, says why in the status and an Event, and an acks=all producer
+  loses nothing.
+
+Local mode only: it needs the pod runner (slow disks, images mapped to
+binaries). Run by e2e/k8s/operator-e2e.sh after test_operator.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from test_operator import (MODE, NS, AcksAllWriter, LocalCluster, cond, poll_values,  # noqa: E402
+                           ready, running)
+from util import wait_until  # noqa: E402
+
+NAME, TOPIC = "pace", "pace-t"
+PARTITIONS = 6
+# An image tag the pod runner runs as /bin/false: a broker that exits at once, every time.
+BROKEN = "does-not-start"
+# The slow broker's disk: bytes/s it may write.
+SLOW_DISK = 150_000
+# What it must copy back through it after its restart.
+BURST_BYTES = 4_000_000
+
+
+class Day2Cluster(LocalCluster):
+    def binaries(self) -> dict[str, str]:
+        return {f"skein-broker:{BROKEN}": "/bin/false", **super().binaries()}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, request):
+    if MODE != "local":
+        pytest.fail("test_day2.py needs this machine's tier (the pod runner): run e2e/k8s/operator-e2e.sh")
+    yield from running(Day2Cluster(tmp_path_factory.mktemp("day2")), request)
+
+
+def boot() -> str:
+    return ",".join(f"{NAME}-{i}.{NAME}-brokers.{NS}.svc:9092" for i in range(3))
+
+
+def pods(env) -> dict[str, dict]:
+    return {p["metadata"]["name"]: p for p in
+            env.get("-n", NS, "get", "pods", "-l", f"app.kubernetes.io/instance={NAME}")["items"]}
+
+
+def status(env) -> dict:
+    return env.get("-n", NS, "get", "kafkacluster", NAME).get("status", {})
+
+
+@pytest.fixture(scope="module")
+def cluster(env):
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {NAME}
+  namespace: {NS}
+spec:
+  replicas: 3
+  storage:
+    size: 1Gi
+  config:
+    min.insync.replicas: "2"
+    replica.lag.time.max.ms: "5000"
+    readiness.replica.lag.max.messages: "0"
+  rollPolicy:
+    waitForFullReplication: false
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {TOPIC}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {NAME}
+  partitions: {PARTITIONS}
+  replicationFactor: 3
+""")
+    ready(env, "kafkacluster", NAME, 240, "KafkaCluster pace Ready")
+    ready(env, "topic", TOPIC, 120, "Topic pace-t Ready")
+    # Every broker's pod went Ready through its probe: the runner saw it not ready first.
+    runner = env.runners[1]
+    for i in range(3):
+        wait_until(lambda i=i: [r for _, r in runner.ready_transitions(f"{NAME}-{i}")][-1:] == [True], 60,
+                   f"{NAME}-{i} Ready from its probe")
+    writer = AcksAllWriter(boot(), TOPIC, PARTITIONS, "d2")
+    writer.start()
+    wait_until(lambda: len(writer.acked) > 100, 60, "the acks=all producer writing")
+    yield writer
+    writer.finish()
+    assert writer.failed == [], writer.failed[:5]
+    from confluent_kafka import Consumer, TopicPartition
+    cons = Consumer({"bootstrap.servers": boot(), "group.id": f"d2-{uuid.uuid4().hex[:6]}",
+                     "enable.auto.commit": False})
+    cons.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    got = poll_values(cons, len(writer.acked), 120)
+    assert sorted(got) == sorted(writer.acked), f"{len(got)} read back of {len(writer.acked)} acknowledged"
+    print(f"day-2 cluster: {len(writer.acked)} acknowledged records (acks=all) all read back, none failed")
+
+
+class Watch:
+    """Samples, every 0.25 s, the broker pods' uids and when broker `slow` is in the ISR of every
+    partition it is a replica of (from the cluster's metadata), in threads of their own."""
+
+    def __init__(self, env, slow: int):
+        self.env, self.slow = env, slow
+        self.uids: dict[str, list[tuple[float, str]]] = {}
+        self.in_sync: list[tuple[float, bool]] = []
+        self.rolls: list[dict] = []
+        self.printed: list[str] = []  # `kubectl get kafkacluster` as it showed the cluster
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=f, daemon=True) for f in (self._pods, self._isr)]
+
+    def start(self):
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join(10)
+
+    def _pods(self):
+        while not self._stop.is_set():
+            now = time.time()
+            try:
+                for name, p in pods(self.env).items():
+                    seen = self.uids.setdefault(name, [])
+                    if not p["metadata"].get("deletionTimestamp") and (not seen or seen[-1][1] != p["metadata"]["uid"]):
+                        seen.append((now, p["metadata"]["uid"]))
+                roll = status(self.env).get("roll")
+                if roll:
+                    self.rolls.append(roll)
+                    self.printed.append(self.env.k("-n", NS, "get", "kafkacluster", NAME))
+            except Exception:  # noqa: BLE001 - a slow kubectl call: the next sample
+                pass
+            time.sleep(0.25)
+
+    def _isr(self):
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient({"bootstrap.servers": boot(), "log_level": 2})
+        while not self._stop.is_set():
+            now = time.time()
+            try:
+                md = admin.list_topics(timeout=5)
+                ok = all(self.slow in p.isrs for t in md.topics.values() for p in t.partitions.values()
+                         if self.slow in p.replicas)
+                self.in_sync.append((now, ok))
+            except Exception:  # noqa: BLE001
+                pass
+            time.sleep(0.25)
+
+    def created(self, pod: str, after_uid: str) -> float | None:
+        """When a pod of that name with another uid than `after_uid` was first seen."""
+        return next((t for t, u in self.uids.get(pod, []) if u != after_uid), None)
+
+    def in_sync_from(self, since: float) -> float | None:
+        """The first sample after `since` from which broker `slow` stayed in every ISR."""
+        first = None
+        for t, ok in self.in_sync:
+            if t < since:
+                continue
+            if ok and first is None:
+                first = t
+            elif not ok:
+                first = None
+        return first
+
+
+def burst(n_bytes: int):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": boot(), "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 20, "log_level": 2})
+    payload = b"b" * 1000
+    for i in range(n_bytes // len(payload)):
+        p.produce("pace-burst", payload, partition=i % PARTITIONS)
+        p.poll(0)
+    assert p.flush(180) == 0
+
+
+def test_a_roll_waits_until_the_restarted_broker_is_back_in_every_isr(env, cluster):
+    writer = cluster
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: pace-burst
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {NAME}
+  partitions: {PARTITIONS}
+  replicationFactor: 3
+""")
+    ready(env, "topic", "pace-burst", 120, "Topic pace-burst Ready")
+    runner = env.runners[1]
+    runner.slow_disk(f"{NAME}-1", SLOW_DISK)
+    before = {n: p["metadata"]["uid"] for n, p in pods(env).items()}
+    watch = Watch(env, slow=1).start()
+    try:
+        env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p",
+              json.dumps({"spec": {"config": {"log.retention.ms": "7200000"}}}))
+        # The roll reaches the slow broker (pace-2 first): while it is down, the burst it must
+        # copy back through its slow disk.
+        wait_until(lambda: watch.created(f"{NAME}-1", before[f"{NAME}-1"]) or
+                   pods(env).get(f"{NAME}-1", {}).get("metadata", {}).get("deletionTimestamp"), 300,
+                   f"{NAME}-1 restarted by the roll")
+        t0 = time.time()
+        burst(BURST_BYTES)
+        print(f"burst of {BURST_BYTES} bytes written in {time.time() - t0:.1f}s while {NAME}-1 restarted")
+        restarted1 = wait_until(lambda: watch.created(f"{NAME}-1", before[f"{NAME}-1"]), 120,
+                                f"{NAME}-1 recreated")
+        restarted0 = wait_until(lambda: watch.created(f"{NAME}-0", before[f"{NAME}-0"]), 600,
+                                f"{NAME}-0 restarted after {NAME}-1 recovered")
+        wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", NAME), "Ready") == "True", 180,
+                   "KafkaCluster Ready after the roll")
+    finally:
+        watch.stop()
+        runner.slow_disk(f"{NAME}-1", None)
+    in_sync = watch.in_sync_from(restarted1)
+    assert in_sync is not None, "broker 1 never back in every ISR"
+    ready_at = [t for t, r in runner.ready_transitions(f"{NAME}-1") if r and t > restarted1]
+    assert ready_at, runner.ready_transitions(f"{NAME}-1")
+    recovery = in_sync - restarted1
+    print(f"{NAME}-1 recreated at +0s, back in every ISR at +{recovery:.1f}s, Ready at "
+          f"+{ready_at[0] - restarted1:.1f}s; {NAME}-0 restarted at +{restarted0 - restarted1:.1f}s")
+    # The slow disk made the recovery long enough to matter ...
+    assert recovery >= 15, f"recovery took only {recovery:.1f}s: the slow disk did not hold it"
+    # ... its pod was not Ready before it was in sync (0.5 s: the two samplings' granularity) ...
+    assert ready_at[0] >= in_sync - 0.5 - 1.0, (ready_at[0] - restarted1, recovery)
+    # ... and the next restart waited for both.
+    assert restarted0 >= in_sync, (restarted0 - restarted1, recovery)
+    assert restarted0 >= ready_at[0], (restarted0 - restarted1, ready_at[0] - restarted1)
+    # The roll's progress, in the status and as kubectl shows it, while it waited for the slow broker.
+    waiting = [r for r in watch.rolls if r.get("pod") == f"{NAME}-1"]
+    assert waiting and waiting[-1]["progress"] == "2/3", watch.rolls[-3:]
+    assert "ready" in waiting[-1]["waitingFor"], waiting[-1]
+    shown = [out for out in watch.printed if "2/3" in out]
+    assert shown and "ROLL" in shown[0].splitlines()[0], watch.printed[-2:]
+    print("kubectl get kafkacluster during the roll:\n" + shown[-1])
+    assert "roll" not in status(env), status(env).get("roll")
+    env.k("-n", NS, "delete", "topic", "pace-burst", "--timeout=60s")
+
+
+def test_an_image_roll_not_ready_in_time_is_undone(env, cluster):
+    good = status(env).get("brokerImage")
+    assert good, f"no status.brokerImage after a settled roll: {status(env)}"
+    bad = f"ghcr.io/skein-dev/skein-broker:{BROKEN}"
+    before = {n: p["metadata"]["uid"] for n, p in pods(env).items()}
+    env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p",
+          json.dumps({"spec": {"image": bad, "rollPolicy": {"timeout": "40s"}}}))
+    wait_until(lambda: (lambda p: p and p["spec"]["containers"][0]["image"] == bad)(pods(env).get(f"{NAME}-2")),
+               120, f"{NAME}-2 recreated on the broken image")
+    t_bad = time.time()
+    rollback = wait_until(lambda: status(env).get("imageRollback"), 150, "status.imageRollback")
+    waited = time.time() - t_bad
+    assert rollback["failedImage"] == bad and rollback["restoredImage"] == good, rollback
+    assert rollback["pod"] == f"{NAME}-2", rollback
+    assert 40 <= waited + 3 and waited <= 40 + 45, f"undone {waited:.0f}s after the restart (timeout 40s)"
+    events = env.get("-n", NS, "get", "events", "--field-selector",
+                     f"involvedObject.name={NAME},reason=ImageRolledBack")["items"]
+    assert events and "40s" in events[0]["message"], events
+    # Back on the image they ran: pace-2 restarted on it, the others never touched.
+    wait_until(lambda: (lambda ps: len(ps) == 3 and all(p["spec"]["containers"][0]["image"] == good
+                                                       for p in ps.values()))(pods(env)), 180,
+               "every broker pod on the image before the failed roll")
+    wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", NAME), "Ready") == "True", 180,
+               "KafkaCluster Ready after the roll was undone")
+    after = {n: p["metadata"]["uid"] for n, p in pods(env).items()}
+    assert after[f"{NAME}-0"] == before[f"{NAME}-0"] and after[f"{NAME}-1"] == before[f"{NAME}-1"], \
+        "a broker other than the one on the failed image was restarted"
+    assert status(env).get("imageRollback", {}).get("failedImage") == bad, "the rollback is forgotten"
+    sts = env.get("-n", NS, "get", "statefulset", NAME)
+    assert sts["spec"]["template"]["spec"]["containers"][0]["image"] == good
+    # Naming the good image again clears it and restarts nothing.
+    env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p",
+          json.dumps({"spec": {"image": good}}))
+    wait_until(lambda: "imageRollback" not in status(env), 60, "status.imageRollback cleared")
+    time.sleep(5)
+    assert {n: p["metadata"]["uid"] for n, p in pods(env).items()} == after
+    print(f"image roll undone {waited:.0f}s after {NAME}-2 restarted on {bad}: {rollback['message']}")
