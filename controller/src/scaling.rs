@@ -8,6 +8,11 @@
 //! - Scale-up fills: replicas move from the most- to the least-loaded broker
 //!   until no two brokers differ by more than one replica, one replica per
 //!   move, so as little data as possible is copied.
+//! - With racks (`broker.rack`, a zone on Kubernetes), a partition never
+//!   ends on fewer racks than it had: a drained replica goes to a rack the
+//!   partition does not use yet when there is one, and evening out moves a
+//!   replica only where the racks under its partition stay as many. A broker
+//!   without a rack is a rack of its own.
 
 use std::collections::BTreeMap;
 
@@ -55,11 +60,37 @@ fn loads(current: &Assignment, brokers: &[i32]) -> BTreeMap<i32, usize> {
     load
 }
 
-/// The least-loaded broker of `load` not in `exclude` (lowest id on ties).
-fn least_loaded(load: &BTreeMap<i32, usize>, exclude: &[i32]) -> Option<i32> {
+/// Each broker's rack (`None`: none, a rack of its own).
+pub type Racks = BTreeMap<i32, Option<String>>;
+
+/// The rack broker `b` counts as: its own, or, without one, itself.
+fn rack_of(racks: &Racks, b: i32) -> (Option<&str>, i32) {
+    match racks.get(&b).and_then(|r| r.as_deref()) {
+        Some(r) => (Some(r), -1),
+        None => (None, b),
+    }
+}
+
+/// How many racks `replicas` span.
+fn rack_count(racks: &Racks, replicas: &[i32]) -> usize {
+    let mut seen: Vec<(Option<&str>, i32)> = replicas.iter().map(|b| rack_of(racks, *b)).collect();
+    seen.sort();
+    seen.dedup();
+    seen.len()
+}
+
+/// The least-loaded broker of `load` not in `exclude` (lowest id on ties),
+/// on a rack none of `others` uses when there is one.
+fn least_loaded(
+    load: &BTreeMap<i32, usize>,
+    exclude: &[i32],
+    others: &[i32],
+    racks: &Racks,
+) -> Option<i32> {
+    let used: Vec<(Option<&str>, i32)> = others.iter().map(|b| rack_of(racks, *b)).collect();
     load.iter()
         .filter(|(b, _)| !exclude.contains(b))
-        .min_by_key(|(b, n)| (**n, **b))
+        .min_by_key(|(b, n)| (used.contains(&rack_of(racks, **b)), **n, **b))
         .map(|(b, _)| *b)
 }
 
@@ -75,6 +106,16 @@ pub fn plan(current: &Assignment, brokers: &[i32]) -> Assignment {
 /// replicas: a replica on a staying broker that is gone stays where it is
 /// (self-healing's to move), and evening out leaves that broker alone.
 pub fn plan_onto(current: &Assignment, brokers: &[i32], hosts: &[i32]) -> Assignment {
+    plan_onto_racks(current, brokers, hosts, &Racks::new())
+}
+
+/// [`plan_onto`] keeping every partition on as many racks as it had.
+pub fn plan_onto_racks(
+    current: &Assignment,
+    brokers: &[i32],
+    hosts: &[i32],
+    racks: &Racks,
+) -> Assignment {
     let mut next = current.clone();
     let hosts: Vec<i32> = hosts
         .iter()
@@ -88,7 +129,13 @@ pub fn plan_onto(current: &Assignment, brokers: &[i32], hosts: &[i32]) -> Assign
             if brokers.contains(&replicas[i]) {
                 continue;
             }
-            if let Some(to) = least_loaded(&load, replicas) {
+            let others: Vec<i32> = replicas
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, b)| *b)
+                .collect();
+            if let Some(to) = least_loaded(&load, replicas, &others, racks) {
                 replicas[i] = to;
                 *load.get_mut(&to).expect("staying broker") += 1;
             }
@@ -106,11 +153,16 @@ pub fn plan_onto(current: &Assignment, brokers: &[i32], hosts: &[i32]) -> Assign
         if hi_n <= lo_n + 1 {
             break;
         }
-        // A partition on `hi` that does not use `lo`; prefer one where `hi`
-        // is not the preferred leader, so leadership stays put.
+        // A partition on `hi` that does not use `lo` and keeps its racks
+        // with `lo` in place of `hi`; prefer one where `hi` is not the
+        // preferred leader, so leadership stays put.
+        let keeps_racks = |r: &Vec<i32>| {
+            let moved: Vec<i32> = r.iter().map(|b| if *b == hi { lo } else { *b }).collect();
+            rack_count(racks, &moved) >= rack_count(racks, r)
+        };
         let pick = next
             .iter()
-            .filter(|(_, r)| r.contains(&hi) && !r.contains(&lo))
+            .filter(|(_, r)| r.contains(&hi) && !r.contains(&lo) && keeps_racks(r))
             .min_by_key(|(_, r)| r.first() == Some(&hi))
             .map(|(k, _)| k.clone());
         let Some(key) = pick else { break };
@@ -136,6 +188,16 @@ pub fn plan_per_topic(current: &Assignment, brokers: &[i32]) -> Assignment {
 
 /// [`plan_onto`] for each topic on its own.
 pub fn plan_per_topic_onto(current: &Assignment, brokers: &[i32], hosts: &[i32]) -> Assignment {
+    plan_per_topic_racks(current, brokers, hosts, &Racks::new())
+}
+
+/// [`plan_onto_racks`] for each topic on its own.
+pub fn plan_per_topic_racks(
+    current: &Assignment,
+    brokers: &[i32],
+    hosts: &[i32],
+    racks: &Racks,
+) -> Assignment {
     let mut by_topic: BTreeMap<&str, Assignment> = BTreeMap::new();
     for (k, r) in current {
         by_topic
@@ -145,7 +207,7 @@ pub fn plan_per_topic_onto(current: &Assignment, brokers: &[i32], hosts: &[i32])
     }
     by_topic
         .values()
-        .flat_map(|a| plan_onto(a, brokers, hosts))
+        .flat_map(|a| plan_onto_racks(a, brokers, hosts, racks))
         .collect()
 }
 
@@ -282,5 +344,47 @@ mod tests {
         let moves = plan(&cur, &[0, 1]);
         assert!(moves.is_empty(), "{moves:?}");
         assert!(uses_any_outside(&cur, &[0, 1]));
+    }
+
+    fn racks(of: &[(i32, &str)]) -> Racks {
+        of.iter().map(|(b, r)| (*b, Some(r.to_string()))).collect()
+    }
+
+    #[test]
+    fn a_drained_replica_goes_to_a_rack_the_partition_does_not_use() {
+        // Brokers 0,1 in zone a, 2,3 in b, 4,5 in c; 4 leaves. Broker 0
+        // holds the least, but zone a is taken, and so is b: only zone c is
+        // free, on broker 5.
+        let rk = racks(&[(0, "a"), (1, "a"), (2, "b"), (3, "b"), (4, "c"), (5, "c")]);
+        let cur = a(&[("t", 0, &[4, 1, 2])]);
+        let next = apply(
+            &cur,
+            &plan_per_topic_racks(&cur, &[0, 1, 2, 3, 5], &[0, 1, 2, 3, 5], &rk),
+        );
+        assert_eq!(next[&("t".into(), 0)], vec![5, 1, 2], "zone c kept");
+        // Without racks the least-loaded broker takes it.
+        let next = apply(
+            &cur,
+            &plan_per_topic_onto(&cur, &[0, 1, 2, 3, 5], &[0, 1, 2, 3, 5]),
+        );
+        assert_eq!(next[&("t".into(), 0)], vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn evening_out_never_puts_two_replicas_of_a_partition_in_one_zone() {
+        // Six brokers over zones a,b,c (two each); every partition on 0,2,4
+        // (one per zone). Filling 1,3,5 must keep every partition on three zones.
+        let rk = racks(&[(0, "a"), (1, "a"), (2, "b"), (3, "b"), (4, "c"), (5, "c")]);
+        let cur: Assignment = (0..12)
+            .map(|p| (("t".to_string(), p), vec![0, 2, 4]))
+            .collect();
+        let all = [0, 1, 2, 3, 4, 5];
+        let next = apply(&cur, &plan_per_topic_racks(&cur, &all, &all, &rk));
+        for (k, r) in &next {
+            assert_eq!(rack_count(&rk, r), 3, "{k:?} -> {r:?}");
+        }
+        let load = loads(&next, &all);
+        let (lo, hi) = (load.values().min().unwrap(), load.values().max().unwrap());
+        assert!(hi - lo <= 1, "{load:?}");
     }
 }

@@ -584,6 +584,11 @@ class PodRunner:
                 env[e["name"]] = e["value"].replace("0.0.0.0", ip)
             elif "fieldRef" in e.get("valueFrom", {}):
                 path = e["valueFrom"]["fieldRef"]["fieldPath"]
+                # metadata.labels['k'] / metadata.annotations['k'] (a missing key: empty, as the kubelet).
+                m = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
+                if m:
+                    env[e["name"]] = (meta.get(m.group(1)) or {}).get(m.group(2), "")
+                    continue
                 env[e["name"]] = {"metadata.name": name, "metadata.namespace": meta["namespace"],
                                   "status.podIP": ip, "spec.nodeName": spec.get("nodeName", ""),
                                   "status.hostIP": pod["status"].get("hostIP", "")}.get(path, "")

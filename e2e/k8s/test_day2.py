@@ -22,6 +22,9 @@ binaries). Run by e2e/k8s/operator-e2e.sh after test_operator.py.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -192,6 +195,22 @@ class Watch:
         return first
 
 
+def burst_topic(env):
+    """Topic pace-burst, where bursts go (its own, so that pace-t holds the writer's records only)."""
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: pace-burst
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {NAME}
+  partitions: {PARTITIONS}
+  replicationFactor: 3
+""")
+    ready(env, "topic", "pace-burst", 120, "Topic pace-burst Ready")
+
+
 def burst(n_bytes: int):
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": boot(), "acks": "all", "enable.idempotence": True,
@@ -205,18 +224,7 @@ def burst(n_bytes: int):
 
 def test_a_roll_waits_until_the_restarted_broker_is_back_in_every_isr(env, cluster):
     writer = cluster
-    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
-kind: Topic
-metadata:
-  name: pace-burst
-  namespace: {NS}
-spec:
-  clusterRef:
-    name: {NAME}
-  partitions: {PARTITIONS}
-  replicationFactor: 3
-""")
-    ready(env, "topic", "pace-burst", 120, "Topic pace-burst Ready")
+    burst_topic(env)
     runner = env.runners[1]
     runner.slow_disk(f"{NAME}-1", SLOW_DISK)
     before = {n: p["metadata"]["uid"] for n, p in pods(env).items()}
@@ -266,6 +274,63 @@ spec:
     env.k("-n", NS, "delete", "topic", "pace-burst", "--timeout=60s")
 
 
+def evict(env, pod: str) -> subprocess.CompletedProcess:
+    """The eviction API, as `kubectl drain` calls it for each pod."""
+    body = json.dumps({"apiVersion": "policy/v1", "kind": "Eviction",
+                       "metadata": {"name": pod, "namespace": NS}})
+    return env.k_run("create", "--raw", f"/api/v1/namespaces/{NS}/pods/{pod}/eviction", "-f", "-", stdin=body)
+
+
+def pdb_allowed(env) -> int:
+    return env.get("-n", NS, "get", "pdb", NAME).get("status", {}).get("disruptionsAllowed", -1)
+
+
+def test_evictions_wait_until_the_cluster_can_spare_a_broker_and_go_one_at_a_time(env, cluster):
+    """The PodDisruptionBudget lets a node drain take one broker, and only while every partition
+    is above its min.insync.replicas: a broker out of the ISRs (slow disk, a burst) holds every
+    eviction (HTTP 429); once it caught up one eviction goes through, and the next waits until
+    the evicted broker is back, Ready, in every ISR."""
+    burst_topic(env)
+    runner = env.runners[1]
+    wait_until(lambda: pdb_allowed(env) == 1, 120, "the PDB allowing one disruption")
+    runner.slow_disk(f"{NAME}-1", 50_000)
+    try:
+        burst(2_000_000)
+        wait_until(lambda: pdb_allowed(env) == 0, 120, "the PDB allowing none while pace-1 is out of the ISRs")
+        r = evict(env, f"{NAME}-0")
+        assert r.returncode != 0 and "disruption budget" in r.stderr, (r.returncode, r.stderr)
+    finally:
+        runner.slow_disk(f"{NAME}-1", None)
+    wait_until(lambda: pdb_allowed(env) == 1, 180, "the PDB allowing one disruption once pace-1 caught up")
+    before = {n: p["metadata"]["uid"] for n, p in pods(env).items()}
+    r = evict(env, f"{NAME}-0")
+    assert r.returncode == 0, r.stderr
+    t_evicted = time.time()
+    refused = 0
+    while True:
+        r = evict(env, f"{NAME}-2")
+        if r.returncode == 0:
+            break
+        assert "disruption budget" in r.stderr, r.stderr
+        refused += 1
+        assert time.time() - t_evicted < 240, "pace-2 never evictable"
+        time.sleep(1)
+    second = time.time() - t_evicted
+    back = [t for t, ok in runner.ready_transitions(f"{NAME}-0") if ok and t > t_evicted]
+    assert back and back[0] <= time.time(), runner.ready_transitions(f"{NAME}-0")
+    assert refused > 0, "the second eviction went through at once"
+    print(f"eviction of {NAME}-2 refused {refused} times, allowed {second:.1f}s after {NAME}-0's, "
+          f"{NAME}-0 Ready again after {back[0] - t_evicted:.1f}s")
+    # Both recreated (the evicted pod is Terminating until its broker stopped), then Ready.
+    wait_until(lambda: (lambda ps: all(n in ps and ps[n]["metadata"]["uid"] != before[n]
+                                       and not ps[n]["metadata"].get("deletionTimestamp")
+                                       for n in (f"{NAME}-0", f"{NAME}-2")))(pods(env)), 180,
+               "pace-0 and pace-2 recreated after their evictions")
+    wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", NAME), "Ready") == "True", 180,
+               "KafkaCluster Ready after the evictions")
+    env.k("-n", NS, "delete", "topic", "pace-burst", "--timeout=60s")
+
+
 def test_an_image_roll_not_ready_in_time_is_undone(env, cluster):
     good = status(env).get("brokerImage")
     assert good, f"no status.brokerImage after a settled roll: {status(env)}"
@@ -303,3 +368,136 @@ def test_an_image_roll_not_ready_in_time_is_undone(env, cluster):
     time.sleep(5)
     assert {n: p["metadata"]["uid"] for n, p in pods(env).items()} == after
     print(f"image roll undone {waited:.0f}s after {NAME}-2 restarted on {bad}: {rollback['message']}")
+
+
+ZONED, ZTOPIC = "zoned", "zoned-t"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+def zoned_boot(n: int) -> str:
+    return ",".join(f"{ZONED}-{i}.{ZONED}-brokers.{NS}.svc:9092" for i in range(n))
+
+
+def topic_bytes_out(env, pod: str, topic: str) -> float:
+    import re
+    import urllib.request
+    ip = env.get("-n", NS, "get", "pod", pod)["status"]["podIP"]
+    text = urllib.request.urlopen(f"http://{ip}:9644/metrics", timeout=10).read().decode()
+    m = re.search(r'^skein_topic_bytes_out_total\{topic="%s"\} (\S+)$' % re.escape(topic), text, re.M)
+    return float(m[1]) if m else 0.0
+
+
+def test_zones_keep_replicas_apart_serve_the_closest_replica_and_survive_a_lost_zone(env):
+    """`spec.rack`: each broker's `broker.rack` is its node's zone (the pod's
+    topology.kubernetes.io/zone, which the API server copies from the node at binding); the pods
+    spread over the three zones; every partition's replicas sit in three zones; a consumer that
+    says its zone (`client.rack`) reads from the replica there (KIP-392: the operator sets the
+    RackAwareReplicaSelector); and when a whole zone stops (its brokers frozen), every partition
+    keeps a leader, an acks=all producer goes on, and every acknowledged record is read back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    n = 6
+    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {ZONED}
+  namespace: {NS}
+spec:
+  replicas: {n}
+  storage:
+    size: 1Gi
+  rack: {{}}
+  config:
+    min.insync.replicas: "2"
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {ZTOPIC}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {ZONED}
+  partitions: 6
+  replicationFactor: 3
+""")
+    runner = env.runners[1]
+    writer = None
+    frozen: list[int] = []
+    try:
+        ready(env, "kafkacluster", ZONED, 300, "KafkaCluster zoned Ready")
+        ready(env, "topic", ZTOPIC, 120, "Topic zoned-t Ready")
+        zone_of_node = {nd["metadata"]["name"]: nd["metadata"]["labels"][ZONE_LABEL]
+                        for nd in env.get("get", "nodes")["items"]}
+        zpods = {p["metadata"]["name"]: p for p in
+                 env.get("-n", NS, "get", "pods", "-l", f"app.kubernetes.io/instance={ZONED}")["items"]}
+        zone = {int(name.rsplit("-", 1)[1]): zone_of_node[p["spec"]["nodeName"]] for name, p in zpods.items()}
+        # The pods spread over the zones (topologySpreadConstraints, maxSkew 1).
+        per_zone = {z: sum(1 for v in zone.values() if v == z) for z in set(zone_of_node.values())}
+        assert max(per_zone.values()) - min(per_zone.values()) <= 1, per_zone
+        # Each broker's rack is its node's zone.
+        admin = AdminClient({"bootstrap.servers": zoned_boot(n)})
+        racks = {nd.id: nd.rack for nd in admin.describe_cluster().result(30).nodes}
+        assert racks == zone, (racks, zone)
+        # Every partition on three zones.
+        md = admin.list_topics(ZTOPIC, timeout=10).topics[ZTOPIC]
+        for pid, p in md.partitions.items():
+            assert len({zone[b] for b in p.replicas}) == 3, (pid, p.replicas, zone)
+
+        # KIP-392: a consumer in a follower's zone reads partition 0 from that follower.
+        p0 = md.partitions[0]
+        follower = next(b for b in p0.replicas if b != p0.leader and zone[b] != zone[p0.leader])
+        prod = Producer({"bootstrap.servers": zoned_boot(n), "acks": "all"})
+        for i in range(2000):
+            prod.produce(ZTOPIC, b"z" * 500, partition=0)
+        assert prod.flush(60) == 0
+        before = topic_bytes_out(env, f"{ZONED}-{follower}", ZTOPIC)
+        cons = Consumer({"bootstrap.servers": zoned_boot(n), "group.id": f"z-{uuid.uuid4().hex[:6]}",
+                         "client.rack": zone[follower], "enable.auto.commit": False, "log_level": 3})
+        cons.assign([TopicPartition(ZTOPIC, 0, 0)])
+        got = poll_values(cons, 2000, 90)
+        assert len(got) == 2000, len(got)
+        served = topic_bytes_out(env, f"{ZONED}-{follower}", ZTOPIC) - before
+        assert served >= 2000 * 500, f"follower {follower} in {zone[follower]} sent {served} bytes"
+
+        # A zone lost: every broker in it frozen at once.
+        writer = AcksAllWriter(zoned_boot(n), ZTOPIC, 6, "z")
+        writer.start()
+        wait_until(lambda: len(writer.acked) > 200, 60, "the producer writing")
+        lost = zone[p0.leader]
+        frozen = [b for b, z in zone.items() if z == lost]
+        for b in frozen:
+            os.kill(runner.pid_of(f"{ZONED}-{b}"), signal.SIGSTOP)
+        t_lost = time.time()
+
+        def led_outside():
+            m = AdminClient({"bootstrap.servers": zoned_boot(n)}).list_topics(ZTOPIC, timeout=10).topics[ZTOPIC]
+            return all(p.leader >= 0 and p.leader not in frozen for p in m.partitions.values())
+        wait_until(led_outside, 90, f"every partition led outside {lost}")
+        moved = time.time() - t_lost
+        acked_then = len(writer.acked)
+        wait_until(lambda: len(writer.acked) > acked_then + 200, 90, f"writes acknowledged without {lost}")
+        for b in frozen:
+            os.kill(runner.pid_of(f"{ZONED}-{b}"), signal.SIGCONT)
+        frozen = []
+        writer.finish()
+        assert writer.failed == [], writer.failed[:5]
+        cons = Consumer({"bootstrap.servers": zoned_boot(n), "group.id": f"z-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})
+        cons.assign([TopicPartition(ZTOPIC, p, 0) for p in range(6)])
+        got = [v for v in poll_values(cons, 2000 + len(writer.acked), 120) if v.startswith(b"z-")]
+        assert sorted(got) == sorted(writer.acked), f"{len(got)} read back of {len(writer.acked)}"
+        print(f"zones {per_zone}; racks = zones; KIP-392 follower {follower} ({zone[follower]}) served "
+              f"{served:.0f} bytes; zone {lost} lost: every partition led elsewhere after {moved:.1f}s, "
+              f"{len(writer.acked)} acknowledged records all read back")
+    finally:
+        for b in frozen:
+            pid = runner.pid_of(f"{ZONED}-{b}")
+            if pid:
+                os.kill(pid, signal.SIGCONT)
+        if writer:
+            writer.stop()
+        env.k("-n", NS, "delete", "topic", ZTOPIC, "--ignore-not-found", "--timeout=60s", check=False)
+        env.k("-n", NS, "delete", "kafkacluster", ZONED, "--ignore-not-found", "--wait=false", check=False)
+        env.k("-n", NS, "delete", "pvc", "-l", f"app.kubernetes.io/instance={ZONED}", "--wait=false", check=False)

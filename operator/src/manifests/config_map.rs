@@ -31,6 +31,15 @@ pub fn operator_defaults(replicas: i32) -> BTreeMap<String, String> {
 /// cannot change them).
 pub fn effective_config(kc: &KafkaCluster) -> BTreeMap<String, String> {
     let mut config = operator_defaults(kc.spec.replicas);
+    if kc.spec.rack.is_some() {
+        // With racks, consumers that say their `client.rack` read from a
+        // replica in their zone (KIP-392), as Strimzi sets it; spec.config
+        // may name another selector.
+        config.insert(
+            keys::REPLICA_SELECTOR_CLASS.name.to_string(),
+            "org.apache.kafka.common.replica.RackAwareReplicaSelector".to_string(),
+        );
+    }
     config.extend(kc.spec.config.clone());
     config.extend(super::control_tls::broker_config());
     config.extend(super::listeners::broker_config(kc));
@@ -116,6 +125,24 @@ mod tests {
     use serde_json::json;
 
     use crate::manifests::test_cluster as cluster;
+
+    #[test]
+    fn racks_turn_on_fetching_from_the_closest_replica() {
+        let selector = |spec| {
+            effective_config(&cluster(spec))
+                .get("replica.selector.class")
+                .cloned()
+        };
+        assert_eq!(selector(json!({})), None);
+        assert_eq!(
+            selector(json!({"rack": {}})).as_deref(),
+            Some("org.apache.kafka.common.replica.RackAwareReplicaSelector")
+        );
+        assert_eq!(
+            selector(json!({"rack": {}, "config": {"replica.selector.class": "x.Y"}})).as_deref(),
+            Some("x.Y")
+        );
+    }
 
     #[test]
     fn user_config_overrides_operator_defaults() {

@@ -1,5 +1,10 @@
 //! PodDisruptionBudget: voluntary disruptions (node drains) take at most one
 //! broker at a time, so a replication factor of 3 keeps a quorum-free ISR of 2.
+//! A broker is healthy for it only while Ready (its `/readyz`: in the ISR of
+//! every partition it follows), so an eviction waits until the broker
+//! evicted last is back in sync; and the reconcile sets `maxUnavailable: 0`
+//! while a partition is at its `min.insync.replicas`
+//! (`reconcile::roll::cannot_spare_a_broker`).
 
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;

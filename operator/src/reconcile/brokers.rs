@@ -19,7 +19,7 @@ use tracing::{info, warn};
 use crate::cluster_controllers::ClusterController;
 use crate::reconcile::desired_cluster::DesiredCluster;
 use skein_controller::scaling::{
-    assignment, plan_per_topic, plan_per_topic_onto, uses_any_outside, Assignment,
+    assignment, plan_per_topic_racks, uses_any_outside, Assignment, Racks,
 };
 
 /// Why the cluster is still converging, for the `Reconciling` condition.
@@ -56,6 +56,14 @@ pub(super) fn reassign(rt: &ClusterController, moves: &Assignment) -> usize {
     started
 }
 
+/// Each broker's rack (`broker.rack`: its zone, with `spec.rack`).
+fn racks(view: &skein_controller::ClusterView) -> Racks {
+    view.brokers
+        .iter()
+        .map(|(id, b)| (*id, b.rack.clone()))
+        .collect()
+}
+
 /// Decides the StatefulSet size: the spec's, except while a scale-down is
 /// still moving replicas off the leaving brokers.
 pub fn scale_step(
@@ -85,7 +93,7 @@ pub fn scale_step(
                 .filter(|b| view.is_alive(**b))
                 .copied()
                 .collect();
-            let moves = plan_per_topic_onto(&asg, &staying, &hosts);
+            let moves = plan_per_topic_racks(&asg, &staying, &hosts, &racks(&view));
             let n = reassign(rt, &moves);
             info!(cluster = %kc.name_any(), partitions = n, "draining brokers {want}..{cur}");
         }
@@ -109,7 +117,7 @@ pub fn scale_step(
     // With the balancer on, it spreads replicas onto new or returning
     // brokers (by bytes, with a plan shown first).
     if moving == 0 && alive && empty_broker && !asg.is_empty() && !kc.spec.balancer.enabled {
-        let moves = plan_per_topic(&asg, &all);
+        let moves = plan_per_topic_racks(&asg, &all, &all, &racks(&view));
         if !moves.is_empty() {
             let n = reassign(rt, &moves);
             info!(cluster = %kc.name_any(), partitions = n, "moving replicas onto new brokers");

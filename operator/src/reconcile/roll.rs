@@ -104,7 +104,10 @@ fn human(d: Duration) -> String {
 
 /// The `min.insync.replicas` of each partition: its topic's, else the
 /// cluster's (`spec.config`), else 1.
-fn min_isr(kc: &KafkaCluster, configs: &std::collections::BTreeMap<String, String>) -> usize {
+pub(crate) fn min_isr(
+    kc: &KafkaCluster,
+    configs: &std::collections::BTreeMap<String, String>,
+) -> usize {
     let key = skein_controller::election::MIN_INSYNC_REPLICAS;
     configs
         .get(key)
@@ -385,4 +388,27 @@ pub async fn rolling_restart_step(
         }
     }
     restart(victim).await
+}
+
+/// Why the cluster cannot lose one more broker now (`None`: it can): a
+/// partition whose ISR is at its `min.insync.replicas`, so that losing a
+/// member stops its acks=all writes. The PodDisruptionBudget allows no
+/// eviction meanwhile; an unready broker (out of an ISR) already counts
+/// against it.
+pub fn cannot_spare_a_broker(
+    view: &skein_controller::ClusterView,
+    kc: &KafkaCluster,
+) -> Option<String> {
+    for (name, t) in &view.topics {
+        let min = min_isr(kc, &t.configs);
+        for (i, p) in t.partitions.iter().enumerate() {
+            if p.leader >= 0 && p.replicas.len() > 1 && p.isr.len() <= min {
+                return Some(format!(
+                    "{name}-{i} has {} in-sync replica(s), at min.insync.replicas={min}",
+                    p.isr.len()
+                ));
+            }
+        }
+    }
+    None
 }

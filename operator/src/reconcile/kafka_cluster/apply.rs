@@ -92,7 +92,19 @@ pub async fn apply_objects(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
     apply(client, ns, &objects.headless_service).await?;
     apply(client, ns, &objects.bootstrap_service).await?;
     apply(client, ns, &objects.service_account).await?;
-    apply(client, ns, &objects.pdb).await?;
+    // Evictions (node drains) take one broker at a time, and none while a
+    // partition is at its min.insync.replicas.
+    let mut pdb = objects.pdb.clone();
+    let refuse = found
+        .controller
+        .as_ref()
+        .and_then(|rt| crate::reconcile::roll::cannot_spare_a_broker(&rt.controller.view(), cx.kc));
+    if let (Some(why), Some(spec)) = (&refuse, pdb.spec.as_mut()) {
+        spec.max_unavailable =
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0));
+        tracing::info!(cluster = %cx.name, %why, "evictions refused");
+    }
+    apply(client, ns, &pdb).await?;
     if let Some(np) = &objects.network_policy {
         apply(client, ns, np).await?;
     }
