@@ -668,7 +668,10 @@ def live_variables(stack: Stack) -> tuple[dict[str, str], dict[str, list[str]]]:
     its first offset commit and the coordinator's next metrics refresh)."""
     def resolved():
         values, found = resolve_variables(stack)
-        return (values, found) if all(found.values()) else None
+        # The consumer group itself, not only the share group (which shows up first): a
+        # variable resolved without it leaves the lag panels with nothing to show.
+        complete = all(found.values()) and GROUP in found.get("group", []) and TOPIC in found.get("topic", [])
+        return (values, found) if complete else None
     return wait_until(resolved, 60, "every dashboard variable to have values")
 
 

@@ -712,7 +712,8 @@ def all_in_sync(env) -> bool:
 
 
 def scale(env, n: int):
-    env.k("-n", NS, "patch", "kafkacluster", CLUSTER, "--type=merge", "-p", json.dumps({"spec": {"replicas": n}}))
+    """`kubectl scale kafkacluster`: the scale subresource, as an HPA or KEDA drives it."""
+    env.k("-n", NS, "scale", "kafkacluster", CLUSTER, f"--replicas={n}")
 
 
 def test_scale_up_moves_replicas_onto_the_new_brokers(env):
@@ -724,6 +725,10 @@ def test_scale_up_moves_replicas_onto_the_new_brokers(env):
     wait_until(lambda: cond(env.get("-n", NS, "get", "kafkacluster", CLUSTER), "Ready") == "True", 120,
                "KafkaCluster Ready=True at 5 brokers")
     assert env.get("-n", NS, "get", "statefulset", CLUSTER)["spec"]["replicas"] == 5
+    # The scale subresource reports what an autoscaler reads: ready brokers and their selector.
+    sc = env.get("-n", NS, "get", "kafkacluster", CLUSTER, "--subresource=scale")
+    assert sc["spec"]["replicas"] == 5 and sc["status"]["replicas"] == 5, sc
+    assert "app.kubernetes.io/instance=demo" in sc["status"]["selector"], sc
 
 
 def test_scale_down_is_refused_while_a_topic_needs_the_brokers_then_drains(env):
