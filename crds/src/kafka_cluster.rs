@@ -627,4 +627,18 @@ impl KafkaCluster {
     pub fn image_or<'a>(&'a self, default: &'a str) -> &'a str {
         self.spec.image.as_deref().unwrap_or(default)
     }
+
+    /// The undone image roll (`status.imageRollback`) while `spec.image`
+    /// (or `default`) still names its failed image; `None` once it names
+    /// another.
+    pub fn image_rollback_in_effect(
+        &self,
+        default: &str,
+    ) -> Option<&crate::roll::ImageRollbackStatus> {
+        let want = self.image_or(default);
+        self.status
+            .as_ref()
+            .and_then(|s| s.image_rollback.as_ref())
+            .filter(|r| r.failed_image == want)
+    }
 }

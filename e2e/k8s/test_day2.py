@@ -74,6 +74,21 @@ def status(env) -> dict:
     return env.get("-n", NS, "get", "kafkacluster", NAME).get("status", {})
 
 
+def pace_topic(name: str) -> str:
+    """A Topic of the pace cluster: PARTITIONS partitions, replication factor 3."""
+    return f"""apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {NAME}
+  partitions: {PARTITIONS}
+  replicationFactor: 3
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster(env):
     env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
@@ -92,17 +107,7 @@ spec:
   rollPolicy:
     waitForFullReplication: false
 ---
-apiVersion: skein.dev/v1alpha1
-kind: Topic
-metadata:
-  name: {TOPIC}
-  namespace: {NS}
-spec:
-  clusterRef:
-    name: {NAME}
-  partitions: {PARTITIONS}
-  replicationFactor: 3
-""")
+{pace_topic(TOPIC)}""")
     ready(env, "kafkacluster", NAME, 240, "KafkaCluster pace Ready")
     ready(env, "topic", TOPIC, 120, "Topic pace-t Ready")
     # Every broker's pod went Ready through its probe: the runner saw it not ready first.
@@ -197,17 +202,7 @@ class Watch:
 
 def burst_topic(env):
     """Topic pace-burst, where bursts go (its own, so that pace-t holds the writer's records only)."""
-    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
-kind: Topic
-metadata:
-  name: pace-burst
-  namespace: {NS}
-spec:
-  clusterRef:
-    name: {NAME}
-  partitions: {PARTITIONS}
-  replicationFactor: 3
-""")
+    env.k("apply", "-f", "-", stdin=pace_topic("pace-burst"))
     ready(env, "topic", "pace-burst", 120, "Topic pace-burst Ready")
 
 

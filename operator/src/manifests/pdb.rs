@@ -13,6 +13,14 @@ use skein_crds::KafkaCluster;
 
 use super::{owned_meta, selector_labels, ClusterNames};
 
+/// No eviction at all (`maxUnavailable: 0`): a partition is at its
+/// `min.insync.replicas`, and losing a member would stop its writes.
+pub fn refuse_evictions(pdb: &mut PodDisruptionBudget) {
+    if let Some(spec) = pdb.spec.as_mut() {
+        spec.max_unavailable = Some(IntOrString::Int(0));
+    }
+}
+
 /// Builds the brokers' PodDisruptionBudget (`maxUnavailable: 1`).
 pub fn build(kc: &KafkaCluster, names: &ClusterNames) -> PodDisruptionBudget {
     PodDisruptionBudget {

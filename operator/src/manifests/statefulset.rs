@@ -378,10 +378,9 @@ fn data_claim(kc: &KafkaCluster, names: &ClusterNames) -> PersistentVolumeClaim 
 /// except while a roll to it has been undone (`status.imageRollback`): then
 /// the image they ran before.
 pub fn broker_image(kc: &KafkaCluster, opts: &BuildOptions) -> String {
-    let want = kc.image_or(&opts.default_broker_image);
-    match kc.status.as_ref().and_then(|s| s.image_rollback.as_ref()) {
-        Some(r) if r.failed_image == want => r.restored_image.clone(),
-        _ => want.to_string(),
+    match kc.image_rollback_in_effect(&opts.default_broker_image) {
+        Some(r) => r.restored_image.clone(),
+        None => kc.image_or(&opts.default_broker_image).to_string(),
     }
 }
 

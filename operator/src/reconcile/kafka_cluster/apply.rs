@@ -10,7 +10,7 @@ use kube::ResourceExt;
 
 use super::state::{Cx, Found, Outcome};
 use crate::error::{Error, Result};
-use crate::manifests::cluster_objects;
+use crate::manifests::{cluster_objects, pdb};
 use crate::reconcile::{apply, brokers, storage};
 
 /// Builds every object, and reads the StatefulSet as it is.
@@ -29,6 +29,16 @@ pub async fn build(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
     let template = current_sts.as_ref().and_then(storage::template_size);
     if let Some(size) = &template {
         storage::keep_template_size(&mut objects.statefulset, size);
+    }
+    // Evictions (node drains) take one broker at a time, and none while a
+    // partition is at its min.insync.replicas.
+    let refuse = found
+        .controller
+        .as_ref()
+        .and_then(|rt| crate::reconcile::roll::cannot_spare_a_broker(&rt.controller.view(), cx.kc));
+    if let Some(why) = refuse {
+        pdb::refuse_evictions(&mut objects.pdb);
+        tracing::info!(cluster = %cx.name, %why, "evictions refused");
     }
     found.objects = Some(objects);
     found.current_sts = current_sts;
@@ -92,19 +102,7 @@ pub async fn apply_objects(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
     apply(client, ns, &objects.headless_service).await?;
     apply(client, ns, &objects.bootstrap_service).await?;
     apply(client, ns, &objects.service_account).await?;
-    // Evictions (node drains) take one broker at a time, and none while a
-    // partition is at its min.insync.replicas.
-    let mut pdb = objects.pdb.clone();
-    let refuse = found
-        .controller
-        .as_ref()
-        .and_then(|rt| crate::reconcile::roll::cannot_spare_a_broker(&rt.controller.view(), cx.kc));
-    if let (Some(why), Some(spec)) = (&refuse, pdb.spec.as_mut()) {
-        spec.max_unavailable =
-            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0));
-        tracing::info!(cluster = %cx.name, %why, "evictions refused");
-    }
-    apply(client, ns, &pdb).await?;
+    apply(client, ns, &objects.pdb).await?;
     if let Some(np) = &objects.network_policy {
         apply(client, ns, np).await?;
     }

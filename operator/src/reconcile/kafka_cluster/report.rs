@@ -149,12 +149,10 @@ fn set_roll(
         .settled_image
         .clone()
         .or_else(|| before.and_then(|s| s.broker_image.clone()));
-    let want = kc.image_or(default_image);
-    new_status.image_rollback = roll.rollback.clone().or_else(|| {
-        before
-            .and_then(|s| s.image_rollback.clone())
-            .filter(|r| r.failed_image == want)
-    });
+    new_status.image_rollback = roll
+        .rollback
+        .clone()
+        .or_else(|| kc.image_rollback_in_effect(default_image).cloned());
 }
 
 /// Events for brokers that came back on an empty disk (counted by the
