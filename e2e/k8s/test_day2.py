@@ -44,7 +44,7 @@ PARTITIONS = 6
 # An image tag the pod runner runs as /bin/false: a broker that exits at once, every time.
 BROKEN = "does-not-start"
 # The slow broker's disk: bytes/s it may write.
-SLOW_DISK = 150_000
+SLOW_DISK = 100_000
 # What it must copy back through it after its restart.
 BURST_BYTES = 4_000_000
 
@@ -253,8 +253,10 @@ def test_a_roll_waits_until_the_restarted_broker_is_back_in_every_isr(env, clust
           f"+{ready_at[0] - restarted1:.1f}s; {NAME}-0 restarted at +{restarted0 - restarted1:.1f}s")
     # The slow disk made the recovery long enough to matter ...
     assert recovery >= 15, f"recovery took only {recovery:.1f}s: the slow disk did not hold it"
-    # ... its pod was not Ready before it was in sync (0.5 s: the two samplings' granularity) ...
-    assert ready_at[0] >= in_sync - 0.5 - 1.0, (ready_at[0] - restarted1, recovery)
+    # ... its pod was not Ready while it was catching up: /readyz (bound 0 records) says ready once
+    # the follower has caught up, and its ISR membership reaches the metadata a moment later (the
+    # leader proposes it, the controller commits it: up to a few seconds here, 2.2 s seen) ...
+    assert ready_at[0] >= in_sync - 5, (ready_at[0] - restarted1, recovery)
     # ... and the next restart waited for both.
     assert restarted0 >= in_sync, (restarted0 - restarted1, recovery)
     assert restarted0 >= ready_at[0], (restarted0 - restarted1, ready_at[0] - restarted1)
