@@ -35,8 +35,8 @@ WEED_PID= K8S_PID=
 stop_builds() {
     # each build is its own process group (setsid), so that an early exit stops go build too
     # (the group, or the process itself if it has not called setsid yet)
-    for pid in $WEED_PID $K8S_PID; do { kill -- -"$pid" || kill "$pid"; } 2>/dev/null; done
-    rm -rf "${WEED_DIR:-}" "${K8S_DIR:-}"
+    for pid in $WEED_PID $K8S_PID ${PREV_PID:-}; do { kill -- -"$pid" || kill "$pid"; } 2>/dev/null; done
+    rm -rf "${WEED_DIR:-}" "${K8S_DIR:-}" "${PREV_DIR:-}" "${BIN_DIR:-}"
 }
 if [[ "${1:-}" != "--rust" ]]; then
     WEED_DIR=$(mktemp -d "${TMPDIR:-/tmp}/skein-seaweedfs-build.XXXXXX")
@@ -83,73 +83,81 @@ e2e/chaos/unit.sh
 step "Helm chart: lint, template, CRDs equal the generated ones (installs helm if missing)"
 bash charts/test.sh
 
-step "the previous release (e2e/k8s/upgrade-from.env) for the upgrade test: built once, cached in ~/.cache/skein/previous"
-bash e2e/k8s/build-previous.sh >/dev/null
-
 step "cargo build --release -p skein-broker -p skein-operator"
 cargo build --release -p skein-broker -p skein-operator
+# Every step from here on runs these copies: the previous release builds into the same target
+# directory in the background (below), and cargo leaves its binaries there meanwhile.
+BIN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/skein-bin.XXXXXX")
+cp -p "$TARGET_DIR/release/skein-broker" "$TARGET_DIR/release/skein-operator" "$BIN_DIR/"
+export SKEIN_BROKER_BIN="$BIN_DIR/skein-broker" SKEIN_OPERATOR_BIN="$BIN_DIR/skein-operator"
 
-step "SeaweedFS for the tiered-storage tests: waiting for the background build (e2e/tools/seaweedfs-build.sh)"
-if ! wait "$WEED_PID"; then
-    WEED_PID=
-    echo "SeaweedFS build (e2e/tools/seaweedfs-build.sh) failed:" >&2
-    cat "$WEED_DIR/build.log" >&2
-    exit 1
-fi
-WEED_PID=
-export SKEIN_WEED_BIN
-SKEIN_WEED_BIN=$(cat "$WEED_DIR/path")
-grep -E '^(SeaweedFS .* cached|built in)' "$WEED_DIR/build.log" || true
+# The previous release (e2e/k8s/upgrade-from.env), for the upgrade test at the end: built once
+# and cached in ~/.cache/skein/previous; when it is not cached, it builds in the background at the
+# lowest priority from here, as the Kubernetes control plane does, on the CPU the e2e tests leave.
+PREV_DIR=$(mktemp -d "${TMPDIR:-/tmp}/skein-previous-build.XXXXXX")
+setsid nice -n 19 bash e2e/k8s/build-previous.sh >"$PREV_DIR/path" 2>"$PREV_DIR/build.log" &
+PREV_PID=$!
+
+wait_build() { # wait_build NAME PID LOG: a background build's end; its log when it failed
+    if ! wait "$2"; then
+        echo "$1 failed:" >&2
+        cat "$3" >&2
+        exit 1
+    fi
+}
 
 step "e2e: real Kafka clients against skein-broker and a 3-broker local cluster (skein-operator local)"
 # Most tests wait on clients and brokers more than they use the CPU: they
 # run on two workers, a file to a worker (half the time); the ones that
-# measure rates or timings (marked `serial`) run alone after them.
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
-    e2e/run.sh -n 2 --dist loadfile -m "not serial"
-step "the Kubernetes control plane for the operator tests: waiting for its background build (e2e/k8s/build.sh), so that it never runs beside the timing tests"
-if ! wait "$K8S_PID"; then
-    K8S_PID=
-    echo "Kubernetes build (e2e/k8s/build.sh) failed:" >&2
-    cat "$K8S_DIR/build.log" >&2
-    exit 1
-fi
+# measure rates or timings (marked `serial`) run alone after them. The
+# tiered-storage files need SeaweedFS, which may still be building: they run
+# once it is there, after the others.
+TIERED_FILES=(tests/test_tiered_storage.py tests/test_seaweedfs_harness.py)
+e2e/run.sh -n 2 --dist loadfile -m "not serial" "${TIERED_FILES[@]/#/--ignore=}"
+
+step "SeaweedFS for the tiered-storage tests: waiting for the background build (e2e/tools/seaweedfs-build.sh)"
+wait_build "SeaweedFS build (e2e/tools/seaweedfs-build.sh)" "$WEED_PID" "$WEED_DIR/build.log"
+WEED_PID=
+export SKEIN_WEED_BIN
+SKEIN_WEED_BIN=$(cat "$WEED_DIR/path")
+grep -E '^(SeaweedFS .* cached|built in)' "$WEED_DIR/build.log" || true
+step "e2e: the tiered-storage tests (SeaweedFS)"
+e2e/run.sh -n 2 --dist loadfile -m "not serial" "${TIERED_FILES[@]}"
+
+step "the Kubernetes control plane and the previous release: waiting for their background builds (e2e/k8s/build.sh, build-previous.sh), so that they never run beside the timing tests"
+wait_build "Kubernetes build (e2e/k8s/build.sh)" "$K8S_PID" "$K8S_DIR/build.log"
 K8S_PID=
 grep -E '^(k8s .* cached|built in|building)' "$K8S_DIR/build.log" || true
+wait_build "the previous release's build (e2e/k8s/build-previous.sh)" "$PREV_PID" "$PREV_DIR/build.log"
+PREV_PID=
+grep -E '^(previous release|building)' "$PREV_DIR/build.log" || true
 
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
-    e2e/run.sh -m serial
+e2e/run.sh -m serial
 
 step "chaos: ~2 minutes of random faults (kill -9, pauses, network partitions, disk full, slow disk, controller restarts, clock skew, partition reassignments) under idempotent acks=all producers and a consumer group, then a Jepsen-style check (e2e/chaos)"
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
-    e2e/chaos/run.sh --duration 75 --report "${TMPDIR:-/tmp}/skein-chaos-smoke-$$/report.md"
+e2e/chaos/run.sh --duration 75 --report "${TMPDIR:-/tmp}/skein-chaos-smoke-$$/report.md"
 
 step "chaos with tiered storage: ~1 minute of the same faults plus object-store outages, the topic tiering to SeaweedFS (e2e/chaos --tiered)"
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
-    e2e/chaos/run.sh --duration 50 --tiered --report "${TMPDIR:-/tmp}/skein-chaos-tiered-$$/report.md"
+e2e/chaos/run.sh --duration 50 --tiered --report "${TMPDIR:-/tmp}/skein-chaos-tiered-$$/report.md"
 
 step "operator on a real Kubernetes API server (e2e/k8s: built from the Go module proxy, cached; kwok nodes; a skein-broker process behind every broker pod)"
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
-    e2e/k8s/operator-e2e.sh
+e2e/k8s/operator-e2e.sh
 
 # The step above ran the whole suite; this one checks the script users run on
-# their own clusters (its runner pod, in-cluster access, images by flag) with
-# the suite's core: chart, validation, topics and clients, pod loss, scaling,
-# a rolling restart, operator failover and deletion. The long day-2 and
-# security scenarios (certificate renewal, storage growth, self-healing,
-# balance, ...) are left to the step above: the script runs them unchanged
-# (`e2e/k8s/cluster-e2e.sh` without -k).
-CLUSTER_SCRIPT_SUBSET="helm_chart or chart_examples or rejects or builds_objects or topic or scale_up or scale_down"
-CLUSTER_SCRIPT_SUBSET+=" or config_change_rolls or operator_failover or deleting_the_cluster"
+# their own clusters (its runner pod, in-cluster access, images by flag, the
+# exit status brought back) with the suite's first steps: chart, validation,
+# a cluster and a topic served to clients, deletion. Everything else (pod
+# loss, scaling, rolls, failover, security, day-2) is left to the step above:
+# the script runs those tests unchanged (`e2e/k8s/cluster-e2e.sh` without -k),
+# and running them twice here proved nothing about the script.
+CLUSTER_SCRIPT_SUBSET="helm_chart or chart_examples or rejects or builds_objects or topic_gets_partitions"
+CLUSTER_SCRIPT_SUBSET+=" or kafka_api_topic or deleting_the_cluster"
 step "the operator suite's core through e2e/k8s/cluster-e2e.sh (the script for your own cluster): its runner pod on the e2e/k8s control plane"
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
-    e2e/k8s/operator-e2e.sh --cluster-script -- -k "$CLUSTER_SCRIPT_SUBSET"
+e2e/k8s/operator-e2e.sh --cluster-script -- -k "$CLUSTER_SCRIPT_SUBSET"
 
 step "observability: promtool rule tests, then the dashboard and alerts against a real Prometheus (3-broker local cluster; operator on e2e/k8s's control plane)"
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
-    bash observability/test.sh
+bash observability/test.sh
 
 step "benchmark harness smoke: e2e/bench/run.sh --quick (keeps the harness working; speed is not asserted)"
-SKEIN_BROKER_BIN="$TARGET_DIR/release/skein-broker" SKEIN_OPERATOR_BIN="$TARGET_DIR/release/skein-operator" \
-    e2e/bench/run.sh --quick \
+e2e/bench/run.sh --quick \
     --out "${TMPDIR:-/tmp}/skein-bench-smoke-$$"

@@ -116,7 +116,7 @@ K -n "$RNS" wait --for=condition=Ready "pod/$POD" --timeout=300s >/dev/null
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"; cleanup' EXIT
 mkdir -p "$stage/e2e/k8s" "$stage/e2e/tests" "$stage/bin" "$stage/charts"
-cp "$HERE/test_operator.py" "$stage/e2e/k8s/"
+cp "$HERE/test_operator.py" "$HERE/conftest.py" "$stage/e2e/k8s/"
 cp "$ROOT/e2e/tests/util.py" "$ROOT/e2e/tests/brokers.py" "$ROOT/e2e/tests/pki.py" "$stage/e2e/tests/"
 cp "$ROOT/e2e/requirements.txt" "$stage/e2e/"
 cp -r "$ROOT/charts/skein" "$stage/charts/"

@@ -35,30 +35,22 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_operator import (MODE, NS, AcksAllWriter, LocalCluster, cond, poll_values,  # noqa: E402
-                           ready, running)
+from test_operator import (BROKEN_IMAGE_TAG, MODE, NS, AcksAllWriter, cond, poll_values,  # noqa: E402
+                           ready)
 from util import wait_until  # noqa: E402
 
 NAME, TOPIC = "pace", "pace-t"
 PARTITIONS = 6
-# An image tag the pod runner runs as /bin/false: a broker that exits at once, every time.
-BROKEN = "does-not-start"
 # The slow broker's disk: bytes/s it may write.
 SLOW_DISK = 100_000
 # What it must copy back through it after its restart.
 BURST_BYTES = 4_000_000
 
 
-class Day2Cluster(LocalCluster):
-    def binaries(self) -> dict[str, str]:
-        return {f"skein-broker:{BROKEN}": "/bin/false", **super().binaries()}
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory, request):
+@pytest.fixture(scope="module", autouse=True)
+def local_tier():
     if MODE != "local":
         pytest.fail("test_day2.py needs this machine's tier (the pod runner): run e2e/k8s/operator-e2e.sh")
-    yield from running(Day2Cluster(tmp_path_factory.mktemp("day2")), request)
 
 
 def boot() -> str:
@@ -331,7 +323,7 @@ def test_evictions_wait_until_the_cluster_can_spare_a_broker_and_go_one_at_a_tim
 def test_an_image_roll_not_ready_in_time_is_undone(env, cluster):
     good = status(env).get("brokerImage")
     assert good, f"no status.brokerImage after a settled roll: {status(env)}"
-    bad = f"ghcr.io/skein-dev/skein-broker:{BROKEN}"
+    bad = f"ghcr.io/skein-dev/skein-broker:{BROKEN_IMAGE_TAG}"
     before = {n: p["metadata"]["uid"] for n, p in pods(env).items()}
     env.k("-n", NS, "patch", "kafkacluster", NAME, "--type=merge", "-p",
           json.dumps({"spec": {"image": bad, "rollPolicy": {"timeout": "40s"}}}))

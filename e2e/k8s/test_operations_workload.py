@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parent / "chaos"))
 import checker  # noqa: E402
 from run_clients import Clients  # noqa: E402
 from test_operator import (CLUSTER, NS, OP_NS, all_in_sync, bootstrap, cluster_yaml, cond,  # noqa: E402
-                           env, expandable_class, rolled_since, scale, topic_yaml, wait_until)  # noqa: F401
+                           expandable_class, rolled_since, scale, topic_yaml, wait_until)  # noqa: F401
 
 ROUNDS = int(os.environ.get("SKEIN_OPS_ROUNDS", "1"))
 

@@ -43,6 +43,8 @@ NS = os.environ.get("SKEIN_E2E_NAMESPACE", "skein-e2e")
 OP_NS = os.environ.get("SKEIN_E2E_OPERATOR_NAMESPACE", "skein-system")
 CLUSTER = "demo"
 MODE = os.environ.get("SKEIN_E2E_CLUSTER", "local")
+# An image tag the local tier's pod runner runs as /bin/false: a broker that exits at once, every time.
+BROKEN_IMAGE_TAG = "does-not-start"
 
 
 # The platform of the running module, for the state a failed wait reports.
@@ -219,8 +221,10 @@ class LocalCluster(Env):
         self.runners.append(PodRunner(kubectl, NS, binaries, self.workdir / "runner").start())
 
     def binaries(self) -> dict[str, str]:
-        """What the pod runners run for an image: the binary of the longest key it names."""
-        return {"skein-operator": os.environ["SKEIN_OPERATOR_BIN"], "skein-broker": os.environ["SKEIN_BROKER_BIN"]}
+        """What the pod runners run for an image: the binary of the longest key it names (an
+        image tagged BROKEN_IMAGE_TAG runs /bin/false: a broker that never starts)."""
+        return {"skein-operator": os.environ["SKEIN_OPERATOR_BIN"], "skein-broker": os.environ["SKEIN_BROKER_BIN"],
+                f"skein-broker:{BROKEN_IMAGE_TAG}": "/bin/false"}
 
     def operator_logs(self) -> str:
         out = []
@@ -292,11 +296,7 @@ def running(e: Env, request):
         e.teardown()
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory, request):
-    if MODE not in ("local", "existing"):
-        pytest.fail(f"SKEIN_E2E_CLUSTER={MODE}: expected local or existing")
-    yield from running((LocalCluster if MODE == "local" else ExistingCluster)(tmp_path_factory.mktemp("op")), request)
+# The `env` fixture (the platform, one per session) is in conftest.py.
 
 
 def cluster_yaml(replicas: int, size: str = "1Gi", storage_class: str | None = None,
@@ -660,20 +660,22 @@ def test_a_broker_on_a_new_volume_loses_no_acknowledged_record(env):
 
 class AcksAllWriter:
     """An idempotent acks=all producer in a thread, writing `<prefix>-<i>` round robin over
-    `partitions` partitions of `topic` until `finish()`; what was acknowledged and what failed."""
+    `partitions` partitions of `topic` until `finish()`; what was acknowledged and what failed.
+    `config`: more producer settings (security)."""
 
-    def __init__(self, boot: str, topic: str, partitions: int, prefix: str):
+    def __init__(self, boot: str, topic: str, partitions: int, prefix: str, config: dict | None = None):
         self.acked: list[bytes] = []
         self.failed: list[str] = []
         self._stop = threading.Event()
         self._args = (boot, topic, partitions, prefix)
+        self._config = config or {}
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         from confluent_kafka import Producer
         boot, topic, partitions, prefix = self._args
         p = Producer({"bootstrap.servers": boot, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                      "message.timeout.ms": 180000, "log_level": 2})
+                      "message.timeout.ms": 180000, "log_level": 2, **self._config})
         i = 0
         while not self._stop.is_set():
             p.produce(topic, f"{prefix}-{i}".encode(), partition=i % partitions,

@@ -45,7 +45,8 @@ pub const PHASE_SINCE_ANNOTATION: &str = "skein.dev/ca-phase-since";
 pub const FORCE_RENEW_ANNOTATION: &str = "skein.dev/force-renew-ca";
 pub const FORCE_REPLACE_ANNOTATION: &str = "skein.dev/force-replace-ca";
 
-const DAY: i64 = 86_400;
+/// Seconds in a day.
+pub const DAY: i64 = 86_400;
 
 /// A CA's certificate and key, as PEM.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,11 +96,33 @@ pub struct Request {
     pub replace: bool,
 }
 
+/// How the operator times certificates: the shortest phase of a CA
+/// replacement, and the length of a day of `validityDays` and
+/// `renewalDays`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    pub phase: Duration,
+    pub day: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            phase: Duration::from_secs(300),
+            day: Duration::from_secs(DAY as u64),
+        }
+    }
+}
+
 /// How certificates are issued and renewed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
     pub validity_days: i64,
     pub renewal_days: i64,
+    /// Seconds in a day of `validity_days` and `renewal_days`: 86 400, or
+    /// fewer to test rotation on a short clock
+    /// (`--certificate-day-seconds`).
+    pub day: i64,
     pub phase: Duration,
     /// Unix seconds.
     pub now: i64,
@@ -111,14 +134,23 @@ impl Policy {
     pub fn validity(&self) -> Validity {
         Validity {
             not_before: self.now - 3600,
-            not_after: self.now + self.validity_days * DAY,
+            not_after: self.now + self.validity_days * self.day,
         }
     }
 
     /// Whether a certificate (PEM; the first one) is due for renewal:
     /// expires within `renewal_days`, or cannot be read.
     pub fn due(&self, cert_pem: &str) -> bool {
-        not_after(cert_pem).is_none_or(|t| t - self.now < self.renewal_days * DAY)
+        self.renewal_in(cert_pem).is_zero()
+    }
+
+    /// How long until a certificate (PEM; the first one) falls due for
+    /// renewal: zero when it is due already or cannot be read.
+    pub fn renewal_in(&self, cert_pem: &str) -> Duration {
+        let left = not_after(cert_pem)
+            .map_or(0, |t| t - self.renewal_days * self.day - self.now)
+            .max(0);
+        Duration::from_secs(left as u64)
     }
 }
 
@@ -318,9 +350,36 @@ mod tests {
         Policy {
             validity_days: 365,
             renewal_days: 30,
+            day: DAY,
             phase: Duration::from_secs(100),
             now,
         }
+    }
+
+    /// On a short clock (`--certificate-day-seconds`), validity and
+    /// renewal are counted in its days, and the renewal falls due when the
+    /// wait says.
+    #[test]
+    fn a_short_day_scales_validity_and_renewal() {
+        let t0 = 1_800_000_000;
+        let short = |now| Policy {
+            day: 2,
+            ..policy(now)
+        };
+        let ca = CaState::new("skein test CA", &short(t0)).unwrap();
+        assert_eq!(not_after(&ca.signer.cert), Some(t0 + 730));
+        assert_eq!(
+            short(t0).renewal_in(&ca.signer.cert),
+            Duration::from_secs(670)
+        );
+        assert!(!short(t0 + 669).due(&ca.signer.cert));
+        assert!(short(t0 + 670).due(&ca.signer.cert));
+        assert_eq!(
+            short(t0 + 900).renewal_in(&ca.signer.cert),
+            Duration::ZERO,
+            "expired"
+        );
+        assert_eq!(short(t0).renewal_in("not a certificate"), Duration::ZERO);
     }
 
     fn certs(pem: &str) -> usize {

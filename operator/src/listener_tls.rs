@@ -37,13 +37,16 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use skein_crds::{AuthenticationType, CertificateAuthorityStatus, KafkaCluster};
 
-use crate::ca::{self, text, Ca, CaState, Policy, Request};
+use crate::ca::{self, text, Ca, CaState, Policy, Request, Timing};
 use crate::error::{Error, Result};
 use crate::local_tls::{ca_issuer, leaf_valid};
 use crate::manifests::listeners::{BROKER_CN, CA_KEY, CLIENTS_CA_KEY, KEYSTORE_KEY};
 use crate::manifests::{owned_meta, ClusterNames};
 use crate::ownership::{self, Written};
 use crate::validate::InvalidSpec;
+
+/// How often a CA brought in `spec.certificates` is read again.
+const BROUGHT_CA_RECHECK: Duration = Duration::from_secs(30);
 
 /// Annotation on the brokers' Secret: the names its certificate holds.
 const SANS_ANNOTATION: &str = "skein.dev/subject-alternative-names";
@@ -67,13 +70,14 @@ fn clients_ca_name(names: &ClusterNames) -> String {
     format!("skein clients CA {}/{}", names.namespace, names.cluster)
 }
 
-/// How `kc`'s certificates are issued, at `now`, with phases of `phase`.
-pub fn policy(kc: &KafkaCluster, phase: Duration) -> Policy {
+/// How `kc`'s certificates are issued, at `now`, timed by `timing`.
+pub fn policy(kc: &KafkaCluster, timing: Timing) -> Policy {
     let c = &kc.spec.certificates;
     Policy {
         validity_days: c.validity_days.into(),
         renewal_days: c.renewal_days.into(),
-        phase,
+        day: timing.day.as_secs().max(1) as i64,
+        phase: timing.phase,
         now: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
@@ -221,10 +225,17 @@ async fn brought_ca(secrets: &Api<Secret>, name: &str) -> Result<CaState> {
 /// What [`ensure`] found and leaves to do.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// When to look again (a CA phase ends).
+    /// When to look again: a CA phase ends, or a CA or the brokers'
+    /// certificate falls due for renewal.
     pub requeue: Option<Duration>,
     /// For `status.certificateAuthorities`.
     pub statuses: Vec<CertificateAuthorityStatus>,
+}
+
+impl Outcome {
+    fn sooner(&mut self, after: Duration) {
+        self.requeue = Some(self.requeue.map_or(after, |r| r.min(after)));
+    }
 }
 
 fn ca_status(
@@ -290,7 +301,8 @@ fn ours(
 
 /// Makes, renews or rolls over the listener certificates of `kc` (nothing
 /// when no client listener serves TLS). `node_addresses`: where the
-/// brokers run; `phase`: the shortest phase of a CA replacement.
+/// brokers run; `timing`: the shortest phase of a CA replacement and the
+/// length of a day.
 /// `Ok(Err(_))`: refused, nothing written from there on — a Secret the
 /// cluster would write is someone else's, or the cluster CA and the clients
 /// CA are one.
@@ -298,7 +310,7 @@ pub async fn ensure(
     client: &Client,
     kc: &KafkaCluster,
     node_addresses: &[String],
-    phase: Duration,
+    timing: Timing,
 ) -> Result<std::result::Result<Outcome, InvalidSpec>> {
     if !crate::manifests::listeners::any_tls(kc) {
         return Ok(Ok(Outcome::default()));
@@ -312,7 +324,7 @@ pub async fn ensure(
             }
         };
     }
-    let policy = policy(kc, phase);
+    let policy = policy(kc, timing);
     let annotations = kc.annotations();
     let mut outcome = Outcome::default();
     let mut done: Vec<(&str, &str)> = Vec::new();
@@ -320,6 +332,11 @@ pub async fn ensure(
     for slot in slots(kc, &names) {
         if let Some(name) = slot.brought {
             let state = brought_ca(&secrets, name).await?;
+            // The operator may not watch Secrets (get, create and patch
+            // only): it reads a brought CA again this often, so that a CA
+            // its administrator (or cert-manager) renews reaches the brokers
+            // and the users' certificates within about a minute.
+            outcome.sooner(BROUGHT_CA_RECHECK);
             outcome
                 .statuses
                 .push(ca_status(slot.which, name, &state, true));
@@ -346,7 +363,7 @@ pub async fn ensure(
             if !waiting.is_empty() {
                 tracing::info!(cluster = %names.cluster, users = ?waiting,
                     "keeping the old clients CA: these users' certificates are not reissued yet");
-                outcome.requeue = Some(Duration::from_secs(5));
+                outcome.sooner(Duration::from_secs(5));
                 outcome
                     .statuses
                     .push(ca_status(slot.which, &slot.secret_name, &state, false));
@@ -377,10 +394,11 @@ pub async fn ensure(
                 done.push((ca::FORCE_REPLACE_ANNOTATION, slot.which));
             }
         }
-        if let Some(left) = state.phase_left(&policy) {
-            let left = left + Duration::from_secs(1);
-            outcome.requeue = Some(outcome.requeue.map_or(left, |r| r.min(left)));
-        }
+        // Back when the phase may end, or when the CA falls due for renewal.
+        let next = state
+            .phase_left(&policy)
+            .unwrap_or_else(|| policy.renewal_in(&state.signer.cert));
+        outcome.sooner(next + Duration::from_secs(1));
         outcome
             .statuses
             .push(ca_status(slot.which, &slot.secret_name, &state, false));
@@ -428,10 +446,14 @@ pub async fn ensure(
         .is_some_and(|c| brokers_secret_fits(c, &cluster_ca, &clients_ca, &sans, &policy))
     {
         let s = brokers_secret(kc, &names, &cluster_ca, &clients_ca, &sans, &policy)?;
+        let renewal_in = text(&s, KEYSTORE_KEY).map(|k| policy.renewal_in(&k));
         refused!(write_owned(&secrets, kc, s, current.as_ref()).await?);
         tracing::info!(cluster = %names.cluster, namespace = %names.namespace,
             names = %sans.join(","),
             "listener certificate issued (Secret {})", names.listener_tls_secret());
+        outcome.sooner(renewal_in.unwrap_or_default() + Duration::from_secs(1));
+    } else if let Some(k) = current.as_ref().and_then(|c| text(c, KEYSTORE_KEY)) {
+        outcome.sooner(policy.renewal_in(&k) + Duration::from_secs(1));
     }
     Ok(Ok(outcome))
 }
@@ -527,10 +549,11 @@ async fn clear_requests(client: &Client, kc: &KafkaCluster, done: &[(&str, &str)
     Ok(())
 }
 
-/// A `tls` user's Secret data and annotations, or why none is issued
-/// (condition reason, message).
+/// A `tls` user's Secret data and annotations and how long until its
+/// certificate falls due for renewal, or why none is issued (condition
+/// reason, message).
 pub type UserCertificate = std::result::Result<
-    (BTreeMap<String, String>, BTreeMap<String, String>),
+    (BTreeMap<String, String>, BTreeMap<String, String>, Duration),
     (&'static str, String),
 >;
 
@@ -560,6 +583,7 @@ pub async fn user_certificate(
     names: &ClusterNames,
     user: &str,
     existing: Option<&Secret>,
+    timing: Timing,
 ) -> Result<UserCertificate> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &names.namespace);
     let kc = Api::<KafkaCluster>::namespaced(client.clone(), &names.namespace)
@@ -603,7 +627,7 @@ pub async fn user_certificate(
             ),
         )));
     }
-    let policy = policy(&kc, Duration::ZERO);
+    let policy = policy(&kc, timing);
     let ca_print = fingerprint(&clients_ca.cert);
     let annotations = BTreeMap::from([(USER_CA_ANNOTATION.to_string(), ca_print.clone())]);
     if let Some(s) = existing {
@@ -616,15 +640,25 @@ pub async fn user_certificate(
         if let (true, Some(cert), Some(key)) =
             (same_ca, text(s, USER_CERT_KEY), text(s, USER_KEY_KEY))
         {
-            if !policy.due(&cert) {
-                return Ok(Ok((user_data(&cert, &key, &cluster_ca), annotations)));
+            let renewal_in = policy.renewal_in(&cert);
+            if !renewal_in.is_zero() {
+                return Ok(Ok((
+                    user_data(&cert, &key, &cluster_ca),
+                    annotations,
+                    renewal_in,
+                )));
             }
         }
     }
     let issuer = ca_issuer(&clients_ca.cert, &clients_ca.key).map_err(err)?;
     let (cert, key) =
         leaf_valid(user, Vec::new(), &issuer, Some(policy.validity())).map_err(err)?;
-    Ok(Ok((user_data(&cert, &key, &cluster_ca), annotations)))
+    let renewal_in = policy.renewal_in(&cert);
+    Ok(Ok((
+        user_data(&cert, &key, &cluster_ca),
+        annotations,
+        renewal_in,
+    )))
 }
 
 fn user_data(cert: &str, key: &str, cluster_ca: &str) -> BTreeMap<String, String> {
@@ -654,7 +688,13 @@ mod tests {
     fn the_brokers_certificate_chains_to_the_stored_ca_and_follows_the_nodes() {
         let kc = cluster();
         let names = ClusterNames::of(&kc);
-        let p = policy(&kc, Duration::from_secs(60));
+        let p = policy(
+            &kc,
+            Timing {
+                phase: Duration::from_secs(60),
+                ..Timing::default()
+            },
+        );
         let cluster_ca = CaState::new(&cluster_ca_name(&names), &p).unwrap();
         let clients_ca = CaState::new(&clients_ca_name(&names), &p).unwrap();
         let sans = subject_alt_names(&names, &["10.0.0.7".into()]);
@@ -712,7 +752,13 @@ mod tests {
     fn clients_holding_each_phases_bundle_verify_the_next_phases_certificate() {
         let kc = cluster();
         let names = ClusterNames::of(&kc);
-        let mut p = policy(&kc, Duration::from_secs(60));
+        let mut p = policy(
+            &kc,
+            Timing {
+                phase: Duration::from_secs(60),
+                ..Timing::default()
+            },
+        );
         let cn = cluster_ca_name(&names);
         let mut cluster_ca = CaState::new(&cn, &p).unwrap();
         let clients_ca = CaState::new(&clients_ca_name(&names), &p).unwrap();
@@ -768,7 +814,13 @@ mod tests {
     fn a_brought_ca_in_cert_managers_layout_signs_the_brokers_certificate() {
         let kc = cluster();
         let names = ClusterNames::of(&kc);
-        let p = policy(&kc, Duration::from_secs(60));
+        let p = policy(
+            &kc,
+            Timing {
+                phase: Duration::from_secs(60),
+                ..Timing::default()
+            },
+        );
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params

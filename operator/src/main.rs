@@ -168,6 +168,12 @@ struct KubernetesArgs {
     /// them and clients to take the new CA bundle.
     #[arg(long, env = "SKEIN_CA_PHASE_SECONDS", default_value_t = 300)]
     ca_phase_seconds: u64,
+    /// Seconds in a day of `spec.certificates.validityDays` and
+    /// `renewalDays`. Only for testing rotation on a short clock (e.g. 2:
+    /// `validityDays: 60` lasts two minutes); keep the default otherwise.
+    #[arg(long, env = "SKEIN_CERTIFICATE_DAY_SECONDS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    certificate_day_seconds: u64,
     /// Lifetime of the control planes' leaf certificates (the brokers' and
     /// the controller's), in seconds; renewed with a third left. The CA
     /// lives ten years. Keep a third of it well above the time kubelets
@@ -282,7 +288,10 @@ fn main() -> ExitCode {
                 build.default_broker_image = image;
             }
             build.network_policies = args.network_policies;
-            build.ca_phase = std::time::Duration::from_secs(args.ca_phase_seconds);
+            build.certificates = skein_operator::ca::Timing {
+                phase: std::time::Duration::from_secs(args.ca_phase_seconds),
+                day: std::time::Duration::from_secs(args.certificate_day_seconds),
+            };
             build.operator_namespace = args.lease_namespace.clone();
             let labels: Option<std::collections::BTreeMap<String, String>> = args
                 .operator_pod_labels

@@ -49,8 +49,9 @@ pub struct BuildOptions {
     /// the brokers' control port under a NetworkPolicy.
     pub operator_namespace: String,
     pub operator_pod_labels: BTreeMap<String, String>,
-    /// Shortest phase of a CA replacement ([`crate::ca`]).
-    pub ca_phase: std::time::Duration,
+    /// Shortest phase of a CA replacement ([`crate::ca`]) and the length
+    /// of a certificate day.
+    pub certificates: crate::ca::Timing,
 }
 
 impl Default for BuildOptions {
@@ -66,7 +67,7 @@ impl Default for BuildOptions {
                 labels::NAME.to_string(),
                 labels::OPERATOR.to_string(),
             )]),
-            ca_phase: std::time::Duration::from_secs(300),
+            certificates: crate::ca::Timing::default(),
         }
     }
 }

@@ -364,6 +364,7 @@ async fn apply(
         refuse(user, ctx, api, "ControllerNotReady", msg, now_t).await?;
         return Ok(Action::requeue(Duration::from_secs(10)));
     };
+    let mut recheck = Duration::from_secs(300);
     let secret = match (mechanism, &password) {
         (Some(m), Some(p)) => Some(user_secret(user, scram_data(user, m.name(), p), None)),
         _ if auth == Some(AuthenticationType::Tls) => {
@@ -376,10 +377,16 @@ async fn apply(
                 &names,
                 user.user_name(),
                 existing.as_ref(),
+                ctx.options.certificates,
             )
             .await?
             {
-                Ok((data, annotations)) => Some(user_secret(user, data, Some(annotations))),
+                Ok((data, annotations, renewal_in)) => {
+                    // Back when the certificate falls due (on a short test
+                    // clock, sooner than the periodic look).
+                    recheck = recheck.min(renewal_in + Duration::from_secs(1));
+                    Some(user_secret(user, data, Some(annotations)))
+                }
                 Err((reason, msg)) => {
                     refuse(user, ctx, api, reason, msg, now_t).await?;
                     return Ok(Action::requeue(Duration::from_secs(15)));
@@ -476,7 +483,7 @@ async fn apply(
     if first_look {
         publish(ctx, user, EventType::Normal, "Reconciled", "Reconcile", msg).await;
     }
-    Ok(Action::requeue(Duration::from_secs(300)))
+    Ok(Action::requeue(recheck))
 }
 
 async fn cleanup(user: &KafkaUser, ctx: &Context, now: Timestamp) -> Result<Action> {

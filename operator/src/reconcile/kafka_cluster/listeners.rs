@@ -36,7 +36,7 @@ pub async fn certificates(cx: &Cx<'_>, found: &mut Found) -> Result<Outcome> {
         &found.listener_services,
     ));
     found.certificates =
-        match crate::listener_tls::ensure(&ctx.client, kc, &cert_names, ctx.options.ca_phase)
+        match crate::listener_tls::ensure(&ctx.client, kc, &cert_names, ctx.options.certificates)
             .await?
         {
             Ok(c) => c,
