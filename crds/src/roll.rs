@@ -94,6 +94,16 @@ pub struct RollStatus {
     /// When that pod was restarted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restarted_at: Option<Time>,
+    /// The uid of the pod restarted last (its successor has another), its
+    /// broker's epoch then, and the image it is restarted on: with
+    /// `restartedAt`, what an operator taking over the roll (a failover)
+    /// needs to go on waiting for it, timeout included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_epoch: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// What the roll waits for now.
     pub waiting_for: String,
 }

@@ -24,6 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use kube::{Client, Resource};
 use skein_controller::rpc::maintain_session;
 use skein_controller::rpc::tls::ClientTls;
@@ -105,9 +107,34 @@ pub struct Restart {
     pub broker_epoch: u64,
     /// When the pod was deleted (`spec.rollPolicy.timeout` runs from it).
     pub since: std::time::Instant,
-    pub restarted_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    pub restarted_at: Time,
     /// The image its successor is to run.
     pub image: String,
+}
+
+impl Restart {
+    /// The record `status.roll` keeps of the pod restarted last, for an
+    /// operator that takes over a roll another one started (a failover):
+    /// it goes on waiting for that pod, and `spec.rollPolicy.timeout` runs
+    /// from the restart, not from the takeover. `None` without a pod
+    /// restarted (or from an operator that did not record one).
+    pub fn from_status(roll: &skein_crds::RollStatus, now: &Time) -> Option<Restart> {
+        let pod = roll.pod.clone()?;
+        let restarted_at = roll.restarted_at.clone()?;
+        let broker = pod.rsplit_once('-')?.1.parse().ok()?;
+        let ago = Duration::try_from(now.0.duration_since(restarted_at.0)).unwrap_or_default();
+        Some(Restart {
+            uid: roll.pod_uid.clone()?,
+            broker,
+            broker_epoch: roll.broker_epoch.unwrap_or_default().max(0) as u64,
+            since: std::time::Instant::now()
+                .checked_sub(ago)
+                .unwrap_or_else(std::time::Instant::now),
+            restarted_at,
+            image: roll.image.clone()?,
+            pod,
+        })
+    }
 }
 
 impl ClusterController {
@@ -604,6 +631,52 @@ impl crate::context::TopicRemover for ClusterControllers {
 pub mod tests {
     use super::*;
     use skein_controller::Event;
+
+    /// An operator taking over a roll reads the restart from `status.roll`:
+    /// the same pod, uid, broker, epoch and image, and a clock that started
+    /// at the restart; nothing from a status without the record.
+    #[test]
+    fn a_roll_taken_over_keeps_its_restart_and_its_clock() {
+        let at: Time = Time("2026-12-08T00:00:00Z".parse().unwrap());
+        let now: Time = Time("2026-12-08T00:00:30Z".parse().unwrap());
+        let roll = skein_crds::RollStatus {
+            progress: "1/3".into(),
+            updated_replicas: 1,
+            replicas: 3,
+            pod: Some("pace-2".into()),
+            restarted_at: Some(at.clone()),
+            pod_uid: Some("uid-old".into()),
+            broker_epoch: Some(41),
+            image: Some("skein-broker:new".into()),
+            waiting_for: "waiting".into(),
+        };
+        let r = Restart::from_status(&roll, &now).expect("a record");
+        assert_eq!(
+            (r.pod.as_str(), r.uid.as_str(), r.broker, r.broker_epoch),
+            ("pace-2", "uid-old", 2, 41)
+        );
+        assert_eq!(
+            (r.image.as_str(), &r.restarted_at),
+            ("skein-broker:new", &at)
+        );
+        let waited = r.since.elapsed();
+        assert!(
+            waited >= Duration::from_secs(30) && waited < Duration::from_secs(40),
+            "{waited:?}"
+        );
+        // A restart recorded by an operator that kept no uid, or no restart at all.
+        assert!(Restart::from_status(
+            &skein_crds::RollStatus {
+                pod_uid: None,
+                ..roll.clone()
+            },
+            &now
+        )
+        .is_none());
+        assert!(
+            Restart::from_status(&skein_crds::RollStatus { pod: None, ..roll }, &now).is_none()
+        );
+    }
 
     #[test]
     fn a_new_cluster_starts_at_its_spec_level_or_the_highest() {

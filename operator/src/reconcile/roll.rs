@@ -198,6 +198,9 @@ pub async fn rolling_restart_step(
         replicas: pods.len() as i32,
         pod: pod.map(|r| r.pod.clone()),
         restarted_at: pod.map(|r| r.restarted_at.clone()),
+        pod_uid: pod.map(|r| r.uid.clone()),
+        broker_epoch: pod.map(|r| r.broker_epoch as i64),
+        image: pod.map(|r| r.image.clone()),
         waiting_for: waiting_for.to_string(),
     };
     let step = |reason: &'static str, message: String, pod: Option<&Restart>| RollStep {
@@ -207,7 +210,19 @@ pub async fn rolling_restart_step(
     };
     // One at a time: the pod restarted last must be back, ready, and its
     // broker registered again, before anything else is looked at.
-    let last = rt.restarting.lock().expect("restarting lock").clone();
+    // An operator that took over (a failover) finds the record in the status.
+    let last = rt
+        .restarting
+        .lock()
+        .expect("restarting lock")
+        .clone()
+        .or_else(|| {
+            let r = Restart::from_status(status?.roll.as_ref()?, &now)?;
+            info!(cluster = %names.cluster, pod = %r.pod, since = %r.restarted_at.0,
+                "rolling restart: going on waiting for the pod the previous operator restarted");
+            *rt.restarting.lock().expect("restarting lock") = Some(r.clone());
+            Some(r)
+        });
     if let Some(r) = last {
         let new_pod = pods
             .iter()
