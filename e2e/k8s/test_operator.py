@@ -3068,7 +3068,8 @@ def test_scale_3_to_6_the_balancer_shows_its_plan_then_spreads_bytes_within_5_pe
     Event) and, with spec.balancer.approval Manual, moves nothing until the plan's id is in the
     skein.dev/approve-balance-plan annotation; then it runs as throttled reassignments and ends
     with every broker's bytes on disk (its skein_log_size_bytes, read from the broker) within 5%
-    of their mean and replica counts within one of each other: what the planner aims for. The
+    of their mean, or one partition where partitions are coarser than that, and replica counts
+    within one of each other: what the planner aims for. The
     reassignments run at the throttle: each broker receiving replicas takes at most
     reassignmentThrottleBytesPerSecond beyond the throttle's first ten-second window (measured from
     its bytes on disk every second). An acks=all producer's p99
@@ -3125,6 +3126,17 @@ spec:
         return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
                    if line.startswith("skein_log_size_bytes{")
                    and (only is None or f'topic="{only}"' in line))
+
+    def partition_bytes() -> dict[int, int]:
+        """Each partition of the loaded topic: its bytes on disk (the largest of its replicas)."""
+        sizes: dict[int, int] = {}
+        for i in range(6):
+            text = env.k("get", "--raw", f"/api/v1/namespaces/{NS}/pods/{name}-{i}:9644/proxy/metrics")
+            for line in text.splitlines():
+                if line.startswith("skein_log_size_bytes{") and f'topic="{topic}"' in line:
+                    p = int(line.split('partition="')[1].split('"')[0])
+                    sizes[p] = max(sizes.get(p, 0), int(float(line.rsplit(" ", 1)[1])))
+        return sizes
 
     def kc() -> dict:
         return env.get("-n", NS, "get", "kafkacluster", name)
@@ -3269,9 +3281,15 @@ spec:
             for b in p["replicas"]:
                 counts[b] += 1
         print(f"balance: replicas per broker at 6 brokers {counts}")
-        # The planner's own targets: bytes within 5% of the mean (here partitions of 0.5 to 2 MiB
-        # over a mean of 10 MiB: within one 0.5 MiB partition), and 51 replicas 8 or 9 each.
-        assert all(abs(b - mean) <= 0.05 * mean for b in after), after
+        # What the planner aims for (half the 10% threshold): every broker within 5% of the mean,
+        # except where the partitions are too coarse for that: here a mean of 10 MiB in partitions of
+        # 0.5 to 2 MiB, so no closer than one 0.5 MiB partition (5.0014% was seen). And 51 replicas,
+        # 8 or 9 each.
+        # (One partition: its size on disk, 1% over for the record overheads that differ between
+        # brokers' mixes of partitions.) The plan ran as shown: each broker ends at its bytesAfter.
+        smallest = min(partition_bytes().values())
+        assert all(abs(b - mean) <= max(0.05 * mean, 1.01 * smallest) for b in after), (after, smallest)
+        assert after == [b["bytesAfter"] for b in waiting["brokers"]], (after, waiting["brokers"])
         assert max(counts.values()) - min(counts.values()) <= 1, counts
         # Throttled moves keep producers' p99 within twice the idle one, plus 10 ms: idle p99s
         # here are a few ms, and on two shared cores one scheduling hiccup doubles such a figure

@@ -211,18 +211,15 @@ pub async fn rolling_restart_step(
     // One at a time: the pod restarted last must be back, ready, and its
     // broker registered again, before anything else is looked at.
     // An operator that took over (a failover) finds the record in the status.
-    let last = rt
-        .restarting
-        .lock()
-        .expect("restarting lock")
-        .clone()
-        .or_else(|| {
-            let r = Restart::from_status(status?.roll.as_ref()?, &now)?;
-            info!(cluster = %names.cluster, pod = %r.pod, since = %r.restarted_at.0,
-                "rolling restart: going on waiting for the pod the previous operator restarted");
-            *rt.restarting.lock().expect("restarting lock") = Some(r.clone());
-            Some(r)
-        });
+    // (The lock is taken and released before: the closure takes it again.)
+    let recorded = rt.restarting.lock().expect("restarting lock").clone();
+    let last = recorded.or_else(|| {
+        let r = Restart::from_status(status?.roll.as_ref()?, &now)?;
+        info!(cluster = %names.cluster, pod = %r.pod, since = %r.restarted_at.0,
+            "rolling restart: going on waiting for the pod the previous operator restarted");
+        *rt.restarting.lock().expect("restarting lock") = Some(r.clone());
+        Some(r)
+    });
     if let Some(r) = last {
         let new_pod = pods
             .iter()
