@@ -233,8 +233,8 @@ def test_certificates_renew_on_time_without_restarts_or_failed_deliveries(env, s
             if len(v[user]) >= 2 and not overlap and now < min(user0_expiry, ca0_expiry) - 5:
                 # The overlap: the renewed certificates are out, the first ones still valid.
                 latest = save("ca-latest.crt", v["cluster-ca"][-1][1])
-                renewed = (save(f"{user}-latest.crt", v[user][-1][1]),
-                           save(f"{user}-latest.key", secret_data(env, user)["user.key"]))
+                s = secret_data(env, user)  # the certificate and its key from one read of the Secret
+                renewed = (save(f"{user}-latest.crt", s["user.crt"]), save(f"{user}-latest.key", s["user.key"]))
                 overlap = {"first certificates, new connection": tls_verifies(hosts[0], 9095, ca0, user0),
                            "renewed certificates": tls_verifies(hosts[0], 9095, latest, renewed)}
                 writer(1)
