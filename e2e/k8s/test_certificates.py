@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -31,7 +30,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from test_operator import (MODE, NS, AcksAllWriter, broker_log, first_certificate, poll_values,  # noqa: E402
-                           ready, served_certificate, ssl_der, tls_verifies, wait_until)
+                           ready, served_certificate, ssl_der, tls_cluster, tls_verifies, wait_until)
 
 # Seconds in a certificate day for the rotation test.
 CERT_DAY = 2
@@ -80,57 +79,6 @@ def short_clock(env):
         env.helm_install(verb="upgrade")
         wait_until(lambda: operator_env(env).get("SKEIN_CERTIFICATE_DAY_SECONDS") == "86400", 180,
                    "an operator with real certificate days leading again")
-
-
-def tls_cluster(name: str, certificates: str, topic: str, user: str) -> str:
-    return f"""apiVersion: skein.dev/v1alpha1
-kind: KafkaCluster
-metadata:
-  name: {name}
-  namespace: {NS}
-spec:
-  replicas: 2
-  storage:
-    size: 1Gi
-  certificates:
-{certificates}
-  listeners:
-    clients:
-      - name: tls
-        port: 9093
-        type: internal
-        tls: true
-      - name: mtls
-        port: 9095
-        type: internal
-        tls: true
-        authentication:
-          type: tls
-  config:
-    min.insync.replicas: "2"
----
-apiVersion: skein.dev/v1alpha1
-kind: Topic
-metadata:
-  name: {topic}
-  namespace: {NS}
-spec:
-  clusterRef:
-    name: {name}
-  partitions: 2
-  replicationFactor: 2
----
-apiVersion: skein.dev/v1alpha1
-kind: KafkaUser
-metadata:
-  name: {user}
-  namespace: {NS}
-spec:
-  clusterRef:
-    name: {name}
-  authentication:
-    type: tls
-"""
 
 
 class Versions:

@@ -26,7 +26,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -35,8 +34,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_operator import (BROKEN_IMAGE_TAG, MODE, NS, OP_NS, AcksAllWriter, cond, poll_values,  # noqa: E402
-                           ready)
+from test_operator import (BROKEN_IMAGE_TAG, MODE, NS, OP_NS, AcksAllWriter, Sampler, cond,  # noqa: E402
+                           poll_values, ready)
 from util import wait_until  # noqa: E402
 
 NAME, TOPIC = "pace", "pace-t"
@@ -122,28 +121,19 @@ spec:
     print(f"day-2 cluster: {len(writer.acked)} acknowledged records (acks=all) all read back, none failed")
 
 
-class Watch:
+class Watch(Sampler):
     """Samples, every 0.25 s, the broker pods' uids and when broker `slow` is in the ISR of every
     partition it is a replica of (from the cluster's metadata), in threads of their own."""
 
+    loops = ("_pods", "_isr")
+
     def __init__(self, env, slow: int):
+        super().__init__()
         self.env, self.slow = env, slow
         self.uids: dict[str, list[tuple[float, str]]] = {}
         self.in_sync: list[tuple[float, bool]] = []
         self.rolls: list[dict] = []
         self.printed: list[str] = []  # `kubectl get kafkacluster` as it showed the cluster
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=f, daemon=True) for f in (self._pods, self._isr)]
-
-    def start(self):
-        for t in self._threads:
-            t.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        for t in self._threads:
-            t.join(10)
 
     def _pods(self):
         while not self._stop.is_set():

@@ -1875,6 +1875,60 @@ spec:
         env.k("-n", NS, "delete", "kafkacluster", name, "--ignore-not-found", "--wait=false", check=False)
 
 
+def tls_cluster(name: str, certificates: str, topic: str, user: str) -> str:
+    """A two-broker cluster with a TLS listener (9093) and a mutual-TLS one (9095), its
+    `spec.certificates` lines as given, a Topic (2 partitions, replication factor 2) and a `tls`
+    KafkaUser."""
+    return f"""apiVersion: skein.dev/v1alpha1
+kind: KafkaCluster
+metadata:
+  name: {name}
+  namespace: {NS}
+spec:
+  replicas: 2
+  storage:
+    size: 1Gi
+  certificates:
+{certificates}
+  listeners:
+    clients:
+      - name: tls
+        port: 9093
+        type: internal
+        tls: true
+      - name: mtls
+        port: 9095
+        type: internal
+        tls: true
+        authentication:
+          type: tls
+  config:
+    min.insync.replicas: "2"
+---
+apiVersion: skein.dev/v1alpha1
+kind: Topic
+metadata:
+  name: {topic}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  partitions: 2
+  replicationFactor: 2
+---
+apiVersion: skein.dev/v1alpha1
+kind: KafkaUser
+metadata:
+  name: {user}
+  namespace: {NS}
+spec:
+  clusterRef:
+    name: {name}
+  authentication:
+    type: tls
+"""
+
+
 def tls_verifies(host: str, port: int, cafile: Path, cert: tuple[Path, Path] | None = None) -> bool | None:
     """Whether a TLS handshake with host:port verifies the served certificate against `cafile`
     (hostname checked) and, with `cert`, the server accepts that client certificate. None: no
@@ -1941,55 +1995,7 @@ def test_forced_ca_renewal_and_replacement_roll_certificates_under_an_acks_all_p
     from confluent_kafka import Consumer, Producer
 
     name = "roll"
-    env.k("apply", "-f", "-", stdin=f"""apiVersion: skein.dev/v1alpha1
-kind: KafkaCluster
-metadata:
-  name: {name}
-  namespace: {NS}
-spec:
-  replicas: 2
-  storage:
-    size: 1Gi
-  certificates:
-    validityDays: 90
-    renewalDays: 10
-  listeners:
-    clients:
-      - name: tls
-        port: 9093
-        type: internal
-        tls: true
-      - name: mtls
-        port: 9095
-        type: internal
-        tls: true
-        authentication:
-          type: tls
-  config:
-    min.insync.replicas: "2"
----
-apiVersion: skein.dev/v1alpha1
-kind: Topic
-metadata:
-  name: roll-t
-  namespace: {NS}
-spec:
-  clusterRef:
-    name: {name}
-  partitions: 2
-  replicationFactor: 2
----
-apiVersion: skein.dev/v1alpha1
-kind: KafkaUser
-metadata:
-  name: dave
-  namespace: {NS}
-spec:
-  clusterRef:
-    name: {name}
-  authentication:
-    type: tls
-""")
+    env.k("apply", "-f", "-", stdin=tls_cluster(name, "    validityDays: 90\n    renewalDays: 10", "roll-t", "dave"))
     stop = threading.Event()
     try:
         def cas() -> dict:
@@ -2812,18 +2818,14 @@ spec:
                   check=False)
 
 
-class HealWatch:
-    """Samples, in threads of their own: every 0.25 s the SelfHealing condition's reason and the
-    cluster's Metadata (live brokers, each partition's replicas); every second each broker's
-    bytes on disk per partition of `topic` (its skein_log_size_bytes)."""
+class Sampler:
+    """Sampling threads (the subclass's methods named in `loops`), each looping until `stop()`."""
 
-    def __init__(self, env, name: str, topic: str, boot: str, brokers: int):
-        self.env, self.name, self.topic, self.boot, self.n = env, name, topic, boot, brokers
-        self.reasons: list[tuple[float, str]] = []
-        self.metadata: list[tuple[float, set[int], dict[int, list[int]]]] = []
-        self.sizes: list[tuple[float, int, dict[int, int]]] = []  # (t, broker, partition -> bytes)
+    loops: tuple[str, ...] = ()
+
+    def __init__(self):
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=f, daemon=True) for f in (self._status, self._meta, self._disk)]
+        self._threads = [threading.Thread(target=getattr(self, f), daemon=True) for f in self.loops]
 
     def start(self):
         for t in self._threads:
@@ -2834,6 +2836,21 @@ class HealWatch:
         self._stop.set()
         for t in self._threads:
             t.join(10)
+
+
+class HealWatch(Sampler):
+    """Samples, in threads of their own: every 0.25 s the SelfHealing condition's reason and the
+    cluster's Metadata (live brokers, each partition's replicas); every second each broker's
+    bytes on disk per partition of `topic` (its skein_log_size_bytes)."""
+
+    loops = ("_status", "_meta", "_disk")
+
+    def __init__(self, env, name: str, topic: str, boot: str, brokers: int):
+        super().__init__()
+        self.env, self.name, self.topic, self.boot, self.n = env, name, topic, boot, brokers
+        self.reasons: list[tuple[float, str]] = []
+        self.metadata: list[tuple[float, set[int], dict[int, list[int]]]] = []
+        self.sizes: list[tuple[float, int, dict[int, int]]] = []  # (t, broker, partition -> bytes)
 
     def _status(self):
         while not self._stop.is_set():
